@@ -1,0 +1,143 @@
+// Package activities holds the side-effecting half of airlock's workflows:
+// one Activities struct carrying its dependencies (the upstream MCP pool,
+// later the sandbox, Slack and audit sinks), whose methods are registered
+// with the worker and called from workflows by name.
+//
+// Activities may do I/O. They classify their failures into the error types
+// below so that the workflow can decide, deterministically, what to retry and
+// what to report.
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/internal/upstream"
+)
+
+// Activity names are wire names: they appear in workflow histories.
+const (
+	CallToolName = "CallTool"
+)
+
+// Error types of application errors returned by activities. Workflows branch
+// on them with temporal.ApplicationError.Type().
+const (
+	// ErrTypeNotSent: the request never reached the upstream; retrying is safe.
+	ErrTypeNotSent = "NotSent"
+	// ErrTypeOutcomeUnknown: the request may have reached the upstream but no
+	// answer came back; only idempotent tools may be retried.
+	ErrTypeOutcomeUnknown = "OutcomeUnknown"
+	// ErrTypeRejected: the upstream answered with a protocol error.
+	ErrTypeRejected = "Rejected"
+	// ErrTypeInternal: a bug or an unusable result; not retried.
+	ErrTypeInternal = "Internal"
+)
+
+// ToolCaller calls a tool on an upstream. *upstream.Pool implements it; the
+// WASM sandbox will be the second implementation.
+type ToolCaller interface {
+	CallTool(ctx context.Context, server, tool string, args json.RawMessage) (*mcp.CallToolResult, error)
+}
+
+var _ ToolCaller = (*upstream.Pool)(nil)
+
+// Activities holds the dependencies of every activity.
+type Activities struct {
+	Tools ToolCaller
+	// HeartbeatEvery is how often a running call heartbeats (default 2s).
+	HeartbeatEvery time.Duration
+}
+
+// CallToolInput is one attempt at running an upstream tool.
+type CallToolInput struct {
+	TaskID string
+	// CallID is the call's idempotency key (the Update ID).
+	CallID       string
+	Attempt      int
+	Server       string
+	Tool         string
+	Arguments    json.RawMessage
+	Idempotent   bool
+	ExposedName  string
+	PolicyDigest string `json:",omitempty"`
+}
+
+// CallToolOutput carries the upstream's CallToolResult as JSON, so every
+// content type passes through unchanged.
+type CallToolOutput struct {
+	Result  json.RawMessage
+	IsError bool
+}
+
+// CallTool runs one tool call on its upstream. It heartbeats while the call
+// runs, so a worker that dies mid-call is noticed within the heartbeat
+// timeout rather than the tool's whole timeout.
+func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolOutput, error) {
+	if a.Tools == nil {
+		return CallToolOutput{}, temporal.NewNonRetryableApplicationError("no tool caller configured on this worker", ErrTypeInternal, nil)
+	}
+	stop := a.heartbeat(ctx)
+	defer stop()
+
+	res, err := a.Tools.CallTool(ctx, in.Server, in.Tool, in.Arguments)
+	if err != nil {
+		return CallToolOutput{}, classify(in, err)
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return CallToolOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("encoding result of %s: %v", in.ExposedName, err), ErrTypeInternal, err)
+	}
+	return CallToolOutput{Result: raw, IsError: res.IsError}, nil
+}
+
+// classify turns a pool error into an application error whose type the
+// workflow understands. Retries are decided by the workflow, not here.
+func classify(in CallToolInput, err error) error {
+	switch {
+	case errors.Is(err, upstream.ErrNotSent):
+		return temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeNotSent, err)
+	case errors.Is(err, upstream.ErrRejected):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRejected, err)
+	default:
+		// Anything else happened after the request may have been written.
+		return temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeOutcomeUnknown, err)
+	}
+}
+
+// heartbeat records one heartbeat now and then one every HeartbeatEvery
+// until the returned stop function is called.
+func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	every := a.HeartbeatEvery
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	activity.RecordHeartbeat(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}

@@ -1,0 +1,68 @@
+// Package worker registers airlock's workflows and activities on a Temporal
+// worker. Registration and worker options only: what the workflows and
+// activities do lives in their own packages.
+package worker
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// Options configure a worker.
+type Options struct {
+	// TaskQueue defaults to workflows.DefaultTaskQueue.
+	TaskQueue string
+	// MaxConcurrentCalls bounds tool calls run at once by this worker
+	// (default 64).
+	MaxConcurrentCalls int
+}
+
+// New returns a worker with every workflow and activity registered under
+// its wire name. Start it with Start or Run.
+func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.Worker {
+	tq := opts.TaskQueue
+	if tq == "" {
+		tq = workflows.DefaultTaskQueue
+	}
+	conc := opts.MaxConcurrentCalls
+	if conc <= 0 {
+		conc = 64
+	}
+	w := sdkworker.New(c, tq, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize: conc,
+		// Finish calls in flight on shutdown rather than abandoning them
+		// to the heartbeat timeout.
+		WorkerStopTimeout: 10 * time.Second,
+	})
+	Register(w, acts)
+	return w
+}
+
+// Registry is the part of a worker (or replayer) that takes registrations.
+type Registry interface {
+	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+	RegisterActivityWithOptions(a interface{}, options activity.RegisterOptions)
+}
+
+// Register registers workflows and activities under their wire names.
+func Register(r Registry, acts *activities.Activities) {
+	RegisterWorkflows(r)
+	r.RegisterActivityWithOptions(acts.CallTool, activity.RegisterOptions{Name: activities.CallToolName})
+}
+
+// WorkflowRegistry takes workflow registrations (workers and replayers).
+type WorkflowRegistry interface {
+	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+}
+
+// RegisterWorkflows registers the workflows only (for replayers).
+func RegisterWorkflows(r WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(workflows.AgentTask, workflow.RegisterOptions{Name: workflows.AgentTaskName})
+}

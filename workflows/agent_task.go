@@ -1,0 +1,376 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/airlock-run/airlock/activities"
+)
+
+// recentKept is how many finished calls the task remembers (with results,
+// for deduplicating retried call IDs across continue-as-new).
+const recentKept = 32
+
+// defaultContinueAsNewAfter: see Limits.ContinueAsNewAfter.
+const defaultContinueAsNewAfter = 500
+
+// heartbeatTimeout is how long a running call may go without a heartbeat
+// before Temporal declares its worker dead.
+const heartbeatTimeout = 10 * time.Second
+
+// task is the in-memory state of one AgentTask run.
+type task struct {
+	in           TaskInput
+	startedAt    time.Time
+	lastActivity time.Time
+	calls        int // over the whole task
+	runCalls     int // in this run
+	runs         int
+	toolsUsed    []string
+	recent       []CallRecord
+	inFlight     []string
+	finish       bool
+	state        string
+}
+
+// AgentTask is the durable workflow behind one agent session. Each tool call
+// arrives as an Update (UpdateCallTool) and runs through the call pipeline;
+// the task ends when asked to finish, at its deadline, after its idle
+// timeout, or when cancelled. It continues as new before its history grows
+// large, carrying its state.
+func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
+	t := newTask(ctx, in)
+
+	// Handlers first, before anything blocks.
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, t.status); err != nil {
+		return TaskResult{}, err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCallTool, t.callTool,
+		workflow.UpdateHandlerOptions{Validator: t.validateCall}); err != nil {
+		return TaskResult{}, err
+	}
+	finishCh := workflow.GetSignalChannel(ctx, SignalFinish)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		finishCh.Receive(ctx, nil)
+		t.finish = true
+	})
+
+	if in.Carried == nil {
+		if err := workflow.UpsertTypedSearchAttributes(ctx,
+			SAPrincipal.ValueSet(in.Principal), SAStatus.ValueSet(StateRunning)); err != nil {
+			return TaskResult{}, err
+		}
+	}
+
+	canAfter := in.Limits.ContinueAsNewAfter
+	if canAfter <= 0 {
+		canAfter = defaultContinueAsNewAfter
+	}
+	needCAN := func() bool {
+		return t.runCalls >= canAfter || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+	}
+
+	for {
+		wake, why := t.nextWake()
+		var d time.Duration
+		if !wake.IsZero() {
+			d = wake.Sub(workflow.Now(ctx))
+		}
+		if !wake.IsZero() && d <= 0 {
+			if len(t.inFlight) == 0 {
+				return t.end(ctx, why)
+			}
+			// Calls still running: wait for them, then look again.
+			if err := workflow.Await(ctx, func() bool { return len(t.inFlight) == 0 }); err != nil {
+				return t.end(ctx, StateCanceled)
+			}
+			continue
+		}
+		cond := func() bool { return t.finish || needCAN() }
+		var err error
+		if wake.IsZero() {
+			err = workflow.Await(ctx, cond)
+		} else {
+			_, err = workflow.AwaitWithTimeout(ctx, d, cond)
+		}
+		if err != nil {
+			if temporal.IsCanceledError(err) {
+				return t.end(ctx, StateCanceled)
+			}
+			return TaskResult{}, err
+		}
+		if t.finish {
+			if err := workflow.Await(ctx, func() bool { return len(t.inFlight) == 0 }); err != nil {
+				return t.end(ctx, StateCanceled)
+			}
+			return t.end(ctx, StateFinished)
+		}
+		if needCAN() {
+			// Let running calls and queued updates finish in this run.
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return t.end(ctx, StateCanceled)
+			}
+			if t.finish {
+				return t.end(ctx, StateFinished)
+			}
+			next := t.in
+			next.Carried = t.carry()
+			return TaskResult{}, workflow.NewContinueAsNewError(ctx, AgentTaskName, next)
+		}
+	}
+}
+
+func newTask(ctx workflow.Context, in TaskInput) *task {
+	now := workflow.Now(ctx)
+	t := &task{in: in, startedAt: now, lastActivity: now, state: StateRunning, runs: 1}
+	if c := in.Carried; c != nil {
+		t.startedAt, t.lastActivity = c.StartedAt, c.LastActivity
+		t.calls, t.runs = c.Calls, c.Runs+1
+		t.toolsUsed = slices.Clone(c.ToolsUsed)
+		t.recent = slices.Clone(c.Recent)
+	}
+	return t
+}
+
+// nextWake returns when the task must next check its deadline or idle
+// timeout, and which of the two that is. Zero means never.
+func (t *task) nextWake() (time.Time, string) {
+	var wake time.Time
+	why := ""
+	if dl := t.in.Limits.Deadline; !dl.IsZero() {
+		wake, why = dl, StateDeadline
+	}
+	if it := t.in.Limits.IdleTimeout; it > 0 {
+		idle := t.lastActivity.Add(it)
+		if wake.IsZero() || idle.Before(wake) {
+			wake, why = idle, StateIdle
+		}
+	}
+	return wake, why
+}
+
+func (t *task) end(ctx workflow.Context, state string) (TaskResult, error) {
+	t.state = state
+	// Best effort: the status attribute is a derived view.
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(state))
+	workflow.GetLogger(ctx).Info("task ended", "task", t.in.TaskID, "state", state, "calls", t.calls)
+	return TaskResult{TaskID: t.in.TaskID, State: state, Calls: t.calls}, nil
+}
+
+func (t *task) carry() *Carried {
+	return &Carried{
+		StartedAt:    t.startedAt,
+		LastActivity: t.lastActivity,
+		Calls:        t.calls,
+		ToolsUsed:    slices.Clone(t.toolsUsed),
+		Recent:       slices.Clone(t.recent),
+		Runs:         t.runs,
+	}
+}
+
+func (t *task) status() (Status, error) {
+	recent := make([]CallRecord, len(t.recent))
+	for i, r := range t.recent {
+		r.Result = nil
+		recent[i] = r
+	}
+	return Status{
+		TaskID:       t.in.TaskID,
+		Principal:    t.in.Principal,
+		Client:       t.in.Client,
+		State:        t.state,
+		StartedAt:    t.startedAt,
+		LastActivity: t.lastActivity,
+		Deadline:     t.in.Limits.Deadline,
+		Calls:        t.calls,
+		MaxCalls:     t.in.Limits.MaxCalls,
+		InFlight:     slices.Clone(t.inFlight),
+		ToolsUsed:    slices.Clone(t.toolsUsed),
+		Recent:       recent,
+		Runs:         t.runs,
+	}, nil
+}
+
+// validateCall rejects malformed requests before they enter history.
+func (t *task) validateCall(req CallRequest) error {
+	switch {
+	case req.CallID == "":
+		return errors.New("call_tool: CallID is empty; set it to the call's idempotency key")
+	case req.Tool == "" || req.Server == "" || req.UpstreamTool == "":
+		return errors.New("call_tool: Tool, Server and UpstreamTool must be set")
+	case t.state != StateRunning || t.finish:
+		return fmt.Errorf("task %s is finishing; start a new task", t.in.TaskID)
+	}
+	return nil
+}
+
+// callTool is the call pipeline: limits, (policy decision, approval wait and
+// capture come with their issues), execute, record.
+func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, error) {
+	// A call ID seen in an earlier run (before continue-as-new) answers
+	// with its recorded result instead of running again.
+	for _, r := range t.recent {
+		if r.CallID == req.CallID {
+			return CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts}, nil
+		}
+	}
+	started := workflow.Now(ctx)
+	t.lastActivity = started
+
+	if lim := t.in.Limits.MaxCalls; lim > 0 && t.calls >= lim {
+		return t.record(req, started, workflow.Now(ctx), CallResult{Outcome: OutcomeLimit,
+			Reason: fmt.Sprintf("task %s reached its limit of %d tool calls; finish this task and start a new one, or ask an operator to raise task.max_calls", t.in.TaskID, lim)}), nil
+	}
+	if dl := t.in.Limits.Deadline; !dl.IsZero() && !started.Before(dl) {
+		return t.record(req, started, workflow.Now(ctx), CallResult{Outcome: OutcomeLimit,
+			Reason: fmt.Sprintf("task %s passed its deadline (%s); start a new task", t.in.TaskID, dl.UTC().Format(time.RFC3339))}), nil
+	}
+
+	t.calls++
+	t.runCalls++
+	t.inFlight = append(t.inFlight, req.CallID)
+	defer func() { t.inFlight = slices.DeleteFunc(t.inFlight, func(id string) bool { return id == req.CallID }) }()
+
+	if !slices.Contains(t.toolsUsed, req.Tool) {
+		t.toolsUsed = append(t.toolsUsed, req.Tool)
+		_ = workflow.UpsertTypedSearchAttributes(ctx, SATools.ValueSet(slices.Clone(t.toolsUsed)))
+	}
+
+	res := t.execute(ctx, req)
+	t.lastActivity = workflow.Now(ctx)
+	return t.record(req, started, t.lastActivity, res), nil
+}
+
+func (t *task) record(req CallRequest, started, finished time.Time, res CallResult) CallResult {
+	res.CallID, res.Tool = req.CallID, req.Tool
+	t.recent = append(t.recent, CallRecord{
+		CallID: req.CallID, Tool: req.Tool, Outcome: res.Outcome, Reason: res.Reason,
+		Started: started, Finished: finished, Attempts: res.Attempts, Result: res.Result,
+	})
+	if len(t.recent) > recentKept {
+		t.recent = slices.Delete(t.recent, 0, len(t.recent)-recentKept)
+	}
+	return res
+}
+
+// execute runs the tool as an activity, retrying by the manifest's policy.
+// Retries live here rather than in the activity's retry policy so that a
+// call whose worker died mid-flight (an activity timeout) is visible to the
+// workflow, which re-runs it only for idempotent tools.
+func (t *task) execute(ctx workflow.Context, req CallRequest) CallResult {
+	spec := req.Spec
+	rp := spec.Retry
+	maxAttempts := max(rp.MaxAttempts, 1)
+	interval := rp.InitialInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	backoff := rp.Backoff
+	if backoff < 1 {
+		backoff = 2
+	}
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	ao := workflow.ActivityOptions{
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    min(heartbeatTimeout, timeout),
+		// Retries are this loop's job (see above).
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:     req.Tool,
+	}
+	actx := workflow.WithActivityOptions(ctx, ao)
+
+	var last string
+	for attempt := 1; ; attempt++ {
+		var out activities.CallToolOutput
+		err := workflow.ExecuteActivity(actx, activities.CallToolName, activities.CallToolInput{
+			TaskID: t.in.TaskID, CallID: req.CallID, Attempt: attempt,
+			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments,
+			Idempotent: spec.Idempotent, ExposedName: req.Tool,
+		}).Get(ctx, &out)
+		if err == nil {
+			o := OutcomeOK
+			if out.IsError {
+				o = OutcomeToolError
+			}
+			return CallResult{Outcome: o, Result: out.Result, Attempts: attempt}
+		}
+
+		kind, msg := classifyActivityError(err)
+		last = msg
+		retryable := false
+		switch kind {
+		case activities.ErrTypeNotSent:
+			retryable = true
+		case activities.ErrTypeOutcomeUnknown:
+			retryable = spec.Idempotent
+		}
+		if slices.Contains(rp.NonRetryable, kind) {
+			retryable = false
+		}
+		if temporal.IsCanceledError(err) || ctx.Err() != nil {
+			return CallResult{Outcome: OutcomeUnknown, Attempts: attempt,
+				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}
+		}
+		if !retryable || attempt >= maxAttempts {
+			return CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
+				Reason: reasonFor(kind, req, attempt, last)}
+		}
+		if err := workflow.Sleep(ctx, interval); err != nil {
+			return CallResult{Outcome: OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}
+		}
+		interval = time.Duration(float64(interval) * backoff)
+		if rp.MaxInterval > 0 && interval > rp.MaxInterval {
+			interval = rp.MaxInterval
+		}
+	}
+}
+
+// classifyActivityError maps an activity failure to one of the activity
+// error types; a timeout (the worker died or the tool hung) counts as an
+// unknown outcome.
+func classifyActivityError(err error) (kind, msg string) {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type(), appErr.Message()
+	}
+	var toErr *temporal.TimeoutError
+	if errors.As(err, &toErr) {
+		return activities.ErrTypeOutcomeUnknown, "no answer within the time limit (" + toErr.TimeoutType().String() + "); the worker may have stopped mid-call"
+	}
+	return activities.ErrTypeInternal, err.Error()
+}
+
+func outcomeFor(kind string, idempotent bool) Outcome {
+	switch kind {
+	case activities.ErrTypeNotSent:
+		return OutcomeUnavailable
+	case activities.ErrTypeOutcomeUnknown:
+		return OutcomeUnknown
+	case activities.ErrTypeRejected:
+		return OutcomeRejected
+	}
+	return OutcomeFailed
+}
+
+func reasonFor(kind string, req CallRequest, attempts int, last string) string {
+	switch kind {
+	case activities.ErrTypeNotSent:
+		return fmt.Sprintf("%s did not run: upstream %q is unavailable after %d attempt(s): %s. Try again later; nothing was changed.", req.Tool, req.Server, attempts, last)
+	case activities.ErrTypeOutcomeUnknown:
+		if req.Spec.Idempotent {
+			return fmt.Sprintf("%s gave no answer after %d attempt(s): %s. It may have taken effect; check before retrying.", req.Tool, attempts, last)
+		}
+		return fmt.Sprintf("the outcome of %s is unknown: %s. It was not re-run because the tool is not idempotent; check whether it took effect before calling it again.", req.Tool, last)
+	case activities.ErrTypeRejected:
+		return fmt.Sprintf("upstream %q rejected the call to %s: %s", req.Server, req.UpstreamTool, last)
+	}
+	return fmt.Sprintf("airlock failed to run %s: %s", req.Tool, last)
+}

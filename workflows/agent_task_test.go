@@ -1,0 +1,354 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/airlock-run/airlock/activities"
+)
+
+// fakeTools is a scripted CallTool activity: each call takes the next
+// response; it records every input it saw.
+type fakeTools struct {
+	mu    sync.Mutex
+	script []func(activities.CallToolInput) (activities.CallToolOutput, error)
+	seen  []activities.CallToolInput
+}
+
+func (f *fakeTools) CallTool(_ context.Context, in activities.CallToolInput) (activities.CallToolOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen = append(f.seen, in)
+	if len(f.script) == 0 {
+		return okOutput(`{"content":[{"type":"text","text":"default"}]}`), nil
+	}
+	next := f.script[0]
+	f.script = f.script[1:]
+	return next(in)
+}
+
+func (f *fakeTools) calls() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.seen) }
+
+func okOutput(js string) activities.CallToolOutput {
+	return activities.CallToolOutput{Result: json.RawMessage(js)}
+}
+
+func respond(out activities.CallToolOutput, err error) func(activities.CallToolInput) (activities.CallToolOutput, error) {
+	return func(activities.CallToolInput) (activities.CallToolOutput, error) { return out, err }
+}
+
+func appErr(kind string) error {
+	return temporal.NewApplicationError("upstream said no ("+kind+")", kind)
+}
+
+type harness struct {
+	t     *testing.T
+	env   *testsuite.TestWorkflowEnvironment
+	tools *fakeTools
+}
+
+func newHarness(t *testing.T, script ...func(activities.CallToolInput) (activities.CallToolOutput, error)) *harness {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := &fakeTools{script: script}
+	env.RegisterWorkflowWithOptions(AgentTask, workflow.RegisterOptions{Name: AgentTaskName})
+	env.RegisterActivityWithOptions(f.CallTool, activity.RegisterOptions{Name: activities.CallToolName})
+	return &harness{t: t, env: env, tools: f}
+}
+
+func req(id string, idempotent bool) CallRequest {
+	return CallRequest{
+		CallID: id, Tool: "fs__read", Server: "fs", UpstreamTool: "read",
+		Arguments: json.RawMessage(`{"path":"/a"}`),
+		Spec: ToolSpec{Timeout: time.Minute, Idempotent: idempotent,
+			Retry: RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, Backoff: 2, MaxInterval: 10 * time.Second}},
+	}
+}
+
+// callAt sends an update at delay d and stores its outcome in *res / *rejected.
+func (h *harness) callAt(d time.Duration, r CallRequest, res *CallResult, rejected *error) {
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdateCallTool, r.CallID, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) {
+				if rejected != nil {
+					*rejected = err
+				}
+			},
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					h.t.Errorf("update %s failed: %v", r.CallID, err)
+					return
+				}
+				if res != nil {
+					*res = v.(CallResult)
+				}
+			},
+		}, r)
+	}, d)
+}
+
+func (h *harness) finishAt(d time.Duration) {
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalFinish, nil) }, d)
+}
+
+func (h *harness) run(in TaskInput) TaskResult {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(AgentTaskName, in)
+	if !h.env.IsWorkflowCompleted() {
+		h.t.Fatal("workflow did not complete")
+	}
+	var out TaskResult
+	if err := h.env.GetWorkflowResult(&out); err != nil {
+		h.t.Fatalf("workflow error: %v", err)
+	}
+	return out
+}
+
+func baseInput() TaskInput {
+	return TaskInput{TaskID: "task-1", Principal: "alice", Limits: Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
+}
+
+func TestCallOutcomes(t *testing.T) {
+	timeoutErr := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+	tests := []struct {
+		name         string
+		idempotent   bool
+		script       []func(activities.CallToolInput) (activities.CallToolOutput, error)
+		wantOutcome  Outcome
+		wantAttempts int
+		wantReason   string // substring
+	}{
+		{name: "ok", script: nil, wantOutcome: OutcomeOK, wantAttempts: 1},
+		{name: "tool error passes through", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
+			respond(activities.CallToolOutput{Result: json.RawMessage(`{"content":[],"isError":true}`), IsError: true}, nil)},
+			wantOutcome: OutcomeToolError, wantAttempts: 1},
+		{name: "not sent is retried", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
+			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent)), respond(okOutput(`{"content":[]}`), nil)},
+			wantOutcome: OutcomeOK, wantAttempts: 2},
+		{name: "not sent exhausts attempts", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
+			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent)),
+			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent)),
+			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent))},
+			wantOutcome: OutcomeUnavailable, wantAttempts: 3, wantReason: "did not run"},
+		{name: "unknown outcome not re-run for non-idempotent tool", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
+			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeOutcomeUnknown))},
+			wantOutcome: OutcomeUnknown, wantAttempts: 1, wantReason: "not idempotent"},
+		{name: "worker died mid-call, non-idempotent", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
+			respond(activities.CallToolOutput{}, timeoutErr)},
+			wantOutcome: OutcomeUnknown, wantAttempts: 1, wantReason: "not re-run"},
+		{name: "worker died mid-call, idempotent is re-run", idempotent: true, script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
+			respond(activities.CallToolOutput{}, timeoutErr), respond(okOutput(`{"content":[]}`), nil)},
+			wantOutcome: OutcomeOK, wantAttempts: 2},
+		{name: "rejected is not retried", idempotent: true, script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
+			respond(activities.CallToolOutput{}, temporal.NewNonRetryableApplicationError("bad params", activities.ErrTypeRejected, nil))},
+			wantOutcome: OutcomeRejected, wantAttempts: 1, wantReason: "bad params"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.script...)
+			var res CallResult
+			h.callAt(time.Second, req("c1", tc.idempotent), &res, nil)
+			h.finishAt(time.Hour - time.Minute)
+			out := h.run(baseInput())
+			if res.Outcome != tc.wantOutcome || res.Attempts != tc.wantAttempts {
+				t.Fatalf("got outcome %q after %d attempts (reason %q); want %q after %d", res.Outcome, res.Attempts, res.Reason, tc.wantOutcome, tc.wantAttempts)
+			}
+			if !strings.Contains(res.Reason, tc.wantReason) {
+				t.Errorf("reason %q does not mention %q", res.Reason, tc.wantReason)
+			}
+			if h.tools.calls() != tc.wantAttempts {
+				t.Errorf("activity ran %d times, want %d", h.tools.calls(), tc.wantAttempts)
+			}
+			if out.State != StateFinished || out.Calls != 1 {
+				t.Errorf("task result %+v", out)
+			}
+			for i, in := range h.tools.seen {
+				if in.CallID != "c1" || in.Attempt != i+1 || in.TaskID != "task-1" || in.Tool != "read" || in.Server != "fs" {
+					t.Errorf("activity input %d: %+v", i, in)
+				}
+			}
+		})
+	}
+}
+
+func TestResultPassesThroughUnchanged(t *testing.T) {
+	body := `{"content":[{"type":"image","data":"AAEC","mimeType":"image/png"}],"structuredContent":{"n":1}}`
+	h := newHarness(t, respond(okOutput(body), nil))
+	var res CallResult
+	h.callAt(time.Second, req("c1", false), &res, nil)
+	h.finishAt(time.Minute)
+	h.run(baseInput())
+	if string(res.Result) != body {
+		t.Fatalf("result changed:\n got %s\nwant %s", res.Result, body)
+	}
+}
+
+func TestMaxCallsLimit(t *testing.T) {
+	h := newHarness(t)
+	in := baseInput()
+	in.Limits.MaxCalls = 2
+	var r1, r2, r3 CallResult
+	h.callAt(time.Second, req("c1", false), &r1, nil)
+	h.callAt(2*time.Second, req("c2", false), &r2, nil)
+	h.callAt(3*time.Second, req("c3", false), &r3, nil)
+	h.finishAt(time.Minute)
+	out := h.run(in)
+	if r1.Outcome != OutcomeOK || r2.Outcome != OutcomeOK {
+		t.Fatalf("first calls: %v %v", r1.Outcome, r2.Outcome)
+	}
+	if r3.Outcome != OutcomeLimit || !strings.Contains(r3.Reason, "limit of 2 tool calls") {
+		t.Fatalf("third call: %+v", r3)
+	}
+	if h.tools.calls() != 2 || out.Calls != 2 {
+		t.Fatalf("activity ran %d times, task counted %d; want 2", h.tools.calls(), out.Calls)
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	h := newHarness(t)
+	in := baseInput()
+	in.Limits.Deadline = h.env.Now().Add(10 * time.Minute)
+	var r1 CallResult
+	h.callAt(time.Minute, req("c1", false), &r1, nil)
+	out := h.run(in)
+	if r1.Outcome != OutcomeOK {
+		t.Fatalf("call before deadline: %+v", r1)
+	}
+	if out.State != StateDeadline {
+		t.Fatalf("task ended %q, want %q", out.State, StateDeadline)
+	}
+}
+
+func TestIdleTimeoutEndsTask(t *testing.T) {
+	h := newHarness(t)
+	in := baseInput()
+	in.Limits.IdleTimeout = 30 * time.Minute
+	var r1 CallResult
+	h.callAt(20*time.Minute, req("c1", false), &r1, nil)
+	start := h.env.Now()
+	out := h.run(in)
+	if out.State != StateIdle || r1.Outcome != OutcomeOK {
+		t.Fatalf("task %+v call %+v", out, r1)
+	}
+	// Idle counts from the last call, not from the start.
+	if got := h.env.Now().Sub(start); got < 50*time.Minute {
+		t.Fatalf("task ended after %s; the call at 20m should have pushed idle end to 50m", got)
+	}
+}
+
+func TestValidatorRejectsBadRequests(t *testing.T) {
+	h := newHarness(t)
+	var rejected error
+	bad := req("", false)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdateCallTool, "u1", &testsuite.TestUpdateCallback{
+			OnAccept:   func() { t.Error("empty CallID accepted") },
+			OnReject:   func(err error) { rejected = err },
+			OnComplete: func(any, error) {},
+		}, bad)
+	}, time.Second)
+	h.finishAt(time.Minute)
+	h.run(baseInput())
+	if rejected == nil || !strings.Contains(rejected.Error(), "CallID is empty") {
+		t.Fatalf("rejection: %v", rejected)
+	}
+	if h.tools.calls() != 0 {
+		t.Fatal("activity ran for a rejected update")
+	}
+}
+
+func TestStatusQuery(t *testing.T) {
+	h := newHarness(t)
+	h.callAt(time.Second, req("c1", false), nil, nil)
+	var st Status
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(QueryStatus)
+		if err != nil {
+			t.Errorf("query: %v", err)
+			return
+		}
+		if err := v.Get(&st); err != nil {
+			t.Errorf("decode: %v", err)
+		}
+	}, 2*time.Second)
+	h.finishAt(time.Minute)
+	h.run(baseInput())
+	if st.TaskID != "task-1" || st.Principal != "alice" || st.State != StateRunning || st.Calls != 1 ||
+		!cmp.Equal(st.ToolsUsed, []string{"fs__read"}) || len(st.Recent) != 1 || st.Recent[0].Outcome != OutcomeOK {
+		t.Fatalf("status: %+v", st)
+	}
+	if st.Recent[0].Result != nil {
+		t.Error("status carries results; it should be a summary")
+	}
+}
+
+func TestContinueAsNewCarriesState(t *testing.T) {
+	h := newHarness(t)
+	in := baseInput()
+	in.Limits.ContinueAsNewAfter = 2
+	h.callAt(time.Second, req("c1", false), nil, nil)
+	h.callAt(2*time.Second, req("c2", false), nil, nil)
+	h.env.ExecuteWorkflow(AgentTaskName, in)
+	err := h.env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	if !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next TaskInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.Carried == nil || next.Carried.Calls != 2 || next.Carried.Runs != 1 || len(next.Carried.Recent) != 2 ||
+		next.TaskID != "task-1" || !cmp.Equal(next.Carried.ToolsUsed, []string{"fs__read"}) {
+		t.Fatalf("carried: %+v", next.Carried)
+	}
+
+	// The next run answers a retried call ID from the carried record
+	// instead of running the tool again, and keeps counting.
+	h2 := newHarness(t)
+	var again, fresh CallResult
+	h2.callAt(time.Second, req("c2", false), &again, nil)
+	h2.callAt(2*time.Second, req("c3", false), &fresh, nil)
+	h2.finishAt(time.Minute)
+	next.Limits.ContinueAsNewAfter = 100
+	out := h2.run(next)
+	if again.Outcome != OutcomeOK || again.CallID != "c2" || fresh.Outcome != OutcomeOK {
+		t.Fatalf("again %+v fresh %+v", again, fresh)
+	}
+	if h2.tools.calls() != 1 {
+		t.Fatalf("activity ran %d times in the new run; want 1 (c2 was already done)", h2.tools.calls())
+	}
+	if out.Calls != 3 {
+		t.Fatalf("calls over the task = %d, want 3", out.Calls)
+	}
+}
+
+func TestFinishWaitsForInFlightCall(t *testing.T) {
+	slow := func(activities.CallToolInput) (activities.CallToolOutput, error) {
+		return okOutput(`{"content":[]}`), nil
+	}
+	h := newHarness(t, slow)
+	h.env.SetTestTimeout(time.Minute)
+	var res CallResult
+	h.callAt(time.Second, req("c1", false), &res, nil)
+	h.finishAt(time.Second + time.Millisecond)
+	out := h.run(baseInput())
+	if res.Outcome != OutcomeOK || out.State != StateFinished || out.Calls != 1 {
+		t.Fatalf("res %+v out %+v", res, out)
+	}
+}

@@ -1,0 +1,141 @@
+package workflows
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// TaskInput starts (or continues) an AgentTask.
+type TaskInput struct {
+	TaskID    string
+	Principal string
+	// Client is the MCP client's name and version, for operators.
+	Client string `json:",omitempty"`
+	Limits Limits
+	// Carried is the state handed over by continue-as-new; nil on a new task.
+	Carried *Carried `json:",omitempty"`
+}
+
+// Limits bound a task.
+type Limits struct {
+	MaxCalls int
+	// Deadline is absolute; the zero time means no deadline.
+	Deadline    time.Time
+	IdleTimeout time.Duration
+	// ContinueAsNewAfter is the number of calls in one run after which the
+	// task continues as new (default 500; history stays well under
+	// Temporal's limits and its 2000-updates-per-run cap).
+	ContinueAsNewAfter int `json:",omitempty"`
+}
+
+// Carried is the task state that survives continue-as-new.
+type Carried struct {
+	StartedAt    time.Time
+	LastActivity time.Time
+	Calls        int
+	ToolsUsed    []string
+	Recent       []CallRecord
+	Runs         int
+}
+
+// CallRequest asks the task to run one tool call. The gateway fills the
+// tool's manifest facts in, so the workflow decides from recorded values.
+type CallRequest struct {
+	// CallID is the idempotency key; it is also the Update ID.
+	CallID string
+	// Tool is the exposed name ("server__tool").
+	Tool         string
+	Server       string
+	UpstreamTool string
+	Arguments    json.RawMessage
+	Spec         ToolSpec
+}
+
+// ToolSpec is what the workflow needs to know of a tool's manifest.
+type ToolSpec struct {
+	Timeout     time.Duration
+	Retry       RetrySpec
+	Idempotent  bool
+	SideEffects []string `json:",omitempty"`
+	Risk        string   `json:",omitempty"`
+}
+
+// RetrySpec is a manifest retry policy.
+type RetrySpec struct {
+	MaxAttempts     int
+	InitialInterval time.Duration
+	MaxInterval     time.Duration
+	Backoff         float64
+	NonRetryable    []string `json:",omitempty"`
+}
+
+// Outcome classifies how a call ended.
+type Outcome string
+
+const (
+	// OutcomeOK: the tool ran and returned a result.
+	OutcomeOK Outcome = "ok"
+	// OutcomeToolError: the tool ran and reported an error (isError).
+	OutcomeToolError Outcome = "tool_error"
+	// OutcomeLimit: a task limit (calls, deadline) stopped the call.
+	OutcomeLimit Outcome = "limit"
+	// OutcomeUnavailable: the upstream could not be reached; the call did
+	// not run.
+	OutcomeUnavailable Outcome = "unavailable"
+	// OutcomeUnknown: the call may or may not have run (the worker or the
+	// connection died mid-call and the tool is not idempotent).
+	OutcomeUnknown Outcome = "unknown"
+	// OutcomeRejected: the upstream refused the request (protocol error).
+	OutcomeRejected Outcome = "rejected"
+	// OutcomeFailed: airlock failed to run the call (internal error).
+	OutcomeFailed Outcome = "failed"
+)
+
+// CallResult is the answer to a CallRequest.
+type CallResult struct {
+	CallID  string
+	Tool    string
+	Outcome Outcome
+	// Reason explains any outcome but ok, in words the model can act on.
+	Reason string `json:",omitempty"`
+	// Result is the upstream's CallToolResult JSON (ok and tool_error).
+	Result   json.RawMessage `json:",omitempty"`
+	Attempts int
+}
+
+// CallRecord is the short trace of a call kept in the task state.
+type CallRecord struct {
+	CallID   string
+	Tool     string
+	Outcome  Outcome
+	Reason   string `json:",omitempty"`
+	Started  time.Time
+	Finished time.Time
+	Attempts int
+	// result is kept for dedup of retried call IDs across continue-as-new.
+	Result json.RawMessage `json:",omitempty"`
+}
+
+// Status is the answer of the status query.
+type Status struct {
+	TaskID       string
+	Principal    string
+	Client       string `json:",omitempty"`
+	State        string
+	StartedAt    time.Time
+	LastActivity time.Time
+	Deadline     time.Time `json:",omitempty"`
+	Calls        int
+	MaxCalls     int
+	InFlight     []string // call IDs running now
+	ToolsUsed    []string
+	Recent       []CallRecord // newest last, without results
+	Runs         int
+}
+
+// TaskResult is returned when a task ends.
+type TaskResult struct {
+	TaskID string
+	State  string
+	Calls  int
+}
