@@ -23,9 +23,9 @@ import (
 // fakeTools is a scripted CallTool activity: each call takes the next
 // response; it records every input it saw.
 type fakeTools struct {
-	mu    sync.Mutex
+	mu     sync.Mutex
 	script []func(activities.CallToolInput) (activities.CallToolOutput, error)
-	seen  []activities.CallToolInput
+	seen   []activities.CallToolInput
 }
 
 func (f *fakeTools) CallTool(_ context.Context, in activities.CallToolInput) (activities.CallToolOutput, error) {
