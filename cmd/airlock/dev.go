@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/devserver"
+	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/internal/upstream"
+	"github.com/airlock-run/airlock/worker"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// roles says which parts a serving command runs.
+type roles struct {
+	embedded bool // embedded Temporal (dev only, when no address is given)
+	worker   bool
+	gateway  bool
+	stdio    bool // gateway on stdin/stdout instead of HTTP
+}
+
+// stack is a running set of roles; stop tears it down in reverse order.
+type stack struct {
+	env     *env
+	srv     *devserver.Server
+	client  client.Client
+	pool    *upstream.Pool
+	worker  sdkworker.Worker
+	gw      *gateway.Gateway
+	http    *http.Server
+	httpErr chan error
+	addr    string
+	stops   []func()
+}
+
+func (s *stack) stop() {
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+}
+
+func runDev(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("airlock dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f commonFlags
+	f.register(fs)
+	stdio := fs.Bool("stdio", false, "serve MCP on stdin/stdout (for Claude Desktop) instead of HTTP")
+	task := fs.String("task", "", "with --stdio: attach to this task `ID` (reattach after a client restart)")
+	port := fs.Int("temporal-port", 7233, "`port` of the embedded Temporal frontend (127.0.0.1 only)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: airlock dev [flags]
+
+Runs airlock in one process: an embedded Temporal server persisting to
+<data-dir>/temporal.db (SQLite), the worker, and the MCP gateway on
+http://<listen>/mcp. Killing and restarting it on the same data dir resumes
+every task. With --temporal-address (or TEMPORAL_ADDRESS) it uses that
+Temporal instead of the embedded one.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "airlock dev: unexpected argument %q (flags only; see airlock dev -h)\n", fs.Arg(0))
+		return 2
+	}
+	e, err := load(f, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock dev: %v\n", err)
+		return 1
+	}
+	return serve(e, roles{embedded: !e.external, worker: true, gateway: true, stdio: *stdio}, *port, *task, stdin, stdout, stderr)
+}
+
+// serve starts the roles, prints how to connect, and runs until SIGINT or
+// SIGTERM (or stdin closing, with --stdio).
+func serve(e *env, r roles, temporalPort int, task string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	s, err := start(ctx, e, r, temporalPort)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		if s != nil {
+			s.stop()
+		}
+		return 1
+	}
+	defer s.stop()
+
+	if r.stdio {
+		// stdout belongs to MCP: everything for people goes to stderr.
+		banner(stderr, e, s, r)
+		err := s.gw.ServeStdio(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}, task)
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+			e.log.Error().Err(err).Msg("stdio session ended")
+		}
+		e.log.Info().Msg("shutting down")
+		return 0
+	}
+	if r.gateway {
+		banner(stdout, e, s, r)
+	} else {
+		fmt.Fprintf(stdout, "airlock worker polling task queue %q on %s (namespace %s)\n", e.tq, e.flags.address, e.ns)
+	}
+	select {
+	case <-ctx.Done():
+		e.log.Info().Msg("shutting down (signal); calls in flight get 10s to finish")
+	case err := <-s.httpErr:
+		if err != nil {
+			e.log.Error().Err(err).Msg("gateway HTTP server failed")
+			return 1
+		}
+	}
+	return 0
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// start brings the roles up in dependency order. On error the returned
+// stack holds what was started, for stop.
+func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, error) {
+	s := &stack{env: e, httpErr: make(chan error, 1)}
+	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
+		return s, fmt.Errorf("creating data dir: %w", err)
+	}
+	// A scratch directory the example filesystem upstream serves.
+	if err := os.MkdirAll(filepath.Join(e.dataDir, "sandbox"), 0o700); err != nil {
+		return s, fmt.Errorf("creating sandbox dir: %w", err)
+	}
+
+	hostPort := e.flags.address
+	if r.embedded {
+		srv, err := devserver.Start(ctx, devserver.Options{
+			DataDir:          e.dataDir,
+			Namespace:        e.ns,
+			Port:             temporalPort,
+			SearchAttributes: workflows.SearchAttributes(),
+			Logger:           e.log.With().Str("component", "temporal-server").Logger(),
+		})
+		if err != nil {
+			return s, fmt.Errorf("starting embedded Temporal: %w", err)
+		}
+		s.srv = srv
+		s.stops = append(s.stops, func() {
+			if err := srv.Stop(); err != nil {
+				e.log.Warn().Err(err).Msg("stopping embedded Temporal")
+			}
+		})
+		hostPort = srv.HostPort()
+		e.flags.address = hostPort
+	} else if hostPort == "" {
+		return s, errors.New("no Temporal to use: pass --temporal-address host:port (or set TEMPORAL_ADDRESS, or temporal.address in the config); only `airlock dev` embeds one")
+	}
+	c, err := dial(ctx, hostPort, e.ns, e.log)
+	if err != nil {
+		return s, err
+	}
+	s.client = c
+	s.stops = append(s.stops, c.Close)
+	if !r.embedded {
+		ensureSearchAttributes(ctx, c, e.ns, e.log)
+	}
+
+	var gwMu sync.Mutex
+	var gw *gateway.Gateway
+	s.pool = newPool(e, func(string) {
+		gwMu.Lock()
+		g := gw
+		gwMu.Unlock()
+		if g != nil {
+			g.Refresh()
+		}
+	})
+	s.pool.Start(context.WithoutCancel(ctx))
+	s.stops = append(s.stops, func() { _ = s.pool.Close() })
+
+	if r.worker {
+		w := worker.New(c, &activities.Activities{Tools: s.pool}, worker.Options{TaskQueue: e.tq})
+		if err := w.Start(); err != nil {
+			return s, fmt.Errorf("starting worker: %w", err)
+		}
+		s.worker = w
+		s.stops = append(s.stops, w.Stop)
+	}
+	if !r.gateway {
+		return s, nil
+	}
+	cfg := e.snap.Config
+	g := gateway.New(gateway.Options{
+		Temporal:        c,
+		TaskQueue:       e.tq,
+		Manifests:       e.snap.Manifests,
+		Upstreams:       s.pool,
+		ExposeUncovered: cfg.ExposeUncovered,
+		Principal:       localPrincipal(),
+		MaxCalls:        cfg.Task.MaxCalls,
+		DeadlineAfter:   cfg.Task.Deadline.D(),
+		IdleTimeout:     cfg.Task.IdleTimeout.D(),
+		Logger:          e.log,
+		Version:         version,
+	})
+	gwMu.Lock()
+	gw = g
+	gwMu.Unlock()
+	g.Refresh()
+	s.gw = g
+	if r.stdio {
+		return s, nil
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", g.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	ln, err := net.Listen("tcp", e.listen)
+	if err != nil {
+		return s, fmt.Errorf("gateway cannot listen on %s: %w (is another airlock running? pass --listen)", e.listen, err)
+	}
+	s.addr = ln.Addr().String()
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		err := s.http.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.httpErr <- err
+	}()
+	s.stops = append(s.stops, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.http.Shutdown(sctx)
+	})
+	return s, nil
+}
+
+// localPrincipal names the local user until identity lands.
+func localPrincipal() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "local"
+}
+
+// banner prints what a user needs to connect.
+func banner(w io.Writer, e *env, s *stack, r roles) {
+	temporal := e.flags.address + " (external), namespace " + e.ns
+	if s.srv != nil {
+		temporal = s.srv.HostPort() + " (embedded, " + filepath.Join(e.dataDir, "temporal.db") + "), namespace " + e.ns
+	}
+	var ups []string
+	for _, st := range s.pool.Statuses() {
+		ups = append(ups, st.Server)
+	}
+	bin := airlockBinary(e)
+	if r.stdio {
+		fmt.Fprintf(w, "airlock %s serving MCP on stdio\n  temporal: %s\n  data:     %s\n  upstreams: %s\n",
+			version, temporal, e.dataDir, strings.Join(ups, ", "))
+		return
+	}
+	url := "http://" + s.addr + "/mcp"
+	fmt.Fprintf(w, `airlock %s is running
+  MCP endpoint:  %s   (streamable HTTP)
+  Temporal:      %s
+  data:          %s
+  config:        %s
+  upstreams:     %s
+
+HTTP clients (Cursor, Claude Code, custom agents):
+  {"mcpServers": {"airlock": {"url": "%s"}}}
+  claude mcp add --transport http airlock %s
+
+Claude Desktop (stdio; claude_desktop_config.json). It attaches to this
+process's Temporal, which runs the calls:
+  {"mcpServers": {"airlock": {"command": %q, "args": ["gateway", "--stdio", "--config", %q, "--temporal-address", %q]}}}
+
+Reattach to a task after a client restart: send the header "Airlock-Task: <task ID>"
+(the ID is in every result's _meta "airlock.dev/task").
+Stop with Ctrl-C; restarting on the same data dir resumes every task.
+`, version, url, temporal, e.dataDir, e.cfgPath, strings.Join(ups, ", "), url, url, bin, e.cfgPath, e.flags.address)
+}
+
+// airlockBinary is the path to put in client configs: this executable,
+// unless it is a temporary `go run` build.
+func airlockBinary(e *env) string {
+	exe, err := os.Executable()
+	if err == nil && !strings.Contains(exe, "go-build") {
+		return exe
+	}
+	return filepath.Join(e.cfgDir, "bin", "airlock") + " (build it: go build -o bin/airlock ./cmd/airlock)"
+}

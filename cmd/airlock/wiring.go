@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/upstream"
+	"github.com/airlock-run/airlock/manifests"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// commonFlags are shared by the commands that serve.
+type commonFlags struct {
+	config    string
+	dataDir   string
+	listen    string
+	address   string
+	namespace string
+	taskQueue string
+	logLevel  string
+	logFormat string
+}
+
+func (f *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "airlock.yaml", "configuration `file` (manifests are found relative to it)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "local state `dir`ectory (default: data_dir in the config, else .airlock)")
+	fs.StringVar(&f.listen, "listen", "", "gateway HTTP `address` (default: listen in the config, else 127.0.0.1:7400)")
+	fs.StringVar(&f.address, "temporal-address", os.Getenv("TEMPORAL_ADDRESS"), "Temporal frontend `host:port` (env TEMPORAL_ADDRESS)")
+	fs.StringVar(&f.namespace, "namespace", os.Getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE; default: the config's, else \"default\")")
+	fs.StringVar(&f.taskQueue, "task-queue", "", "Temporal task `queue` of the worker (default: the config's, else \"airlock\")")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
+	fs.StringVar(&f.logFormat, "log-format", "console", "log `format`: console or json (logs go to stderr)")
+}
+
+// env is what a serving command has after loading its configuration.
+type env struct {
+	flags    commonFlags
+	snap     *config.Snapshot
+	dataDir  string
+	listen   string
+	ns       string
+	tq       string
+	log      zerolog.Logger
+	servers  []manifests.Server
+	cfgDir   string
+	cfgPath  string
+	external bool // Temporal is external (not the embedded dev server)
+}
+
+// load reads the configuration and applies flags over it. Errors name the
+// file and field.
+func load(f commonFlags, stderr io.Writer) (*env, error) {
+	lvl, err := zerolog.ParseLevel(f.logLevel)
+	if err != nil || f.logLevel == "" {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", f.logLevel)
+	}
+	var w io.Writer = stderr
+	switch f.logFormat {
+	case "console":
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}
+	case "json":
+	default:
+		return nil, fmt.Errorf("--log-format %q: use console or json", f.logFormat)
+	}
+	log := zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+
+	cfgPath, err := filepath.Abs(f.config)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("configuration %s does not exist: run from the repository root (it has the example airlock.yaml) or pass --config FILE", f.config)
+	}
+	snap, err := config.Load(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	e := &env{flags: f, snap: snap, log: log, cfgPath: cfgPath, cfgDir: filepath.Dir(cfgPath)}
+	e.dataDir = firstNonEmpty(f.dataDir, snap.Config.DataDir, ".airlock")
+	if e.dataDir, err = filepath.Abs(e.dataDir); err != nil {
+		return nil, err
+	}
+	e.listen = firstNonEmpty(f.listen, snap.Config.Listen, "127.0.0.1:7400")
+	e.ns = firstNonEmpty(f.namespace, snap.Config.Temporal.Namespace, "default")
+	e.tq = firstNonEmpty(f.taskQueue, snap.Config.Temporal.TaskQueue, workflows.DefaultTaskQueue)
+	addr := firstNonEmpty(f.address, snap.Config.Temporal.Address)
+	e.flags.address = addr
+	e.external = addr != ""
+
+	vars := map[string]string{"AIRLOCK_DATA_DIR": e.dataDir, "AIRLOCK_CONFIG_DIR": e.cfgDir}
+	for _, m := range snap.Manifests {
+		s := m.Server.Expand(vars)
+		if s.Stdio != nil && s.Stdio.Dir == "" {
+			s.Stdio.Dir = filepath.Dir(m.File)
+		}
+		e.servers = append(e.servers, s)
+	}
+	return e, nil
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// sdkLogger bridges the Temporal SDK's logger to zerolog, one level up
+// (the SDK is chatty at info).
+func sdkLogger(log zerolog.Logger) sdklog.Logger {
+	l := log.With().Str("component", "temporal-sdk").Logger()
+	if l.GetLevel() < zerolog.WarnLevel {
+		l = l.Level(zerolog.WarnLevel)
+	}
+	return sdklog.NewStructuredLogger(slog.New(zerolog.NewSlogHandler(l)))
+}
+
+// dial connects to Temporal, retrying for up to a minute so a cluster that
+// starts after airlock is waited for.
+func dial(ctx context.Context, hostPort, ns string, log zerolog.Logger) (client.Client, error) {
+	var last error
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Namespace: ns, Logger: sdkLogger(log)})
+		if err == nil {
+			return c, nil
+		}
+		last = err
+		log.Warn().Err(err).Str("address", hostPort).Msg("Temporal not reachable yet; retrying")
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return nil, fmt.Errorf("connecting to Temporal at %s (namespace %s): %w; check --temporal-address and that the cluster is up", hostPort, ns, last)
+}
+
+// ensureSearchAttributes registers airlock's search attributes on an
+// external cluster. Best effort: a cluster whose operator API is locked down
+// has them registered by its admins (see deploy/).
+func ensureSearchAttributes(ctx context.Context, c client.Client, ns string, log zerolog.Logger) {
+	_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: ns, SearchAttributes: workflows.SearchAttributes(),
+	})
+	if err != nil && !strings.Contains(err.Error(), "already") {
+		log.Warn().Err(err).Msg("could not register search attributes; ask the cluster admin to add them (see deploy/README.md)")
+	}
+}
+
+// newPool builds the upstream pool; onChange is called when an upstream's
+// tools change.
+func newPool(e *env, onChange func(string)) *upstream.Pool {
+	log := e.log.With().Str("component", "upstream").Logger()
+	return upstream.New(e.servers, upstream.Options{
+		Logger:         &log,
+		ClientInfo:     &mcp.Implementation{Name: "airlock", Version: version},
+		OnToolsChanged: onChange,
+	})
+}

@@ -1,0 +1,317 @@
+// Package integration holds airlock's end-to-end tests: the real embedded
+// Temporal server, the real worker and gateway, driven by the real go-sdk
+// MCP client against real upstream MCP servers (the npm reference servers
+// and testupstream), plus a kill -9 crash test of the airlock binary and
+// the benchmarks.
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/devserver"
+	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/internal/upstream"
+	"github.com/airlock-run/airlock/manifests"
+	"github.com/airlock-run/airlock/worker"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// repoRoot is the repository root (this file lives in integration/).
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+var (
+	npmOnce sync.Once
+	npmErr  error
+)
+
+// needNPM makes sure the npm reference servers are installed (npm ci from
+// the committed lockfile), so `go test ./...` works on a fresh clone.
+func needNPM(t testing.TB) {
+	t.Helper()
+	npmOnce.Do(func() {
+		if _, err := os.Stat(filepath.Join(repoRoot(), "node_modules", "@modelcontextprotocol", "server-memory")); err == nil {
+			return
+		}
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = repoRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			npmErr = err
+			t.Logf("npm ci: %s", out)
+		}
+	})
+	if npmErr != nil {
+		t.Fatalf("installing the npm reference servers (npm ci in %s) failed: %v", repoRoot(), npmErr)
+	}
+}
+
+func npmServer(pkg string) string {
+	return filepath.Join(repoRoot(), "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
+}
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{}
+)
+
+// buildBinary builds a main package of this module once per test process.
+func buildBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "airlock-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = repoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	built[pkg] = out
+	return out
+}
+
+// loadExample loads an example manifest and points its server at the
+// installed npm package (node, no npx: faster, and no registry).
+func loadExample(t testing.TB, name, pkg string, args []string, env map[string]string) *manifests.Manifest {
+	t.Helper()
+	m, err := manifests.Load(filepath.Join(repoRoot(), "manifests", "examples", name))
+	if err != nil {
+		t.Fatalf("example manifest %s: %v", name, err)
+	}
+	m.Server.Stdio = &manifests.StdioServer{Command: "node", Args: append([]string{npmServer(pkg)}, args...), Env: env}
+	return m
+}
+
+// testupstreamManifest declares the testupstream tools.
+func testupstreamManifest(t testing.TB, sideEffectLog string) *manifests.Manifest {
+	t.Helper()
+	bin := buildBinary(t, "./integration/testupstream")
+	yaml := `server:
+  name: counter
+  stdio:
+    command: ` + bin + `
+    env:
+      SIDE_EFFECT_LOG: ` + sideEffectLog + `
+tools:
+  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
+  append: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false, timeout: 60s}
+  put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, timeout: 60s}
+  fail: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
+  content: {side_effects: [read], data_access_level: public, risk: low, idempotent: true}
+`
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "counter.yaml"), []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// stack is airlock in-process: embedded Temporal, worker, gateway over HTTP.
+type stack struct {
+	srv    *devserver.Server
+	client client.Client
+	pool   *upstream.Pool
+	worker sdkworker.Worker
+	gw     *gateway.Gateway
+	http   *httptest.Server
+	url    string
+	log    zerolog.Logger
+}
+
+type stackOptions struct {
+	dataDir   string
+	manifests []*manifests.Manifest
+	maxCalls  int
+}
+
+func newStack(t testing.TB, o stackOptions) *stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test; skipped with -short")
+	}
+	if o.dataDir == "" {
+		o.dataDir = t.TempDir()
+	}
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	ctx := context.Background()
+	srv, err := devserver.Start(ctx, devserver.Options{DataDir: o.dataDir, SearchAttributes: workflows.SearchAttributes()})
+	if err != nil {
+		t.Fatalf("devserver: %v", err)
+	}
+	s := &stack{srv: srv, log: log}
+	t.Cleanup(func() { _ = srv.Stop() })
+
+	c, err := client.Dial(client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.client = c
+	t.Cleanup(c.Close)
+
+	var servers []manifests.Server
+	for _, m := range o.manifests {
+		servers = append(servers, m.Server)
+	}
+	var gwMu sync.Mutex
+	s.pool = upstream.New(servers, upstream.Options{Logger: &log, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
+		OnToolsChanged: func(string) {
+			gwMu.Lock()
+			defer gwMu.Unlock()
+			if s.gw != nil {
+				s.gw.Refresh()
+			}
+		}})
+	s.pool.Start(ctx)
+	t.Cleanup(func() { _ = s.pool.Close() })
+
+	s.worker = worker.New(c, &activities.Activities{Tools: s.pool}, worker.Options{})
+	if err := s.worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.worker.Stop)
+
+	gwMu.Lock()
+	s.gw = gateway.New(gateway.Options{
+		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester",
+		MaxCalls: o.maxCalls, IdleTimeout: time.Hour, Logger: log,
+	})
+	gwMu.Unlock()
+	s.gw.Refresh()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", s.gw.Handler())
+	s.http = httptest.NewServer(mux)
+	t.Cleanup(s.http.Close)
+	s.url = s.http.URL + "/mcp"
+	return s
+}
+
+// connect opens an MCP client session to the gateway over streamable HTTP,
+// with extra headers (e.g. Airlock-Task).
+func (s *stack) connect(t testing.TB, headers map[string]string) *mcp.ClientSession {
+	t.Helper()
+	return connectURL(t, s.url, headers)
+}
+
+func connectURL(t testing.TB, url string, headers map[string]string) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{Transport: headerRT{headers: headers}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+type headerRT struct{ headers map[string]string }
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// waitTools waits until the gateway lists every name (upstreams connect in
+// the background).
+func waitTools(t testing.TB, cs *mcp.ClientSession, names ...string) map[string]*mcp.Tool {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := map[string]*mcp.Tool{}
+		res, err := cs.ListTools(context.Background(), nil)
+		if err == nil {
+			for _, tool := range res.Tools {
+				got[tool.Name] = tool
+			}
+		}
+		missing := ""
+		for _, n := range names {
+			if tool, ok := got[n]; !ok || strings.HasPrefix(tool.Description, "[unavailable") {
+				missing = n
+				break
+			}
+		}
+		if missing == "" {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tool %s not available after 60s (list error %v); have %d tools", missing, err, len(got))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// call calls a tool with optional idempotency key and returns the result.
+func call(t testing.TB, cs *mcp.ClientSession, name string, args any, key string) *mcp.CallToolResult {
+	t.Helper()
+	p := &mcp.CallToolParams{Name: name, Arguments: args}
+	if key != "" {
+		p.Meta = mcp.Meta{gateway.MetaIdempotencyKey: key}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, p)
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+type quiet struct{}
+
+func (quiet) Debug(string, ...interface{}) {}
+func (quiet) Info(string, ...interface{})  {}
+func (quiet) Warn(string, ...interface{})  {}
+func (quiet) Error(string, ...interface{}) {}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,127 @@
+// Command testupstream is an MCP server for airlock's end-to-end tests and
+// benchmarks: a cheap tool (echo), slow tools that record every execution in
+// a side-effect log (append is declared non-idempotent, put idempotent), and
+// a tool returning every content type. It serves stdio, or streamable HTTP
+// with -http.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type echoIn struct {
+	Text string `json:"text" jsonschema:"text to echo back"`
+}
+
+type effectIn struct {
+	Key     string `json:"key" jsonschema:"identifies the side effect in the log"`
+	SleepMS int    `json:"sleep_ms,omitempty" jsonschema:"how long the tool takes"`
+}
+
+type effectOut struct {
+	Key   string `json:"key"`
+	Count int    `json:"count"`
+}
+
+var logMu sync.Mutex
+
+// record appends "tool key" to the side-effect log and returns how many
+// times this tool ran for key.
+func record(tool, key string) int {
+	path := os.Getenv("SIDE_EFFECT_LOG")
+	if path == "" {
+		return 0
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		log.Printf("side-effect log: %v", err)
+		return 0
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s\n", tool, key)
+	_ = f.Sync()
+	b, _ := os.ReadFile(path)
+	n := 0
+	for _, line := range splitLines(string(b)) {
+		if line == tool+" "+key {
+			n++
+		}
+	}
+	return n
+}
+
+func splitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func effect(tool string) mcp.ToolHandlerFor[effectIn, effectOut] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in effectIn) (*mcp.CallToolResult, effectOut, error) {
+		n := record(tool, in.Key)
+		select {
+		case <-time.After(time.Duration(in.SleepMS) * time.Millisecond):
+		case <-ctx.Done():
+			return nil, effectOut{}, ctx.Err()
+		}
+		return nil, effectOut{Key: in.Key, Count: n}, nil
+	}
+}
+
+func newServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "testupstream", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo text back.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "append", Description: "Append a record (not idempotent)."}, effect("append"))
+	mcp.AddTool(s, &mcp.Tool{Name: "put", Description: "Put a record (idempotent)."}, effect("put"))
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always reports a tool error."},
+		func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {
+			return nil, nil, fmt.Errorf("the disk is full")
+		})
+	s.AddTool(&mcp.Tool{Name: "content", Description: "Returns every content type.", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{
+				Content: []mcp.Content{
+					&mcp.TextContent{Text: "hello"},
+					&mcp.ImageContent{Data: []byte{0x89, 'P', 'N', 'G'}, MIMEType: "image/png"},
+					&mcp.AudioContent{Data: []byte{'R', 'I', 'F', 'F'}, MIMEType: "audio/wav"},
+					&mcp.ResourceLink{URI: "file:///tmp/x.txt", Name: "x.txt", MIMEType: "text/plain"},
+					&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "mem://note", MIMEType: "text/plain", Text: "embedded"}},
+				},
+				StructuredContent: map[string]any{"answer": 42.0, "items": []any{"a", "b"}},
+			}, nil
+		})
+	return s
+}
+
+func main() {
+	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
+	flag.Parse()
+	s := newServer()
+	if *addr != "" {
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		log.Fatal(http.ListenAndServe(*addr, h))
+	}
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		log.Printf("testupstream: %v", err)
+	}
+}

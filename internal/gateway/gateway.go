@@ -1,0 +1,556 @@
+// Package gateway is airlock's MCP server: what agents connect to. It
+// exposes the tools that manifests cover, named "<server>__<tool>", with the
+// upstream's schemas and annotations unchanged, maps each MCP session to an
+// AgentTask workflow and turns each tools/call into an Update on it.
+//
+// The gateway holds no durable state of its own: tasks live in Temporal, so
+// any gateway replica can serve any task and a restarted gateway serves the
+// same tasks again.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/internal/upstream"
+	"github.com/airlock-run/airlock/manifests"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// Wire names seen by MCP clients.
+const (
+	// HeaderTask names the task an HTTP client attaches to (reattach after a
+	// crash, or the task of a stateless client).
+	HeaderTask = "Airlock-Task"
+	// MetaTask and MetaCall are the _meta keys on results (and MetaTask on
+	// the initialize result) naming the task and the call.
+	MetaTask = "airlock.dev/task"
+	MetaCall = "airlock.dev/call"
+	// MetaIdempotencyKey is the _meta key a client sets on tools/call to
+	// make retries of the same call run the tool once.
+	MetaIdempotencyKey = "airlock.dev/idempotency-key"
+)
+
+var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// Options configure a Gateway.
+type Options struct {
+	Temporal  client.Client
+	TaskQueue string // default workflows.DefaultTaskQueue
+	Manifests []*manifests.Manifest
+	// Upstreams supplies tool definitions and availability.
+	Upstreams *upstream.Pool
+	// ExposeUncovered exposes upstream tools no manifest declares.
+	ExposeUncovered bool
+	// Principal is the caller's identity until identity lands (issue 3).
+	Principal string
+	// Limits are the defaults of new tasks; Deadline is taken relative to
+	// the task's start (DeadlineAfter).
+	MaxCalls      int
+	DeadlineAfter time.Duration
+	IdleTimeout   time.Duration
+	// InlineWait bounds how long one tools/call waits for its result before
+	// answering that the call is still running (default 55s, under the 60s
+	// that common MCP clients wait).
+	InlineWait time.Duration
+	Logger     zerolog.Logger
+	Version    string
+}
+
+// Gateway is the MCP server in front of the upstreams.
+type Gateway struct {
+	opts   Options
+	server *mcp.Server
+	log    zerolog.Logger
+
+	mu        sync.Mutex
+	tools     map[string]*toolEntry // exposed name -> entry
+	sessions  map[*mcp.ServerSession]*session
+	stdioTask string // task of connection-bound sessions without HTTP headers
+}
+
+type toolEntry struct {
+	exposed  string
+	server   string
+	upstream string
+	decl     *manifests.Tool // nil for uncovered tools
+	def      *mcp.Tool       // what tools/list shows
+	avail    string          // "" when callable, else why not
+}
+
+type session struct {
+	taskID string
+	client string
+}
+
+// New builds a gateway; call Refresh (or let the pool's OnToolsChanged call
+// it) to publish tools.
+func New(opts Options) *Gateway {
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = workflows.DefaultTaskQueue
+	}
+	if opts.InlineWait <= 0 {
+		opts.InlineWait = 55 * time.Second
+	}
+	if opts.Principal == "" {
+		opts.Principal = "local"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	g := &Gateway{
+		opts:     opts,
+		log:      opts.Logger.With().Str("component", "gateway").Logger(),
+		tools:    map[string]*toolEntry{},
+		sessions: map[*mcp.ServerSession]*session{},
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock", Version: opts.Version}, &mcp.ServerOptions{
+		Instructions: "Tools are served through airlock: every call is checked, recorded and may need a person's approval. " +
+			"Results carry _meta \"" + MetaTask + "\" (your task ID; send it in the " + HeaderTask + " header to reattach) and \"" + MetaCall + "\".",
+		Logger:       slog.New(zerolog.NewSlogHandler(g.log)),
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	g.server.AddReceivingMiddleware(g.sessionMiddleware)
+	g.Refresh()
+	return g
+}
+
+// Server is the MCP server, for in-memory and stdio transports.
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// Handler serves MCP over streamable HTTP.
+func (g *Gateway) Handler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
+		Logger: slog.New(zerolog.NewSlogHandler(g.log)),
+	})
+}
+
+// ServeStdio serves one MCP session over t (stdin/stdout for Claude
+// Desktop), attached to taskID, or to a new task if taskID is empty.
+func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string) error {
+	if taskID != "" && !taskIDPattern.MatchString(taskID) {
+		return fmt.Errorf("--task %q is not a task ID: use letters, digits and . _ : - (at most 128)", taskID)
+	}
+	if taskID != "" {
+		if err := g.checkReattach(ctx, taskID); err != nil {
+			return err
+		}
+	}
+	g.mu.Lock()
+	g.stdioTask = taskID
+	g.mu.Unlock()
+	ss, err := g.server.Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	err = ss.Wait()
+	g.forget(ss)
+	return err
+}
+
+// sessionMiddleware binds MCP sessions to tasks at initialize and forgets
+// them when they end.
+func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ir, ok := req.(*mcp.ServerRequest[*mcp.InitializeParams])
+		if !ok {
+			return next(ctx, method, req)
+		}
+		taskID := ""
+		if ir.Extra != nil && ir.Extra.Header != nil {
+			taskID = strings.TrimSpace(ir.Extra.Header.Get(HeaderTask))
+		}
+		if taskID != "" {
+			if !taskIDPattern.MatchString(taskID) {
+				return nil, fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, taskID)
+			}
+			if err := g.checkReattach(ctx, taskID); err != nil {
+				return nil, err
+			}
+		}
+		clientName := ""
+		if ir.Params != nil && ir.Params.ClientInfo != nil {
+			clientName = ir.Params.ClientInfo.Name + " " + ir.Params.ClientInfo.Version
+		}
+		g.mu.Lock()
+		s, exists := g.sessions[ir.Session]
+		if !exists {
+			if taskID == "" {
+				taskID = g.newSessionTaskLocked(ir.Extra)
+			}
+			s = g.bindLocked(ir.Session, taskID)
+		} else if taskID != "" {
+			s.taskID = taskID
+		}
+		s.client = strings.TrimSpace(clientName)
+		id := s.taskID
+		g.mu.Unlock()
+
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
+			if r.Meta == nil {
+				r.Meta = mcp.Meta{}
+			}
+			r.Meta[MetaTask] = id
+		}
+		g.log.Info().Str("task", id).Str("client", clientName).Msg("session attached")
+		return res, err
+	}
+}
+
+func (g *Gateway) forget(ss *mcp.ServerSession) {
+	g.mu.Lock()
+	delete(g.sessions, ss)
+	g.mu.Unlock()
+}
+
+// checkReattach refuses to attach to a task that exists but has ended.
+func (g *Gateway) checkReattach(ctx context.Context, taskID string) error {
+	desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, taskID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return nil // a new task with the client's chosen ID
+	case err != nil:
+		return fmt.Errorf("looking up task %s: %w", taskID, err)
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING &&
+		st != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+		return fmt.Errorf("task %s has ended (%s); connect without the %s header to start a new task", taskID, strings.ToLower(st.String()), HeaderTask)
+	}
+	return nil
+}
+
+// taskFor returns the task of the session making req:
+//   - the task bound to the session (at initialize, or at its first call);
+//   - for stateless HTTP requests (no session of their own), the
+//     Airlock-Task header, else the principal's default task
+//     "<principal>-default";
+//   - for a connection without HTTP headers (stdio, in-memory) that skipped
+//     initialize (protocol 2026-07-28), a task bound to the connection now.
+func (g *Gateway) taskFor(req *mcp.CallToolRequest) (taskID, clientName string, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s, ok := g.sessions[req.Session]; ok {
+		return s.taskID, s.client, nil
+	}
+	if req.Extra != nil && req.Extra.Header != nil {
+		if h := strings.TrimSpace(req.Extra.Header.Get(HeaderTask)); h != "" {
+			if !taskIDPattern.MatchString(h) {
+				return "", "", fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, h)
+			}
+			return h, "", nil
+		}
+		return g.opts.Principal + "-default", "", nil
+	}
+	s := g.bindLocked(req.Session, g.newSessionTaskLocked(nil))
+	return s.taskID, s.client, nil
+}
+
+// newSessionTaskLocked picks the task of a new connection-bound session.
+func (g *Gateway) newSessionTaskLocked(extra *mcp.RequestExtra) string {
+	if (extra == nil || extra.Header == nil) && g.stdioTask != "" {
+		return g.stdioTask
+	}
+	return newTaskID()
+}
+
+// bindLocked binds a session to a task until the session ends.
+func (g *Gateway) bindLocked(ss *mcp.ServerSession, taskID string) *session {
+	s := &session{taskID: taskID}
+	g.sessions[ss] = s
+	if ss != nil {
+		go func() { _ = ss.Wait(); g.forget(ss) }()
+	}
+	return s
+}
+
+func newTaskID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "task-" + hex.EncodeToString(b[:])
+}
+
+func newCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call-" + hex.EncodeToString(b[:])
+}
+
+// Refresh republishes the tool list from the manifests and the upstreams'
+// current state. Clients are notified of changes (tools/list_changed).
+func (g *Gateway) Refresh() {
+	want := g.buildEntries()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var remove []string
+	for name := range g.tools {
+		if _, ok := want[name]; !ok {
+			remove = append(remove, name)
+		}
+	}
+	if len(remove) > 0 {
+		sort.Strings(remove)
+		g.server.RemoveTools(remove...)
+	}
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		e := want[name]
+		if old, ok := g.tools[name]; ok && sameTool(old, e) {
+			continue
+		}
+		if err := g.addTool(e); err != nil {
+			g.log.Error().Err(err).Str("tool", name).Msg("tool not published")
+			continue
+		}
+		g.tools[name] = e
+	}
+}
+
+// addTool registers one tool; the SDK panics on schemas it cannot take,
+// which must not bring the gateway down.
+func (g *Gateway) addTool(e *toolEntry) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("upstream %s offers tool %s with a definition the MCP SDK refuses: %v", e.server, e.upstream, r)
+		}
+	}()
+	g.server.AddTool(e.def, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.call(ctx, e, req)
+	})
+	return nil
+}
+
+func sameTool(a, b *toolEntry) bool {
+	if a.avail != b.avail || a.server != b.server || a.upstream != b.upstream {
+		return false
+	}
+	ja, _ := json.Marshal(a.def)
+	jb, _ := json.Marshal(b.def)
+	return string(ja) == string(jb)
+}
+
+// buildEntries computes the tool list: every manifest tool, with the
+// upstream's definition when it is known, or a placeholder that says why it
+// is unavailable.
+func (g *Gateway) buildEntries() map[string]*toolEntry {
+	out := map[string]*toolEntry{}
+	for _, m := range g.opts.Manifests {
+		var st upstream.Status
+		if g.opts.Upstreams != nil {
+			st = g.opts.Upstreams.Status(m.Server.Name)
+		}
+		offered := map[string]*mcp.Tool{}
+		for _, t := range st.Tools {
+			offered[t.Name] = t
+		}
+		for name, decl := range m.Tools {
+			e := &toolEntry{exposed: manifests.ExposedName(m.Server.Name, name), server: m.Server.Name, upstream: name, decl: decl}
+			if t, ok := offered[name]; ok {
+				def := *t
+				def.Name = e.exposed
+				if decl.Description != "" {
+					def.Description = decl.Description
+				}
+				e.def = &def
+				if st.State != upstream.StateConnected {
+					e.avail = unavailableReason(m.Server.Name, st)
+				}
+			} else {
+				if len(st.Tools) > 0 {
+					e.avail = fmt.Sprintf("upstream %s does not offer a tool named %q; check %s", m.Server.Name, name, m.File)
+				} else {
+					e.avail = unavailableReason(m.Server.Name, st)
+				}
+				e.def = &mcp.Tool{
+					Name:        e.exposed,
+					Description: fmt.Sprintf("[unavailable: %s] %s", e.avail, decl.Description),
+					InputSchema: map[string]any{"type": "object"},
+				}
+			}
+			out[e.exposed] = e
+		}
+		if g.opts.ExposeUncovered {
+			for name, t := range offered {
+				exposed := manifests.ExposedName(m.Server.Name, name)
+				if _, ok := out[exposed]; ok {
+					continue
+				}
+				def := *t
+				def.Name = exposed
+				out[exposed] = &toolEntry{exposed: exposed, server: m.Server.Name, upstream: name, def: &def}
+			}
+		}
+	}
+	return out
+}
+
+func unavailableReason(server string, st upstream.Status) string {
+	if st.Reason != "" {
+		return fmt.Sprintf("upstream %s is %s: %s", server, st.State, st.Reason)
+	}
+	if st.State == "" {
+		return fmt.Sprintf("upstream %s is not connected yet", server)
+	}
+	return fmt.Sprintf("upstream %s is %s", server, st.State)
+}
+
+// spec turns a manifest declaration into the workflow's view of the tool.
+// Uncovered tools get the conservative defaults.
+func spec(decl *manifests.Tool) workflows.ToolSpec {
+	if decl == nil {
+		return workflows.ToolSpec{Timeout: time.Minute, Retry: workflows.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+			Idempotent: false, SideEffects: []string{string(manifests.SideEffectWrite)}, Risk: string(manifests.RiskHigh)}
+	}
+	r := decl.EffectiveRetry()
+	s := workflows.ToolSpec{
+		Timeout:    decl.EffectiveTimeout(),
+		Idempotent: decl.Idempotent,
+		Risk:       string(decl.Risk),
+		Retry: workflows.RetrySpec{MaxAttempts: r.MaxAttempts, InitialInterval: r.InitialInterval.D(),
+			MaxInterval: r.MaxInterval.D(), Backoff: r.Backoff, NonRetryable: r.NonRetryable},
+	}
+	for _, se := range decl.SideEffects {
+		s.SideEffects = append(s.SideEffects, string(se))
+	}
+	return s
+}
+
+// call runs one tools/call through the task's workflow.
+func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	taskID, clientName, err := g.taskFor(req)
+	if err != nil {
+		return errorResult("", "", err.Error()), nil
+	}
+	callID := ""
+	if req.Params.Meta != nil {
+		if k, ok := req.Params.Meta[MetaIdempotencyKey].(string); ok && k != "" {
+			if len(k) > 200 {
+				return errorResult(taskID, "", "_meta."+MetaIdempotencyKey+" is longer than 200 characters; use a shorter unique key"), nil
+			}
+			callID = "k-" + k
+		}
+	}
+	if callID == "" {
+		callID = newCallID()
+	}
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	log := g.log.With().Str("task", taskID).Str("call", callID).Str("tool", e.exposed).Logger()
+
+	creq := workflows.CallRequest{
+		CallID: callID, Tool: e.exposed, Server: e.server, UpstreamTool: e.upstream,
+		Arguments: args, Spec: spec(e.decl),
+	}
+	in := workflows.TaskInput{
+		TaskID: taskID, Principal: g.opts.Principal, Client: clientName,
+		Limits: workflows.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout},
+	}
+	if g.opts.DeadlineAfter > 0 {
+		in.Limits.Deadline = time.Now().Add(g.opts.DeadlineAfter).UTC()
+	}
+	startOp := g.opts.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       taskID,
+		TaskQueue:                g.opts.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SAPrincipal.ValueSet(g.opts.Principal), workflows.SAStatus.ValueSet(workflows.StateRunning)),
+	}, workflows.AgentTaskName, in)
+
+	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
+	defer cancel()
+	h, err := g.opts.Temporal.UpdateWithStartWorkflow(wctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: startOp,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID: callID, WorkflowID: taskID, UpdateName: workflows.UpdateCallTool,
+			Args: []any{creq}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	var res workflows.CallResult
+	if err == nil {
+		err = h.Get(wctx, &res)
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("call not completed")
+		return errorResult(taskID, callID, g.explain(ctx, wctx, taskID, callID, e.exposed, err)), nil
+	}
+	log.Info().Str("outcome", string(res.Outcome)).Int("attempts", res.Attempts).Msg("call finished")
+	return toMCP(taskID, res), nil
+}
+
+// explain turns a failure to get a call's result into words the model (and
+// the person behind it) can act on.
+func (g *Gateway) explain(ctx, wctx context.Context, taskID, callID, tool string, err error) string {
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &started):
+		return fmt.Sprintf("task %s has ended; reconnect without the %s header to start a new task", taskID, HeaderTask)
+	case ctx.Err() != nil:
+		return fmt.Sprintf("the call %s was abandoned by the client; it may still run in task %s", callID, taskID)
+	case wctx.Err() != nil:
+		return fmt.Sprintf("%s is still running in task %s after %s (call %s). Call the tool again with _meta {%q: %q} to collect its result without running it twice.",
+			tool, taskID, g.opts.InlineWait, callID, MetaIdempotencyKey, strings.TrimPrefix(callID, "k-"))
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "is finishing") {
+		return msg
+	}
+	return fmt.Sprintf("airlock could not run %s in task %s: %v", tool, taskID, err)
+}
+
+// toMCP renders a workflow call result as an MCP tool result.
+func toMCP(taskID string, res workflows.CallResult) *mcp.CallToolResult {
+	switch res.Outcome {
+	case workflows.OutcomeOK, workflows.OutcomeToolError:
+		var r mcp.CallToolResult
+		if err := json.Unmarshal(res.Result, &r); err != nil {
+			return errorResult(taskID, res.CallID, fmt.Sprintf("airlock could not decode the result of %s: %v", res.Tool, err))
+		}
+		if r.Meta == nil {
+			r.Meta = mcp.Meta{}
+		}
+		r.Meta[MetaTask] = taskID
+		r.Meta[MetaCall] = res.CallID
+		if r.Content == nil {
+			r.Content = []mcp.Content{}
+		}
+		return &r
+	}
+	return errorResult(taskID, res.CallID, res.Reason)
+}
+
+func errorResult(taskID, callID, msg string) *mcp.CallToolResult {
+	r := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}, Meta: mcp.Meta{}}
+	if taskID != "" {
+		r.Meta[MetaTask] = taskID
+	}
+	if callID != "" {
+		r.Meta[MetaCall] = callID
+	}
+	return r
+}
