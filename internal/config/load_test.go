@@ -1,0 +1,226 @@
+package config_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+func write(t *testing.T, path, src string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func manifestFor(name string) string {
+	return "server:\n  name: " + name + "\n  stdio:\n    command: npx\ntools:\n  read:\n    side_effects: [read]\n    data_access_level: internal\n    risk: low\n"
+}
+
+func problems(t *testing.T, err error) []string {
+	t.Helper()
+	var ps manifests.Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("error is %T, want manifests.Problems: %v", err, err)
+	}
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Error())
+	}
+	return out
+}
+
+func TestLoadDefaultsAndRelativeManifests(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m", "b.yaml"), manifestFor("beta"))
+	write(t, filepath.Join(dir, "m", "a.yaml"), manifestFor("alpha"))
+	cfgPath := write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m/*.yaml, m/a.yaml]\n")
+
+	// Load from another directory: manifest paths follow the config file,
+	// not the current directory.
+	t.Chdir(t.TempDir())
+	snap, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &config.Config{
+		File:      cfgPath,
+		DataDir:   ".airlock",
+		Listen:    "127.0.0.1:7400",
+		Manifests: []string{"m/*.yaml", "m/a.yaml"},
+		Temporal:  config.Temporal{Namespace: "default", TaskQueue: "airlock"},
+		Task: config.Task{
+			MaxCalls:    1000,
+			Deadline:    manifests.Duration(24 * time.Hour),
+			IdleTimeout: manifests.Duration(time.Hour),
+		},
+	}
+	if diff := cmp.Diff(want, snap.Config); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	var got [][2]string
+	for _, m := range snap.Manifests {
+		got = append(got, [2]string{m.Server.Name, m.File})
+	}
+	wantM := [][2]string{ // sorted by server name, a.yaml loaded once
+		{"alpha", filepath.Join(dir, "m", "a.yaml")},
+		{"beta", filepath.Join(dir, "m", "b.yaml")},
+	}
+	if diff := cmp.Diff(wantM, got); diff != "" {
+		t.Errorf("manifests (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadProblems(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string // relative to the temp dir
+		cfg   string
+		want  []string // "DIR/" stands for the temp dir
+	}{
+		{
+			name: "glob matching nothing",
+			cfg:  "manifests:\n  - m/*.yaml\n  - nothing/*.yaml\n",
+			files: map[string]string{
+				"m/a.yaml": manifestFor("alpha"),
+			},
+			want: []string{`DIR/airlock.yaml:3: manifests[1]: "nothing/*.yaml" matches no file (looked for DIR/nothing/*.yaml); fix the pattern, which is relative to the configuration file, or remove it`},
+		},
+		{
+			name: "manifests missing",
+			cfg:  "listen: 127.0.0.1:1\n",
+			want: []string{`DIR/airlock.yaml:1: manifests: is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`},
+		},
+		{
+			name:  "unknown field",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ntask:\n  max_call: 5\n",
+			want:  []string{`DIR/airlock.yaml:3: task.max_call: unknown field; did you mean "max_calls"?`},
+		},
+		{
+			name:  "bare number duration",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ntask:\n  deadline: 30\n",
+			want:  []string{`DIR/airlock.yaml:3: task.deadline: 30 has no unit; write a duration such as "30s" (s, m or h)`},
+		},
+		{
+			name:  "bad values, config and manifest problems together",
+			files: map[string]string{"m.yaml": manifestFor("Bad")},
+			cfg: `manifests: [m.yaml]
+listen: "7400"
+temporal:
+  address: "temporal:port"
+  namespace: ""
+task:
+  max_calls: 0
+  deadline: 0s
+  idle_timeout: -1m
+`,
+			want: []string{
+				`DIR/airlock.yaml:2: listen: "7400" is not host:port; write e.g. "127.0.0.1:7400" (":7400" listens on every interface)`,
+				`DIR/airlock.yaml:4: temporal.address: "temporal:port" has no valid port number (0 to 65535); write e.g. "temporal.example.com:7233", or omit it to use the embedded dev server`,
+				`DIR/airlock.yaml:5: temporal.namespace: is empty; omit it for "default"`,
+				`DIR/airlock.yaml:7: task.max_calls: must be at least 1, got 0; it caps the tool calls of one task (default 1000)`,
+				`DIR/airlock.yaml:8: task.deadline: must be positive, got 0s; write how long a task may run, e.g. "24h"`,
+				`DIR/airlock.yaml:9: task.idle_timeout: must be positive, got -1m0s; write how long a task may wait for its agent, e.g. "1h"`,
+				`DIR/m.yaml:2: server.name: "Bad" is not a valid server name; start with a lowercase letter, then up to 30 lowercase letters, digits, '-' or '_'`,
+			},
+		},
+		{
+			name: "duplicate server across files",
+			files: map[string]string{
+				"m/a.yaml": manifestFor("same"),
+				"m/b.yaml": manifestFor("same"),
+			},
+			cfg:  "manifests: [m/*.yaml]\n",
+			want: []string{`DIR/m/b.yaml:2: server.name: server "same" is also declared in DIR/m/a.yaml:2; server names must be unique across manifests, rename one or merge the files`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, src := range tt.files {
+				write(t, filepath.Join(dir, name), src)
+			}
+			_, err := config.Load(write(t, filepath.Join(dir, "airlock.yaml"), tt.cfg))
+			if err == nil {
+				t.Fatal("Load succeeded, want problems")
+			}
+			var want []string
+			for _, w := range tt.want {
+				want = append(want, string(bytes.ReplaceAll([]byte(w), []byte("DIR/"), []byte(dir+string(filepath.Separator)))))
+			}
+			if diff := cmp.Diff(want, problems(t, err)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "airlock.yaml")
+	_, err := config.Load(p)
+	if diff := cmp.Diff([]string{p + ": cannot read the file: no such file or directory"}, problems(t, err)); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+// The repository's own airlock.yaml and example manifests load cleanly.
+func TestRepositoryConfig(t *testing.T) {
+	snap, err := config.Load("../../airlock.yaml")
+	if err != nil {
+		t.Fatalf("airlock.yaml has problems:\n%v", err)
+	}
+	var names []string
+	for _, m := range snap.Manifests {
+		names = append(names, m.Server.Name)
+	}
+	if diff := cmp.Diff([]string{"filesystem", "memory"}, names); diff != "" {
+		t.Errorf("servers (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := write(t, filepath.Join(dir, "good.yaml"), manifestFor("good"))
+	bad := write(t, filepath.Join(dir, "bad.yaml"), "server:\n  name: bad\n  stdio: {command: x}\ntools:\n  t:\n    side_effects: [writes]\n    data_access_level: internal\n    risk: low\n    timeout: 30\n")
+
+	tests := []struct {
+		name       string
+		config     string
+		files      []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"repository config", "../../airlock.yaml", nil, 0, "ok: 2 manifests, 23 tools\n", ""},
+		{"good file", "", []string{good}, 0, "ok: 1 manifests, 1 tools\n", ""},
+		{"bad file", "", []string{good, bad}, 1, "",
+			bad + `:6: tools.t.side_effects: "writes" is not a side effect; use one of none, read, write, delete, send, pay, exec` + "\n" +
+				bad + `:9: tools.t.timeout: 30 has no unit; write a duration such as "30s" (s, m or h)` + "\n"},
+		{"missing config", filepath.Join(dir, "none.yaml"), nil, 1, "",
+			filepath.Join(dir, "none.yaml") + ": cannot read the file: no such file or directory\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := config.ValidateCommand(tt.config, tt.files, &stdout, &stderr)
+			if code != tt.wantCode || stdout.String() != tt.wantStdout || stderr.String() != tt.wantStderr {
+				t.Errorf("ValidateCommand = %d\nstdout %q\nstderr %q\nwant %d\nstdout %q\nstderr %q",
+					code, stdout.String(), stderr.String(), tt.wantCode, tt.wantStdout, tt.wantStderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,83 @@
+package manifests
+
+import (
+	"maps"
+	"os"
+	"slices"
+	"strings"
+)
+
+// Expand returns a copy of s with ${VAR} references replaced in the stdio
+// command, args, env values and dir, and in the http url and header values;
+// s itself is not changed. A variable is looked up in vars first (airlock's
+// own: AIRLOCK_DATA_DIR, AIRLOCK_CONFIG_DIR), then in the process
+// environment.
+//
+// An undefined variable expands to "", as in a shell; the upstream then sees
+// an empty argument or header, so define what a manifest uses. Only the
+// ${VAR} form is expanded: "$HOME" stays as written, so arguments meant for a
+// shell pass through, and "$${" writes a literal "${".
+func (s Server) Expand(vars map[string]string) Server {
+	lookup := func(name string) string {
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		return os.Getenv(name)
+	}
+	out := s
+	if s.Stdio != nil {
+		st := *s.Stdio
+		st.Command = expand(st.Command, lookup)
+		st.Dir = expand(st.Dir, lookup)
+		st.Args = slices.Clone(st.Args)
+		for i, a := range st.Args {
+			st.Args[i] = expand(a, lookup)
+		}
+		st.Env = expandValues(st.Env, lookup)
+		out.Stdio = &st
+	}
+	if s.HTTP != nil {
+		h := *s.HTTP
+		h.URL = expand(h.URL, lookup)
+		h.Headers = expandValues(h.Headers, lookup)
+		out.HTTP = &h
+	}
+	return out
+}
+
+func expandValues(m map[string]string, lookup func(string) string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := maps.Clone(m)
+	for k, v := range out {
+		out[k] = expand(v, lookup)
+	}
+	return out
+}
+
+func expand(s string, lookup func(string) string) string {
+	if !strings.Contains(s, "${") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		switch {
+		case strings.HasPrefix(s[i:], "$${"):
+			b.WriteString("${")
+			i += 3
+		case strings.HasPrefix(s[i:], "${"):
+			end := strings.IndexByte(s[i+2:], '}')
+			if end < 0 { // unterminated: leave as written
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			b.WriteString(lookup(s[i+2 : i+2+end]))
+			i += 2 + end + 1
+		default:
+			b.WriteByte(s[i])
+			i++
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,221 @@
+// Package manifests defines what a tool is to airlock: the manifest schema,
+// its loader and validator, and the example manifests under examples/.
+//
+// A manifest file describes one upstream (where the tools live: a stdio
+// command or a streamable HTTP URL) and the tools of that upstream that
+// airlock exposes, each with its side effects, data access level, required
+// permissions, risk and approval rule, timeout, retry policy, idempotency,
+// redaction, pre-image capture and compensation.
+//
+// Loading is two steps, as in caddy: decode (Parse; strict YAML, so unknown
+// fields and durations without a unit are errors) and then Validate, which
+// collects every problem with its file, line and field path. Load and
+// LoadFiles do both; LoadFiles also checks manifests against each other.
+// Defaults live in the Effective* methods rather than being written into the
+// values, so a loaded manifest still says what its file said.
+//
+// This package is a leaf: it reads files and returns values and errors. It
+// never logs and imports only gopkg.in/yaml.v3 and the standard library
+// (never Temporal, MCP or the services). internal/config uses its YAML
+// decoder for airlock.yaml.
+package manifests
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Manifest is one manifest file: one upstream server and its tools.
+type Manifest struct {
+	// File is the path the manifest was loaded from (set by the loader).
+	File string `yaml:"-" json:"-"`
+
+	// Lines locates each field in File, so that Validate can report lines
+	// (set by the loader; nil for a manifest built in code).
+	Lines Lines `yaml:"-" json:"-"`
+
+	// Server names the upstream and says how to reach it.
+	Server Server `yaml:"server" json:"server"`
+
+	// Tools maps the upstream's tool name to its declaration. Tools the
+	// upstream offers but that are not listed here are not exposed unless the
+	// configuration says so (fail closed).
+	Tools map[string]*Tool `yaml:"tools" json:"tools"`
+}
+
+// Server says where the tools of a manifest live. Exactly one of Stdio and
+// HTTP is set.
+type Server struct {
+	// Name is the upstream's name; exposed tools are named
+	// "<server>__<tool>". Lowercase letters, digits, '-' and '_'.
+	Name string `yaml:"name" json:"name"`
+
+	Stdio *StdioServer `yaml:"stdio,omitempty" json:"stdio,omitempty"`
+	HTTP  *HTTPServer  `yaml:"http,omitempty" json:"http,omitempty"`
+
+	// ConnectTimeout bounds one connection attempt (default 30s, see
+	// EffectiveConnectTimeout).
+	ConnectTimeout Duration `yaml:"connect_timeout,omitempty" json:"connect_timeout,omitempty"`
+}
+
+// StdioServer launches the upstream as a child process speaking MCP over
+// stdin/stdout. Command, args, env values and dir may reference ${VAR}: the
+// variables airlock defines (AIRLOCK_DATA_DIR, AIRLOCK_CONFIG_DIR), then the
+// environment (see Server.Expand).
+type StdioServer struct {
+	Command string            `yaml:"command" json:"command"`
+	Args    []string          `yaml:"args,omitempty" json:"args,omitempty"`
+	Env     map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Dir is the working directory (default: the manifest's directory).
+	Dir string `yaml:"dir,omitempty" json:"dir,omitempty"`
+}
+
+// HTTPServer reaches the upstream over MCP streamable HTTP. The URL and
+// header values may reference ${VAR} like StdioServer, which keeps tokens out
+// of the manifest ("Authorization: Bearer ${GITHUB_TOKEN}").
+type HTTPServer struct {
+	URL     string            `yaml:"url" json:"url"`
+	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+}
+
+// SideEffect classifies what a tool does to the world.
+type SideEffect string
+
+const (
+	SideEffectNone   SideEffect = "none"
+	SideEffectRead   SideEffect = "read"
+	SideEffectWrite  SideEffect = "write"
+	SideEffectDelete SideEffect = "delete"
+	SideEffectSend   SideEffect = "send"
+	SideEffectPay    SideEffect = "pay"
+	SideEffectExec   SideEffect = "exec"
+)
+
+// DataLevel is a data access level, ordered from least to most sensitive.
+type DataLevel string
+
+const (
+	DataPublic       DataLevel = "public"
+	DataInternal     DataLevel = "internal"
+	DataConfidential DataLevel = "confidential"
+	DataSensitive    DataLevel = "sensitive"
+	DataRestricted   DataLevel = "restricted"
+)
+
+// Risk is a tool's risk tier; it selects the default policy decision.
+type Risk string
+
+const (
+	RiskLow      Risk = "low"
+	RiskMedium   Risk = "medium"
+	RiskHigh     Risk = "high"
+	RiskCritical Risk = "critical"
+)
+
+// Tool is the declaration of one upstream tool.
+type Tool struct {
+	Description string `yaml:"description,omitempty" json:"description,omitempty"` // optional override
+
+	SideEffects         []SideEffect `yaml:"side_effects" json:"side_effects"`
+	DataAccessLevel     DataLevel    `yaml:"data_access_level" json:"data_access_level"`
+	RequiredPermissions []string     `yaml:"required_permissions,omitempty" json:"required_permissions,omitempty"`
+	Risk                Risk         `yaml:"risk" json:"risk"`
+	Approval            *Approval    `yaml:"approval,omitempty" json:"approval,omitempty"`
+
+	// Timeout bounds one attempt of the call (default 60s, at most 24h; see
+	// EffectiveTimeout).
+	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	Retry   *Retry   `yaml:"retry,omitempty" json:"retry,omitempty"`
+
+	// Idempotent says a call may safely run twice with the same arguments.
+	// Only idempotent calls are re-run when the worker died mid-call; for
+	// the others the outcome is reported as unknown.
+	Idempotent bool `yaml:"idempotent" json:"idempotent"`
+
+	// Redact lists argument paths (dot separated, e.g. "content" or
+	// "auth.token") masked in approval messages and logs. A path through a
+	// list applies to every element: "entities.observations" masks the
+	// observations of each entity.
+	Redact []string `yaml:"redact,omitempty" json:"redact,omitempty"`
+
+	// PathArgs lists arguments that are filesystem paths, a string or a list
+	// of strings (used by policy path confinement).
+	PathArgs []string `yaml:"path_args,omitempty" json:"path_args,omitempty"`
+
+	// Capture reads the pre-image before the call runs (its arguments may
+	// use only args); its result is "before" in the compensation.
+	Capture *Call `yaml:"capture,omitempty" json:"capture,omitempty"`
+	// Compensation undoes a successful call on rollback. Both name a tool
+	// declared in the same manifest.
+	Compensation *Call `yaml:"compensation,omitempty" json:"compensation,omitempty"`
+}
+
+// Approval is the approval rule of a tool.
+type Approval struct {
+	// Group is the approver group whose members may decide.
+	Group string `yaml:"group" json:"group"`
+	// Quorum is how many distinct members must approve (default 1, see
+	// EffectiveQuorum).
+	Quorum int `yaml:"quorum,omitempty" json:"quorum,omitempty"`
+	// Timeout is how long to wait for a decision before OnTimeout applies.
+	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// EscalateAfter, shorter than Timeout, is when an undecided request is
+	// escalated (to EscalateTo when set).
+	EscalateAfter Duration `yaml:"escalate_after,omitempty" json:"escalate_after,omitempty"`
+	EscalateTo    string   `yaml:"escalate_to,omitempty" json:"escalate_to,omitempty"`
+	// OnTimeout is "deny" (default) or "approve" (see EffectiveOnTimeout).
+	OnTimeout string `yaml:"on_timeout,omitempty" json:"on_timeout,omitempty"`
+}
+
+// Retry is a tool's activity retry policy. Zero fields take the defaults
+// of EffectiveRetry: 3 attempts, 1s initial interval, backoff 2, 30s cap.
+type Retry struct {
+	// MaxAttempts counts the first attempt: 1 means never retry. 0 means the
+	// default (3), not "unlimited" as in Temporal: an agent's tool call must
+	// end.
+	MaxAttempts     int      `yaml:"max_attempts,omitempty" json:"max_attempts,omitempty"`
+	InitialInterval Duration `yaml:"initial_interval,omitempty" json:"initial_interval,omitempty"`
+	MaxInterval     Duration `yaml:"max_interval,omitempty" json:"max_interval,omitempty"`
+	Backoff         float64  `yaml:"backoff,omitempty" json:"backoff,omitempty"`
+	// NonRetryable lists error types that are never retried.
+	NonRetryable []string `yaml:"non_retryable,omitempty" json:"non_retryable,omitempty"`
+}
+
+// Call is a tool call computed from a call's context: a capture (run before
+// the tool) or a compensation (run on rollback). Args maps each argument to a
+// CEL expression over args (the original call's arguments), result (its
+// structured result) and before (the capture's structured result); a capture
+// sees only args.
+type Call struct {
+	Tool string            `yaml:"tool" json:"tool"`
+	Args map[string]string `yaml:"args,omitempty" json:"args,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s", "5m"),
+// in YAML and JSON alike. A bare number is an error (see UnmarshalYAML).
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ExposedName is the name under which the gateway exposes an upstream tool.
+func ExposedName(server, tool string) string { return server + "__" + tool }

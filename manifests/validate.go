@@ -1,0 +1,367 @@
+package manifests
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Valid values, in the order messages list them.
+var (
+	sideEffects = []SideEffect{SideEffectNone, SideEffectRead, SideEffectWrite, SideEffectDelete, SideEffectSend, SideEffectPay, SideEffectExec}
+	dataLevels  = []DataLevel{DataPublic, DataInternal, DataConfidential, DataSensitive, DataRestricted}
+	risks       = []Risk{RiskLow, RiskMedium, RiskHigh, RiskCritical}
+)
+
+var (
+	serverNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,30}$`)
+	toolNameRE    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	exposedNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	varRefRE      = regexp.MustCompile(`\$\{[^}]*\}`)
+)
+
+// MaxToolTimeout is the longest a single attempt of a tool call may run.
+const MaxToolTimeout = 24 * time.Hour
+
+// Validate checks the manifest's values and returns every problem found, in
+// file order (nil if none). It does not look at other manifests; ValidateAll
+// does.
+func (m *Manifest) Validate() []Problem {
+	if m == nil {
+		return []Problem{{Msg: "no manifest"}}
+	}
+	v := &validator{file: m.File, lines: m.Lines}
+	v.server(m.Server)
+	v.tools(m)
+	// Missing fields are reported at their parent's line, so sort to read
+	// top to bottom. Stable: problems on one line keep the order of checks.
+	sortByLine(v.problems)
+	return v.problems
+}
+
+// ValidateAll validates each manifest and then checks them against each
+// other: server names and exposed tool names must be unique across files.
+func ValidateAll(ms []*Manifest) []Problem {
+	var ps []Problem
+	for _, m := range ms {
+		ps = append(ps, m.Validate()...)
+	}
+	return append(ps, crossProblems(ms)...)
+}
+
+func crossProblems(ms []*Manifest) []Problem {
+	var ps []Problem
+	servers := map[string]*Manifest{}
+	exposed := map[string]*Manifest{}
+	for _, m := range ms {
+		if m == nil {
+			continue
+		}
+		name := m.Server.Name
+		if name == "" {
+			continue // reported as missing already
+		}
+		if first, dup := servers[name]; dup {
+			ps = append(ps, Problem{File: m.File, Line: m.Lines.Line("server.name"), Field: "server.name",
+				Msg: fmt.Sprintf("server %q is also declared in %s; server names must be unique across manifests, rename one or merge the files", name, where(first, "server.name"))})
+			continue // its tools would all collide too; one problem is enough
+		}
+		servers[name] = m
+		// Server names cannot contain "__", so with unique server names
+		// exposed names cannot collide; this guards against that rule being
+		// relaxed (or a manifest built in code skipping it).
+		for _, tool := range sortedTools(m) {
+			en := ExposedName(name, tool)
+			if first, dup := exposed[en]; dup {
+				p := "tools." + tool
+				ps = append(ps, Problem{File: m.File, Line: m.Lines.Line(p), Field: p,
+					Msg: fmt.Sprintf("exposed name %q is also exposed by %s; rename a server", en, where(first, "server.name"))})
+				continue
+			}
+			exposed[en] = m
+		}
+	}
+	return ps
+}
+
+// where names a file and line for a message about another manifest.
+func where(m *Manifest, path string) string {
+	file := m.File
+	if file == "" {
+		file = "another manifest"
+	}
+	if n := m.Lines.Line(path); n > 0 {
+		return fmt.Sprintf("%s:%d", file, n)
+	}
+	return file
+}
+
+func sortedTools(m *Manifest) []string {
+	names := make([]string, 0, len(m.Tools))
+	for n := range m.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+type validator struct {
+	file     string
+	lines    Lines
+	problems []Problem
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.addAt(path, path, format, args...)
+}
+
+// addAt reports a problem on field path at the line of linePath, e.g. a bad
+// list element reported on the list's field at the element's line.
+func (v *validator) addAt(path, linePath, format string, args ...any) {
+	v.problems = append(v.problems, Problem{File: v.file, Line: v.lines.Line(linePath), Field: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// set reports whether a duration was given: non-zero, or written explicitly
+// as zero (which is then an error rather than "use the default").
+func (v *validator) set(path string, d Duration) bool { return d != 0 || v.lines.Has(path) }
+
+func (v *validator) server(s Server) {
+	switch {
+	case s.Name == "":
+		v.add("server.name", `is required; name the upstream, e.g. "filesystem" (lowercase letters, digits, '-' and '_')`)
+	default:
+		if !serverNameRE.MatchString(s.Name) {
+			v.add("server.name", "%q is not a valid server name; start with a lowercase letter, then up to 30 lowercase letters, digits, '-' or '_'", s.Name)
+		}
+		if strings.Contains(s.Name, "__") {
+			v.add("server.name", `%q contains "__", which separates server and tool in exposed names; use a single '_' or '-'`, s.Name)
+		}
+	}
+
+	// "stdio:" with nothing under it decodes to nil; count it as chosen so
+	// the message is about the missing command, not a missing transport.
+	hasStdio := s.Stdio != nil || v.lines.Has("server.stdio")
+	hasHTTP := s.HTTP != nil || v.lines.Has("server.http")
+	switch {
+	case hasStdio && hasHTTP:
+		v.add("server", "both stdio and http are set; keep the one the upstream speaks")
+	case !hasStdio && !hasHTTP:
+		v.add("server", "no transport; set stdio (a command to launch) or http (a streamable HTTP URL)")
+	}
+	if hasStdio && (s.Stdio == nil || s.Stdio.Command == "") {
+		v.add("server.stdio.command", "is required; name the program to launch, e.g. npx")
+	}
+	if hasHTTP {
+		u := ""
+		if s.HTTP != nil {
+			u = s.HTTP.URL
+		}
+		v.httpURL(u)
+	}
+	if v.set("server.connect_timeout", s.ConnectTimeout) && s.ConnectTimeout <= 0 {
+		v.add("server.connect_timeout", "must be positive, got %s; omit it for the default %s", s.ConnectTimeout, DefaultConnectTimeout)
+	}
+}
+
+func (v *validator) httpURL(raw string) {
+	const path = "server.http.url"
+	if raw == "" {
+		v.add(path, `is required; write the upstream's MCP endpoint, e.g. "https://mcp.example.com/mcp"`)
+		return
+	}
+	// A URL that is one variable is only known at connect time. Otherwise
+	// check the shape with placeholder values: "https://${HOST}:${PORT}/mcp"
+	// is fine.
+	if strings.HasPrefix(raw, "${") {
+		return
+	}
+	u, err := url.Parse(varRefRE.ReplaceAllString(raw, "1")) // "1" fits a host and a port
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(path, `%q is not an http(s) URL; write e.g. "https://mcp.example.com/mcp"`, raw)
+	}
+}
+
+func (v *validator) tools(m *Manifest) {
+	if len(m.Tools) == 0 {
+		v.add("tools", "no tools declared; declare each upstream tool to expose (tools not listed are not exposed)")
+		return
+	}
+	names := sortedTools(m)
+	serverOK := serverNameRE.MatchString(m.Server.Name) && !strings.Contains(m.Server.Name, "__")
+	for _, name := range names {
+		v.tool(m, name, names, serverOK)
+	}
+}
+
+func (v *validator) tool(m *Manifest, name string, names []string, serverOK bool) {
+	p := "tools." + name
+	if !toolNameRE.MatchString(name) {
+		v.add(p, "%q is not a valid tool name; use the upstream's name for it: 1 to 64 letters, digits, '_', '.' or '-'", name)
+	} else if serverOK {
+		// Checked only when both parts are valid, so one mistake makes one
+		// problem.
+		en := ExposedName(m.Server.Name, name)
+		switch {
+		case len(en) > 64:
+			v.add(p, "exposed name %q is %d characters; common MCP clients (Claude, OpenAI) reject tool names longer than 64, so shorten the server name", en, len(en))
+		case !exposedNameRE.MatchString(en):
+			v.add(p, "exposed name %q has characters other than letters, digits, '_' and '-', which common MCP clients (Claude, OpenAI) reject; remove the tool from the manifest", en)
+		}
+	}
+
+	t := m.Tools[name]
+	if t == nil {
+		v.add(p, "is empty; declare at least side_effects, data_access_level and risk")
+		return
+	}
+	v.sideEffects(p, t.SideEffects)
+	oneOf(v, p+".data_access_level", t.DataAccessLevel, "data access level", dataLevels)
+	oneOf(v, p+".risk", t.Risk, "risk tier", risks)
+	v.nonEmpty(p+".required_permissions", t.RequiredPermissions, `a permission name such as "filesystem.write"`)
+	v.approval(p+".approval", t.Approval)
+
+	if tp := p + ".timeout"; v.set(tp, t.Timeout) {
+		switch {
+		case t.Timeout <= 0:
+			v.add(tp, "must be positive, got %s; omit it for the default %s", t.Timeout, DefaultToolTimeout)
+		case t.Timeout.D() > MaxToolTimeout:
+			v.add(tp, "%s is longer than 24h, the most one attempt may run; lower it", t.Timeout)
+		}
+	}
+	v.retry(p+".retry", t.Retry)
+	v.nonEmpty(p+".redact", t.Redact, `an argument path such as "content" or "auth.token"`)
+	v.nonEmpty(p+".path_args", t.PathArgs, `an argument name such as "path"`)
+	v.call(p+".capture", t.Capture, names)
+	v.call(p+".compensation", t.Compensation, names)
+}
+
+func (v *validator) sideEffects(toolPath string, ses []SideEffect) {
+	p := toolPath + ".side_effects"
+	if len(ses) == 0 {
+		v.add(p, "is required; list what the tool does, one or more of %s", list(sideEffects))
+		return
+	}
+	seen := map[SideEffect]bool{}
+	for i, se := range ses {
+		at := fmt.Sprintf("%s[%d]", p, i)
+		switch {
+		case !slices.Contains(sideEffects, se):
+			v.addAt(p, at, "%q is not a side effect; use one of %s", se, list(sideEffects))
+		case seen[se]:
+			v.addAt(p, at, "%q is listed twice; list it once", se)
+		}
+		seen[se] = true
+	}
+	if seen[SideEffectNone] && len(seen) > 1 {
+		v.add(p, `"none" cannot be combined with other side effects; remove "none" or the others`)
+	}
+}
+
+func list[T ~string](vals []T) string {
+	s := make([]string, len(vals))
+	for i, x := range vals {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// oneOf checks a required enumerated field.
+func oneOf[T ~string](v *validator, path string, val T, what string, allowed []T) {
+	switch {
+	case val == "":
+		v.add(path, "is required; use one of %s", list(allowed))
+	case !slices.Contains(allowed, val):
+		v.add(path, "%q is not a %s; use one of %s", val, what, list(allowed))
+	}
+}
+
+func (v *validator) nonEmpty(path string, entries []string, example string) {
+	for i, e := range entries {
+		if strings.TrimSpace(e) == "" {
+			v.add(fmt.Sprintf("%s[%d]", path, i), "is empty; write %s or remove the entry", example)
+		}
+	}
+}
+
+func (v *validator) approval(p string, a *Approval) {
+	if a == nil {
+		if v.lines.Has(p) {
+			v.add(p, `is empty; set at least group (who approves), or remove approval`)
+		}
+		return
+	}
+	if strings.TrimSpace(a.Group) == "" {
+		v.add(p+".group", `is required when approval is set; name the approver group, e.g. "ops"`)
+	}
+	if a.Quorum < 0 || (a.Quorum == 0 && v.lines.Has(p+".quorum")) {
+		v.add(p+".quorum", "must be at least 1, got %d; it is how many members of the group must approve", a.Quorum)
+	}
+	switch a.OnTimeout {
+	case "", "deny", "approve":
+	default:
+		v.add(p+".on_timeout", "%q is not a timeout outcome; use deny (the default) or approve", a.OnTimeout)
+	}
+	timeoutOK := true
+	if tp := p + ".timeout"; v.set(tp, a.Timeout) && a.Timeout <= 0 {
+		v.add(tp, `must be positive, got %s; write how long to wait for a decision, e.g. "1h"`, a.Timeout)
+		timeoutOK = false
+	}
+	ep := p + ".escalate_after"
+	switch {
+	case v.set(ep, a.EscalateAfter) && a.EscalateAfter <= 0:
+		v.add(ep, `must be positive, got %s; write how long to wait before escalating, e.g. "15m"`, a.EscalateAfter)
+	case timeoutOK && a.Timeout > 0 && a.EscalateAfter >= a.Timeout:
+		v.add(ep, "%s is not shorter than approval.timeout (%s), so the escalation would never happen; lower it or raise the timeout", a.EscalateAfter, a.Timeout)
+	}
+}
+
+func (v *validator) retry(p string, r *Retry) {
+	if r == nil {
+		return // "retry:" alone means the defaults
+	}
+	if r.MaxAttempts < 0 {
+		v.add(p+".max_attempts", "must be 0 or more, got %d; 1 means no retries, 0 or omitted means the default %d", r.MaxAttempts, defaultRetry.MaxAttempts)
+	}
+	if bp := p + ".backoff"; (r.Backoff != 0 || v.lines.Has(bp)) && r.Backoff < 1 {
+		v.add(bp, "must be at least 1 (1 keeps the interval constant), got %g", r.Backoff)
+	}
+	if r.InitialInterval < 0 {
+		v.add(p+".initial_interval", "must not be negative, got %s; omit it for the default %s", r.InitialInterval, defaultRetry.InitialInterval)
+	}
+	if r.MaxInterval < 0 {
+		v.add(p+".max_interval", "must not be negative, got %s; omit it for the default %s", r.MaxInterval, defaultRetry.MaxInterval)
+	}
+	if r.InitialInterval > 0 && r.MaxInterval > 0 && r.MaxInterval < r.InitialInterval {
+		v.add(p+".max_interval", "%s is shorter than initial_interval (%s); raise it or lower initial_interval", r.MaxInterval, r.InitialInterval)
+	}
+	v.nonEmpty(p+".non_retryable", r.NonRetryable, "an error type")
+}
+
+func (v *validator) call(p string, c *Call, names []string) {
+	if c == nil {
+		if v.lines.Has(p) {
+			v.add(p, "is empty; set tool (and args), or remove it")
+		}
+		return
+	}
+	switch {
+	case c.Tool == "":
+		v.add(p+".tool", "is required; name a tool declared in this manifest: %s", strings.Join(names, ", "))
+	case !slices.Contains(names, c.Tool):
+		v.add(p+".tool", "%q is not declared in this manifest; use one of %s", c.Tool, strings.Join(names, ", "))
+	}
+	args := make([]string, 0, len(c.Args))
+	for a := range c.Args {
+		args = append(args, a)
+	}
+	sort.Strings(args)
+	for _, a := range args {
+		if strings.TrimSpace(c.Args[a]) == "" {
+			v.add(p+".args."+a, "expression is empty; write a CEL expression over args, result and before, e.g. args.path")
+		}
+	}
+}

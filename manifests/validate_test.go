@@ -1,0 +1,521 @@
+package manifests_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// head is the start of every test manifest: a valid server on lines 1-4,
+// "tools:" on line 5, so the first tool's name is on line 6.
+const head = `server:
+  name: fs
+  stdio:
+    command: npx
+tools:
+`
+
+// readTool is a valid tool declaration, lines 6-9 after head.
+const readTool = `  read:
+    side_effects: [read]
+    data_access_level: internal
+    risk: low
+`
+
+// problemsOf parses and validates src as file m.yaml and returns every
+// problem as its formatted string.
+func problemsOf(t *testing.T, src string) []string {
+	t.Helper()
+	m, err := manifests.Parse("m.yaml", []byte(src))
+	if err != nil {
+		return errorLines(t, err)
+	}
+	var out []string
+	for _, p := range m.Validate() {
+		out = append(out, p.Error())
+	}
+	return out
+}
+
+func errorLines(t *testing.T, err error) []string {
+	t.Helper()
+	var ps manifests.Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("error is %T, want manifests.Problems: %v", err, err)
+	}
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Error())
+	}
+	return out
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{
+			name: "valid",
+			src:  head + readTool,
+		},
+		{
+			name: "server name missing",
+			src:  "server:\n  stdio:\n    command: npx\ntools:\n" + readTool,
+			want: []string{`m.yaml:1: server.name: is required; name the upstream, e.g. "filesystem" (lowercase letters, digits, '-' and '_')`},
+		},
+		{
+			name: "server name invalid",
+			src:  strings.Replace(head, "name: fs", "name: FS", 1) + readTool,
+			want: []string{`m.yaml:2: server.name: "FS" is not a valid server name; start with a lowercase letter, then up to 30 lowercase letters, digits, '-' or '_'`},
+		},
+		{
+			name: "server name with double underscore",
+			src:  strings.Replace(head, "name: fs", "name: my__fs", 1) + readTool,
+			want: []string{`m.yaml:2: server.name: "my__fs" contains "__", which separates server and tool in exposed names; use a single '_' or '-'`},
+		},
+		{
+			name: "no transport",
+			src:  "server:\n  name: fs\ntools:\n" + readTool,
+			want: []string{`m.yaml:1: server: no transport; set stdio (a command to launch) or http (a streamable HTTP URL)`},
+		},
+		{
+			name: "both transports",
+			src:  head[:len(head)-len("tools:\n")] + "  http:\n    url: https://x.example/mcp\ntools:\n" + readTool,
+			want: []string{`m.yaml:1: server: both stdio and http are set; keep the one the upstream speaks`},
+		},
+		{
+			name: "stdio without command",
+			src:  "server:\n  name: fs\n  stdio:\n    args: [x]\ntools:\n" + readTool,
+			want: []string{`m.yaml:3: server.stdio.command: is required; name the program to launch, e.g. npx`},
+		},
+		{
+			name: "empty stdio",
+			src:  "server:\n  name: fs\n  stdio:\ntools:\n" + readTool,
+			want: []string{`m.yaml:3: server.stdio.command: is required; name the program to launch, e.g. npx`},
+		},
+		{
+			name: "http url not http",
+			src:  "server:\n  name: fs\n  http:\n    url: ftp://x.example/mcp\ntools:\n" + readTool,
+			want: []string{`m.yaml:4: server.http.url: "ftp://x.example/mcp" is not an http(s) URL; write e.g. "https://mcp.example.com/mcp"`},
+		},
+		{
+			name: "http url with variables",
+			src:  "server:\n  name: fs\n  http:\n    url: https://${HOST}:${PORT}/mcp\n    headers:\n      Authorization: Bearer ${TOKEN}\ntools:\n" + readTool,
+		},
+		{
+			name: "http url missing",
+			src:  "server:\n  name: fs\n  http:\n    headers: {A: b}\ntools:\n" + readTool,
+			want: []string{`m.yaml:3: server.http.url: is required; write the upstream's MCP endpoint, e.g. "https://mcp.example.com/mcp"`},
+		},
+		{
+			name: "connect timeout zero",
+			src:  "server:\n  name: fs\n  stdio: {command: npx}\n  connect_timeout: 0s\ntools:\n" + readTool,
+			want: []string{`m.yaml:4: server.connect_timeout: must be positive, got 0s; omit it for the default 30s`},
+		},
+		{
+			name: "no tools",
+			src:  head,
+			want: []string{`m.yaml:5: tools: no tools declared; declare each upstream tool to expose (tools not listed are not exposed)`},
+		},
+		{
+			name: "tool name invalid",
+			src:  head + strings.Replace(readTool, "read:", "read file:", 1),
+			want: []string{`m.yaml:6: tools.read file: "read file" is not a valid tool name; use the upstream's name for it: 1 to 64 letters, digits, '_', '.' or '-'`},
+		},
+		{
+			name: "exposed name too long",
+			src:  head + strings.Replace(readTool, "read:", strings.Repeat("r", 63)+":", 1),
+			want: []string{`m.yaml:6: tools.` + strings.Repeat("r", 63) + `: exposed name "fs__` + strings.Repeat("r", 63) + `" is 67 characters; common MCP clients (Claude, OpenAI) reject tool names longer than 64, so shorten the server name`},
+		},
+		{
+			name: "exposed name with dot",
+			src:  head + strings.Replace(readTool, "read:", "files.read:", 1),
+			want: []string{`m.yaml:6: tools.files.read: exposed name "fs__files.read" has characters other than letters, digits, '_' and '-', which common MCP clients (Claude, OpenAI) reject; remove the tool from the manifest`},
+		},
+		{
+			name: "empty tool",
+			src:  head + "  read:\n",
+			want: []string{`m.yaml:6: tools.read: is empty; declare at least side_effects, data_access_level and risk`},
+		},
+		{
+			name: "side effects missing",
+			src:  head + "  read:\n    data_access_level: internal\n    risk: low\n",
+			want: []string{`m.yaml:6: tools.read.side_effects: is required; list what the tool does, one or more of none, read, write, delete, send, pay, exec`},
+		},
+		{
+			name: "side effect unknown",
+			src:  head + strings.Replace(readTool, "[read]", "[read, writes]", 1),
+			want: []string{`m.yaml:7: tools.read.side_effects: "writes" is not a side effect; use one of none, read, write, delete, send, pay, exec`},
+		},
+		{
+			name: "side effect none combined",
+			src:  head + strings.Replace(readTool, "[read]", "[none, read]", 1),
+			want: []string{`m.yaml:7: tools.read.side_effects: "none" cannot be combined with other side effects; remove "none" or the others`},
+		},
+		{
+			name: "side effect twice",
+			src:  head + strings.Replace(readTool, "[read]", "[read, read]", 1),
+			want: []string{`m.yaml:7: tools.read.side_effects: "read" is listed twice; list it once`},
+		},
+		{
+			name: "data access level missing",
+			src:  head + "  read:\n    side_effects: [read]\n    risk: low\n",
+			want: []string{`m.yaml:6: tools.read.data_access_level: is required; use one of public, internal, confidential, sensitive, restricted`},
+		},
+		{
+			name: "data access level unknown",
+			src:  head + strings.Replace(readTool, "internal", "secret", 1),
+			want: []string{`m.yaml:8: tools.read.data_access_level: "secret" is not a data access level; use one of public, internal, confidential, sensitive, restricted`},
+		},
+		{
+			name: "risk missing",
+			src:  head + "  read:\n    side_effects: [read]\n    data_access_level: internal\n",
+			want: []string{`m.yaml:6: tools.read.risk: is required; use one of low, medium, high, critical`},
+		},
+		{
+			name: "risk unknown",
+			src:  head + strings.Replace(readTool, "risk: low", "risk: extreme", 1),
+			want: []string{`m.yaml:9: tools.read.risk: "extreme" is not a risk tier; use one of low, medium, high, critical`},
+		},
+		{
+			name: "high risk without approval is allowed",
+			src:  head + strings.Replace(readTool, "risk: low", "risk: critical", 1),
+		},
+		{
+			name: "approval without group",
+			src:  head + readTool + "    approval:\n      quorum: 2\n",
+			want: []string{`m.yaml:10: tools.read.approval.group: is required when approval is set; name the approver group, e.g. "ops"`},
+		},
+		{
+			name: "approval empty",
+			src:  head + readTool + "    approval:\n",
+			want: []string{`m.yaml:10: tools.read.approval: is empty; set at least group (who approves), or remove approval`},
+		},
+		{
+			name: "approval quorum zero",
+			src:  head + readTool + "    approval:\n      group: ops\n      quorum: 0\n",
+			want: []string{`m.yaml:12: tools.read.approval.quorum: must be at least 1, got 0; it is how many members of the group must approve`},
+		},
+		{
+			name: "approval on_timeout unknown",
+			src:  head + readTool + "    approval:\n      group: ops\n      on_timeout: reject\n",
+			want: []string{`m.yaml:12: tools.read.approval.on_timeout: "reject" is not a timeout outcome; use deny (the default) or approve`},
+		},
+		{
+			name: "approval escalation not before timeout",
+			src:  head + readTool + "    approval:\n      group: ops\n      timeout: 30m\n      escalate_after: 1h\n",
+			want: []string{`m.yaml:13: tools.read.approval.escalate_after: 1h0m0s is not shorter than approval.timeout (30m0s), so the escalation would never happen; lower it or raise the timeout`},
+		},
+		{
+			name: "approval valid",
+			src:  head + readTool + "    approval:\n      group: ops\n      quorum: 2\n      timeout: 1h\n      escalate_after: 15m\n      escalate_to: leads\n      on_timeout: approve\n",
+		},
+		{
+			name: "timeout zero",
+			src:  head + readTool + "    timeout: 0s\n",
+			want: []string{`m.yaml:10: tools.read.timeout: must be positive, got 0s; omit it for the default 1m0s`},
+		},
+		{
+			name: "timeout over a day",
+			src:  head + readTool + "    timeout: 48h\n",
+			want: []string{`m.yaml:10: tools.read.timeout: 48h0m0s is longer than 24h, the most one attempt may run; lower it`},
+		},
+		{
+			name: "retry values",
+			src:  head + readTool + "    retry:\n      max_attempts: -1\n      backoff: 0.5\n      initial_interval: -1s\n",
+			want: []string{
+				`m.yaml:11: tools.read.retry.max_attempts: must be 0 or more, got -1; 1 means no retries, 0 or omitted means the default 3`,
+				`m.yaml:12: tools.read.retry.backoff: must be at least 1 (1 keeps the interval constant), got 0.5`,
+				`m.yaml:13: tools.read.retry.initial_interval: must not be negative, got -1s; omit it for the default 1s`,
+			},
+		},
+		{
+			name: "retry max below initial",
+			src:  head + readTool + "    retry:\n      initial_interval: 10s\n      max_interval: 5s\n",
+			want: []string{`m.yaml:12: tools.read.retry.max_interval: 5s is shorter than initial_interval (10s); raise it or lower initial_interval`},
+		},
+		{
+			name: "capture names undeclared tool",
+			src:  head + readTool + "    capture:\n      tool: stat\n      args: {path: args.path}\n",
+			want: []string{`m.yaml:11: tools.read.capture.tool: "stat" is not declared in this manifest; use one of read`},
+		},
+		{
+			name: "compensation without tool",
+			src:  head + readTool + "    compensation:\n      args:\n        path: \"\"\n",
+			want: []string{
+				`m.yaml:10: tools.read.compensation.tool: is required; name a tool declared in this manifest: read`,
+				`m.yaml:12: tools.read.compensation.args.path: expression is empty; write a CEL expression over args, result and before, e.g. args.path`,
+			},
+		},
+		{
+			name: "compensation names a declared tool",
+			src:  head + readTool + "    compensation: {tool: read, args: {path: args.path}}\n",
+		},
+		{
+			name: "empty redact and path_args entries",
+			src:  head + readTool + "    redact: [content, \"\"]\n    path_args: [\" \"]\n    required_permissions: [\"\"]\n",
+			want: []string{
+				`m.yaml:10: tools.read.redact[1]: is empty; write an argument path such as "content" or "auth.token" or remove the entry`,
+				`m.yaml:11: tools.read.path_args[0]: is empty; write an argument name such as "path" or remove the entry`,
+				`m.yaml:12: tools.read.required_permissions[0]: is empty; write a permission name such as "filesystem.write" or remove the entry`,
+			},
+		},
+		{
+			name: "every problem at once, in file order",
+			src: `server:
+  name: Fs
+  stdio: {}
+tools:
+  write:
+    side_effects: [writes]
+    risk: huge
+    approval:
+      quorum: -1
+  read:
+    side_effects: [read]
+    data_access_level: internal
+    risk: low
+    compensation: {tool: nope}
+`,
+			want: []string{
+				`m.yaml:2: server.name: "Fs" is not a valid server name; start with a lowercase letter, then up to 30 lowercase letters, digits, '-' or '_'`,
+				`m.yaml:3: server.stdio.command: is required; name the program to launch, e.g. npx`,
+				`m.yaml:5: tools.write.data_access_level: is required; use one of public, internal, confidential, sensitive, restricted`,
+				`m.yaml:6: tools.write.side_effects: "writes" is not a side effect; use one of none, read, write, delete, send, pay, exec`,
+				`m.yaml:7: tools.write.risk: "huge" is not a risk tier; use one of low, medium, high, critical`,
+				`m.yaml:8: tools.write.approval.group: is required when approval is set; name the approver group, e.g. "ops"`,
+				`m.yaml:9: tools.write.approval.quorum: must be at least 1, got -1; it is how many members of the group must approve`,
+				`m.yaml:14: tools.read.compensation.tool: "nope" is not declared in this manifest; use one of read, write`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, problemsOf(t, tt.src)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{
+			name: "unknown field with suggestion",
+			src:  head + readTool + "    side_effect: [read]\n",
+			want: []string{`m.yaml:10: tools.read.side_effect: unknown field; did you mean "side_effects"?`},
+		},
+		{
+			name: "unknown field lists known ones",
+			src:  "server:\n  name: fs\n  command: npx\n",
+			want: []string{`m.yaml:3: server.command: unknown field; known fields are name, stdio, http, connect_timeout`},
+		},
+		{
+			name: "loader-only field is unknown in a file",
+			src:  "file: x.yaml\n" + head + readTool,
+			want: []string{`m.yaml:1: file: unknown field; known fields are server, tools`},
+		},
+		{
+			name: "bare number duration",
+			src:  head + readTool + "    timeout: 30\n",
+			want: []string{`m.yaml:10: tools.read.timeout: 30 has no unit; write a duration such as "30s" (s, m or h)`},
+		},
+		{
+			name: "quoted number duration",
+			src:  head + readTool + "    timeout: \"30\"\n",
+			want: []string{`m.yaml:10: tools.read.timeout: 30 has no unit; write a duration such as "30s" (s, m or h)`},
+		},
+		{
+			name: "garbage duration",
+			src:  head + readTool + "    timeout: soon\n",
+			want: []string{`m.yaml:10: tools.read.timeout: "soon" is not a duration; write a number with a unit, such as "30s", "5m" or "1h30m"`},
+		},
+		{
+			name: "wrong kinds",
+			src:  head + readTool + "    idempotent: maybe\n    side_effects: read\n    approval:\n      group: ops\n      quorum: two\n",
+			want: []string{
+				`m.yaml:10: tools.read.idempotent: expected true or false, got "maybe"`,
+				`m.yaml:11: tools.read.side_effects: defined twice (first at line 7); keep one`,
+				`m.yaml:14: tools.read.approval.quorum: expected a whole number, got "two"`,
+			},
+		},
+		{
+			name: "scalar where a list is expected",
+			src:  head + strings.Replace(readTool, "[read]", "read", 1),
+			want: []string{`m.yaml:7: tools.read.side_effects: expected a list, got "read"; write [read]`},
+		},
+		{
+			name: "list where a value is expected",
+			src:  head + strings.Replace(readTool, "risk: low", "risk: [low]", 1),
+			want: []string{`m.yaml:9: tools.read.risk: expected a single value, got a list`},
+		},
+		{
+			name: "syntax error",
+			src:  "server:\n  name: fs\n   stdio: x\n",
+			want: []string{`m.yaml:3: invalid YAML: mapping values are not allowed in this context`},
+		},
+		{
+			name: "two documents",
+			src:  head + readTool + "---\nserver: {}\n",
+			want: []string{`m.yaml:10: the file holds more than one YAML document; keep one per file (remove the ---)`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := manifests.Parse("m.yaml", []byte(tt.src))
+			if err == nil {
+				t.Fatal("Parse succeeded, want problems")
+			}
+			if diff := cmp.Diff(tt.want, errorLines(t, err)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseValues(t *testing.T) {
+	src := head + readTool + `    timeout: 90s
+    approval: &a
+      group: ops
+      escalate_after: 15m
+  write:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    approval: *a
+`
+	m, err := manifests.Parse("m.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := m.Validate(); len(ps) > 0 {
+		t.Fatalf("problems: %v", manifests.Problems(ps))
+	}
+	if got := m.Tools["read"].EffectiveTimeout(); got.String() != "1m30s" {
+		t.Errorf("timeout = %s, want 1m30s", got)
+	}
+	want := &manifests.Approval{Group: "ops", EscalateAfter: manifests.Duration(15 * 60e9)}
+	if diff := cmp.Diff(want, m.Tools["write"].Approval); diff != "" {
+		t.Errorf("aliased approval (-want +got):\n%s", diff)
+	}
+	if got := m.Lines.Line("tools.write.approval.group"); got != 12 {
+		t.Errorf("line of a field reached through an alias = %d, want 12 (the anchor)", got)
+	}
+	if got := m.Lines.Line("tools.write.timeout"); got != 14 {
+		t.Errorf("line of a missing field = %d, want 14 (its tool)", got)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadFilesCrossChecks(t *testing.T) {
+	dir := t.TempDir()
+	a := writeFile(t, dir, "a.yaml", head+readTool)
+	b := writeFile(t, dir, "b.yaml", "# the same server again\n"+head+readTool)
+	bad := writeFile(t, dir, "c.yaml", strings.Replace(head, "name: fs", "name: other", 1)+strings.Replace(readTool, "risk: low", "risk: nope", 1))
+
+	_, err := manifests.LoadFiles([]string{a, b, bad})
+	want := []string{
+		b + `:3: server.name: server "fs" is also declared in ` + a + `:2; server names must be unique across manifests, rename one or merge the files`,
+	}
+	want = append([]string{bad + `:9: tools.read.risk: "nope" is not a risk tier; use one of low, medium, high, critical`}, want...)
+	if diff := cmp.Diff(want, errorLines(t, err)); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+
+	ms, err := manifests.LoadFiles([]string{a})
+	if err != nil || len(ms) != 1 || ms[0].File != a {
+		t.Errorf("LoadFiles(one good file) = %v, %v", ms, err)
+	}
+
+	missing := filepath.Join(dir, "missing.yaml")
+	_, err = manifests.Load(missing)
+	if diff := cmp.Diff([]string{missing + ": cannot read the file: no such file or directory"}, errorLines(t, err)); diff != "" {
+		t.Errorf("missing file (-want +got):\n%s", diff)
+	}
+}
+
+// A value that cannot be decoded does not hide the problems of the rest of
+// the file, and is not reported twice (once as undecodable, once as
+// missing).
+func TestLoadReportsDecodeAndValidationProblems(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "m.yaml", head+`  read:
+    side_effects: read
+    data_access_level: secret
+    risk: low
+    timeout: 30
+    approval: ops
+`)
+	_, err := manifests.Load(p)
+	want := []string{
+		p + `:7: tools.read.side_effects: expected a list, got "read"; write [read]`,
+		p + `:8: tools.read.data_access_level: "secret" is not a data access level; use one of public, internal, confidential, sensitive, restricted`,
+		p + `:10: tools.read.timeout: 30 has no unit; write a duration such as "30s" (s, m or h)`,
+		p + `:11: tools.read.approval: expected a mapping (key: value lines), got "ops"`,
+	}
+	if diff := cmp.Diff(want, errorLines(t, err)); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateAllExposedNames(t *testing.T) {
+	// Two manifests built in code (no lines, no file) whose server names
+	// are unique; exposed names cannot collide unless the name rules are
+	// broken, which is exactly what a manifest built in code may do.
+	tool := func() *manifests.Tool {
+		return &manifests.Tool{SideEffects: []manifests.SideEffect{"read"}, DataAccessLevel: "public", Risk: "low"}
+	}
+	a := &manifests.Manifest{File: "a.yaml", Server: manifests.Server{Name: "a__b", Stdio: &manifests.StdioServer{Command: "x"}}, Tools: map[string]*manifests.Tool{"c": tool()}}
+	b := &manifests.Manifest{File: "b.yaml", Server: manifests.Server{Name: "a", Stdio: &manifests.StdioServer{Command: "x"}}, Tools: map[string]*manifests.Tool{"b__c": tool()}}
+	var got []string
+	for _, p := range manifests.ValidateAll([]*manifests.Manifest{a, b}) {
+		got = append(got, p.Error())
+	}
+	want := []string{
+		`a.yaml: server.name: "a__b" contains "__", which separates server and tool in exposed names; use a single '_' or '-'`,
+		`b.yaml: tools.b__c: exposed name "a__b__c" is also exposed by a.yaml; rename a server`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+func TestProblemError(t *testing.T) {
+	tests := []struct {
+		p    manifests.Problem
+		want string
+	}{
+		{manifests.Problem{File: "f.yaml", Line: 3, Field: "tools.x.risk", Msg: "bad"}, "f.yaml:3: tools.x.risk: bad"},
+		{manifests.Problem{File: "f.yaml", Field: "tools.x.risk", Msg: "bad"}, "f.yaml: tools.x.risk: bad"},
+		{manifests.Problem{File: "f.yaml", Line: 3, Msg: "bad"}, "f.yaml:3: bad"},
+		{manifests.Problem{Field: "risk", Msg: "bad"}, "risk: bad"},
+	}
+	for _, tt := range tests {
+		if got := tt.p.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+	ps := manifests.Problems{tests[0].p, tests[2].p}
+	if got, want := ps.Error(), "f.yaml:3: tools.x.risk: bad\nf.yaml:3: bad"; got != want {
+		t.Errorf("Problems.Error() = %q, want %q", got, want)
+	}
+}
