@@ -1,0 +1,253 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/gateway"
+)
+
+// devProcess is `airlock dev` running as a subprocess.
+type devProcess struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	exited chan struct{} // closed when the process has exited
+	err    error         // its exit status, valid after exited
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startDev(t *testing.T, bin string, args ...string) *devProcess {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"dev"}, args...)...)
+	p := &devProcess{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
+	cmd.Stderr = &lockedWriter{w: p.stderr}
+	cmd.Stdout = &lockedWriter{w: p.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("airlock dev output:\n%s", p.output())
+		}
+	})
+	return p
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func (p *devProcess) output() string {
+	w := p.cmd.Stderr.(*lockedWriter)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.String()
+}
+
+func (p *devProcess) waitHealthy(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			t.Fatalf("airlock dev exited early: %v\n%s", p.err, p.output())
+		default:
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("airlock dev not healthy after 90s:\n%s", p.output())
+}
+
+// sideEffects counts lines "tool key" in the upstream's side-effect log.
+func sideEffects(t *testing.T, path, tool, key string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == tool+" "+key {
+			n++
+		}
+	}
+	return n
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCrashAndResume kills `airlock dev` with SIGKILL while two slow calls
+// are in flight, restarts it on the same data dir and checks: the task
+// resumes and the agent reattaches; a call that had completed is answered
+// from history, not executed again; the in-flight non-idempotent call is
+// reported as unknown and not re-run; the in-flight idempotent call is re-run
+// and completes. Side effects are counted on the upstream.
+func TestCrashAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess crash test; skipped with -short")
+	}
+	bin := buildBinary(t, "./cmd/airlock")
+	upstreamBin := buildBinary(t, "./integration/testupstream")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	effects := filepath.Join(dir, "effects.log")
+	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
+  name: counter
+  stdio:
+    command: %s
+    env:
+      SIDE_EFFECT_LOG: %s
+tools:
+  append: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false, timeout: 60s}
+  put:    {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true,  timeout: 60s}
+`, upstreamBin, effects))
+	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\n")
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tport := freePort(t)
+	args := []string{"--config", filepath.Join(dir, "airlock.yaml"), "--data-dir", data,
+		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--log-format", "json"}
+	base := "http://" + listen
+
+	p1 := startDev(t, bin, args...)
+	p1.waitHealthy(t, base)
+	cs := connectURL(t, base+"/mcp", nil)
+	waitTools(t, cs, "counter__append", "counter__put")
+
+	done := call(t, cs, "counter__put", map[string]any{"key": "k1"}, "key-1")
+	if done.IsError {
+		t.Fatalf("first call: %s", text(done))
+	}
+	taskID, _ := done.Meta[gateway.MetaTask].(string)
+
+	// Two slow calls in flight; the process dies under them.
+	var wg sync.WaitGroup
+	for _, c := range []struct{ tool, key string }{{"counter__append", "k2"}, {"counter__put", "k3"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{"key": c.key, "sleep_ms": 8000},
+				Meta: mcp.Meta{gateway.MetaIdempotencyKey: "key-" + c.key}})
+		}()
+	}
+	waitFor(t, "both slow calls to reach the upstream", 30*time.Second, func() bool {
+		return sideEffects(t, effects, "append", "k2") == 1 && sideEffects(t, effects, "put", "k3") == 1
+	})
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p1.exited
+	wg.Wait()
+	killedAt := time.Now()
+
+	// Restart on the same data dir; the agent reattaches to its task.
+	p2 := startDev(t, bin, args...)
+	p2.waitHealthy(t, base)
+	t.Logf("restart to healthy: %s", time.Since(killedAt).Round(time.Millisecond))
+	cs2 := connectURL(t, base+"/mcp", map[string]string{gateway.HeaderTask: taskID})
+	waitTools(t, cs2, "counter__append", "counter__put")
+
+	// The completed call is answered from history.
+	again := call(t, cs2, "counter__put", map[string]any{"key": "k1"}, "key-1")
+	if again.IsError || text(again) != text(done) {
+		t.Fatalf("completed call after restart: isError=%v %q, want %q", again.IsError, text(again), text(done))
+	}
+	if got := again.Meta[gateway.MetaTask]; got != taskID {
+		t.Fatalf("reattached call ran in task %v, want %s", got, taskID)
+	}
+	// The in-flight non-idempotent call: unknown, not re-run.
+	unk := call(t, cs2, "counter__append", map[string]any{"key": "k2", "sleep_ms": 8000}, "key-k2")
+	if !unk.IsError || !strings.Contains(text(unk), "not idempotent") {
+		t.Fatalf("in-flight non-idempotent call after restart: isError=%v %q", unk.IsError, text(unk))
+	}
+	// The in-flight idempotent call: re-run, completes.
+	rerun := call(t, cs2, "counter__put", map[string]any{"key": "k3", "sleep_ms": 8000}, "key-k3")
+	if rerun.IsError {
+		t.Fatalf("in-flight idempotent call after restart: %s", text(rerun))
+	}
+	t.Logf("crash to all calls resolved: %s", time.Since(killedAt).Round(time.Millisecond))
+
+	for _, c := range []struct {
+		tool, key string
+		want      int
+	}{{"put", "k1", 1}, {"append", "k2", 1}, {"put", "k3", 2}} {
+		if got := sideEffects(t, effects, c.tool, c.key); got != c.want {
+			t.Errorf("%s %s ran %d times on the upstream, want %d", c.tool, c.key, got, c.want)
+		}
+	}
+
+	// Operators see the task and its calls.
+	out, err := exec.Command(bin, "tasks", "show", "--temporal-address", fmt.Sprintf("127.0.0.1:%d", tport), taskID).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "calls:     3") || !strings.Contains(string(out), "unknown") {
+		t.Errorf("airlock tasks show: %v\n%s", err, out)
+	}
+
+	// Ctrl-C shuts down cleanly.
+	if err := p2.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p2.exited:
+		if p2.err != nil {
+			t.Fatalf("airlock dev exited with %v after SIGINT", p2.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("airlock dev did not exit within 30s of SIGINT")
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
