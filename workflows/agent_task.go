@@ -35,6 +35,7 @@ type task struct {
 	recent       []CallRecord
 	inFlight     []string
 	finish       bool
+	draining     bool // continue-as-new pending: new calls go to the next run
 	state        string
 }
 
@@ -111,7 +112,9 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			return t.end(ctx, StateFinished)
 		}
 		if needCAN() {
-			// Let running calls and queued updates finish in this run.
+			// New calls are rejected from now on (the client retries them
+			// against the next run); running calls finish in this one.
+			t.draining = true
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return t.end(ctx, StateCanceled)
 			}
@@ -205,6 +208,8 @@ func (t *task) validateCall(req CallRequest) error {
 		return errors.New("call_tool: Tool, Server and UpstreamTool must be set")
 	case t.state != StateRunning || t.finish:
 		return fmt.Errorf("task %s is finishing; start a new task", t.in.TaskID)
+	case t.draining:
+		return fmt.Errorf("%s: task %s", ErrContinuingAsNew, t.in.TaskID)
 	}
 	return nil
 }

@@ -352,3 +352,30 @@ func TestFinishWaitsForInFlightCall(t *testing.T) {
 		t.Fatalf("res %+v out %+v", res, out)
 	}
 }
+
+func TestCallsDuringContinueAsNewAreRejectedForRetry(t *testing.T) {
+	// c1 needs a retry (a 1s durable timer); meanwhile the run has reached
+	// ContinueAsNewAfter, so c2 must be rejected for the client to retry
+	// against the next run, and c1 must still finish in this run.
+	h := newHarness(t, respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent)), respond(okOutput(`{"content":[]}`), nil))
+	in := baseInput()
+	in.Limits.ContinueAsNewAfter = 1
+	var r1 CallResult
+	var rejected error
+	h.callAt(time.Second, req("c1", false), &r1, nil)
+	h.callAt(1500*time.Millisecond, req("c2", false), nil, &rejected)
+	h.env.ExecuteWorkflow(AgentTaskName, in)
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	if r1.Outcome != OutcomeOK || r1.Attempts != 2 {
+		t.Fatalf("c1: %+v", r1)
+	}
+	if rejected == nil || !strings.Contains(rejected.Error(), ErrContinuingAsNew) {
+		t.Fatalf("c2 rejection: %v", rejected)
+	}
+	if h.tools.calls() != 2 {
+		t.Fatalf("activity ran %d times, want 2 (c1 twice, c2 never)", h.tools.calls())
+	}
+}

@@ -49,6 +49,11 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 	}
 }
 
+// ErrContinuingAsNew starts the message of an Update rejected because the
+// task is about to continue as new; callers retry the same Update, which
+// then reaches the next run.
+const ErrContinuingAsNew = "task is continuing as new, retry the call"
+
 // Task states as shown in the status query and the AirlockStatus attribute.
 const (
 	StateRunning  = "running"

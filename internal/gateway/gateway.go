@@ -473,27 +473,42 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if g.opts.DeadlineAfter > 0 {
 		in.Limits.Deadline = time.Now().Add(g.opts.DeadlineAfter).UTC()
 	}
-	startOp := g.opts.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+	startOpts := client.StartWorkflowOptions{
 		ID:                       taskID,
 		TaskQueue:                g.opts.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SAPrincipal.ValueSet(g.opts.Principal), workflows.SAStatus.ValueSet(workflows.StateRunning)),
-	}, workflows.AgentTaskName, in)
+	}
 
 	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
 	defer cancel()
-	h, err := g.opts.Temporal.UpdateWithStartWorkflow(wctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: startOp,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateID: callID, WorkflowID: taskID, UpdateName: workflows.UpdateCallTool,
-			Args: []any{creq}, WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
-	})
 	var res workflows.CallResult
-	if err == nil {
-		err = h.Get(wctx, &res)
+	for {
+		// A fresh start operation each time: one may be used only once.
+		startOp := g.opts.Temporal.NewWithStartWorkflowOperation(startOpts, workflows.AgentTaskName, in)
+		var h client.WorkflowUpdateHandle
+		h, err = g.opts.Temporal.UpdateWithStartWorkflow(wctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: startOp,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				UpdateID: callID, WorkflowID: taskID, UpdateName: workflows.UpdateCallTool,
+				Args: []any{creq}, WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err == nil {
+			err = h.Get(wctx, &res)
+		}
+		// The task is rolling over to a new run: the same Update ID goes
+		// to the new run.
+		if err != nil && strings.Contains(err.Error(), workflows.ErrContinuingAsNew) && wctx.Err() == nil {
+			select {
+			case <-time.After(50 * time.Millisecond):
+				continue
+			case <-wctx.Done():
+			}
+		}
+		break
 	}
 	if err != nil {
 		log.Warn().Err(err).Msg("call not completed")

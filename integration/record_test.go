@@ -1,0 +1,137 @@
+package integration
+
+import (
+	"fmt"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/airlock-run/airlock/manifests"
+	"github.com/airlock-run/airlock/worker"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+var record = flag.Bool("record", false, "write the recorded histories to workflows/testdata (see README)")
+
+// TestRecordHistory runs an AgentTask through every path of the call
+// pipeline on the real server (ok, tool error, unavailable upstream, limit,
+// continue-as-new, finish), then replays its histories against the current
+// workflow code. With -record it also writes them to workflows/testdata,
+// where workflows' replay test keeps checking them.
+func TestRecordHistory(t *testing.T) {
+	effects := filepath.Join(t.TempDir(), "effects.log")
+	counter := testupstreamManifest(t, effects)
+	// An upstream that never comes up: calls to it are "unavailable".
+	down, err := manifests.Parse(filepath.Join(t.TempDir(), "down.yaml"), []byte(`server:
+  name: down
+  stdio: {command: /nonexistent/airlock-test-upstream}
+tools:
+  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true, retry: {max_attempts: 2, initial_interval: 100ms}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{counter, down}})
+	cs := s.connect(t, nil)
+	waitTools(t, cs, "counter__echo")
+
+	ctx := context.Background()
+	taskID := "record-agent-task"
+	in := workflows.TaskInput{TaskID: taskID, Principal: "recorder",
+		Limits: workflows.Limits{MaxCalls: 4, IdleTimeout: time.Hour, ContinueAsNewAfter: 2}}
+	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.DefaultTaskQueue}, workflows.AgentTaskName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := workflows.ToolSpec{Timeout: 30 * time.Second, Idempotent: true,
+		Retry: workflows.RetrySpec{MaxAttempts: 2, InitialInterval: 100 * time.Millisecond, Backoff: 2}}
+	calls := []workflows.CallRequest{
+		{CallID: "c1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`), Spec: spec},
+		{CallID: "c2", Tool: "counter__fail", Server: "counter", UpstreamTool: "fail", Arguments: json.RawMessage(`{"text":"x"}`), Spec: spec},
+		// continue-as-new happens here (ContinueAsNewAfter: 2)
+		{CallID: "c3", Tool: "down__echo", Server: "down", UpstreamTool: "echo", Arguments: json.RawMessage(`{}`), Spec: spec},
+		{CallID: "c4", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"again"}`), Spec: spec},
+		{CallID: "c5", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"over"}`), Spec: spec},
+	}
+	want := []workflows.Outcome{workflows.OutcomeOK, workflows.OutcomeToolError, workflows.OutcomeUnavailable, workflows.OutcomeOK, workflows.OutcomeLimit}
+	for i, c := range calls {
+		var res workflows.CallResult
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: c.CallID,
+				UpdateName: workflows.UpdateCallTool, Args: []any{c}, WaitForStage: client.WorkflowUpdateStageCompleted})
+			if err == nil {
+				err = h.Get(ctx, &res)
+			}
+			if err == nil {
+				break
+			}
+			// Between runs (continue-as-new) the update may race the new run.
+			if time.Now().After(deadline) {
+				t.Fatalf("call %s: %v", c.CallID, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if res.Outcome != want[i] {
+			t.Fatalf("call %s: outcome %q (%s), want %q", c.CallID, res.Outcome, res.Reason, want[i])
+		}
+	}
+	if err := s.client.SignalWorkflow(ctx, taskID, "", workflows.SignalFinish, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out workflows.TaskResult
+	if err := s.client.GetWorkflow(ctx, taskID, "").Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.State != workflows.StateFinished || out.Calls != 4 {
+		t.Fatalf("task result %+v", out)
+	}
+
+	// Every run, following the continue-as-new chain from the first.
+	replayer := sdkworker.NewWorkflowReplayer()
+	worker.RegisterWorkflows(replayer)
+	runID := run.GetRunID()
+	for i := 1; runID != ""; i++ {
+		hist := fetchHistory(t, s.client, taskID, runID)
+		if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
+			t.Fatalf("replaying run %d against the current code: %v", i, err)
+		}
+		last := hist.Events[len(hist.Events)-1]
+		runID = last.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		if *record {
+			b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(hist)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(repoRoot(), "workflows", "testdata", fmt.Sprintf("agent_task_v1_run%d.json", i))
+			if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("recorded %s (%d events)", path, len(hist.Events))
+		}
+	}
+}
+
+func fetchHistory(t *testing.T, c client.Client, id, runID string) *historypb.History {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return h
+}
