@@ -1,10 +1,10 @@
 package integration
 
 import (
-	"fmt"
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
