@@ -1,0 +1,229 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Every error from [Pool.CallTool] wraps exactly one of these.
+var (
+	// ErrNotSent means the request never reached the upstream (or reached
+	// it without being processed, such as an expired HTTP session), so
+	// retrying is always safe.
+	ErrNotSent = errors.New("request not sent to upstream")
+
+	// ErrRejected means the upstream received the request and refused it
+	// with a JSON-RPC error; the tool did not run.
+	ErrRejected = errors.New("request rejected by upstream")
+
+	// ErrOutcomeUnknown means the request may have reached the upstream but
+	// no reply came: the tool may or may not have run.
+	ErrOutcomeUnknown = errors.New("upstream outcome unknown")
+)
+
+// maxSendAttempts bounds how often CallTool re-sends a request that
+// provably never left, each time on a new session.
+const maxSendAttempts = 3
+
+// codeTransportRejected is the SDK's local "rejected by transport" code: a
+// request its HTTP transport failed to deliver, never a server's answer.
+const codeTransportRejected = -32005
+
+// callError carries a classification sentinel and the cause while keeping
+// the message free of sentinel boilerplate.
+type callError struct {
+	kind  error
+	msg   string
+	cause error
+}
+
+func (e *callError) Error() string { return e.msg }
+
+func (e *callError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
+
+func newCallError(kind, cause error, format string, args ...any) error {
+	return &callError{kind: kind, cause: cause, msg: fmt.Sprintf(format, args...)}
+}
+
+// CallTool calls tool on server over the server's shared session and
+// returns the upstream's result; a result with IsError set is the tool's
+// own failure and is returned as a result, not an error.
+//
+// If the server is not connected, CallTool waits for it for at most 5s
+// (less if ctx expires sooner). Errors wrap ErrNotSent, ErrRejected or
+// ErrOutcomeUnknown; see their docs. Requests that provably never left
+// (a closed connection, a refused HTTP dial) are retried on the next
+// session within the same wait.
+func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	u := p.byName[server]
+	if u == nil {
+		return nil, newCallError(ErrNotSent, nil, "unknown upstream %q", server)
+	}
+	if started, closed := p.isStarted(); closed {
+		return nil, newCallError(ErrNotSent, nil, "upstream %s unavailable: pool closed", server)
+	} else if !started {
+		return nil, newCallError(ErrNotSent, nil, "upstream %s unavailable: pool not started", server)
+	}
+	if t := bytes.TrimSpace(args); len(t) > 0 && (t[0] != '{' || !json.Valid(t)) {
+		return nil, newCallError(ErrNotSent, nil, "upstream %s: tool %s: arguments must be a JSON object", server, tool)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, newCallError(ErrNotSent, err, "upstream %s: tool %s not sent: %v", server, tool, err)
+	}
+
+	waitCtx, cancel := context.WithTimeout(ctx, maxCallWait)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		s, tools, err := u.await(waitCtx)
+		if err != nil {
+			return nil, err
+		}
+		if !hasTool(tools, tool) {
+			return nil, newCallError(ErrNotSent, nil, "upstream %s has no tool %q", server, tool)
+		}
+		marker := &sendMarker{}
+		res, cause, err := s.callTool(ctx, tool, args, marker)
+		if err == nil {
+			return res, nil
+		}
+		cerr, broken := u.classify(ctx, s, tool, err, cause, marker)
+		if !broken {
+			return nil, cerr
+		}
+		u.markBroken(s, err.Error())
+		if waitCtx.Err() != nil || attempt+1 >= maxSendAttempts {
+			return nil, cerr
+		}
+	}
+}
+
+// await returns the connected session, waiting until waitCtx is done.
+func (u *upstream) await(waitCtx context.Context) (*session, []*mcp.Tool, error) {
+	for {
+		u.mu.Lock()
+		if u.st.State == StateConnected && u.sess != nil && u.sess.ctx.Err() == nil {
+			s, tools := u.sess, u.st.Tools
+			u.mu.Unlock()
+			return s, tools, nil
+		}
+		if u.st.State == StateStopped {
+			u.mu.Unlock()
+			return nil, nil, newCallError(ErrNotSent, nil, "upstream %s unavailable: pool closed", u.name)
+		}
+		ch := u.changed
+		u.mu.Unlock()
+		select {
+		case <-ch:
+		case <-waitCtx.Done():
+			return nil, nil, u.unavailableError()
+		}
+	}
+}
+
+func (u *upstream) unavailableError() error {
+	u.mu.Lock()
+	st := u.st
+	u.mu.Unlock()
+	msg := fmt.Sprintf("upstream %s unavailable", u.name)
+	switch {
+	case st.State == StateUnavailable && st.Reason != "":
+		msg += ": " + st.Reason
+		if !st.NextRetry.IsZero() {
+			if d := time.Until(st.NextRetry); d > 0 {
+				msg += "; next retry in " + roundDuration(d).String()
+			} else {
+				msg += "; retrying now"
+			}
+		}
+	case st.Reason != "":
+		msg += ": still connecting (last error: " + st.Reason + ")"
+	default:
+		msg += ": still connecting"
+	}
+	return newCallError(ErrNotSent, nil, "%s", msg)
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(10 * time.Millisecond)
+}
+
+func hasTool(tools []*mcp.Tool, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// callTool sends one tools/call. cause is non-nil when the call's context
+// ended (caller deadline, or the session was abandoned).
+func (s *session) callTool(ctx context.Context, tool string, args json.RawMessage, m *sendMarker) (res *mcp.CallToolResult, cause, err error) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(s.calls, func() { cancel(context.Cause(s.calls)) })
+	defer stop()
+	params := &mcp.CallToolParams{Name: tool}
+	if len(bytes.TrimSpace(args)) > 0 {
+		params.Arguments = args
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("mcp client panicked: %v", r)
+			}
+		}()
+		res, err = s.cs.CallTool(withSendMarker(callCtx, m), params)
+	}()
+	if err != nil && callCtx.Err() != nil {
+		cause = context.Cause(callCtx)
+	}
+	return res, cause, err
+}
+
+// classify maps an SDK error to one of the sentinels. broken reports that
+// the session can no longer carry requests and the call was not sent, so
+// it may be retried on the next session.
+func (u *upstream) classify(ctx context.Context, s *session, tool string, err, cause error, m *sendMarker) (_ error, broken bool) {
+	var wireErr *jsonrpc.Error
+	hasWire := errors.As(err, &wireErr)
+	switch {
+	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing):
+		// The SDK reports these only before writing (or when the server
+		// answered that it is closing, or has no such session).
+		return newCallError(ErrNotSent, err, "upstream %s: tool %s not sent: %v", u.name, tool, err), true
+
+	case cause != nil:
+		if s.isHTTP && !m.wrote.Load() {
+			return newCallError(ErrNotSent, cause, "upstream %s: tool %s not sent: %v", u.name, tool, cause), false
+		}
+		if ctx.Err() != nil {
+			return newCallError(ErrOutcomeUnknown, cause, "upstream %s: tool %s: no reply before %v; the call may have run", u.name, tool, cause), false
+		}
+		return newCallError(ErrOutcomeUnknown, cause, "upstream %s: tool %s: connection lost while waiting for the reply (%v); the call may have run", u.name, tool, cause), false
+
+	case hasWire && wireErr.Code != codeTransportRejected:
+		return newCallError(ErrRejected, err, "upstream %s rejected tool %s: %s (code %d)", u.name, tool, wireErr.Message, wireErr.Code), false
+
+	case hasWire && s.isHTTP && !m.wrote.Load():
+		return newCallError(ErrNotSent, err, "upstream %s: tool %s not sent: %v", u.name, tool, err), true
+
+	default:
+		return newCallError(ErrOutcomeUnknown, err, "upstream %s: tool %s: %v; the call may have run", u.name, tool, err), false
+	}
+}

@@ -1,0 +1,232 @@
+// Package upstream keeps one long-lived MCP client session per upstream
+// server (a stdio child process or a streamable HTTP endpoint) and calls
+// tools over it.
+//
+// A [Pool] connects every server in the background, reconnects with
+// exponential backoff when a session ends, remembers the last known tool
+// list of each server, and classifies every failed call by what is known
+// about its outcome: [ErrNotSent] (never reached the upstream, retrying is
+// safe), [ErrRejected] (the upstream refused it with a protocol error) or
+// [ErrOutcomeUnknown] (it may or may not have run).
+//
+// The package imports the manifests types and the MCP SDK only; it knows
+// nothing about Temporal, policy or the downstream MCP server.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// Connection states reported in [Status.State].
+const (
+	StateConnecting  = "connecting"
+	StateConnected   = "connected"
+	StateUnavailable = "unavailable"
+	StateStopped     = "stopped"
+)
+
+const (
+	defaultMinBackoff     = 500 * time.Millisecond
+	defaultMaxBackoff     = 30 * time.Second
+	defaultConnectTimeout = 30 * time.Second
+
+	// stableUptime is how long a session must have stayed up for its end to
+	// reset the backoff; a server that dies right after the handshake keeps
+	// backing off like one that never starts.
+	stableUptime = 30 * time.Second
+
+	// terminateDuration is how long a stdio child gets to exit after its
+	// stdin is closed (and again after SIGTERM) before it is killed.
+	terminateDuration = 2 * time.Second
+
+	// maxCallWait bounds how long CallTool waits for a server that is not
+	// connected.
+	maxCallWait = 5 * time.Second
+
+	// refreshTimeout bounds one re-listing of tools after list_changed.
+	refreshTimeout = 30 * time.Second
+)
+
+// Options configures a [Pool]. The zero value is usable.
+type Options struct {
+	// Logger receives connection events, and the stderr lines of stdio
+	// servers at debug level. Nil disables logging.
+	Logger *zerolog.Logger
+
+	// ClientInfo is sent to upstreams in the MCP handshake (default
+	// {Name: "airlock", Version: "dev"}).
+	ClientInfo *mcp.Implementation
+
+	// OnToolsChanged is called, from a pool goroutine, after a server's tool
+	// list was first listed and whenever it changes afterwards (list_changed
+	// notification or a reconnect that lists different tools). Read the new
+	// list with [Pool.Status]. It runs on the server's supervisor, so it
+	// should return quickly.
+	OnToolsChanged func(server string)
+
+	// MinBackoff and MaxBackoff bound the delay between connection attempts
+	// (defaults 500ms and 30s).
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Status is a snapshot of one upstream connection.
+type Status struct {
+	Server string
+	// State is one of StateConnecting, StateConnected, StateUnavailable or
+	// StateStopped.
+	State string
+	// Reason says why the server is not connected (the last failure); it is
+	// empty while connected.
+	Reason string
+	// Since is when State was entered.
+	Since time.Time
+	// Tools are the last known tool definitions; they are kept while the
+	// server reconnects. Treat them as read-only.
+	Tools []*mcp.Tool
+	// Attempts counts the connection attempts that failed since the last
+	// successful connection.
+	Attempts int
+	// NextRetry is when the next connection attempt starts (zero unless
+	// State is StateUnavailable).
+	NextRetry time.Time
+}
+
+// Pool holds one supervised MCP client session per upstream server. It is
+// safe for concurrent use.
+type Pool struct {
+	opts   Options
+	log    zerolog.Logger
+	order  []*upstream
+	byName map[string]*upstream
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New returns a pool for servers. Server values must already be
+// variable-expanded. Nothing connects until [Pool.Start].
+func New(servers []manifests.Server, opts Options) *Pool {
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = defaultMinBackoff
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = defaultMaxBackoff
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = opts.MinBackoff
+	}
+	if opts.ClientInfo == nil {
+		opts.ClientInfo = &mcp.Implementation{Name: "airlock", Version: "dev"}
+	}
+	log := zerolog.Nop()
+	if opts.Logger != nil {
+		log = *opts.Logger
+	}
+	p := &Pool{opts: opts, log: log, byName: make(map[string]*upstream)}
+	for _, s := range servers {
+		if _, dup := p.byName[s.Name]; dup {
+			log.Error().Str("server", s.Name).Msg("duplicate upstream name ignored")
+			continue
+		}
+		u := newUpstream(p, s)
+		p.order = append(p.order, u)
+		p.byName[s.Name] = u
+	}
+	return p
+}
+
+// Start connects every server in the background and returns immediately:
+// a server that is down or slow never delays the others or the caller.
+// The supervisors run until ctx is done or [Pool.Close] is called. Calling
+// Start again, or after Close, does nothing.
+func (p *Pool) Start(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started || p.closed {
+		return
+	}
+	p.started = true
+	ctx, p.cancel = context.WithCancel(ctx)
+	for _, u := range p.order {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer u.setStopped()
+			u.run(ctx)
+		}()
+	}
+}
+
+// Close stops the supervisors, cancels calls in flight (they fail with
+// ErrOutcomeUnknown), closes every session and waits until every stdio
+// child has exited and been reaped. It returns errors from closing
+// sessions other than the children's exit statuses.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	cancel := p.cancel
+	p.mu.Unlock()
+
+	if cancel != nil {
+		cancel()
+	}
+	p.wg.Wait()
+	var errs []error
+	for _, u := range p.order {
+		u.setStopped() // for a pool that was never started
+		if err := u.finish(); err != nil {
+			errs = append(errs, fmt.Errorf("closing upstream %s: %w", u.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Status returns the state of server. An unknown server is reported as
+// unavailable.
+func (p *Pool) Status(server string) Status {
+	u := p.byName[server]
+	if u == nil {
+		return Status{Server: server, State: StateUnavailable, Reason: "no upstream with this name is configured"}
+	}
+	return u.status()
+}
+
+// Statuses returns the state of every server, in configuration order.
+func (p *Pool) Statuses() []Status {
+	out := make([]Status, 0, len(p.order))
+	for _, u := range p.order {
+		out = append(out, u.status())
+	}
+	return out
+}
+
+func (p *Pool) isStarted() (started, closed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started, p.closed
+}
+
+func (u *upstream) status() Status {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	st := u.st
+	st.Tools = slices.Clone(st.Tools)
+	return st
+}
