@@ -122,7 +122,7 @@ tools:
 	}
 }
 
-func fetchHistory(t *testing.T, c client.Client, id, runID string) *historypb.History {
+func fetchHistory(t testing.TB, c client.Client, id, runID string) *historypb.History {
 	t.Helper()
 	it := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	h := &historypb.History{}

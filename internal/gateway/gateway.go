@@ -81,6 +81,10 @@ type Gateway struct {
 	server *mcp.Server
 	log    zerolog.Logger
 
+	// running remembers tasks known to be running, whose calls can skip
+	// the start half of Update-with-Start.
+	running sync.Map // task ID -> struct{}
+
 	mu        sync.Mutex
 	tools     map[string]*toolEntry // exposed name -> entry
 	sessions  map[*mcp.ServerSession]*session
@@ -486,16 +490,30 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	defer cancel()
 	var res workflows.CallResult
 	for {
-		// A fresh start operation each time: one may be used only once.
-		startOp := g.opts.Temporal.NewWithStartWorkflowOperation(startOpts, workflows.AgentTaskName, in)
 		var h client.WorkflowUpdateHandle
-		h, err = g.opts.Temporal.UpdateWithStartWorkflow(wctx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: startOp,
-			UpdateOptions: client.UpdateWorkflowOptions{
-				UpdateID: callID, WorkflowID: taskID, UpdateName: workflows.UpdateCallTool,
-				Args: []any{creq}, WaitForStage: client.WorkflowUpdateStageCompleted,
-			},
-		})
+		uo := client.UpdateWorkflowOptions{
+			UpdateID: callID, WorkflowID: taskID, UpdateName: workflows.UpdateCallTool,
+			Args: []any{creq}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		}
+		if _, ok := g.running.Load(taskID); ok {
+			h, err = g.opts.Temporal.UpdateWorkflow(wctx, uo)
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				// Ended (or never existed here): let Update-with-Start
+				// decide, which reports an ended task clearly.
+				g.running.Delete(taskID)
+				continue
+			}
+		} else {
+			// A fresh start operation each time: one may be used only once.
+			startOp := g.opts.Temporal.NewWithStartWorkflowOperation(startOpts, workflows.AgentTaskName, in)
+			h, err = g.opts.Temporal.UpdateWithStartWorkflow(wctx, client.UpdateWithStartWorkflowOptions{
+				StartWorkflowOperation: startOp, UpdateOptions: uo,
+			})
+			if err == nil {
+				g.running.Store(taskID, struct{}{})
+			}
+		}
 		if err == nil {
 			err = h.Get(wctx, &res)
 		}
