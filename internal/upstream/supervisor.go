@@ -493,7 +493,7 @@ func (s *session) endReason(waitErr error) string {
 		}
 		return "connection lost: " + waitErr.Error()
 	}
-	tail := s.stderr.String()
+	tail := summarizeStderr(s.stderr.String())
 	var exitErr *exec.ExitError
 	if waitErr == nil || errors.As(waitErr, &exitErr) {
 		msg := "exited"
@@ -526,7 +526,7 @@ func (s *session) describeConnectError(ctx context.Context, err error, timeout t
 	if s.cmd == nil || s.cmd.Process == nil {
 		return msg // HTTP, or the command never started
 	}
-	tail := s.stderr.String()
+	tail := summarizeStderr(s.stderr.String())
 	if processExited(s.cmd.Process) {
 		if tail == "" {
 			return "exited during the MCP handshake (" + msg + ")"

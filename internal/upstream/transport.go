@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"fmt"
 	"bytes"
 	"context"
 	"net/http"
@@ -133,4 +134,31 @@ type sendMarkerKey struct{}
 
 func withSendMarker(ctx context.Context, m *sendMarker) context.Context {
 	return context.WithValue(ctx, sendMarkerKey{}, m)
+}
+
+// summarizeStderr condenses what a dead child printed into one line for a
+// status reason or a tool result: the first line that looks like an error
+// (a Node or Python stack trace starts with noise), else the last line.
+// Operators get every line in the debug log.
+func summarizeStderr(tail string) string {
+	lines := strings.Split(strings.TrimSpace(tail), "\n")
+	pick := ""
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		lower := strings.ToLower(l)
+		if strings.Contains(lower, "error") || strings.HasPrefix(lower, "fatal") || strings.HasPrefix(lower, "panic") {
+			pick = l
+			break
+		}
+	}
+	if pick == "" && len(lines) > 0 {
+		pick = strings.TrimSpace(lines[len(lines)-1])
+	}
+	if len(pick) > 300 {
+		pick = pick[:300] + "…"
+	}
+	if len(lines) > 1 {
+		pick += fmt.Sprintf(" (%d lines of stderr; see the debug log)", len(lines))
+	}
+	return pick
 }
