@@ -78,7 +78,7 @@ Flags:
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "airlock dev: unexpected argument %q (flags only; see airlock dev -h)\n", fs.Arg(0))

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/airlock-run/airlock/internal/config"
 )
@@ -17,18 +20,29 @@ fix it. Exits 1 if there is any problem.
 `
 
 func runManifests(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, manifestsUsage)
 		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, manifestsUsage)
+		return 0
 	}
 	switch args[0] {
 	case "validate":
 		fs := flag.NewFlagSet("airlock manifests validate", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		cfg := fs.String("config", "airlock.yaml", "configuration `file` whose manifests to check (ignored when files are given)")
+		cfg := fs.String("config", defaultConfig, "configuration `file` whose manifests to check (ignored when files are given)")
 		fs.Usage = func() { fmt.Fprint(stderr, manifestsUsage); fs.PrintDefaults() }
 		if err := fs.Parse(args[1:]); err != nil {
-			return 2
+			return parseExit(err)
+		}
+		if fs.NArg() == 0 {
+			if _, err := os.Stat(*cfg); errors.Is(err, os.ErrNotExist) {
+				abs, _ := filepath.Abs(*cfg)
+				fmt.Fprintf(stderr, "airlock manifests validate: %v (or name manifest files to check only those)\n", configMissing(*cfg, abs))
+				return 1
+			}
 		}
 		return config.ValidateCommand(*cfg, fs.Args(), stdout, stderr)
 	}

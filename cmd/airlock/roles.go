@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,11 +27,19 @@ Flags:
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "airlock gateway: unexpected argument %q (flags only; see airlock gateway -h)\n", fs.Arg(0))
 		return 2
 	}
 	e, err := load(f, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock gateway: %v\n", err)
+		return 1
+	}
+	if !e.external {
+		fmt.Fprintf(stderr, "airlock gateway: no Temporal address: pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS, or temporal.address in %s); only airlock dev runs an embedded Temporal\n", e.cfgPath)
 		return 1
 	}
 	return serve(e, roles{gateway: true, stdio: *stdio}, 0, *task, stdin, stdout, stderr)
@@ -52,6 +61,10 @@ Flags:
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "airlock worker: unexpected argument %q (flags only; see airlock worker -h)\n", fs.Arg(0))
 		return 2
 	}
 	e, err := load(f, stderr)
@@ -59,5 +72,19 @@ Flags:
 		fmt.Fprintf(stderr, "airlock worker: %v\n", err)
 		return 1
 	}
+	if !e.external {
+		fmt.Fprintf(stderr, "airlock worker: no Temporal address: pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS, or temporal.address in %s); only airlock dev runs an embedded Temporal\n", e.cfgPath)
+		return 1
+	}
 	return serve(e, roles{worker: true}, 0, "", nil, stdout, stderr)
+}
+
+// parseExit is the exit code for a flag parsing error: 0 when help was
+// asked for (-h, --help), 2 for a usage error (the flag package has already
+// printed what is wrong and the usage).
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }

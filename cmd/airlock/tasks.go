@@ -26,11 +26,19 @@ Talks to the Temporal of a running "airlock dev" (127.0.0.1:7233) unless
 `
 
 func runTasks(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, tasksUsage)
 		return 2
 	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, tasksUsage)
+		return 0
+	}
 	sub, rest := args[0], args[1:]
+	if sub != "list" && sub != "show" {
+		fmt.Fprintf(stderr, "airlock tasks: unknown subcommand %q\n%s", sub, tasksUsage)
+		return 2
+	}
 	fs := flag.NewFlagSet("airlock tasks "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("temporal-address", firstNonEmpty(os.Getenv("TEMPORAL_ADDRESS"), "127.0.0.1:7233"), "Temporal frontend `host:port`")
@@ -40,20 +48,21 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() { fmt.Fprint(stderr, tasksUsage); fs.PrintDefaults() }
 	if err := fs.Parse(rest); err != nil {
-		return 2
+		return parseExit(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: *addr, Namespace: *ns, Logger: quietLogger{}})
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock tasks: connecting to Temporal at %s: %v (is airlock dev running? pass --temporal-address)\n", *addr, err)
-		return 1
-	}
-	defer c.Close()
-
+	// Check the arguments before dialing, so a typo is not reported as a
+	// connection problem.
+	q := "WorkflowType = '" + workflows.AgentTaskName + "'"
 	switch sub {
 	case "list":
-		q := "WorkflowType = '" + workflows.AgentTaskName + "'"
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "airlock tasks list: unexpected argument %q (to see one task: airlock tasks show TASK_ID)\n", fs.Arg(0))
+			return 2
+		}
+		if *limit < 1 {
+			fmt.Fprintf(stderr, "airlock tasks list: --limit %d: must be at least 1\n", *limit)
+			return 2
+		}
 		if *status != "" {
 			s := strings.ToLower(*status)
 			names := map[string]string{"running": "Running", "completed": "Completed", "failed": "Failed", "canceled": "Canceled",
@@ -65,6 +74,29 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 			}
 			q += " AND ExecutionStatus = '" + v + "'"
 		}
+	case "show":
+		if fs.NArg() != 1 {
+			fmt.Fprint(stderr, "airlock tasks show: name one TASK_ID (airlock tasks list shows them)\n")
+			return 2
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Dialing has its own bound, shorter than the command's, so a host that
+	// accepts connections but never answers is reported quickly (the SDK's
+	// own health check gives up after about 5s).
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	c, err := client.DialContext(dctx, client.Options{HostPort: *addr, Namespace: *ns, Logger: quietLogger{}})
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock tasks: cannot connect to Temporal at %s (namespace %s): %v\nIs airlock dev running? For another cluster pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS).\n", *addr, *ns, err)
+		return 1
+	}
+	defer c.Close()
+
+	switch sub {
+	case "list":
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: *ns, Query: q, PageSize: int32(*limit)})
 		if err != nil {
 			fmt.Fprintf(stderr, "airlock tasks list: %v\n", err)
@@ -90,10 +122,6 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 		_ = tw.Flush()
 		return 0
 	case "show":
-		if fs.NArg() != 1 {
-			fmt.Fprint(stderr, "airlock tasks show: name one TASK_ID\n")
-			return 2
-		}
 		id := fs.Arg(0)
 		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
 		if err != nil {

@@ -24,6 +24,9 @@ import (
 	"github.com/airlock-run/airlock/workflows"
 )
 
+// defaultConfig is the configuration file read when --config is not given.
+const defaultConfig = "airlock.yaml"
+
 // commonFlags are shared by the commands that serve.
 type commonFlags struct {
 	config    string
@@ -37,7 +40,7 @@ type commonFlags struct {
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.config, "config", "airlock.yaml", "configuration `file` (manifests are found relative to it)")
+	fs.StringVar(&f.config, "config", defaultConfig, "configuration `file` (manifests are found relative to it)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "local state `dir`ectory (default: data_dir in the config, else .airlock)")
 	fs.StringVar(&f.listen, "listen", "", "gateway HTTP `address` (default: listen in the config, else 127.0.0.1:7400)")
 	fs.StringVar(&f.address, "temporal-address", os.Getenv("TEMPORAL_ADDRESS"), "Temporal frontend `host:port` (env TEMPORAL_ADDRESS)")
@@ -84,7 +87,7 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 		return nil, err
 	}
 	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("configuration %s does not exist: run from the repository root (it has the example airlock.yaml) or pass --config FILE", f.config)
+		return nil, configMissing(f.config, cfgPath)
 	}
 	snap, err := config.Load(cfgPath)
 	if err != nil {
@@ -111,6 +114,20 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 		e.servers = append(e.servers, s)
 	}
 	return e, nil
+}
+
+// configMissing says what to do about a configuration file that does not
+// exist: the default one is missing when airlock runs outside the repository
+// root; a named one is a wrong path.
+func configMissing(name, abs string) error {
+	if name == defaultConfig {
+		return fmt.Errorf("configuration %s does not exist: run from the repository root (it has the example airlock.yaml) or pass --config FILE", abs)
+	}
+	where := ""
+	if abs != name {
+		where = " (looked for " + abs + ")"
+	}
+	return fmt.Errorf("--config %s: the file does not exist%s; fix the path, or start from the example airlock.yaml at the repository root", name, where)
 }
 
 func firstNonEmpty(v ...string) string {

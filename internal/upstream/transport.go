@@ -1,9 +1,9 @@
 package upstream
 
 import (
-	"fmt"
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"os"
