@@ -23,7 +23,7 @@ import (
 // devProcess is `airlock dev` running as a subprocess.
 type devProcess struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	out    *lockedWriter
 	exited chan struct{} // closed when the process has exited
 	err    error         // its exit status, valid after exited
 }
@@ -41,9 +41,16 @@ func freePort(t testing.TB) int {
 func startDev(t *testing.T, bin string, args ...string) *devProcess {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"dev"}, args...)...)
-	p := &devProcess{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
-	cmd.Stderr = &lockedWriter{w: p.stderr}
-	cmd.Stdout = &lockedWriter{w: p.stderr}
+	out := &lockedWriter{w: &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = out, out
+	return startProc(t, cmd, out)
+}
+
+// startProc starts cmd, whose output goes to out, and kills it at cleanup
+// (printing its output if the test failed).
+func startProc(t *testing.T, cmd *exec.Cmd, out *lockedWriter) *devProcess {
+	t.Helper()
+	p := &devProcess{cmd: cmd, out: out, exited: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +59,7 @@ func startDev(t *testing.T, bin string, args ...string) *devProcess {
 		_ = cmd.Process.Kill()
 		<-p.exited
 		if t.Failed() {
-			t.Logf("airlock dev output:\n%s", p.output())
+			t.Logf("%s output:\n%s", strings.Join(cmd.Args[:2], " "), p.output())
 		}
 	})
 	return p
@@ -69,11 +76,12 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-func (p *devProcess) output() string {
-	w := p.cmd.Stderr.(*lockedWriter)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.String()
+func (p *devProcess) output() string { return p.out.String() }
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
 
 func (p *devProcess) waitHealthy(t *testing.T, base string) {
