@@ -174,7 +174,11 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	} else if hostPort == "" {
 		return s, errors.New("no Temporal to use: pass --temporal-address host:port (or set TEMPORAL_ADDRESS, or temporal.address in the config); only `airlock dev` embeds one")
 	}
-	c, err := dial(ctx, hostPort, e.ns, e.log)
+	tf := e.flags.tls
+	if r.embedded {
+		tf = tlsFlags{} // the embedded server listens in plain text on 127.0.0.1
+	}
+	c, err := dial(ctx, hostPort, e.ns, tf, e.log)
 	if err != nil {
 		return s, err
 	}

@@ -46,6 +46,8 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	status := fs.String("status", "", "list only tasks in this execution `status` (running, completed, failed, canceled, terminated, timedout)")
 	limit := fs.Int("limit", 50, "list at most `N` tasks")
 	asJSON := fs.Bool("json", false, "print JSON")
+	var tf tlsFlags
+	tf.register(fs)
 	fs.Usage = func() { fmt.Fprint(stderr, tasksUsage); fs.PrintDefaults() }
 	if err := fs.Parse(rest); err != nil {
 		return parseExit(err)
@@ -88,7 +90,12 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	// own health check gives up after about 5s).
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer dcancel()
-	c, err := client.DialContext(dctx, client.Options{HostPort: *addr, Namespace: *ns, Logger: quietLogger{}})
+	copts := client.Options{HostPort: *addr, Namespace: *ns, Logger: quietLogger{}}
+	if err := tf.clientOptions(&copts); err != nil {
+		fmt.Fprintf(stderr, "airlock tasks: %v\n", err)
+		return 2
+	}
+	c, err := client.DialContext(dctx, copts)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock tasks: cannot connect to Temporal at %s (namespace %s): %v\nIs airlock dev running? For another cluster pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS).\n", *addr, *ns, err)
 		return 1

@@ -37,6 +37,7 @@ type commonFlags struct {
 	taskQueue string
 	logLevel  string
 	logFormat string
+	tls       tlsFlags
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet) {
@@ -46,6 +47,7 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.address, "temporal-address", os.Getenv("TEMPORAL_ADDRESS"), "Temporal frontend `host:port` (env TEMPORAL_ADDRESS)")
 	fs.StringVar(&f.namespace, "namespace", os.Getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE; default: the config's, else \"default\")")
 	fs.StringVar(&f.taskQueue, "task-queue", "", "Temporal task `queue` of the worker (default: the config's, else \"airlock\")")
+	f.tls.register(fs)
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "log `format`: console or json (logs go to stderr)")
 }
@@ -151,11 +153,15 @@ func sdkLogger(log zerolog.Logger) sdklog.Logger {
 
 // dial connects to Temporal, retrying for up to a minute so a cluster that
 // starts after airlock is waited for.
-func dial(ctx context.Context, hostPort, ns string, log zerolog.Logger) (client.Client, error) {
+func dial(ctx context.Context, hostPort, ns string, tf tlsFlags, log zerolog.Logger) (client.Client, error) {
+	opts := client.Options{HostPort: hostPort, Namespace: ns, Logger: sdkLogger(log)}
+	if err := tf.clientOptions(&opts); err != nil {
+		return nil, err
+	}
 	var last error
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Namespace: ns, Logger: sdkLogger(log)})
+		c, err := client.DialContext(ctx, opts)
 		if err == nil {
 			return c, nil
 		}
