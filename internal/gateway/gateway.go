@@ -174,6 +174,12 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string
 // them when they end.
 func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" {
+			// The pool reports tool list changes only, not an upstream
+			// failing (or recovering) with the same tools: republish so the
+			// list shows each tool's current availability and reason.
+			g.Refresh()
+		}
 		ir, ok := req.(*mcp.ServerRequest[*mcp.InitializeParams])
 		if !ok {
 			return next(ctx, method, req)

@@ -1,0 +1,732 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-run/airlock/manifests"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// --- toMCP and errorResult -------------------------------------------------
+
+func TestToMCPPassesUpstreamResultsThrough(t *testing.T) {
+	upstream := `{"content":[{"type":"text","text":"hi"},{"type":"image","data":"iVBORw==","mimeType":"image/png"},` +
+		`{"type":"resource","resource":{"uri":"mem://x","mimeType":"text/plain","text":"embedded"}}],` +
+		`"structuredContent":{"n":1},"_meta":{"upstream.example/trace":"abc"}}`
+	for _, tc := range []struct {
+		outcome workflows.Outcome
+		result  string
+		isError bool
+	}{
+		{workflows.OutcomeOK, upstream, false},
+		{workflows.OutcomeToolError, `{"content":[{"type":"text","text":"the disk is full"}],"isError":true}`, true},
+	} {
+		t.Run(string(tc.outcome), func(t *testing.T) {
+			got := toMCP("task-1", workflows.CallResult{CallID: "call-1", Tool: "s__t", Outcome: tc.outcome, Result: json.RawMessage(tc.result)})
+			if got.IsError != tc.isError {
+				t.Errorf("IsError = %v, want %v", got.IsError, tc.isError)
+			}
+			// Everything the upstream sent, plus airlock's two _meta keys.
+			want := jsonValue(t, json.RawMessage(tc.result)).(map[string]any)
+			meta, _ := want["_meta"].(map[string]any)
+			if meta == nil {
+				meta = map[string]any{}
+			}
+			meta[MetaTask], meta[MetaCall] = "task-1", "call-1"
+			want["_meta"] = meta
+			if diff := cmp.Diff(want, jsonValue(t, got)); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestToMCPEmptyContentIsAList(t *testing.T) {
+	got := toMCP("task-1", workflows.CallResult{CallID: "call-1", Outcome: workflows.OutcomeOK, Result: json.RawMessage(`{}`)})
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"content":[]`) {
+		t.Fatalf("result %s: content must be [] (clients reject null)", b)
+	}
+}
+
+func TestToMCPUndecodableResult(t *testing.T) {
+	got := toMCP("task-1", workflows.CallResult{CallID: "call-1", Tool: "s__t", Outcome: workflows.OutcomeOK, Result: json.RawMessage(`[1,2]`)})
+	if !got.IsError || !strings.Contains(textOf(got), "could not decode the result of s__t") {
+		t.Fatalf("got isError=%v %q", got.IsError, textOf(got))
+	}
+	assertMeta(t, got, "task-1", "call-1")
+}
+
+func TestToMCPAirlockOutcomesAreErrors(t *testing.T) {
+	for _, o := range []workflows.Outcome{
+		workflows.OutcomeLimit, workflows.OutcomeUnavailable, workflows.OutcomeUnknown,
+		workflows.OutcomeRejected, workflows.OutcomeFailed, workflows.Outcome("something-new"),
+	} {
+		t.Run(string(o), func(t *testing.T) {
+			reason := "reason for " + string(o)
+			// A stray Result must not leak into an airlock outcome.
+			got := toMCP("task-1", workflows.CallResult{CallID: "call-1", Tool: "s__t", Outcome: o, Reason: reason,
+				Result: json.RawMessage(`{"content":[{"type":"text","text":"stale"}]}`)})
+			if !got.IsError {
+				t.Error("IsError = false, want true")
+			}
+			if len(got.Content) != 1 || textOf(got) != reason {
+				t.Errorf("content %s, want the one text %q", mustJSON(t, got.Content), reason)
+			}
+			if got.StructuredContent != nil {
+				t.Errorf("structuredContent = %v, want none", got.StructuredContent)
+			}
+			assertMeta(t, got, "task-1", "call-1")
+		})
+	}
+}
+
+func TestErrorResultOmitsUnknownIDs(t *testing.T) {
+	got := errorResult("", "", "no task")
+	if !got.IsError || textOf(got) != "no task" {
+		t.Fatalf("got isError=%v %q", got.IsError, textOf(got))
+	}
+	if len(got.Meta) != 0 {
+		t.Fatalf("_meta = %v, want no keys when task and call are unknown", got.Meta)
+	}
+	got = errorResult("task-1", "", "x")
+	if _, ok := got.Meta[MetaCall]; ok || got.Meta[MetaTask] != "task-1" {
+		t.Fatalf("_meta = %v, want only the task", got.Meta)
+	}
+}
+
+// --- spec ------------------------------------------------------------------
+
+func TestSpecUncoveredToolIsConservative(t *testing.T) {
+	got := spec(nil)
+	want := workflows.ToolSpec{
+		Timeout:     time.Minute,
+		Retry:       workflows.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+		Idempotent:  false,
+		SideEffects: []string{"write"},
+		Risk:        "high",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("spec(nil) (-want +got):\n%s", diff)
+	}
+}
+
+func TestSpecFromManifest(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		decl *manifests.Tool
+		want workflows.ToolSpec
+	}{
+		{
+			name: "defaults",
+			decl: &manifests.Tool{SideEffects: []manifests.SideEffect{manifests.SideEffectRead}, DataAccessLevel: manifests.DataPublic, Risk: manifests.RiskLow},
+			want: workflows.ToolSpec{
+				Timeout:     manifests.DefaultToolTimeout,
+				Retry:       workflows.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+				SideEffects: []string{"read"},
+				Risk:        "low",
+			},
+		},
+		{
+			name: "declared",
+			decl: &manifests.Tool{
+				SideEffects: []manifests.SideEffect{manifests.SideEffectWrite, manifests.SideEffectSend},
+				Risk:        manifests.RiskCritical, Idempotent: true,
+				Timeout: manifests.Duration(5 * time.Minute),
+				Retry: &manifests.Retry{MaxAttempts: 7, InitialInterval: manifests.Duration(2 * time.Second),
+					MaxInterval: manifests.Duration(time.Minute), Backoff: 1.5, NonRetryable: []string{"Rejected"}},
+			},
+			want: workflows.ToolSpec{
+				Timeout: 5 * time.Minute,
+				Retry: workflows.RetrySpec{MaxAttempts: 7, InitialInterval: 2 * time.Second, MaxInterval: time.Minute,
+					Backoff: 1.5, NonRetryable: []string{"Rejected"}},
+				Idempotent:  true,
+				SideEffects: []string{"write", "send"},
+				Risk:        "critical",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, spec(tc.decl)); diff != "" {
+				t.Fatalf("spec (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// --- taskFor ---------------------------------------------------------------
+
+func TestTaskForStatelessRequests(t *testing.T) {
+	g := New(Options{Principal: "alice"})
+	hdr := func(kv ...string) *mcp.CallToolRequest {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}, Extra: &mcp.RequestExtra{Header: h}}
+	}
+	for _, tc := range []struct {
+		name    string
+		req     *mcp.CallToolRequest
+		want    string
+		wantErr string
+	}{
+		{"header names the task", hdr(HeaderTask, "t-1"), "t-1", ""},
+		{"header value is trimmed", hdr(HeaderTask, "  t-2 "), "t-2", ""},
+		{"no header: principal's default task", hdr("X-Other", "v"), "alice-default", ""},
+		{"invalid header", hdr(HeaderTask, "bad id!"), "", "header Airlock-Task"},
+		{"too long", hdr(HeaderTask, strings.Repeat("a", 129)), "", "at most 128"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _, err := g.taskFor(tc.req)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("taskFor: %q, %v; want an error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("taskFor = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// --- the call path, against a fake Temporal ---------------------------------
+
+func TestCallBecomesUpdateWithStart(t *testing.T) {
+	ft := &fakeTemporal{}
+	g := newTestGateway(t, ft, Options{Principal: "alice", MaxCalls: 9, IdleTimeout: time.Hour, DeadlineAfter: time.Hour})
+	cs := connectMemory(t, g)
+
+	res := callTool(t, cs, "counter__echo", map[string]any{"text": "hi"}, "key-1")
+	if res.IsError || textOf(res) != "echo hi" {
+		t.Fatalf("result isError=%v %q", res.IsError, textOf(res))
+	}
+	u := ft.last(t)
+	task := u.update.WorkflowID
+	if !u.withStart {
+		t.Error("the first call of a task was a plain Update; want Update-with-Start, which creates the task")
+	}
+	if !strings.HasPrefix(task, "task-") {
+		t.Errorf("workflow ID %q: want a new task-… ID for a connection without headers", task)
+	}
+	assertMeta(t, res, task, "k-key-1")
+	if u.update.UpdateID != "k-key-1" || u.update.UpdateName != workflows.UpdateCallTool ||
+		u.update.WaitForStage != client.WorkflowUpdateStageCompleted {
+		t.Errorf("update options %+v", u.update)
+	}
+	wantReq := workflows.CallRequest{CallID: "k-key-1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo",
+		Arguments: json.RawMessage(`{"text":"hi"}`), Spec: spec(counterManifest().Tools["echo"])}
+	if diff := cmp.Diff(wantReq, u.req); diff != "" {
+		t.Errorf("call request (-want +got):\n%s", diff)
+	}
+	if u.start.ID != task || u.start.TaskQueue != workflows.DefaultTaskQueue ||
+		u.start.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING ||
+		u.start.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE {
+		t.Errorf("start options %+v", u.start)
+	}
+	if u.in.TaskID != task || u.in.Principal != "alice" || u.in.Limits.MaxCalls != 9 || u.in.Limits.IdleTimeout != time.Hour {
+		t.Errorf("task input %+v", u.in)
+	}
+	if d := time.Until(u.in.Limits.Deadline); d <= 0 || d > time.Hour {
+		t.Errorf("deadline %v: want about an hour from now", u.in.Limits.Deadline)
+	}
+
+	// The connection stays on its task; calls without a key get fresh IDs
+	// and "{}" for missing arguments.
+	res = callTool(t, cs, "counter__echo", nil, "")
+	u = ft.last(t)
+	if u.update.WorkflowID != task {
+		t.Errorf("second call went to %q, want the connection's task %q", u.update.WorkflowID, task)
+	}
+	if u.withStart {
+		t.Error("the second call used Update-with-Start; want a plain Update of the task known to run")
+	}
+	if !strings.HasPrefix(u.req.CallID, "call-") || u.update.UpdateID != u.req.CallID {
+		t.Errorf("call ID %q / update ID %q: want one fresh call-… ID", u.req.CallID, u.update.UpdateID)
+	}
+	if string(u.req.Arguments) != "{}" {
+		t.Errorf("arguments %s, want {}", u.req.Arguments)
+	}
+	assertMeta(t, res, task, u.req.CallID)
+}
+
+func TestCallRejectsLongIdempotencyKey(t *testing.T) {
+	ft := &fakeTemporal{}
+	cs := connectMemory(t, newTestGateway(t, ft, Options{}))
+	res := callTool(t, cs, "counter__echo", map[string]any{}, strings.Repeat("k", 201))
+	if !res.IsError || !strings.Contains(textOf(res), MetaIdempotencyKey) {
+		t.Fatalf("result isError=%v %q; want an error naming %s", res.IsError, textOf(res), MetaIdempotencyKey)
+	}
+	if n := ft.count(); n != 0 {
+		t.Fatalf("%d updates sent, want none", n)
+	}
+}
+
+func TestCallRetriesWhileTaskContinuesAsNew(t *testing.T) {
+	ft := &fakeTemporal{answer: func(_ sentUpdate, n int) (workflows.CallResult, error) {
+		if n < 3 {
+			return workflows.CallResult{}, errors.New(workflows.ErrContinuingAsNew + ": task x")
+		}
+		return okResult("done"), nil
+	}}
+	cs := connectMemory(t, newTestGateway(t, ft, Options{}))
+	res := callTool(t, cs, "counter__echo", map[string]any{}, "")
+	if res.IsError || textOf(res) != "done" {
+		t.Fatalf("result isError=%v %q", res.IsError, textOf(res))
+	}
+	ups := ft.all()
+	if len(ups) != 3 {
+		t.Fatalf("%d update attempts, want 3", len(ups))
+	}
+	for _, u := range ups[1:] {
+		if u.update.UpdateID != ups[0].update.UpdateID {
+			t.Fatalf("update IDs %q then %q: a retry must reuse the call's ID", ups[0].update.UpdateID, u.update.UpdateID)
+		}
+	}
+}
+
+// A task the gateway saw running has ended since: the plain Update finds
+// nothing, and the gateway falls back to Update-with-Start, whose answer
+// (the ID may not be reused) says the task has ended.
+func TestCallToTaskThatEndedSince(t *testing.T) {
+	ft := &fakeTemporal{answer: func(u sentUpdate, n int) (workflows.CallResult, error) {
+		switch n {
+		case 1:
+			return okResult("first"), nil
+		case 2:
+			return workflows.CallResult{}, serviceerror.NewNotFound("workflow execution already completed")
+		}
+		return workflows.CallResult{}, serviceerror.NewWorkflowExecutionAlreadyStarted("workflow execution already finished", "", "")
+	}}
+	cs := connectMemory(t, newTestGateway(t, ft, Options{}))
+	if res := callTool(t, cs, "counter__echo", map[string]any{}, ""); res.IsError {
+		t.Fatalf("first call: %q", textOf(res))
+	}
+	res := callTool(t, cs, "counter__echo", map[string]any{}, "")
+	if !res.IsError || !strings.Contains(textOf(res), "has ended") {
+		t.Fatalf("call after the task ended: isError=%v %q; want 'has ended'", res.IsError, textOf(res))
+	}
+	var kinds []bool
+	for _, u := range ft.all() {
+		kinds = append(kinds, u.withStart)
+	}
+	if diff := cmp.Diff([]bool{true, false, true}, kinds); diff != "" {
+		t.Fatalf("updates sent, withStart (-want +got):\n%s", diff)
+	}
+}
+
+func TestCallFailuresAreExplained(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"task ended", serviceerror.NewWorkflowExecutionAlreadyStarted("finished", "", ""), []string{"has ended", HeaderTask}},
+		{"other", errors.New("frontend unreachable"), []string{"could not run counter__echo", "frontend unreachable"}},
+		{"finishing", errors.New("task t is finishing; start a new task"), []string{"is finishing"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ft := &fakeTemporal{answer: func(sentUpdate, int) (workflows.CallResult, error) { return workflows.CallResult{}, tc.err }}
+			cs := connectMemory(t, newTestGateway(t, ft, Options{}))
+			res := callTool(t, cs, "counter__echo", map[string]any{}, "")
+			for _, w := range tc.want {
+				if !res.IsError || !strings.Contains(textOf(res), w) {
+					t.Fatalf("result isError=%v %q; want an error containing %q", res.IsError, textOf(res), w)
+				}
+			}
+		})
+	}
+}
+
+func TestCallStillRunningAfterInlineWait(t *testing.T) {
+	ft := &fakeTemporal{block: true}
+	cs := connectMemory(t, newTestGateway(t, ft, Options{InlineWait: 50 * time.Millisecond}))
+	res := callTool(t, cs, "counter__echo", map[string]any{}, "slow-1")
+	if !res.IsError || !strings.Contains(textOf(res), "still running") || !strings.Contains(textOf(res), `"slow-1"`) ||
+		!strings.Contains(textOf(res), MetaIdempotencyKey) {
+		t.Fatalf("result isError=%v %q; want 'still running' with the idempotency key to call again with", res.IsError, textOf(res))
+	}
+}
+
+// --- sessions over HTTP -----------------------------------------------------
+
+func TestHTTPSessionsBindTasks(t *testing.T) {
+	ft := &fakeTemporal{}
+	ft.describe = func(id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		if id == "t-done" {
+			return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+				Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}}, nil
+		}
+		return nil, serviceerror.NewNotFound("no such workflow")
+	}
+	g := newTestGateway(t, ft, Options{Principal: "alice"})
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+
+	t.Run("header binds the session at initialize", func(t *testing.T) {
+		rt := &headerRT{h: map[string]string{HeaderTask: "t-a"}}
+		cs, err := connectHTTP(srv.URL, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		if got := cs.InitializeResult().Meta[MetaTask]; got != "t-a" {
+			t.Errorf("initialize _meta %q = %v, want t-a", MetaTask, got)
+		}
+		// A later request with another header stays in the session's task.
+		rt.set(HeaderTask, "t-b")
+		res := callTool(t, cs, "counter__echo", map[string]any{}, "")
+		if got := res.Meta[MetaTask]; got != "t-a" || ft.last(t).update.WorkflowID != "t-a" {
+			t.Fatalf("call went to %v, want the session's task t-a", got)
+		}
+	})
+	t.Run("no header: a new task per session", func(t *testing.T) {
+		var tasks []any
+		for range 2 {
+			cs, err := connectHTTP(srv.URL, &headerRT{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tasks = append(tasks, cs.InitializeResult().Meta[MetaTask])
+			cs.Close()
+		}
+		a, _ := tasks[0].(string)
+		if !strings.HasPrefix(a, "task-") || tasks[0] == tasks[1] {
+			t.Fatalf("tasks of two sessions: %v; want two distinct task-… IDs", tasks)
+		}
+	})
+	t.Run("invalid header", func(t *testing.T) {
+		_, err := connectHTTP(srv.URL, &headerRT{h: map[string]string{HeaderTask: "bad id!"}})
+		if err == nil || !strings.Contains(err.Error(), HeaderTask) {
+			t.Fatalf("connect: %v; want an error naming %s", err, HeaderTask)
+		}
+	})
+	t.Run("ended task", func(t *testing.T) {
+		_, err := connectHTTP(srv.URL, &headerRT{h: map[string]string{HeaderTask: "t-done"}})
+		if err == nil || !strings.Contains(err.Error(), "t-done has ended") {
+			t.Fatalf("connect: %v; want an error saying t-done has ended", err)
+		}
+	})
+}
+
+func TestServeStdio(t *testing.T) {
+	ft := &fakeTemporal{describe: func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+			Status: enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED}}, nil
+	}}
+	g := newTestGateway(t, ft, Options{})
+	_, st := mcp.NewInMemoryTransports()
+	if err := g.ServeStdio(context.Background(), st, "bad id!"); err == nil || !strings.Contains(err.Error(), "--task") {
+		t.Errorf("ServeStdio(bad id): %v; want an error naming --task", err)
+	}
+	if err := g.ServeStdio(context.Background(), st, "t-gone"); err == nil || !strings.Contains(err.Error(), "has ended") {
+		t.Errorf("ServeStdio(ended task): %v; want an error saying it has ended", err)
+	}
+
+	ft.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return nil, serviceerror.NewNotFound("no such workflow")
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	done := make(chan error, 1)
+	go func() { done <- g.ServeStdio(context.Background(), st, "my-task-1") }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, cs, "counter__echo", map[string]any{}, "")
+	if got := res.Meta[MetaTask]; got != "my-task-1" {
+		t.Errorf("stdio call went to %v, want my-task-1", got)
+	}
+	cs.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeStdio did not return after the client closed")
+	}
+}
+
+func TestToolsListedBeforeUpstreamsConnect(t *testing.T) {
+	cs := connectMemory(t, newTestGateway(t, &fakeTemporal{}, Options{}))
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tools) != 1 || res.Tools[0].Name != "counter__echo" {
+		t.Fatalf("tools %s, want counter__echo only", mustJSON(t, res.Tools))
+	}
+	if d := res.Tools[0].Description; !strings.HasPrefix(d, "[unavailable: upstream counter is not connected yet]") || !strings.Contains(d, "Echo it.") {
+		t.Fatalf("description %q: want it marked unavailable, keeping the manifest's description", d)
+	}
+}
+
+// --- helpers ----------------------------------------------------------------
+
+func counterManifest() *manifests.Manifest {
+	return &manifests.Manifest{
+		File:   "counter.yaml",
+		Server: manifests.Server{Name: "counter", Stdio: &manifests.StdioServer{Command: "testupstream"}},
+		Tools: map[string]*manifests.Tool{"echo": {
+			Description: "Echo it.", SideEffects: []manifests.SideEffect{manifests.SideEffectNone},
+			DataAccessLevel: manifests.DataPublic, Risk: manifests.RiskLow, Idempotent: true,
+			Timeout: manifests.Duration(5 * time.Second), Retry: &manifests.Retry{MaxAttempts: 2},
+		}},
+	}
+}
+
+func newTestGateway(t *testing.T, ft *fakeTemporal, o Options) *Gateway {
+	t.Helper()
+	o.Temporal = ft
+	o.Manifests = []*manifests.Manifest{counterManifest()}
+	return New(o)
+}
+
+// connectMemory connects a client over in-memory transports: a connection
+// without HTTP headers, like stdio.
+func connectMemory(t *testing.T, g *Gateway) *mcp.ClientSession {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := g.Server().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func connectHTTP(url string, rt *headerRT) (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 1}, nil)
+}
+
+type headerRT struct {
+	mu sync.Mutex
+	h  map[string]string
+}
+
+func (r *headerRT) set(k, v string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h[k] = v
+}
+
+func (r *headerRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	r.mu.Lock()
+	for k, v := range r.h {
+		req.Header.Set(k, v)
+	}
+	r.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any, key string) *mcp.CallToolResult {
+	t.Helper()
+	p := &mcp.CallToolParams{Name: name, Arguments: args}
+	if key != "" {
+		p.Meta = mcp.Meta{MetaIdempotencyKey: key}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, p)
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	return res
+}
+
+func okResult(text string) workflows.CallResult {
+	b, _ := json.Marshal(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}})
+	return workflows.CallResult{Outcome: workflows.OutcomeOK, Result: b, Attempts: 1}
+}
+
+func textOf(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func assertMeta(t *testing.T, r *mcp.CallToolResult, task, call string) {
+	t.Helper()
+	if r.Meta[MetaTask] != task || r.Meta[MetaCall] != call {
+		t.Errorf("_meta = %v, want %s=%s and %s=%s", r.Meta, MetaTask, task, MetaCall, call)
+	}
+}
+
+func jsonValue(t *testing.T, v any) any {
+	t.Helper()
+	var out any
+	if err := json.Unmarshal([]byte(mustJSON(t, v)), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// fakeTemporal is the part of client.Client the gateway uses. Unimplemented
+// methods panic (the embedded interface is nil).
+type fakeTemporal struct {
+	client.Client
+
+	// answer decides the outcome of the nth update (from 1); default: the
+	// call's arguments echoed as "echo <text>".
+	answer func(u sentUpdate, n int) (workflows.CallResult, error)
+	// block makes results wait until the caller gives up.
+	block    bool
+	describe func(id string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+
+	mu      sync.Mutex
+	pending []pendingStart
+	updates []sentUpdate
+}
+
+type pendingStart struct {
+	op    *fakeStartOp
+	start client.StartWorkflowOptions
+	in    workflows.TaskInput
+}
+
+type sentUpdate struct {
+	// withStart: Update-with-Start (start and in are set), else a plain
+	// Update of a task known to run.
+	withStart bool
+	start     client.StartWorkflowOptions
+	in        workflows.TaskInput
+	update    client.UpdateWorkflowOptions
+	req       workflows.CallRequest
+}
+
+type fakeStartOp struct {
+	client.WithStartWorkflowOperation
+}
+
+func (f *fakeTemporal) NewWithStartWorkflowOperation(o client.StartWorkflowOptions, wf any, args ...any) client.WithStartWorkflowOperation {
+	op := &fakeStartOp{}
+	in, _ := args[0].(workflows.TaskInput)
+	if wf != workflows.AgentTaskName || len(args) != 1 {
+		panic("unexpected workflow start")
+	}
+	f.mu.Lock()
+	f.pending = append(f.pending, pendingStart{op: op, start: o, in: in})
+	f.mu.Unlock()
+	return op
+}
+
+func (f *fakeTemporal) UpdateWithStartWorkflow(ctx context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	f.mu.Lock()
+	u := sentUpdate{withStart: true, update: o.UpdateOptions}
+	for _, p := range f.pending {
+		if p.op == o.StartWorkflowOperation {
+			u.start, u.in = p.start, p.in
+		}
+	}
+	f.mu.Unlock()
+	return f.send(ctx, u)
+}
+
+func (f *fakeTemporal) UpdateWorkflow(ctx context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	return f.send(ctx, sentUpdate{update: o})
+}
+
+func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowUpdateHandle, error) {
+	u.req = u.update.Args[0].(workflows.CallRequest)
+	f.mu.Lock()
+	f.updates = append(f.updates, u)
+	n := len(f.updates)
+	f.mu.Unlock()
+	if f.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	answer := f.answer
+	if answer == nil {
+		answer = func(u sentUpdate, _ int) (workflows.CallResult, error) {
+			var a struct{ Text string }
+			_ = json.Unmarshal(u.req.Arguments, &a)
+			return okResult("echo " + a.Text), nil
+		}
+	}
+	res, err := answer(u, n)
+	if err != nil {
+		return nil, err
+	}
+	res.CallID, res.Tool = u.req.CallID, u.req.Tool
+	return fakeHandle{res: res}, nil
+}
+
+func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	if f.describe == nil {
+		return nil, serviceerror.NewNotFound("no such workflow")
+	}
+	return f.describe(id)
+}
+
+func (f *fakeTemporal) all() []sentUpdate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sentUpdate(nil), f.updates...)
+}
+
+func (f *fakeTemporal) count() int { return len(f.all()) }
+
+func (f *fakeTemporal) last(t *testing.T) sentUpdate {
+	t.Helper()
+	all := f.all()
+	if len(all) == 0 {
+		t.Fatal("no update was sent")
+	}
+	return all[len(all)-1]
+}
+
+type fakeHandle struct {
+	client.WorkflowUpdateHandle
+	res workflows.CallResult
+}
+
+func (h fakeHandle) Get(_ context.Context, v any) error {
+	b, err := json.Marshal(h.res)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
