@@ -31,6 +31,64 @@ type Config struct {
 
 	Temporal Temporal `yaml:"temporal,omitempty"`
 	Task     Task     `yaml:"task,omitempty"`
+
+	// Principals are the identities that may call tools. HTTP callers
+	// present an API key (Authorization: Bearer KEY, or X-API-Key: KEY);
+	// the configuration stores only its SHA-256.
+	Principals []Principal `yaml:"principals,omitempty"`
+	// LocalPrincipal names the principal of stdio sessions (Claude
+	// Desktop). Required for --stdio when principals are configured.
+	LocalPrincipal string `yaml:"local_principal,omitempty"`
+	// Roles grant permissions, a data access level, a tool allowlist and
+	// task limits.
+	Roles map[string]*Role `yaml:"roles,omitempty"`
+	// Policy holds the rules every call is checked against.
+	Policy Policy `yaml:"policy,omitempty"`
+}
+
+// Principal is one caller identity.
+type Principal struct {
+	Name  string   `yaml:"name"`
+	Roles []string `yaml:"roles"`
+	// APIKeySHA256 lists the hex SHA-256 of each API key of this principal
+	// (`airlock keys new` makes a key and prints its hash).
+	APIKeySHA256 []string `yaml:"api_key_sha256,omitempty"`
+	// SlackUserID identifies the principal as an approver.
+	SlackUserID string `yaml:"slack_user_id,omitempty"`
+}
+
+// Role is a named set of grants. A principal's grants are the union of its
+// roles'; its data access level is the highest; its task limits are the
+// largest its roles give (or the task defaults).
+type Role struct {
+	Permissions     []string            `yaml:"permissions,omitempty"`
+	DataAccessLevel manifests.DataLevel `yaml:"data_access_level,omitempty"`
+	// Tools are globs over exposed tool names ("filesystem__read_*").
+	Tools    []string           `yaml:"tools,omitempty"`
+	MaxCalls int                `yaml:"max_calls,omitempty"`
+	Deadline manifests.Duration `yaml:"deadline,omitempty"`
+}
+
+// Policy configures the decision every call goes through.
+type Policy struct {
+	// MaxArgBytes caps the size of a call's arguments (default 262144).
+	MaxArgBytes int `yaml:"max_arg_bytes,omitempty"`
+	// RiskDefaults maps a risk tier to the effect when no rule matches
+	// (default: low and medium allow; high and critical require approval).
+	RiskDefaults map[manifests.Risk]string `yaml:"risk_defaults,omitempty"`
+	// Rules are checked in order; the first whose `when` is true decides.
+	Rules []Rule `yaml:"rules,omitempty"`
+}
+
+// Rule is one policy rule: a CEL condition over principal, tool, args and
+// task, and what happens when it holds.
+type Rule struct {
+	Name   string `yaml:"name"`
+	When   string `yaml:"when"`
+	Effect string `yaml:"effect"` // allow, deny, require_approval
+	Group  string `yaml:"group,omitempty"`
+	Quorum int    `yaml:"quorum,omitempty"`
+	Reason string `yaml:"reason,omitempty"`
 }
 
 // Temporal says which Temporal to use. An empty Address means the embedded

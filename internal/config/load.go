@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,7 +129,127 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	if len(c.Manifests) == 0 {
 		v.add("manifests", `is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`)
 	}
+	c.validateIdentity(v)
 	return v.problems
+}
+
+var (
+	principalName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+	sha256Hex     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	effects       = map[string]bool{"allow": true, "deny": true, "require_approval": true}
+)
+
+func (c *Config) validateIdentity(v *validator) {
+	names := map[string]bool{}
+	keys := map[string]string{}
+	for i, p := range c.Principals {
+		at := fmt.Sprintf("principals[%d]", i)
+		if !principalName.MatchString(p.Name) {
+			v.add(at+".name", "%q is not a principal name: use letters, digits and . _ @ - (at most 64)", p.Name)
+		} else if names[p.Name] {
+			v.add(at+".name", "%q is declared twice; principal names must be unique", p.Name)
+		}
+		names[p.Name] = true
+		if len(p.Roles) == 0 {
+			v.add(at+".roles", "is empty; give %s at least one role from roles", p.Name)
+		}
+		for j, r := range p.Roles {
+			if _, ok := c.Roles[r]; !ok {
+				v.add(fmt.Sprintf("%s.roles[%d]", at, j), "role %q is not defined; add it under roles or fix the name (defined: %s)", r, strings.Join(sortedKeys(c.Roles), ", "))
+			}
+		}
+		for j, k := range p.APIKeySHA256 {
+			kp := fmt.Sprintf("%s.api_key_sha256[%d]", at, j)
+			if !sha256Hex.MatchString(k) {
+				v.add(kp, "is not a lowercase hex SHA-256 (64 characters); store the hash, never the key: `airlock keys new` prints both")
+				continue
+			}
+			if other, dup := keys[k]; dup {
+				v.add(kp, "the same key hash is also given to %s; every key must identify one principal", other)
+			}
+			keys[k] = p.Name
+		}
+	}
+	if c.LocalPrincipal != "" && !names[c.LocalPrincipal] {
+		v.add("local_principal", "%q is not one of principals; name the principal stdio sessions run as", c.LocalPrincipal)
+	}
+	for _, name := range sortedKeys(c.Roles) {
+		r := c.Roles[name]
+		at := "roles." + name
+		if r == nil {
+			v.add(at, "is empty; give the role permissions, data_access_level and tools")
+			continue
+		}
+		if r.DataAccessLevel != "" && !validLevel(r.DataAccessLevel) {
+			v.add(at+".data_access_level", "%q is not a data access level; use one of public, internal, confidential, sensitive, restricted", r.DataAccessLevel)
+		}
+		for j, g := range r.Tools {
+			if _, err := path.Match(g, ""); err != nil || strings.TrimSpace(g) == "" {
+				v.add(fmt.Sprintf("%s.tools[%d]", at, j), "%q is not a valid glob; write e.g. \"filesystem__read_*\" or \"memory__*\"", g)
+			}
+		}
+		for j, p := range r.Permissions {
+			if strings.TrimSpace(p) == "" {
+				v.add(fmt.Sprintf("%s.permissions[%d]", at, j), "is empty; remove it or name a permission such as \"filesystem.read\"")
+			}
+		}
+		if r.MaxCalls < 0 {
+			v.add(at+".max_calls", "must not be negative; omit it for the task default")
+		}
+		if r.Deadline < 0 {
+			v.add(at+".deadline", "must not be negative; omit it for the task default")
+		}
+	}
+	if c.Policy.MaxArgBytes < 0 {
+		v.add("policy.max_arg_bytes", "must not be negative; omit it for the default 262144")
+	}
+	for risk, eff := range c.Policy.RiskDefaults {
+		at := "policy.risk_defaults." + string(risk)
+		switch risk {
+		case manifests.RiskLow, manifests.RiskMedium, manifests.RiskHigh, manifests.RiskCritical:
+		default:
+			v.add(at, "%q is not a risk tier; use low, medium, high or critical", risk)
+		}
+		if !effects[eff] {
+			v.add(at, "%q is not an effect; use allow, deny or require_approval", eff)
+		}
+	}
+	rules := map[string]bool{}
+	for i, r := range c.Policy.Rules {
+		at := fmt.Sprintf("policy.rules[%d]", i)
+		if strings.TrimSpace(r.Name) == "" {
+			v.add(at+".name", "is required; name the rule so decisions can cite it")
+		} else if rules[r.Name] {
+			v.add(at+".name", "%q is used by an earlier rule; rule names must be unique", r.Name)
+		}
+		rules[r.Name] = true
+		if strings.TrimSpace(r.When) == "" {
+			v.add(at+".when", "is required; write a CEL condition, e.g. tool.risk == \"high\"")
+		}
+		if !effects[r.Effect] {
+			v.add(at+".effect", "%q is not an effect; use allow, deny or require_approval", r.Effect)
+		}
+		if r.Quorum < 0 {
+			v.add(at+".quorum", "must be at least 1; omit it for 1")
+		}
+	}
+}
+
+func validLevel(l manifests.DataLevel) bool {
+	switch l {
+	case manifests.DataPublic, manifests.DataInternal, manifests.DataConfidential, manifests.DataSensitive, manifests.DataRestricted:
+		return true
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (v *validator) hostPort(path, addr, example string) {

@@ -1,0 +1,140 @@
+package identity
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+func testConfig() *config.Config {
+	return &config.Config{
+		LocalPrincipal: "alice",
+		Principals: []config.Principal{
+			{Name: "alice", Roles: []string{"dev", "ops"}, APIKeySHA256: []string{HashKey("alice-key")}, SlackUserID: "U1"},
+			{Name: "bob", Roles: []string{"dev"}, APIKeySHA256: []string{HashKey("bob-key"), HashKey("bob-key-2")}},
+		},
+		Roles: map[string]*config.Role{
+			"dev": {Permissions: []string{"fs.read"}, DataAccessLevel: manifests.DataInternal, Tools: []string{"fs__read_*"}, MaxCalls: 10},
+			"ops": {Permissions: []string{"fs.read", "fs.write"}, DataAccessLevel: manifests.DataSensitive, Tools: []string{"fs__*"}, Deadline: manifests.Duration(time.Hour)},
+		},
+	}
+}
+
+func TestResolveRoles(t *testing.T) {
+	d := New(testConfig())
+	a, _ := d.Lookup("alice")
+	want := &Principal{Name: "alice", Roles: []string{"dev", "ops"}, Permissions: []string{"fs.read", "fs.write"},
+		DataLevel: manifests.DataSensitive, SlackUserID: "U1", AllowTools: []string{"fs__read_*", "fs__*"}, MaxCalls: 10, Deadline: time.Hour}
+	if diff := cmp.Diff(want, a); diff != "" {
+		t.Fatalf("alice (-want +got):\n%s", diff)
+	}
+	if l, err := d.Local(); err != nil || l.Name != "alice" {
+		t.Fatalf("local: %v %v", l, err)
+	}
+	if _, err := New(&config.Config{}).Local(); err == nil || !strings.Contains(err.Error(), "local_principal") {
+		t.Fatalf("missing local principal: %v", err)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	d := New(testConfig())
+	tests := []struct {
+		name    string
+		header  http.Header
+		want    string
+		wantErr string
+	}{
+		{"bearer", http.Header{"Authorization": {"Bearer alice-key"}}, "alice", ""},
+		{"bearer lowercase scheme", http.Header{"Authorization": {"bearer bob-key-2"}}, "bob", ""},
+		{"x-api-key", http.Header{"X-Api-Key": {"bob-key"}}, "bob", ""},
+		{"none", http.Header{}, "", "no API key"},
+		{"unknown", http.Header{"Authorization": {"Bearer nope"}}, "", "not recognised"},
+		{"basic", http.Header{"Authorization": {"Basic YTpi"}}, "", "not \"Bearer <key>\""},
+		{"hash is not a key", http.Header{"Authorization": {"Bearer " + HashKey("alice-key")}}, "", "not recognised"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := d.Authenticate(tc.header)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || p.Name != tc.want {
+				t.Fatalf("got %v, %v; want %s", p, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewKey(t *testing.T) {
+	k1, h1, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, _, _ := NewKey()
+	if k1 == k2 || HashKey(k1) != h1 || len(h1) != 64 || !strings.HasPrefix(k1, "ak_") {
+		t.Fatalf("keys %q %q hash %q", k1, k2, h1)
+	}
+}
+
+// TestGuard checks 401s, that handlers see the principal, and that a
+// session ID is bound to the principal whose request created it.
+func TestGuard(t *testing.T) {
+	d := New(testConfig())
+	var seen string
+	h := d.Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := FromContext(r.Context())
+		seen = p.Name
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			w.Header().Set("Mcp-Session-Id", "sess-"+p.Name)
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	do := func(method string, hdr map[string]string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "/mcp", nil)
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+
+	w := do("POST", nil)
+	if w.Code != 401 || !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer realm=\"airlock\"") || !strings.Contains(w.Body.String(), "no API key") {
+		t.Fatalf("unauthenticated: %d %q %s", w.Code, w.Header().Get("WWW-Authenticate"), w.Body)
+	}
+	if w := do("POST", map[string]string{"Authorization": "Bearer wrong"}); w.Code != 401 {
+		t.Fatalf("bad key: %d", w.Code)
+	}
+
+	// alice opens a session.
+	if w := do("POST", map[string]string{"Authorization": "Bearer alice-key"}); w.Code != 200 || seen != "alice" {
+		t.Fatalf("alice: %d seen %q", w.Code, seen)
+	}
+	// bob presents alice's session ID.
+	w = do("POST", map[string]string{"Authorization": "Bearer bob-key", "Mcp-Session-Id": "sess-alice"})
+	if w.Code != 403 || !strings.Contains(w.Body.String(), "another principal") {
+		t.Fatalf("bob with alice's session: %d %s", w.Code, w.Body)
+	}
+	// alice keeps using it, then ends it.
+	if w := do("POST", map[string]string{"Authorization": "Bearer alice-key", "Mcp-Session-Id": "sess-alice"}); w.Code != 200 {
+		t.Fatalf("alice with her session: %d", w.Code)
+	}
+	if w := do("DELETE", map[string]string{"Authorization": "Bearer alice-key", "Mcp-Session-Id": "sess-alice"}); w.Code != 200 {
+		t.Fatalf("delete: %d", w.Code)
+	}
+	// An unknown session ID is left to the MCP handler (it answers 404).
+	if w := do("POST", map[string]string{"Authorization": "Bearer bob-key", "Mcp-Session-Id": "sess-alice"}); w.Code != 200 {
+		t.Fatalf("ended session: %d", w.Code)
+	}
+}
