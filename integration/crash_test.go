@@ -157,7 +157,7 @@ tools:
   append: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false, timeout: 60s}
   put:    {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true,  timeout: 60s}
 `, upstreamBin, effects))
-	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\n")
+	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\n"+identityYAML)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	tport := freePort(t)
 	args := []string{"--config", filepath.Join(dir, "airlock.yaml"), "--data-dir", data,

@@ -44,7 +44,7 @@ func TestRolesAgainstExternalTemporal(t *testing.T) {
 tools:
   append: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false}
 `, upstreamBin, effects))
-	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\ntemporal: {namespace: prod-like, task_queue: airlock-roles}\n")
+	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\ntemporal: {namespace: prod-like, task_queue: airlock-roles}\n"+identityYAML)
 	cfg := filepath.Join(dir, "airlock.yaml")
 
 	worker := exec.Command(bin, "worker", "--config", cfg)

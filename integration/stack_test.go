@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
@@ -148,6 +149,8 @@ type stackOptions struct {
 	dataDir   string
 	manifests []*manifests.Manifest
 	maxCalls  int
+	// directory, when set, makes the gateway authenticate callers.
+	directory *identity.Directory
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -198,7 +201,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	gwMu.Lock()
 	s.gw = gateway.New(gateway.Options{
-		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester",
+		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory,
 		MaxCalls: o.maxCalls, IdleTimeout: time.Hour, Logger: log,
 	})
 	gwMu.Unlock()
@@ -218,9 +221,29 @@ func (s *stack) connect(t testing.TB, headers map[string]string) *mcp.ClientSess
 	return connectURL(t, s.url, headers)
 }
 
+// testKey is the API key of the principal "tester" in identityYAML.
+const testKey = "integration-test-key"
+
+// identityYAML gives a subprocess's configuration one principal, tester,
+// with every grant, as its HTTP key holder and its local principal.
+var identityYAML = `principals:
+  - name: tester
+    roles: [all]
+    api_key_sha256: [` + identity.HashKey(testKey) + `]
+local_principal: tester
+roles:
+  all: {permissions: ["*"], data_access_level: restricted, tools: ["*"]}
+`
+
+// connectURL connects an MCP client to url, sending testKey unless headers
+// set Authorization (set it to "" to send no key).
 func connectURL(t testing.TB, url string, headers map[string]string) *mcp.ClientSession {
 	t.Helper()
-	hc := &http.Client{Transport: headerRT{headers: headers}}
+	h := map[string]string{"Authorization": "Bearer " + testKey}
+	for k, v := range headers {
+		h[k] = v
+	}
+	hc := &http.Client{Transport: headerRT{headers: h}}
 	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -237,6 +260,10 @@ type headerRT struct{ headers map[string]string }
 func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range h.headers {
+		if v == "" {
+			r.Header.Del(k)
+			continue
+		}
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)

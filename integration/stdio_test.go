@@ -74,7 +74,7 @@ tools:
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "airlock.yaml")
-	if err := os.WriteFile(cfg, []byte("manifests:\n  - counter.yaml\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("manifests:\n  - counter.yaml\n"+identityYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

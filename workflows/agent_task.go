@@ -208,6 +208,8 @@ func (t *task) validateCall(req CallRequest) error {
 		return errors.New("call_tool: Tool, Server and UpstreamTool must be set")
 	case t.state != StateRunning || t.finish:
 		return fmt.Errorf("task %s is finishing; start a new task", t.in.TaskID)
+	case req.Principal != "" && req.Principal != t.in.Principal:
+		return fmt.Errorf("task %s belongs to another principal; call in your own task", t.in.TaskID)
 	case t.draining:
 		return fmt.Errorf("%s: task %s", ErrContinuingAsNew, t.in.TaskID)
 	}

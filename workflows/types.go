@@ -12,8 +12,21 @@ type TaskInput struct {
 	// Client is the MCP client's name and version, for operators.
 	Client string `json:",omitempty"`
 	Limits Limits
+	// Identity is the principal's grants at the task's start (policy
+	// decisions use them). Nil in tasks started before identity existed.
+	Identity *Identity `json:",omitempty"`
 	// Carried is the state handed over by continue-as-new; nil on a new task.
 	Carried *Carried `json:",omitempty"`
+}
+
+// Identity is what the policy knows of the task's principal.
+type Identity struct {
+	Name        string
+	Roles       []string `json:",omitempty"`
+	Permissions []string `json:",omitempty"`
+	DataLevel   string
+	SlackUserID string   `json:",omitempty"`
+	AllowTools  []string `json:",omitempty"`
 }
 
 // Limits bound a task.
@@ -49,6 +62,8 @@ type CallRequest struct {
 	UpstreamTool string
 	Arguments    json.RawMessage
 	Spec         ToolSpec
+	// Principal is the caller; only the task's own principal may call in it.
+	Principal string `json:",omitempty"`
 }
 
 // ToolSpec is what the workflow needs to know of a tool's manifest.

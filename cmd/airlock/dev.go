@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/worker"
 	"github.com/airlock-run/airlock/workflows"
@@ -44,6 +45,7 @@ type stack struct {
 	pool    *upstream.Pool
 	worker  sdkworker.Worker
 	gw      *gateway.Gateway
+	dir     *identity.Directory
 	http    *http.Server
 	httpErr chan error
 	addr    string
@@ -213,13 +215,29 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		return s, nil
 	}
 	cfg := e.snap.Config
+	dir := identity.New(cfg)
+	if dir.Empty() {
+		return s, fmt.Errorf("%s: no principals: the gateway serves only authenticated callers; add principals and roles (the example airlock.yaml shows how, with dev keys)", e.cfgPath)
+	}
+	var local *identity.Principal
+	if r.stdio {
+		p, err := dir.Local()
+		if err != nil {
+			return s, fmt.Errorf("%s: %w", e.cfgPath, err)
+		}
+		local = p
+	} else if p, err := dir.Local(); err == nil {
+		local = p
+	}
+	s.dir = dir
 	g := gateway.New(gateway.Options{
+		Directory:       dir,
+		Local:           local,
 		Temporal:        c,
 		TaskQueue:       e.tq,
 		Manifests:       e.snap.Manifests,
 		Upstreams:       s.pool,
 		ExposeUncovered: cfg.ExposeUncovered,
-		Principal:       localPrincipal(),
 		MaxCalls:        cfg.Task.MaxCalls,
 		DeadlineAfter:   cfg.Task.Deadline.D(),
 		IdleTimeout:     cfg.Task.IdleTimeout.D(),
@@ -259,13 +277,8 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	return s, nil
 }
 
-// localPrincipal names the local user until identity lands.
-func localPrincipal() string {
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return "local"
-}
+// devKey is the documented key of the example configuration.
+const devKey = "airlock-dev-key"
 
 // banner prints what a user needs to connect.
 func banner(w io.Writer, e *env, s *stack, r roles) {
@@ -284,6 +297,10 @@ func banner(w io.Writer, e *env, s *stack, r roles) {
 		return
 	}
 	url := "http://" + s.addr + "/mcp"
+	key, keyNote := "<your API key>", "  (keys: principals[].api_key_sha256 in the config; `airlock keys new` makes one)\n"
+	if _, err := s.dir.Authenticate(http.Header{"Authorization": {"Bearer " + devKey}}); err == nil {
+		key, keyNote = devKey, "  (\""+devKey+"\" is the example configuration's DEV key: replace it before sharing this gateway)\n"
+	}
 	fmt.Fprintf(w, `airlock %s is running
   MCP endpoint:  %s   (streamable HTTP)
   Temporal:      %s
@@ -291,10 +308,10 @@ func banner(w io.Writer, e *env, s *stack, r roles) {
   config:        %s
   upstreams:     %s
 
-HTTP clients (Cursor, Claude Code, custom agents):
-  {"mcpServers": {"airlock": {"url": "%s"}}}
-  claude mcp add --transport http airlock %s
-
+HTTP clients (Cursor, Claude Code, custom agents) send an API key:
+  {"mcpServers": {"airlock": {"url": "%s", "headers": {"Authorization": "Bearer %s"}}}}
+  claude mcp add --transport http airlock %s --header "Authorization: Bearer %s"
+%s
 Claude Desktop (stdio; claude_desktop_config.json). It attaches to this
 process's Temporal, which runs the calls:
   {"mcpServers": {"airlock": {"command": %q, "args": ["gateway", "--stdio", "--config", %q, "--temporal-address", %q]}}}
@@ -302,7 +319,7 @@ process's Temporal, which runs the calls:
 Reattach to a task after a client restart: send the header "Airlock-Task: <task ID>"
 (the ID is in every result's _meta "airlock.dev/task").
 Stop with Ctrl-C; restarting on the same data dir resumes every task.
-`, version, url, temporal, e.dataDir, e.cfgPath, strings.Join(ups, ", "), url, url, bin, e.cfgPath, e.flags.address)
+`, version, url, temporal, e.dataDir, e.cfgPath, strings.Join(ups, ", "), url, key, url, key, keyNote, bin, e.cfgPath, e.flags.address)
 }
 
 // airlockBinary is the path to put in client configs: this executable,

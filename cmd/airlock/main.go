@@ -23,6 +23,7 @@ Usage:
   airlock worker     [flags]   run the worker (tool calls) against a Temporal cluster
   airlock tasks      list|show  inspect agent tasks
   airlock manifests  validate  check the configuration and manifests
+  airlock keys       new|hash  make API keys for principals
   airlock version              print the version
 
 Run "airlock <command> -h" for a command's flags.
@@ -50,6 +51,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runTasks(rest, stdout, stderr)
 	case "manifests":
 		return runManifests(rest, stdout, stderr)
+	case "keys":
+		return runKeys(rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "airlock", version)
 		return 0

@@ -26,10 +26,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 	enumspb "go.temporal.io/api/enums/v1"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
@@ -60,7 +63,13 @@ type Options struct {
 	Upstreams *upstream.Pool
 	// ExposeUncovered exposes upstream tools no manifest declares.
 	ExposeUncovered bool
-	// Principal is the caller's identity until identity lands (issue 3).
+	// Directory authenticates HTTP callers by API key. Nil runs the
+	// gateway open, every caller being Principal with every grant: only
+	// for tests and embedding, never what the CLI does.
+	Directory *identity.Directory
+	// Local is the principal of sessions without HTTP headers (stdio).
+	Local *identity.Principal
+	// Principal names the caller when Directory is nil.
 	Principal string
 	// Limits are the defaults of new tasks; Deadline is taken relative to
 	// the task's start (DeadlineAfter).
@@ -78,6 +87,7 @@ type Options struct {
 // Gateway is the MCP server in front of the upstreams.
 type Gateway struct {
 	opts   Options
+	open   *identity.Principal // the caller when opts.Directory is nil
 	server *mcp.Server
 	log    zerolog.Logger
 
@@ -101,8 +111,9 @@ type toolEntry struct {
 }
 
 type session struct {
-	taskID string
-	client string
+	taskID    string
+	client    string
+	principal string
 }
 
 // New builds a gateway; call Refresh (or let the pool's OnToolsChanged call
@@ -117,11 +128,13 @@ func New(opts Options) *Gateway {
 	if opts.Principal == "" {
 		opts.Principal = "local"
 	}
+	open := &identity.Principal{Name: opts.Principal, Permissions: []string{"*"}, DataLevel: manifests.DataRestricted, AllowTools: []string{"*"}}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
 	g := &Gateway{
 		opts:     opts,
+		open:     open,
 		log:      opts.Logger.With().Str("component", "gateway").Logger(),
 		tools:    map[string]*toolEntry{},
 		sessions: map[*mcp.ServerSession]*session{},
@@ -142,6 +155,14 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 
 // Handler serves MCP over streamable HTTP.
 func (g *Gateway) Handler() http.Handler {
+	h := g.mcpHandler()
+	if g.opts.Directory != nil {
+		return g.opts.Directory.Guard(h)
+	}
+	return h
+}
+
+func (g *Gateway) mcpHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
 		Logger: slog.New(zerolog.NewSlogHandler(g.log)),
 	})
@@ -154,7 +175,11 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string
 		return fmt.Errorf("--task %q is not a task ID: use letters, digits and . _ : - (at most 128)", taskID)
 	}
 	if taskID != "" {
-		if err := g.checkReattach(ctx, taskID); err != nil {
+		pr, err := g.principalFor(nil)
+		if err != nil {
+			return err
+		}
+		if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
 			return err
 		}
 	}
@@ -184,6 +209,10 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
+		pr, err := g.principalFor(ir.Extra)
+		if err != nil {
+			return nil, err
+		}
 		taskID := ""
 		if ir.Extra != nil && ir.Extra.Header != nil {
 			taskID = strings.TrimSpace(ir.Extra.Header.Get(HeaderTask))
@@ -192,7 +221,7 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if !taskIDPattern.MatchString(taskID) {
 				return nil, fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, taskID)
 			}
-			if err := g.checkReattach(ctx, taskID); err != nil {
+			if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
 				return nil, err
 			}
 		}
@@ -206,10 +235,11 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if taskID == "" {
 				taskID = g.newSessionTaskLocked(ir.Extra)
 			}
-			s = g.bindLocked(ir.Session, taskID)
+			s = g.bindLocked(ir.Session, taskID, pr.Name)
 		} else if taskID != "" {
 			s.taskID = taskID
 		}
+		s.principal = pr.Name
 		s.client = strings.TrimSpace(clientName)
 		id := s.taskID
 		g.mu.Unlock()
@@ -226,6 +256,21 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// principalFor returns the caller of a request: the API key's principal
+// for HTTP, the local principal for stdio (no headers).
+func (g *Gateway) principalFor(extra *mcp.RequestExtra) (*identity.Principal, error) {
+	if g.opts.Directory == nil {
+		return g.open, nil
+	}
+	if extra == nil || extra.Header == nil {
+		if g.opts.Local == nil {
+			return nil, errors.New("no local principal for this stdio session: set local_principal in the configuration")
+		}
+		return g.opts.Local, nil
+	}
+	return g.opts.Directory.Authenticate(extra.Header)
+}
+
 func (g *Gateway) forget(ss *mcp.ServerSession) {
 	g.mu.Lock()
 	delete(g.sessions, ss)
@@ -233,7 +278,7 @@ func (g *Gateway) forget(ss *mcp.ServerSession) {
 }
 
 // checkReattach refuses to attach to a task that exists but has ended.
-func (g *Gateway) checkReattach(ctx context.Context, taskID string) error {
+func (g *Gateway) checkReattach(ctx context.Context, taskID, principal string) error {
 	desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, taskID, "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -246,7 +291,21 @@ func (g *Gateway) checkReattach(ctx context.Context, taskID string) error {
 		st != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
 		return fmt.Errorf("task %s has ended (%s); connect without the %s header to start a new task", taskID, strings.ToLower(st.String()), HeaderTask)
 	}
+	if owner := taskOwner(desc.GetWorkflowExecutionInfo().GetSearchAttributes()); owner != "" && owner != principal {
+		return fmt.Errorf("task %s belongs to another principal; connect without the %s header to start your own task", taskID, HeaderTask)
+	}
 	return nil
+}
+
+// taskOwner reads the AirlockPrincipal search attribute.
+func taskOwner(sa *commonpb.SearchAttributes) string {
+	p, ok := sa.GetIndexedFields()[workflows.SAPrincipal.GetName()]
+	if !ok {
+		return ""
+	}
+	var owner string
+	_ = converter.GetDefaultDataConverter().FromPayload(p, &owner)
+	return owner
 }
 
 // taskFor returns the task of the session making req:
@@ -256,10 +315,13 @@ func (g *Gateway) checkReattach(ctx context.Context, taskID string) error {
 //     "<principal>-default";
 //   - for a connection without HTTP headers (stdio, in-memory) that skipped
 //     initialize (protocol 2026-07-28), a task bound to the connection now.
-func (g *Gateway) taskFor(req *mcp.CallToolRequest) (taskID, clientName string, err error) {
+func (g *Gateway) taskFor(req *mcp.CallToolRequest, principal string) (taskID, clientName string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s, ok := g.sessions[req.Session]; ok {
+		if s.principal != "" && s.principal != principal {
+			return "", "", errors.New("this MCP session belongs to another principal; open your own session")
+		}
 		return s.taskID, s.client, nil
 	}
 	if req.Extra != nil && req.Extra.Header != nil {
@@ -269,9 +331,9 @@ func (g *Gateway) taskFor(req *mcp.CallToolRequest) (taskID, clientName string, 
 			}
 			return h, "", nil
 		}
-		return g.opts.Principal + "-default", "", nil
+		return principal + "-default", "", nil
 	}
-	s := g.bindLocked(req.Session, g.newSessionTaskLocked(nil))
+	s := g.bindLocked(req.Session, g.newSessionTaskLocked(nil), principal)
 	return s.taskID, s.client, nil
 }
 
@@ -284,8 +346,8 @@ func (g *Gateway) newSessionTaskLocked(extra *mcp.RequestExtra) string {
 }
 
 // bindLocked binds a session to a task until the session ends.
-func (g *Gateway) bindLocked(ss *mcp.ServerSession, taskID string) *session {
-	s := &session{taskID: taskID}
+func (g *Gateway) bindLocked(ss *mcp.ServerSession, taskID, principal string) *session {
+	s := &session{taskID: taskID, principal: principal}
 	g.sessions[ss] = s
 	if ss != nil {
 		go func() { _ = ss.Wait(); g.forget(ss) }()
@@ -450,7 +512,11 @@ func spec(decl *manifests.Tool) workflows.ToolSpec {
 
 // call runs one tools/call through the task's workflow.
 func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	taskID, clientName, err := g.taskFor(req)
+	pr, err := g.principalFor(req.Extra)
+	if err != nil {
+		return errorResult("", "", err.Error()), nil
+	}
+	taskID, clientName, err := g.taskFor(req, pr.Name)
 	if err != nil {
 		return errorResult("", "", err.Error()), nil
 	}
@@ -474,14 +540,23 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 
 	creq := workflows.CallRequest{
 		CallID: callID, Tool: e.exposed, Server: e.server, UpstreamTool: e.upstream,
-		Arguments: args, Spec: spec(e.decl),
+		Arguments: args, Spec: spec(e.decl), Principal: pr.Name,
 	}
 	in := workflows.TaskInput{
-		TaskID: taskID, Principal: g.opts.Principal, Client: clientName,
+		TaskID: taskID, Principal: pr.Name, Client: clientName,
+		Identity: &workflows.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
+			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
 		Limits: workflows.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout},
 	}
-	if g.opts.DeadlineAfter > 0 {
-		in.Limits.Deadline = time.Now().Add(g.opts.DeadlineAfter).UTC()
+	if pr.MaxCalls > 0 {
+		in.Limits.MaxCalls = pr.MaxCalls
+	}
+	deadline := g.opts.DeadlineAfter
+	if pr.Deadline > 0 {
+		deadline = pr.Deadline
+	}
+	if deadline > 0 {
+		in.Limits.Deadline = time.Now().Add(deadline).UTC()
 	}
 	startOpts := client.StartWorkflowOptions{
 		ID:                       taskID,
@@ -489,7 +564,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAPrincipal.ValueSet(g.opts.Principal), workflows.SAStatus.ValueSet(workflows.StateRunning)),
+			workflows.SAPrincipal.ValueSet(pr.Name), workflows.SAStatus.ValueSet(workflows.StateRunning)),
 	}
 
 	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)

@@ -197,7 +197,7 @@ func TestTaskForStatelessRequests(t *testing.T) {
 		{"too long", hdr(HeaderTask, strings.Repeat("a", 129)), "", "at most 128"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, err := g.taskFor(tc.req)
+			got, _, err := g.taskFor(tc.req, "alice")
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("taskFor: %q, %v; want an error containing %q", got, err, tc.wantErr)
@@ -236,7 +236,7 @@ func TestCallBecomesUpdateWithStart(t *testing.T) {
 		t.Errorf("update options %+v", u.update)
 	}
 	wantReq := workflows.CallRequest{CallID: "k-key-1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo",
-		Arguments: json.RawMessage(`{"text":"hi"}`), Spec: spec(counterManifest().Tools["echo"])}
+		Arguments: json.RawMessage(`{"text":"hi"}`), Spec: spec(counterManifest().Tools["echo"]), Principal: "alice"}
 	if diff := cmp.Diff(wantReq, u.req); diff != "" {
 		t.Errorf("call request (-want +got):\n%s", diff)
 	}

@@ -1,0 +1,120 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// twoPrincipals: alice and bob, both allowed everything, different keys.
+func twoPrincipals() *identity.Directory {
+	return identity.New(&config.Config{
+		Principals: []config.Principal{
+			{Name: "alice", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("alice-key")}},
+			{Name: "bob", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("bob-key")}},
+		},
+		Roles: map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
+	})
+}
+
+func bearer(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }
+
+// TestIdentityAttacks: unauthenticated and wrongly authenticated requests
+// get 401; a session ID or a task of one principal cannot be used by
+// another.
+func TestIdentityAttacks(t *testing.T) {
+	m := testupstreamManifest(t, filepath.Join(t.TempDir(), "effects.log"))
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: twoPrincipals()})
+
+	// 401 without a key or with a wrong one, with WWW-Authenticate.
+	for name, hdr := range map[string]map[string]string{"no key": {}, "wrong key": bearer("mallory-key")} {
+		req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `Bearer realm="airlock"`) {
+			t.Errorf("%s: status %d, WWW-Authenticate %q, body %s", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
+		}
+	}
+	// The go-sdk client without a key cannot connect.
+	c := mcp.NewClient(&mcp.Implementation{Name: "anon", Version: "1"}, nil)
+	if _, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url}, nil); err == nil {
+		t.Error("a client without a key connected")
+	}
+
+	alice := connectURL(t, s.url, bearer("alice-key"))
+	waitTools(t, alice, "counter__echo")
+	res := call(t, alice, "counter__echo", map[string]any{"text": "mine"}, "")
+	if res.IsError {
+		t.Fatalf("alice: %s", text(res))
+	}
+	aliceTask, _ := res.Meta[gateway.MetaTask].(string)
+
+	// bob presents alice's session ID: 403.
+	sid := alice.ID()
+	req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Authorization", "Bearer bob-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "another principal") {
+		t.Fatalf("bob with alice's session: %d %s", resp.StatusCode, body)
+	}
+
+	// bob names alice's task when connecting: refused.
+	c = mcp.NewClient(&mcp.Implementation{Name: "bob", Version: "1"}, nil)
+	hc := &http.Client{Transport: headerRT{headers: map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: aliceTask}}}
+	_, err = c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
+	if err == nil || !strings.Contains(err.Error(), "belongs to another principal") {
+		t.Fatalf("bob reattaching to alice's task: %v", err)
+	}
+
+	// A stateless request naming alice's task is refused by the workflow.
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.gw.Server() }, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv := httpServer(t, twoPrincipals().Guard(stateless))
+	bob := connectURL(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: aliceTask})
+	res = call(t, bob, "counter__echo", map[string]any{"text": "theirs"}, "")
+	if !res.IsError || !strings.Contains(text(res), "belongs to another principal") {
+		t.Fatalf("bob calling in alice's task: isError=%v %q", res.IsError, text(res))
+	}
+	// ...while bob's own calls work, in bob's default task.
+	bob2 := connectURL(t, srv, bearer("bob-key"))
+	res = call(t, bob2, "counter__echo", map[string]any{"text": "bob's"}, "")
+	if res.IsError || res.Meta[gateway.MetaTask] != "bob-default" {
+		t.Fatalf("bob's own call: isError=%v task=%v %s", res.IsError, res.Meta[gateway.MetaTask], text(res))
+	}
+}
+
+// httpServer serves h on a loopback test server and returns its URL.
+func httpServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
