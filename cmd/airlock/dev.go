@@ -24,6 +24,7 @@ import (
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/worker"
 	"github.com/airlock-run/airlock/workflows"
@@ -255,6 +256,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", g.Handler())
+	mux.Handle("/metrics", metrics.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ln, err := net.Listen("tcp", e.listen)
 	if err != nil {
