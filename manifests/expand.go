@@ -36,6 +36,12 @@ func (s Server) Expand(vars map[string]string) Server {
 		st.Env = expandValues(st.Env, lookup)
 		out.Stdio = &st
 	}
+	if s.PathRoots != nil {
+		out.PathRoots = slices.Clone(s.PathRoots)
+		for i, r := range out.PathRoots {
+			out.PathRoots[i] = expand(r, lookup)
+		}
+	}
 	if s.HTTP != nil {
 		h := *s.HTTP
 		h.URL = expand(h.URL, lookup)

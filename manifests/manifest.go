@@ -56,6 +56,11 @@ type Server struct {
 	// ConnectTimeout bounds one connection attempt (default 30s, see
 	// EffectiveConnectTimeout).
 	ConnectTimeout Duration `yaml:"connect_timeout,omitempty" json:"connect_timeout,omitempty"`
+
+	// PathRoots are the directories the tools' path_args must stay inside
+	// (after resolving "..", and symlinks). ${VAR} expands as in stdio.
+	// Required when any tool declares path_args.
+	PathRoots []string `yaml:"path_roots,omitempty" json:"path_roots,omitempty"`
 }
 
 // StdioServer launches the upstream as a child process speaking MCP over

@@ -37,6 +37,14 @@ func (m *Manifest) Validate() []Problem {
 	v := &validator{file: m.File, lines: m.Lines}
 	v.server(m.Server)
 	v.tools(m)
+	if len(m.Server.PathRoots) == 0 {
+		for _, name := range sortedToolNames(m) {
+			if t := m.Tools[name]; t != nil && len(t.PathArgs) > 0 {
+				v.add("server.path_roots", "is required because tools.%s declares path_args: list the directories its paths must stay inside, e.g. [\"${AIRLOCK_DATA_DIR}/sandbox\"]", name)
+				break
+			}
+		}
+	}
 	// Missing fields are reported at their parent's line, so sort to read
 	// top to bottom. Stable: problems on one line keep the order of checks.
 	sortByLine(v.problems)
@@ -161,6 +169,11 @@ func (v *validator) server(s Server) {
 			u = s.HTTP.URL
 		}
 		v.httpURL(u)
+	}
+	for i, r := range s.PathRoots {
+		if strings.TrimSpace(r) == "" {
+			v.add(fmt.Sprintf("server.path_roots[%d]", i), "is empty; name a directory, e.g. \"${AIRLOCK_DATA_DIR}/sandbox\"")
+		}
 	}
 	if v.set("server.connect_timeout", s.ConnectTimeout) && s.ConnectTimeout <= 0 {
 		v.add("server.connect_timeout", "must be positive, got %s; omit it for the default %s", s.ConnectTimeout, DefaultConnectTimeout)
@@ -364,4 +377,13 @@ func (v *validator) call(p string, c *Call, names []string) {
 			v.add(p+".args."+a, "expression is empty; write a CEL expression over args, result and before, e.g. args.path")
 		}
 	}
+}
+
+func sortedToolNames(m *Manifest) []string {
+	names := make([]string, 0, len(m.Tools))
+	for n := range m.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }

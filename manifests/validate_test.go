@@ -263,6 +263,7 @@ func TestValidate(t *testing.T) {
 			name: "empty redact and path_args entries",
 			src:  head + readTool + "    redact: [content, \"\"]\n    path_args: [\" \"]\n    required_permissions: [\"\"]\n",
 			want: []string{
+				`m.yaml:1: server.path_roots: is required because tools.read declares path_args: list the directories its paths must stay inside, e.g. ["${AIRLOCK_DATA_DIR}/sandbox"]`,
 				`m.yaml:10: tools.read.redact[1]: is empty; write an argument path such as "content" or "auth.token" or remove the entry`,
 				`m.yaml:11: tools.read.path_args[0]: is empty; write an argument name such as "path" or remove the entry`,
 				`m.yaml:12: tools.read.required_permissions[0]: is empty; write a permission name such as "filesystem.write" or remove the entry`,
@@ -320,7 +321,7 @@ func TestDecodeProblems(t *testing.T) {
 		{
 			name: "unknown field lists known ones",
 			src:  "server:\n  name: fs\n  command: npx\n",
-			want: []string{`m.yaml:3: server.command: unknown field; known fields are name, stdio, http, connect_timeout`},
+			want: []string{`m.yaml:3: server.command: unknown field; known fields are name, stdio, http, connect_timeout, path_roots`},
 		},
 		{
 			name: "loader-only field is unknown in a file",
@@ -517,5 +518,26 @@ func TestProblemError(t *testing.T) {
 	ps := manifests.Problems{tests[0].p, tests[2].p}
 	if got, want := ps.Error(), "f.yaml:3: tools.x.risk: bad\nf.yaml:3: bad"; got != want {
 		t.Errorf("Problems.Error() = %q, want %q", got, want)
+	}
+}
+
+func TestPathRootsRequiredWithPathArgs(t *testing.T) {
+	m, err := manifests.Parse("fs.yaml", []byte(`server:
+  name: fs
+  stdio: {command: x}
+tools:
+  read: {side_effects: [read], data_access_level: internal, risk: low, path_args: [path]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := m.Validate()
+	if len(ps) != 1 || ps[0].Field != "server.path_roots" || !strings.Contains(ps[0].Msg, "tools.read declares path_args") {
+		t.Fatalf("problems: %v", ps)
+	}
+	m.Server.PathRoots = []string{"/srv/data", " "}
+	ps = m.Validate()
+	if len(ps) != 1 || ps[0].Field != "server.path_roots[1]" {
+		t.Fatalf("problems with a blank root: %v", ps)
 	}
 }
