@@ -1,0 +1,398 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"cel.dev/cel-go/cel"
+
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// Input is one call to judge.
+type Input struct {
+	Principal Principal
+	Tool      Tool
+	// Args are the call's arguments, a JSON object; empty or null means {}.
+	Args json.RawMessage
+	Task Task
+}
+
+// Decision is the verdict on one call.
+type Decision struct {
+	Effect Effect
+	// Check names the step that decided (the Check* constants).
+	Check string
+	// Rule is the rule's name when Check is "rule", and when Check is
+	// "error" because a rule failed.
+	Rule string `json:",omitempty"`
+	// Reason is written for the model: what failed and what would allow
+	// the call.
+	Reason string
+	// Version is the Version of the policy that decided.
+	Version string
+	// Group and Quorum say who must approve a require_approval decision.
+	Group  string `json:",omitempty"`
+	Quorum int    `json:",omitempty"`
+}
+
+// levels orders data access levels.
+var levels = map[manifests.DataLevel]int{
+	manifests.DataPublic:       0,
+	manifests.DataInternal:     1,
+	manifests.DataConfidential: 2,
+	manifests.DataSensitive:    3,
+	manifests.DataRestricted:   4,
+}
+
+// toolFacts is what the policy knows about a tool, with the assumptions for
+// tools no manifest covers filled in.
+type toolFacts struct {
+	covered     bool
+	sideEffects []string
+	level       manifests.DataLevel
+	perms       []string
+	risk        manifests.Risk
+	idempotent  bool
+	approval    *manifests.Approval
+	pathArgs    []string
+}
+
+var uncoveredSideEffects = []string{string(manifests.SideEffectWrite)}
+
+func factsOf(t Tool) toolFacts {
+	d := t.Decl
+	if d == nil {
+		return toolFacts{sideEffects: uncoveredSideEffects, level: manifests.DataRestricted, risk: manifests.RiskHigh}
+	}
+	se := make([]string, len(d.SideEffects))
+	for i, s := range d.SideEffects {
+		se[i] = string(s)
+	}
+	return toolFacts{
+		covered:     true,
+		sideEffects: se,
+		level:       d.DataAccessLevel,
+		perms:       d.RequiredPermissions,
+		risk:        d.Risk,
+		idempotent:  d.Idempotent,
+		approval:    d.Approval,
+		pathArgs:    d.PathArgs,
+	}
+}
+
+// Decide judges one call. It never panics; see the package documentation
+// for the order of the checks.
+func (p *Policy) Decide(in Input) (d Decision) {
+	if p == nil {
+		return Decision{Effect: Deny, Check: CheckError, Reason: "denied: no policy is loaded; report this to an operator"}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			d = p.decision(Deny, CheckError, "", fmt.Sprintf("denied: internal policy error (panic: %v); report this to an operator", r))
+		}
+	}()
+	facts := factsOf(in.Tool)
+	if check, reason := gate(in.Principal, in.Task, in.Tool, facts); check != "" {
+		return p.decision(Deny, check, "", reason)
+	}
+
+	// size, json
+	if len(in.Args) > p.maxArgBytes {
+		return p.decision(Deny, CheckSize, "", fmt.Sprintf("denied: the arguments to %s are %d bytes, over the limit of %d; send less, e.g. split the content across several calls",
+			in.Tool.Name, len(in.Args), p.maxArgBytes))
+	}
+	args, reason := decodeArgs(in.Tool.Name, in.Args)
+	if reason != "" {
+		return p.decision(Deny, CheckJSON, "", reason)
+	}
+
+	// schema
+	if len(bytes.TrimSpace(in.Tool.InputSchema)) > 0 {
+		sch := p.schemas.get(in.Tool.InputSchema)
+		if err := sch.err; err != nil {
+			return p.decision(Deny, CheckSchema, "", fmt.Sprintf("denied: the input schema of %s cannot be used (%s), so its arguments cannot be checked; ask an operator to fix the upstream server's schema",
+				in.Tool.Name, clip(err.Error())))
+		}
+		if err := validateArgs(sch, args); err != nil {
+			return p.decision(Deny, CheckSchema, "", fmt.Sprintf("denied: the arguments do not match the input schema of %s: %s; fix the arguments and call again",
+				in.Tool.Name, clip(err.Error())))
+		}
+	}
+
+	// path
+	if reason := checkPaths(in.Tool, facts.pathArgs, args); reason != "" {
+		return p.decision(Deny, CheckPath, "", reason)
+	}
+
+	// rule
+	if len(p.rules) > 0 {
+		if d, ok := p.evalRules(in, facts, args); ok {
+			return d
+		}
+	}
+
+	// default
+	eff, ok := p.riskDefaults[facts.risk]
+	if !ok {
+		return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: %s has unknown risk tier %q, so there is no default decision; ask an operator to fix its manifest",
+			in.Tool.Name, facts.risk))
+	}
+	what := fmt.Sprintf("%s risk", facts.risk)
+	if !facts.covered {
+		what = "high risk (no manifest covers it)"
+	}
+	switch eff {
+	case Allow:
+		return p.decision(Allow, CheckDefault, "", fmt.Sprintf("allowed: %s is %s, which the policy allows by default", in.Tool.Name, what))
+	case RequireApproval:
+		return p.approval(CheckDefault, "", in.Tool.Name, facts, "", 0,
+			fmt.Sprintf("%s is %s, which needs approval by default", in.Tool.Name, what))
+	default:
+		return p.decision(Deny, CheckDefault, "", fmt.Sprintf("denied: %s is %s, which the policy denies by default; ask an operator for a rule that allows this call", in.Tool.Name, what))
+	}
+}
+
+// Visible reports whether tool should be listed to the principal within the
+// task: the allowlist, permission and data level checks of Decide. A tool
+// that is not visible would be denied whatever its arguments.
+func (p *Policy) Visible(pr Principal, t Task, tool Tool) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			ok = false
+		}
+	}()
+	check, _ := gate(pr, t, tool, factsOf(tool))
+	return check == ""
+}
+
+// gate runs the checks that depend only on who calls which tool in which
+// task: allowlist, permission, data level. It returns the failing check and
+// the reason, or "" when all pass.
+func gate(pr Principal, t Task, tool Tool, facts toolFacts) (check, reason string) {
+	// allowlist
+	if len(t.AllowTools) == 0 {
+		return CheckAllowlist, fmt.Sprintf("denied: task %q allows no tools; start a task whose allowlist includes %s", t.ID, tool.Name)
+	}
+	matched := false
+	for _, g := range t.AllowTools {
+		// Every glob is checked, even after a match, so that a malformed
+		// one denies whatever its position.
+		ok, err := path.Match(g, tool.Name)
+		if err != nil {
+			return CheckError, fmt.Sprintf("denied: the allowlist of task %q has a malformed pattern %q (%v); start the task again with a corrected allowlist", t.ID, g, err)
+		}
+		matched = matched || ok
+	}
+	if !matched {
+		return CheckAllowlist, fmt.Sprintf("denied: %s is not in the allowlist of task %q (%s); use a tool the task allows, or start a task whose allowlist includes it",
+			tool.Name, t.ID, clip(strings.Join(t.AllowTools, ", ")))
+	}
+
+	// permission
+	var missing []string
+	for _, need := range facts.perms {
+		if !holds(pr.Permissions, need) {
+			missing = append(missing, fmt.Sprintf("%q", need))
+		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		return CheckPermission, fmt.Sprintf("denied: principal %q lacks permission %s required by %s; ask an operator to grant it through a role", pr.Name, missing[0], tool.Name)
+	default:
+		return CheckPermission, fmt.Sprintf("denied: principal %q lacks permissions %s required by %s; ask an operator to grant them through a role", pr.Name, strings.Join(missing, ", "), tool.Name)
+	}
+
+	// data_level
+	have, ok := levels[pr.DataLevel]
+	if !ok {
+		return CheckDataLevel, fmt.Sprintf("denied: principal %q has unknown data access level %q (levels are public, internal, confidential, sensitive, restricted); ask an operator to fix the principal", pr.Name, pr.DataLevel)
+	}
+	need, ok := levels[facts.level]
+	if !ok {
+		return CheckDataLevel, fmt.Sprintf("denied: %s declares unknown data access level %q; ask an operator to fix its manifest", tool.Name, facts.level)
+	}
+	if have < need {
+		uncovered := ""
+		if !facts.covered {
+			uncovered = " (no manifest covers it, so it is treated as restricted)"
+		}
+		return CheckDataLevel, fmt.Sprintf("denied: %s handles %s data%s but principal %q is cleared only for %s; ask an operator to raise the principal's data access level",
+			tool.Name, facts.level, uncovered, pr.Name, pr.DataLevel)
+	}
+	return "", ""
+}
+
+// holds reports whether the held permissions grant need: exactly, through
+// "*", or through a "prefix.*" wildcard.
+func holds(held []string, need string) bool {
+	for _, h := range held {
+		if h == need || h == "*" {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(h, "*"); ok && strings.HasSuffix(prefix, ".") &&
+			len(need) > len(prefix) && strings.HasPrefix(need, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeArgs decodes the arguments, which must be a JSON object.
+func decodeArgs(tool string, raw json.RawMessage) (map[string]any, string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, ""
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Sprintf("denied: the arguments to %s are not valid JSON (%s); send a JSON object", tool, clip(err.Error()))
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Sprintf("denied: the arguments to %s must be a JSON object, not %s; send an object of named arguments", tool, aJSONType(v))
+	}
+	return m, ""
+}
+
+// aJSONType is jsonTypeName with its article.
+func aJSONType(v any) string {
+	n := jsonTypeName(v)
+	if n == "array" || n == "object" {
+		return "an " + n
+	}
+	return "a " + n
+}
+
+func jsonTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64, json.Number:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// evalRules runs the rules in order; ok is false when none matched.
+func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Decision, bool) {
+	act, err := cel.NewActivation(map[string]any{
+		"principal": celPrincipal{
+			Name:        in.Principal.Name,
+			Roles:       in.Principal.Roles,
+			Permissions: in.Principal.Permissions,
+			DataLevel:   string(in.Principal.DataLevel),
+			SlackUserID: in.Principal.SlackUserID,
+		},
+		"tool": celTool{
+			Name:                in.Tool.Name,
+			Server:              in.Tool.Server,
+			Upstream:            in.Tool.Upstream,
+			SideEffects:         facts.sideEffects,
+			DataAccessLevel:     string(facts.level),
+			RequiredPermissions: facts.perms,
+			Risk:                string(facts.risk),
+			Idempotent:          facts.idempotent,
+			Covered:             facts.covered,
+		},
+		"task": celTask{
+			ID:             in.Task.ID,
+			Calls:          int64(in.Task.Calls),
+			ElapsedSeconds: in.Task.Elapsed.Seconds(),
+		},
+		"args": args,
+	})
+	if err != nil {
+		return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: the policy rules cannot see this call (%v); report this to an operator", err)), true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ruleEvalTimeout)
+	defer cancel()
+	for _, r := range p.rules {
+		matched, err := evalRule(ctx, r.prg, act)
+		if err != nil {
+			return p.decision(Deny, CheckError, r.Name, fmt.Sprintf("denied: policy rule %q could not be evaluated for this call (%s); if the rule expects an argument this call lacks, supply it, otherwise ask an operator to fix the rule",
+				r.Name, clip(err.Error()))), true
+		}
+		if !matched {
+			continue
+		}
+		switch r.Effect {
+		case Allow:
+			return p.decision(Allow, CheckRule, r.Name, withReason(fmt.Sprintf("allowed by policy rule %q", r.Name), r.Reason)), true
+		case RequireApproval:
+			return p.approval(CheckRule, r.Name, in.Tool.Name, facts, r.Group, r.Quorum,
+				withReason(fmt.Sprintf("policy rule %q requires approval", r.Name), r.Reason)), true
+		default:
+			why := r.Reason
+			if why == "" {
+				why = "ask an operator if this call is needed"
+			}
+			return p.decision(Deny, CheckRule, r.Name, fmt.Sprintf("denied by policy rule %q: %s", r.Name, why)), true
+		}
+	}
+	return Decision{}, false
+}
+
+func withReason(s, reason string) string {
+	if reason == "" {
+		return s
+	}
+	return s + ": " + reason
+}
+
+// approval builds a require_approval decision, choosing the approver group
+// and quorum: the rule's group, else the manifest's, else the policy's
+// fallback group. Without any group the call is denied.
+func (p *Policy) approval(check, rule, tool string, facts toolFacts, group string, quorum int, why string) Decision {
+	switch {
+	case group != "":
+	case facts.approval != nil && strings.TrimSpace(facts.approval.Group) != "":
+		group = facts.approval.Group
+		if quorum == 0 {
+			quorum = facts.approval.EffectiveQuorum()
+		}
+	case p.approvalGrp != "":
+		group = p.approvalGrp
+	default:
+		return p.decision(Deny, CheckError, rule, fmt.Sprintf("denied: %s, but no approver group is configured (not by the rule, the tool's manifest, nor the policy's approval_group), so nobody could approve it; ask an operator to name an approver group", why))
+	}
+	if quorum < 1 {
+		quorum = 1
+	}
+	d := p.decision(RequireApproval, check, rule, fmt.Sprintf("%s; waiting for %d approval(s) from group %q", why, quorum, group))
+	d.Group, d.Quorum = group, quorum
+	return d
+}
+
+func (p *Policy) decision(e Effect, check, rule, reason string) Decision {
+	return Decision{Effect: e, Check: check, Rule: rule, Reason: reason, Version: p.version}
+}
+
+// maxReasonPart bounds text that comes from the call (paths, validator and
+// evaluator errors that quote the arguments) inside a reason.
+const maxReasonPart = 400
+
+func clip(s string) string {
+	if len(s) <= maxReasonPart {
+		return s
+	}
+	cut := maxReasonPart
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,123 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"reflect"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/ext"
+)
+
+// Limits on rule evaluation. The cost limit is what bounds a rule in
+// practice and is deterministic; the timeout is a backstop against a cost
+// model that underestimates, and only it can make Decide depend on the
+// machine's speed.
+const (
+	ruleCostLimit   = 100_000
+	ruleEvalTimeout = 100 * time.Millisecond
+	// ruleMaxExprBytes bounds the text of one rule.
+	ruleMaxExprBytes = 16 << 10
+)
+
+// The CEL variables of a rule. They are Go structs exposed through
+// ext.NativeTypes, so that the checker knows their fields: a misspelt field
+// (principal.rol) is a compile error rather than a runtime deny.
+//
+//	principal {name, roles, permissions, data_level, slack_user_id}
+//	tool      {name, server, upstream, side_effects, data_access_level,
+//	           required_permissions, risk, idempotent, covered}
+//	args      map(string, dyn): the call's arguments as decoded JSON
+//	          (numbers are doubles)
+//	task      {id, calls, elapsed_seconds}
+//
+// tool.covered is false for a tool no manifest covers; its other fields then
+// hold the values assumed for such tools (write, high, restricted).
+type celPrincipal struct {
+	Name        string   `cel:"name"`
+	Roles       []string `cel:"roles"`
+	Permissions []string `cel:"permissions"`
+	DataLevel   string   `cel:"data_level"`
+	SlackUserID string   `cel:"slack_user_id"`
+}
+
+type celTool struct {
+	Name                string   `cel:"name"`
+	Server              string   `cel:"server"`
+	Upstream            string   `cel:"upstream"`
+	SideEffects         []string `cel:"side_effects"`
+	DataAccessLevel     string   `cel:"data_access_level"`
+	RequiredPermissions []string `cel:"required_permissions"`
+	Risk                string   `cel:"risk"`
+	Idempotent          bool     `cel:"idempotent"`
+	Covered             bool     `cel:"covered"`
+}
+
+type celTask struct {
+	ID             string  `cel:"id"`
+	Calls          int64   `cel:"calls"`
+	ElapsedSeconds float64 `cel:"elapsed_seconds"`
+}
+
+// celTypeName is the name ext.NativeTypes gives a Go struct: the last
+// element of its package path, a dot, the type name.
+func celTypeName(t reflect.Type) string { return path.Base(t.PkgPath()) + "." + t.Name() }
+
+func newEnv() (*cel.Env, error) {
+	pt, tt, kt := reflect.TypeFor[celPrincipal](), reflect.TypeFor[celTool](), reflect.TypeFor[celTask]()
+	return cel.NewEnv(
+		ext.NativeTypes(pt, tt, kt, ext.ParseStructTags(true)),
+		cel.Variable("principal", cel.ObjectType(celTypeName(pt))),
+		cel.Variable("tool", cel.ObjectType(celTypeName(tt))),
+		cel.Variable("task", cel.ObjectType(celTypeName(kt))),
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		// args.?path.orValue("")
+		cel.OptionalTypes(),
+		// task.elapsed_seconds > 60 (a double against an int literal)
+		cel.CrossTypeNumericComparisons(true),
+		cel.ParserExpressionSizeLimit(ruleMaxExprBytes),
+	)
+}
+
+type compiledRule struct {
+	Rule
+	prg cel.Program
+}
+
+// compileRule parses and type-checks one condition, which must be a bool.
+func compileRule(env *cel.Env, expr string) (cel.Program, error) {
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	if !ast.OutputType().IsExactType(cel.BoolType) {
+		return nil, fmt.Errorf("condition is of type %s, not bool; compare it, e.g. args.?force.orValue(false) == true", ast.OutputType())
+	}
+	return env.Program(ast,
+		cel.EvalOptions(cel.OptOptimize),
+		cel.CostLimit(ruleCostLimit),
+		cel.InterruptCheckFrequency(100),
+	)
+}
+
+// evalRule evaluates one rule's condition. A panic inside cel-go is turned
+// into an error so that it denies like any other evaluation failure.
+func evalRule(ctx context.Context, prg cel.Program, act any) (matched bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			matched, err = false, fmt.Errorf("internal error in the CEL evaluator: %v", r)
+		}
+	}()
+	out, _, err := prg.ContextEval(ctx, act)
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.Value().(bool)
+	if !ok {
+		return false, errors.New("condition did not produce a bool")
+	}
+	return b, nil
+}
