@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
 )
 
@@ -52,6 +53,10 @@ var _ ToolCaller = (*upstream.Pool)(nil)
 // Activities holds the dependencies of every activity.
 type Activities struct {
 	Tools ToolCaller
+	// Policy and Catalog judge calls (Decide). Without them Decide fails
+	// and the workflow denies every call: fail closed.
+	Policy  *policy.Policy
+	Catalog ToolCatalog
 	// HeartbeatEvery is how often a running call heartbeats (default 2s).
 	HeartbeatEvery time.Duration
 }

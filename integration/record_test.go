@@ -16,6 +16,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
 	"github.com/airlock-run/airlock/workflows"
@@ -24,8 +25,8 @@ import (
 var record = flag.Bool("record", false, "write the recorded histories to workflows/testdata (see README)")
 
 // TestRecordHistory runs an AgentTask through every path of the call
-// pipeline on the real server (ok, tool error, unavailable upstream, limit,
-// continue-as-new, finish), then replays its histories against the current
+// pipeline on the real server (ok, tool error, unavailable upstream, policy
+// denial, limit, continue-as-new, finish), then replays its histories against the current
 // workflow code. With -record it also writes them to workflows/testdata,
 // where workflows' replay test keeps checking them.
 func TestRecordHistory(t *testing.T) {
@@ -41,14 +42,17 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{counter, down}})
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{counter, down}, policy: &policy.Config{Rules: []policy.Rule{
+		{Name: "no-secrets", When: `args.?text.orValue("") == "secret"`, Effect: policy.Deny, Reason: "secrets stay out of tools"},
+	}}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__echo")
 
 	ctx := context.Background()
 	taskID := "record-agent-task"
 	in := workflows.TaskInput{TaskID: taskID, Principal: "recorder",
-		Limits: workflows.Limits{MaxCalls: 4, IdleTimeout: time.Hour, ContinueAsNewAfter: 2}}
+		Identity: &workflows.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*", "down__*"}},
+		Limits:   workflows.Limits{MaxCalls: 5, IdleTimeout: time.Hour, ContinueAsNewAfter: 2}}
 	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.DefaultTaskQueue}, workflows.AgentTaskName, in)
 	if err != nil {
 		t.Fatal(err)
@@ -61,9 +65,10 @@ tools:
 		// continue-as-new happens here (ContinueAsNewAfter: 2)
 		{CallID: "c3", Tool: "down__echo", Server: "down", UpstreamTool: "echo", Arguments: json.RawMessage(`{}`), Spec: spec},
 		{CallID: "c4", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"again"}`), Spec: spec},
-		{CallID: "c5", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"over"}`), Spec: spec},
+		{CallID: "c5", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"secret"}`), Spec: spec},
+		{CallID: "c6", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"over"}`), Spec: spec},
 	}
-	want := []workflows.Outcome{workflows.OutcomeOK, workflows.OutcomeToolError, workflows.OutcomeUnavailable, workflows.OutcomeOK, workflows.OutcomeLimit}
+	want := []workflows.Outcome{workflows.OutcomeOK, workflows.OutcomeToolError, workflows.OutcomeUnavailable, workflows.OutcomeOK, workflows.OutcomeDenied, workflows.OutcomeLimit}
 	for i, c := range calls {
 		var res workflows.CallResult
 		deadline := time.Now().Add(30 * time.Second)
@@ -93,7 +98,7 @@ tools:
 	if err := s.client.GetWorkflow(ctx, taskID, "").Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.State != workflows.StateFinished || out.Calls != 4 {
+	if out.State != workflows.StateFinished || out.Calls != 5 {
 		t.Fatalf("task result %+v", out)
 	}
 
@@ -113,7 +118,7 @@ tools:
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(repoRoot(), "workflows", "testdata", fmt.Sprintf("agent_task_v1_run%d.json", i))
+			path := filepath.Join(repoRoot(), "workflows", "testdata", fmt.Sprintf("agent_task_v2_run%d.json", i))
 			if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 				t.Fatal(err)
 			}

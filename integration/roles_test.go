@@ -47,14 +47,14 @@ tools:
 	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\ntemporal: {namespace: prod-like, task_queue: airlock-roles}\n"+identityYAML)
 	cfg := filepath.Join(dir, "airlock.yaml")
 
-	worker := exec.Command(bin, "worker", "--config", cfg)
+	worker := exec.Command(bin, "worker", "--config", cfg, "--data-dir", filepath.Join(dir, "worker-data"))
 	worker.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.HostPort())
 	wout := &lockedWriter{w: new(bytes.Buffer)}
 	worker.Stdout, worker.Stderr = wout, wout
 	startProc(t, worker, wout)
 
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	gw := exec.Command(bin, "gateway", "--config", cfg, "--temporal-address", srv.HostPort(), "--listen", listen)
+	gw := exec.Command(bin, "gateway", "--config", cfg, "--temporal-address", srv.HostPort(), "--listen", listen, "--data-dir", filepath.Join(dir, "gateway-data"))
 	gw.Env = append(os.Environ(), "TEMPORAL_ADDRESS=")
 	gout := &lockedWriter{w: new(bytes.Buffer)}
 	gw.Stdout, gw.Stderr = gout, gout

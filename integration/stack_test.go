@@ -28,6 +28,8 @@ import (
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/pin"
+	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
@@ -106,6 +108,10 @@ func loadExample(t testing.TB, name, pkg string, args []string, env map[string]s
 		t.Fatalf("example manifest %s: %v", name, err)
 	}
 	m.Server.Stdio = &manifests.StdioServer{Command: "node", Args: append([]string{npmServer(pkg)}, args...), Env: env}
+	if len(m.Server.PathRoots) > 0 {
+		// The example confines paths to the directories the server serves.
+		m.Server.PathRoots = args
+	}
 	return m
 }
 
@@ -151,6 +157,12 @@ type stackOptions struct {
 	maxCalls  int
 	// directory, when set, makes the gateway authenticate callers.
 	directory *identity.Directory
+	// pins, when set, makes the gateway block tools whose definition
+	// changed since it was pinned.
+	pins *pin.Store
+	// policy judges calls (default: an empty policy, so the risk tiers
+	// decide: high and critical tools need approval and are refused).
+	policy *policy.Config
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -193,7 +205,16 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	s.pool.Start(ctx)
 	t.Cleanup(func() { _ = s.pool.Close() })
 
-	s.worker = worker.New(c, &activities.Activities{Tools: s.pool}, worker.Options{})
+	pc := policy.Config{}
+	if o.policy != nil {
+		pc = *o.policy
+	}
+	pol, err := policy.Compile(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.worker = worker.New(c, &activities.Activities{Tools: s.pool, Policy: pol,
+		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +222,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	gwMu.Lock()
 	s.gw = gateway.New(gateway.Options{
-		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory,
+		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins,
 		MaxCalls: o.maxCalls, IdleTimeout: time.Hour, Logger: log,
 	})
 	gwMu.Unlock()

@@ -26,7 +26,11 @@ func TestExamplesLoad(t *testing.T) {
 	}
 }
 
-var registerToolRE = regexp.MustCompile(`registerTool\(\s*"([^"]+)"`)
+var (
+	registerToolRE     = regexp.MustCompile(`registerTool\(\s*"([^"]+)"`)
+	registerResourceRE = regexp.MustCompile(`\.(registerResource|resource)\(`)
+	registerPromptRE   = regexp.MustCompile(`\.(registerPrompt|prompt)\(`)
+)
 
 // TestExamplesMatchUpstream checks each example against the JavaScript of
 // the npm server it describes (installed by npm ci from package.json): every
@@ -61,6 +65,19 @@ func TestExamplesMatchUpstream(t *testing.T) {
 			sort.Strings(declared)
 			if diff := cmp.Diff(upstream, declared); diff != "" {
 				t.Errorf("tools (-in %s +in %s):\n%s", tt.source, tt.manifest, diff)
+			}
+			// A resources or prompts block exactly when the server offers them.
+			for _, kind := range []struct {
+				name     string
+				offered  bool
+				declared bool
+			}{
+				{"resources", registerResourceRE.MatchString(string(src)), m.Resources != nil},
+				{"prompts", registerPromptRE.MatchString(string(src)), m.Prompts != nil},
+			} {
+				if kind.offered != kind.declared {
+					t.Errorf("%s: the server offers %s: %v, the manifest has a %s block: %v", tt.manifest, kind.name, kind.offered, kind.name, kind.declared)
+				}
 			}
 		})
 	}

@@ -41,6 +41,24 @@ type Manifest struct {
 	// upstream offers but that are not listed here are not exposed unless the
 	// configuration says so (fail closed).
 	Tools map[string]*Tool `yaml:"tools" json:"tools"`
+
+	// Resources, when set, exposes the upstream's resources and resource
+	// templates (URIs unchanged) to principals cleared for its data access
+	// level. Absent, the upstream's resources are not exposed (fail closed).
+	Resources *Passthrough `yaml:"resources,omitempty" json:"resources,omitempty"`
+
+	// Prompts, when set, exposes the upstream's prompts, named
+	// "<server>__<prompt>", to principals cleared for its data access level.
+	// Absent, the upstream's prompts are not exposed (fail closed).
+	Prompts *Passthrough `yaml:"prompts,omitempty" json:"prompts,omitempty"`
+}
+
+// Passthrough declares that a kind of upstream content other than tools
+// (resources, prompts) passes through the gateway, and who may see it.
+type Passthrough struct {
+	// DataAccessLevel is the least level a principal needs to list, read,
+	// get or subscribe to what the block covers.
+	DataAccessLevel DataLevel `yaml:"data_access_level" json:"data_access_level"`
 }
 
 // Server says where the tools of a manifest live. Exactly one of Stdio and

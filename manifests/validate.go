@@ -37,6 +37,8 @@ func (m *Manifest) Validate() []Problem {
 	v := &validator{file: m.File, lines: m.Lines}
 	v.server(m.Server)
 	v.tools(m)
+	v.passthrough("resources", m.Resources, "resources")
+	v.passthrough("prompts", m.Prompts, "prompts")
 	if len(m.Server.PathRoots) == 0 {
 		for _, name := range sortedToolNames(m) {
 			if t := m.Tools[name]; t != nil && len(t.PathArgs) > 0 {
@@ -200,7 +202,10 @@ func (v *validator) httpURL(raw string) {
 
 func (v *validator) tools(m *Manifest) {
 	if len(m.Tools) == 0 {
-		v.add("tools", "no tools declared; declare each upstream tool to expose (tools not listed are not exposed)")
+		// A manifest may expose only resources or prompts.
+		if m.Resources == nil && m.Prompts == nil && !v.lines.Has("resources") && !v.lines.Has("prompts") {
+			v.add("tools", "no tools declared; declare each upstream tool to expose (tools not listed are not exposed)")
+		}
 		return
 	}
 	names := sortedTools(m)
@@ -386,4 +391,15 @@ func sortedToolNames(m *Manifest) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// passthrough checks a resources or prompts block.
+func (v *validator) passthrough(p string, b *Passthrough, what string) {
+	if b == nil {
+		if v.lines.Has(p) {
+			v.add(p, "is empty; set data_access_level (who may see the upstream's %s), or remove %s to keep them hidden", what, p)
+		}
+		return
+	}
+	oneOf(v, p+".data_access_level", b.DataAccessLevel, "data access level", dataLevels)
 }

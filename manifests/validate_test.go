@@ -326,7 +326,7 @@ func TestDecodeProblems(t *testing.T) {
 		{
 			name: "loader-only field is unknown in a file",
 			src:  "file: x.yaml\n" + head + readTool,
-			want: []string{`m.yaml:1: file: unknown field; known fields are server, tools`},
+			want: []string{`m.yaml:1: file: unknown field; known fields are server, tools, resources, prompts`},
 		},
 		{
 			name: "bare number duration",

@@ -55,6 +55,7 @@ type Registry interface {
 func Register(r Registry, acts *activities.Activities) {
 	RegisterWorkflows(r)
 	r.RegisterActivityWithOptions(acts.CallTool, activity.RegisterOptions{Name: activities.CallToolName})
+	r.RegisterActivityWithOptions(acts.Decide, activity.RegisterOptions{Name: activities.DecideName})
 }
 
 // WorkflowRegistry takes workflow registrations (workers and replayers).

@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/manifests"
 )
 
 // recentKept is how many finished calls the task remembers (with results,
@@ -223,7 +225,7 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 	// with its recorded result instead of running again.
 	for _, r := range t.recent {
 		if r.CallID == req.CallID {
-			return CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts}, nil
+			return CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision}, nil
 		}
 	}
 	started := workflow.Now(ctx)
@@ -248,16 +250,65 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 		_ = workflow.UpsertTypedSearchAttributes(ctx, SATools.ValueSet(slices.Clone(t.toolsUsed)))
 	}
 
+	// 1 policy decision (versioned: histories from before it replay).
+	var decision *Decision
+	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) >= 1 {
+		d := t.decide(ctx, req, started)
+		decision = &d
+		if d.Effect != string(policy.Allow) {
+			reason := d.Reason
+			if d.Effect == string(policy.RequireApproval) {
+				reason = fmt.Sprintf("%s needs approval by %q (quorum %d) under policy %s, and this airlock has no approval path yet; ask an operator to allow the call by a rule or run it another way", req.Tool, d.Group, max(d.Quorum, 1), d.PolicyVersion)
+				if d.Reason != "" {
+					reason += ". Policy said: " + d.Reason
+				}
+			}
+			t.lastActivity = workflow.Now(ctx)
+			return t.record(req, started, t.lastActivity, CallResult{Outcome: OutcomeDenied, Reason: reason, Decision: decision}), nil
+		}
+	}
+
+	// 4 execute
 	res := t.execute(ctx, req)
+	res.Decision = decision
 	t.lastActivity = workflow.Now(ctx)
 	return t.record(req, started, t.lastActivity, res), nil
+}
+
+// changePolicyDecision versions the policy decision step of the pipeline.
+const changePolicyDecision = "policy-decision"
+
+// decide runs the policy decision as a local activity. Any failure to
+// decide denies.
+func (t *task) decide(ctx workflow.Context, req CallRequest, now time.Time) Decision {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeInternal}},
+	})
+	in := activities.DecideInput{
+		TaskID: t.in.TaskID, Tool: req.Tool, Arguments: req.Arguments,
+		Calls: t.calls - 1, Elapsed: now.Sub(t.startedAt),
+		Principal: policy.Principal{Name: t.in.Principal},
+	}
+	if id := t.in.Identity; id != nil {
+		in.Principal = policy.Principal{Name: id.Name, Roles: id.Roles, Permissions: id.Permissions,
+			DataLevel: manifests.DataLevel(id.DataLevel), SlackUserID: id.SlackUserID}
+		in.AllowTools = id.AllowTools
+	}
+	var d policy.Decision
+	if err := workflow.ExecuteLocalActivity(lctx, activities.DecideName, in).Get(ctx, &d); err != nil {
+		return Decision{Effect: string(policy.Deny), Check: policy.CheckError,
+			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}
+	}
+	return Decision{Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, Reason: d.Reason,
+		PolicyVersion: d.Version, Group: d.Group, Quorum: d.Quorum}
 }
 
 func (t *task) record(req CallRequest, started, finished time.Time, res CallResult) CallResult {
 	res.CallID, res.Tool = req.CallID, req.Tool
 	t.recent = append(t.recent, CallRecord{
 		CallID: req.CallID, Tool: req.Tool, Outcome: res.Outcome, Reason: res.Reason,
-		Started: started, Finished: finished, Attempts: res.Attempts, Result: res.Result,
+		Started: started, Finished: finished, Attempts: res.Attempts, Result: res.Result, Decision: res.Decision,
 	})
 	if len(t.recent) > recentKept {
 		t.recent = slices.Delete(t.recent, 0, len(t.recent)-recentKept)

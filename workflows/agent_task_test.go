@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // fakeTools is a scripted CallTool activity: each call takes the next
@@ -55,9 +56,27 @@ func appErr(kind string) error {
 }
 
 type harness struct {
-	t     *testing.T
-	env   *testsuite.TestWorkflowEnvironment
-	tools *fakeTools
+	t      *testing.T
+	env    *testsuite.TestWorkflowEnvironment
+	tools  *fakeTools
+	policy *fakePolicy
+}
+
+// fakePolicy is a scripted Decide activity: it allows unless decide is set.
+type fakePolicy struct {
+	mu     sync.Mutex
+	decide func(activities.DecideInput) (policy.Decision, error)
+	seen   []activities.DecideInput
+}
+
+func (f *fakePolicy) Decide(_ context.Context, in activities.DecideInput) (policy.Decision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen = append(f.seen, in)
+	if f.decide == nil {
+		return policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault, Version: "v-test"}, nil
+	}
+	return f.decide(in)
 }
 
 func newHarness(t *testing.T, script ...func(activities.CallToolInput) (activities.CallToolOutput, error)) *harness {
@@ -65,9 +84,11 @@ func newHarness(t *testing.T, script ...func(activities.CallToolInput) (activiti
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	f := &fakeTools{script: script}
+	p := &fakePolicy{}
 	env.RegisterWorkflowWithOptions(AgentTask, workflow.RegisterOptions{Name: AgentTaskName})
 	env.RegisterActivityWithOptions(f.CallTool, activity.RegisterOptions{Name: activities.CallToolName})
-	return &harness{t: t, env: env, tools: f}
+	env.RegisterActivityWithOptions(p.Decide, activity.RegisterOptions{Name: activities.DecideName})
+	return &harness{t: t, env: env, tools: f, policy: p}
 }
 
 func req(id string, idempotent bool) CallRequest {
@@ -377,5 +398,58 @@ func TestCallsDuringContinueAsNewAreRejectedForRetry(t *testing.T) {
 	}
 	if h.tools.calls() != 2 {
 		t.Fatalf("activity ran %d times, want 2 (c1 twice, c2 never)", h.tools.calls())
+	}
+}
+
+func TestPolicyDecisions(t *testing.T) {
+	tests := []struct {
+		name       string
+		decide     func(activities.DecideInput) (policy.Decision, error)
+		want       Outcome
+		wantReason string
+		ran        bool
+	}{
+		{name: "allow runs the tool", want: OutcomeOK, ran: true},
+		{name: "deny names the rule", decide: func(activities.DecideInput) (policy.Decision, error) {
+			return policy.Decision{Effect: policy.Deny, Check: policy.CheckRule, Rule: "no-env", Reason: "denied by rule no-env: .env files hold secrets", Version: "v1"}, nil
+		}, want: OutcomeDenied, wantReason: "rule no-env"},
+		{name: "require approval is refused until approvals exist", decide: func(activities.DecideInput) (policy.Decision, error) {
+			return policy.Decision{Effect: policy.RequireApproval, Check: policy.CheckDefault, Group: "ops", Quorum: 2, Version: "v1"}, nil
+		}, want: OutcomeDenied, wantReason: `needs approval by "ops" (quorum 2)`},
+		{name: "a policy that cannot decide denies", decide: func(activities.DecideInput) (policy.Decision, error) {
+			return policy.Decision{}, temporal.NewNonRetryableApplicationError("no policy loaded", activities.ErrTypeInternal, nil)
+		}, want: OutcomeDenied, wantReason: "could not be evaluated"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.policy.decide = tc.decide
+			in := baseInput()
+			in.Identity = &Identity{Name: "alice", Roles: []string{"dev"}, Permissions: []string{"fs.read"}, DataLevel: "internal", AllowTools: []string{"fs__*"}}
+			var first, res CallResult
+			h.callAt(time.Second, req("c0", false), &first, nil)
+			h.callAt(time.Minute, req("c1", false), &res, nil)
+			h.finishAt(time.Hour - time.Minute)
+			h.run(in)
+			if res.Outcome != tc.want || !strings.Contains(res.Reason, tc.wantReason) {
+				t.Fatalf("outcome %q reason %q; want %q containing %q", res.Outcome, res.Reason, tc.want, tc.wantReason)
+			}
+			if res.Decision == nil || (tc.decide != nil && res.Decision.Effect == string(policy.Allow)) {
+				t.Fatalf("decision not recorded: %+v", res.Decision)
+			}
+			if ran := h.tools.calls() == 2; ran != tc.ran && tc.want != OutcomeDenied {
+				t.Fatalf("tool ran=%v", ran)
+			}
+			if tc.want == OutcomeDenied && h.tools.calls() != 0 && tc.decide != nil {
+				// c0 is judged by the same script: nothing may have run.
+				t.Fatalf("a denied call ran the tool (%d runs)", h.tools.calls())
+			}
+			// The decision saw the task's identity and facts.
+			seen := h.policy.seen[len(h.policy.seen)-1]
+			if seen.Principal.Name != "alice" || seen.Principal.DataLevel != "internal" || !cmp.Equal(seen.AllowTools, []string{"fs__*"}) ||
+				seen.Tool != "fs__read" || seen.Calls != 1 || seen.Elapsed != time.Minute || string(seen.Arguments) != `{"path":"/a"}` {
+				t.Fatalf("decide input %+v", seen)
+			}
+		})
 	}
 }

@@ -104,7 +104,23 @@ const (
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeFailed: airlock failed to run the call (internal error).
 	OutcomeFailed Outcome = "failed"
+	// OutcomeDenied: policy did not let the call run.
+	OutcomeDenied Outcome = "denied"
 )
+
+// Decision is the policy decision recorded with a call.
+type Decision struct {
+	Effect string
+	// Check is the step that decided (allowlist, permission, data_level,
+	// size, json, schema, path, rule, default, error).
+	Check  string
+	Rule   string `json:",omitempty"`
+	Reason string `json:",omitempty"`
+	// PolicyVersion identifies the policy that decided.
+	PolicyVersion string
+	Group         string `json:",omitempty"`
+	Quorum        int    `json:",omitempty"`
+}
 
 // CallResult is the answer to a CallRequest.
 type CallResult struct {
@@ -116,6 +132,8 @@ type CallResult struct {
 	// Result is the upstream's CallToolResult JSON (ok and tool_error).
 	Result   json.RawMessage `json:",omitempty"`
 	Attempts int
+	// Decision is the policy decision (nil in calls before policy existed).
+	Decision *Decision `json:",omitempty"`
 }
 
 // CallRecord is the short trace of a call kept in the task state.
@@ -127,6 +145,7 @@ type CallRecord struct {
 	Started  time.Time
 	Finished time.Time
 	Attempts int
+	Decision *Decision `json:",omitempty"`
 	// result is kept for dedup of retried call IDs across continue-as-new.
 	Result json.RawMessage `json:",omitempty"`
 }

@@ -205,7 +205,10 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	s.stops = append(s.stops, func() { _ = s.pool.Close() })
 
 	if r.worker {
-		w := worker.New(c, &activities.Activities{Tools: s.pool}, worker.Options{TaskQueue: e.tq})
+		acts := &activities.Activities{Tools: s.pool, Policy: e.snap.Policy,
+			Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered)}
+		w := worker.New(c, acts, worker.Options{TaskQueue: e.tq})
+		e.log.Info().Str("policy", e.snap.Policy.Version()).Int("rules", len(e.snap.Config.Policy.Rules)).Msg("policy loaded")
 		if err := w.Start(); err != nil {
 			return s, fmt.Errorf("starting worker: %w", err)
 		}
@@ -231,6 +234,10 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		local = p
 	}
 	s.dir = dir
+	pins, err := openPins(e)
+	if err != nil {
+		return s, err
+	}
 	g := gateway.New(gateway.Options{
 		Directory:       dir,
 		Local:           local,
@@ -239,6 +246,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		Manifests:       e.snap.Manifests,
 		Upstreams:       s.pool,
 		ExposeUncovered: cfg.ExposeUncovered,
+		Pins:            pins,
 		MaxCalls:        cfg.Task.MaxCalls,
 		DeadlineAfter:   cfg.Task.Deadline.D(),
 		IdleTimeout:     cfg.Task.IdleTimeout.D(),

@@ -13,10 +13,20 @@ import (
 
 const manifestsUsage = `Usage:
   airlock manifests validate [--config airlock.yaml] [MANIFEST.yaml ...]
+  airlock manifests pin      [--config airlock.yaml] SERVER [TOOL]
+  airlock manifests scan     [--config airlock.yaml] [--out FILE] SERVER
+  airlock manifests scan     --name NAME --command "npx -y PKG" | --url URL
 
-Checks the configuration and every manifest it names (or only the files
-given) and prints each problem as file:line: field: what is wrong and how to
-fix it. Exits 1 if there is any problem.
+validate checks the configuration and every manifest it names (or only the
+files given) and prints each problem as file:line: field: what is wrong and
+how to fix it. Exits 1 if there is any problem.
+
+pin shows how an upstream's tool definitions differ from their pins and
+accepts the current ones (a changed tool is blocked until then).
+
+scan lists an upstream's tools and writes a manifest skeleton to review.
+
+Run "airlock manifests pin -h" or "airlock manifests scan -h" for more.
 `
 
 func runManifests(args []string, stdout, stderr io.Writer) int {
@@ -29,6 +39,10 @@ func runManifests(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	switch args[0] {
+	case "pin":
+		return runPin(args[1:], stdout, stderr)
+	case "scan":
+		return runScan(args[1:], stdout, stderr)
 	case "validate":
 		fs := flag.NewFlagSet("airlock manifests validate", flag.ContinueOnError)
 		fs.SetOutput(stderr)

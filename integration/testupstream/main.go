@@ -3,10 +3,17 @@
 // a side-effect log (append is declared non-idempotent, put idempotent), and
 // a tool returning every content type. It serves stdio, or streamable HTTP
 // with -http.
+//
+// For the tool-pinning tests its definitions can change: ECHO_DESCRIPTION
+// sets echo's description at start, and TOOLS_FILE names a JSON file,
+// re-read every 100ms, whose {"echo_description": "...", "extra_tools":
+// ["name", ...]} re-registers echo with that description and adds echo-like
+// tools, notifying clients (tools/list_changed) as a live server would.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -85,12 +92,47 @@ func effect(tool string) mcp.ToolHandlerFor[effectIn, effectOut] {
 	}
 }
 
-func newServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "testupstream", Version: "1"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo text back.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+// addEcho registers an echo tool under name with description.
+func addEcho(s *mcp.Server, name, description string) {
+	mcp.AddTool(s, &mcp.Tool{Name: name, Description: description, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
+}
+
+// toolsFile is the content of TOOLS_FILE.
+type toolsFile struct {
+	EchoDescription string   `json:"echo_description"`
+	ExtraTools      []string `json:"extra_tools"`
+}
+
+// applyToolsFile applies TOOLS_FILE if it changed since last.
+func applyToolsFile(s *mcp.Server, path string, last *string) {
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) == *last {
+		return
+	}
+	*last = string(b)
+	var tf toolsFile
+	if err := json.Unmarshal(b, &tf); err != nil {
+		log.Printf("TOOLS_FILE %s: %v", path, err)
+		return
+	}
+	if tf.EchoDescription != "" {
+		addEcho(s, "echo", tf.EchoDescription)
+	}
+	for _, name := range tf.ExtraTools {
+		addEcho(s, name, "Echo text back (added later).")
+	}
+}
+
+func newServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "testupstream", Version: "1"}, nil)
+	desc := os.Getenv("ECHO_DESCRIPTION")
+	if desc == "" {
+		desc = "Echo text back."
+	}
+	addEcho(s, "echo", desc)
 	mcp.AddTool(s, &mcp.Tool{Name: "append", Description: "Append a record (not idempotent)."}, effect("append"))
 	mcp.AddTool(s, &mcp.Tool{Name: "put", Description: "Put a record (idempotent)."}, effect("put"))
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always reports a tool error."},
@@ -117,6 +159,17 @@ func main() {
 	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
 	flag.Parse()
 	s := newServer()
+	if path := os.Getenv("TOOLS_FILE"); path != "" {
+		// As it is at start, then whenever it changes.
+		var last string
+		applyToolsFile(s, path, &last)
+		go func() {
+			for {
+				time.Sleep(100 * time.Millisecond)
+				applyToolsFile(s, path, &last)
+			}
+		}()
+	}
 	if *addr != "" {
 		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 		log.Fatal(http.ListenAndServe(*addr, h))

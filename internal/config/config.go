@@ -4,10 +4,14 @@
 // which needs both.
 //
 // It reads files only; it never logs and never dials anything. It imports
-// only package manifests and the standard library.
+// packages manifests and policy (to compile the rules at load) and the
+// standard library.
 package config
 
-import "github.com/airlock-run/airlock/manifests"
+import (
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/manifests"
+)
 
 // Config is the airlock configuration file.
 type Config struct {
@@ -28,6 +32,11 @@ type Config struct {
 	// conservative defaults (write side effects, high risk, not idempotent).
 	// Default false: fail closed.
 	ExposeUncovered bool `yaml:"expose_uncovered,omitempty"`
+
+	// PinsFile is where the pinned hashes of upstream tool definitions are
+	// kept (see package pin and `airlock manifests pin`). Relative paths
+	// are relative to this file. Default "<data_dir>/pins.json".
+	PinsFile string `yaml:"pins_file,omitempty"`
 
 	Temporal Temporal `yaml:"temporal,omitempty"`
 	Task     Task     `yaml:"task,omitempty"`
@@ -110,4 +119,6 @@ type Task struct {
 type Snapshot struct {
 	Config    *Config
 	Manifests []*manifests.Manifest // sorted by server name
+	// Policy is the compiled policy section.
+	Policy *policy.Policy
 }

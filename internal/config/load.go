@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -63,8 +64,47 @@ func Load(path string) (*Snapshot, error) {
 	if len(problems) > 0 {
 		return nil, problems
 	}
+	pol, pps := compilePolicy(cfg, lines)
+	if len(pps) > 0 {
+		return nil, pps
+	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Server.Name < ms[j].Server.Name })
-	return &Snapshot{Config: cfg, Manifests: ms}, nil
+	return &Snapshot{Config: cfg, Manifests: ms, Policy: pol}, nil
+}
+
+// compilePolicy compiles the configuration's rules once, reporting each
+// rule that does not compile at its line, with its name and the CEL error.
+func compilePolicy(c *Config, lines manifests.Lines) (*policy.Policy, manifests.Problems) {
+	pc := policy.Config{MaxArgBytes: c.Policy.MaxArgBytes, File: c.File}
+	if len(c.Policy.RiskDefaults) > 0 {
+		pc.RiskDefaults = map[manifests.Risk]policy.Effect{}
+		for r, e := range c.Policy.RiskDefaults {
+			pc.RiskDefaults[r] = policy.Effect(e)
+		}
+	}
+	for _, r := range c.Policy.Rules {
+		pc.Rules = append(pc.Rules, policy.Rule{Name: r.Name, When: r.When, Effect: policy.Effect(r.Effect), Group: r.Group, Quorum: r.Quorum, Reason: r.Reason})
+	}
+	p, err := policy.Compile(pc)
+	if err == nil {
+		return p, nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var ps manifests.Problems
+	for _, e := range errs {
+		var re *policy.RuleError
+		if errors.As(e, &re) {
+			field := fmt.Sprintf("policy.rules[%d].when", re.Index)
+			ps = append(ps, manifests.Problem{File: c.File, Line: lines.Line(field), Field: field,
+				Msg: fmt.Sprintf("rule %q: %v; fix the CEL expression (variables: principal, tool, args, task)", re.Name, re.Err)})
+			continue
+		}
+		ps = append(ps, manifests.Problem{File: c.File, Line: lines.Line("policy"), Field: "policy", Msg: strings.TrimPrefix(e.Error(), c.File+": ")})
+	}
+	return nil, ps
 }
 
 // applyDefaults fills fields that the file leaves out. A field written with
@@ -125,6 +165,9 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	if c.Task.IdleTimeout <= 0 {
 		v.add("task.idle_timeout", `must be positive, got %s; write how long a task may wait for its agent, e.g. "1h"`, c.Task.IdleTimeout)
+	}
+	if lines.Has("pins_file") && strings.TrimSpace(c.PinsFile) == "" {
+		v.add("pins_file", "is empty; omit it for <data_dir>/pins.json or name a file (relative to this configuration file)")
 	}
 	if len(c.Manifests) == 0 {
 		v.add("manifests", `is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`)

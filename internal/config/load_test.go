@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,5 +223,34 @@ func TestValidateCommand(t *testing.T) {
 					code, stdout.String(), stderr.String(), tt.wantCode, tt.wantStdout, tt.wantStderr)
 			}
 		})
+	}
+}
+
+func TestBadRulesReportedAtTheirLine(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), "server:\n  name: fs\n  stdio: {command: x}\ntools:\n  read: {side_effects: [read], data_access_level: internal, risk: low}\n")
+	cfgPath := filepath.Join(dir, "airlock.yaml")
+	write(t, cfgPath, `manifests: [m.yaml]
+policy:
+  rules:
+    - name: ok
+      when: 'tool.risk == "low"'
+      effect: allow
+    - name: broken
+      when: 'args.path.startsWith('
+      effect: deny
+    - name: not-bool
+      when: '1 + 1'
+      effect: deny
+`)
+	_, err := config.Load(cfgPath)
+	if err == nil {
+		t.Fatal("bad rules loaded")
+	}
+	got := err.Error()
+	for _, want := range []string{cfgPath + `:8: policy.rules[1].when: rule "broken"`, cfgPath + `:11: policy.rules[2].when: rule "not-bool"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("error lacks %q:\n%s", want, got)
+		}
 	}
 }

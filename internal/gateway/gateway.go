@@ -33,6 +33,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
@@ -63,6 +64,9 @@ type Options struct {
 	Upstreams *upstream.Pool
 	// ExposeUncovered exposes upstream tools no manifest declares.
 	ExposeUncovered bool
+	// Pins blocks manifest tools whose upstream definition changed since
+	// it was pinned (nil: no pinning).
+	Pins *pin.Store
 	// Directory authenticates HTTP callers by API key. Nil runs the
 	// gateway open, every caller being Principal with every grant: only
 	// for tests and embedding, never what the CLI does.
@@ -99,6 +103,8 @@ type Gateway struct {
 	tools     map[string]*toolEntry // exposed name -> entry
 	sessions  map[*mcp.ServerSession]*session
 	stdioTask string // task of connection-bound sessions without HTTP headers
+
+	res resourceState // upstream resources and prompts (resources.go)
 }
 
 type toolEntry struct {
@@ -108,6 +114,7 @@ type toolEntry struct {
 	decl     *manifests.Tool // nil for uncovered tools
 	def      *mcp.Tool       // what tools/list shows
 	avail    string          // "" when callable, else why not
+	blocked  bool            // the pin store blocks it (avail says why)
 }
 
 type session struct {
@@ -144,8 +151,11 @@ func New(opts Options) *Gateway {
 			"Results carry _meta \"" + MetaTask + "\" (your task ID; send it in the " + HeaderTask + " header to reattach) and \"" + MetaCall + "\".",
 		Logger:       slog.New(zerolog.NewSlogHandler(g.log)),
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// Resource subscriptions are forwarded upstream (resources.go).
+		SubscribeHandler: g.subscribe, UnsubscribeHandler: g.unsubscribe,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
+	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	g.Refresh()
 	return g
 }
@@ -370,6 +380,7 @@ func newCallID() string {
 // Refresh republishes the tool list from the manifests and the upstreams'
 // current state. Clients are notified of changes (tools/list_changed).
 func (g *Gateway) Refresh() {
+	g.refreshResources() // resources, templates and prompts (resources.go)
 	want := g.buildEntries()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -440,6 +451,19 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 		}
 		for name, decl := range m.Tools {
 			e := &toolEntry{exposed: manifests.ExposedName(m.Server.Name, name), server: m.Server.Name, upstream: name, decl: decl}
+			// Pinning: a changed definition is not shown (it may carry a
+			// prompt injection); a placeholder says why, and calls fail.
+			if t, ok := offered[name]; ok && g.opts.Pins != nil {
+				if r := g.opts.Pins.Inspect(m.Server.Name, t); r.Verdict == pin.Changed {
+					if r.Transition {
+						g.log.Warn().Str("server", m.Server.Name).Str("tool", name).Msg(r.Reason)
+					}
+					e.avail, e.blocked = r.Reason, true
+					e.def = &mcp.Tool{Name: e.exposed, Description: fmt.Sprintf("[unavailable: %s] %s", r.Reason, decl.Description), InputSchema: map[string]any{"type": "object"}}
+					out[e.exposed] = e
+					continue
+				}
+			}
 			if t, ok := offered[name]; ok {
 				def := *t
 				def.Name = e.exposed
@@ -512,6 +536,16 @@ func spec(decl *manifests.Tool) workflows.ToolSpec {
 
 // call runs one tools/call through the task's workflow.
 func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if e.blocked { // unless `airlock manifests pin` accepted it since the list was built
+		g.Refresh()
+		g.mu.Lock()
+		cur := g.tools[e.exposed]
+		g.mu.Unlock()
+		if cur == nil || cur.blocked {
+			return errorResult("", "", e.avail), nil
+		}
+		e = cur
+	}
 	pr, err := g.principalFor(req.Extra)
 	if err != nil {
 		return errorResult("", "", err.Error()), nil

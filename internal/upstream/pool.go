@@ -74,6 +74,18 @@ type Options struct {
 	// should return quickly.
 	OnToolsChanged func(server string)
 
+	// OnResourcesChanged is called, from a pool goroutine, when a server's
+	// resources, resource templates or prompts change (including their first
+	// listing, when the server offers any). Read them with [Pool.Catalog].
+	// It should return quickly.
+	OnResourcesChanged func(server string)
+
+	// OnResourceUpdated is called when a server reports that a subscribed
+	// resource changed (notifications/resources/updated; see
+	// [Pool.Subscribe]). It runs on the session's notification handler and
+	// must not block.
+	OnResourceUpdated func(server, uri string)
+
 	// MinBackoff and MaxBackoff bound the delay between connection attempts
 	// (defaults 500ms and 30s).
 	MinBackoff, MaxBackoff time.Duration

@@ -26,7 +26,7 @@ const (
 )
 
 // testToolNames are the tools newTestServer registers.
-var testToolNames = []string{"add_tool", "counter", "echo", "fail", "reject", "slow"}
+var testToolNames = []string{"add_resource", "add_tool", "counter", "echo", "fail", "reject", "slow", "touch"}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envServer) == "1" {
@@ -90,7 +90,13 @@ func textResult(s string) *mcp.CallToolResult {
 // newTestServer is the upstream used over both stdio and HTTP. PageSize 2
 // makes listing take several pages.
 func newTestServer(h testHooks) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, &mcp.ServerOptions{PageSize: 2})
+	subs := &testSubscribers{n: map[string]int{}}
+	s := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, &mcp.ServerOptions{
+		PageSize:           2,
+		SubscribeHandler:   func(_ context.Context, req *mcp.SubscribeRequest) error { return subs.add(req.Params.URI, 1) },
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error { return subs.add(req.Params.URI, -1) },
+	})
+	addTestResources(s, subs)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return textResult(in.Text), nil, nil
 	})

@@ -43,6 +43,8 @@ type upstream struct {
 	// changed is closed and replaced on every state change.
 	changed  chan struct{}
 	closeErr error
+
+	cat catalog // resources, prompts and subscriptions (resources.go)
 }
 
 // session is one MCP client session and what the supervisor needs to end it.
@@ -83,9 +85,13 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 		// No roots: an upstream that sees the roots capability may ask us for
 		// roots and narrow itself to the empty list we would answer
 		// (server-filesystem does).
-		Capabilities:           &mcp.ClientCapabilities{},
-		ToolListChangedHandler: u.toolListChanged,
+		Capabilities:               &mcp.ClientCapabilities{},
+		ToolListChangedHandler:     u.toolListChanged,
+		ResourceListChangedHandler: u.resourceListChanged,
+		PromptListChangedHandler:   u.promptListChanged,
+		ResourceUpdatedHandler:     u.resourceUpdated,
 	})
+	u.client.AddReceivingMiddleware(u.ackMiddleware)
 	if s.HTTP != nil {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		u.transport = base
@@ -141,8 +147,11 @@ func (u *upstream) run(ctx context.Context) {
 			defer close(refreshDone)
 			u.refreshLoop(s)
 		}()
+		catalogDone := make(chan struct{})
+		go func() { defer close(catalogDone); u.catalogLoop(s) }()
 		reason := u.serve(ctx, s)
 		<-refreshDone
+		<-catalogDone
 		if ctx.Err() != nil {
 			return
 		}

@@ -1,0 +1,139 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/upstream"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// DecideName is the wire name of the policy decision (a local activity:
+// it is quick, and its result is recorded in the history as a marker).
+const DecideName = "Decide"
+
+// ToolCatalog resolves an exposed tool name to what the policy needs to
+// know about it, on the worker.
+type ToolCatalog interface {
+	Tool(exposed string) (policy.Tool, bool)
+}
+
+// DecideInput is one call to judge.
+type DecideInput struct {
+	TaskID     string
+	Principal  policy.Principal
+	AllowTools []string
+	// Tool is the exposed name ("server__tool").
+	Tool      string
+	Arguments json.RawMessage
+	// Calls counts the task's calls before this one.
+	Calls   int
+	Elapsed time.Duration
+}
+
+// Decide judges a call against the worker's policy. The worker is the
+// authority: it resolves the tool from its own manifests and the upstream's
+// current schema, not from anything the caller sent.
+func (a *Activities) Decide(_ context.Context, in DecideInput) (policy.Decision, error) {
+	if a.Policy == nil || a.Catalog == nil {
+		return policy.Decision{}, temporal.NewNonRetryableApplicationError("this worker has no policy loaded; it cannot judge calls", ErrTypeInternal, nil)
+	}
+	tool, ok := a.Catalog.Tool(in.Tool)
+	var d policy.Decision
+	if !ok {
+		d = policy.Decision{Effect: policy.Deny, Check: policy.CheckError, Version: a.Policy.Version(),
+			Reason: fmt.Sprintf("denied: no manifest on the worker covers %s; the tool may have been removed from the configuration", in.Tool)}
+	} else {
+		d = a.Policy.Decide(policy.Input{
+			Principal: in.Principal,
+			Tool:      tool,
+			Args:      in.Arguments,
+			Task:      policy.Task{ID: in.TaskID, Calls: in.Calls, Elapsed: in.Elapsed, AllowTools: in.AllowTools},
+		})
+	}
+	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check).Inc()
+	return d, nil
+}
+
+// Catalog is the worker's ToolCatalog: manifest declarations (with path
+// roots expanded) and the input schemas the upstreams serve now.
+type Catalog struct {
+	tools    map[string]catalogEntry
+	pool     *upstream.Pool
+	uncover  bool
+	manifest map[string]*manifests.Manifest // by server, for uncovered tools
+}
+
+type catalogEntry struct {
+	server, upstream string
+	decl             *manifests.Tool
+	roots            []string
+}
+
+var _ ToolCatalog = (*Catalog)(nil)
+
+// NewCatalog indexes manifests whose servers were expanded into servers
+// (same order). exposeUncovered admits tools no manifest declares, judged
+// as the policy judges uncovered tools.
+func NewCatalog(ms []*manifests.Manifest, servers []manifests.Server, pool *upstream.Pool, exposeUncovered bool) *Catalog {
+	c := &Catalog{tools: map[string]catalogEntry{}, pool: pool, uncover: exposeUncovered, manifest: map[string]*manifests.Manifest{}}
+	for i, m := range ms {
+		roots := m.Server.PathRoots
+		if i < len(servers) {
+			roots = servers[i].PathRoots
+		}
+		c.manifest[m.Server.Name] = m
+		names := make([]string, 0, len(m.Tools))
+		for n := range m.Tools {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			c.tools[manifests.ExposedName(m.Server.Name, n)] = catalogEntry{server: m.Server.Name, upstream: n, decl: m.Tools[n], roots: roots}
+		}
+	}
+	return c
+}
+
+// Tool implements ToolCatalog.
+func (c *Catalog) Tool(exposed string) (policy.Tool, bool) {
+	e, ok := c.tools[exposed]
+	if !ok {
+		if !c.uncover {
+			return policy.Tool{}, false
+		}
+		server, tool, found := cutExposed(exposed)
+		if !found || c.manifest[server] == nil {
+			return policy.Tool{}, false
+		}
+		e = catalogEntry{server: server, upstream: tool}
+	}
+	t := policy.Tool{Name: exposed, Server: e.server, Upstream: e.upstream, Decl: e.decl, PathRoots: e.roots}
+	if c.pool != nil {
+		for _, ut := range c.pool.Status(e.server).Tools {
+			if ut.Name == e.upstream && ut.InputSchema != nil {
+				if b, err := json.Marshal(ut.InputSchema); err == nil {
+					t.InputSchema = b
+				}
+				break
+			}
+		}
+	}
+	return t, true
+}
+
+func cutExposed(name string) (server, tool string, ok bool) {
+	for i := 0; i+1 < len(name); i++ {
+		if name[i] == '_' && name[i+1] == '_' {
+			return name[:i], name[i+2:], true
+		}
+	}
+	return "", "", false
+}

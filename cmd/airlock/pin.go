@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/airlock-run/airlock/internal/pin"
+	"github.com/airlock-run/airlock/internal/upstream"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+const pinUsage = `Usage:
+  airlock manifests pin [--config airlock.yaml] [--data-dir DIR] SERVER [TOOL]
+
+Connects to the upstream SERVER of the configuration, shows each of its
+tools as unchanged, new or CHANGED (with a diff of the definition against
+its pin), and pins the current definitions: every tool, or only TOOL.
+
+airlock pins the definition (name, title, description, schemas,
+annotations) of every upstream tool the first time it sees it. A tool whose
+definition changes afterwards is blocked (listed as unavailable, calls
+refused) until you review the change here and accept it. A running airlock
+picks up the new pins without a restart.
+
+The pins are kept in pins_file of the configuration (relative to it), else
+<data dir>/pins.json.
+`
+
+// openPins opens the pins store of a serving command.
+func openPins(e *env) (*pin.Store, error) {
+	s, err := pin.Open(e.snap.Config.PinsPath(e.dataDir))
+	if err != nil {
+		return nil, err
+	}
+	s.SetLogger(e.log)
+	return s, nil
+}
+
+func runPin(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("airlock manifests pin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := fs.String("config", defaultConfig, "configuration `file` naming the upstream's manifest")
+	dataDir := fs.String("data-dir", "", "local state `dir`ectory holding pins.json (default: data_dir in the config, else .airlock)")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the upstream to connect (at least its connect_timeout)")
+	fs.Usage = func() { fmt.Fprint(stderr, pinUsage+"\nFlags:\n"); fs.PrintDefaults() }
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return parseExit(err)
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		fmt.Fprintf(stderr, "airlock manifests pin: name one upstream, and optionally one of its tools (got %d arguments)\n%s", len(pos), pinUsage)
+		return 2
+	}
+	server, only := pos[0], ""
+	if len(pos) == 2 {
+		only = pos[1]
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "airlock manifests pin: %v\n", err)
+		return 1
+	}
+
+	e, err := load(commonFlags{config: *cfg, dataDir: *dataDir, logLevel: "error", logFormat: "console"}, stderr)
+	if err != nil {
+		return fail(err)
+	}
+	srv, err := configServer(e, server)
+	if err != nil {
+		return fail(err)
+	}
+	store, err := openPins(e)
+	if err != nil {
+		return fail(err)
+	}
+	tools, closePool, err := listUpstream(srv, *timeout, e.log)
+	if err != nil {
+		return fail(err)
+	}
+	defer closePool()
+
+	covered := map[string]bool{}
+	for _, m := range e.snap.Manifests {
+		if m.Server.Name == server {
+			for name := range m.Tools {
+				covered[name] = true
+			}
+		}
+	}
+	if err := reviewPins(stdout, store, server, tools, only, covered); err != nil {
+		return fail(err)
+	}
+	changed, err := store.Pin(server, tools, only)
+	if err != nil {
+		return fail(err)
+	}
+	if len(changed) == 0 {
+		fmt.Fprintf(stdout, "nothing to pin: %s already pins these definitions\n", store.Path())
+		return 0
+	}
+	fmt.Fprintf(stdout, "pinned %d tool(s) of %s in %s: %s\n", len(changed), server, store.Path(), strings.Join(changed, ", "))
+	fmt.Fprintln(stdout, "a running airlock uses them from its next tool list or call")
+	return 0
+}
+
+// reviewPins prints, for each tool (or only one), how its current
+// definition compares with its pin.
+func reviewPins(w io.Writer, store *pin.Store, server string, tools []*mcp.Tool, only string, covered map[string]bool) error {
+	sorted := append([]*mcp.Tool(nil), tools...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	fmt.Fprintf(w, "upstream %s offers %d tool(s); pins: %s\n", server, len(sorted), store.Path())
+	for _, t := range sorted {
+		if only != "" && t.Name != only {
+			continue
+		}
+		def, err := pin.Canonical(t)
+		if err != nil {
+			return fmt.Errorf("upstream %s: %w", server, err)
+		}
+		note := ""
+		if covered != nil && !covered[t.Name] {
+			note = "  (no manifest declares it: not exposed)"
+		}
+		old, ok := store.Lookup(server, t.Name)
+		switch {
+		case !ok:
+			fmt.Fprintf(w, "  new        %s%s\n", visible(t.Name), note)
+		case old.SHA256 == pin.Hash(t):
+			fmt.Fprintf(w, "  unchanged  %s%s\n", visible(t.Name), note)
+		default:
+			what := "definition"
+			if f := pin.ChangedFields(old.Definition, def); len(f) > 0 {
+				what = strings.Join(f, ", ")
+			}
+			fmt.Fprintf(w, "  CHANGED    %s%s (changed: %s; pinned %s by %s)\n", visible(t.Name), note, what,
+				old.PinnedAt.Local().Format(time.DateTime), orUnknown(old.By))
+			if len(old.Definition) == 0 {
+				fmt.Fprintln(w, "      (the pins file kept only the old hash, not the old definition: no diff)")
+				continue
+			}
+			for _, line := range strings.Split(strings.TrimRight(pin.Diff(old.Definition, def), "\n"), "\n") {
+				fmt.Fprintf(w, "      %s\n", visible(line))
+			}
+		}
+	}
+	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// visible escapes characters a terminal would not show as themselves (bidi
+// overrides, zero-width and other format characters, line separators,
+// controls), so a
+// definition cannot hide part of itself from the person reviewing it.
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || r == unicode.ReplacementChar:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// configServer returns the (variable-expanded) upstream named server.
+func configServer(e *env, server string) (manifests.Server, error) {
+	var names []string
+	for _, s := range e.servers {
+		if s.Name == server {
+			return s, nil
+		}
+		names = append(names, s.Name)
+	}
+	return manifests.Server{}, fmt.Errorf("%s has no upstream named %q (it has: %s); name one of them, or add its manifest to manifests",
+		e.cfgPath, server, strings.Join(names, ", "))
+}
+
+// listUpstream connects to one upstream and returns its tools; call
+// closePool when done. It gives up after timeout (or the server's
+// connect_timeout, if longer), or after three failed attempts, with the
+// upstream's last status reason.
+func listUpstream(srv manifests.Server, timeout time.Duration, log zerolog.Logger) (tools []*mcp.Tool, closePool func(), err error) {
+	if ct := srv.EffectiveConnectTimeout(); ct > timeout {
+		timeout = ct
+	}
+	pool := upstream.New([]manifests.Server{srv}, upstream.Options{
+		Logger:     &log,
+		ClientInfo: &mcp.Implementation{Name: "airlock", Version: version},
+		MinBackoff: 500 * time.Millisecond, MaxBackoff: 2 * time.Second,
+	})
+	pool.Start(context.Background())
+	closePool = func() { _ = pool.Close() }
+	deadline := time.Now().Add(timeout)
+	for {
+		st := pool.Status(srv.Name)
+		if st.State == upstream.StateConnected {
+			return st.Tools, closePool, nil
+		}
+		if st.Attempts >= 3 || time.Now().After(deadline) {
+			closePool()
+			reason := st.Reason
+			if reason == "" {
+				reason = "still " + st.State
+			}
+			what := fmt.Sprintf("within %s", timeout)
+			if st.Attempts >= 3 {
+				what = fmt.Sprintf("after %d attempts", st.Attempts)
+			}
+			return nil, nil, fmt.Errorf("upstream %s did not connect %s: %s; check its command or URL (and --timeout for a slow start)", srv.Name, what, reason)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// parseInterspersed parses flags anywhere among the positional arguments
+// ("pin memory --config x.yaml").
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// parseSkeleton loads a skeleton as the gateway would and fails the test
+// on any problem.
+func parseSkeleton(t *testing.T, text string) *manifests.Manifest {
+	t.Helper()
+	m, err := manifests.Parse("skeleton.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("skeleton does not parse: %v\n%s", err, text)
+	}
+	if ps := m.Validate(); len(ps) > 0 {
+		t.Fatalf("skeleton does not validate: %v\n%s", manifests.Problems(ps), text)
+	}
+	return m
+}
+
+func sideEffects(ses ...manifests.SideEffect) []manifests.SideEffect { return ses }
+
+func TestScanTestupstream(t *testing.T) {
+	bin := buildTestupstream(t)
+	code, out, errs := runCLI(t, "manifests", "scan", "--name", "counter", "--command", bin)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	m := parseSkeleton(t, out)
+	if m.Server.Name != "counter" || m.Server.Stdio == nil || m.Server.Stdio.Command != bin {
+		t.Fatalf("server = %+v", m.Server)
+	}
+	if len(m.Tools) != 5 {
+		t.Fatalf("declared %d tools, want testupstream's 5", len(m.Tools))
+	}
+	echo := m.Tools["echo"]
+	if !reflect.DeepEqual(echo.SideEffects, sideEffects(manifests.SideEffectRead)) || echo.Risk != manifests.RiskLow || !echo.Idempotent || echo.Approval != nil {
+		t.Errorf("echo (readOnlyHint) = %+v, want [read], low, idempotent", echo)
+	}
+	// append has no annotations: MCP's default is destructive.
+	app := m.Tools["append"]
+	if !reflect.DeepEqual(app.SideEffects, sideEffects(manifests.SideEffectWrite, manifests.SideEffectDelete)) || app.Risk != manifests.RiskHigh ||
+		app.Approval == nil || app.Approval.Group != "CHANGE-ME" || app.Idempotent {
+		t.Errorf("append (no annotations) = %+v, want [write delete], high, approval CHANGE-ME", app)
+	}
+	for _, want := range []string{"# echo: Echo text back.", "# REVIEW:", "data_access_level: internal"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("skeleton lacks %q", want)
+		}
+	}
+	if !strings.Contains(errs, "5 tool(s) declared") {
+		t.Errorf("stderr: %s", errs)
+	}
+
+	// From the configuration, into a file: the manifest's server settings
+	// (env with its ${VAR}s) are kept.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "counter.yaml"), []byte(counterManifest(bin, "Echo ${AIRLOCK_DATA_DIR}.")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "airlock.yaml")
+	if err := os.WriteFile(cfg, []byte("manifests: [counter.yaml]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outFile := filepath.Join(dir, "scanned.yaml")
+	code, out, errs = runCLI(t, "manifests", "scan", "counter", "--config", cfg, "--out", outFile)
+	if code != 0 || out != "" {
+		t.Fatalf("scan --out: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	b, err := os.ReadFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = parseSkeleton(t, string(b))
+	if got := m.Server.Stdio.Env["ECHO_DESCRIPTION"]; got != "Echo ${AIRLOCK_DATA_DIR}." {
+		t.Errorf("env ECHO_DESCRIPTION = %q, want the manifest's unexpanded value", got)
+	}
+	// The description is what the running server said (the variable
+	// expanded to the data directory).
+	dataDir, _ := filepath.Abs(".airlock")
+	if !strings.Contains(string(b), "# echo: Echo "+dataDir+".") {
+		t.Errorf("skeleton lacks echo's description:\n%s", b)
+	}
+	code, _, errs = runCLI(t, "manifests", "scan", "counter", "--config", cfg, "--out", outFile)
+	if code != 1 || !strings.Contains(errs, "--force") {
+		t.Fatalf("scan --out onto an existing file: exit %d, %s", code, errs)
+	}
+	if code, _, errs = runCLI(t, "manifests", "scan", "counter", "--config", cfg, "--out", outFile, "--force"); code != 0 {
+		t.Fatalf("scan --out --force: exit %d, %s", code, errs)
+	}
+}
+
+func TestScanServerMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an npm server; skipped with -short")
+	}
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	js := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js")
+	if _, err := os.Stat(js); err != nil {
+		t.Skipf("server-memory not installed (npm ci): %v", err)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node not installed")
+	}
+	t.Setenv("MEMORY_FILE_PATH", filepath.Join(t.TempDir(), "memory.jsonl"))
+	code, out, errs := runCLI(t, "manifests", "scan", "--name", "memory", "--command", "node '"+js+"'")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	m := parseSkeleton(t, out)
+	if len(m.Tools) != 9 {
+		t.Errorf("declared %d tools, want server-memory's 9", len(m.Tools))
+	}
+	for _, name := range []string{"read_graph", "search_nodes", "open_nodes"} {
+		tool := m.Tools[name]
+		if tool == nil || !reflect.DeepEqual(tool.SideEffects, sideEffects(manifests.SideEffectRead)) || tool.Risk != manifests.RiskLow || !tool.Idempotent {
+			t.Errorf("%s (readOnlyHint) = %+v, want [read], low, idempotent", name, tool)
+		}
+	}
+	for _, name := range []string{"delete_entities", "delete_observations", "delete_relations"} {
+		tool := m.Tools[name]
+		if tool == nil || tool.Risk != manifests.RiskHigh || tool.Approval == nil || !tool.Idempotent {
+			t.Errorf("%s (destructiveHint, idempotentHint) = %+v, want high with approval, idempotent", name, tool)
+		}
+	}
+	if c := m.Tools["create_entities"]; c == nil || !reflect.DeepEqual(c.SideEffects, sideEffects(manifests.SideEffectWrite)) || c.Risk != manifests.RiskMedium || c.Approval != nil {
+		t.Errorf("create_entities (destructiveHint false) = %+v, want [write], medium", c)
+	}
+}
+
+func TestScanServerFilesystemPathArgs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an npm server; skipped with -short")
+	}
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	js := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+	if _, err := os.Stat(js); err != nil {
+		t.Skipf("server-filesystem not installed (npm ci): %v", err)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node not installed")
+	}
+	code, out, errs := runCLI(t, "manifests", "scan", "--name", "fs", "--command", "node "+js+" "+t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	m := parseSkeleton(t, out)
+	if got := m.Tools["read_text_file"]; got == nil || !reflect.DeepEqual(got.PathArgs, []string{"path"}) {
+		t.Errorf("read_text_file path_args = %+v, want [path]", got)
+	}
+	if got := m.Tools["move_file"]; got == nil || !reflect.DeepEqual(got.PathArgs, []string{"destination", "source"}) {
+		t.Errorf("move_file path_args = %+v, want [destination source]", got)
+	}
+	if !reflect.DeepEqual(m.Server.PathRoots, []string{"/CHANGE-ME"}) {
+		t.Errorf("path_roots = %v, want the CHANGE-ME placeholder", m.Server.PathRoots)
+	}
+}
+
+func TestScanUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"manifests", "scan"}, 2, "name a SERVER"},
+		{[]string{"manifests", "scan", "--command", "npx x"}, 2, "--name is required"},
+		{[]string{"manifests", "scan", "--name", "x", "--command", "a", "--url", "http://h/mcp"}, 2, "not both"},
+		{[]string{"manifests", "scan", "srv", "--url", "http://h/mcp"}, 2, "not both"},
+		{[]string{"manifests", "scan", "--name", "Bad__Name", "--url", "http://h/mcp"}, 1, `--name "Bad__Name" is not a server name`},
+		{[]string{"manifests", "scan", "--name", "x", "--command", "npx 'unterminated"}, 1, "unterminated ' quote"},
+	} {
+		code, out, errs := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q (stdout %q)", tc.args, code, errs, tc.code, tc.want, out)
+		}
+	}
+}
+
+func TestSplitCommand(t *testing.T) {
+	for in, want := range map[string][]string{
+		`npx -y @modelcontextprotocol/server-memory`: {"npx", "-y", "@modelcontextprotocol/server-memory"},
+		`node '/path with spaces/x.js'  --flag`:      {"node", "/path with spaces/x.js", "--flag"},
+		`sh -c "echo \"hi\" \$HOME"`:                 {"sh", "-c", `echo "hi" $HOME`},
+		`a\ b c`:                                     {"a b", "c"},
+		`x ''`:                                       {"x", ""},
+	} {
+		got, err := splitCommand(in)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("splitCommand(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := splitCommand("   "); err == nil {
+		t.Error("an empty command splits")
+	}
+}
+
+func TestGuessTool(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		name     string
+		ann      *mcp.ToolAnnotations
+		ses      []manifests.SideEffect
+		risk     manifests.Risk
+		idem     bool
+		approval bool
+	}{
+		{"no annotations", nil, sideEffects("write", "delete"), manifests.RiskHigh, false, true},
+		{"read only", &mcp.ToolAnnotations{ReadOnlyHint: true}, sideEffects("read"), manifests.RiskLow, true, false},
+		{"read only, open world", &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &yes}, sideEffects("read", "send"), manifests.RiskMedium, true, false},
+		{"additive, idempotent", &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}, sideEffects("write"), manifests.RiskMedium, true, false},
+		{"destructive, open world", &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}, sideEffects("write", "delete", "send"), manifests.RiskHigh, false, true},
+		{"hints unset but idempotent", &mcp.ToolAnnotations{IdempotentHint: true}, sideEffects("write", "delete"), manifests.RiskHigh, true, true},
+	} {
+		g := guessTool(&mcp.Tool{Name: "t", Annotations: tc.ann, InputSchema: map[string]any{"type": "object"}})
+		if !reflect.DeepEqual(g.sideEffects, tc.ses) || g.risk != tc.risk || g.idempotent != tc.idem || g.approval != tc.approval {
+			t.Errorf("%s: got %v %s idempotent=%v approval=%v; want %v %s %v %v", tc.name, g.sideEffects, g.risk, g.idempotent, g.approval, tc.ses, tc.risk, tc.idem, tc.approval)
+		}
+	}
+}
+
+// TestSkeletonHostileDefinitions: whatever the server says about its tools
+// (newlines, YAML syntax, terminal escapes, odd names), the skeleton still
+// loads, and names a manifest cannot declare are skipped with a note.
+func TestSkeletonHostileDefinitions(t *testing.T) {
+	tools := []*mcp.Tool{
+		{Name: "true", Description: "line one\nserver:\n  name: evil\n\x1b[8mhidden\u2028next\u0085nel\r\ntools: {}", InputSchema: map[string]any{"type": "object"}},
+		{Name: "dotted.name", Description: "not exposable", InputSchema: map[string]any{"type": "object"}},
+		{Name: "has space", InputSchema: map[string]any{"type": "object"}},
+		{Name: "ok-tool", Description: "# not a comment: \"quotes\" and 'single' & {braces}", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}}},
+	}
+	srv := manifests.Server{Name: "odd", Stdio: &manifests.StdioServer{Command: "npx", Args: []string{"-y", "pkg: with colon", "yes"}, Env: map[string]string{"TOKEN": "${TOKEN}"}}}
+	text, st := skeleton(srv, "test", tools, time.Unix(0, 0))
+	m := parseSkeleton(t, text)
+	if st.declared != 2 || st.skipped != 2 {
+		t.Fatalf("declared %d skipped %d, want 2 and 2\n%s", st.declared, st.skipped, text)
+	}
+	if _, ok := m.Tools["true"]; !ok {
+		t.Errorf("tool named true missing:\n%s", text)
+	}
+	if m.Server.Name != "odd" || !reflect.DeepEqual(m.Server.Stdio.Args, []string{"-y", "pkg: with colon", "yes"}) || m.Server.Stdio.Env["TOKEN"] != "${TOKEN}" {
+		t.Errorf("server = %+v", m.Server.Stdio)
+	}
+	if strings.Contains(text, "\x1b") || strings.Contains(text, "\u2028") || strings.Contains(text, "\u0085") {
+		t.Errorf("skeleton carries raw control characters:\n%q", text)
+	}
+	if !strings.Contains(text, "SKIPPED \"dotted.name\"") || !strings.Contains(text, "pin the package version") {
+		t.Errorf("skeleton lacks the skip or version notes:\n%s", text)
+	}
+}

@@ -1,0 +1,547 @@
+package gateway
+
+// Resources, resource templates and prompts of upstreams.
+//
+// A manifest's resources and prompts blocks say that the upstream's
+// resources (with their templates) and prompts pass through, and which data
+// access level a principal needs to see them; without a block they are not
+// exposed. Resource URIs are global identifiers and pass unchanged (when two
+// upstreams offer the same URI or URI template, the first server in name
+// order owns it); prompts are renamed "<server>__<prompt>" like tools.
+// Reads and prompt gets go straight to the owning upstream over the pool,
+// not through a task workflow: they have no side effects to approve or undo.
+//
+// A principal below a block's level does not see its entries in
+// resources/list, resources/templates/list and prompts/list (filtered in
+// resourceMiddleware) and gets an error naming the level needed when it
+// reads, gets or subscribes. Subscriptions are forwarded to the upstream
+// (counted, so one upstream subscription serves every session), and the
+// upstream's notifications/resources/updated are re-emitted to the
+// subscribed sessions.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/upstream"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// CodeAccessDenied is the JSON-RPC error code of a resources/read,
+// prompts/get or resources/subscribe refused because the caller's data
+// access level is below what the upstream's manifest requires.
+const CodeAccessDenied = -32003
+
+// dataLevels in increasing order of sensitivity.
+var dataLevels = []manifests.DataLevel{manifests.DataPublic, manifests.DataInternal,
+	manifests.DataConfidential, manifests.DataSensitive, manifests.DataRestricted}
+
+// levelCovers reports whether a principal cleared for have may see data of
+// level need. An unknown level on either side covers nothing.
+func levelCovers(have, need manifests.DataLevel) bool {
+	h, n := slices.Index(dataLevels, have), slices.Index(dataLevels, need)
+	return h >= 0 && n >= 0 && h >= n
+}
+
+// resourceState is the gateway's part of this file; the zero value is
+// ready.
+type resourceState struct {
+	watch sync.Once
+
+	mu        sync.Mutex
+	resources map[string]*resourceEntry // URI -> published resource
+	templates map[string]*resourceEntry // URI template -> published template
+	prompts   map[string]*promptEntry   // exposed name -> published prompt
+	conflicts map[string]bool           // conflicts logged already
+	// subs holds each session's subscriptions: URI -> the server that got
+	// the upstream subscription.
+	subs map[*mcp.ServerSession]map[string]string
+}
+
+type resourceEntry struct {
+	server string
+	level  manifests.DataLevel
+	res    *mcp.Resource         // a resource, or
+	tmpl   *mcp.ResourceTemplate // a template
+	match  *regexp.Regexp        // the template's URIs
+}
+
+type promptEntry struct {
+	server   string
+	upstream string
+	level    manifests.DataLevel
+	def      *mcp.Prompt // as listed: named "<server>__<prompt>"
+}
+
+func (e *resourceEntry) same(o *resourceEntry) bool {
+	if e.server != o.server || e.level != o.level {
+		return false
+	}
+	if e.res != nil {
+		return o.res != nil && sameJSON(e.res, o.res)
+	}
+	return o.tmpl != nil && sameJSON(e.tmpl, o.tmpl)
+}
+
+func sameJSON(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
+
+// refreshResources publishes the resources, templates and prompts of every
+// upstream whose manifest exposes them, from the pool's last known
+// catalogs. The first call also subscribes the gateway to the pool's
+// resource events.
+func (g *Gateway) refreshResources() {
+	if g.opts.Upstreams == nil {
+		return
+	}
+	g.res.watch.Do(func() {
+		g.opts.Upstreams.WatchResources(upstream.ResourceWatcher{
+			Updated: g.upstreamResourceUpdated,
+			Changed: func(string) { g.refreshResources() },
+		})
+	})
+
+	ms := slices.Clone(g.opts.Manifests)
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Server.Name < ms[j].Server.Name })
+	wantRes := map[string]*resourceEntry{}
+	wantTmpl := map[string]*resourceEntry{}
+	wantPrompts := map[string]*promptEntry{}
+	var conflicts []string
+	for _, m := range ms {
+		if m == nil || (m.Resources == nil && m.Prompts == nil) {
+			continue
+		}
+		server := m.Server.Name
+		cat := g.opts.Upstreams.Catalog(server)
+		if m.Resources != nil {
+			level := m.Resources.DataAccessLevel
+			for _, r := range cat.Resources {
+				if first, dup := wantRes[r.URI]; dup {
+					if first.server != server {
+						conflicts = append(conflicts, fmt.Sprintf("resource %s is offered by upstreams %s and %s; %s serves it", r.URI, first.server, server, first.server))
+					}
+					continue
+				}
+				wantRes[r.URI] = &resourceEntry{server: server, level: level, res: r}
+			}
+			for _, t := range cat.Templates {
+				if first, dup := wantTmpl[t.URITemplate]; dup {
+					if first.server != server {
+						conflicts = append(conflicts, fmt.Sprintf("resource template %s is offered by upstreams %s and %s; %s serves it", t.URITemplate, first.server, server, first.server))
+					}
+					continue
+				}
+				tmpl, err := uritemplate.New(t.URITemplate)
+				if err != nil {
+					conflicts = append(conflicts, fmt.Sprintf("upstream %s offers resource template %q, which is not a valid URI template (%v); not published", server, t.URITemplate, err))
+					continue
+				}
+				wantTmpl[t.URITemplate] = &resourceEntry{server: server, level: level, tmpl: t, match: tmpl.Regexp()}
+			}
+		}
+		if m.Prompts != nil {
+			for _, p := range cat.Prompts {
+				def := *p
+				def.Name = manifests.ExposedName(server, p.Name)
+				wantPrompts[def.Name] = &promptEntry{server: server, upstream: p.Name, level: m.Prompts.DataAccessLevel, def: &def}
+			}
+		}
+	}
+
+	g.res.mu.Lock()
+	defer g.res.mu.Unlock()
+	if g.res.conflicts == nil {
+		g.res.conflicts = map[string]bool{}
+	}
+	for _, c := range conflicts {
+		if !g.res.conflicts[c] {
+			g.res.conflicts[c] = true
+			g.log.Warn().Msg(c)
+		}
+	}
+	g.res.resources = g.publish(g.res.resources, wantRes, "resource",
+		func(keys ...string) { g.server.RemoveResources(keys...) },
+		func(e *resourceEntry) { g.server.AddResource(e.res, g.readHandler(e)) })
+	g.res.templates = g.publish(g.res.templates, wantTmpl, "resource template",
+		func(keys ...string) { g.server.RemoveResourceTemplates(keys...) },
+		func(e *resourceEntry) { g.server.AddResourceTemplate(e.tmpl, g.readHandler(e)) })
+
+	var removePrompts []string
+	for name := range g.res.prompts {
+		if _, ok := wantPrompts[name]; !ok {
+			removePrompts = append(removePrompts, name)
+		}
+	}
+	if len(removePrompts) > 0 {
+		sort.Strings(removePrompts)
+		g.server.RemovePrompts(removePrompts...)
+	}
+	published := map[string]*promptEntry{}
+	for _, name := range sortedKeys(wantPrompts) {
+		e := wantPrompts[name]
+		if old, ok := g.res.prompts[name]; ok && old.server == e.server && old.level == e.level && sameJSON(old.def, e.def) {
+			published[name] = old
+			continue
+		}
+		if err := recovered(func() { g.server.AddPrompt(e.def, g.promptHandler(e)) }); err != nil {
+			g.log.Error().Str("prompt", name).Msgf("upstream %s offers prompt %s with a definition the MCP SDK refuses: %v", e.server, e.upstream, err)
+			continue
+		}
+		published[name] = e
+	}
+	g.res.prompts = published
+}
+
+// publish brings the published resources (or templates) from have to want
+// and returns what is published now. The SDK panics on URIs it cannot
+// take, which must not bring the gateway down.
+func (g *Gateway) publish(have, want map[string]*resourceEntry, what string, remove func(...string), add func(*resourceEntry)) map[string]*resourceEntry {
+	var stale []string
+	for key := range have {
+		if _, ok := want[key]; !ok {
+			stale = append(stale, key)
+		}
+	}
+	if len(stale) > 0 {
+		sort.Strings(stale)
+		remove(stale...)
+	}
+	out := map[string]*resourceEntry{}
+	for _, key := range sortedKeys(want) {
+		e := want[key]
+		if old, ok := have[key]; ok && old.same(e) {
+			out[key] = old
+			continue
+		}
+		if err := recovered(func() { add(e) }); err != nil {
+			g.log.Error().Str(strings.ReplaceAll(what, " ", "_"), key).Msgf("upstream %s offers %s %s, which the MCP SDK refuses: %v", e.server, what, key, err)
+			if _, ok := have[key]; ok {
+				remove(key) // the old one is no longer what the upstream offers
+			}
+			continue
+		}
+		out[key] = e
+	}
+	return out
+}
+
+func recovered(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	f()
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// resourceOwner finds the published resource or template that serves uri,
+// the way the SDK routes resources/read: the resource with that URI, else
+// the first matching template in URI template order.
+func (g *Gateway) resourceOwner(uri string) *resourceEntry {
+	g.res.mu.Lock()
+	defer g.res.mu.Unlock()
+	return g.resourceOwnerLocked(uri)
+}
+
+func (g *Gateway) resourceOwnerLocked(uri string) *resourceEntry {
+	if e, ok := g.res.resources[uri]; ok {
+		return e
+	}
+	for _, key := range sortedKeys(g.res.templates) {
+		if e := g.res.templates[key]; e.match.MatchString(uri) {
+			return e
+		}
+	}
+	return nil
+}
+
+// accessDenied is the error for a principal below level.
+func accessDenied(pr *identity.Principal, server string, level manifests.DataLevel, what string) error {
+	cleared := string(pr.DataLevel)
+	if cleared == "" {
+		cleared = "no level"
+	}
+	return &jsonrpc.Error{Code: CodeAccessDenied, Message: fmt.Sprintf(
+		"access denied: %s of upstream %s needs data access level %s, and principal %q is cleared for %s; ask an operator to raise the principal's data access level",
+		what, server, level, pr.Name, cleared)}
+}
+
+// upstreamError turns a pool error into the JSON-RPC error the client
+// gets: an upstream's refusal keeps its code.
+func upstreamError(err error) error {
+	var wire *jsonrpc.Error
+	if errors.Is(err, upstream.ErrRejected) && errors.As(err, &wire) {
+		return &jsonrpc.Error{Code: wire.Code, Message: err.Error(), Data: wire.Data}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
+
+func (g *Gateway) readHandler(e *resourceEntry) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		uri := req.Params.URI
+		pr, err := g.principalFor(req.Extra)
+		if err != nil {
+			return nil, err
+		}
+		log := g.log.With().Str("principal", pr.Name).Str("server", e.server).Str("uri", uri).Logger()
+		if !levelCovers(pr.DataLevel, e.level) {
+			log.Info().Msg("resource read denied: data access level")
+			return nil, accessDenied(pr, e.server, e.level, "resource "+uri)
+		}
+		res, err := g.opts.Upstreams.ReadResource(ctx, e.server, uri)
+		if err != nil {
+			log.Warn().Err(err).Msg("resource read failed")
+			return nil, upstreamError(err)
+		}
+		log.Info().Msg("resource read")
+		// The pool may hand out a cached result, and the SDK fills in empty
+		// URIs and MIME types: give it copies.
+		out := *res
+		out.Contents = make([]*mcp.ResourceContents, 0, len(res.Contents))
+		for _, c := range res.Contents {
+			if c != nil {
+				cc := *c
+				out.Contents = append(out.Contents, &cc)
+			}
+		}
+		return &out, nil
+	}
+}
+
+func (g *Gateway) promptHandler(e *promptEntry) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		pr, err := g.principalFor(req.Extra)
+		if err != nil {
+			return nil, err
+		}
+		log := g.log.With().Str("principal", pr.Name).Str("server", e.server).Str("prompt", e.def.Name).Logger()
+		if !levelCovers(pr.DataLevel, e.level) {
+			log.Info().Msg("prompt get denied: data access level")
+			return nil, accessDenied(pr, e.server, e.level, "prompt "+e.def.Name)
+		}
+		res, err := g.opts.Upstreams.GetPrompt(ctx, e.server, e.upstream, req.Params.Arguments)
+		if err != nil {
+			log.Warn().Err(err).Msg("prompt get failed")
+			return nil, upstreamError(err)
+		}
+		log.Info().Msg("prompt get")
+		return res, nil
+	}
+}
+
+// callerKey carries the caller of a subscription request in its context:
+// on protocol 2026-07-28 the SDK calls SubscribeHandler from
+// subscriptions/listen with a request that has no headers.
+type callerKey struct{}
+
+type caller struct {
+	pr  *identity.Principal
+	err error
+}
+
+// resourceMiddleware filters list results by the caller's data access
+// level, and records the caller of subscription requests.
+func (g *Gateway) resourceMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "resources/subscribe", "resources/unsubscribe", "subscriptions/listen":
+			pr, err := g.principalFor(req.GetExtra())
+			return next(context.WithValue(ctx, callerKey{}, caller{pr: pr, err: err}), method, req)
+		case "resources/list", "resources/templates/list", "prompts/list":
+		default:
+			return next(ctx, method, req)
+		}
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		pr, err := g.principalFor(req.GetExtra())
+		if err != nil {
+			return nil, err
+		}
+		g.filterList(res, pr)
+		return res, nil
+	}
+}
+
+// filterList removes from a list result what pr may not see. Entries the
+// gateway did not publish from an upstream stay.
+func (g *Gateway) filterList(res mcp.Result, pr *identity.Principal) {
+	g.res.mu.Lock()
+	defer g.res.mu.Unlock()
+	hidden := func(e interface{ lvl() manifests.DataLevel }, ok bool) bool {
+		return ok && !levelCovers(pr.DataLevel, e.lvl())
+	}
+	switch r := res.(type) {
+	case *mcp.ListResourcesResult:
+		out := make([]*mcp.Resource, 0, len(r.Resources))
+		for _, x := range r.Resources {
+			if e, ok := g.res.resources[x.URI]; !hidden(e, ok) {
+				out = append(out, x)
+			}
+		}
+		r.Resources = out
+	case *mcp.ListResourceTemplatesResult:
+		out := make([]*mcp.ResourceTemplate, 0, len(r.ResourceTemplates))
+		for _, x := range r.ResourceTemplates {
+			if e, ok := g.res.templates[x.URITemplate]; !hidden(e, ok) {
+				out = append(out, x)
+			}
+		}
+		r.ResourceTemplates = out
+	case *mcp.ListPromptsResult:
+		out := make([]*mcp.Prompt, 0, len(r.Prompts))
+		for _, x := range r.Prompts {
+			if e, ok := g.res.prompts[x.Name]; !hidden(e, ok) {
+				out = append(out, x)
+			}
+		}
+		r.Prompts = out
+	}
+}
+
+func (e *resourceEntry) lvl() manifests.DataLevel { return e.level }
+func (e *promptEntry) lvl() manifests.DataLevel   { return e.level }
+
+// subscriber returns the caller of a subscription request.
+func (g *Gateway) subscriber(ctx context.Context, extra *mcp.RequestExtra) (*identity.Principal, error) {
+	if c, ok := ctx.Value(callerKey{}).(caller); ok {
+		return c.pr, c.err
+	}
+	return g.principalFor(extra)
+}
+
+// subscribe is the server's SubscribeHandler: it checks the caller may see
+// the resource and subscribes the owning upstream (once per session and
+// URI).
+func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	pr, err := g.subscriber(ctx, req.Extra)
+	if err != nil {
+		return err
+	}
+	e := g.resourceOwner(uri)
+	if e == nil {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	if !levelCovers(pr.DataLevel, e.level) {
+		g.log.Info().Str("principal", pr.Name).Str("server", e.server).Str("uri", uri).Msg("resource subscription denied: data access level")
+		return accessDenied(pr, e.server, e.level, "resource "+uri)
+	}
+	ss := req.Session
+	g.res.mu.Lock()
+	_, dup := g.res.subs[ss][uri]
+	g.res.mu.Unlock()
+	if dup {
+		return nil
+	}
+	if err := g.opts.Upstreams.Subscribe(ctx, e.server, uri); err != nil {
+		g.log.Warn().Err(err).Str("principal", pr.Name).Str("uri", uri).Msg("resource subscription failed")
+		return upstreamError(err)
+	}
+	g.res.mu.Lock()
+	if g.res.subs == nil {
+		g.res.subs = map[*mcp.ServerSession]map[string]string{}
+	}
+	first := g.res.subs[ss] == nil
+	if first {
+		g.res.subs[ss] = map[string]string{}
+	}
+	_, dup = g.res.subs[ss][uri]
+	if !dup {
+		g.res.subs[ss][uri] = e.server
+	}
+	g.res.mu.Unlock()
+	if dup { // a concurrent subscribe of the same session won
+		g.unsubscribeUpstream(e.server, uri)
+		return nil
+	}
+	if first && ss != nil {
+		go func() {
+			_ = ss.Wait()
+			g.dropSubscriptions(ss)
+		}()
+	}
+	g.log.Info().Str("principal", pr.Name).Str("server", e.server).Str("uri", uri).Msg("resource subscribed")
+	return nil
+}
+
+// unsubscribe is the server's UnsubscribeHandler.
+func (g *Gateway) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	uri := req.Params.URI
+	g.res.mu.Lock()
+	server, ok := g.res.subs[req.Session][uri]
+	if ok {
+		delete(g.res.subs[req.Session], uri)
+	}
+	g.res.mu.Unlock()
+	if ok {
+		g.unsubscribeUpstream(server, uri)
+	}
+	return nil
+}
+
+// dropSubscriptions releases the subscriptions of a session that ended.
+func (g *Gateway) dropSubscriptions(ss *mcp.ServerSession) {
+	g.res.mu.Lock()
+	subs := g.res.subs[ss]
+	delete(g.res.subs, ss)
+	g.res.mu.Unlock()
+	for _, uri := range sortedKeys(subs) {
+		g.unsubscribeUpstream(subs[uri], uri)
+	}
+}
+
+// unsubscribeUpstream undoes one pool subscription. It does not use the
+// request's context: a subscriptions/listen stream unsubscribes when it has
+// already ended.
+func (g *Gateway) unsubscribeUpstream(server, uri string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.opts.Upstreams.Unsubscribe(ctx, server, uri); err != nil {
+		g.log.Warn().Err(err).Str("server", server).Str("uri", uri).Msg("unsubscribing the upstream failed")
+	}
+}
+
+// upstreamResourceUpdated re-emits an upstream's resources/updated to the
+// sessions subscribed to the URI, when that upstream serves the URI here.
+// It runs on the pool's notification handler, so it sends asynchronously.
+func (g *Gateway) upstreamResourceUpdated(server, uri string) {
+	if e := g.resourceOwner(uri); e == nil || e.server != server {
+		g.log.Debug().Str("server", server).Str("uri", uri).Msg("resource update from an upstream that does not serve the URI here; dropped")
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+			g.log.Warn().Err(err).Str("uri", uri).Msg("relaying resources/updated failed")
+		}
+	}()
+}
