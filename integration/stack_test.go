@@ -222,7 +222,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	gwMu.Lock()
 	s.gw = gateway.New(gateway.Options{
-		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins,
+		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
 		MaxCalls: o.maxCalls, IdleTimeout: time.Hour, Logger: log,
 	})
 	gwMu.Unlock()

@@ -247,6 +247,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		Upstreams:       s.pool,
 		ExposeUncovered: cfg.ExposeUncovered,
 		Pins:            pins,
+		Policy:          e.snap.Policy,
 		MaxCalls:        cfg.Task.MaxCalls,
 		DeadlineAfter:   cfg.Task.Deadline.D(),
 		IdleTimeout:     cfg.Task.IdleTimeout.D(),

@@ -33,6 +33,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
@@ -67,6 +69,10 @@ type Options struct {
 	// Pins blocks manifest tools whose upstream definition changed since
 	// it was pinned (nil: no pinning).
 	Pins *pin.Store
+	// Policy, when set, hides from tools/list the tools a principal may not
+	// call (allowlist, permissions, data level); the worker still judges
+	// every call.
+	Policy *policy.Policy
 	// Directory authenticates HTTP callers by API key. Nil runs the
 	// gateway open, every caller being Principal with every grant: only
 	// for tests and embedding, never what the CLI does.
@@ -214,6 +220,11 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			// failing (or recovering) with the same tools: republish so the
 			// list shows each tool's current availability and reason.
 			g.Refresh()
+			res, err := next(ctx, method, req)
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				lr.Tools = g.visibleTools(req.GetExtra(), lr.Tools)
+			}
+			return res, err
 		}
 		ir, ok := req.(*mcp.ServerRequest[*mcp.InitializeParams])
 		if !ok {
@@ -264,6 +275,32 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		g.log.Info().Str("task", id).Str("client", clientName).Msg("session attached")
 		return res, err
 	}
+}
+
+// visibleTools keeps the tools the caller may call.
+func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mcp.Tool {
+	if g.opts.Policy == nil {
+		return tools
+	}
+	pr, err := g.principalFor(extra)
+	if err != nil {
+		return nil
+	}
+	ppr := policy.Principal{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions, DataLevel: pr.DataLevel, SlackUserID: pr.SlackUserID}
+	task := policy.Task{AllowTools: pr.AllowTools}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := tools[:0:0]
+	for _, t := range tools {
+		e, ok := g.tools[t.Name]
+		if !ok {
+			continue
+		}
+		if g.opts.Policy.Visible(ppr, task, policy.Tool{Name: e.exposed, Server: e.server, Upstream: e.upstream, Decl: e.decl}) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // principalFor returns the caller of a request: the API key's principal
@@ -648,6 +685,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		return errorResult(taskID, callID, g.explain(ctx, wctx, taskID, callID, e.exposed, err)), nil
 	}
 	log.Info().Str("outcome", string(res.Outcome)).Int("attempts", res.Attempts).Msg("call finished")
+	metrics.Calls.WithLabelValues(string(res.Outcome)).Inc()
 	return toMCP(taskID, res), nil
 }
 

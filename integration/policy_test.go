@@ -1,0 +1,149 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/manifests"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// TestPrincipalsAndPolicyOnNPMServers: two principals with different roles
+// against the real npm filesystem and memory servers each see and can call
+// exactly what their role allows, and the attacks on arguments are denied
+// before anything reaches the upstream.
+func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
+	needNPM(t)
+	sandbox := t.TempDir()
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("top secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(sandbox, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
+	mem := loadExample(t, "memory.yaml", "server-memory", nil, map[string]string{"MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "m.jsonl")})
+	readTools := []string{"filesystem__read_*", "filesystem__list_*", "filesystem__get_file_info", "filesystem__search_files", "filesystem__directory_tree"}
+	dir := identity.New(&config.Config{
+		Principals: []config.Principal{
+			{Name: "dev", Roles: []string{"operator"}, APIKeySHA256: []string{identity.HashKey("dev-key")}},
+			{Name: "reader", Roles: []string{"reader"}, APIKeySHA256: []string{identity.HashKey("reader-key")}},
+		},
+		Roles: map[string]*config.Role{
+			"operator": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataConfidential, Tools: []string{"*"}},
+			"reader":   {Permissions: []string{"filesystem.read"}, DataAccessLevel: manifests.DataInternal, Tools: readTools},
+		},
+	})
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm, mem}, directory: dir, policy: &policy.Config{
+		MaxArgBytes: 64 << 10,
+		Rules: []policy.Rule{{Name: "no-env-files", When: `args.?path.orValue("").endsWith(".env")`, Effect: policy.Deny,
+			Reason: ".env files hold secrets"}},
+	}})
+
+	dev := connectURL(t, s.url, bearer("dev-key"))
+	devTools := waitTools(t, dev, "filesystem__write_file", "memory__create_entities")
+	reader := connectURL(t, s.url, bearer("reader-key"))
+	readerTools := waitTools(t, reader, "filesystem__read_text_file")
+
+	// Each sees exactly what its role allows.
+	if len(devTools) != 23 {
+		t.Errorf("dev sees %d tools, want all 23", len(devTools))
+	}
+	var got []string
+	for name := range readerTools {
+		got = append(got, name)
+	}
+	sort.Strings(got)
+	for _, name := range got {
+		if strings.HasPrefix(name, "memory__") || name == "filesystem__write_file" || name == "filesystem__edit_file" ||
+			name == "filesystem__move_file" || name == "filesystem__create_directory" {
+			t.Errorf("reader sees %s", name)
+		}
+	}
+	if len(got) == 0 || len(got) >= len(devTools) {
+		t.Fatalf("reader sees %v", got)
+	}
+
+	// dev writes inside the sandbox; reader reads it; reader cannot write.
+	path := filepath.Join(sandbox, "notes.md")
+	wrote := call(t, dev, "filesystem__write_file", map[string]any{"path": path, "content": "hello"}, "")
+	if wrote.IsError {
+		t.Fatalf("dev write: %s", text(wrote))
+	}
+	devTask, _ := wrote.Meta[gateway.MetaTask].(string)
+	if res := call(t, reader, "filesystem__read_text_file", map[string]any{"path": path}, ""); res.IsError || !strings.Contains(text(res), "hello") {
+		t.Fatalf("reader read: %s", text(res))
+	}
+	res := call(t, reader, "filesystem__write_file", map[string]any{"path": path, "content": "overwritten"}, "")
+	if !res.IsError || !strings.Contains(text(res), "allowlist") && !strings.Contains(text(res), "allow") {
+		t.Fatalf("reader write: isError=%v %s", res.IsError, text(res))
+	}
+	res = call(t, reader, "memory__read_graph", map[string]any{}, "")
+	if !res.IsError {
+		t.Fatalf("reader read the memory graph: %s", text(res))
+	}
+
+	// Attacks, by dev (who may otherwise do anything): each denied with the
+	// check that caught it, and nothing reaches the upstream.
+	big := strings.Repeat("x", 100<<10)
+	attacks := []struct {
+		name, tool string
+		args       map[string]any
+		want       string // in the reason
+	}{
+		{"path traversal", "filesystem__read_text_file", map[string]any{"path": filepath.Join(sandbox, "..", filepath.Base(outside), "secret.txt")}, "outside"},
+		{"absolute path elsewhere", "filesystem__read_text_file", map[string]any{"path": "/etc/passwd"}, "outside"},
+		{"symlink escape", "filesystem__read_text_file", map[string]any{"path": filepath.Join(sandbox, "escape", "secret.txt")}, "outside"},
+		{"symlink escape in a list", "filesystem__read_multiple_files", map[string]any{"paths": []string{path, filepath.Join(sandbox, "escape", "secret.txt")}}, "outside"},
+		{"oversized arguments", "filesystem__write_file", map[string]any{"path": path, "content": big}, "bytes"},
+		{"schema violation", "filesystem__write_file", map[string]any{"path": path}, "content"},
+		{"rule", "filesystem__write_file", map[string]any{"path": filepath.Join(sandbox, "prod.env"), "content": "KEY=1"}, "no-env-files"},
+		{"high risk needs approval", "filesystem__move_file", map[string]any{"source": path, "destination": filepath.Join(sandbox, "moved.md")}, "needs approval"},
+	}
+	for _, a := range attacks {
+		res := call(t, dev, a.tool, a.args, "")
+		if !res.IsError || !strings.Contains(text(res), a.want) {
+			t.Errorf("%s: isError=%v %q; want a denial mentioning %q", a.name, res.IsError, text(res), a.want)
+		}
+		if strings.Contains(text(res), "top secret") {
+			t.Errorf("%s leaked the file", a.name)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != "hello" {
+		t.Errorf("a denied call changed the file: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(sandbox, "prod.env")); !os.IsNotExist(err) {
+		t.Errorf("the denied .env write happened: %v", err)
+	}
+
+	// Decisions are recorded with the task.
+	v, err := s.client.QueryWorkflow(context.Background(), devTask, "", workflows.QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.Status
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	var denied int
+	for _, r := range st.Recent {
+		if r.Decision == nil || r.Decision.PolicyVersion == "" {
+			t.Fatalf("call %s has no recorded decision", r.CallID)
+		}
+		if r.Outcome == workflows.OutcomeDenied {
+			denied++
+		}
+	}
+	if denied != len(attacks) {
+		t.Errorf("status shows %d denials, want %d", denied, len(attacks))
+	}
+}
