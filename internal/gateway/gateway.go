@@ -34,8 +34,8 @@ import (
 
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
-	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/pin"
+	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
