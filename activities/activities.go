@@ -57,6 +57,10 @@ type Activities struct {
 	// and the workflow denies every call: fail closed.
 	Policy  *policy.Policy
 	Catalog ToolCatalog
+	// Groups resolves approver groups to their members (principal names).
+	Groups map[string][]string
+	// Notifiers announce approval requests (Slack); none is fine.
+	Notifiers []Notifier
 	// HeartbeatEvery is how often a running call heartbeats (default 2s).
 	HeartbeatEvery time.Duration
 }

@@ -38,12 +38,39 @@ type DecideInput struct {
 	Elapsed time.Duration
 }
 
+// DecideOutput is a decision and, when it requires approval, who approves
+// and under what timers. Its JSON is a superset of policy.Decision's, so
+// decisions recorded before approvals existed still decode.
+type DecideOutput struct {
+	policy.Decision
+	Approval *ApprovalSpec `json:",omitempty"`
+}
+
+// ApprovalSpec is what the worker resolves for a require_approval
+// decision: from the manifest's approval block and the approver groups.
+type ApprovalSpec struct {
+	Approvers         []string
+	Timeout           time.Duration
+	EscalateAfter     time.Duration `json:",omitempty"`
+	EscalateTo        string        `json:",omitempty"`
+	EscalateApprovers []string      `json:",omitempty"`
+	OnTimeout         string
+	Redact            []string `json:",omitempty"`
+	SideEffects       []string
+	DataLevel         string
+	Risk              string
+}
+
+// DefaultApprovalTimeout is how long a request waits when the manifest sets
+// no approval timeout.
+const DefaultApprovalTimeout = time.Hour
+
 // Decide judges a call against the worker's policy. The worker is the
 // authority: it resolves the tool from its own manifests and the upstream's
 // current schema, not from anything the caller sent.
-func (a *Activities) Decide(_ context.Context, in DecideInput) (policy.Decision, error) {
+func (a *Activities) Decide(_ context.Context, in DecideInput) (DecideOutput, error) {
 	if a.Policy == nil || a.Catalog == nil {
-		return policy.Decision{}, temporal.NewNonRetryableApplicationError("this worker has no policy loaded; it cannot judge calls", ErrTypeInternal, nil)
+		return DecideOutput{}, temporal.NewNonRetryableApplicationError("this worker has no policy loaded; it cannot judge calls", ErrTypeInternal, nil)
 	}
 	tool, ok := a.Catalog.Tool(in.Tool)
 	var d policy.Decision
@@ -59,7 +86,36 @@ func (a *Activities) Decide(_ context.Context, in DecideInput) (policy.Decision,
 		})
 	}
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check).Inc()
-	return d, nil
+	out := DecideOutput{Decision: d}
+	if d.Effect == policy.RequireApproval {
+		out.Approval = a.approvalSpec(d, tool)
+	}
+	return out, nil
+}
+
+func (a *Activities) approvalSpec(d policy.Decision, tool policy.Tool) *ApprovalSpec {
+	spec := &ApprovalSpec{Approvers: a.Groups[d.Group], Timeout: DefaultApprovalTimeout, OnTimeout: "deny",
+		DataLevel: string(manifests.DataRestricted), Risk: string(manifests.RiskHigh), SideEffects: []string{string(manifests.SideEffectWrite)}}
+	if decl := tool.Decl; decl != nil {
+		spec.Redact = decl.Redact
+		spec.DataLevel, spec.Risk = string(decl.DataAccessLevel), string(decl.Risk)
+		spec.SideEffects = nil
+		for _, se := range decl.SideEffects {
+			spec.SideEffects = append(spec.SideEffects, string(se))
+		}
+		if ap := decl.Approval; ap != nil {
+			if ap.Timeout > 0 {
+				spec.Timeout = ap.Timeout.D()
+			}
+			spec.EscalateAfter = ap.EscalateAfter.D()
+			spec.EscalateTo = ap.EscalateTo
+			spec.OnTimeout = ap.EffectiveOnTimeout()
+		}
+	}
+	if spec.EscalateTo != "" {
+		spec.EscalateApprovers = a.Groups[spec.EscalateTo]
+	}
+	return spec
 }
 
 // Catalog is the worker's ToolCatalog: manifest declarations (with path

@@ -56,6 +56,8 @@ func Register(r Registry, acts *activities.Activities) {
 	RegisterWorkflows(r)
 	r.RegisterActivityWithOptions(acts.CallTool, activity.RegisterOptions{Name: activities.CallToolName})
 	r.RegisterActivityWithOptions(acts.Decide, activity.RegisterOptions{Name: activities.DecideName})
+	r.RegisterActivityWithOptions(acts.NotifyApprovers, activity.RegisterOptions{Name: activities.NotifyApproversName})
+	r.RegisterActivityWithOptions(acts.UpdateApprovalMessages, activity.RegisterOptions{Name: activities.UpdateApprovalName})
 }
 
 // WorkflowRegistry takes workflow registrations (workers and replayers).

@@ -39,6 +39,8 @@ type task struct {
 	finish       bool
 	draining     bool // continue-as-new pending: new calls go to the next run
 	state        string
+	approvals    []*ApprovalRequest
+	approvalAttr string
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -55,6 +57,13 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCallTool, t.callTool,
 		workflow.UpdateHandlerOptions{Validator: t.validateCall}); err != nil {
+		return TaskResult{}, err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryApprovals, t.approvalsQuery); err != nil {
+		return TaskResult{}, err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, t.decide,
+		workflow.UpdateHandlerOptions{Validator: t.validateDecide}); err != nil {
 		return TaskResult{}, err
 	}
 	finishCh := workflow.GetSignalChannel(ctx, SignalFinish)
@@ -253,9 +262,19 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 	// 1 policy decision (versioned: histories from before it replay).
 	var decision *Decision
 	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) >= 1 {
-		d := t.decide(ctx, req, started)
+		d, spec := t.judge(ctx, req, started)
 		decision = &d
-		if d.Effect != string(policy.Allow) {
+		approved := false
+		if d.Effect == string(policy.RequireApproval) && spec != nil &&
+			workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
+			ok, why := t.awaitApproval(ctx, req, d, spec)
+			if !ok {
+				t.lastActivity = workflow.Now(ctx)
+				return t.record(req, started, t.lastActivity, CallResult{Outcome: OutcomeDenied, Reason: why, Decision: decision}), nil
+			}
+			approved = true
+		}
+		if d.Effect != string(policy.Allow) && !approved {
 			reason := d.Reason
 			if d.Effect == string(policy.RequireApproval) {
 				reason = fmt.Sprintf("%s needs approval by %q (quorum %d) under policy %s, and this airlock has no approval path yet; ask an operator to allow the call by a rule or run it another way", req.Tool, d.Group, max(d.Quorum, 1), d.PolicyVersion)
@@ -278,9 +297,9 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 // changePolicyDecision versions the policy decision step of the pipeline.
 const changePolicyDecision = "policy-decision"
 
-// decide runs the policy decision as a local activity. Any failure to
+// judge runs the policy decision as a local activity. Any failure to
 // decide denies.
-func (t *task) decide(ctx workflow.Context, req CallRequest, now time.Time) Decision {
+func (t *task) judge(ctx workflow.Context, req CallRequest, now time.Time) (Decision, *activities.ApprovalSpec) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeInternal}},
@@ -295,13 +314,13 @@ func (t *task) decide(ctx workflow.Context, req CallRequest, now time.Time) Deci
 			DataLevel: manifests.DataLevel(id.DataLevel), SlackUserID: id.SlackUserID}
 		in.AllowTools = id.AllowTools
 	}
-	var d policy.Decision
+	var d activities.DecideOutput
 	if err := workflow.ExecuteLocalActivity(lctx, activities.DecideName, in).Get(ctx, &d); err != nil {
 		return Decision{Effect: string(policy.Deny), Check: policy.CheckError,
-			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}
+			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}, nil
 	}
 	return Decision{Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, Reason: d.Reason,
-		PolicyVersion: d.Version, Group: d.Group, Quorum: d.Quorum}
+		PolicyVersion: d.Version, Group: d.Group, Quorum: d.Quorum}, d.Approval
 }
 
 func (t *task) record(req CallRequest, started, finished time.Time, res CallResult) CallResult {

@@ -64,19 +64,21 @@ type harness struct {
 
 // fakePolicy is a scripted Decide activity: it allows unless decide is set.
 type fakePolicy struct {
-	mu     sync.Mutex
-	decide func(activities.DecideInput) (policy.Decision, error)
-	seen   []activities.DecideInput
+	mu       sync.Mutex
+	decide   func(activities.DecideInput) (policy.Decision, error)
+	approval *activities.ApprovalSpec
+	seen     []activities.DecideInput
 }
 
-func (f *fakePolicy) Decide(_ context.Context, in activities.DecideInput) (policy.Decision, error) {
+func (f *fakePolicy) Decide(_ context.Context, in activities.DecideInput) (activities.DecideOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen = append(f.seen, in)
 	if f.decide == nil {
-		return policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault, Version: "v-test"}, nil
+		return activities.DecideOutput{Decision: policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault, Version: "v-test"}}, nil
 	}
-	return f.decide(in)
+	d, err := f.decide(in)
+	return activities.DecideOutput{Decision: d, Approval: f.approval}, err
 }
 
 func newHarness(t *testing.T, script ...func(activities.CallToolInput) (activities.CallToolOutput, error)) *harness {

@@ -46,6 +46,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		SAPrincipal.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SAStatus.GetName():    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SATools.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+		SAApproval.GetName():  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 }
 

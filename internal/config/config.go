@@ -53,6 +53,30 @@ type Config struct {
 	Roles map[string]*Role `yaml:"roles,omitempty"`
 	// Policy holds the rules every call is checked against.
 	Policy Policy `yaml:"policy,omitempty"`
+
+	// ApproverGroups name who may approve calls that need approval (the
+	// manifests' approval.group and rules' group refer to these).
+	ApproverGroups map[string]*ApproverGroup `yaml:"approver_groups,omitempty"`
+}
+
+// ApproverGroup is a set of principals who decide on approval requests.
+type ApproverGroup struct {
+	// Members are principal names.
+	Members []string `yaml:"members"`
+	// SlackChannel is where requests for this group are posted (a channel
+	// ID such as C0123ABCD). Without it, requests are decided locally.
+	SlackChannel string `yaml:"slack_channel,omitempty"`
+}
+
+// GroupMembers returns each approver group's members.
+func (c *Config) GroupMembers() map[string][]string {
+	out := map[string][]string{}
+	for name, g := range c.ApproverGroups {
+		if g != nil {
+			out[name] = append([]string(nil), g.Members...)
+		}
+	}
+	return out
 }
 
 // Principal is one caller identity.

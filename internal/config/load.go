@@ -243,6 +243,19 @@ func (c *Config) validateIdentity(v *validator) {
 			v.add(at+".deadline", "must not be negative; omit it for the task default")
 		}
 	}
+	for _, name := range sortedKeys(c.ApproverGroups) {
+		g := c.ApproverGroups[name]
+		at := "approver_groups." + name
+		if g == nil || len(g.Members) == 0 {
+			v.add(at+".members", "is empty; list the principals who may approve, or remove the group")
+			continue
+		}
+		for j, m := range g.Members {
+			if !names[m] {
+				v.add(fmt.Sprintf("%s.members[%d]", at, j), "%q is not one of principals; approvers must be principals (their slack_user_id maps Slack clicks to them)", m)
+			}
+		}
+	}
 	if c.Policy.MaxArgBytes < 0 {
 		v.add("policy.max_arg_bytes", "must not be negative; omit it for the default 262144")
 	}

@@ -254,3 +254,26 @@ policy:
 		}
 	}
 }
+
+func TestApproverGroupsMustBePrincipals(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("fs"))
+	cfgPath := write(t, filepath.Join(dir, "airlock.yaml"), `manifests: [m.yaml]
+principals:
+  - {name: alice, roles: [r]}
+roles:
+  r: {tools: ["*"]}
+approver_groups:
+  ops: {members: [alice, zed], slack_channel: C1}
+  empty: {members: []}
+`)
+	_, err := config.Load(cfgPath)
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	for _, want := range []string{`approver_groups.ops.members[1]: "zed" is not one of principals`, "approver_groups.empty.members: is empty"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}

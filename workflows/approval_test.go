@@ -1,0 +1,245 @@
+package workflows
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/policy"
+)
+
+// fakeNotifier records the approval notices the workflow sends.
+type fakeNotifier struct {
+	mu      sync.Mutex
+	posts   []activities.ApprovalNotice
+	updates []activities.ApprovalNotice
+	failing bool
+}
+
+func (f *fakeNotifier) Notify(_ context.Context, n activities.ApprovalNotice) ([]activities.MessageRef, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.posts = append(f.posts, n)
+	if f.failing {
+		return nil, activities.ErrNoChannel
+	}
+	return []activities.MessageRef{{Notifier: "fake", Channel: "C-" + n.Group, TS: "1"}}, nil
+}
+
+func (f *fakeNotifier) Update(_ context.Context, n activities.ApprovalNotice) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updates = append(f.updates, n)
+	return nil
+}
+
+type approvalHarness struct {
+	*harness
+	notes *fakeNotifier
+}
+
+func newApprovalHarness(t *testing.T, spec activities.ApprovalSpec, quorum int) *approvalHarness {
+	h := newHarness(t)
+	n := &fakeNotifier{}
+	h.env.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: activities.NotifyApproversName})
+	h.env.RegisterActivityWithOptions(n.Update, activity.RegisterOptions{Name: activities.UpdateApprovalName})
+	h.policy.decide = func(activities.DecideInput) (policy.Decision, error) {
+		return policy.Decision{Effect: policy.RequireApproval, Check: policy.CheckDefault, Group: "ops", Quorum: quorum, Version: "pv1"}, nil
+	}
+	h.policy.approval = &spec
+	return &approvalHarness{harness: h, notes: n}
+}
+
+func ops(approvers ...string) activities.ApprovalSpec {
+	return activities.ApprovalSpec{Approvers: approvers, Timeout: time.Hour, OnTimeout: "deny", SideEffects: []string{"write"}, DataLevel: "internal", Risk: "high"}
+}
+
+// decideAt sends a decision at delay d; it reports rejection or result.
+func (h *approvalHarness) decideAt(d time.Duration, updateID string, dr DecideRequest, res *DecideResult, rejected *error) {
+	h.env.RegisterDelayedCallback(func() {
+		if dr.Digest == "" {
+			dr.Digest = RequestDigest("task-1", "c1", "fs__read", []byte(`{"path":"/a"}`), "pv1")
+		}
+		h.env.UpdateWorkflow(UpdateDecide, updateID, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) {
+				if rejected != nil {
+					*rejected = err
+				}
+			},
+			OnComplete: func(v any, err error) {
+				if err == nil && res != nil {
+					*res = v.(DecideResult)
+				}
+			},
+		}, dr)
+	}, d)
+}
+
+func vote(approver string, approve bool) DecideRequest {
+	return DecideRequest{RequestID: "task-1~c1", Approver: approver, Approve: approve, Via: "test"}
+}
+
+func TestApprovalApproveRunsOnce(t *testing.T) {
+	h := newApprovalHarness(t, ops("bob", "carol"), 1)
+	var res CallResult
+	var dres DecideResult
+	h.callAt(time.Second, req("c1", false), &res, nil)
+	h.decideAt(10*time.Minute, "click-1", vote("bob", true), &dres, nil)
+	h.finishAt(2 * time.Hour)
+	h.run(baseInput())
+	if res.Outcome != OutcomeOK || h.tools.calls() != 1 {
+		t.Fatalf("call %+v ran %d times", res, h.tools.calls())
+	}
+	if dres.State != ApprovalApproved {
+		t.Fatalf("decide result %+v", dres)
+	}
+	if len(h.notes.posts) != 1 || h.notes.posts[0].RequestID != "task-1~c1" || h.notes.posts[0].Group != "ops" || h.notes.posts[0].Digest == "" {
+		t.Fatalf("posts %+v", h.notes.posts)
+	}
+	if len(h.notes.updates) != 1 || h.notes.updates[0].State != ApprovalApproved || len(h.notes.updates[0].Votes) != 1 ||
+		len(h.notes.updates[0].Messages) != 1 {
+		t.Fatalf("message updates %+v", h.notes.updates)
+	}
+}
+
+func TestApprovalDeny(t *testing.T) {
+	h := newApprovalHarness(t, ops("bob"), 1)
+	var res CallResult
+	h.callAt(time.Second, req("c1", false), &res, nil)
+	h.decideAt(time.Minute, "click-1", DecideRequest{RequestID: "task-1~c1", Approver: "bob", Approve: false, Via: "test", Comment: "not in prod"}, nil, nil)
+	h.finishAt(2 * time.Hour)
+	h.run(baseInput())
+	if res.Outcome != OutcomeDenied || !strings.Contains(res.Reason, "bob denied fs__read: not in prod") || h.tools.calls() != 0 {
+		t.Fatalf("call %+v ran %d", res, h.tools.calls())
+	}
+}
+
+func TestApprovalTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		onTimeout string
+		want      Outcome
+	}{{"deny", OutcomeDenied}, {"approve", OutcomeOK}} {
+		t.Run(tc.onTimeout, func(t *testing.T) {
+			spec := ops("bob")
+			spec.OnTimeout = tc.onTimeout
+			h := newApprovalHarness(t, spec, 1)
+			var res CallResult
+			h.callAt(time.Second, req("c1", false), &res, nil)
+			var late error
+			h.decideAt(time.Hour+2*time.Second, "late", vote("bob", true), nil, &late)
+			h.finishAt(3 * time.Hour)
+			h.run(baseInput())
+			if res.Outcome != tc.want {
+				t.Fatalf("call %+v", res)
+			}
+			if tc.want == OutcomeDenied && !strings.Contains(res.Reason, "expired") {
+				t.Fatalf("reason %q", res.Reason)
+			}
+			if late == nil || !strings.Contains(late.Error(), "already") {
+				t.Fatalf("a click after expiry: %v", late)
+			}
+		})
+	}
+}
+
+func TestApprovalEscalation(t *testing.T) {
+	spec := ops("bob")
+	spec.EscalateAfter, spec.EscalateTo, spec.EscalateApprovers = 15*time.Minute, "leads", []string{"dana"}
+	h := newApprovalHarness(t, spec, 1)
+	var res CallResult
+	var early error
+	h.callAt(time.Second, req("c1", false), &res, nil)
+	h.decideAt(time.Minute, "dana-early", vote("dana", true), nil, &early)
+	h.decideAt(20*time.Minute, "dana-late", vote("dana", true), nil, nil)
+	h.finishAt(2 * time.Hour)
+	h.run(baseInput())
+	if early == nil || !strings.Contains(early.Error(), "not in approver group") {
+		t.Fatalf("escalation approver before escalation: %v", early)
+	}
+	if res.Outcome != OutcomeOK {
+		t.Fatalf("call %+v", res)
+	}
+	if len(h.notes.posts) != 2 || !h.notes.posts[1].Escalation || h.notes.posts[1].Group != "leads" {
+		t.Fatalf("posts %+v", h.notes.posts)
+	}
+}
+
+func TestApprovalQuorumAndValidator(t *testing.T) {
+	h := newApprovalHarness(t, ops("alice", "bob", "carol", "dave"), 2)
+	in := baseInput() // principal alice asks
+	var res CallResult
+	h.callAt(time.Second, req("c1", false), &res, nil)
+	rejections := map[string]*error{}
+	try := func(at time.Duration, id string, dr DecideRequest) {
+		var err error
+		rejections[id] = &err
+		h.decideAt(at, id, dr, nil, &err)
+	}
+	try(time.Minute, "self", vote("alice", true))
+	try(2*time.Minute, "outsider", vote("mallory", true))
+	changed := vote("bob", true)
+	changed.Digest = RequestDigest("task-1", "c1", "fs__read", []byte(`{"path":"/etc/passwd"}`), "pv1")
+	try(3*time.Minute, "changed-args", changed)
+	try(4*time.Minute, "unknown", DecideRequest{RequestID: "task-1~nope", Approver: "bob", Approve: true})
+	var first, second DecideResult
+	h.decideAt(5*time.Minute, "bob-1", vote("bob", true), &first, nil)
+	try(6*time.Minute, "bob-again", vote("bob", true))
+	h.decideAt(7*time.Minute, "carol-1", vote("carol", true), &second, nil)
+	try(8*time.Minute, "after-close", vote("dave", true))
+	h.finishAt(2 * time.Hour)
+	h.run(in)
+
+	want := map[string]string{"self": "may not approve", "outsider": "not in approver group", "changed-args": "digest mismatch",
+		"unknown": "no approval request", "bob-again": "already decided", "after-close": "already approved"}
+	for id, sub := range want {
+		if err := *rejections[id]; err == nil || !strings.Contains(err.Error(), sub) {
+			t.Errorf("%s: rejection %v, want %q", id, err, sub)
+		}
+	}
+	if first.State != ApprovalPending || second.State != ApprovalApproved || res.Outcome != OutcomeOK || h.tools.calls() != 1 {
+		t.Fatalf("first %+v second %+v call %+v runs %d", first, second, res, h.tools.calls())
+	}
+	// The query shows the request with both votes.
+	if len(h.notes.updates) != 1 || len(h.notes.updates[0].Votes) != 2 {
+		t.Fatalf("updates %+v", h.notes.updates)
+	}
+}
+
+func TestApprovalNotificationFailureDoesNotApprove(t *testing.T) {
+	h := newApprovalHarness(t, ops("bob"), 1)
+	h.notes.failing = true
+	var res CallResult
+	h.callAt(time.Second, req("c1", false), &res, nil)
+	var apps []ApprovalRequest
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(QueryApprovals)
+		if err == nil {
+			_ = v.Get(&apps)
+		}
+	}, 30*time.Minute)
+	h.finishAt(2 * time.Hour)
+	h.run(baseInput())
+	if res.Outcome != OutcomeDenied || h.tools.calls() != 0 {
+		t.Fatalf("call %+v ran %d", res, h.tools.calls())
+	}
+	if len(apps) != 1 || apps[0].State != ApprovalPending || apps[0].Digest == "" {
+		t.Fatalf("pending request not visible: %+v", apps)
+	}
+}
+
+func TestRequestDigestCanonical(t *testing.T) {
+	a := RequestDigest("t", "c", "fs__write", []byte(`{"b":1,"a":[1,2]}`), "v")
+	b := RequestDigest("t", "c", "fs__write", []byte(`{ "a": [1,2], "b": 1 }`), "v")
+	c := RequestDigest("t", "c", "fs__write", []byte(`{"b":2,"a":[1,2]}`), "v")
+	d := RequestDigest("t", "c", "fs__write", []byte(`{"b":1,"a":[1,2]}`), "v2")
+	if a != b || a == c || a == d {
+		t.Fatalf("digests %s %s %s %s", a, b, c, d)
+	}
+}

@@ -1,0 +1,101 @@
+package workflows
+
+import (
+	"encoding/json"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/activities"
+)
+
+// Approval wire names.
+const (
+	// UpdateDecide delivers an approver's decision on one request. Its
+	// validator rejects unknown, closed, changed and expired requests,
+	// approvers outside the group and self-approval; rejected decisions
+	// leave no trace in history.
+	UpdateDecide = "decide"
+	// QueryApprovals returns the task's approval requests.
+	QueryApprovals = "approvals"
+)
+
+// SAApproval is "pending" while a task waits for an approval, else "none".
+var SAApproval = temporal.NewSearchAttributeKeyKeyword("AirlockApproval")
+
+// Approval states.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+	ApprovalExpired  = "expired"
+)
+
+// ApprovalRequest is one call waiting for people. It is bound to the call
+// by Digest: a decision made on another digest is refused.
+type ApprovalRequest struct {
+	// ID is "<task ID>~<call ID>"; it is all a Slack button carries.
+	ID        string
+	TaskID    string
+	CallID    string
+	Tool      string
+	Server    string
+	Principal string // who asked
+	Client    string `json:",omitempty"`
+	Arguments json.RawMessage
+	// Digest is the hex SHA-256 of (task, call ID, tool, canonical args,
+	// policy version).
+	Digest        string
+	PolicyVersion string
+	Rule          string `json:",omitempty"`
+	Reason        string `json:",omitempty"`
+	SideEffects   []string
+	DataLevel     string
+	Risk          string
+	Redact        []string `json:",omitempty"`
+
+	Group     string
+	Quorum    int
+	Approvers []string // principals who may decide (the group's members)
+	// EscalateTo names a second group notified at EscalateAt.
+	EscalateTo string    `json:",omitempty"`
+	EscalateAt time.Time `json:",omitempty"`
+	ExpiresAt  time.Time
+	OnTimeout  string // "deny" or "approve"
+
+	RequestedAt time.Time
+	State       string
+	Votes       []Vote
+	DecidedAt   time.Time `json:",omitempty"`
+	Escalated   bool      `json:",omitempty"`
+	// Messages are the notifications posted (Slack channel and ts).
+	Messages []activities.MessageRef `json:",omitempty"`
+}
+
+// Vote is one approver's decision.
+type Vote struct {
+	Approver string
+	Approve  bool
+	At       time.Time
+	Via      string // slack, cli, web
+	Comment  string `json:",omitempty"`
+}
+
+// DecideRequest is the argument of UpdateDecide.
+type DecideRequest struct {
+	RequestID string
+	// Digest must be the request's: the approver decided on what they saw.
+	Digest   string
+	Approver string // principal name
+	Approve  bool
+	Via      string
+	Comment  string `json:",omitempty"`
+}
+
+// DecideResult answers the approver.
+type DecideResult struct {
+	RequestID string
+	State     string
+	// Message says what the decision did ("approved: 1 of 2 approvals").
+	Message string
+}
