@@ -5,7 +5,9 @@
 // command or a streamable HTTP URL) and the tools of that upstream that
 // airlock exposes, each with its side effects, data access level, required
 // permissions, risk and approval rule, timeout, retry policy, idempotency,
-// redaction, pre-image capture and compensation.
+// redaction, pre-image capture and compensation. Optional resources and
+// prompts blocks pass the upstream's resources and prompts through, to
+// principals cleared for the block's data access level.
 //
 // Loading is two steps, as in caddy: decode (Parse; strict YAML, so unknown
 // fields and durations without a unit are errors) and then Validate, which

@@ -1,8 +1,9 @@
 // Command testupstream is an MCP server for airlock's end-to-end tests and
 // benchmarks: a cheap tool (echo), slow tools that record every execution in
 // a side-effect log (append is declared non-idempotent, put idempotent), and
-// a tool returning every content type. It serves stdio, or streamable HTTP
-// with -http.
+// a tool returning every content type, and a resource, a resource template
+// and a prompt (resources.go). It serves stdio, or streamable HTTP with
+// -http.
 //
 // For the tool-pinning tests its definitions can change: ECHO_DESCRIPTION
 // sets echo's description at start, and TOOLS_FILE names a JSON file,
@@ -127,7 +128,8 @@ func applyToolsFile(s *mcp.Server, path string, last *string) {
 }
 
 func newServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "testupstream", Version: "1"}, nil)
+	s := mcp.NewServer(&mcp.Implementation{Name: "testupstream", Version: "1"}, serverOptions())
+	addResources(s) // resources.go
 	desc := os.Getenv("ECHO_DESCRIPTION")
 	if desc == "" {
 		desc = "Echo text back."

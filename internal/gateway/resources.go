@@ -42,8 +42,11 @@ import (
 
 // CodeAccessDenied is the JSON-RPC error code of a resources/read,
 // prompts/get or resources/subscribe refused because the caller's data
-// access level is below what the upstream's manifest requires.
-const CodeAccessDenied = -32003
+// access level is below what the upstream's manifest requires. It is in
+// the implementation-defined range and clear of the codes the go-sdk gives
+// meaning to (-32001 to -32005 are its transport's, -32002 is "resource
+// not found", -32020 to -32022 and -32042 are MCP's).
+const CodeAccessDenied = -32030
 
 // dataLevels in increasing order of sensitivity.
 var dataLevels = []manifests.DataLevel{manifests.DataPublic, manifests.DataInternal,
@@ -84,11 +87,15 @@ type promptEntry struct {
 	upstream string
 	level    manifests.DataLevel
 	def      *mcp.Prompt // as listed: named "<server>__<prompt>"
+	src      *mcp.Prompt // as the pool listed it
 }
 
 func (e *resourceEntry) same(o *resourceEntry) bool {
 	if e.server != o.server || e.level != o.level {
 		return false
+	}
+	if e.res == o.res && e.tmpl == o.tmpl {
+		return true // the pool's catalog entry itself: Refresh runs on every tools/list
 	}
 	if e.res != nil {
 		return o.res != nil && sameJSON(e.res, o.res)
@@ -159,7 +166,7 @@ func (g *Gateway) refreshResources() {
 			for _, p := range cat.Prompts {
 				def := *p
 				def.Name = manifests.ExposedName(server, p.Name)
-				wantPrompts[def.Name] = &promptEntry{server: server, upstream: p.Name, level: m.Prompts.DataAccessLevel, def: &def}
+				wantPrompts[def.Name] = &promptEntry{server: server, upstream: p.Name, level: m.Prompts.DataAccessLevel, def: &def, src: p}
 			}
 		}
 	}
@@ -195,7 +202,7 @@ func (g *Gateway) refreshResources() {
 	published := map[string]*promptEntry{}
 	for _, name := range sortedKeys(wantPrompts) {
 		e := wantPrompts[name]
-		if old, ok := g.res.prompts[name]; ok && old.server == e.server && old.level == e.level && sameJSON(old.def, e.def) {
+		if old, ok := g.res.prompts[name]; ok && old.server == e.server && old.level == e.level && (old.src == e.src || sameJSON(old.def, e.def)) {
 			published[name] = old
 			continue
 		}

@@ -369,7 +369,10 @@ func TestResourcesFilteredByDataLevel(t *testing.T) {
 		{"read a resource", `access denied: resource mem://b of upstream beta needs data access level confidential, and principal "public" is cleared for public`,
 			func() error { _, err := low.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://b"}); return err }},
 		{"read through a template", "resource mem://items/1 of upstream beta needs data access level confidential",
-			func() error { _, err := low.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://items/1"}); return err }},
+			func() error {
+				_, err := low.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://items/1"})
+				return err
+			}},
 		{"read an internal resource", "resource mem://a of upstream alpha needs data access level internal",
 			func() error { _, err := low.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://a"}); return err }},
 		{"get a prompt", "prompt beta__hello of upstream beta needs data access level confidential",
