@@ -205,7 +205,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	s.stops = append(s.stops, func() { _ = s.pool.Close() })
 
 	if r.worker {
-		acts := &activities.Activities{Tools: s.pool, Policy: e.snap.Policy,
+		acts := &activities.Activities{Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
 			Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered)}
 		w := worker.New(c, acts, worker.Options{TaskQueue: e.tq})
 		e.log.Info().Str("policy", e.snap.Policy.Version()).Int("rules", len(e.snap.Config.Policy.Rules)).Msg("policy loaded")
