@@ -1,8 +1,7 @@
-// Package approver will hold the approval service: how a person decides on a
-// tool call that policy sends for approval. It is not implemented yet
-// (issue 4).
+// Package approver is the approval service: how a person decides on a
+// tool call that policy sends for approval.
 //
-// What will live here:
+// What lives here:
 //
 //   - Slack Block Kit rendering of an approval request (who asks, which
 //     tool, its arguments with the manifest's redactions applied, side

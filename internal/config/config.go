@@ -57,6 +57,47 @@ type Config struct {
 	// ApproverGroups name who may approve calls that need approval (the
 	// manifests' approval.group and rules' group refer to these).
 	ApproverGroups map[string]*ApproverGroup `yaml:"approver_groups,omitempty"`
+
+	// Approvals configures how people are asked and how long agents wait.
+	Approvals Approvals `yaml:"approvals,omitempty"`
+	// Slack connects approvals to a Slack app. Secrets are named by the
+	// environment variables that hold them, never written here.
+	Slack *Slack `yaml:"slack,omitempty"`
+}
+
+// Approvals configures the approval paths.
+type Approvals struct {
+	// Notify lists where requests are announced: "slack", "local" (the CLI
+	// and the gateway's /approvals page; always available). Default: slack
+	// when a slack block is present, else local.
+	Notify []string `yaml:"notify,omitempty"`
+	// InlineWait bounds how long one tools/call waits for an approval
+	// before answering that it is pending (default 50s: under the 60s
+	// common MCP clients wait). The call goes on; airlock_await collects it.
+	InlineWait manifests.Duration `yaml:"inline_wait,omitempty"`
+}
+
+// Slack is the Slack app airlock posts approval requests with.
+type Slack struct {
+	// BotTokenEnv names the environment variable holding the bot token
+	// (xoxb-…). Default SLACK_BOT_TOKEN.
+	BotTokenEnv string `yaml:"bot_token_env,omitempty"`
+	// SigningSecretEnv names the variable holding the signing secret that
+	// interaction requests are checked with. Default SLACK_SIGNING_SECRET.
+	SigningSecretEnv string `yaml:"signing_secret_env,omitempty"`
+	// AppTokenEnv names the variable holding the app-level token (xapp-…)
+	// for Socket Mode. Default SLACK_APP_TOKEN.
+	AppTokenEnv string `yaml:"app_token_env,omitempty"`
+	// Mode is "http" (Slack posts interactions to InteractionsPath on the
+	// gateway's listener; needs a public URL) or "socket" (Socket Mode; no
+	// public URL). Default http.
+	Mode string `yaml:"mode,omitempty"`
+	// InteractionsPath is the HTTP path of the interaction endpoint.
+	// Default /slack/interactions.
+	InteractionsPath string `yaml:"interactions_path,omitempty"`
+	// APIURL overrides Slack's Web API base URL (tests, proxies). Must end
+	// with "/".
+	APIURL string `yaml:"api_url,omitempty"`
 }
 
 // ApproverGroup is a set of principals who decide on approval requests.

@@ -1,0 +1,108 @@
+package approver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// TaskOf returns the task ID of an approval request ID ("<task>~<call>").
+func TaskOf(requestID string) (string, error) {
+	task, call, ok := strings.Cut(requestID, "~")
+	if !ok || task == "" || call == "" {
+		return "", fmt.Errorf("%q is not an approval request ID (they look like task-1a2b~call-3c4d)", requestID)
+	}
+	return task, nil
+}
+
+// Deliver sends one decision to the task that owns the request, as the
+// Update "decide". updateID makes it idempotent: a redelivered click with
+// the same ID gets the first answer and changes nothing. The workflow's
+// validator decides whether the decision counts; its refusal comes back as
+// the error, worded for the person who decided.
+func Deliver(ctx context.Context, c client.Client, updateID string, d workflows.DecideRequest) (workflows.DecideResult, error) {
+	task, err := TaskOf(d.RequestID)
+	if err != nil {
+		return workflows.DecideResult{}, err
+	}
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: task, UpdateID: updateID, UpdateName: workflows.UpdateDecide,
+		Args: []any{d}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res workflows.DecideResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err != nil {
+		return res, fmt.Errorf("decision on %s not recorded: %w", d.RequestID, err)
+	}
+	return res, nil
+}
+
+// Lookup returns one request, as its task holds it now.
+func Lookup(ctx context.Context, c client.Client, requestID string) (workflows.ApprovalRequest, error) {
+	task, err := TaskOf(requestID)
+	if err != nil {
+		return workflows.ApprovalRequest{}, err
+	}
+	reqs, err := requestsOf(ctx, c, task)
+	if err != nil {
+		return workflows.ApprovalRequest{}, err
+	}
+	for _, r := range reqs {
+		if r.ID == requestID {
+			return r, nil
+		}
+	}
+	return workflows.ApprovalRequest{}, fmt.Errorf("task %s has no approval request %s", task, requestID)
+}
+
+// Pending lists the requests waiting for a decision, across every task
+// whose AirlockApproval attribute says it waits, oldest first.
+func Pending(ctx context.Context, c client.Client, namespace string) ([]workflows.ApprovalRequest, error) {
+	q := fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", workflows.SAApproval.GetName(), workflows.ApprovalPending)
+	var out []workflows.ApprovalRequest
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: q, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("listing tasks waiting for approval: %w", err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			reqs, err := requestsOf(ctx, c, ex.GetExecution().GetWorkflowId())
+			if err != nil {
+				continue // ended meanwhile
+			}
+			for _, r := range reqs {
+				if r.State == workflows.ApprovalPending {
+					out = append(out, r)
+				}
+			}
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			break
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RequestedAt.Before(out[j].RequestedAt) })
+	return out, nil
+}
+
+func requestsOf(ctx context.Context, c client.Client, task string) ([]workflows.ApprovalRequest, error) {
+	v, err := c.QueryWorkflow(ctx, task, "", workflows.QueryApprovals)
+	if err != nil {
+		return nil, fmt.Errorf("reading approval requests of task %s: %w", task, err)
+	}
+	var reqs []workflows.ApprovalRequest
+	if err := v.Get(&reqs); err != nil {
+		return nil, errors.New("decoding approval requests of task " + task + ": " + err.Error())
+	}
+	return reqs, nil
+}
