@@ -87,9 +87,12 @@ type Options struct {
 	DeadlineAfter time.Duration
 	IdleTimeout   time.Duration
 	// InlineWait bounds how long one tools/call waits for its result before
-	// answering that the call is still running (default 55s, under the 60s
-	// that common MCP clients wait).
+	// answering that the call is pending (default 50s, under the 60s that
+	// common MCP clients wait); airlock_await collects it later.
 	InlineWait time.Duration
+	// ProgressEvery is the interval of progress notifications while a call
+	// waits (default 10s), sent when the client gave a progress token.
+	ProgressEvery time.Duration
 	Logger     zerolog.Logger
 	Version    string
 }
@@ -136,7 +139,7 @@ func New(opts Options) *Gateway {
 		opts.TaskQueue = workflows.DefaultTaskQueue
 	}
 	if opts.InlineWait <= 0 {
-		opts.InlineWait = 55 * time.Second
+		opts.InlineWait = 50 * time.Second
 	}
 	if opts.Principal == "" {
 		opts.Principal = "local"
@@ -161,6 +164,7 @@ func New(opts Options) *Gateway {
 		SubscribeHandler: g.subscribe, UnsubscribeHandler: g.unsubscribe,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
+	g.addBuiltins()
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	g.Refresh()
 	return g
@@ -292,6 +296,10 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 	defer g.mu.Unlock()
 	out := tools[:0:0]
 	for _, t := range tools {
+		if t.Name == ToolStatus || t.Name == ToolAwait {
+			out = append(out, t)
+			continue
+		}
 		e, ok := g.tools[t.Name]
 		if !ok {
 			continue
@@ -640,6 +648,8 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 
 	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
 	defer cancel()
+	stopProgress := g.progress(ctx, req, taskID, callID)
+	defer stopProgress()
 	var res workflows.CallResult
 	for {
 		var h client.WorkflowUpdateHandle
@@ -681,6 +691,10 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		break
 	}
 	if err != nil {
+		if wctx.Err() != nil && ctx.Err() == nil {
+			log.Info().Msg("call pending past the inline wait")
+			return g.pendingResult(ctx, taskID, callID, e.exposed), nil
+		}
 		log.Warn().Err(err).Msg("call not completed")
 		return errorResult(taskID, callID, g.explain(ctx, wctx, taskID, callID, e.exposed, err)), nil
 	}

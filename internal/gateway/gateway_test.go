@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -13,11 +14,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
@@ -363,9 +366,13 @@ func TestCallStillRunningAfterInlineWait(t *testing.T) {
 	ft := &fakeTemporal{block: true}
 	cs := connectMemory(t, newTestGateway(t, ft, Options{InlineWait: 50 * time.Millisecond}))
 	res := callTool(t, cs, "counter__echo", map[string]any{}, "slow-1")
-	if !res.IsError || !strings.Contains(textOf(res), "still running") || !strings.Contains(textOf(res), `"slow-1"`) ||
-		!strings.Contains(textOf(res), MetaIdempotencyKey) {
-		t.Fatalf("result isError=%v %q; want 'still running' with the idempotency key to call again with", res.IsError, textOf(res))
+	if res.IsError || !strings.Contains(textOf(res), "still running") || !strings.Contains(textOf(res), `"k-slow-1"`) ||
+		!strings.Contains(textOf(res), ToolAwait) || res.Meta[MetaCall] != "k-slow-1" {
+		t.Fatalf("result isError=%v %q; want a pending (non-error) result naming the call and %s", res.IsError, textOf(res), ToolAwait)
+	}
+	sc, _ := res.StructuredContent.(map[string]any)
+	if sc["status"] != "pending" || sc["call"] != "k-slow-1" {
+		t.Fatalf("structured content %v", res.StructuredContent)
 	}
 }
 
@@ -472,10 +479,18 @@ func TestToolsListedBeforeUpstreamsConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Tools) != 1 || res.Tools[0].Name != "counter__echo" {
-		t.Fatalf("tools %s, want counter__echo only", mustJSON(t, res.Tools))
+	var echo *mcp.Tool
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+		if tool.Name == "counter__echo" {
+			echo = tool
+		}
 	}
-	if d := res.Tools[0].Description; !strings.HasPrefix(d, "[unavailable: upstream counter is not connected yet]") || !strings.Contains(d, "Echo it.") {
+	if len(res.Tools) != 3 || echo == nil {
+		t.Fatalf("tools %v, want counter__echo and the built-ins %s, %s", names, ToolStatus, ToolAwait)
+	}
+	if d := echo.Description; !strings.HasPrefix(d, "[unavailable: upstream counter is not connected yet]") || !strings.Contains(d, "Echo it.") {
 		t.Fatalf("description %q: want it marked unavailable, keeping the manifest's description", d)
 	}
 }
@@ -607,6 +622,8 @@ func mustJSON(t *testing.T, v any) string {
 // methods panic (the embedded interface is nil).
 type fakeTemporal struct {
 	client.Client
+	// queries answer QueryWorkflow by query type; absent ones fail.
+	queries map[string]any
 
 	// answer decides the outcome of the nth update (from 1); default: the
 	// call's arguments echoed as "echo <text>".
@@ -729,4 +746,25 @@ func (h fakeHandle) Get(_ context.Context, v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+func (f *fakeTemporal) QueryWorkflow(_ context.Context, id, _ string, queryType string, _ ...any) (converter.EncodedValue, error) {
+	f.mu.Lock()
+	v, ok := f.queries[queryType]
+	f.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("workflow %s: no %s query in this fake", id, queryType)
+	}
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
+	if err != nil {
+		return nil, err
+	}
+	return encodedValue{p}, nil
+}
+
+type encodedValue struct{ p *commonpb.Payload }
+
+func (e encodedValue) HasValue() bool { return e.p != nil }
+func (e encodedValue) Get(v any) error {
+	return converter.GetDefaultDataConverter().FromPayload(e.p, v)
 }

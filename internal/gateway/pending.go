@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// Built-in tools: an agent whose call outlived the inline wait collects it
+// with these. They act on the caller's own task only.
+const (
+	ToolStatus = "airlock_status"
+	ToolAwait  = "airlock_await"
+)
+
+type statusIn struct {
+	Call string `json:"call,omitempty" jsonschema:"a call ID from a result's _meta airlock.dev/call; omit it for the whole task"`
+}
+
+type awaitIn struct {
+	Call           string `json:"call" jsonschema:"the call ID from the pending result's _meta airlock.dev/call"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"how long to wait (default and maximum: the gateway's inline wait)"`
+}
+
+func (g *Gateway) addBuiltins() {
+	mcp.AddTool(g.server, &mcp.Tool{Name: ToolStatus, Title: "airlock: task status",
+		Description: "Shows this task's calls and the approvals they wait for, or one call's state. Read-only.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, g.statusTool)
+	mcp.AddTool(g.server, &mcp.Tool{Name: ToolAwait, Title: "airlock: await a call",
+		Description: "Waits for a call that is still pending (e.g. waiting for a person's approval) and returns its result. Never runs the call again.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, g.awaitTool)
+}
+
+func (g *Gateway) callerTask(req *mcp.CallToolRequest) (string, error) {
+	pr, err := g.principalFor(req.Extra)
+	if err != nil {
+		return "", err
+	}
+	task, _, err := g.taskFor(req, pr.Name)
+	return task, err
+}
+
+func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in statusIn) (*mcp.CallToolResult, any, error) {
+	task, err := g.callerTask(req)
+	if err != nil {
+		return errorResult("", "", err.Error()), nil, nil
+	}
+	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", workflows.QueryStatus)
+	var st workflows.Status
+	if err == nil {
+		err = v.Get(&st)
+	}
+	if err != nil {
+		return errorResult(task, "", fmt.Sprintf("task %s has no status yet (no call has been made in it, or it has ended): %v", task, err)), nil, nil
+	}
+	approvals := g.approvals(ctx, task)
+	if in.Call != "" {
+		text := g.describeCall(st, approvals, in.Call)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaTask: task, MetaCall: in.Call}}, nil, nil
+	}
+	text := fmt.Sprintf("task %s (%s): %d call(s), %d running", task, st.State, st.Calls, len(st.InFlight))
+	for _, a := range approvals {
+		if a.State == workflows.ApprovalPending {
+			text += fmt.Sprintf("\n- call %s (%s) waits for approval by %q: request %s, %d of %d approvals, expires %s",
+				a.CallID, a.Tool, a.Group, a.ID, approvalsOf(a), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+	}
+	for _, r := range st.Recent {
+		text += fmt.Sprintf("\n- call %s (%s): %s", r.CallID, r.Tool, r.Outcome)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaTask: task}}, nil, nil
+}
+
+func (g *Gateway) describeCall(st workflows.Status, approvals []workflows.ApprovalRequest, call string) string {
+	for _, r := range st.Recent {
+		if r.CallID == call {
+			s := fmt.Sprintf("call %s (%s) finished: %s", call, r.Tool, r.Outcome)
+			if r.Reason != "" {
+				s += ": " + r.Reason
+			}
+			return s + ". Call " + ToolAwait + " to get its result."
+		}
+	}
+	for _, a := range approvals {
+		if a.CallID == call && a.State == workflows.ApprovalPending {
+			return fmt.Sprintf("call %s (%s) waits for approval by %q: request %s, %d of %d approvals, expires %s",
+				call, a.Tool, a.Group, a.ID, approvalsOf(a), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+	}
+	for _, id := range st.InFlight {
+		if id == call {
+			return fmt.Sprintf("call %s is running", call)
+		}
+	}
+	return fmt.Sprintf("task %s has no call %s (or it finished too long ago to be listed)", st.TaskID, call)
+}
+
+func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in awaitIn) (*mcp.CallToolResult, any, error) {
+	task, err := g.callerTask(req)
+	if err != nil {
+		return errorResult("", "", err.Error()), nil, nil
+	}
+	if in.Call == "" {
+		return errorResult(task, "", "call is required: pass the call ID from the pending result's _meta "+MetaCall), nil, nil
+	}
+	wait := g.opts.InlineWait
+	if in.TimeoutSeconds > 0 && time.Duration(in.TimeoutSeconds)*time.Second < wait {
+		wait = time.Duration(in.TimeoutSeconds) * time.Second
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	stop := g.progress(ctx, req, task, in.Call)
+	defer stop()
+	h := g.opts.Temporal.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: task, UpdateID: in.Call})
+	var res workflows.CallResult
+	if err := h.Get(wctx, &res); err != nil {
+		if wctx.Err() != nil && ctx.Err() == nil {
+			return g.pendingResult(ctx, task, in.Call, ""), nil, nil
+		}
+		return errorResult(task, in.Call, fmt.Sprintf("no result for call %s in task %s: %v (see %s)", in.Call, task, err, ToolStatus)), nil, nil
+	}
+	return toMCP(task, res), nil, nil
+}
+
+// approvals reads the task's approval requests (best effort).
+func (g *Gateway) approvals(ctx context.Context, task string) []workflows.ApprovalRequest {
+	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", workflows.QueryApprovals)
+	if err != nil {
+		return nil
+	}
+	var out []workflows.ApprovalRequest
+	_ = v.Get(&out)
+	return out
+}
+
+func (g *Gateway) pendingApproval(ctx context.Context, task, call string) *workflows.ApprovalRequest {
+	for _, a := range g.approvals(ctx, task) {
+		if a.CallID == call && a.State == workflows.ApprovalPending {
+			return &a
+		}
+	}
+	return nil
+}
+
+func approvalsOf(a workflows.ApprovalRequest) int {
+	n := 0
+	for _, v := range a.Votes {
+		if v.Approve {
+			n++
+		}
+	}
+	return n
+}
+
+// pendingResult answers a call that outlived the inline wait: not an
+// error, but a statement of what it waits for and how to collect it.
+func (g *Gateway) pendingResult(ctx context.Context, task, call, tool string) *mcp.CallToolResult {
+	sc := map[string]any{"status": "pending", "task": task, "call": call}
+	var text string
+	if a := g.pendingApproval(ctx, task, call); a != nil {
+		text = fmt.Sprintf("%s is waiting for approval by %q (request %s: %d of %d approvals, expires %s). Nothing has run yet; it runs once, if approved. Call %s with {\"call\": %q} to wait for its result, or %s to check on it.",
+			a.Tool, a.Group, a.ID, approvalsOf(*a), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339), ToolAwait, call, ToolStatus)
+		sc["approval_request"], sc["group"], sc["expires_at"] = a.ID, a.Group, a.ExpiresAt.UTC().Format(time.RFC3339)
+	} else {
+		name := tool
+		if name == "" {
+			name = "call " + call
+		}
+		text = fmt.Sprintf("%s is still running in task %s. Call %s with {\"call\": %q} to collect its result; it will not run twice.", name, task, ToolAwait, call)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: sc,
+		Meta: mcp.Meta{MetaTask: task, MetaCall: call}}
+}
+
+// progress sends MCP progress notifications while a call waits, if the
+// client asked for them (a progress token), saying what it waits for.
+func (g *Gateway) progress(ctx context.Context, req *mcp.CallToolRequest, task, call string) (stop func()) {
+	tok := req.Params.GetProgressToken()
+	if tok == nil || req.Session == nil {
+		return func() {}
+	}
+	every := g.opts.ProgressEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			msg := "running"
+			if a := g.pendingApproval(ctx, task, call); a != nil {
+				msg = fmt.Sprintf("waiting for approval by %q (request %s: %d of %d approvals)", a.Group, a.ID, approvalsOf(*a), a.Quorum)
+			}
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: msg})
+		}
+	}()
+	return func() { close(done); <-finished }
+}
