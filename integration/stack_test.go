@@ -161,8 +161,14 @@ type stackOptions struct {
 	// changed since it was pinned.
 	pins *pin.Store
 	// policy judges calls (default: an empty policy, so the risk tiers
-	// decide: high and critical tools need approval and are refused).
+	// decide: high and critical tools need approval).
 	policy *policy.Config
+	// groups are the approver groups' members (principal names).
+	groups map[string][]string
+	// notifiers announce approval requests (default none: local only).
+	notifiers []activities.Notifier
+	// inlineWait and progressEvery tune the gateway's long waits.
+	inlineWait, progressEvery time.Duration
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -213,7 +219,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.worker = worker.New(c, &activities.Activities{Tools: s.pool, Policy: pol,
+	s.worker = worker.New(c, &activities.Activities{Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
@@ -223,6 +229,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	gwMu.Lock()
 	s.gw = gateway.New(gateway.Options{
 		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
+		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, IdleTimeout: time.Hour, Logger: log,
 	})
 	gwMu.Unlock()
@@ -363,3 +370,8 @@ func (quiet) Warn(string, ...interface{})  {}
 func (quiet) Error(string, ...interface{}) {}
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// newHeaderClient is an HTTP client that adds headers to every request.
+func newHeaderClient(headers map[string]string) *http.Client {
+	return &http.Client{Transport: headerRT{headers: headers}}
+}

@@ -1,0 +1,141 @@
+package integration
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/manifests"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// approvalStack serves testupstream's append as a high-risk tool that ops
+// (bob) must approve; alice calls it.
+func approvalStack(t *testing.T, o stackOptions) (*stack, string) {
+	t.Helper()
+	effects := filepath.Join(t.TempDir(), "effects.log")
+	bin := buildBinary(t, "./integration/testupstream")
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "counter.yaml"), []byte(`server:
+  name: counter
+  stdio:
+    command: `+bin+`
+    env: {SIDE_EFFECT_LOG: `+effects+`}
+tools:
+  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    idempotent: false
+    approval: {group: ops, timeout: 10m}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.manifests = []*manifests.Manifest{m}
+	o.directory = identity.New(&config.Config{
+		Principals: []config.Principal{
+			{Name: "alice", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("alice-key")}},
+			{Name: "bob", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("bob-key")}},
+		},
+		Roles: map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
+	})
+	o.groups = map[string][]string{"ops": {"bob"}}
+	return newStack(t, o), effects
+}
+
+// TestPendingApprovalAndAwait: a call waiting for approval outlives the
+// inline wait and comes back as a non-error pending result naming the
+// request, with progress notifications meanwhile; airlock_status shows it;
+// after bob approves, airlock_await returns the result, and the tool ran
+// exactly once whatever the agent did (including retrying the call).
+func TestPendingApprovalAndAwait(t *testing.T) {
+	s, effects := approvalStack(t, stackOptions{inlineWait: 2 * time.Second, progressEvery: 200 * time.Millisecond})
+
+	var mu sync.Mutex
+	var progress []string
+	c := mcp.NewClient(&mcp.Implementation{Name: "alice-agent", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, req.Params.Message)
+			mu.Unlock()
+		},
+	})
+	hc := newHeaderClient(map[string]string{"Authorization": "Bearer alice-key"})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	waitTools(t, cs, "counter__append", gateway.ToolAwait, gateway.ToolStatus)
+
+	params := &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "deploy"},
+		Meta: mcp.Meta{gateway.MetaIdempotencyKey: "append-1"}}
+	params.SetProgressToken("tok-1")
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := res.StructuredContent.(map[string]any)
+	if res.IsError || sc["status"] != "pending" || !strings.Contains(text(res), `approval by "ops"`) || sc["approval_request"] == nil {
+		t.Fatalf("pending result: isError=%v %q %v", res.IsError, text(res), res.StructuredContent)
+	}
+	callID, _ := res.Meta[gateway.MetaCall].(string)
+	reqID, _ := sc["approval_request"].(string)
+	mu.Lock()
+	got := strings.Join(progress, "|")
+	mu.Unlock()
+	if !strings.Contains(got, `waiting for approval by "ops"`) {
+		t.Errorf("progress notifications %q: want them to say what the call waits for", got)
+	}
+	if n := sideEffects(t, effects, "append", "deploy"); n != 0 {
+		t.Fatalf("the tool ran %d times before approval", n)
+	}
+
+	st := call_(t, cs, gateway.ToolStatus, map[string]any{"call": callID})
+	if !strings.Contains(text(st), "waits for approval") || !strings.Contains(text(st), reqID) {
+		t.Fatalf("airlock_status: %q", text(st))
+	}
+
+	// The agent retries the original call meanwhile: still pending, no run.
+	if again := call(t, cs, "counter__append", map[string]any{"key": "deploy"}, "append-1"); again.IsError || again.Meta[gateway.MetaCall] != callID {
+		t.Fatalf("retry while pending: %v %q", again.IsError, text(again))
+	}
+
+	// bob approves (the local path: the same Update Slack clicks use).
+	ctx := context.Background()
+	ar, err := approver.Lookup(ctx, s.client, reqID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dres, err := approver.Deliver(ctx, s.client, "test:bob", workflows.DecideRequest{RequestID: reqID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
+	if err != nil || dres.State != workflows.ApprovalApproved {
+		t.Fatalf("approve: %+v %v", dres, err)
+	}
+
+	out := call_(t, cs, gateway.ToolAwait, map[string]any{"call": callID})
+	if out.IsError || !strings.Contains(text(out)+mustJSON(t, out.StructuredContent), `"count":1`) {
+		t.Fatalf("airlock_await: isError=%v %q %v", out.IsError, text(out), out.StructuredContent)
+	}
+	again := call(t, cs, "counter__append", map[string]any{"key": "deploy"}, "append-1")
+	if again.IsError || mustJSON(t, again.StructuredContent) != mustJSON(t, out.StructuredContent) {
+		t.Fatalf("the retried call after approval: %q", text(again))
+	}
+	if n := sideEffects(t, effects, "append", "deploy"); n != 1 {
+		t.Fatalf("the approved call ran %d times, want exactly 1", n)
+	}
+}
+
+// call_ calls a built-in tool (no idempotency key).
+func call_(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	return call(t, cs, name, args, "")
+}
