@@ -93,8 +93,8 @@ type Options struct {
 	// ProgressEvery is the interval of progress notifications while a call
 	// waits (default 10s), sent when the client gave a progress token.
 	ProgressEvery time.Duration
-	Logger     zerolog.Logger
-	Version    string
+	Logger        zerolog.Logger
+	Version       string
 }
 
 // Gateway is the MCP server in front of the upstreams.
