@@ -251,6 +251,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		MaxCalls:        cfg.Task.MaxCalls,
 		DeadlineAfter:   cfg.Task.Deadline.D(),
 		IdleTimeout:     cfg.Task.IdleTimeout.D(),
+		InlineWait:      cfg.Approvals.InlineWait.D(),
 		Logger:          e.log,
 		Version:         version,
 	})

@@ -1,0 +1,106 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// TestApprovalSurvivesCrash: `airlock dev` is killed with SIGKILL while a
+// call waits for approval; after a restart on the same data dir the request
+// is still pending, the approver's decision is accepted, the call runs
+// exactly once, and the reattached agent collects the result.
+func TestApprovalSurvivesCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess crash test; skipped with -short")
+	}
+	bin := buildBinary(t, "./cmd/airlock")
+	upstreamBin := buildBinary(t, "./integration/testupstream")
+	dir := t.TempDir()
+	effects := filepath.Join(dir, "effects.log")
+	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
+  name: counter
+  stdio:
+    command: %s
+    env: {SIDE_EFFECT_LOG: %s}
+tools:
+  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    approval: {group: ops, timeout: 30m}
+`, upstreamBin, effects))
+	writeFile(t, filepath.Join(dir, "airlock.yaml"), `manifests: [counter.yaml]
+approvals: {inline_wait: 2s}
+principals:
+  - {name: alice, roles: [all], api_key_sha256: [`+identity.HashKey("alice-key")+`]}
+  - {name: bob, roles: [all], api_key_sha256: [`+identity.HashKey("bob-key")+`]}
+roles:
+  all: {permissions: ["*"], data_access_level: restricted, tools: ["*"]}
+approver_groups:
+  ops: {members: [bob]}
+`)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tport := freePort(t)
+	args := []string{"--config", filepath.Join(dir, "airlock.yaml"), "--data-dir", filepath.Join(dir, "data"),
+		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--log-format", "json"}
+	base := "http://" + listen
+
+	p1 := startDev(t, bin, args...)
+	p1.waitHealthy(t, base)
+	cs := connectURL(t, base+"/mcp", bearer("alice-key"))
+	waitTools(t, cs, "counter__append")
+	res := call(t, cs, "counter__append", map[string]any{"key": "crash"}, "approve-me")
+	sc, _ := res.StructuredContent.(map[string]any)
+	reqID, _ := sc["approval_request"].(string)
+	task, _ := res.Meta[gateway.MetaTask].(string)
+	if res.IsError || reqID == "" {
+		t.Fatalf("pending result: isError=%v %q", res.IsError, text(res))
+	}
+
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p1.exited
+
+	p2 := startDev(t, bin, args...)
+	p2.waitHealthy(t, base)
+	c := dialTest(t, fmt.Sprintf("127.0.0.1:%d", tport), "default")
+	ctx := context.Background()
+	ar, err := approver.Lookup(ctx, c, reqID)
+	if err != nil || ar.State != workflows.ApprovalPending {
+		t.Fatalf("request after restart: %+v %v", ar, err)
+	}
+	dres, err := approver.Deliver(ctx, c, "crash:bob", workflows.DecideRequest{RequestID: reqID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
+	if err != nil || dres.State != workflows.ApprovalApproved {
+		t.Fatalf("decision after restart: %+v %v", dres, err)
+	}
+
+	cs2 := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: task})
+	waitTools(t, cs2, "counter__append")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out := call(t, cs2, gateway.ToolAwait, map[string]any{"call": "k-approve-me"}, "")
+		if !out.IsError && !strings.Contains(text(out), "still running") && !strings.Contains(text(out), "waiting") {
+			if !strings.Contains(mustJSON(t, out.StructuredContent), `"count":1`) {
+				t.Fatalf("result after approval: %q %v", text(out), out.StructuredContent)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no result after approval: %q", text(out))
+		}
+	}
+	if n := sideEffects(t, effects, "append", "crash"); n != 1 {
+		t.Fatalf("the approved call ran %d times, want 1", n)
+	}
+}
