@@ -105,7 +105,8 @@ tools:
 	if code != 0 {
 		t.Fatalf("first pin: exit %d\n%s%s", code, out, errs)
 	}
-	for _, want := range []string{"upstream counter offers 5 tool(s)", "new        echo", "new        append  (no manifest declares it: not exposed)", "pinned 5 tool(s) of counter in " + pinsPath} {
+	// (testupstream's tool count changes as tests need more tools.)
+	for _, want := range []string{"upstream counter offers ", "new        echo\n", "new        append  (no manifest declares it: not exposed)", " tool(s) of counter in " + pinsPath + ": append, "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("first pin: stdout lacks %q:\n%s", want, out)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,8 +41,10 @@ func TestScanTestupstream(t *testing.T) {
 	if m.Server.Name != "counter" || m.Server.Stdio == nil || m.Server.Stdio.Command != bin {
 		t.Fatalf("server = %+v", m.Server)
 	}
-	if len(m.Tools) != 5 {
-		t.Fatalf("declared %d tools, want testupstream's 5", len(m.Tools))
+	for _, name := range []string{"echo", "append", "put", "fail", "content"} {
+		if m.Tools[name] == nil {
+			t.Errorf("testupstream's tool %s is not declared", name)
+		}
 	}
 	echo := m.Tools["echo"]
 	if !reflect.DeepEqual(echo.SideEffects, sideEffects(manifests.SideEffectRead)) || echo.Risk != manifests.RiskLow || !echo.Idempotent || echo.Approval != nil {
@@ -58,7 +61,7 @@ func TestScanTestupstream(t *testing.T) {
 			t.Errorf("skeleton lacks %q", want)
 		}
 	}
-	if !strings.Contains(errs, "5 tool(s) declared") {
+	if !strings.Contains(errs, fmt.Sprintf("%d tool(s) declared (0 skipped)", len(m.Tools))) {
 		t.Errorf("stderr: %s", errs)
 	}
 
