@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
 )
@@ -61,6 +62,9 @@ type Activities struct {
 	Groups map[string][]string
 	// Notifiers announce approval requests (Slack); none is fine.
 	Notifiers []Notifier
+	// Pins, when set, refuses tools whose upstream definition changed
+	// since it was pinned.
+	Pins *pin.Store
 	// HeartbeatEvery is how often a running call heartbeats (default 2s).
 	HeartbeatEvery time.Duration
 }

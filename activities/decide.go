@@ -61,6 +61,25 @@ type ApprovalSpec struct {
 	Risk              string
 }
 
+// CheckPin is the Decision.Check of a call refused because the upstream's
+// tool definition no longer matches its pin.
+const CheckPin = "pin"
+
+// blocked reports why a tool must not run because its upstream definition
+// changed since it was pinned ("" when it may run). The gateway hides such
+// tools; this is the worker's own check, so a stale gateway cannot slip one
+// through, and the refusal is recorded with the call.
+func (a *Activities) blocked(t policy.Tool) string {
+	c, ok := a.Catalog.(*Catalog)
+	if a.Pins == nil || !ok || c.pool == nil {
+		return ""
+	}
+	if err := a.Pins.Verify(t.Server, t.Upstream, c.pool.Status(t.Server).Tools); err != nil {
+		return "denied: " + err.Error()
+	}
+	return ""
+}
+
 // DefaultApprovalTimeout is how long a request waits when the manifest sets
 // no approval timeout.
 const DefaultApprovalTimeout = time.Hour
@@ -77,6 +96,8 @@ func (a *Activities) Decide(_ context.Context, in DecideInput) (DecideOutput, er
 	if !ok {
 		d = policy.Decision{Effect: policy.Deny, Check: policy.CheckError, Version: a.Policy.Version(),
 			Reason: fmt.Sprintf("denied: no manifest on the worker covers %s; the tool may have been removed from the configuration", in.Tool)}
+	} else if reason := a.blocked(tool); reason != "" {
+		d = policy.Decision{Effect: policy.Deny, Check: CheckPin, Version: a.Policy.Version(), Reason: reason}
 	} else {
 		d = a.Policy.Decide(policy.Input{
 			Principal: in.Principal,

@@ -219,7 +219,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.worker = worker.New(c, &activities.Activities{Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers,
+	s.worker = worker.New(c, &activities.Activities{Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
@@ -204,8 +205,12 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	s.pool.Start(context.WithoutCancel(ctx))
 	s.stops = append(s.stops, func() { _ = s.pool.Close() })
 
+	pins, err := openPins(e)
+	if err != nil {
+		return s, err
+	}
 	if r.worker {
-		acts := &activities.Activities{Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
+		acts := &activities.Activities{Pins: pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
 			Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered)}
 		w := worker.New(c, acts, worker.Options{TaskQueue: e.tq})
 		e.log.Info().Str("policy", e.snap.Policy.Version()).Int("rules", len(e.snap.Config.Policy.Rules)).Msg("policy loaded")
@@ -234,10 +239,6 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		local = p
 	}
 	s.dir = dir
-	pins, err := openPins(e)
-	if err != nil {
-		return s, err
-	}
 	g := gateway.New(gateway.Options{
 		Directory:       dir,
 		Local:           local,
@@ -268,6 +269,14 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	mux.Handle("/mcp", g.Handler())
 	mux.Handle("/metrics", metrics.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	// Approving without Slack: the page lists the requests a principal may
+	// decide, after a login with its API key.
+	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: c, Namespace: e.ns, Directory: dir})
+	if err != nil {
+		return s, err
+	}
+	mux.Handle("/approvals", approvals)
+	mux.Handle("/approvals/", approvals)
 	ln, err := net.Listen("tcp", e.listen)
 	if err != nil {
 		return s, fmt.Errorf("gateway cannot listen on %s: %w (is another airlock running? pass --listen)", e.listen, err)
@@ -315,6 +324,7 @@ func banner(w io.Writer, e *env, s *stack, r roles) {
 	}
 	fmt.Fprintf(w, `airlock %s is running
   MCP endpoint:  %s   (streamable HTTP)
+  approvals:     http://%s/approvals   (or: airlock approvals list)
   Temporal:      %s
   data:          %s
   config:        %s
@@ -331,7 +341,7 @@ process's Temporal, which runs the calls:
 Reattach to a task after a client restart: send the header "Airlock-Task: <task ID>"
 (the ID is in every result's _meta "airlock.dev/task").
 Stop with Ctrl-C; restarting on the same data dir resumes every task.
-`, version, url, temporal, e.dataDir, e.cfgPath, strings.Join(ups, ", "), url, key, url, key, keyNote, bin, e.cfgPath, e.flags.address)
+`, version, url, s.addr, temporal, e.dataDir, e.cfgPath, strings.Join(ups, ", "), url, key, url, key, keyNote, bin, e.cfgPath, e.flags.address)
 }
 
 // airlockBinary is the path to put in client configs: this executable,
