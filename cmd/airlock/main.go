@@ -22,7 +22,10 @@ Usage:
   airlock gateway    [flags]   run the MCP gateway against a Temporal cluster
   airlock worker     [flags]   run the worker (tool calls) against a Temporal cluster
   airlock tasks      list|show  inspect agent tasks
-  airlock manifests  validate  check the configuration and manifests
+  airlock approvals  list|show|approve|deny  decide on calls waiting for approval
+  airlock manifests  validate|pin|scan
+                               check manifests; accept changed upstream tool
+                               definitions; write a manifest skeleton for an upstream
   airlock keys       new|hash  make API keys for principals
   airlock version              print the version
 
@@ -49,6 +52,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runWorker(rest, stdout, stderr)
 	case "tasks":
 		return runTasks(rest, stdout, stderr)
+	case "approvals":
+		return runApprovals(rest, stdout, stderr)
 	case "manifests":
 		return runManifests(rest, stdout, stderr)
 	case "keys":
