@@ -1,0 +1,388 @@
+package approver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// Local decides approval requests without Slack: the CLI (airlock
+// approvals) and the gateway's /approvals page both go through it. It reads
+// the requests from the tasks themselves and delivers decisions as the
+// decide Update, so the workflow's validator applies the same rules as to a
+// Slack click.
+type Local struct {
+	Temporal  client.Client
+	Namespace string
+}
+
+// Decision is one person's decision on one request, as the local paths
+// take it.
+type Decision struct {
+	RequestID string
+	// Approver is the principal name; the caller has authenticated it.
+	Approver string
+	Approve  bool
+	// Via is "cli" or "web". With RequestID and Approver it makes the
+	// Update ID, so repeating the same decision changes nothing.
+	Via     string
+	Comment string
+	// Digest is the request digest the approver saw, or a prefix of it (at
+	// least MinDigestPrefix hex digits). Empty: the request as it is now.
+	Digest string
+}
+
+// MinDigestPrefix is the shortest digest prefix a decision may bind to.
+const MinDigestPrefix = 8
+
+// Mask replaces redacted argument values.
+const Mask = "[redacted]"
+
+// Refusal is a decision that did not count, with the reason worded for the
+// person who decided (from the workflow's validator, or a local check).
+type Refusal struct {
+	RequestID string
+	Reason    string
+}
+
+func (r *Refusal) Error() string { return "refused: " + r.Reason }
+
+// UpdateID is the Update ID of a local decision: one per request, approver
+// and path.
+func UpdateID(via, requestID, approver string) string {
+	return via + ":" + requestID + ":" + approver
+}
+
+// AuthenticateKey finds the principal of an API key, as the gateway does
+// for an HTTP caller.
+func AuthenticateKey(dir *identity.Directory, key string) (*identity.Principal, error) {
+	if dir == nil {
+		return nil, errors.New("no principals are configured, so nobody can be authenticated; add principals to the configuration")
+	}
+	key = strings.TrimSpace(key)
+	if key == "" {
+		return nil, identity.ErrNoCredentials
+	}
+	return dir.Authenticate(http.Header{"Authorization": {"Bearer " + key}})
+}
+
+// List returns the pending requests, oldest first.
+func (l Local) List(ctx context.Context) ([]workflows.ApprovalRequest, error) {
+	if l.Temporal == nil {
+		return nil, errors.New("no Temporal client to read approval requests with")
+	}
+	return Pending(ctx, l.Temporal, l.Namespace)
+}
+
+// Show returns one request, whatever its state.
+func (l Local) Show(ctx context.Context, requestID string) (workflows.ApprovalRequest, error) {
+	if l.Temporal == nil {
+		return workflows.ApprovalRequest{}, errors.New("no Temporal client to read approval requests with")
+	}
+	r, err := Lookup(ctx, l.Temporal, requestID)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			task, _ := TaskOf(requestID)
+			return r, fmt.Errorf("no task %s: check the request ID (airlock approvals list shows the pending ones)", task)
+		}
+	}
+	return r, err
+}
+
+// Decide delivers one decision on the request as it is now (bound to
+// d.Digest when given). A decision the workflow refuses comes back as a
+// *Refusal.
+func (l Local) Decide(ctx context.Context, d Decision) (workflows.DecideResult, error) {
+	if strings.TrimSpace(d.Approver) == "" {
+		return workflows.DecideResult{}, errors.New("the decision names no approver")
+	}
+	if d.Via == "" {
+		return workflows.DecideResult{}, errors.New("the decision names no path (cli or web)")
+	}
+	want := strings.ToLower(strings.TrimSpace(d.Digest))
+	if want != "" {
+		if len(want) < MinDigestPrefix || strings.Trim(want, "0123456789abcdef") != "" {
+			return workflows.DecideResult{}, fmt.Errorf("digest %q: give at least %d hex digits of the digest that airlock approvals show prints", d.Digest, MinDigestPrefix)
+		}
+	}
+	r, err := l.Show(ctx, d.RequestID)
+	if err != nil {
+		return workflows.DecideResult{}, err
+	}
+	if want != "" && !strings.HasPrefix(r.Digest, want) {
+		return workflows.DecideResult{}, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf(
+			"request %s has digest %s, not the %s you decided on; it is not the call you saw: run airlock approvals show %s and decide again",
+			r.ID, short(r.Digest), want, r.ID)}
+	}
+	res, err := Deliver(ctx, l.Temporal, UpdateID(d.Via, r.ID, d.Approver), workflows.DecideRequest{
+		RequestID: r.ID, Digest: r.Digest, Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment,
+	})
+	if err != nil {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) {
+			return res, &Refusal{RequestID: r.ID, Reason: app.Message()}
+		}
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return res, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf("task %s has ended, so request %s is closed", r.TaskID, r.ID)}
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// MayDecide says why name may not decide on r, or nil when it may. The
+// workflow's validator is the authority; this only picks what to offer.
+func MayDecide(r workflows.ApprovalRequest, name string, now time.Time) error {
+	switch {
+	case r.State != workflows.ApprovalPending:
+		return fmt.Errorf("request %s is already %s", r.ID, r.State)
+	case !now.Before(r.ExpiresAt):
+		return fmt.Errorf("request %s has expired", r.ID)
+	case name == r.Principal:
+		return fmt.Errorf("%s asked for this call and may not approve it", name)
+	case !slices.Contains(r.Approvers, name):
+		return fmt.Errorf("%s is not in approver group %q", name, r.Group)
+	}
+	for _, v := range r.Votes {
+		if v.Approver == name {
+			return fmt.Errorf("%s has already decided on request %s", name, r.ID)
+		}
+	}
+	return nil
+}
+
+// MaskArguments decodes JSON arguments and replaces the value at each
+// redact path with Mask. A path is dot separated ("auth.token"); a path
+// through a list applies to every element ("entities.observations").
+func MaskArguments(args json.RawMessage, redact []string) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("arguments are not JSON: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("arguments are not one JSON value")
+	}
+	for _, p := range redact {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		v = maskPath(v, strings.Split(p, "."))
+	}
+	return v, nil
+}
+
+func maskPath(v any, path []string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		child, ok := x[path[0]]
+		if !ok {
+			return v
+		}
+		if len(path) == 1 {
+			x[path[0]] = Mask
+		} else {
+			x[path[0]] = maskPath(child, path[1:])
+		}
+	case []any:
+		for i := range x {
+			x[i] = maskPath(x[i], path)
+		}
+	}
+	return v
+}
+
+// PrettyArguments is the arguments as indented JSON with the redact paths
+// masked. Arguments that are not JSON are not shown (nothing could be
+// masked in them).
+func PrettyArguments(args json.RawMessage, redact []string) string {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return "{}"
+	}
+	v, err := MaskArguments(args, redact)
+	if err != nil {
+		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// Redacted is r with its arguments masked, for printing as JSON.
+func Redacted(r workflows.ApprovalRequest) workflows.ApprovalRequest {
+	v, err := MaskArguments(r.Arguments, r.Redact)
+	if err != nil {
+		r.Arguments = json.RawMessage(`"(withheld: not JSON)"`)
+		return r
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		r.Arguments = json.RawMessage(`"(withheld)"`)
+		return r
+	}
+	r.Arguments = b
+	return r
+}
+
+// ExpiresIn says how long until the request expires, "expired" once it has.
+func ExpiresIn(r workflows.ApprovalRequest, now time.Time) string {
+	d := r.ExpiresAt.Sub(now)
+	if d <= 0 {
+		return "expired"
+	}
+	if d >= time.Minute {
+		return strings.TrimSuffix(d.Truncate(time.Minute).String(), "0s")
+	}
+	return d.Truncate(time.Second).String()
+}
+
+// Approvals counts the approving votes.
+func Approvals(r workflows.ApprovalRequest) int {
+	n := 0
+	for _, v := range r.Votes {
+		if v.Approve {
+			n++
+		}
+	}
+	return n
+}
+
+// WriteList prints requests as a table, one a line.
+func WriteList(w io.Writer, reqs []workflows.ApprovalRequest, now time.Time) error {
+	if len(reqs) == 0 {
+		_, err := fmt.Fprintln(w, "no approval requests are pending")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTASK\tTOOL\tREQUESTER\tGROUP\tVOTES\tEXPIRES IN")
+	for _, r := range reqs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", cell(r.ID), cell(r.TaskID), cell(r.Tool), cell(r.Principal), cell(r.Group),
+			Approvals(r), r.Quorum, ExpiresIn(r, now))
+	}
+	return tw.Flush()
+}
+
+// WriteRequest prints one request in full, its arguments masked.
+func WriteRequest(w io.Writer, r workflows.ApprovalRequest, now time.Time) error {
+	var b strings.Builder
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "%-14s %s\n", k+":", cell(v))
+		}
+	}
+	line("request", r.ID)
+	line("state", r.State)
+	line("task", r.TaskID)
+	line("call", r.CallID)
+	line("tool", r.Tool)
+	line("server", r.Server)
+	requester := r.Principal
+	if r.Client != "" {
+		requester += " (client " + r.Client + ")"
+	}
+	line("requester", requester)
+	line("side effects", strings.Join(r.SideEffects, ", "))
+	line("data level", r.DataLevel)
+	line("risk", r.Risk)
+	line("rule", r.Rule)
+	line("reason", r.Reason)
+	line("group", fmt.Sprintf("%s (%d of %d approvals needed; members: %s)", r.Group, r.Quorum, len(r.Approvers), strings.Join(r.Approvers, ", ")))
+	if r.Escalated || r.EscalateTo != "" {
+		esc := r.EscalateTo + " at " + r.EscalateAt.Local().Format(time.DateTime)
+		if r.Escalated {
+			esc += " (escalated)"
+		}
+		line("escalation", esc)
+	}
+	line("requested", r.RequestedAt.Local().Format(time.DateTime))
+	expires := r.ExpiresAt.Local().Format(time.DateTime)
+	if r.State == workflows.ApprovalPending {
+		expires += " (in " + ExpiresIn(r, now) + "; then " + r.OnTimeout + ")"
+	}
+	line("expires", expires)
+	if !r.DecidedAt.IsZero() {
+		line("decided", r.DecidedAt.Local().Format(time.DateTime))
+	}
+	line("policy", r.PolicyVersion)
+	line("digest", r.Digest)
+	if len(r.Votes) > 0 {
+		b.WriteString("votes:\n")
+		for _, v := range r.Votes {
+			verb := "approved"
+			if !v.Approve {
+				verb = "denied"
+			}
+			fmt.Fprintf(&b, "  %s %s via %s at %s", cell(v.Approver), verb, cell(v.Via), v.At.Local().Format(time.DateTime))
+			if v.Comment != "" {
+				fmt.Fprintf(&b, ": %s", cell(v.Comment))
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("arguments")
+	if len(r.Redact) > 0 {
+		fmt.Fprintf(&b, " (masked: %s)", strings.Join(r.Redact, ", "))
+	}
+	b.WriteString(":\n")
+	for _, l := range strings.Split(PrettyArguments(r.Arguments, r.Redact), "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	_, err := io.WriteString(w, Visible(b.String()))
+	return err
+}
+
+// Visible escapes control and invisible formatting characters (ANSI
+// escapes, bidi overrides, zero-width characters) as \uXXXX, so text from
+// agents and tools cannot rewrite a terminal or hide part of itself.
+// Newlines and tabs stay.
+func Visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || r == unicode.ReplacementChar:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// cell is one table cell: visible, on one line, without tabs.
+func cell(s string) string {
+	return strings.NewReplacer("\t", " ", "\n", " ").Replace(Visible(s))
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
+}

@@ -1,0 +1,277 @@
+package approver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// fakeTemporal serves approval requests from memory and records the decide
+// Updates it is sent; refuse, when set, is the validator's answer.
+type fakeTemporal struct {
+	client.Client // unimplemented methods panic
+
+	mu      sync.Mutex
+	reqs    []workflows.ApprovalRequest
+	refuse  func(workflows.DecideRequest) error
+	updates []client.UpdateWorkflowOptions
+}
+
+func (f *fakeTemporal) ListWorkflow(_ context.Context, _ *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := map[string]bool{}
+	resp := &workflowservice.ListWorkflowExecutionsResponse{}
+	for _, r := range f.reqs {
+		if !seen[r.TaskID] {
+			seen[r.TaskID] = true
+			resp.Executions = append(resp.Executions, &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: r.TaskID}})
+		}
+	}
+	return resp, nil
+}
+
+func (f *fakeTemporal) QueryWorkflow(_ context.Context, id, _ string, q string, _ ...any) (converter.EncodedValue, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if q != workflows.QueryApprovals {
+		return nil, errors.New("unexpected query " + q)
+	}
+	var out []workflows.ApprovalRequest
+	for _, r := range f.reqs {
+		if r.TaskID == id {
+			out = append(out, r)
+		}
+	}
+	return jsonValue{out}, nil
+}
+
+func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updates = append(f.updates, o)
+	d := o.Args[0].(workflows.DecideRequest)
+	if f.refuse != nil {
+		if err := f.refuse(d); err != nil {
+			return nil, temporal.NewApplicationError(err.Error(), "")
+		}
+	}
+	state := workflows.ApprovalApproved
+	if !d.Approve {
+		state = workflows.ApprovalDenied
+	}
+	for i := range f.reqs {
+		if f.reqs[i].ID == d.RequestID {
+			f.reqs[i].State = state
+			f.reqs[i].Votes = append(f.reqs[i].Votes, workflows.Vote{Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment})
+		}
+	}
+	return updateHandle{res: workflows.DecideResult{RequestID: d.RequestID, State: state, Message: state + ": 1 of 1 approvals"}}, nil
+}
+
+func (f *fakeTemporal) sent() []client.UpdateWorkflowOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]client.UpdateWorkflowOptions(nil), f.updates...)
+}
+
+type jsonValue struct{ v any }
+
+func (j jsonValue) HasValue() bool { return true }
+func (j jsonValue) Get(ptr any) error {
+	b, err := json.Marshal(j.v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, ptr)
+}
+
+type updateHandle struct{ res workflows.DecideResult }
+
+func (updateHandle) WorkflowID() string { return "" }
+func (updateHandle) RunID() string      { return "" }
+func (updateHandle) UpdateID() string   { return "" }
+func (u updateHandle) Get(_ context.Context, ptr any) error {
+	*ptr.(*workflows.DecideResult) = u.res
+	return nil
+}
+
+// testRequest is a pending request by alice for group ops (bob, carol).
+func testRequest(task string, now time.Time) workflows.ApprovalRequest {
+	return workflows.ApprovalRequest{
+		ID: task + "~call-1", TaskID: task, CallID: "call-1", Tool: "counter__append", Server: "counter",
+		Principal: "alice", Arguments: json.RawMessage(`{"key":"k1","auth":{"token":"s3cret"}}`), Redact: []string{"auth.token"},
+		Digest: "0123456789abcdef0123456789abcdef", SideEffects: []string{"write"}, DataLevel: "internal", Risk: "high",
+		Group: "ops", Quorum: 1, Approvers: []string{"bob", "carol"}, ExpiresAt: now.Add(time.Hour), OnTimeout: "deny",
+		RequestedAt: now.Add(-time.Minute), State: workflows.ApprovalPending,
+	}
+}
+
+func TestMaskArguments(t *testing.T) {
+	cases := []struct {
+		name, args string
+		redact     []string
+		want       string
+	}{
+		{"top level", `{"path":"/a","content":"secret"}`, []string{"content"}, `{"content":"[redacted]","path":"/a"}`},
+		{"nested", `{"auth":{"token":"t","user":"u"}}`, []string{"auth.token"}, `{"auth":{"token":"[redacted]","user":"u"}}`},
+		{"through a list", `{"entities":[{"name":"a","observations":["x"]},{"name":"b","observations":["y"]},"plain"]}`,
+			[]string{"entities.observations"}, `{"entities":[{"name":"a","observations":"[redacted]"},{"name":"b","observations":"[redacted]"},"plain"]}`},
+		{"whole object", `{"auth":{"token":"t"},"n":1}`, []string{"auth"}, `{"auth":"[redacted]","n":1}`},
+		{"missing path unchanged", `{"a":{"b":1}}`, []string{"a.c", "x.y", "a.b.c", ""}, `{"a":{"b":1}}`},
+		{"several paths", `{"a":"1","b":"2","c":"3"}`, []string{"a", "c"}, `{"a":"[redacted]","b":"2","c":"[redacted]"}`},
+		{"big numbers kept exact", `{"n":12345678901234567890,"s":"x"}`, []string{"s"}, `{"n":12345678901234567890,"s":"[redacted]"}`},
+		{"no paths", `{"a":[1,2]}`, nil, `{"a":[1,2]}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v, err := MaskArguments(json.RawMessage(c.args), c.redact)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(v)
+			if string(got) != c.want {
+				t.Errorf("got %s\nwant %s", got, c.want)
+			}
+		})
+	}
+	for _, bad := range []string{`{"a":`, `{"a":1} {"b":2}`, `not json`} {
+		if _, err := MaskArguments(json.RawMessage(bad), []string{"a"}); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestPrettyArgumentsWithholdsWhatCannotBeMasked(t *testing.T) {
+	got := PrettyArguments(json.RawMessage(`{"password": "hunter2", "user": "<b>"}`), []string{"password"})
+	want := "{\n  \"password\": \"[redacted]\",\n  \"user\": \"<b>\"\n}"
+	if got != want {
+		t.Errorf("pretty:\n%s\nwant:\n%s", got, want)
+	}
+	if got := PrettyArguments(json.RawMessage(`password=hunter2`), []string{"password"}); strings.Contains(got, "hunter2") || !strings.Contains(got, "withheld") {
+		t.Errorf("non-JSON arguments shown: %s", got)
+	}
+	if got := PrettyArguments(nil, nil); got != "{}" {
+		t.Errorf("no arguments: %s", got)
+	}
+	r := Redacted(testRequest("task-1", time.Now()))
+	if strings.Contains(string(r.Arguments), "s3cret") || !strings.Contains(string(r.Arguments), Mask) {
+		t.Errorf("Redacted: %s", r.Arguments)
+	}
+}
+
+func TestWriteRequestAndList(t *testing.T) {
+	now := time.Now()
+	r := testRequest("task-1", now)
+	r.Votes = []workflows.Vote{{Approver: "carol", Approve: true, Via: "web", Comment: "ok\x1b[2J\nstate: approved"}}
+	var b strings.Builder
+	if err := WriteRequest(&b, r, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"task-1~call-1", "counter__append", "alice", "ops", Mask, r.Digest, "carol approved via web", `\u001b`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "s3cret") || strings.Contains(out, "\x1b") || strings.Contains(out, "\nstate: approved") {
+		t.Errorf("show output leaks a secret or a control sequence:\n%s", out)
+	}
+	b.Reset()
+	if err := WriteList(&b, []workflows.ApprovalRequest{r}, now); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "task-1~call-1") || !strings.Contains(out, "1/1") || !strings.Contains(out, "1h0m") {
+		t.Errorf("list:\n%s", out)
+	}
+}
+
+func TestMayDecide(t *testing.T) {
+	now := time.Now()
+	r := testRequest("task-1", now)
+	if err := MayDecide(r, "bob", now); err != nil {
+		t.Errorf("bob: %v", err)
+	}
+	for name, want := range map[string]string{"alice": "asked for this call", "mallory": "not in approver group"} {
+		if err := MayDecide(r, name, now); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
+	if err := MayDecide(r, "bob", now.Add(2*time.Hour)); err == nil {
+		t.Error("expired request offered")
+	}
+	r.Votes = []workflows.Vote{{Approver: "bob", Approve: true}}
+	if err := MayDecide(r, "bob", now); err == nil || !strings.Contains(err.Error(), "already decided") {
+		t.Errorf("second vote: %v", err)
+	}
+}
+
+func TestLocalDecide(t *testing.T) {
+	now := time.Now()
+	ft := &fakeTemporal{reqs: []workflows.ApprovalRequest{testRequest("task-1", now), testRequest("task-2", now)}}
+	l := Local{Temporal: ft, Namespace: "default"}
+	ctx := context.Background()
+
+	// Bound to what bob saw: a wrong prefix is refused before anything is sent.
+	_, err := l.Decide(ctx, Decision{RequestID: "task-1~call-1", Approver: "bob", Approve: true, Via: "cli", Digest: "ffffffff"})
+	var ref *Refusal
+	if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "not the ffffffff you decided on") {
+		t.Fatalf("wrong digest: %v", err)
+	}
+	if _, err := l.Decide(ctx, Decision{RequestID: "task-1~call-1", Approver: "bob", Approve: true, Via: "cli", Digest: "0123"}); err == nil ||
+		!strings.Contains(err.Error(), "at least 8 hex digits") {
+		t.Fatalf("short digest: %v", err)
+	}
+	if n := len(ft.sent()); n != 0 {
+		t.Fatalf("%d updates sent for refused decisions", n)
+	}
+
+	res, err := l.Decide(ctx, Decision{RequestID: "task-1~call-1", Approver: "bob", Approve: true, Via: "cli", Digest: "0123456789AB", Comment: "fine"})
+	if err != nil || res.State != workflows.ApprovalApproved {
+		t.Fatalf("approve: %+v %v", res, err)
+	}
+	u := ft.sent()[0]
+	d := u.Args[0].(workflows.DecideRequest)
+	if u.UpdateID != "cli:task-1~call-1:bob" || u.WorkflowID != "task-1" || u.UpdateName != workflows.UpdateDecide ||
+		d.Digest != "0123456789abcdef0123456789abcdef" || d.Approver != "bob" || d.Via != "cli" || !d.Approve || d.Comment != "fine" {
+		t.Fatalf("update sent: %+v %+v", u, d)
+	}
+
+	// The validator's refusal comes back as a Refusal with its words.
+	ft.refuse = func(d workflows.DecideRequest) error {
+		return errors.New(d.Approver + " asked for this call and may not approve it")
+	}
+	_, err = l.Decide(ctx, Decision{RequestID: "task-2~call-1", Approver: "alice", Approve: true, Via: "cli"})
+	if !errors.As(err, &ref) || ref.Reason != "alice asked for this call and may not approve it" || err.Error() != "refused: "+ref.Reason {
+		t.Fatalf("refusal: %v", err)
+	}
+
+	if _, err := l.Decide(ctx, Decision{RequestID: "task-9~call-1", Approver: "bob", Via: "cli"}); err == nil || !strings.Contains(err.Error(), "no approval request") {
+		t.Fatalf("unknown request: %v", err)
+	}
+	if _, err := l.Decide(ctx, Decision{RequestID: "nonsense", Approver: "bob", Via: "cli"}); err == nil || !strings.Contains(err.Error(), "not an approval request ID") {
+		t.Fatalf("malformed ID: %v", err)
+	}
+}
+
+func TestExpiresIn(t *testing.T) {
+	now := time.Now()
+	for d, want := range map[time.Duration]string{90 * time.Minute: "1h30m", 90 * time.Second: "1m", 30 * time.Second: "30s", 0: "expired", -time.Hour: "expired"} {
+		if got := ExpiresIn(workflows.ApprovalRequest{ExpiresAt: now.Add(d)}, now); got != want {
+			t.Errorf("%v: %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/identity"
+)
+
+// approvalsConfig writes a configuration whose counter__append needs
+// approval by ops (bob); alice and bob are principals.
+func approvalsConfig(t *testing.T, upstreamBin string) (cfg, effects string) {
+	t.Helper()
+	dir := t.TempDir()
+	effects = filepath.Join(dir, "effects.log")
+	if upstreamBin == "" {
+		upstreamBin = "testupstream-not-started"
+	}
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("counter.yaml", `server:
+  name: counter
+  stdio:
+    command: `+upstreamBin+`
+    env: {SIDE_EFFECT_LOG: `+effects+`}
+tools:
+  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    idempotent: false
+    redact: [key]
+    approval: {group: ops, timeout: 10m}
+`)
+	cfg = write("airlock.yaml", `manifests: [counter.yaml]
+principals:
+  - {name: alice, roles: [all], api_key_sha256: [`+identity.HashKey("alice-key")+`]}
+  - {name: bob, roles: [all], api_key_sha256: [`+identity.HashKey("bob-key")+`]}
+roles:
+  all: {permissions: ["*"], data_access_level: restricted, tools: ["*"]}
+approver_groups:
+  ops: {members: [alice, bob]}
+`)
+	return cfg, effects
+}
+
+// TestApprovalsArguments: mistakes are reported before anything is dialed,
+// naming the flag or variable to fix.
+func TestApprovalsArguments(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	t.Setenv("TEMPORAL_NAMESPACE", "")
+	t.Setenv(envAPIKey, "")
+	cfg, _ := approvalsConfig(t, "")
+	emptyKey := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(emptyKey, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badKey := filepath.Join(t.TempDir(), "bad-key")
+	if err := os.WriteFile(badKey, []byte("guessed-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := "task-1~call-1"
+	cases := []struct {
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{nil, 2, []string{"airlock approvals list"}},
+		{[]string{"-h"}, 0, []string{"AIRLOCK_API_KEY"}},
+		{[]string{"decide"}, 2, []string{`unknown subcommand "decide"`}},
+		{[]string{"list", "extra"}, 2, []string{`unexpected argument "extra"`}},
+		{[]string{"show"}, 2, []string{"name one request ID"}},
+		{[]string{"show", "not-an-id"}, 2, []string{`"not-an-id" is not an approval request ID`}},
+		{[]string{"approve", id, "--json"}, 2, []string{"--json applies to show only"}},
+		{[]string{"list", "--comment", "x"}, 2, []string{"--comment and --digest apply to approve and deny only"}},
+		{[]string{"approve", id, "--key", "bob-key"}, 2, []string{"flag provided but not defined: -key"}},
+		{[]string{"approve", id, "--config", cfg}, 2, []string{"no API key", "AIRLOCK_API_KEY", "--key-file FILE"}},
+		{[]string{"approve", id, "--config", cfg, "--key-file", emptyKey}, 2, []string{"--key-file " + emptyKey + " is empty"}},
+		{[]string{"approve", id, "--config", cfg, "--key-file", badKey}, 1, []string{"the key in --key-file", "not recognised"}},
+		{[]string{"deny", id, "--config", "/nonexistent.yaml"}, 1, []string{"--config /nonexistent.yaml", "does not exist"}},
+	}
+	for _, c := range cases {
+		code, _, stderr := runCLI(t, append([]string{"approvals"}, c.args...)...)
+		if code != c.code {
+			t.Errorf("approvals %v: exit %d, want %d\n%s", c.args, code, c.code, stderr)
+		}
+		for _, want := range c.stderr {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("approvals %v: stderr lacks %q:\n%s", c.args, want, stderr)
+			}
+		}
+	}
+}
+
+// TestApprovalsCLI runs `airlock dev` in-process and decides a waiting call
+// with the approvals command: list and show it (key masked), alice's own
+// approval and a wrong --digest are refused with exit 1, bob's approval
+// lets the call run once, and repeating it changes nothing. The gateway
+// serves the /approvals page.
+func TestApprovalsCLI(t *testing.T) {
+	upstream := buildTestupstream(t)
+	cfg, effects := approvalsConfig(t, upstream)
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	t.Setenv("TEMPORAL_NAMESPACE", "")
+	e, err := load(commonFlags{config: cfg, dataDir: filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
+	if s != nil {
+		defer s.stop()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort()}
+
+	// The page is mounted on the gateway.
+	resp, err := http.Get("http://" + s.addr + "/approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), `name="key"`) {
+		t.Fatalf("GET /approvals: %d\n%s", resp.StatusCode, page)
+	}
+
+	// alice's call waits for approval.
+	hc := &http.Client{Transport: bearerRT("alice-key")}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		tools, err := cs.ListTools(ctx, nil)
+		if err == nil && len(tools.Tools) > 0 && tools.Tools[0].Name != "" && !strings.HasPrefix(tools.Tools[0].Description, "[unavailable") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counter__append not available: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "cli-secret"}})
+		done <- result{res, err}
+	}()
+
+	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s+ops\s+0/1\s`)
+	var id string
+	deadline = time.Now().Add(60 * time.Second)
+	for id == "" {
+		code, stdout, stderr := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
+		if code != 0 {
+			t.Fatalf("approvals list: %d %s", code, stderr)
+		}
+		if m := idRE.FindStringSubmatch(stdout); m != nil {
+			id = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("approvals list never showed the request:\n%s", stdout)
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	code, stdout, stderr := runCLI(t, append([]string{"approvals", "show", id}, temporal...)...)
+	digest := regexp.MustCompile(`(?m)^digest:\s+([0-9a-f]{64})$`).FindStringSubmatch(stdout)
+	if code != 0 || digest == nil || strings.Contains(stdout, "cli-secret") || !strings.Contains(stdout, "[redacted]") {
+		t.Fatalf("approvals show: %d %s\n%s", code, stderr, stdout)
+	}
+
+	t.Setenv(envAPIKey, "alice-key")
+	code, _, stderr = runCLI(t, append([]string{"approvals", "approve", id}, temporal...)...)
+	if code != 1 || !strings.Contains(stderr, "refused: alice asked for this call and may not approve it") {
+		t.Fatalf("alice approving her own call: %d %s", code, stderr)
+	}
+	t.Setenv(envAPIKey, "bob-key")
+	code, _, stderr = runCLI(t, append([]string{"approvals", "approve", id, "--digest", "deadbeef"}, temporal...)...)
+	if code != 1 || !strings.Contains(stderr, "refused:") || !strings.Contains(stderr, "not the call you saw") {
+		t.Fatalf("approve with a wrong --digest: %d %s", code, stderr)
+	}
+	for range 2 { // the second run is the same decision: same answer, no new vote
+		code, stdout, stderr = runCLI(t, append([]string{"approvals", "approve", id, "--digest", digest[1][:12], "--comment", "ok"}, temporal...)...)
+		if code != 0 || !strings.Contains(stdout, "(as bob): approved: 1 of 1 approvals") {
+			t.Fatalf("bob approving: %d %s %s", code, stdout, stderr)
+		}
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.res.IsError {
+			t.Fatalf("approved call: %v %+v", r.err, r.res)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the approved call did not finish")
+	}
+	b, _ := os.ReadFile(effects)
+	if n := strings.Count(string(b), "append cli-secret\n"); n != 1 {
+		t.Fatalf("the approved call ran %d times, want 1", n)
+	}
+	code, stdout, _ = runCLI(t, append([]string{"approvals", "show", id}, temporal...)...)
+	if code != 0 || !strings.Contains(stdout, "state:         approved") || strings.Count(stdout, "bob approved via cli") != 1 || !strings.Contains(stdout, ": ok") {
+		t.Fatalf("approvals show after approval: %d\n%s", code, stdout)
+	}
+}
+
+type bearerRT string
+
+func (k bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(k))
+	return http.DefaultTransport.RoundTrip(r)
+}
