@@ -16,6 +16,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
@@ -25,8 +26,8 @@ import (
 var record = flag.Bool("record", false, "write the recorded histories to workflows/testdata (see README)")
 
 // TestRecordHistory runs an AgentTask through every path of the call
-// pipeline on the real server (ok, tool error, unavailable upstream, policy
-// denial, limit, continue-as-new, finish), then replays its histories against the current
+// pipeline on the real server (approval, ok, tool error, unavailable
+// upstream, policy denial, limit, continue-as-new, finish), then replays its histories against the current
 // workflow code. With -record it also writes them to workflows/testdata,
 // where workflows' replay test keeps checking them.
 func TestRecordHistory(t *testing.T) {
@@ -44,7 +45,8 @@ tools:
 	}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{counter, down}, policy: &policy.Config{Rules: []policy.Rule{
 		{Name: "no-secrets", When: `args.?text.orValue("") == "secret"`, Effect: policy.Deny, Reason: "secrets stay out of tools"},
-	}}})
+		{Name: "approve-puts", When: `tool.upstream == "put"`, Effect: policy.RequireApproval, Group: "ops"},
+	}}, groups: map[string][]string{"ops": {"bob"}}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__echo")
 
@@ -52,7 +54,7 @@ tools:
 	taskID := "record-agent-task"
 	in := workflows.TaskInput{TaskID: taskID, Principal: "recorder",
 		Identity: &workflows.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*", "down__*"}},
-		Limits:   workflows.Limits{MaxCalls: 5, IdleTimeout: time.Hour, ContinueAsNewAfter: 2}}
+		Limits:   workflows.Limits{MaxCalls: 6, IdleTimeout: time.Hour, ContinueAsNewAfter: 2}}
 	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.DefaultTaskQueue}, workflows.AgentTaskName, in)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +62,7 @@ tools:
 	spec := workflows.ToolSpec{Timeout: 30 * time.Second, Idempotent: true,
 		Retry: workflows.RetrySpec{MaxAttempts: 2, InitialInterval: 100 * time.Millisecond, Backoff: 2}}
 	calls := []workflows.CallRequest{
+		{CallID: "c0", Tool: "counter__put", Server: "counter", UpstreamTool: "put", Arguments: json.RawMessage(`{"key":"approved"}`), Spec: spec},
 		{CallID: "c1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`), Spec: spec},
 		{CallID: "c2", Tool: "counter__fail", Server: "counter", UpstreamTool: "fail", Arguments: json.RawMessage(`{"text":"x"}`), Spec: spec},
 		// continue-as-new happens here (ContinueAsNewAfter: 2)
@@ -68,8 +71,20 @@ tools:
 		{CallID: "c5", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"secret"}`), Spec: spec},
 		{CallID: "c6", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"over"}`), Spec: spec},
 	}
-	want := []workflows.Outcome{workflows.OutcomeOK, workflows.OutcomeToolError, workflows.OutcomeUnavailable, workflows.OutcomeOK, workflows.OutcomeDenied, workflows.OutcomeLimit}
+	want := []workflows.Outcome{workflows.OutcomeOK, workflows.OutcomeOK, workflows.OutcomeToolError, workflows.OutcomeUnavailable, workflows.OutcomeOK, workflows.OutcomeDenied, workflows.OutcomeLimit}
 	for i, c := range calls {
+		if c.CallID == "c0" {
+			// Approved by bob while the call waits.
+			go func() {
+				for range 300 {
+					if ar, err := approver.Lookup(ctx, s.client, taskID+"~c0"); err == nil && ar.State == workflows.ApprovalPending {
+						_, _ = approver.Deliver(ctx, s.client, "record:bob", workflows.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+		}
 		var res workflows.CallResult
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -98,7 +113,7 @@ tools:
 	if err := s.client.GetWorkflow(ctx, taskID, "").Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.State != workflows.StateFinished || out.Calls != 5 {
+	if out.State != workflows.StateFinished || out.Calls != 6 {
 		t.Fatalf("task result %+v", out)
 	}
 
@@ -118,7 +133,7 @@ tools:
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(repoRoot(), "workflows", "testdata", fmt.Sprintf("agent_task_v2_run%d.json", i))
+			path := filepath.Join(repoRoot(), "workflows", "testdata", fmt.Sprintf("agent_task_v3_run%d.json", i))
 			if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 				t.Fatal(err)
 			}
