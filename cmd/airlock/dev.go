@@ -147,6 +147,9 @@ func (nopWriteCloser) Close() error { return nil }
 // stack holds what was started, for stop.
 func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, error) {
 	s := &stack{env: e, httpErr: make(chan error, 1)}
+	if err := checkSlack(e, r); err != nil {
+		return s, err
+	}
 	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
 		return s, fmt.Errorf("creating data dir: %w", err)
 	}
@@ -212,6 +215,11 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	if r.worker {
 		acts := &activities.Activities{Pins: pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
 			Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered)}
+		notifiers, err := slackNotifiers(e)
+		if err != nil {
+			return s, err
+		}
+		acts.Notifiers = append(acts.Notifiers, notifiers...)
 		w := worker.New(c, acts, worker.Options{TaskQueue: e.tq})
 		e.log.Info().Str("policy", e.snap.Policy.Version()).Int("rules", len(e.snap.Config.Policy.Rules)).Msg("policy loaded")
 		if err := w.Start(); err != nil {
@@ -262,6 +270,14 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	g.Refresh()
 	s.gw = g
 	if r.stdio {
+		// Slack clicks over Socket Mode need no listener.
+		stop, err := startSlack(ctx, e, c, dir, nil)
+		if err != nil {
+			return s, err
+		}
+		if stop != nil {
+			s.stops = append(s.stops, stop)
+		}
 		return s, nil
 	}
 
@@ -277,6 +293,15 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	}
 	mux.Handle("/approvals", approvals)
 	mux.Handle("/approvals/", approvals)
+	// Slack clicks: on this listener (slack.mode http) or over Socket Mode.
+	// Stopped after the HTTP server, so no click arrives once it closes.
+	stopSlack, err := startSlack(ctx, e, c, dir, mux)
+	if err != nil {
+		return s, err
+	}
+	if stopSlack != nil {
+		s.stops = append(s.stops, stopSlack)
+	}
 	ln, err := net.Listen("tcp", e.listen)
 	if err != nil {
 		return s, fmt.Errorf("gateway cannot listen on %s: %w (is another airlock running? pass --listen)", e.listen, err)

@@ -21,6 +21,7 @@ Usage:
   airlock dev        [flags]   run everything in one process (embedded Temporal on SQLite)
   airlock gateway    [flags]   run the MCP gateway against a Temporal cluster
   airlock worker     [flags]   run the worker (tool calls) against a Temporal cluster
+  airlock approver   [flags]   take approvers' Slack clicks (interaction endpoint or Socket Mode)
   airlock tasks      list|show  inspect agent tasks
   airlock approvals  list|show|approve|deny  decide on calls waiting for approval
   airlock manifests  validate|pin|scan
@@ -54,6 +55,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runTasks(rest, stdout, stderr)
 	case "approvals":
 		return runApprovals(rest, stdout, stderr)
+	case "approver":
+		return runApprover(rest, stdout, stderr)
 	case "manifests":
 		return runManifests(rest, stdout, stderr)
 	case "keys":

@@ -130,6 +130,7 @@ func applyDefaults(c *Config, lines manifests.Lines) {
 	}
 	dur("task.deadline", &c.Task.Deadline, DefaultDeadline)
 	dur("task.idle_timeout", &c.Task.IdleTimeout, DefaultIdleTimeout)
+	applySlackDefaults(c)
 }
 
 type validator struct {
@@ -173,6 +174,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 		v.add("manifests", `is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`)
 	}
 	c.validateIdentity(v)
+	c.validateSlack(v)
 	return v.problems
 }
 

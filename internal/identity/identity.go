@@ -50,9 +50,10 @@ type Principal struct {
 
 // Directory holds the principals of one configuration.
 type Directory struct {
-	byHash map[string]*Principal
-	byName map[string]*Principal
-	local  string
+	byHash  map[string]*Principal
+	byName  map[string]*Principal
+	bySlack map[string]*Principal
+	local   string
 }
 
 var levelRank = map[manifests.DataLevel]int{
@@ -62,7 +63,7 @@ var levelRank = map[manifests.DataLevel]int{
 
 // New resolves every principal of a validated configuration.
 func New(c *config.Config) *Directory {
-	d := &Directory{byHash: map[string]*Principal{}, byName: map[string]*Principal{}, local: c.LocalPrincipal}
+	d := &Directory{byHash: map[string]*Principal{}, byName: map[string]*Principal{}, bySlack: map[string]*Principal{}, local: c.LocalPrincipal}
 	for _, cp := range c.Principals {
 		p := &Principal{Name: cp.Name, Roles: slices.Clone(cp.Roles), SlackUserID: cp.SlackUserID, DataLevel: manifests.DataPublic}
 		for _, rn := range cp.Roles {
@@ -79,6 +80,9 @@ func New(c *config.Config) *Directory {
 			p.Deadline = max(p.Deadline, r.Deadline.D())
 		}
 		d.byName[p.Name] = p
+		if p.SlackUserID != "" {
+			d.bySlack[p.SlackUserID] = p
+		}
 		for _, h := range cp.APIKeySHA256 {
 			d.byHash[h] = p
 		}
@@ -101,6 +105,17 @@ func (d *Directory) Empty() bool { return len(d.byName) == 0 }
 // Lookup returns the principal with this name.
 func (d *Directory) Lookup(name string) (*Principal, bool) {
 	p, ok := d.byName[name]
+	return p, ok
+}
+
+// BySlackUser returns the principal whose slack_user_id is id (a Slack
+// user ID such as U0123ABCD), for mapping an approver's click to who they
+// are in airlock.
+func (d *Directory) BySlackUser(id string) (*Principal, bool) {
+	if id == "" {
+		return nil, false
+	}
+	p, ok := d.bySlack[id]
 	return p, ok
 }
 

@@ -43,6 +43,18 @@ func TestResolveRoles(t *testing.T) {
 	}
 }
 
+func TestBySlackUser(t *testing.T) {
+	d := New(testConfig())
+	if p, ok := d.BySlackUser("U1"); !ok || p.Name != "alice" {
+		t.Fatalf("U1: %v %v, want alice", p, ok)
+	}
+	for _, id := range []string{"", "U2", "alice"} {
+		if p, ok := d.BySlackUser(id); ok {
+			t.Errorf("BySlackUser(%q) = %s, want none", id, p.Name)
+		}
+	}
+}
+
 func TestAuthenticate(t *testing.T) {
 	d := New(testConfig())
 	tests := []struct {

@@ -1,0 +1,355 @@
+package approver
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// MaxInteractionBody bounds an interaction request's body.
+const MaxInteractionBody = 1 << 20
+
+// ViaSlack is the Vote.Via of decisions made in Slack.
+const ViaSlack = "slack"
+
+// DeliverFunc delivers one decision to its task (Deliver with a Temporal
+// client); tests substitute their own.
+type DeliverFunc func(ctx context.Context, updateID string, d workflows.DecideRequest) (workflows.DecideResult, error)
+
+// SlackUsers maps a Slack user to a principal; *identity.Directory is one.
+type SlackUsers interface {
+	BySlackUser(id string) (*identity.Principal, bool)
+}
+
+// InteractionOptions configure the processing of Slack clicks, over HTTP
+// (InteractionHandler) or Socket Mode (RunSocketMode).
+type InteractionOptions struct {
+	// SigningSecret checks each HTTP request's X-Slack-Signature (required
+	// over HTTP; Socket Mode is authenticated by its app-level token).
+	SigningSecret string
+	// Slack posts ephemeral replies to the clicker (chat.postEphemeral);
+	// nil posts none.
+	Slack *slack.Client
+	// Users maps the clicker's Slack user ID to a principal.
+	Users SlackUsers
+	// Temporal delivers decisions (Deliver) unless Deliver is set.
+	Temporal client.Client
+	Deliver  DeliverFunc
+	// Timeout bounds one click's delivery (default 30s).
+	Timeout time.Duration
+	Logger  zerolog.Logger
+}
+
+// Interactions processes Slack clicks: it acknowledges at once and
+// delivers each decision in the background, as the Update "decide" with an
+// update ID derived from the click, so a redelivered payload changes
+// nothing. It holds no state beyond the deliveries in flight.
+type Interactions struct {
+	opts   InteractionOptions
+	log    zerolog.Logger
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// InteractionHandler returns the HTTP endpoint Slack posts interactions to
+// (the app's Interactivity Request URL). Close it (or Shutdown) to wait for
+// the deliveries in flight.
+func InteractionHandler(opts InteractionOptions) *Interactions {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Deliver == nil && opts.Temporal != nil {
+		c := opts.Temporal
+		opts.Deliver = func(ctx context.Context, id string, d workflows.DecideRequest) (workflows.DecideResult, error) {
+			return Deliver(ctx, c, id, d)
+		}
+	}
+	base, cancel := context.WithCancel(context.Background())
+	return &Interactions{opts: opts, log: opts.Logger.With().Str("component", "slack-interactions").Logger(), base: base, cancel: cancel}
+}
+
+// ServeHTTP checks the request's signature and timestamp (401 otherwise),
+// acknowledges a valid click with 200 before delivering it, and delivers
+// it in the background.
+func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed: Slack posts interactions here", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxInteractionBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "reading request body failed", http.StatusBadRequest)
+		return
+	}
+	if err := VerifySlackRequest(r.Header, body, h.opts.SigningSecret); err != nil {
+		h.log.Warn().Str("remote", r.RemoteAddr).Str("reason", err.Error()).Msg("rejected a Slack interaction request: bad signature or timestamp")
+		http.Error(w, "invalid Slack request signature or timestamp", http.StatusUnauthorized)
+		return
+	}
+	form, err := url.ParseQuery(string(body))
+	payload := form.Get("payload")
+	if err != nil || payload == "" {
+		http.Error(w, "no interaction payload (want form field payload)", http.StatusBadRequest)
+		return
+	}
+	var ic slack.InteractionCallback
+	if err := json.Unmarshal([]byte(payload), &ic); err != nil {
+		http.Error(w, "interaction payload is not valid JSON", http.StatusBadRequest)
+		return
+	}
+	// Register the click (so Wait and Shutdown see it), then acknowledge
+	// before delivering: Slack shows the clicker an error after 3 seconds,
+	// and a decision waits for a worker to process the Update.
+	start := h.accept(&ic)
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	start()
+}
+
+// VerifySlackRequest checks Slack's v0 signature of body with secret and
+// that the timestamp is within five minutes of now (either way).
+func VerifySlackRequest(header http.Header, body []byte, secret string) error {
+	if secret == "" {
+		return errors.New("no signing secret configured")
+	}
+	sv, err := slack.NewSecretsVerifier(header, secret)
+	if err != nil {
+		return fmt.Errorf("verifying Slack signature: %w", err)
+	}
+	if _, err := sv.Write(body); err != nil {
+		return fmt.Errorf("verifying Slack signature: %w", err)
+	}
+	if err := sv.Ensure(); err != nil {
+		return fmt.Errorf("verifying Slack signature: %w", err)
+	}
+	return nil
+}
+
+// Click is one Approve or Deny click, as a decision to deliver.
+type Click struct {
+	// UpdateID is stable for a click: the same payload delivered twice
+	// has the same ID, so the task counts it once.
+	UpdateID string
+	Decision workflows.DecideRequest
+	// SlackUser and Channel are where ephemeral replies go.
+	SlackUser string
+	Channel   string
+}
+
+// ParseClick extracts a decision from an interaction. ours is false for
+// interactions that are not an airlock button (they are acknowledged and
+// ignored); problem explains, for the clicker, a button that cannot be
+// decided on. The Approver is left to the caller (who maps the Slack user).
+func ParseClick(ic *slack.InteractionCallback) (c Click, ours bool, problem string) {
+	if ic.Type != slack.InteractionTypeBlockActions {
+		return c, false, ""
+	}
+	var a *slack.BlockAction
+	for _, x := range ic.ActionCallback.BlockActions {
+		if x != nil && (x.ActionID == ActionApprove || x.ActionID == ActionDeny) && strings.HasPrefix(x.BlockID, BlockIDPrefix) {
+			a = x
+			break
+		}
+	}
+	if a == nil {
+		return c, false, ""
+	}
+	c.SlackUser = ic.User.ID
+	c.Channel = ic.Channel.ID
+	if c.Channel == "" {
+		c.Channel = ic.Container.ChannelID
+	}
+	ts := a.ActionTs
+	if ts == "" {
+		ts = ic.ActionTs
+	}
+	if ts == "" {
+		ts = ic.TriggerID
+	}
+	c.UpdateID = "slack:" + ts + ":" + ic.User.ID
+	c.Decision = workflows.DecideRequest{
+		RequestID: a.Value,
+		Digest:    strings.TrimPrefix(a.BlockID, BlockIDPrefix),
+		Approve:   a.ActionID == ActionApprove,
+		Via:       ViaSlack,
+	}
+	switch {
+	case ic.User.ID == "":
+		return c, true, "this click names no Slack user"
+	case ts == "":
+		return c, true, "this click carries no action timestamp"
+	}
+	if _, err := TaskOf(a.Value); err != nil {
+		return c, true, "this button does not name an airlock approval request"
+	}
+	if b, err := hex.DecodeString(c.Decision.Digest); err != nil || len(b) != 32 {
+		return c, true, "this message does not carry the request's digest; decide with `airlock approvals` instead"
+	}
+	return c, true, ""
+}
+
+// Dispatch processes one interaction after it was acknowledged: it maps
+// the clicker to a principal and delivers the decision in the background,
+// telling the clicker (ephemerally) when it is refused.
+func (h *Interactions) Dispatch(ic *slack.InteractionCallback) {
+	h.accept(ic)()
+}
+
+// accept parses an interaction and registers its delivery with the wait
+// group; the returned function starts the delivery (it does nothing for
+// interactions that are not airlock clicks, or after Shutdown).
+func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
+	c, ours, problem := ParseClick(ic)
+	if !ours {
+		return func() {}
+	}
+	var p *identity.Principal
+	if problem == "" {
+		var ok bool
+		if h.opts.Users != nil {
+			p, ok = h.opts.Users.BySlackUser(c.SlackUser)
+		}
+		if !ok {
+			problem = fmt.Sprintf("you are not a known approver: your Slack user (%s) is not the slack_user_id of any principal in airlock's configuration; ask an operator to add it", c.SlackUser)
+		}
+	}
+	if p != nil {
+		c.Decision.Approver = p.Name
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		h.log.Warn().Str("request", c.Decision.RequestID).Msg("Slack click dropped: shutting down")
+		return func() {}
+	}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	return func() {
+		go func() {
+			defer h.wg.Done()
+			h.process(c, problem)
+		}()
+	}
+}
+
+func (h *Interactions) process(c Click, problem string) {
+	log := h.log.With().Str("request", c.Decision.RequestID).Str("slack_user", c.SlackUser).Str("approver", c.Decision.Approver).
+		Bool("approve", c.Decision.Approve).Str("update_id", c.UpdateID).Logger()
+	if problem != "" {
+		log.Info().Str("problem", problem).Msg("Slack click refused")
+		h.ephemeral(c, ":warning: "+problem+".")
+		return
+	}
+	if h.opts.Deliver == nil {
+		log.Error().Msg("Slack click not delivered: no Temporal client configured")
+		h.ephemeral(c, ":warning: airlock could not record your decision (its approver service has no Temporal connection).")
+		return
+	}
+	ctx, cancel := context.WithTimeout(h.base, h.opts.Timeout)
+	defer cancel()
+	res, err := h.opts.Deliver(ctx, c.UpdateID, c.Decision)
+	if err != nil {
+		why := Explain(err)
+		log.Info().Str("reason", why).Msg("Slack decision refused")
+		h.ephemeral(c, fmt.Sprintf(":warning: Your decision on request `%s` was not recorded: %s", slackEscape(c.Decision.RequestID), slackEscape(why)))
+		return
+	}
+	log.Info().Str("state", res.State).Msg("Slack decision recorded")
+	verb := "approval"
+	if !c.Decision.Approve {
+		verb = "denial"
+	}
+	h.ephemeral(c, fmt.Sprintf("Your %s of request `%s` was recorded (%s).", verb, slackEscape(c.Decision.RequestID), slackEscape(res.Message)))
+}
+
+// Explain words a delivery error for the person who clicked: the task's
+// own refusal (the decide validator's message) when there is one.
+func Explain(err error) string {
+	var nf *serviceerror.NotFound
+	var ae *temporal.ApplicationError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Message()
+	case errors.As(err, &nf):
+		return "its task has ended, so the request can no longer be decided"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "airlock did not answer in time (is a worker running?); try again, or use `airlock approvals`"
+	}
+	return "airlock could not deliver it (" + err.Error() + "); try again, or use `airlock approvals`"
+}
+
+func (h *Interactions) ephemeral(c Click, text string) {
+	if h.opts.Slack == nil || c.Channel == "" || c.SlackUser == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(h.base, 10*time.Second)
+	defer cancel()
+	if _, err := h.opts.Slack.PostEphemeralContext(ctx, c.Channel, c.SlackUser, slack.MsgOptionText(text, false)); err != nil {
+		h.log.Warn().Err(err).Str("request", c.Decision.RequestID).Msg("could not postSlack an ephemeral reply in Slack")
+	}
+}
+
+// Wait blocks until the deliveries in flight are done.
+func (h *Interactions) Wait() { h.wg.Wait() }
+
+// Shutdown stops taking clicks and waits for the deliveries in flight
+// until ctx is done, then cancels what is left.
+func (h *Interactions) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		h.cancel()
+		return nil
+	case <-ctx.Done():
+		h.cancel()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close stops taking clicks and waits up to 10s for the deliveries in
+// flight.
+func (h *Interactions) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Shutdown(ctx); err != nil {
+		return fmt.Errorf("slack interactions: deliveries still running at shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package approver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// Slack interaction wire names: the buttons' action IDs and the prefix of
+// the actions block's ID, which carries the request's digest.
+const (
+	ActionApprove = "approve"
+	ActionDeny    = "deny"
+	// BlockIDPrefix + digest is the actions block's block_id: a click
+	// carries it back, so the decision names what the approver saw.
+	BlockIDPrefix = "airlock:"
+)
+
+// SlackMask replaces a redacted argument in a Slack message.
+const SlackMask = "•••"
+
+// MaxSlackArgs bounds the arguments shown in a message (a section's text
+// may hold 3000 characters).
+const MaxSlackArgs = 2500
+
+// slackArguments renders arguments as indented JSON with the redact paths
+// masked, cut to MaxSlackArgs characters.
+func slackArguments(args json.RawMessage, redact []string) string {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return "{}"
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		// Nothing could be masked in it: show nothing.
+		return fmt.Sprintf("(%d bytes of arguments withheld: not one JSON value)", len(args))
+	}
+	for _, p := range redact {
+		if p = strings.TrimSpace(p); p != "" {
+			v = maskSlackPath(v, strings.Split(p, "."))
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
+	}
+	return slackTruncate(strings.TrimRight(b.String(), "\n"), MaxSlackArgs)
+}
+
+// maskSlackPath masks the value at path; a path through a list applies to
+// every element.
+func maskSlackPath(v any, path []string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		child, ok := x[path[0]]
+		if !ok {
+			return v
+		}
+		if len(path) == 1 {
+			x[path[0]] = SlackMask
+		} else {
+			x[path[0]] = maskSlackPath(child, path[1:])
+		}
+	case []any:
+		for i := range x {
+			x[i] = maskSlackPath(x[i], path)
+		}
+	}
+	return v
+}
+
+// slackTruncate cuts s to at most n characters, saying how much was cut.
+func slackTruncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	total := utf8.RuneCountInString(s)
+	cut := 0
+	for i := range s {
+		if cut == n {
+			return s[:i] + fmt.Sprintf("\n… (%d more characters not shown)", total-n)
+		}
+		cut++
+	}
+	return s
+}
+
+// slackEscape escapes text for Slack's mrkdwn: &, < and > would otherwise make
+// mentions (<!channel>) and links out of what an agent wrote.
+func slackEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// slackCode puts text in a mrkdwn code block that the text cannot close.
+func slackCode(s string) string {
+	return "```" + strings.ReplaceAll(slackEscape(s), "```", "`\u200b`\u200b`") + "```"
+}
+
+// slackPlain makes plain text for a header (at most 150 characters).
+func slackPlain(s string, n int) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, slackClip(s, n), false, false)
+}
+
+func slackClip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+func slackMd(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
+}
+
+// slackTime shows t in each reader's time zone, with a UTC fallback.
+func slackTime(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} {time_secs}|%s>", t.Unix(), t.UTC().Format(time.RFC3339))
+}
+
+func slackList(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// slackRequestBlocks is what every message about a request shows: who asks for
+// what, why it needs approval, and the arguments (masked).
+func slackRequestBlocks(n activities.ApprovalNotice) []slack.Block {
+	who := "*" + slackEscape(n.Principal) + "*"
+	if n.Client != "" {
+		who += " (client " + slackEscape(n.Client) + ")"
+	}
+	required := "risk default"
+	if n.Rule != "" {
+		required = "rule `" + slackEscape(n.Rule) + "`"
+	}
+	quorum := max(n.Quorum, 1)
+	fields := []*slack.TextBlockObject{
+		slackMd("*Tool*\n`" + slackEscape(n.Tool) + "`"),
+		slackMd("*Requested by*\n" + who),
+		slackMd("*Task*\n`" + slackEscape(n.TaskID) + "`"),
+		slackMd("*Side effects*\n" + slackEscape(slackList(n.SideEffects))),
+		slackMd("*Data level*\n" + slackEscape(n.DataLevel)),
+		slackMd("*Risk*\n" + slackEscape(n.Risk)),
+		slackMd("*Required by*\n" + required),
+		slackMd(fmt.Sprintf("*Approvals needed*\n%d from group `%s`", quorum, slackEscape(n.Group))),
+		slackMd("*Expires*\n" + slackTime(n.ExpiresAt)),
+	}
+	blocks := []slack.Block{slack.NewSectionBlock(nil, fields, nil)}
+	if n.Reason != "" {
+		blocks = append(blocks, slack.NewSectionBlock(slackMd("*Why approval is needed*\n"+slackClip(slackEscape(n.Reason), 2800)), nil, nil))
+	}
+	blocks = append(blocks, slack.NewSectionBlock(slackMd("*Arguments*\n"+slackCode(slackArguments(n.Arguments, n.Redact))), nil, nil))
+	return blocks
+}
+
+func slackRequestContext(n activities.ApprovalNotice, extra string) slack.Block {
+	digest := n.Digest
+	if len(digest) > 12 {
+		digest = digest[:12]
+	}
+	text := fmt.Sprintf("Request `%s` · digest `%s`", slackEscape(n.RequestID), slackEscape(digest))
+	if extra != "" {
+		text += " · " + extra
+	}
+	return slack.NewContextBlock("", slackMd(text))
+}
+
+// RenderRequest is the message asking a group to decide: the request and
+// Approve/Deny buttons. A button's value is only the request ID; the
+// digest rides in the actions block's ID.
+func RenderRequest(n activities.ApprovalNotice) (fallback string, blocks []slack.Block) {
+	title := "Approval needed: " + n.Tool
+	fallback = fmt.Sprintf("Approval needed: %s requested by %s (request %s)", n.Tool, n.Principal, n.RequestID)
+	if n.Escalation {
+		title = "Escalated: approval needed: " + n.Tool
+		fallback = "Escalated: " + fallback
+	}
+	blocks = []slack.Block{slack.NewHeaderBlock(slackPlain(title, 150))}
+	if n.Escalation {
+		blocks = append(blocks, slack.NewSectionBlock(slackMd(fmt.Sprintf(
+			":rotating_light: *Escalated to `%s`*: nobody decided in time. Members of `%s` may now decide too.",
+			slackEscape(n.Group), slackEscape(n.Group))), nil, nil))
+	}
+	blocks = append(blocks, slackRequestBlocks(n)...)
+	if votes := slackVotes(n.Votes); votes != "" {
+		blocks = append(blocks, slack.NewSectionBlock(slackMd("*Decisions so far*\n"+votes), nil, nil))
+	}
+	approve := slack.NewButtonBlockElement(ActionApprove, n.RequestID, slackPlain("Approve", 75)).WithStyle(slack.StylePrimary)
+	deny := slack.NewButtonBlockElement(ActionDeny, n.RequestID, slackPlain("Deny", 75)).WithStyle(slack.StyleDanger)
+	blocks = append(blocks,
+		slack.NewActionBlock(BlockIDPrefix+n.Digest, approve, deny),
+		slackRequestContext(n, ""))
+	return fallback, blocks
+}
+
+// RenderOutcome is a request's message once decided: the outcome, who
+// decided and when, and no buttons.
+func RenderOutcome(n activities.ApprovalNotice) (fallback string, blocks []slack.Block) {
+	var title, summary string
+	approvals := 0
+	for _, v := range n.Votes {
+		if v.Approve {
+			approvals++
+		}
+	}
+	switch n.State {
+	case workflows.ApprovalApproved:
+		title = "Approved: " + n.Tool
+		summary = fmt.Sprintf(":white_check_mark: *Approved* (%d of %d approvals)", approvals, max(n.Quorum, 1))
+		if approvals == 0 {
+			summary = ":white_check_mark: *Approved automatically* when the request expired (approval.on_timeout: approve)"
+		}
+	case workflows.ApprovalDenied:
+		title = "Denied: " + n.Tool
+		summary = ":no_entry: *Denied*"
+		if !slackHasDeny(n.Votes) {
+			summary = ":no_entry: *Denied*: the request was closed without a deny vote (the task ended)"
+		}
+	case workflows.ApprovalExpired:
+		title = "Expired: " + n.Tool
+		summary = fmt.Sprintf(":hourglass: *Expired* at %s: nobody decided in time, so the call was denied", slackTime(n.ExpiresAt))
+	default:
+		title = "Request " + n.State + ": " + n.Tool
+		summary = "*" + slackEscape(n.State) + "*"
+	}
+	fallback = fmt.Sprintf("%s (request %s)", title, n.RequestID)
+	if votes := slackVotes(n.Votes); votes != "" {
+		summary += "\n" + votes
+	}
+	blocks = []slack.Block{slack.NewHeaderBlock(slackPlain(title, 150)), slack.NewSectionBlock(slackMd(summary), nil, nil)}
+	blocks = append(blocks, slackRequestBlocks(n)...)
+	blocks = append(blocks, slackRequestContext(n, "closed"))
+	return fallback, blocks
+}
+
+func slackHasDeny(votes []activities.NoticeVote) bool {
+	for _, v := range votes {
+		if !v.Approve {
+			return true
+		}
+	}
+	return false
+}
+
+// slackVotes lists decisions: "bob approved via slack at <time>".
+func slackVotes(votes []activities.NoticeVote) string {
+	var lines []string
+	for _, v := range votes {
+		verb := "approved"
+		if !v.Approve {
+			verb = "denied"
+		}
+		via := ""
+		if v.Via != "" {
+			via = " via " + slackEscape(v.Via)
+		}
+		lines = append(lines, fmt.Sprintf("• *%s* %s%s at %s", slackEscape(v.Approver), verb, via, slackTime(v.At)))
+	}
+	return strings.Join(lines, "\n")
+}

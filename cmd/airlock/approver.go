@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/identity"
+)
+
+// defaultApproverListen is where `airlock approver` takes Slack
+// interactions unless --listen says otherwise (the gateway has 7400).
+const defaultApproverListen = "127.0.0.1:7401"
+
+func runApprover(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("airlock approver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f commonFlags
+	f.register(fs)
+	if l := fs.Lookup("listen"); l != nil {
+		l.Usage = "interaction endpoint's HTTP `address` (slack.mode http)"
+		l.DefValue = defaultApproverListen
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: airlock approver --temporal-address HOST:PORT [flags]
+
+Takes approvers' Slack clicks and delivers them to the waiting tasks. With
+slack.mode http it serves Slack's interaction endpoint on
+http://<listen><slack.interactions_path> (point the Slack app's
+Interactivity Request URL at its public address); with slack.mode socket it
+connects to Slack over Socket Mode (no public URL). Every request's
+signature is checked with the signing secret. Stateless: run as many
+replicas as needed. airlock dev and airlock gateway serve the same endpoint
+on their own listener.
+
+The secrets are read from the environment variables the slack block names
+(default SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "airlock approver: unexpected argument %q (flags only; see airlock approver -h)\n", fs.Arg(0))
+		return 2
+	}
+	listen := f.listen
+	e, err := load(f, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
+		return 1
+	}
+	cfg := e.snap.Config
+	if cfg.Slack == nil {
+		fmt.Fprintf(stderr, "airlock approver: %s has no slack block: add one (slack: {mode: http}) and the approver groups' slack_channel; without Slack, decide with airlock approvals\n", e.cfgPath)
+		return 1
+	}
+	if !e.external {
+		fmt.Fprintf(stderr, "airlock approver: no Temporal address: pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS, or temporal.address in %s); airlock dev serves Slack itself\n", e.cfgPath)
+		return 1
+	}
+	if listen == "" {
+		listen = defaultApproverListen
+	}
+	dir := identity.New(cfg)
+	if dir.Empty() {
+		fmt.Fprintf(stderr, "airlock approver: %s: no principals: approvers are principals with a slack_user_id\n", e.cfgPath)
+		return 1
+	}
+
+	if err := checkSlack(e, roles{gateway: true}); err != nil {
+		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
+		return 1
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	c, err := dial(ctx, e.flags.address, e.ns, e.flags.tls, e.log)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+
+	app := approver.NewSlackApp(cfg, os.Getenv)
+	if app.Config.Mode == config.SlackModeSocket {
+		opts, err := interactionOptions(e, app, c, dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock approver: %v\n", err)
+			return 1
+		}
+		api, err := app.AppClient()
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock approver: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "airlock approver taking Slack clicks over Socket Mode (Temporal %s, namespace %s)\n", e.flags.address, e.ns)
+		if err := approver.RunSocketMode(ctx, approver.SocketModeOptions{Client: api, Interactions: opts}); err != nil {
+			fmt.Fprintf(stderr, "airlock approver: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+
+	h, err := interactionHandler(e, app, c, dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
+		return 1
+	}
+	mux := http.NewServeMux()
+	mux.Handle(app.Config.InteractionsPath, h)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock approver: cannot listen on %s: %v (pass --listen)\n", listen, err)
+		return 1
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "airlock approver taking Slack clicks at http://%s%s (Temporal %s, namespace %s)\n",
+		ln.Addr(), app.Config.InteractionsPath, e.flags.address, e.ns)
+	code := 0
+	select {
+	case <-ctx.Done():
+		e.log.Info().Msg("shutting down; decisions in flight get 10s to be delivered")
+	case err := <-httpErr:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Error().Err(err).Msg("approver HTTP server failed")
+			code = 1
+		}
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	if err := h.Close(); err != nil {
+		e.log.Warn().Err(err).Msg("stopping the Slack interaction endpoint")
+	}
+	return code
+}
+
+// checkSlack fails fast, naming the environment variable, when a role
+// needs a Slack secret that is not set: the worker posts with the bot
+// token; the gateway role (and airlock approver) verifies clicks with the
+// signing secret (mode http, with a listener) or connects with the
+// app-level token (mode socket), and replies with the bot token.
+func checkSlack(e *env, r roles) error {
+	cfg := e.snap.Config
+	if cfg.Slack == nil {
+		return nil
+	}
+	app := approver.NewSlackApp(cfg, os.Getenv)
+	var err error
+	if r.worker && cfg.NotifiesSlack() {
+		_, err = app.BotClient()
+	}
+	if err == nil && r.gateway {
+		switch {
+		case app.Config.Mode == config.SlackModeSocket:
+			_, err = app.AppClient()
+		case !r.stdio:
+			if _, err = app.BotClient(); err == nil {
+				_, err = app.SigningSecret()
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.cfgPath, err)
+	}
+	return nil
+}
+
+// slackNotifiers are the worker's notifiers: Slack when the configuration
+// has a slack block and approvals.notify (if given) names slack. A missing
+// bot token is an error naming its variable.
+func slackNotifiers(e *env) ([]activities.Notifier, error) {
+	cfg := e.snap.Config
+	if !cfg.NotifiesSlack() {
+		return nil, nil
+	}
+	n, err := approver.NewSlackApp(cfg, os.Getenv).Notifier()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
+	}
+	return []activities.Notifier{n}, nil
+}
+
+func interactionOptions(e *env, app *approver.SlackApp, c client.Client, dir *identity.Directory) (approver.InteractionOptions, error) {
+	api, err := app.BotClient()
+	if err != nil {
+		return approver.InteractionOptions{}, fmt.Errorf("%s: %w", e.cfgPath, err)
+	}
+	return approver.InteractionOptions{Slack: api, Users: dir, Temporal: c, Logger: e.log}, nil
+}
+
+func interactionHandler(e *env, app *approver.SlackApp, c client.Client, dir *identity.Directory) (*approver.Interactions, error) {
+	opts, err := interactionOptions(e, app, c, dir)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := app.SigningSecret()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
+	}
+	opts.SigningSecret = secret
+	return approver.InteractionHandler(opts), nil
+}
+
+// startSlack takes Slack clicks inside the gateway role: on mux (the
+// gateway's own listener) with slack.mode http, or over Socket Mode with
+// slack.mode socket. It returns what stops it; nothing without a slack
+// block, or with mode http and no listener (stdio).
+func startSlack(ctx context.Context, e *env, c client.Client, dir *identity.Directory, mux *http.ServeMux) (func(), error) {
+	cfg := e.snap.Config
+	if cfg.Slack == nil {
+		return nil, nil
+	}
+	app := approver.NewSlackApp(cfg, os.Getenv)
+	if app.Config.Mode == config.SlackModeSocket {
+		opts, err := interactionOptions(e, app, c, dir)
+		if err != nil {
+			return nil, err
+		}
+		api, err := app.AppClient()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
+		}
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := approver.RunSocketMode(sctx, approver.SocketModeOptions{Client: api, Interactions: opts}); err != nil {
+				e.log.Error().Err(err).Msg("Slack Socket Mode stopped; Slack clicks are not taken (decide with airlock approvals)")
+			}
+		}()
+		e.log.Info().Msg("taking Slack clicks over Socket Mode")
+		return func() { cancel(); <-done }, nil
+	}
+	if mux == nil {
+		return nil, nil
+	}
+	h, err := interactionHandler(e, app, c, dir)
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle(app.Config.InteractionsPath, h)
+	return func() {
+		if err := h.Close(); err != nil {
+			e.log.Warn().Err(err).Msg("stopping the Slack interaction endpoint")
+		}
+	}, nil
+}
