@@ -93,7 +93,10 @@ func (a *Activities) NotifyApprovers(ctx context.Context, n ApprovalNotice) ([]M
 		}
 		refs = append(refs, r...)
 	}
-	if len(errs) > 0 && len(refs) == 0 {
+	switch {
+	case len(errs) == 1 && len(refs) == 0:
+		return nil, errs[0] // keeps the notifier's error type and retry delay (Slack's Retry-After)
+	case len(errs) > 0 && len(refs) == 0:
 		return nil, errors.Join(errs...)
 	}
 	return refs, nil
@@ -106,6 +109,9 @@ func (a *Activities) UpdateApprovalMessages(ctx context.Context, n ApprovalNotic
 		if err := nt.Update(ctx, n); err != nil && !errors.Is(err, ErrNoChannel) {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 1 {
+		return errs[0] // keeps its retry delay
 	}
 	if err := errors.Join(errs...); err != nil {
 		return temporal.NewApplicationErrorWithCause("updating approval messages", "NotifyFailed", err)

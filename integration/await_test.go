@@ -58,7 +58,7 @@ tools:
 // after bob approves, airlock_await returns the result, and the tool ran
 // exactly once whatever the agent did (including retrying the call).
 func TestPendingApprovalAndAwait(t *testing.T) {
-	s, effects := approvalStack(t, stackOptions{inlineWait: 2 * time.Second, progressEvery: 200 * time.Millisecond})
+	s, effects := approvalStack(t, stackOptions{inlineWait: 5 * time.Second, progressEvery: 200 * time.Millisecond})
 
 	var mu sync.Mutex
 	var progress []string
