@@ -691,7 +691,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		break
 	}
 	if err != nil {
-		if wctx.Err() != nil && ctx.Err() == nil {
+		if waitedOut(wctx, err) && ctx.Err() == nil {
 			log.Info().Msg("call pending past the inline wait")
 			return g.pendingResult(ctx, taskID, callID, e.exposed), nil
 		}
@@ -701,6 +701,13 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	log.Info().Str("outcome", string(res.Outcome)).Int("attempts", res.Attempts).Msg("call finished")
 	metrics.Calls.WithLabelValues(string(res.Outcome)).Inc()
 	return toMCP(taskID, res), nil
+}
+
+// waitedOut reports whether err means the inline wait ran out (the SDK may
+// report its own "timeout waiting for update" just before our deadline).
+func waitedOut(wctx context.Context, err error) bool {
+	var upd *client.WorkflowUpdateServiceTimeoutOrCanceledError
+	return wctx.Err() != nil || errors.As(err, &upd)
 }
 
 // explain turns a failure to get a call's result into words the model (and

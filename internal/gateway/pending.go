@@ -119,7 +119,7 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	h := g.opts.Temporal.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: task, UpdateID: in.Call})
 	var res workflows.CallResult
 	if err := h.Get(wctx, &res); err != nil {
-		if wctx.Err() != nil && ctx.Err() == nil {
+		if waitedOut(wctx, err) && ctx.Err() == nil {
 			return g.pendingResult(ctx, task, in.Call, ""), nil, nil
 		}
 		return errorResult(task, in.Call, fmt.Sprintf("no result for call %s in task %s: %v (see %s)", in.Call, task, err, ToolStatus)), nil, nil
