@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -15,10 +16,12 @@ import (
 	"github.com/airlock-run/airlock/workflows"
 )
 
-// TestApprovalSurvivesCrash: `airlock dev` is killed with SIGKILL while a
-// call waits for approval; after a restart on the same data dir the request
-// is still pending, the approver's decision is accepted, the call runs
-// exactly once, and the reattached agent collects the result.
+// TestApprovalSurvivesCrash: `airlock dev` posts an approval request to
+// (a fake) Slack and is killed with SIGKILL while the call waits; after a
+// restart on the same data dir the request is still pending, the approver's
+// signed Slack click on the message posted before the crash is accepted by
+// the restarted process, the call runs exactly once, and the reattached
+// agent collects the result.
 func TestApprovalSurvivesCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess crash test; skipped with -short")
@@ -27,6 +30,9 @@ func TestApprovalSurvivesCrash(t *testing.T) {
 	upstreamBin := buildBinary(t, "./integration/testupstream")
 	dir := t.TempDir()
 	effects := filepath.Join(dir, "effects.log")
+	slackAPI := newFakeSlackAPI(t)
+	t.Setenv("SLACK_BOT_TOKEN", "xoxb-crash-test")
+	t.Setenv("SLACK_SIGNING_SECRET", slackSecret)
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
@@ -43,11 +49,13 @@ tools:
 approvals: {inline_wait: 2s}
 principals:
   - {name: alice, roles: [all], api_key_sha256: [`+identity.HashKey("alice-key")+`]}
-  - {name: bob, roles: [all], api_key_sha256: [`+identity.HashKey("bob-key")+`]}
+  - {name: bob, roles: [all], api_key_sha256: [`+identity.HashKey("bob-key")+`], slack_user_id: U_BOB}
 roles:
   all: {permissions: ["*"], data_access_level: restricted, tools: ["*"]}
 approver_groups:
-  ops: {members: [bob]}
+  ops: {members: [bob], slack_channel: C_OPS}
+slack:
+  api_url: `+slackAPI.srv.URL+`/
 `)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	tport := freePort(t)
@@ -67,6 +75,11 @@ approver_groups:
 		t.Fatalf("pending result: isError=%v %q", res.IsError, text(res))
 	}
 
+	post := slackAPI.waitPost(t, 1)
+	b := buttonsOf(t, post)
+	if b.request != reqID || b.channel != "C_OPS" {
+		t.Fatalf("posted request %+v, want %s in C_OPS", b, reqID)
+	}
 	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +93,21 @@ approver_groups:
 	if err != nil || ar.State != workflows.ApprovalPending {
 		t.Fatalf("request after restart: %+v %v", ar, err)
 	}
-	dres, err := approver.Deliver(ctx, c, "crash:bob", workflows.DecideRequest{RequestID: reqID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
-	if err != nil || dres.State != workflows.ApprovalApproved {
-		t.Fatalf("decision after restart: %+v %v", dres, err)
+	body, hdr := signedClick("U_BOB", "approve", b, time.Now())
+	req, _ := http.NewRequest("POST", base+"/slack/interactions", strings.NewReader(body))
+	req.Header = hdr
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("click after restart: HTTP %d", resp.StatusCode)
+	}
+	waitFor(t, "the click to be recorded", 30*time.Second, func() bool {
+		ar, err := approver.Lookup(ctx, c, reqID)
+		return err == nil && ar.State == workflows.ApprovalApproved && len(ar.Votes) == 1 && ar.Votes[0].Via == "slack"
+	})
 
 	cs2 := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: task})
 	waitTools(t, cs2, "counter__append")
