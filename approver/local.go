@@ -173,6 +173,12 @@ func MayDecide(r workflows.ApprovalRequest, name string, now time.Time) error {
 // redact path with Mask. A path is dot separated ("auth.token"); a path
 // through a list applies to every element ("entities.observations").
 func MaskArguments(args json.RawMessage, redact []string) (any, error) {
+	return maskArguments(args, redact, Mask)
+}
+
+// maskArguments is MaskArguments with the replacement text chosen by the
+// caller (Slack shows a different mark).
+func maskArguments(args json.RawMessage, redact []string, mask string) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
 	var v any
@@ -187,12 +193,12 @@ func MaskArguments(args json.RawMessage, redact []string) (any, error) {
 		if p == "" {
 			continue
 		}
-		v = maskPath(v, strings.Split(p, "."))
+		v = maskPath(v, strings.Split(p, "."), mask)
 	}
 	return v, nil
 }
 
-func maskPath(v any, path []string) any {
+func maskPath(v any, path []string, mask string) any {
 	switch x := v.(type) {
 	case map[string]any:
 		child, ok := x[path[0]]
@@ -200,13 +206,13 @@ func maskPath(v any, path []string) any {
 			return v
 		}
 		if len(path) == 1 {
-			x[path[0]] = Mask
+			x[path[0]] = mask
 		} else {
-			x[path[0]] = maskPath(child, path[1:])
+			x[path[0]] = maskPath(child, path[1:], mask)
 		}
 	case []any:
 		for i := range x {
-			x[i] = maskPath(x[i], path)
+			x[i] = maskPath(x[i], path, mask)
 		}
 	}
 	return v

@@ -37,17 +37,10 @@ func slackArguments(args json.RawMessage, redact []string) string {
 	if len(bytes.TrimSpace(args)) == 0 {
 		return "{}"
 	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
+	v, err := maskArguments(args, redact, SlackMask)
+	if err != nil {
 		// Nothing could be masked in it: show nothing.
 		return fmt.Sprintf("(%d bytes of arguments withheld: not one JSON value)", len(args))
-	}
-	for _, p := range redact {
-		if p = strings.TrimSpace(p); p != "" {
-			v = maskSlackPath(v, strings.Split(p, "."))
-		}
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -57,28 +50,6 @@ func slackArguments(args json.RawMessage, redact []string) string {
 		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
 	}
 	return slackTruncate(strings.TrimRight(b.String(), "\n"), MaxSlackArgs)
-}
-
-// maskSlackPath masks the value at path; a path through a list applies to
-// every element.
-func maskSlackPath(v any, path []string) any {
-	switch x := v.(type) {
-	case map[string]any:
-		child, ok := x[path[0]]
-		if !ok {
-			return v
-		}
-		if len(path) == 1 {
-			x[path[0]] = SlackMask
-		} else {
-			x[path[0]] = maskSlackPath(child, path[1:])
-		}
-	case []any:
-		for i := range x {
-			x[i] = maskSlackPath(x[i], path)
-		}
-	}
-	return v
 }
 
 // slackTruncate cuts s to at most n characters, saying how much was cut.
