@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,9 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/gateway"
-	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -22,32 +19,9 @@ import (
 // (bob) must approve; alice calls it.
 func approvalStack(t *testing.T, o stackOptions) (*stack, string) {
 	t.Helper()
-	effects := filepath.Join(t.TempDir(), "effects.log")
-	bin := buildBinary(t, "./integration/testupstream")
-	m, err := manifests.Parse(filepath.Join(t.TempDir(), "counter.yaml"), []byte(`server:
-  name: counter
-  stdio:
-    command: `+bin+`
-    env: {SIDE_EFFECT_LOG: `+effects+`}
-tools:
-  append:
-    side_effects: [write]
-    data_access_level: internal
-    risk: high
-    idempotent: false
-    approval: {group: ops, timeout: 10m}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, effects := counterManifest(t, appendNeedsOps)
 	o.manifests = []*manifests.Manifest{m}
-	o.directory = identity.New(&config.Config{
-		Principals: []config.Principal{
-			{Name: "alice", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("alice-key")}},
-			{Name: "bob", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("bob-key")}},
-		},
-		Roles: map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
-	})
+	o.directory = allGrants(nil, "alice", "bob")
 	o.groups = map[string][]string{"ops": {"bob"}}
 	return newStack(t, o), effects
 }

@@ -11,22 +11,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/manifests"
 )
 
 // twoPrincipals: alice and bob, both allowed everything, different keys.
-func twoPrincipals() *identity.Directory {
-	return identity.New(&config.Config{
-		Principals: []config.Principal{
-			{Name: "alice", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("alice-key")}},
-			{Name: "bob", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("bob-key")}},
-		},
-		Roles: map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
-	})
-}
+func twoPrincipals() *identity.Directory { return allGrants(nil, "alice", "bob") }
 
 func bearer(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }
 

@@ -9,7 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,7 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
@@ -31,32 +29,8 @@ import (
 // may not approve her own call and mallory (not in ops) may not decide; a
 // page post without the CSRF token is refused and records nothing.
 func TestLocalApprovals(t *testing.T) {
-	effects := filepath.Join(t.TempDir(), "effects.log")
-	bin := buildBinary(t, "./integration/testupstream")
-	m, err := manifests.Parse(filepath.Join(t.TempDir(), "counter.yaml"), []byte(`server:
-  name: counter
-  stdio:
-    command: `+bin+`
-    env: {SIDE_EFFECT_LOG: `+effects+`}
-tools:
-  append:
-    side_effects: [write]
-    data_access_level: internal
-    risk: high
-    idempotent: false
-    redact: [key]
-    approval: {group: ops, timeout: 10m}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	principal := func(name string) config.Principal {
-		return config.Principal{Name: name, Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey(name + "-key")}}
-	}
-	dir := identity.New(&config.Config{
-		Principals: []config.Principal{principal("alice"), principal("bob"), principal("mallory")},
-		Roles:      map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
-	})
+	m, effects := counterManifest(t, appendNeedsOps)
+	dir := allGrants(nil, "alice", "bob", "mallory")
 	// alice is in ops too, so only the self-approval rule stops her.
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir,
 		groups: map[string][]string{"ops": {"alice", "bob"}}, inlineWait: 2 * time.Minute})

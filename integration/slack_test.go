@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,8 +24,6 @@ import (
 
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/config"
-	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -269,39 +266,15 @@ func newSlackEnv(t testing.TB) *slackEnv {
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}
-	effects := filepath.Join(t.TempDir(), "effects.log")
-	bin := buildBinary(t, "./integration/testupstream")
-	m, err := manifests.Parse(filepath.Join(t.TempDir(), "counter.yaml"), []byte(`server:
-  name: counter
-  stdio:
-    command: `+bin+`
-    env: {SIDE_EFFECT_LOG: `+effects+`}
-tools:
-  append:
-    side_effects: [write]
-    data_access_level: internal
-    risk: high
-    idempotent: false
-    redact: [key]
-    approval: {group: ops, timeout: 10m}
-  put:
+	m, effects := counterManifest(t, appendNeedsOps+`  put:
     side_effects: [write]
     data_access_level: internal
     risk: high
     idempotent: true
     approval: {group: leads, quorum: 2, timeout: 10m}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	principal := func(name, slackID string) config.Principal {
-		return config.Principal{Name: name, Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey(name + "-key")}, SlackUserID: slackID}
-	}
-	dir := identity.New(&config.Config{
-		Principals: []config.Principal{principal("alice", "U_ALICE"), principal("bob", "U_BOB"), principal("carol", "U_CAROL"),
-			principal("dave", "U_DAVE"), principal("eve", "U_EVE")},
-		Roles: map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
-	})
+`)
+	dir := allGrants(map[string]string{"alice": "U_ALICE", "bob": "U_BOB", "carol": "U_CAROL", "dave": "U_DAVE", "eve": "U_EVE"},
+		"alice", "bob", "carol", "dave", "eve")
 	api := newFakeSlackAPI(t)
 	notifier := approver.NewSlackNotifier(api.client(), map[string]string{"ops": "C_OPS", "leads": "C_LEADS"})
 	// alice is in ops too, so only the self-approval rule stops her.

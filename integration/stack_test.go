@@ -25,6 +25,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
@@ -374,4 +375,47 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 // newHeaderClient is an HTTP client that adds headers to every request.
 func newHeaderClient(headers map[string]string) *http.Client {
 	return &http.Client{Transport: headerRT{headers: headers}}
+}
+
+// counterManifest serves testupstream as server "counter" with the given
+// tool declarations (YAML lines under "tools:", indented two spaces) and
+// returns it with the side-effect log its tools write to.
+func counterManifest(t testing.TB, tools string) (*manifests.Manifest, string) {
+	t.Helper()
+	effects := filepath.Join(t.TempDir(), "effects.log")
+	bin := buildBinary(t, "./integration/testupstream")
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "counter.yaml"), []byte(`server:
+  name: counter
+  stdio:
+    command: `+bin+`
+    env: {SIDE_EFFECT_LOG: `+effects+`}
+tools:
+`+tools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, effects
+}
+
+// appendNeedsOps declares testupstream's append as a high-risk write that
+// group ops must approve.
+const appendNeedsOps = `  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    idempotent: false
+    redact: [key]
+    approval: {group: ops, timeout: 10m}
+`
+
+// allGrants is a directory of principals with every grant, each with the
+// API key "<name>-key" and, when slack names one, a Slack user ID.
+func allGrants(slack map[string]string, names ...string) *identity.Directory {
+	c := &config.Config{Roles: map[string]*config.Role{
+		"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}}}
+	for _, n := range names {
+		c.Principals = append(c.Principals, config.Principal{Name: n, Roles: []string{"all"},
+			APIKeySHA256: []string{identity.HashKey(n + "-key")}, SlackUserID: slack[n]})
+	}
+	return identity.New(c)
 }
