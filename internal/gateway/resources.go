@@ -407,30 +407,33 @@ func (g *Gateway) filterList(res mcp.Result, pr *identity.Principal) {
 	}
 	switch r := res.(type) {
 	case *mcp.ListResourcesResult:
-		out := make([]*mcp.Resource, 0, len(r.Resources))
-		for _, x := range r.Resources {
-			if e, ok := g.res.resources[x.URI]; !hidden(e, ok) {
-				out = append(out, x)
-			}
-		}
-		r.Resources = out
+		r.Resources = without(r.Resources, func(x *mcp.Resource) bool {
+			e, ok := g.res.resources[x.URI]
+			return hidden(e, ok)
+		})
 	case *mcp.ListResourceTemplatesResult:
-		out := make([]*mcp.ResourceTemplate, 0, len(r.ResourceTemplates))
-		for _, x := range r.ResourceTemplates {
-			if e, ok := g.res.templates[x.URITemplate]; !hidden(e, ok) {
-				out = append(out, x)
-			}
-		}
-		r.ResourceTemplates = out
+		r.ResourceTemplates = without(r.ResourceTemplates, func(x *mcp.ResourceTemplate) bool {
+			e, ok := g.res.templates[x.URITemplate]
+			return hidden(e, ok)
+		})
 	case *mcp.ListPromptsResult:
-		out := make([]*mcp.Prompt, 0, len(r.Prompts))
-		for _, x := range r.Prompts {
-			if e, ok := g.res.prompts[x.Name]; !hidden(e, ok) {
-				out = append(out, x)
-			}
-		}
-		r.Prompts = out
+		r.Prompts = without(r.Prompts, func(x *mcp.Prompt) bool {
+			e, ok := g.res.prompts[x.Name]
+			return hidden(e, ok)
+		})
 	}
+}
+
+// without returns a new slice of the elements of xs that drop rejects
+// (the SDK's list slices may be shared, so they are not filtered in place).
+func without[T any](xs []T, drop func(T) bool) []T {
+	out := make([]T, 0, len(xs))
+	for _, x := range xs {
+		if !drop(x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func (e *resourceEntry) lvl() manifests.DataLevel { return e.level }
