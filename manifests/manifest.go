@@ -17,9 +17,10 @@
 // values, so a loaded manifest still says what its file said.
 //
 // This package is a leaf: it reads files and returns values and errors. It
-// never logs and imports only gopkg.in/yaml.v3 and the standard library
-// (never Temporal, MCP or the services). internal/config uses its YAML
-// decoder for airlock.yaml.
+// never logs and imports only gopkg.in/yaml.v3, internal/expr (to compile
+// the CEL of captures and compensations when validating) and the standard
+// library (never Temporal, MCP or the services). internal/config uses its
+// YAML decoder for airlock.yaml, and plans for plan files.
 package manifests
 
 import (
@@ -167,13 +168,19 @@ type Tool struct {
 	// of strings (used by policy path confinement).
 	PathArgs []string `yaml:"path_args,omitempty" json:"path_args,omitempty"`
 
-	// Capture reads the pre-image before the call runs (its arguments may
-	// use only args); its result is "before" in the compensation.
+	// Capture reads the pre-image before the call runs; its structured
+	// result is before in the compensation. See Call for what its
+	// expressions may use.
 	Capture *Call `yaml:"capture,omitempty" json:"capture,omitempty"`
 	// Compensation undoes a successful call on rollback. Both name a tool
 	// declared in the same manifest.
 	Compensation *Call `yaml:"compensation,omitempty" json:"compensation,omitempty"`
 }
+
+// Compensable reports whether a call of the tool can be undone on rollback:
+// it declares a compensation (whose when may still decide, at rollback,
+// that there is nothing to undo).
+func (t *Tool) Compensable() bool { return t != nil && t.Compensation != nil }
 
 // Approval is the approval rule of a tool.
 type Approval struct {
@@ -206,14 +213,34 @@ type Retry struct {
 	NonRetryable []string `yaml:"non_retryable,omitempty" json:"non_retryable,omitempty"`
 }
 
-// Call is a tool call computed from a call's context: a capture (run before
-// the tool) or a compensation (run on rollback). Args maps each argument to a
-// CEL expression over args (the original call's arguments), result (its
-// structured result) and before (the capture's structured result); a capture
-// sees only args.
+// Call is a tool call computed from the context of another call: a capture
+// (run before the tool, to keep what the call will change) or a
+// compensation (run on rollback, to undo it). Args maps each argument to a
+// CEL expression (package internal/expr) whose value, any JSON value, is
+// passed as the argument. The expressions may use:
+//
+//	args    the original call's arguments
+//	call    {id, task, tool, slug}: the original call; slug is a short,
+//	        filename-safe name for it (expr.Slug), the same on every retry
+//	roots   the server's path_roots, expanded
+//	result  (compensation only) the call's structured result
+//	before  (compensation only) the capture's structured result, or null
+//	        when the capture was skipped or its tool returned an error
+//	        (e.g. the file did not exist yet)
+//
+// A structured result is the MCP result's structuredContent, else its text
+// parsed as JSON, else its text (expr.ResultValue).
+//
+// When, a CEL condition over the same variables, makes the call only when
+// it is true. On a compensation, Else is the call to make instead when it
+// is false, and may have its own when and else (a chain); without else a
+// false when means there is nothing to undo. A capture has no else: a
+// capture that is not made leaves before null.
 type Call struct {
 	Tool string            `yaml:"tool" json:"tool"`
 	Args map[string]string `yaml:"args,omitempty" json:"args,omitempty"`
+	When string            `yaml:"when,omitempty" json:"when,omitempty"`
+	Else *Call             `yaml:"else,omitempty" json:"else,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s", "5m"),

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/airlock-run/airlock/internal/expr"
 )
 
 // Valid values, in the order messages list them.
@@ -253,8 +255,8 @@ func (v *validator) tool(m *Manifest, name string, names []string, serverOK bool
 	v.retry(p+".retry", t.Retry)
 	v.nonEmpty(p+".redact", t.Redact, `an argument path such as "content" or "auth.token"`)
 	v.nonEmpty(p+".path_args", t.PathArgs, `an argument name such as "path"`)
-	v.call(p+".capture", t.Capture, names)
-	v.call(p+".compensation", t.Compensation, names)
+	v.capture(p+".capture", t.Capture, names)
+	v.compensation(p+".compensation", t.Compensation, names, t.Capture != nil || v.lines.Has(p+".capture"))
 }
 
 func (v *validator) sideEffects(toolPath string, ses []SideEffect) {
@@ -359,12 +361,47 @@ func (v *validator) retry(p string, r *Retry) {
 	v.nonEmpty(p+".non_retryable", r.NonRetryable, "an error type")
 }
 
-func (v *validator) call(p string, c *Call, names []string) {
+func (v *validator) capture(p string, c *Call, names []string) {
+	if !v.call(p, c, names, expr.Capture, true) {
+		return
+	}
+	if c.Else != nil || v.lines.Has(p+".else") {
+		v.add(p+".else", "applies only to a compensation; a capture whose when is false is not made, and before is null, so remove else")
+	}
+}
+
+// maxElse bounds an else chain, which YAML cannot make cyclic but a
+// manifest built in code could.
+const maxElse = 16
+
+func (v *validator) compensation(p string, c *Call, names []string, hasCapture bool) {
+	for n := 0; ; n++ {
+		if n > maxElse {
+			v.add(p, "the else chain is longer than %d; shorten it", maxElse)
+			return
+		}
+		if !v.call(p, c, names, expr.Compensation, hasCapture) {
+			return
+		}
+		if c.Else == nil {
+			return
+		}
+		if c.When == "" {
+			v.add(p+".else", "is never used: it is made when when is false, and there is no when; add when or remove else")
+			return
+		}
+		p, c = p+".else", c.Else
+	}
+}
+
+// call checks one capture or compensation (not its else); it reports
+// whether there was a call to check.
+func (v *validator) call(p string, c *Call, names []string, kind expr.Kind, hasCapture bool) bool {
 	if c == nil {
 		if v.lines.Has(p) {
 			v.add(p, "is empty; set tool (and args), or remove it")
 		}
-		return
+		return false
 	}
 	switch {
 	case c.Tool == "":
@@ -372,16 +409,75 @@ func (v *validator) call(p string, c *Call, names []string) {
 	case !slices.Contains(names, c.Tool):
 		v.add(p+".tool", "%q is not declared in this manifest; use one of %s", c.Tool, strings.Join(names, ", "))
 	}
+	over := celVariables(kind)
+	if wp := p + ".when"; c.When != "" || v.lines.Has(wp) {
+		if strings.TrimSpace(c.When) == "" {
+			v.add(wp, "is empty; write a CEL condition over %s, e.g. before != null, or remove when", over)
+		} else if prg, err := expr.CompileBool(kind, c.When); err != nil {
+			v.celProblem(wp, kind, err)
+		} else {
+			v.needsCapture(wp, prg, hasCapture)
+		}
+	}
 	args := make([]string, 0, len(c.Args))
 	for a := range c.Args {
 		args = append(args, a)
 	}
 	sort.Strings(args)
 	for _, a := range args {
-		if strings.TrimSpace(c.Args[a]) == "" {
-			v.add(p+".args."+a, "expression is empty; write a CEL expression over args, result and before, e.g. args.path")
+		ap := p + ".args." + a
+		src := c.Args[a]
+		if strings.TrimSpace(src) == "" {
+			v.add(ap, "expression is empty; write a CEL expression over %s, e.g. args.path", over)
+			continue
 		}
+		prg, err := expr.Compile(kind, src)
+		if err != nil {
+			v.celProblem(ap, kind, err)
+			continue
+		}
+		v.needsCapture(ap, prg, hasCapture)
 	}
+	return true
+}
+
+func (v *validator) needsCapture(p string, prg *expr.Program, hasCapture bool) {
+	if prg.Kind() == expr.Compensation && !hasCapture && prg.Uses("before") {
+		v.add(p, "uses before, but the tool has no capture; add capture or remove before")
+	}
+}
+
+// celVariables lists the variables of kind for messages: "args, call and
+// roots".
+func celVariables(kind expr.Kind) string {
+	vs := kind.Variables()
+	if len(vs) < 2 {
+		return strings.Join(vs, "")
+	}
+	return strings.Join(vs[:len(vs)-1], ", ") + " and " + vs[len(vs)-1]
+}
+
+// celProblem reports an expression that does not compile, with a hint on
+// how to fix it.
+func (v *validator) celProblem(p string, kind expr.Kind, err error) {
+	msg := err.Error()
+	var hint string
+	switch {
+	case strings.Contains(msg, "not bool"):
+		// expr.CompileBool's message says how already.
+	case strings.Contains(msg, "undeclared reference") && kind == expr.Capture:
+		hint = "a capture runs before the call, so it may use only " + celVariables(kind)
+	case strings.Contains(msg, "undeclared reference"):
+		hint = "a " + kind.String() + " may use only " + celVariables(kind)
+	case strings.Contains(msg, "undefined field"):
+		hint = "call has the fields id, task, tool and slug"
+	default:
+		hint = "write a CEL expression over " + celVariables(kind) + " (see https://cel.dev)"
+	}
+	if hint != "" {
+		msg += "; " + hint
+	}
+	v.add(p, "%s", msg)
 }
 
 func sortedToolNames(m *Manifest) []string {

@@ -252,8 +252,77 @@ func TestValidate(t *testing.T) {
 			src:  head + readTool + "    compensation:\n      args:\n        path: \"\"\n",
 			want: []string{
 				`m.yaml:10: tools.read.compensation.tool: is required; name a tool declared in this manifest: read`,
-				`m.yaml:12: tools.read.compensation.args.path: expression is empty; write a CEL expression over args, result and before, e.g. args.path`,
+				`m.yaml:12: tools.read.compensation.args.path: expression is empty; write a CEL expression over args, result, before, call and roots, e.g. args.path`,
 			},
+		},
+		{
+			name: "capture uses before",
+			src:  head + readTool + "    capture:\n      tool: read\n      args:\n        path: before.path\n",
+			want: []string{`m.yaml:13: tools.read.capture.args.path: undeclared reference to 'before'; a capture runs before the call, so it may use only args, call and roots`},
+		},
+		{
+			name: "capture with else",
+			src:  head + readTool + "    capture:\n      tool: read\n      when: args.path != ''\n      else: {tool: read}\n",
+			want: []string{`m.yaml:13: tools.read.capture.else: applies only to a compensation; a capture whose when is false is not made, and before is null, so remove else`},
+		},
+		{
+			name: "compensation uses before without capture",
+			src:  head + readTool + "    compensation:\n      tool: read\n      when: before != null\n      args:\n        path: args.path\n        content: before.content\n",
+			want: []string{
+				`m.yaml:12: tools.read.compensation.when: uses before, but the tool has no capture; add capture or remove before`,
+				`m.yaml:15: tools.read.compensation.args.content: uses before, but the tool has no capture; add capture or remove before`,
+			},
+		},
+		{
+			name: "compensation with a misspelt call field and a syntax error",
+			src:  head + readTool + "    compensation:\n      tool: read\n      args:\n        a: call.slg\n        b: args.path +\n",
+			want: []string{
+				`m.yaml:13: tools.read.compensation.args.a: undefined field 'slg'; call has the fields id, task, tool and slug`,
+				`m.yaml:14: tools.read.compensation.args.b: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}; write a CEL expression over args, result, before, call and roots (see https://cel.dev)`,
+			},
+		},
+		{
+			name: "compensation when not bool, and empty",
+			src:  head + readTool + "    compensation:\n      tool: read\n      when: args.path + 'x'\n      else:\n        tool: read\n        when: ' '\n",
+			want: []string{
+				`m.yaml:12: tools.read.compensation.when: the condition is of type string, not bool; compare it, e.g. before != null`,
+				`m.yaml:15: tools.read.compensation.else.when: is empty; write a CEL condition over args, result, before, call and roots, e.g. before != null, or remove when`,
+			},
+		},
+		{
+			name: "else chain problems carry their path",
+			src: head + readTool + `    capture: {tool: read, args: {path: args.path}}
+    compensation:
+      tool: read
+      when: before != null
+      args: {path: args.path}
+      else:
+        tool: move
+        when: args.path.startsWith(roots[0])
+        args:
+          source: args.path
+          destination: roots[1] + "/" + call.slug +
+        else:
+          tool: read
+          else: {tool: read}
+`,
+			want: []string{
+				`m.yaml:16: tools.read.compensation.else.tool: "move" is not declared in this manifest; use one of read`,
+				`m.yaml:20: tools.read.compensation.else.args.destination: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}; write a CEL expression over args, result, before, call and roots (see https://cel.dev)`,
+				`m.yaml:23: tools.read.compensation.else.else.else: is never used: it is made when when is false, and there is no when; add when or remove else`,
+			},
+		},
+		{
+			name: "valid compensation chain",
+			src: head + readTool + `    capture: {tool: read, args: {path: args.path}}
+    compensation:
+      tool: read
+      when: before != null
+      args: {path: args.path, content: before.content}
+      else:
+        tool: read
+        args: {source: args.path, destination: 'roots[1] + "/" + call.slug'}
+`,
 		},
 		{
 			name: "compensation names a declared tool",
@@ -539,5 +608,22 @@ tools:
 	ps = m.Validate()
 	if len(ps) != 1 || ps[0].Field != "server.path_roots[1]" {
 		t.Fatalf("problems with a blank root: %v", ps)
+	}
+}
+
+func TestCompensable(t *testing.T) {
+	var none *manifests.Tool
+	for _, tt := range []struct {
+		tool *manifests.Tool
+		want bool
+	}{
+		{none, false},
+		{&manifests.Tool{}, false},
+		{&manifests.Tool{Capture: &manifests.Call{Tool: "read"}}, false},
+		{&manifests.Tool{Compensation: &manifests.Call{Tool: "write", When: "before != null"}}, true},
+	} {
+		if got := tt.tool.Compensable(); got != tt.want {
+			t.Errorf("%+v.Compensable() = %v, want %v", tt.tool, got, tt.want)
+		}
 	}
 }
