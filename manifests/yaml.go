@@ -179,6 +179,7 @@ func (d *decodeState) add(n *yaml.Node, path, format string, args ...any) {
 var (
 	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 	durationType    = reflect.TypeFor[Duration]()
+	anyType         = reflect.TypeFor[any]()
 )
 
 // walk checks node n against Go type t the way yaml.v3 would decode it, but
@@ -205,6 +206,12 @@ func (d *decodeState) walk(n *yaml.Node, t reflect.Type, path string) {
 		return
 	}
 	switch t.Kind() {
+	case reflect.Interface:
+		if t.NumMethod() == 0 {
+			d.anyValue(n, path)
+			return
+		}
+		d.leaf(n, t, path)
 	case reflect.Pointer:
 		d.walk(n, t.Elem(), path)
 	case reflect.Struct:
@@ -245,6 +252,29 @@ func (d *decodeState) walk(n *yaml.Node, t reflect.Type, path string) {
 		}
 	default:
 		d.leaf(n, t, path)
+	}
+}
+
+// anyValue accepts any YAML value for a field of type any (free-form data,
+// such as a plan's vars), recording the lines of nested keys and list
+// elements so that problems found later can point into it. Mapping keys
+// must be strings, so that the value can become JSON.
+func (d *decodeState) anyValue(n *yaml.Node, path string) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		d.mapping(n, path, func(key, val *yaml.Node, p string) {
+			if key.ShortTag() != "!!str" {
+				d.add(key, p, "key %s is not a string; quote it (%q) or use a list", key.Value, key.Value)
+				return
+			}
+			d.walk(val, anyType, p)
+		}, func(merged *yaml.Node) { d.walk(merged, anyType, path) })
+	case yaml.SequenceNode:
+		for i, el := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			d.lines[p] = el.Line
+			d.walk(el, anyType, p)
+		}
 	}
 }
 
