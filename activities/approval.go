@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -70,6 +71,8 @@ type Notifier interface {
 	Post(ctx context.Context, n ApprovalNotice) ([]MessageRef, error)
 	// Update rewrites posted messages to show the outcome.
 	Update(ctx context.Context, n ApprovalNotice) error
+	// Alert tells a group that a rollback left compensations undone.
+	Alert(ctx context.Context, n RollbackNotice) error
 }
 
 // ErrNoChannel is returned by a notifier that has nowhere to post for a
@@ -117,4 +120,49 @@ func (a *Activities) UpdateApprovalMessages(ctx context.Context, n ApprovalNotic
 		return temporal.NewApplicationErrorWithCause("updating approval messages", "NotifyFailed", err)
 	}
 	return nil
+}
+
+// NotifyRollbackFailedName is the wire name of the activity that tells
+// people a rollback stopped with compensations left undone.
+const NotifyRollbackFailedName = "NotifyRollbackFailed"
+
+// RollbackNotice says which compensations of a task remain undone.
+type RollbackNotice struct {
+	TaskID      string
+	Principal   string
+	Group       string
+	RequestedBy string
+	Reason      string
+	Remaining   []RemainingUndo
+}
+
+// RemainingUndo is one compensation that did not run (or failed).
+type RemainingUndo struct {
+	CallID    string
+	Tool      string          // the call's tool
+	Undo      string          `json:",omitempty"` // the compensation's tool
+	Arguments json.RawMessage `json:",omitempty"`
+	State     string
+	Reason    string `json:",omitempty"`
+}
+
+// NotifyRollbackFailed tells the task's rollback group, through every
+// notifier that can reach it. With no group or no channel it only logs:
+// the task's state (rollback_failed) and history still hold everything.
+func (a *Activities) NotifyRollbackFailed(ctx context.Context, n RollbackNotice) error {
+	activity.GetLogger(ctx).Error("rollback failed: compensations remain undone",
+		"task", n.TaskID, "group", n.Group, "remaining", len(n.Remaining), "reason", n.Reason)
+	if n.Group == "" {
+		return nil
+	}
+	var errs []error
+	for _, nt := range a.Notifiers {
+		if err := nt.Alert(ctx, n); err != nil && !errors.Is(err, ErrNoChannel) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }

@@ -27,7 +27,9 @@ type ToolCatalog interface {
 
 // DecideInput is one call to judge.
 type DecideInput struct {
-	TaskID     string
+	TaskID string
+	// CallID is the call's idempotency key (for captures: call.id, call.slug).
+	CallID     string `json:",omitempty"`
 	Principal  policy.Principal
 	AllowTools []string
 	// Tool is the exposed name ("server__tool").
@@ -44,6 +46,14 @@ type DecideInput struct {
 type DecideOutput struct {
 	policy.Decision
 	Approval *ApprovalSpec `json:",omitempty"`
+	// Capture is the pre-image read to make before the call runs (nil: the
+	// tool declares none). CaptureError says why it could not be computed;
+	// the call must then not run, since it could not be undone.
+	Capture      *ToolCall `json:",omitempty"`
+	CaptureError string    `json:",omitempty"`
+	// Compensable: the tool declares a compensation; once the call has run,
+	// the workflow asks PlanCompensation for it.
+	Compensable bool `json:",omitempty"`
 }
 
 // ApprovalSpec is what the worker resolves for a require_approval
@@ -111,6 +121,16 @@ func (a *Activities) Decide(_ context.Context, in DecideInput) (DecideOutput, er
 	if d.Effect == policy.RequireApproval {
 		out.Approval = a.approvalSpec(d, tool)
 	}
+	if d.Effect != policy.Deny && tool.Decl != nil {
+		out.Compensable = tool.Decl.Compensation != nil
+		if c, ok := a.Catalog.(*Catalog); ok {
+			capture, err := c.capture(in.TaskID, in.CallID, in.Tool, in.Arguments)
+			if err != nil {
+				out.CaptureError = err.Error()
+			}
+			out.Capture = capture
+		}
+	}
 	return out, nil
 }
 
@@ -146,6 +166,7 @@ type Catalog struct {
 	pool     *upstream.Pool
 	uncover  bool
 	manifest map[string]*manifests.Manifest // by server, for uncovered tools
+	exprs    compiled
 }
 
 type catalogEntry struct {

@@ -103,6 +103,20 @@ func (s *SlackNotifier) Update(ctx context.Context, n activities.ApprovalNotice)
 	return slackJoinErrors(errs)
 }
 
+// Alert posts a rollback failure to the group's channel.
+func (s *SlackNotifier) Alert(ctx context.Context, n activities.RollbackNotice) error {
+	channel, ok := s.channels[n.Group]
+	if !ok {
+		return activities.ErrNoChannel
+	}
+	fallback, blocks := RenderRollbackFailed(n)
+	if _, _, err := s.api.PostMessageContext(ctx, channel,
+		slack.MsgOptionText(fallback, false), slack.MsgOptionBlocks(blocks...)); err != nil {
+		return slackError(fmt.Sprintf("posting the rollback failure of task %s to Slack channel %s of group %q", n.TaskID, channel, n.Group), err)
+	}
+	return nil
+}
+
 // slackJoinErrors keeps a single error as it is, so that its application
 // error type and retry delay reach Temporal.
 func slackJoinErrors(errs []error) error {

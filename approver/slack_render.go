@@ -247,3 +247,38 @@ func slackVotes(votes []activities.NoticeVote) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// RenderRollbackFailed is the alert that a rollback stopped with
+// compensations left undone: what remains, top of the stack first, and
+// what an operator can do.
+func RenderRollbackFailed(n activities.RollbackNotice) (fallback string, blocks []slack.Block) {
+	fallback = fmt.Sprintf("Rollback failed: task %s has %d change(s) left undone", n.TaskID, len(n.Remaining))
+	blocks = []slack.Block{
+		slack.NewHeaderBlock(slackPlain("Rollback failed: "+n.TaskID, 150)),
+		slack.NewSectionBlock(nil, []*slack.TextBlockObject{
+			slackMd("*Task*\n`" + slackEscape(n.TaskID) + "`"),
+			slackMd("*Principal*\n" + slackEscape(n.Principal)),
+			slackMd("*Requested by*\n" + slackEscape(n.RequestedBy)),
+			slackMd(fmt.Sprintf("*Left undone*\n%d", len(n.Remaining))),
+		}, nil),
+		slack.NewSectionBlock(slackMd("*Why*\n"+slackClip(slackEscape(n.Reason), 2800)), nil, nil),
+	}
+	var lines []string
+	for i, r := range n.Remaining {
+		if i == 10 {
+			lines = append(lines, fmt.Sprintf("… and %d more", len(n.Remaining)-i))
+			break
+		}
+		undo := "no compensation"
+		if r.Undo != "" {
+			undo = "`" + slackEscape(r.Undo) + "` " + slackCode(slackTruncate(string(r.Arguments), 300))
+		}
+		lines = append(lines, fmt.Sprintf("• call `%s` (`%s`), %s: %s", slackEscape(r.CallID), slackEscape(r.Tool), slackEscape(r.State), undo))
+	}
+	if len(lines) > 0 {
+		blocks = append(blocks, slack.NewSectionBlock(slackMd(slackClip(strings.Join(lines, "\n"), 2900)), nil, nil))
+	}
+	blocks = append(blocks, slack.NewContextBlock("", slackMd(fmt.Sprintf(
+		"Retry with `airlock tasks rollback %s`, or fix by hand and `airlock tasks finish %s`.", slackEscape(n.TaskID), slackEscape(n.TaskID)))))
+	return fallback, blocks
+}

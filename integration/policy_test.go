@@ -64,7 +64,7 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 	}
 	sort.Strings(got)
 	for _, name := range got {
-		if name == gateway.ToolStatus || name == gateway.ToolAwait {
+		if name == gateway.ToolStatus || name == gateway.ToolAwait || name == gateway.ToolRollback {
 			continue
 		}
 		if strings.HasPrefix(name, "memory__") || name == "filesystem__write_file" || name == "filesystem__edit_file" ||

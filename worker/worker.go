@@ -58,6 +58,9 @@ func Register(r Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.Decide, activity.RegisterOptions{Name: activities.DecideName})
 	r.RegisterActivityWithOptions(acts.NotifyApprovers, activity.RegisterOptions{Name: activities.NotifyApproversName})
 	r.RegisterActivityWithOptions(acts.UpdateApprovalMessages, activity.RegisterOptions{Name: activities.UpdateApprovalName})
+	r.RegisterActivityWithOptions(acts.PlanCompensation, activity.RegisterOptions{Name: activities.PlanCompensationName})
+	r.RegisterActivityWithOptions(acts.NotifyRollbackFailed, activity.RegisterOptions{Name: activities.NotifyRollbackFailedName})
+	r.RegisterActivityWithOptions(acts.PrepareStep, activity.RegisterOptions{Name: activities.PrepareStepName})
 }
 
 // WorkflowRegistry takes workflow registrations (workers and replayers).
@@ -68,4 +71,5 @@ type WorkflowRegistry interface {
 // RegisterWorkflows registers the workflows only (for replayers).
 func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.AgentTask, workflow.RegisterOptions{Name: workflows.AgentTaskName})
+	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: workflows.PlanName})
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -41,6 +42,13 @@ type task struct {
 	state        string
 	approvals    []*ApprovalRequest
 	approvalAttr string
+	saga         []SagaEntry // compensable calls, oldest first
+	undone       []SagaEntry // recent compensations that ran
+	rollbacks    int
+	rolling      *rollbackRun
+	canceled     bool // the task was cancelled (its context is done)
+	plan         *PlanStatus
+	ended        bool
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -52,25 +60,13 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	t := newTask(ctx, in)
 
 	// Handlers first, before anything blocks.
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, t.status); err != nil {
+	if err := t.registerShared(ctx); err != nil {
 		return TaskResult{}, err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCallTool, t.callTool,
 		workflow.UpdateHandlerOptions{Validator: t.validateCall}); err != nil {
 		return TaskResult{}, err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryApprovals, t.approvalsQuery); err != nil {
-		return TaskResult{}, err
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, t.decide,
-		workflow.UpdateHandlerOptions{Validator: t.validateDecide}); err != nil {
-		return TaskResult{}, err
-	}
-	finishCh := workflow.GetSignalChannel(ctx, SignalFinish)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		finishCh.Receive(ctx, nil)
-		t.finish = true
-	})
 
 	if in.Carried == nil {
 		if err := workflow.UpsertTypedSearchAttributes(ctx,
@@ -88,6 +84,20 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 
 	for {
+		if t.state == StateRollbackFailed {
+			// A person must act: retry the rollback, or finish the task
+			// leaving what remains undone on record.
+			err := workflow.Await(ctx, func() bool { return t.finish || t.state != StateRollbackFailed })
+			switch {
+			case err != nil:
+				ctx = t.cancel(ctx)
+			case t.finish:
+				return t.endWhenIdle(ctx, StateRollbackFailed)
+			case t.canceled:
+				return t.end(ctx, StateCanceled)
+			}
+			continue
+		}
 		wake, why := t.nextWake()
 		var d time.Duration
 		if !wake.IsZero() {
@@ -99,11 +109,11 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			}
 			// Calls still running: wait for them, then look again.
 			if err := workflow.Await(ctx, func() bool { return len(t.inFlight) == 0 }); err != nil {
-				return t.end(ctx, StateCanceled)
+				ctx = t.cancel(ctx)
 			}
 			continue
 		}
-		cond := func() bool { return t.finish || needCAN() }
+		cond := func() bool { return t.finish || needCAN() || t.state == StateRollbackFailed }
 		var err error
 		if wake.IsZero() {
 			err = workflow.Await(ctx, cond)
@@ -112,21 +122,29 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 		if err != nil {
 			if temporal.IsCanceledError(err) {
+				ctx = t.cancel(ctx)
+				if t.state == StateRollbackFailed {
+					continue
+				}
 				return t.end(ctx, StateCanceled)
 			}
 			return TaskResult{}, err
 		}
+		if t.state == StateRollbackFailed {
+			continue
+		}
 		if t.finish {
-			if err := workflow.Await(ctx, func() bool { return len(t.inFlight) == 0 }); err != nil {
-				return t.end(ctx, StateCanceled)
-			}
-			return t.end(ctx, StateFinished)
+			return t.endWhenIdle(ctx, StateFinished)
 		}
 		if needCAN() {
 			// New calls are rejected from now on (the client retries them
 			// against the next run); running calls finish in this one.
 			t.draining = true
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				ctx = t.cancel(ctx)
+				if t.state == StateRollbackFailed {
+					continue
+				}
 				return t.end(ctx, StateCanceled)
 			}
 			if t.finish {
@@ -139,6 +157,59 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 }
 
+// endWhenIdle ends the task once its running calls are done.
+func (t *task) endWhenIdle(ctx workflow.Context, state string) (TaskResult, error) {
+	if err := workflow.Await(ctx, func() bool { return len(t.inFlight) == 0 }); err != nil {
+		ctx = t.cancel(ctx)
+		if t.state != StateRollbackFailed {
+			state = StateCanceled
+		}
+	}
+	return t.end(ctx, state)
+}
+
+// cancel handles the task's cancellation: it rolls back whatever the task
+// changed (once; running calls, cancelled too, finish first) and returns a
+// context that is not cancelled, for the rest of the task's life. A task
+// whose rollback failed stays open in rollback_failed.
+func (t *task) cancel(ctx workflow.Context) workflow.Context {
+	if t.canceled {
+		return ctx
+	}
+	t.canceled = true
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if len(t.saga) > 0 && sagaOn(dctx) {
+		t.rollback(dctx, RollbackRequest{By: "cancel", Reason: "the task was cancelled"}, "")
+	}
+	return dctx
+}
+
+// registerShared registers the handlers agent tasks and plans share:
+// status and approvals queries, decide and rollback updates, and the
+// finish signal.
+func (t *task) registerShared(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, t.status); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryApprovals, t.approvalsQuery); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, t.decide,
+		workflow.UpdateHandlerOptions{Validator: t.validateDecide}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRollback, t.rollbackUpdate,
+		workflow.UpdateHandlerOptions{Validator: t.validateRollback}); err != nil {
+		return err
+	}
+	finishCh := workflow.GetSignalChannel(ctx, SignalFinish)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		finishCh.Receive(ctx, nil)
+		t.finish = true
+	})
+	return nil
+}
+
 func newTask(ctx workflow.Context, in TaskInput) *task {
 	now := workflow.Now(ctx)
 	t := &task{in: in, startedAt: now, lastActivity: now, state: StateRunning, runs: 1}
@@ -147,6 +218,10 @@ func newTask(ctx workflow.Context, in TaskInput) *task {
 		t.calls, t.runs = c.Calls, c.Runs+1
 		t.toolsUsed = slices.Clone(c.ToolsUsed)
 		t.recent = slices.Clone(c.Recent)
+		t.saga, t.undone, t.rollbacks = slices.Clone(c.Saga), slices.Clone(c.Undone), c.Rollbacks
+		if c.RollbackFailed {
+			t.state = StateRollbackFailed
+		}
 	}
 	return t
 }
@@ -154,6 +229,9 @@ func newTask(ctx workflow.Context, in TaskInput) *task {
 // nextWake returns when the task must next check its deadline or idle
 // timeout, and which of the two that is. Zero means never.
 func (t *task) nextWake() (time.Time, string) {
+	if t.state == StateRollbackFailed {
+		return time.Time{}, "" // waits for a person, whatever the limits say
+	}
 	var wake time.Time
 	why := ""
 	if dl := t.in.Limits.Deadline; !dl.IsZero() {
@@ -169,21 +247,29 @@ func (t *task) nextWake() (time.Time, string) {
 }
 
 func (t *task) end(ctx workflow.Context, state string) (TaskResult, error) {
-	t.state = state
+	t.state, t.ended = state, true
 	// Best effort: the status attribute is a derived view.
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(state))
 	workflow.GetLogger(ctx).Info("task ended", "task", t.in.TaskID, "state", state, "calls", t.calls)
-	return TaskResult{TaskID: t.in.TaskID, State: state, Calls: t.calls}, nil
+	res := TaskResult{TaskID: t.in.TaskID, State: state, Calls: t.calls}
+	for i := len(t.saga) - 1; i >= 0; i-- {
+		res.Undone = append(res.Undone, t.saga[i])
+	}
+	return res, nil
 }
 
 func (t *task) carry() *Carried {
 	return &Carried{
-		StartedAt:    t.startedAt,
-		LastActivity: t.lastActivity,
-		Calls:        t.calls,
-		ToolsUsed:    slices.Clone(t.toolsUsed),
-		Recent:       slices.Clone(t.recent),
-		Runs:         t.runs,
+		StartedAt:      t.startedAt,
+		LastActivity:   t.lastActivity,
+		Calls:          t.calls,
+		ToolsUsed:      slices.Clone(t.toolsUsed),
+		Recent:         slices.Clone(t.recent),
+		Runs:           t.runs,
+		Saga:           slices.Clone(t.saga),
+		Undone:         slices.Clone(t.undone),
+		Rollbacks:      t.rollbacks,
+		RollbackFailed: t.state == StateRollbackFailed,
 	}
 }
 
@@ -207,6 +293,11 @@ func (t *task) status() (Status, error) {
 		ToolsUsed:    slices.Clone(t.toolsUsed),
 		Recent:       recent,
 		Runs:         t.runs,
+		Saga:         slices.Clone(t.saga),
+		Undone:       slices.Clone(t.undone),
+		Rollbacks:    t.rollbacks,
+		RollingBack:  t.rolling != nil,
+		Plan:         t.plan,
 	}, nil
 }
 
@@ -217,8 +308,12 @@ func (t *task) validateCall(req CallRequest) error {
 		return errors.New("call_tool: CallID is empty; set it to the call's idempotency key")
 	case req.Tool == "" || req.Server == "" || req.UpstreamTool == "":
 		return errors.New("call_tool: Tool, Server and UpstreamTool must be set")
-	case t.state != StateRunning || t.finish:
+	case t.state == StateRollbackFailed:
+		return fmt.Errorf("task %s could not be rolled back completely; an operator must retry the rollback (airlock tasks rollback %s) or finish the task before it takes new calls", t.in.TaskID, t.in.TaskID)
+	case t.state != StateRunning || t.finish || t.canceled:
 		return fmt.Errorf("task %s is finishing; start a new task", t.in.TaskID)
+	case t.rolling != nil:
+		return fmt.Errorf("task %s: %w", t.in.TaskID, errRollingBack)
 	case req.Principal != "" && req.Principal != t.in.Principal:
 		return fmt.Errorf("task %s belongs to another principal; call in your own task", t.in.TaskID)
 	case t.draining:
@@ -261,16 +356,18 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 
 	// 1 policy decision (versioned: histories from before it replay).
 	var decision *Decision
+	var out activities.DecideOutput
 	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) >= 1 {
-		d, spec := t.judge(ctx, req, started)
+		var d Decision
+		d, out = t.judge(ctx, req, started)
 		decision = &d
 		approved := false
-		if d.Effect == string(policy.RequireApproval) && spec != nil &&
+		// 2 approval wait
+		if d.Effect == string(policy.RequireApproval) && out.Approval != nil &&
 			workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
-			ok, why := t.awaitApproval(ctx, req, d, spec)
+			ok, why := t.awaitApproval(ctx, req, d, out.Approval)
 			if !ok {
-				t.lastActivity = workflow.Now(ctx)
-				return t.record(req, started, t.lastActivity, CallResult{Outcome: OutcomeDenied, Reason: why, Decision: decision}), nil
+				return t.denied(ctx, req, started, CallResult{Outcome: OutcomeDenied, Reason: why, Decision: decision}), nil
 			}
 			approved = true
 		}
@@ -282,16 +379,48 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 					reason += ". Policy said: " + d.Reason
 				}
 			}
+			return t.denied(ctx, req, started, CallResult{Outcome: OutcomeDenied, Reason: reason, Decision: decision}), nil
+		}
+	}
+
+	// 3 capture the pre-image (versioned with the saga)
+	saga := (out.Capture != nil || out.CaptureError != "" || out.Compensable) && sagaOn(ctx)
+	var before json.RawMessage
+	if saga && out.CaptureError != "" {
+		t.lastActivity = workflow.Now(ctx)
+		return t.record(req, started, t.lastActivity, CallResult{Outcome: OutcomeFailed, Decision: decision,
+			Reason: fmt.Sprintf("%s did not run: its pre-image capture could not be computed (%s), so it could not be undone", req.Tool, out.CaptureError)}), nil
+	}
+	if saga && out.Capture != nil {
+		var stop *CallResult
+		if before, stop = t.capture(ctx, req, out.Capture); stop != nil {
+			stop.Decision = decision
 			t.lastActivity = workflow.Now(ctx)
-			return t.record(req, started, t.lastActivity, CallResult{Outcome: OutcomeDenied, Reason: reason, Decision: decision}), nil
+			return t.record(req, started, t.lastActivity, *stop), nil
 		}
 	}
 
 	// 4 execute
 	res := t.execute(ctx, req)
 	res.Decision = decision
+
+	// 5 remember how to undo it
+	if saga && out.Compensable && (res.Outcome == OutcomeOK || res.Outcome == OutcomeUnknown) {
+		t.pushUndo(ctx, req, res, before)
+	}
 	t.lastActivity = workflow.Now(ctx)
 	return t.record(req, started, t.lastActivity, res), nil
+}
+
+// denied records a denied call; when the task says rollback_on_deny, it
+// rolls the task back first and says so in the reason.
+func (t *task) denied(ctx workflow.Context, req CallRequest, started time.Time, res CallResult) CallResult {
+	if t.in.RollbackOnDeny && len(t.saga) > 0 && sagaOn(ctx) {
+		rb := t.rollback(ctx, RollbackRequest{By: "deny", Reason: req.Tool + " was denied"}, req.CallID)
+		res.Reason += fmt.Sprintf(". The task says rollback_on_deny, so it was rolled back: %s", rb.Reason)
+	}
+	t.lastActivity = workflow.Now(ctx)
+	return t.record(req, started, t.lastActivity, res)
 }
 
 // changePolicyDecision versions the policy decision step of the pipeline.
@@ -299,13 +428,13 @@ const changePolicyDecision = "policy-decision"
 
 // judge runs the policy decision as a local activity. Any failure to
 // decide denies.
-func (t *task) judge(ctx workflow.Context, req CallRequest, now time.Time) (Decision, *activities.ApprovalSpec) {
+func (t *task) judge(ctx workflow.Context, req CallRequest, now time.Time) (Decision, activities.DecideOutput) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeInternal}},
 	})
 	in := activities.DecideInput{
-		TaskID: t.in.TaskID, Tool: req.Tool, Arguments: req.Arguments,
+		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Arguments: req.Arguments,
 		Calls: t.calls - 1, Elapsed: now.Sub(t.startedAt),
 		Principal: policy.Principal{Name: t.in.Principal},
 	}
@@ -317,10 +446,10 @@ func (t *task) judge(ctx workflow.Context, req CallRequest, now time.Time) (Deci
 	var d activities.DecideOutput
 	if err := workflow.ExecuteLocalActivity(lctx, activities.DecideName, in).Get(ctx, &d); err != nil {
 		return Decision{Effect: string(policy.Deny), Check: policy.CheckError,
-			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}, nil
+			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}, activities.DecideOutput{}
 	}
 	return Decision{Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, Reason: d.Reason,
-		PolicyVersion: d.Version, Group: d.Group, Quorum: d.Quorum}, d.Approval
+		PolicyVersion: d.Version, Group: d.Group, Quorum: d.Quorum}, d
 }
 
 func (t *task) record(req CallRequest, started, finished time.Time, res CallResult) CallResult {

@@ -68,17 +68,24 @@ type fakePolicy struct {
 	decide   func(activities.DecideInput) (policy.Decision, error)
 	approval *activities.ApprovalSpec
 	seen     []activities.DecideInput
+	// undo adds the saga facts (capture, compensable) to a decision.
+	undo func(activities.DecideInput, *activities.DecideOutput)
 }
 
 func (f *fakePolicy) Decide(_ context.Context, in activities.DecideInput) (activities.DecideOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen = append(f.seen, in)
-	if f.decide == nil {
-		return activities.DecideOutput{Decision: policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault, Version: "v-test"}}, nil
+	out := activities.DecideOutput{Decision: policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault, Version: "v-test"}}
+	var err error
+	if f.decide != nil {
+		out.Decision, err = f.decide(in)
+		out.Approval = f.approval
 	}
-	d, err := f.decide(in)
-	return activities.DecideOutput{Decision: d, Approval: f.approval}, err
+	if f.undo != nil && out.Effect != policy.Deny {
+		f.undo(in, &out)
+	}
+	return out, err
 }
 
 func newHarness(t *testing.T, script ...func(activities.CallToolInput) (activities.CallToolOutput, error)) *harness {

@@ -3,6 +3,8 @@ package workflows
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/airlock-run/airlock/activities"
 )
 
 // TaskInput starts (or continues) an AgentTask.
@@ -15,6 +17,11 @@ type TaskInput struct {
 	// Identity is the principal's grants at the task's start (policy
 	// decisions use them). Nil in tasks started before identity existed.
 	Identity *Identity `json:",omitempty"`
+	// RollbackOnDeny rolls the task back when one of its calls is denied
+	// (by policy or by approvers).
+	RollbackOnDeny bool `json:",omitempty"`
+	// RollbackNotify is the approver group told when a rollback fails.
+	RollbackNotify string `json:",omitempty"`
 	// Carried is the state handed over by continue-as-new; nil on a new task.
 	Carried *Carried `json:",omitempty"`
 }
@@ -49,6 +56,11 @@ type Carried struct {
 	ToolsUsed    []string
 	Recent       []CallRecord
 	Runs         int
+	// The saga: pending compensations and recent finished ones.
+	Saga           []SagaEntry `json:",omitempty"`
+	Undone         []SagaEntry `json:",omitempty"`
+	Rollbacks      int         `json:",omitempty"`
+	RollbackFailed bool        `json:",omitempty"`
 }
 
 // CallRequest asks the task to run one tool call. The gateway fills the
@@ -66,23 +78,13 @@ type CallRequest struct {
 	Principal string `json:",omitempty"`
 }
 
-// ToolSpec is what the workflow needs to know of a tool's manifest.
-type ToolSpec struct {
-	Timeout     time.Duration
-	Retry       RetrySpec
-	Idempotent  bool
-	SideEffects []string `json:",omitempty"`
-	Risk        string   `json:",omitempty"`
-}
-
-// RetrySpec is a manifest retry policy.
-type RetrySpec struct {
-	MaxAttempts     int
-	InitialInterval time.Duration
-	MaxInterval     time.Duration
-	Backoff         float64
-	NonRetryable    []string `json:",omitempty"`
-}
+// ToolSpec and RetrySpec are the workflow's view of a tool's manifest; they
+// live in activities because the worker computes them too (for captures,
+// compensations and plan steps).
+type (
+	ToolSpec  = activities.ToolSpec
+	RetrySpec = activities.RetrySpec
+)
 
 // Outcome classifies how a call ended.
 type Outcome string
@@ -165,6 +167,14 @@ type Status struct {
 	ToolsUsed    []string
 	Recent       []CallRecord // newest last, without results
 	Runs         int
+	// Saga is the stack of pending compensations, oldest first.
+	Saga []SagaEntry `json:",omitempty"`
+	// Undone lists recent compensations that ran.
+	Undone      []SagaEntry `json:",omitempty"`
+	Rollbacks   int         `json:",omitempty"`
+	RollingBack bool        `json:",omitempty"`
+	// Plan is the plan's progress (plans only).
+	Plan *PlanStatus `json:",omitempty"`
 }
 
 // TaskResult is returned when a task ends.
@@ -172,4 +182,7 @@ type TaskResult struct {
 	TaskID string
 	State  string
 	Calls  int
+	// Undone lists compensations that never ran (top of the stack first):
+	// the task ended with its rollback incomplete.
+	Undone []SagaEntry `json:",omitempty"`
 }

@@ -153,9 +153,13 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
 		return s, fmt.Errorf("creating data dir: %w", err)
 	}
-	// A scratch directory the example filesystem upstream serves.
-	if err := os.MkdirAll(filepath.Join(e.dataDir, "sandbox"), 0o700); err != nil {
-		return s, fmt.Errorf("creating sandbox dir: %w", err)
+	// The scratch directory the example filesystem upstream serves, and
+	// the directory its rollbacks move created files into (the server
+	// exits if a directory it serves is missing).
+	for _, d := range []string{"sandbox", "rollback-trash"} {
+		if err := os.MkdirAll(filepath.Join(e.dataDir, d), 0o700); err != nil {
+			return s, fmt.Errorf("creating %s dir: %w", d, err)
+		}
 	}
 
 	hostPort := e.flags.address
@@ -260,6 +264,8 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		MaxCalls:        cfg.Task.MaxCalls,
 		DeadlineAfter:   cfg.Task.Deadline.D(),
 		IdleTimeout:     cfg.Task.IdleTimeout.D(),
+		RollbackOnDeny:  cfg.Task.RollbackOnDeny,
+		RollbackNotify:  cfg.Task.RollbackNotify,
 		InlineWait:      cfg.Approvals.InlineWait.D(),
 		Logger:          e.log,
 		Version:         version,

@@ -14,16 +14,34 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/workflows"
 )
 
 const tasksUsage = `Usage:
   airlock tasks list [--status running|completed|...] [--limit N]
   airlock tasks show [--json] TASK_ID
+  airlock tasks rollback [--reason TEXT] TASK_ID
+  airlock tasks cancel TASK_ID
+  airlock tasks finish TASK_ID
+
+Agent tasks and plans alike:
+  list      the newest tasks, with their state
+  show      one task: calls, plan steps, pending compensations
+  rollback  undo the task's changes (compensations, newest first, each once);
+            waits for it and prints what was undone and what was not. Also
+            retries a rollback that failed.
+  cancel    cancel the task: it rolls back, then ends
+  finish    end the task once its running calls are done, without rolling
+            back (also how an operator closes a task whose rollback failed,
+            after fixing what remained by hand)
 
 Talks to the Temporal of a running "airlock dev" (127.0.0.1:7233) unless
 --temporal-address or TEMPORAL_ADDRESS says otherwise.
 `
+
+// taskKinds is the visibility query for every kind of task.
+var taskKinds = "(WorkflowType = '" + workflows.AgentTaskName + "' OR WorkflowType = '" + workflows.PlanName + "')"
 
 func runTasks(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -35,26 +53,28 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	sub, rest := args[0], args[1:]
-	if sub != "list" && sub != "show" {
+	switch sub {
+	case "list", "show", "rollback", "cancel", "finish":
+	default:
 		fmt.Fprintf(stderr, "airlock tasks: unknown subcommand %q\n%s", sub, tasksUsage)
 		return 2
 	}
 	fs := flag.NewFlagSet("airlock tasks "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("temporal-address", firstNonEmpty(os.Getenv("TEMPORAL_ADDRESS"), "127.0.0.1:7233"), "Temporal frontend `host:port`")
-	ns := fs.String("namespace", firstNonEmpty(os.Getenv("TEMPORAL_NAMESPACE"), "default"), "Temporal `namespace`")
+	var tc temporalFlags
+	tc.register(fs)
 	status := fs.String("status", "", "list only tasks in this execution `status` (running, completed, failed, canceled, terminated, timedout)")
 	limit := fs.Int("limit", 50, "list at most `N` tasks")
 	asJSON := fs.Bool("json", false, "print JSON")
-	var tf tlsFlags
-	tf.register(fs)
+	reason := fs.String("reason", "", "why (rollback; kept in the task's record)")
+	wait := fs.Duration("wait", 10*time.Minute, "how long rollback waits for the compensations to run")
 	fs.Usage = func() { fmt.Fprint(stderr, tasksUsage); fs.PrintDefaults() }
 	if err := fs.Parse(rest); err != nil {
 		return parseExit(err)
 	}
 	// Check the arguments before dialing, so a typo is not reported as a
 	// connection problem.
-	q := "WorkflowType = '" + workflows.AgentTaskName + "'"
+	q := taskKinds
 	switch sub {
 	case "list":
 		if fs.NArg() > 0 {
@@ -76,89 +96,202 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 			}
 			q += " AND ExecutionStatus = '" + v + "'"
 		}
-	case "show":
+	default:
 		if fs.NArg() != 1 {
-			fmt.Fprint(stderr, "airlock tasks show: name one TASK_ID (airlock tasks list shows them)\n")
+			fmt.Fprintf(stderr, "airlock tasks %s: name one TASK_ID (airlock tasks list shows them)\n", sub)
 			return 2
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+*wait)
 	defer cancel()
+	c, code := tc.dial(ctx, "airlock tasks", stderr)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+
+	id := fs.Arg(0)
+	switch sub {
+	case "list":
+		return listTasks(ctx, c, tc.namespace, q, *limit, stdout, stderr)
+	case "show":
+		return showTask(ctx, c, id, *asJSON, stdout, stderr)
+	case "rollback":
+		rctx, rcancel := context.WithTimeout(ctx, *wait)
+		defer rcancel()
+		h, err := c.UpdateWorkflow(rctx, client.UpdateWorkflowOptions{
+			WorkflowID: id, UpdateName: workflows.UpdateRollback,
+			Args:         []any{workflows.RollbackRequest{By: "operator", Reason: *reason}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		var res workflows.RollbackResult
+		if err == nil {
+			err = h.Get(rctx, &res)
+		}
+		if err != nil {
+			if rctx.Err() != nil {
+				fmt.Fprintf(stderr, "airlock tasks rollback %s: still running after %s; it goes on without you (airlock tasks show %s)\n", id, *wait, id)
+				return 1
+			}
+			fmt.Fprintf(stderr, "airlock tasks rollback %s: %v\n", id, err)
+			return 1
+		}
+		if *asJSON {
+			printJSON(stdout, res)
+		} else {
+			fmt.Fprintln(stdout, gateway.DescribeRollback(res))
+		}
+		if res.State == workflows.StateRollbackFailed {
+			return 1
+		}
+		return 0
+	case "cancel":
+		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
+			fmt.Fprintf(stderr, "airlock tasks cancel %s: %v\n", id, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "cancel requested: task %s rolls back what it changed, then ends (airlock tasks show %s)\n", id, id)
+		return 0
+	case "finish":
+		if err := c.SignalWorkflow(ctx, id, "", workflows.SignalFinish, nil); err != nil {
+			fmt.Fprintf(stderr, "airlock tasks finish %s: %v\n", id, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "finish requested: task %s ends once its running calls are done\n", id)
+		return 0
+	}
+	return 2
+}
+
+func listTasks(ctx context.Context, c client.Client, ns, q string, limit int, stdout, stderr io.Writer) int {
+	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, Query: q, PageSize: int32(limit)})
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock tasks list: %v\n", err)
+		return 1
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tKIND\tSTATUS\tSTATE\tPRINCIPAL\tSTARTED\tTOOLS")
+	for _, ex := range resp.GetExecutions() {
+		sa := ex.GetSearchAttributes().GetIndexedFields()
+		principal, state, tools := "", "", ""
+		if p, ok := sa[workflows.SAPrincipal.GetName()]; ok {
+			_ = json.Unmarshal(p.GetData(), &principal)
+		}
+		if p, ok := sa[workflows.SAStatus.GetName()]; ok {
+			_ = json.Unmarshal(p.GetData(), &state)
+		}
+		if p, ok := sa[workflows.SATools.GetName()]; ok {
+			var ts []string
+			_ = json.Unmarshal(p.GetData(), &ts)
+			tools = strings.Join(ts, ",")
+		}
+		kind := "agent"
+		if ex.GetType().GetName() == workflows.PlanName {
+			kind = "plan"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ex.GetExecution().GetWorkflowId(), kind,
+			strings.ToLower(strings.TrimPrefix(ex.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
+			state, principal, ex.GetStartTime().AsTime().Local().Format(time.DateTime), tools)
+	}
+	_ = tw.Flush()
+	return 0
+}
+
+func showTask(ctx context.Context, c client.Client, id string, asJSON bool, stdout, stderr io.Writer) int {
+	st, err := queryStatus(ctx, c, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock tasks show %s: %v\n", id, err)
+		return 1
+	}
+	if asJSON {
+		printJSON(stdout, st)
+		return 0
+	}
+	fmt.Fprintf(stdout, "task:      %s\nprincipal: %s\nstate:     %s\nstarted:   %s\ncalls:     %d (limit %d)\nin flight: %s\ntools:     %s\n",
+		st.TaskID, st.Principal, st.State, st.StartedAt.Local().Format(time.DateTime), st.Calls, st.MaxCalls,
+		strings.Join(st.InFlight, ", "), strings.Join(st.ToolsUsed, ", "))
+	if st.Plan != nil {
+		fmt.Fprintf(stdout, "plan:      %s\n", st.Plan.Name)
+		for _, s := range st.Plan.Steps {
+			fmt.Fprintf(stdout, "  %-9s %-20s %-28s %s\n", s.State, s.ID, s.Tool, s.Reason)
+		}
+	}
+	if len(st.Recent) > 0 {
+		fmt.Fprintln(stdout, "recent calls:")
+		for _, r := range st.Recent {
+			fmt.Fprintf(stdout, "  %s  %-28s %-12s %s\n", r.Started.Local().Format(time.TimeOnly), r.Tool, r.Outcome, r.Reason)
+		}
+	}
+	if len(st.Saga) > 0 {
+		fmt.Fprintln(stdout, "can be undone (newest first):")
+		for i := len(st.Saga) - 1; i >= 0; i-- {
+			e := st.Saga[i]
+			undo := "cannot: " + e.Error
+			if e.Undo != nil {
+				undo = "by " + e.Undo.Tool
+			}
+			fmt.Fprintf(stdout, "  %-10s %-28s %-8s %s %s\n", e.CallID, e.Tool, e.State, undo, e.Reason)
+		}
+	}
+	if len(st.Undone) > 0 {
+		fmt.Fprintln(stdout, "undone:")
+		for _, e := range st.Undone {
+			fmt.Fprintf(stdout, "  %-10s %-28s by %s\n", e.CallID, e.Tool, e.Undo.Tool)
+		}
+	}
+	return 0
+}
+
+func queryStatus(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
+	var st workflows.Status
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return st, err
+	}
+	if err := v.Get(&st); err != nil {
+		return st, fmt.Errorf("decoding status: %w", err)
+	}
+	return st, nil
+}
+
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// temporalFlags are the connection flags of the one-shot commands that
+// talk to Temporal (tasks, run).
+type temporalFlags struct {
+	address, namespace string
+	tls                tlsFlags
+}
+
+func (t *temporalFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.address, "temporal-address", firstNonEmpty(os.Getenv("TEMPORAL_ADDRESS"), "127.0.0.1:7233"), "Temporal frontend `host:port`")
+	fs.StringVar(&t.namespace, "namespace", firstNonEmpty(os.Getenv("TEMPORAL_NAMESPACE"), "default"), "Temporal `namespace`")
+	t.tls.register(fs)
+}
+
+// dial connects, or reports why not and returns the exit code.
+func (t *temporalFlags) dial(ctx context.Context, cmd string, stderr io.Writer) (client.Client, int) {
 	// Dialing has its own bound, shorter than the command's, so a host that
 	// accepts connections but never answers is reported quickly (the SDK's
 	// own health check gives up after about 5s).
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer dcancel()
-	copts := client.Options{HostPort: *addr, Namespace: *ns, Logger: quietLogger{}}
-	if err := tf.clientOptions(&copts); err != nil {
-		fmt.Fprintf(stderr, "airlock tasks: %v\n", err)
-		return 2
+	copts := client.Options{HostPort: t.address, Namespace: t.namespace, Logger: quietLogger{}}
+	if err := t.tls.clientOptions(&copts); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return nil, 2
 	}
 	c, err := client.DialContext(dctx, copts)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock tasks: cannot connect to Temporal at %s (namespace %s): %v\nIs airlock dev running? For another cluster pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS).\n", *addr, *ns, err)
-		return 1
+		fmt.Fprintf(stderr, "%s: cannot connect to Temporal at %s (namespace %s): %v\nIs airlock dev running? For another cluster pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS).\n", cmd, t.address, t.namespace, err)
+		return nil, 1
 	}
-	defer c.Close()
-
-	switch sub {
-	case "list":
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: *ns, Query: q, PageSize: int32(*limit)})
-		if err != nil {
-			fmt.Fprintf(stderr, "airlock tasks list: %v\n", err)
-			return 1
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
-		fmt.Fprintln(tw, "TASK\tSTATUS\tPRINCIPAL\tSTARTED\tTOOLS")
-		for _, ex := range resp.GetExecutions() {
-			sa := ex.GetSearchAttributes().GetIndexedFields()
-			principal, tools := "", ""
-			if p, ok := sa[workflows.SAPrincipal.GetName()]; ok {
-				_ = json.Unmarshal(p.GetData(), &principal)
-			}
-			if p, ok := sa[workflows.SATools.GetName()]; ok {
-				var ts []string
-				_ = json.Unmarshal(p.GetData(), &ts)
-				tools = strings.Join(ts, ",")
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ex.GetExecution().GetWorkflowId(),
-				strings.ToLower(strings.TrimPrefix(ex.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
-				principal, ex.GetStartTime().AsTime().Local().Format(time.DateTime), tools)
-		}
-		_ = tw.Flush()
-		return 0
-	case "show":
-		id := fs.Arg(0)
-		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
-		if err != nil {
-			fmt.Fprintf(stderr, "airlock tasks show %s: %v\n", id, err)
-			return 1
-		}
-		var st workflows.Status
-		if err := v.Get(&st); err != nil {
-			fmt.Fprintf(stderr, "airlock tasks show %s: decoding status: %v\n", id, err)
-			return 1
-		}
-		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(st)
-			return 0
-		}
-		fmt.Fprintf(stdout, "task:      %s\nprincipal: %s\nstate:     %s\nstarted:   %s\ncalls:     %d (limit %d)\nin flight: %s\ntools:     %s\n",
-			st.TaskID, st.Principal, st.State, st.StartedAt.Local().Format(time.DateTime), st.Calls, st.MaxCalls,
-			strings.Join(st.InFlight, ", "), strings.Join(st.ToolsUsed, ", "))
-		if len(st.Recent) > 0 {
-			fmt.Fprintln(stdout, "recent calls:")
-			for _, r := range st.Recent {
-				fmt.Fprintf(stdout, "  %s  %-28s %-12s %s\n", r.Started.Local().Format(time.TimeOnly), r.Tool, r.Outcome, r.Reason)
-			}
-		}
-		return 0
-	}
-	fmt.Fprintf(stderr, "airlock tasks: unknown subcommand %q\n%s", sub, tasksUsage)
-	return 2
+	return c, 0
 }
 
 // quietLogger drops the SDK's client logs in one-shot commands.

@@ -178,6 +178,13 @@ type Task struct {
 	MaxCalls    int                `yaml:"max_calls,omitempty"`    // default 1000
 	Deadline    manifests.Duration `yaml:"deadline,omitempty"`     // default 24h
 	IdleTimeout manifests.Duration `yaml:"idle_timeout,omitempty"` // default 1h
+	// RollbackOnDeny rolls a task back when one of its calls is denied
+	// (by policy or by approvers). Default false.
+	RollbackOnDeny bool `yaml:"rollback_on_deny,omitempty"`
+	// RollbackNotify is the approver group told when a rollback fails and
+	// changes remain undone. Default: nobody (logged, and the task shows
+	// rollback_failed).
+	RollbackNotify string `yaml:"rollback_notify,omitempty"`
 }
 
 // Snapshot is a loaded, validated configuration with its manifests.

@@ -258,6 +258,9 @@ func (c *Config) validateIdentity(v *validator) {
 			}
 		}
 	}
+	if g := c.Task.RollbackNotify; g != "" && c.ApproverGroups[g] == nil {
+		v.add("task.rollback_notify", "%q is not one of approver_groups (%s); name a group, or remove it", g, strings.Join(sortedKeys(c.ApproverGroups), ", "))
+	}
 	if c.Policy.MaxArgBytes < 0 {
 		v.add("policy.max_arg_bytes", "must not be negative; omit it for the default 262144")
 	}

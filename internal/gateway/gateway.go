@@ -32,6 +32,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
@@ -86,6 +87,10 @@ type Options struct {
 	MaxCalls      int
 	DeadlineAfter time.Duration
 	IdleTimeout   time.Duration
+	// RollbackOnDeny rolls a task back when one of its calls is denied;
+	// RollbackNotify is the approver group told when a rollback fails.
+	RollbackOnDeny bool
+	RollbackNotify string
 	// InlineWait bounds how long one tools/call waits for its result before
 	// answering that the call is pending (default 50s, under the 60s that
 	// common MCP clients wait); airlock_await collects it later.
@@ -165,6 +170,7 @@ func New(opts Options) *Gateway {
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
 	g.addBuiltins()
+	g.addRollbackTool()
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	g.Refresh()
 	return g
@@ -296,7 +302,7 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 	defer g.mu.Unlock()
 	out := tools[:0:0]
 	for _, t := range tools {
-		if t.Name == ToolStatus || t.Name == ToolAwait {
+		if t.Name == ToolStatus || t.Name == ToolAwait || t.Name == ToolRollback {
 			out = append(out, t)
 			continue
 		}
@@ -558,27 +564,6 @@ func unavailableReason(server string, st upstream.Status) string {
 	return fmt.Sprintf("upstream %s is %s", server, st.State)
 }
 
-// spec turns a manifest declaration into the workflow's view of the tool.
-// Uncovered tools get the conservative defaults.
-func spec(decl *manifests.Tool) workflows.ToolSpec {
-	if decl == nil {
-		return workflows.ToolSpec{Timeout: time.Minute, Retry: workflows.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
-			Idempotent: false, SideEffects: []string{string(manifests.SideEffectWrite)}, Risk: string(manifests.RiskHigh)}
-	}
-	r := decl.EffectiveRetry()
-	s := workflows.ToolSpec{
-		Timeout:    decl.EffectiveTimeout(),
-		Idempotent: decl.Idempotent,
-		Risk:       string(decl.Risk),
-		Retry: workflows.RetrySpec{MaxAttempts: r.MaxAttempts, InitialInterval: r.InitialInterval.D(),
-			MaxInterval: r.MaxInterval.D(), Backoff: r.Backoff, NonRetryable: r.NonRetryable},
-	}
-	for _, se := range decl.SideEffects {
-		s.SideEffects = append(s.SideEffects, string(se))
-	}
-	return s
-}
-
 // call runs one tools/call through the task's workflow.
 func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if e.blocked { // unless `airlock manifests pin` accepted it since the list was built
@@ -619,13 +604,14 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 
 	creq := workflows.CallRequest{
 		CallID: callID, Tool: e.exposed, Server: e.server, UpstreamTool: e.upstream,
-		Arguments: args, Spec: spec(e.decl), Principal: pr.Name,
+		Arguments: args, Spec: activities.SpecFor(e.decl), Principal: pr.Name,
 	}
 	in := workflows.TaskInput{
 		TaskID: taskID, Principal: pr.Name, Client: clientName,
 		Identity: &workflows.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
 			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
-		Limits: workflows.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout},
+		Limits:         workflows.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout},
+		RollbackOnDeny: g.opts.RollbackOnDeny, RollbackNotify: g.opts.RollbackNotify,
 	}
 	if pr.MaxCalls > 0 {
 		in.Limits.MaxCalls = pr.MaxCalls

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -117,65 +118,6 @@ func TestErrorResultOmitsUnknownIDs(t *testing.T) {
 	}
 }
 
-// --- spec ------------------------------------------------------------------
-
-func TestSpecUncoveredToolIsConservative(t *testing.T) {
-	got := spec(nil)
-	want := workflows.ToolSpec{
-		Timeout:     time.Minute,
-		Retry:       workflows.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
-		Idempotent:  false,
-		SideEffects: []string{"write"},
-		Risk:        "high",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("spec(nil) (-want +got):\n%s", diff)
-	}
-}
-
-func TestSpecFromManifest(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		decl *manifests.Tool
-		want workflows.ToolSpec
-	}{
-		{
-			name: "defaults",
-			decl: &manifests.Tool{SideEffects: []manifests.SideEffect{manifests.SideEffectRead}, DataAccessLevel: manifests.DataPublic, Risk: manifests.RiskLow},
-			want: workflows.ToolSpec{
-				Timeout:     manifests.DefaultToolTimeout,
-				Retry:       workflows.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
-				SideEffects: []string{"read"},
-				Risk:        "low",
-			},
-		},
-		{
-			name: "declared",
-			decl: &manifests.Tool{
-				SideEffects: []manifests.SideEffect{manifests.SideEffectWrite, manifests.SideEffectSend},
-				Risk:        manifests.RiskCritical, Idempotent: true,
-				Timeout: manifests.Duration(5 * time.Minute),
-				Retry: &manifests.Retry{MaxAttempts: 7, InitialInterval: manifests.Duration(2 * time.Second),
-					MaxInterval: manifests.Duration(time.Minute), Backoff: 1.5, NonRetryable: []string{"Rejected"}},
-			},
-			want: workflows.ToolSpec{
-				Timeout: 5 * time.Minute,
-				Retry: workflows.RetrySpec{MaxAttempts: 7, InitialInterval: 2 * time.Second, MaxInterval: time.Minute,
-					Backoff: 1.5, NonRetryable: []string{"Rejected"}},
-				Idempotent:  true,
-				SideEffects: []string{"write", "send"},
-				Risk:        "critical",
-			},
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, spec(tc.decl)); diff != "" {
-				t.Fatalf("spec (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 // --- taskFor ---------------------------------------------------------------
 
 func TestTaskForStatelessRequests(t *testing.T) {
@@ -239,7 +181,7 @@ func TestCallBecomesUpdateWithStart(t *testing.T) {
 		t.Errorf("update options %+v", u.update)
 	}
 	wantReq := workflows.CallRequest{CallID: "k-key-1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo",
-		Arguments: json.RawMessage(`{"text":"hi"}`), Spec: spec(counterManifest().Tools["echo"]), Principal: "alice"}
+		Arguments: json.RawMessage(`{"text":"hi"}`), Spec: activities.SpecFor(counterManifest().Tools["echo"]), Principal: "alice"}
 	if diff := cmp.Diff(wantReq, u.req); diff != "" {
 		t.Errorf("call request (-want +got):\n%s", diff)
 	}
@@ -487,8 +429,8 @@ func TestToolsListedBeforeUpstreamsConnect(t *testing.T) {
 			echo = tool
 		}
 	}
-	if len(res.Tools) != 3 || echo == nil {
-		t.Fatalf("tools %v, want counter__echo and the built-ins %s, %s", names, ToolStatus, ToolAwait)
+	if len(res.Tools) != 4 || echo == nil {
+		t.Fatalf("tools %v, want counter__echo and the built-ins %s, %s, %s", names, ToolStatus, ToolAwait, ToolRollback)
 	}
 	if d := echo.Description; !strings.HasPrefix(d, "[unavailable: upstream counter is not connected yet]") || !strings.Contains(d, "Echo it.") {
 		t.Fatalf("description %q: want it marked unavailable, keeping the manifest's description", d)

@@ -1,0 +1,58 @@
+package activities
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// ToolSpec is what a workflow needs to know of a tool's manifest to run it.
+type ToolSpec struct {
+	Timeout     time.Duration
+	Retry       RetrySpec
+	Idempotent  bool
+	SideEffects []string `json:",omitempty"`
+	Risk        string   `json:",omitempty"`
+}
+
+// RetrySpec is a manifest retry policy.
+type RetrySpec struct {
+	MaxAttempts     int
+	InitialInterval time.Duration
+	MaxInterval     time.Duration
+	Backoff         float64
+	NonRetryable    []string `json:",omitempty"`
+}
+
+// SpecFor turns a manifest declaration into the workflow's view of the
+// tool. Tools no manifest declares get the conservative defaults.
+func SpecFor(decl *manifests.Tool) ToolSpec {
+	if decl == nil {
+		return ToolSpec{Timeout: time.Minute, Retry: RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+			Idempotent: false, SideEffects: []string{string(manifests.SideEffectWrite)}, Risk: string(manifests.RiskHigh)}
+	}
+	r := decl.EffectiveRetry()
+	s := ToolSpec{
+		Timeout:    decl.EffectiveTimeout(),
+		Idempotent: decl.Idempotent,
+		Risk:       string(decl.Risk),
+		Retry: RetrySpec{MaxAttempts: r.MaxAttempts, InitialInterval: r.InitialInterval.D(),
+			MaxInterval: r.MaxInterval.D(), Backoff: r.Backoff, NonRetryable: r.NonRetryable},
+	}
+	for _, se := range decl.SideEffects {
+		s.SideEffects = append(s.SideEffects, string(se))
+	}
+	return s
+}
+
+// ToolCall is a fully resolved tool call the worker computed: a capture, a
+// compensation or a plan step.
+type ToolCall struct {
+	// Tool is the exposed name ("server__tool").
+	Tool         string
+	Server       string
+	UpstreamTool string
+	Arguments    json.RawMessage
+	Spec         ToolSpec
+}

@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// ToolRollback is the built-in tool with which an agent undoes its own
+// task's changes.
+const ToolRollback = "airlock_rollback"
+
+type rollbackIn struct {
+	Reason string `json:"reason,omitempty" jsonschema:"why you roll back (kept in the task's record)"`
+}
+
+func (g *Gateway) addRollbackTool() {
+	mcp.AddTool(g.server, &mcp.Tool{Name: ToolRollback, Title: "airlock: roll this task back",
+		Description: "Undoes every change this task made that its tools declare a compensation for, newest first, each exactly once. " +
+			"Calls without a compensation are not undone. Returns what was undone and anything that could not be.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}}, g.rollbackTool)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (g *Gateway) rollbackTool(ctx context.Context, req *mcp.CallToolRequest, in rollbackIn) (*mcp.CallToolResult, any, error) {
+	pr, err := g.principalFor(req.Extra)
+	if err != nil {
+		return errorResult("", "", err.Error()), nil, nil
+	}
+	task, _, err := g.taskFor(req, pr.Name)
+	if err != nil {
+		return errorResult("", "", err.Error()), nil, nil
+	}
+	id := newCallID()
+	if k, ok := req.Params.Meta[MetaIdempotencyKey].(string); ok && k != "" && len(k) <= 200 {
+		id = "k-" + k
+	}
+	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
+	defer cancel()
+	h, err := g.opts.Temporal.UpdateWorkflow(wctx, client.UpdateWorkflowOptions{
+		UpdateID: id, WorkflowID: task, UpdateName: workflows.UpdateRollback,
+		Args:         []any{workflows.RollbackRequest{By: pr.Name, Reason: in.Reason, Principal: pr.Name}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res workflows.RollbackResult
+	if err == nil {
+		err = h.Get(wctx, &res)
+	}
+	if err != nil {
+		if waitedOut(wctx, err) && ctx.Err() == nil {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+				"the rollback of task %s is still running; it continues without you, exactly once. Call %s to see what remains.", task, ToolStatus)}},
+				Meta: mcp.Meta{MetaTask: task}}, nil, nil
+		}
+		return errorResult(task, "", fmt.Sprintf("task %s could not be rolled back: %v", task, err)), nil, nil
+	}
+	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: DescribeRollback(res)}},
+		StructuredContent: res, Meta: mcp.Meta{MetaTask: task}}
+	r.IsError = res.State == workflows.StateRollbackFailed
+	return r, nil, nil
+}
+
+// DescribeRollback renders a rollback's result for people and models.
+func DescribeRollback(res workflows.RollbackResult) string {
+	var b strings.Builder
+	switch res.State {
+	case workflows.RollbackNothing:
+		fmt.Fprintf(&b, "task %s: %s", res.TaskID, res.Reason)
+	case workflows.StateRolledBack:
+		fmt.Fprintf(&b, "task %s rolled back: %d change(s) undone", res.TaskID, len(res.Compensated))
+	default:
+		fmt.Fprintf(&b, "task %s: ROLLBACK FAILED: %s", res.TaskID, res.Reason)
+	}
+	if res.Joined {
+		b.WriteString(" (a rollback was already running; this waited for it)")
+	}
+	for _, e := range res.Compensated {
+		fmt.Fprintf(&b, "\n- undone: call %s (%s) by %s", e.CallID, e.Tool, e.Undo.Tool)
+	}
+	for _, e := range res.Remaining {
+		what := "no compensation could be computed"
+		if e.Undo != nil {
+			what = "compensation " + e.Undo.Tool
+		}
+		fmt.Fprintf(&b, "\n- NOT undone: call %s (%s), %s, %s", e.CallID, e.Tool, what, e.State)
+		if e.Reason != "" {
+			fmt.Fprintf(&b, ": %s", e.Reason)
+		}
+	}
+	if len(res.Remaining) > 0 {
+		b.WriteString("\nThe task refuses new calls until an operator retries the rollback or finishes the task; the approver group has been told.")
+	}
+	return b.String()
+}

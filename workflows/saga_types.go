@@ -1,0 +1,88 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/airlock-run/airlock/activities"
+)
+
+// Saga wire names.
+const (
+	// UpdateRollback rolls the task back: the compensations of its
+	// successful calls run in reverse order. A second request while one
+	// runs joins it; entries already undone never run again.
+	UpdateRollback = "rollback"
+)
+
+// Task states added by rollback.
+const (
+	// StateRollbackFailed: a compensation failed for good; the task keeps
+	// what remains undone and waits for an operator to retry the rollback
+	// (airlock tasks rollback) or to finish the task.
+	StateRollbackFailed = "rollback_failed"
+	// StateRolledBack: a plan (or a cancelled task) was rolled back.
+	StateRolledBack = "rolled_back"
+)
+
+// Saga entry states.
+const (
+	// UndoPending: not run yet.
+	UndoPending = "pending"
+	// UndoDone: the compensation ran and succeeded.
+	UndoDone = "done"
+	// UndoFailed: the compensation ran and failed (or could not be
+	// computed); a later rollback retries it.
+	UndoFailed = "failed"
+	// UndoUnknown: the compensation may or may not have taken effect and
+	// its tool is not idempotent, so it is never re-run automatically; a
+	// person must check.
+	UndoUnknown = "unknown"
+)
+
+// SagaEntry is one compensable call on the task's saga stack, with the
+// concrete compensation the worker computed right after the call.
+type SagaEntry struct {
+	// CallID is the call this entry undoes; the compensation runs as call
+	// "undo-<CallID>".
+	CallID string
+	Tool   string
+	At     time.Time
+	// Undo is the compensation; nil when it could not be computed (Error).
+	Undo  *activities.ToolCall `json:",omitempty"`
+	Error string               `json:",omitempty"`
+	State string
+	// Reason is why the last attempt failed, or the compensation's outcome.
+	Reason string `json:",omitempty"`
+	// Tries counts rollbacks that ran this entry.
+	Tries    int       `json:",omitempty"`
+	Finished time.Time `json:",omitempty"`
+}
+
+// RollbackRequest asks a task to roll back.
+type RollbackRequest struct {
+	// By is who asked: a principal, "operator", "plan", "cancel" or "deny".
+	By     string
+	Reason string `json:",omitempty"`
+	// Principal, when set, must be the task's own (agents roll back only
+	// their own tasks).
+	Principal string `json:",omitempty"`
+}
+
+// RollbackResult reports a rollback.
+type RollbackResult struct {
+	TaskID string
+	// State is StateRolledBack, StateRollbackFailed, or "nothing" when the
+	// stack was empty.
+	State string
+	// Compensated lists the entries undone by this rollback, in the order
+	// they ran.
+	Compensated []SagaEntry `json:",omitempty"`
+	// Remaining lists what is still not undone, top of the stack first.
+	Remaining []SagaEntry `json:",omitempty"`
+	Reason    string      `json:",omitempty"`
+	// Joined: this request found a rollback running and waited for it.
+	Joined bool `json:",omitempty"`
+}
+
+// RollbackNothing is RollbackResult.State when there was nothing to undo.
+const RollbackNothing = "nothing"
