@@ -165,6 +165,8 @@ type decodeState struct {
 	lines    Lines
 	problems []Problem
 	visits   int // nodes walked, aliases counted each time they are used
+	// expanding holds the anchors whose aliases are being walked.
+	expanding map[*yaml.Node]bool
 }
 
 // maxVisits bounds the walk: the walk follows aliases, so a small file of
@@ -196,7 +198,20 @@ func (d *decodeState) walk(n *yaml.Node, t reflect.Type, path string) {
 		if n.Alias == nil {
 			return
 		}
+		// An alias inside its own anchor's value would expand without end
+		// in a field of type any (a struct's fields run out).
+		if d.expanding[n.Alias] {
+			d.add(n, path, "the alias *%s is inside the value it refers to; write the value out", n.Value)
+			return
+		}
 		n = n.Alias
+	}
+	if n.Anchor != "" {
+		if d.expanding == nil {
+			d.expanding = map[*yaml.Node]bool{}
+		}
+		d.expanding[n] = true
+		defer delete(d.expanding, n)
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return // an explicit null leaves the zero value; validation decides if that is allowed

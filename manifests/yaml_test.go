@@ -58,3 +58,18 @@ one: [1, 2]
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}
 }
+
+func TestDecodeYAMLRecursiveAlias(t *testing.T) {
+	var d struct {
+		Vars map[string]any `yaml:"vars"`
+	}
+	_, ps := manifests.DecodeYAML("d.yaml", []byte("vars: &v\n  a: *v\n"), &d)
+	var got []string
+	for _, p := range ps {
+		got = append(got, p.Error())
+	}
+	want := []string{`d.yaml:2: vars.a: the alias *v is inside the value it refers to; write the value out`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
