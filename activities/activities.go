@@ -100,6 +100,9 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolOu
 	stop := a.heartbeat(ctx)
 	defer stop()
 
+	// Every attempt of a call carries the same key, so an upstream that
+	// honours it applies the call once however often it is delivered.
+	ctx = upstream.WithIdempotencyKey(ctx, in.TaskID+"/"+in.CallID)
 	res, err := a.Tools.CallTool(ctx, in.Server, in.Tool, in.Arguments)
 	if err != nil {
 		return CallToolOutput{}, classify(in, err)

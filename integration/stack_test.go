@@ -170,6 +170,9 @@ type stackOptions struct {
 	notifiers []activities.Notifier
 	// inlineWait and progressEvery tune the gateway's long waits.
 	inlineWait, progressEvery time.Duration
+	// rollbackOnDeny and rollbackNotify configure agent tasks' rollback.
+	rollbackOnDeny bool
+	rollbackNotify string
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -232,6 +235,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, IdleTimeout: time.Hour, Logger: log,
+		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

@@ -151,6 +151,9 @@ func (t *task) runStep(ctx workflow.Context, in PlanInput, i int, results map[st
 		res, _ = t.callTool(ctx, CallRequest{CallID: st.CallID, Tool: c.Tool, Server: c.Server,
 			UpstreamTool: c.UpstreamTool, Arguments: c.Arguments, Spec: c.Spec, Principal: t.in.Principal})
 	}
+	if res.Outcome == OutcomeToolError && res.Reason == "" {
+		res.Reason = step.Tool + " reported an error: " + ResultText(res.Result)
+	}
 	st.Outcome, st.Reason = res.Outcome, res.Reason
 	results[step.ID] = activities.StepResult{Outcome: string(res.Outcome), Reason: res.Reason, Result: res.Result}
 	if res.Outcome == OutcomeOK {

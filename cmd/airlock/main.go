@@ -22,7 +22,9 @@ Usage:
   airlock gateway    [flags]   run the MCP gateway against a Temporal cluster
   airlock worker     [flags]   run the worker (tool calls) against a Temporal cluster
   airlock approver   [flags]   take approvers' Slack clicks (interaction endpoint or Socket Mode)
-  airlock tasks      list|show  inspect agent tasks
+  airlock run        PLAN.yaml run a plan (declared steps) as a durable task
+  airlock tasks      list|show|rollback|cancel|finish
+                               inspect, undo, stop agent tasks and plans
   airlock approvals  list|show|approve|deny  decide on calls waiting for approval
   airlock manifests  validate|pin|scan
                                check manifests; accept changed upstream tool
@@ -53,6 +55,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runWorker(rest, stdout, stderr)
 	case "tasks":
 		return runTasks(rest, stdout, stderr)
+	case "run":
+		return runRun(rest, stdout, stderr)
 	case "approvals":
 		return runApprovals(rest, stdout, stderr)
 	case "approver":

@@ -20,6 +20,8 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,8 +83,36 @@ func splitLines(s string) []string {
 	return out
 }
 
+// seenKey reports whether an idempotency key was applied before, and
+// remembers it (in a file beside the log, so a restarted upstream still
+// knows it). Only tools listed in IDEMPOTENCY_KEYS (comma separated)
+// honour keys: the others stand for upstreams that ignore them.
+func seenKey(tool, key string) bool {
+	path := os.Getenv("SIDE_EFFECT_LOG")
+	if key == "" || path == "" || !slices.Contains(strings.Split(os.Getenv("IDEMPOTENCY_KEYS"), ","), tool) {
+		return false
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	b, _ := os.ReadFile(path + ".keys")
+	if slices.Contains(splitLines(string(b)), key) {
+		return true
+	}
+	f, err := os.OpenFile(path+".keys", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err == nil {
+		fmt.Fprintln(f, key)
+		_ = f.Sync()
+		_ = f.Close()
+	}
+	return false
+}
+
 func effect(tool string) mcp.ToolHandlerFor[effectIn, effectOut] {
-	return func(ctx context.Context, _ *mcp.CallToolRequest, in effectIn) (*mcp.CallToolResult, effectOut, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in effectIn) (*mcp.CallToolResult, effectOut, error) {
+		key, _ := req.Params.Meta["airlock.dev/idempotency-key"].(string)
+		if seenKey(tool, key) {
+			return nil, effectOut{Key: in.Key, Count: -1}, nil // applied before: not again
+		}
 		n := record(tool, in.Key)
 		select {
 		case <-time.After(time.Duration(in.SleepMS) * time.Millisecond):

@@ -53,7 +53,7 @@ const (
 	MetaCall = "airlock.dev/call"
 	// MetaIdempotencyKey is the _meta key a client sets on tools/call to
 	// make retries of the same call run the tool once.
-	MetaIdempotencyKey = "airlock.dev/idempotency-key"
+	MetaIdempotencyKey = upstream.MetaIdempotencyKey
 )
 
 var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
@@ -746,4 +746,16 @@ func errorResult(taskID, callID, msg string) *mcp.CallToolResult {
 		r.Meta[MetaCall] = callID
 	}
 	return r
+}
+
+// ToolNames lists the exposed names of the upstream tools the gateway
+// knows (available or not), for validating plans against them.
+func (g *Gateway) ToolNames() map[string]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]bool, len(g.tools))
+	for name := range g.tools {
+		out[name] = true
+	}
+	return out
 }

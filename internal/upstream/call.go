@@ -182,6 +182,9 @@ func (s *session) callTool(ctx context.Context, tool string, args json.RawMessag
 	if len(bytes.TrimSpace(args)) > 0 {
 		params.Arguments = args
 	}
+	if k := IdempotencyKey(ctx); k != "" {
+		params.Meta = mcp.Meta{MetaIdempotencyKey: k}
+	}
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -226,4 +229,23 @@ func (u *upstream) classify(ctx context.Context, s *session, tool string, err, c
 	default:
 		return newCallError(ErrOutcomeUnknown, err, "upstream %s: tool %s: %v; the call may have run", u.name, tool, err), false
 	}
+}
+
+// MetaIdempotencyKey is the _meta key under which a call's idempotency key
+// travels to the upstream (and from agents to the gateway). MCP has no
+// standard one; an upstream that honours it turns airlock's at-least-once
+// delivery (a retry after a worker died) into an exactly-once effect.
+const MetaIdempotencyKey = "airlock.dev/idempotency-key"
+
+type idemKey struct{}
+
+// WithIdempotencyKey makes CallTool send key as the call's idempotency key.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idemKey{}, key)
+}
+
+// IdempotencyKey is the key WithIdempotencyKey set ("" if none).
+func IdempotencyKey(ctx context.Context) string {
+	k, _ := ctx.Value(idemKey{}).(string)
+	return k
 }

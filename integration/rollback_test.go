@@ -1,0 +1,271 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/manifests"
+	"github.com/airlock-run/airlock/plans"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// npmStack serves the example filesystem manifest (a sandbox and the
+// rollback trash) and the example memory manifest on the real npm servers.
+// The sandbox starts with notes.txt and the graph with the entity alice.
+type npmStack struct {
+	*stack
+	sandbox, trash, memFile string
+}
+
+func newNPMStack(t *testing.T, o stackOptions) *npmStack {
+	needNPM(t)
+	n := &npmStack{sandbox: t.TempDir(), trash: t.TempDir(), memFile: filepath.Join(t.TempDir(), "memory.jsonl")}
+	if err := os.WriteFile(filepath.Join(n.sandbox, "notes.txt"), []byte("original notes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(n.memFile, []byte(`{"type":"entity","name":"alice","entityType":"person","observations":["likes tea"]}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{n.sandbox, n.trash}, nil)
+	mem := loadExample(t, "memory.yaml", "server-memory", nil, map[string]string{"MEMORY_FILE_PATH": n.memFile})
+	o.manifests = []*manifests.Manifest{fsm, mem}
+	n.stack = newStack(t, o)
+	return n
+}
+
+// snapshot is everything the two servers hold: every file under the
+// sandbox with its content, and the memory graph as read_graph returns it.
+func (n *npmStack) snapshot(t *testing.T) (files map[string]string, graph string) {
+	t.Helper()
+	files = map[string]string{}
+	err := filepath.Walk(n.sandbox, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(n.sandbox, p)
+		if info.IsDir() {
+			files[rel+"/"] = ""
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		files[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := n.connect(t, map[string]string{gateway.HeaderTask: "snapshot-" + time.Now().Format("150405.000000000")})
+	waitTools(t, cs, "memory__read_graph")
+	res := call(t, cs, "memory__read_graph", map[string]any{}, "")
+	if res.IsError {
+		t.Fatalf("read_graph: %s", text(res))
+	}
+	return files, text(res)
+}
+
+func (n *npmStack) assertUnchanged(t *testing.T, files map[string]string, graph string) {
+	t.Helper()
+	f2, g2 := n.snapshot(t)
+	if !mapsEqual(files, f2) {
+		t.Errorf("sandbox changed:\nbefore %v\nafter  %v", files, f2)
+	}
+	if g2 != graph {
+		t.Errorf("memory graph changed:\nbefore %s\nafter  %s", graph, g2)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// startPlan validates a plan against the stack's tools and starts it as
+// the all-granted principal tester.
+func (s *stack) startPlan(t *testing.T, src string, id string) client.WorkflowRun {
+	t.Helper()
+	p, err := plans.Parse(filepath.Join(t.TempDir(), "plan.yaml"), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools []string
+	for name := range s.gw.ToolNames() {
+		tools = append(tools, name)
+	}
+	if probs := p.Validate(tools); len(probs) > 0 {
+		t.Fatalf("plan: %v", manifests.Problems(probs))
+	}
+	vars, err := p.ResolveVars(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := workflows.PlanInput{TaskID: id, Principal: "tester", Plan: p, Vars: vars,
+		Identity: &workflows.Identity{Name: "tester", Permissions: []string{"*"}, DataLevel: string(manifests.DataRestricted), AllowTools: []string{"*"}},
+		Limits:   workflows.Limits{MaxCalls: 50}, RollbackNotify: "ops"}
+	run, err := s.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.DefaultTaskQueue}, workflows.PlanName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+func planResult(t *testing.T, run client.WorkflowRun) workflows.TaskResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var res workflows.TaskResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("plan %s: %v", run.GetID(), err)
+	}
+	return res
+}
+
+// TestPlanRollbackRestoresBothServers runs a four-step plan across the npm
+// filesystem and memory servers whose last step fails: steps 3..1 are
+// compensated, newest first, and both servers are back in their exact
+// prior state.
+func TestPlanRollbackRestoresBothServers(t *testing.T) {
+	n := newNPMStack(t, stackOptions{})
+	files, graph := n.snapshot(t)
+
+	run := n.startPlan(t, `name: seed
+vars:
+  dir: `+n.sandbox+`
+steps:
+  - id: notes
+    tool: filesystem__write_file
+    args: {path: "${{ vars.dir }}/notes.txt", content: "overwritten by the plan\n"}
+  - id: project
+    tool: filesystem__create_directory
+    args: {path: "${{ vars.dir }}/project-x"}
+  - id: entities
+    tool: memory__create_entities
+    args:
+      entities:
+        - {name: project-x, entityType: project, observations: ["created by plan seed"]}
+  - id: observe
+    tool: memory__add_observations
+    # No entity "nobody": the server reports an error, and the plan rolls back.
+    args:
+      observations: [{entityName: nobody, contents: ["x"]}]
+`, "plan-rollback-npm")
+	res := planResult(t, run)
+	if res.State != workflows.StateRolledBack || len(res.Undone) != 0 {
+		t.Fatalf("plan ended %+v, want rolled_back with nothing left undone", res)
+	}
+	st := status(t, n.stack, "plan-rollback-npm")
+	var undone []string
+	for _, e := range st.Undone {
+		undone = append(undone, e.CallID+">"+e.Undo.Tool)
+	}
+	want := []string{"step-entities>memory__delete_entities", "step-project>filesystem__move_file", "step-notes>filesystem__write_file"}
+	if !slices.Equal(undone, want) {
+		t.Errorf("compensations ran %q, want %q (newest first)", undone, want)
+	}
+	if got := st.Plan.Steps[3]; got.State != workflows.StepFailed || !strings.Contains(got.Reason, "nobody") {
+		t.Errorf("step observe = %+v", got)
+	}
+	n.assertUnchanged(t, files, graph)
+	// The created directory is kept in the trash, not destroyed.
+	if ents, _ := os.ReadDir(n.trash); len(ents) != 1 || !ents[0].IsDir() {
+		t.Errorf("trash holds %v, want the one directory the plan created", ents)
+	}
+}
+
+func status(t *testing.T, s *stack, id string) workflows.Status {
+	t.Helper()
+	v, err := s.client.QueryWorkflow(context.Background(), id, "", workflows.QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.Status
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestAgentRollbackOverMCP: an agent writes a new file, overwrites one and
+// creates an entity, then calls airlock_rollback twice at once: one
+// rollback runs, the other joins it, and everything is as before.
+func TestAgentRollbackOverMCP(t *testing.T) {
+	n := newNPMStack(t, stackOptions{})
+	files, graph := n.snapshot(t)
+	cs := n.connect(t, map[string]string{gateway.HeaderTask: "agent-rollback"})
+	waitTools(t, cs, "filesystem__write_file", "memory__create_entities", gateway.ToolRollback)
+
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"filesystem__write_file", map[string]any{"path": filepath.Join(n.sandbox, "new.md"), "content": "new"}},
+		{"filesystem__write_file", map[string]any{"path": filepath.Join(n.sandbox, "notes.txt"), "content": "changed"}},
+		{"memory__create_entities", map[string]any{"entities": []any{map[string]any{"name": "bob", "entityType": "person", "observations": []any{}}}}},
+		{"memory__read_graph", map[string]any{}}, // nothing to undo
+	} {
+		if res := call(t, cs, c.tool, c.args, ""); res.IsError {
+			t.Fatalf("%s: %s", c.tool, text(res))
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(n.sandbox, "notes.txt")); string(b) != "changed" {
+		t.Fatalf("notes.txt = %q before the rollback", b)
+	}
+
+	var wg sync.WaitGroup
+	results := make([]workflows.RollbackResult, 2)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := call(t, cs, gateway.ToolRollback, map[string]any{"reason": "test"}, "")
+			if res.IsError {
+				t.Errorf("rollback %d: %s", i, text(res))
+				return
+			}
+			b, _ := json.Marshal(res.StructuredContent)
+			_ = json.Unmarshal(b, &results[i])
+		}()
+	}
+	wg.Wait()
+	joined := 0
+	for _, r := range results {
+		if r.State != workflows.StateRolledBack || len(r.Compensated) != 3 {
+			t.Errorf("rollback result %+v, want rolled_back with 3 compensations", r)
+		}
+		if r.Joined {
+			joined++
+		}
+	}
+	if joined != 1 {
+		t.Errorf("%d of 2 concurrent rollbacks joined the other; want exactly 1", joined)
+	}
+	if st := status(t, n.stack, "agent-rollback"); len(st.Undone) != 3 || len(st.Saga) != 0 || st.Rollbacks != 1 {
+		t.Errorf("task status: %d undone, %d pending, %d rollbacks; want 3, 0, 1", len(st.Undone), len(st.Saga), st.Rollbacks)
+	}
+	n.assertUnchanged(t, files, graph)
+
+	// A third request finds nothing to do; the task goes on.
+	res := call(t, cs, gateway.ToolRollback, map[string]any{}, "")
+	if res.IsError || !strings.Contains(text(res), "nothing to roll back") {
+		t.Fatalf("rollback again: %s", text(res))
+	}
+	if res := call(t, cs, "memory__read_graph", map[string]any{}, ""); res.IsError {
+		t.Fatalf("the task should take calls after a rollback: %s", text(res))
+	}
+}
