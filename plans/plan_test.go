@@ -221,7 +221,7 @@ func TestValidate(t *testing.T) {
     when: "   "
 `,
 			want: []string{
-				`plan.yaml:9: steps[0] (a).when: the condition is of type string, not bool; compare it, e.g. before != null`,
+				`plan.yaml:9: steps[0] (a).when: the condition is of type string, not bool; compare it, e.g. steps.write.outcome == "ok"`,
 				`plan.yaml:12: steps[1] (b).when: step "c" is not an earlier step; a step can use only the results of steps before it`,
 				`plan.yaml:15: steps[2] (c).when: is empty; write a CEL condition, e.g. steps.write_readme.outcome == "ok", or remove when`,
 			},

@@ -279,9 +279,16 @@ func CompileBool(k Kind, src string) (*Program, error) {
 		return nil, err
 	}
 	if !p.out.IsExactType(cel.BoolType) && !p.out.IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("the condition is of type %s, not bool; compare it, e.g. before != null", p.out)
+		return nil, fmt.Errorf("the condition is of type %s, not bool; compare it, e.g. %s", p.out, boolExample[k])
 	}
 	return p, nil
+}
+
+// boolExample is a condition of each kind, for messages.
+var boolExample = map[Kind]string{
+	Capture:      `args.path != ""`,
+	Compensation: "before != null",
+	Step:         `steps.write.outcome == "ok"`,
 }
 
 // issuesError joins the messages of iss without their positions.
