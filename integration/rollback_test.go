@@ -13,7 +13,10 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/plans"
 	"github.com/airlock-run/airlock/workflows"
@@ -267,5 +270,103 @@ func TestAgentRollbackOverMCP(t *testing.T) {
 	}
 	if res := call(t, cs, "memory__read_graph", map[string]any{}, ""); res.IsError {
 		t.Fatalf("the task should take calls after a rollback: %s", text(res))
+	}
+}
+
+// TestPlanDenialRollsBack: a plan with rollback_on_deny whose third step a
+// policy rule denies is rolled back; the denied step never runs.
+func TestPlanDenialRollsBack(t *testing.T) {
+	n := newNPMStack(t, stackOptions{policy: &policy.Config{Rules: []policy.Rule{{
+		Name: "no-moves", When: `tool.name == "filesystem__move_file"`, Effect: policy.Deny,
+		Reason: "moves are off limits in this test"}}}})
+	files, graph := n.snapshot(t)
+	run := n.startPlan(t, `name: denied
+rollback_on_deny: true
+steps:
+  - id: draft
+    tool: filesystem__write_file
+    args: {path: `+filepath.Join(n.sandbox, "draft.md")+`, content: "draft"}
+  - id: who
+    tool: memory__create_entities
+    args: {entities: [{name: carol, entityType: person, observations: []}]}
+  - id: publish
+    tool: filesystem__move_file
+    args: {source: `+filepath.Join(n.sandbox, "draft.md")+`, destination: `+filepath.Join(n.sandbox, "final.md")+`}
+  - id: never
+    tool: memory__read_graph
+`, "plan-denied")
+	res := planResult(t, run)
+	if res.State != workflows.StateRolledBack {
+		t.Fatalf("plan ended %s, want rolled_back", res.State)
+	}
+	st := status(t, n.stack, "plan-denied")
+	if s := st.Plan.Steps[2]; s.State != workflows.StepDenied || !strings.Contains(s.Reason, "no-moves") || !strings.Contains(s.Reason, "rolled back") {
+		t.Errorf("step publish = %+v", s)
+	}
+	if s := st.Plan.Steps[3]; s.State != workflows.StepPending {
+		t.Errorf("step never = %+v, want it not run", s)
+	}
+	if len(st.Undone) != 2 {
+		t.Errorf("undone %+v, want the two steps before the denial", st.Undone)
+	}
+	n.assertUnchanged(t, files, graph)
+}
+
+// TestCompensationFailsForGood: a compensation that keeps failing leaves
+// the task in rollback_failed, tells the approver group in Slack what
+// remains undone, refuses new calls, and the task can still be finished,
+// its result listing what was not undone.
+func TestCompensationFailsForGood(t *testing.T) {
+	m, effects := counterManifest(t, `  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: medium
+    idempotent: false
+    compensation: {tool: fail, args: {text: '"undo " + args.key'}}
+  put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true,
+        compensation: {tool: put, args: {key: '"undo-" + args.key'}}}
+  fail: {side_effects: [none], data_access_level: public, risk: low, idempotent: true, retry: {max_attempts: 2, initial_interval: 10ms}}
+`)
+	api := newFakeSlackAPI(t)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, rollbackNotify: "ops", groups: map[string][]string{"ops": {"olivia"}},
+		notifiers: []activities.Notifier{approver.NewSlackNotifier(api.client(), map[string]string{"ops": "C0OPS"})}})
+	cs := s.connect(t, map[string]string{gateway.HeaderTask: "doomed"})
+	waitTools(t, cs, "counter__append", "counter__put")
+	for _, c := range []struct{ tool, key string }{{"counter__put", "p1"}, {"counter__append", "a1"}} {
+		if res := call(t, cs, c.tool, map[string]any{"key": c.key}, ""); res.IsError {
+			t.Fatalf("%s: %s", c.tool, text(res))
+		}
+	}
+	res := call(t, cs, gateway.ToolRollback, map[string]any{}, "")
+	if !res.IsError || !strings.Contains(text(res), "ROLLBACK FAILED") || !strings.Contains(text(res), "the disk is full") {
+		t.Fatalf("rollback: isError=%v %s", res.IsError, text(res))
+	}
+	// The top entry failed, so the one below it was not attempted.
+	if n := countEffects(t, effects, "put", "undo-p1"); n != 0 {
+		t.Errorf("put undo-p1 ran %d times; the rollback should stop at the failed compensation", n)
+	}
+	post := api.waitCall(t, "chat.postMessage", "the rollback failure alert", func(c slackAPICall) bool {
+		return c.Form.Get("channel") == "C0OPS" && strings.Contains(c.Form.Get("text"), "Rollback failed")
+	})
+	if shown := post.shown(t); !strings.Contains(shown, "doomed") || !strings.Contains(shown, "counter__append") || !strings.Contains(shown, "airlock tasks rollback doomed") {
+		t.Errorf("alert shows:\n%s", shown)
+	}
+	if st := status(t, s, "doomed"); st.State != workflows.StateRollbackFailed || len(st.Saga) != 2 {
+		t.Fatalf("task state %s with %d pending entries, want rollback_failed with 2", st.State, len(st.Saga))
+	}
+	if res := call(t, cs, "counter__put", map[string]any{"key": "p2"}, ""); !res.IsError || !strings.Contains(text(res), "rolled back completely") {
+		t.Fatalf("a call after the failed rollback: %s", text(res))
+	}
+	if err := s.client.SignalWorkflow(context.Background(), "doomed", "", workflows.SignalFinish, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out workflows.TaskResult
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.client.GetWorkflow(ctx, "doomed", "").Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.State != workflows.StateRollbackFailed || len(out.Undone) != 2 || out.Undone[0].State != workflows.UndoFailed {
+		t.Fatalf("task result %+v", out)
 	}
 }

@@ -154,8 +154,9 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		return s, fmt.Errorf("creating data dir: %w", err)
 	}
 	// The scratch directory the example filesystem upstream serves, and
-	// the directory its rollbacks move created files into (the server
-	// exits if a directory it serves is missing).
+	// the directory its rollbacks move created files into. Both must exist
+	// before it starts: it drops a missing one with only a warning, and
+	// every rollback move into it would then be refused.
 	for _, d := range []string{"sandbox", "rollback-trash"} {
 		if err := os.MkdirAll(filepath.Join(e.dataDir, d), 0o700); err != nil {
 			return s, fmt.Errorf("creating %s dir: %w", d, err)
