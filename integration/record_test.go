@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
@@ -117,12 +119,18 @@ tools:
 		t.Fatalf("task result %+v", out)
 	}
 
-	// Every run, following the continue-as-new chain from the first.
+	replayRuns(t, s, taskID, run.GetRunID(), "agent_task_v3")
+}
+
+// replayRuns replays every run of a workflow, following the continue-as-new
+// chain from runID, against the current code; with -record it writes them
+// to workflows/testdata as <name>_run<N>.json.
+func replayRuns(t *testing.T, s *stack, id, runID, name string) {
+	t.Helper()
 	replayer := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflows(replayer)
-	runID := run.GetRunID()
 	for i := 1; runID != ""; i++ {
-		hist := fetchHistory(t, s.client, taskID, runID)
+		hist := fetchHistory(t, s.client, id, runID)
 		if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
 			t.Fatalf("replaying run %d against the current code: %v", i, err)
 		}
@@ -133,13 +141,142 @@ tools:
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(repoRoot(), "workflows", "testdata", fmt.Sprintf("agent_task_v3_run%d.json", i))
+			path := filepath.Join(repoRoot(), "workflows", "testdata", fmt.Sprintf("%s_run%d.json", name, i))
+			if _, err := os.Stat(path); err == nil {
+				// Recorded histories are never overwritten: old ones must
+				// keep replaying. Bump the version in the name instead.
+				t.Logf("%s exists, not overwritten; to record the current code, bump the version in %q", path, name)
+				continue
+			}
 			if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("recorded %s (%d events)", path, len(hist.Events))
 		}
 	}
+}
+
+// sagaCounter is testupstream with compensable writes: append captures
+// with echo and is undone by put; put is undone by put.
+func sagaCounter(t *testing.T) *manifests.Manifest {
+	m, _ := counterManifest(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
+  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: medium
+    idempotent: false
+    capture: {tool: echo, args: {text: args.key}}
+    compensation:
+      when: before != null
+      tool: put
+      args: {key: '"undo-" + args.key'}
+  put:
+    side_effects: [write]
+    data_access_level: internal
+    risk: medium
+    idempotent: true
+    compensation: {tool: put, args: {key: '"undo-" + args.key'}}
+  fail: {side_effects: [none], data_access_level: public, risk: low, idempotent: true, retry: {max_attempts: 1}}
+`)
+	return m
+}
+
+// TestRecordRollbackHistory records an agent task whose compensable calls
+// are captured, then rolled back by an Update (twice: the second finds
+// nothing), then a call and a cancellation, which rolls that one back.
+func TestRecordRollbackHistory(t *testing.T) {
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{sagaCounter(t)}})
+	cs := s.connect(t, nil)
+	waitTools(t, cs, "counter__append")
+	ctx := context.Background()
+	taskID := "record-rollback"
+	in := workflows.TaskInput{TaskID: taskID, Principal: "recorder",
+		Identity: &workflows.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
+		Limits:   workflows.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
+	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.DefaultTaskQueue}, workflows.AgentTaskName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := sagaCounter(t)
+	callReq := func(id, tool, key string) workflows.CallRequest {
+		return workflows.CallRequest{CallID: id, Tool: "counter__" + tool, Server: "counter", UpstreamTool: tool,
+			Arguments: json.RawMessage(fmt.Sprintf(`{"key":%q}`, key)), Spec: activities.SpecFor(m.Tools[tool])}
+	}
+	update := func(name, id string, arg, out any) {
+		t.Helper()
+		h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: id,
+			UpdateName: name, Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(ctx, out)
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", name, id, err)
+		}
+	}
+	var res workflows.CallResult
+	for _, c := range []workflows.CallRequest{callReq("c1", "append", "a1"), callReq("c2", "put", "p1")} {
+		if update(workflows.UpdateCallTool, c.CallID, c, &res); res.Outcome != workflows.OutcomeOK {
+			t.Fatalf("%s: %+v", c.CallID, res)
+		}
+	}
+	var rb workflows.RollbackResult
+	if update(workflows.UpdateRollback, "rb1", workflows.RollbackRequest{By: "recorder"}, &rb); rb.State != workflows.StateRolledBack || len(rb.Compensated) != 2 {
+		t.Fatalf("rollback: %+v", rb)
+	}
+	if update(workflows.UpdateRollback, "rb2", workflows.RollbackRequest{By: "recorder"}, &rb); rb.State != workflows.RollbackNothing {
+		t.Fatalf("second rollback: %+v", rb)
+	}
+	if update(workflows.UpdateCallTool, "c3", callReq("c3", "put", "p2"), &res); res.Outcome != workflows.OutcomeOK {
+		t.Fatalf("c3: %+v", res)
+	}
+	if err := s.client.CancelWorkflow(ctx, taskID, ""); err != nil {
+		t.Fatal(err)
+	}
+	var out workflows.TaskResult
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.State != workflows.StateCanceled {
+		t.Fatalf("task result %+v", out)
+	}
+	replayRuns(t, s, taskID, run.GetRunID(), "saga_v1")
+}
+
+// TestRecordPlanHistory records a plan: a step, a skipped step, a step
+// whose arguments use an earlier result, and a failing step that rolls the
+// plan back.
+func TestRecordPlanHistory(t *testing.T) {
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{sagaCounter(t)}})
+	cs := s.connect(t, nil)
+	waitTools(t, cs, "counter__append")
+	run := s.startPlan(t, `name: recorded
+vars: {prefix: rec}
+steps:
+  - id: first
+    tool: counter__append
+    args: {key: "${{ vars.prefix }}-1"}
+  - id: skipped
+    tool: counter__put
+    when: steps.first.outcome != "ok"
+    args: {key: never}
+  - id: second
+    tool: counter__put
+    args: {key: "${{ steps.first.result.key }}-then"}
+  - id: boom
+    tool: counter__fail
+    args: {text: boom}
+`, "record-plan")
+	if res := planResult(t, run); res.State != workflows.StateRolledBack {
+		t.Fatalf("plan ended %+v", res)
+	}
+	st := status(t, s, "record-plan")
+	if got := st.Plan.Steps[1].State; got != workflows.StepSkipped {
+		t.Errorf("step skipped: %s", got)
+	}
+	if len(st.Undone) != 2 || !strings.Contains(string(st.Undone[0].Undo.Arguments), "rec-1-then") {
+		t.Errorf("undone %+v", st.Undone)
+	}
+	replayRuns(t, s, "record-plan", run.GetRunID(), "plan_v1")
 }
 
 func fetchHistory(t testing.TB, c client.Client, id, runID string) *historypb.History {
