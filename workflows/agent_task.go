@@ -252,8 +252,10 @@ func (t *task) end(ctx workflow.Context, state string) (TaskResult, error) {
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(state))
 	workflow.GetLogger(ctx).Info("task ended", "task", t.in.TaskID, "state", state, "calls", t.calls)
 	res := TaskResult{TaskID: t.in.TaskID, State: state, Calls: t.calls}
-	for i := len(t.saga) - 1; i >= 0; i-- {
-		res.Undone = append(res.Undone, t.saga[i])
+	if state == StateRollbackFailed {
+		for i := len(t.saga) - 1; i >= 0; i-- {
+			res.Undone = append(res.Undone, t.saga[i])
+		}
 	}
 	return res, nil
 }
@@ -298,6 +300,7 @@ func (t *task) status() (Status, error) {
 		Rollbacks:    t.rollbacks,
 		RollingBack:  t.rolling != nil,
 		Plan:         t.plan,
+		Ended:        t.ended,
 	}, nil
 }
 

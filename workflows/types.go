@@ -173,6 +173,9 @@ type Status struct {
 	Undone      []SagaEntry `json:",omitempty"`
 	Rollbacks   int         `json:",omitempty"`
 	RollingBack bool        `json:",omitempty"`
+	// Ended: the task has ended (its pending compensations can no longer
+	// run).
+	Ended bool `json:",omitempty"`
 	// Plan is the plan's progress (plans only).
 	Plan *PlanStatus `json:",omitempty"`
 }
@@ -182,7 +185,7 @@ type TaskResult struct {
 	TaskID string
 	State  string
 	Calls  int
-	// Undone lists compensations that never ran (top of the stack first):
-	// the task ended with its rollback incomplete.
+	// Undone lists the compensations a failed rollback left undone (top of
+	// the stack first), when the task ends in rollback_failed.
 	Undone []SagaEntry `json:",omitempty"`
 }

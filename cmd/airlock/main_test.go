@@ -80,6 +80,20 @@ task:
   - broken.yaml
   - none-*.yaml
 `)
+	badPlan := write("bad-plan.yaml", `name: bad
+steps:
+  - id: first
+    tool: filesystem__write_file
+    args: {path: "${{ steps.later.result }}"}
+  - id: later
+    tool: filesystem__no_such_tool
+`)
+	unknownVarPlan := write("var-plan.yaml", `name: vars
+vars: {dir: /tmp}
+steps:
+  - id: only
+    tool: filesystem__list_allowed_directories
+`)
 	gatewayData := filepath.Join(dir, "gateway-data")
 	workerData := filepath.Join(dir, "worker-data")
 	silent := silentListener(t)
@@ -171,6 +185,26 @@ task:
 			stderr: []string{"--limit 0", "at least 1"}},
 		{name: "tasks list connection refused", args: []string{"tasks", "list", "--temporal-address", "127.0.0.1:1"}, code: 1,
 			stderr: []string{"cannot connect to Temporal at 127.0.0.1:1", "--temporal-address HOST:PORT"}},
+		{name: "tasks rollback without ID", args: []string{"tasks", "rollback", "--temporal-address", "127.0.0.1:1"}, code: 2,
+			stderr: []string{"airlock tasks rollback: name one TASK_ID"}},
+		{name: "tasks cancel two IDs", args: []string{"tasks", "cancel", "a", "b"}, code: 2,
+			stderr: []string{"airlock tasks cancel: name one TASK_ID"}},
+		{name: "tasks finish connection refused", args: []string{"tasks", "finish", "--temporal-address", "127.0.0.1:1", "t1"}, code: 1,
+			stderr: []string{"cannot connect to Temporal at 127.0.0.1:1"}},
+
+		// run: the plan and flags are checked before dialing.
+		{name: "run without plan", args: []string{"run", "--config", "../../airlock.yaml"}, code: 2, stderr: []string{"name one plan file"}},
+		{name: "run -h", args: []string{"run", "-h"}, code: 0, stderr: []string{"Usage: airlock run", "-var", "-detach"}},
+		{name: "run bad plan", args: []string{"run", "--config", "../../airlock.yaml", badPlan}, code: 2, stderr: []string{
+			badPlan + `:5: steps[0] (first).args.path: ${{ steps.later.result }}: step "later" is not an earlier step`,
+			badPlan + `:7: steps[1] (later).tool:`, "filesystem__no_such_tool"}},
+		{name: "run unknown var", args: []string{"run", "--config", "../../airlock.yaml", unknownVarPlan, "--var", "dri=/x"}, code: 2,
+			stderr: []string{"--var", "dri"}},
+		{name: "run bad var syntax", args: []string{"run", "--var", "novalue", unknownVarPlan}, code: 2, stderr: []string{`"novalue": write name=value`}},
+		{name: "run unknown principal", args: []string{"run", "--config", "../../airlock.yaml", "--as", "mallory", unknownVarPlan}, code: 2,
+			stderr: []string{`principal "mallory" is not one of the configuration's principals`}},
+		{name: "run example plan, no Temporal", args: []string{"run", "--config", "../../airlock.yaml", "--temporal-address", "127.0.0.1:1", "../../plans/examples/seed-project.yaml"}, code: 1,
+			stderr: []string{"cannot connect to Temporal at 127.0.0.1:1"}},
 		{name: "tasks list silent server", args: []string{"tasks", "list", "--temporal-address", silent}, code: 1,
 			stderr: []string{"cannot connect to Temporal at " + silent, "--temporal-address HOST:PORT"}},
 	}

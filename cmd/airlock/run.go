@@ -67,10 +67,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	vars := varFlags{}
 	fs.Var(vars, "var", "override a plan var: `name=value` (repeatable)")
 	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
 		return parseExit(err)
 	}
-	if fs.NArg() != 1 {
+	if len(files) != 1 {
 		fmt.Fprint(stderr, "airlock run: name one plan file, e.g. airlock run plans/examples/seed-project.yaml\n")
 		return 2
 	}
@@ -80,11 +81,17 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "airlock run: %v\n", err)
 		return 2
 	}
-	p, err := plans.Load(fs.Arg(0))
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock run: %v\n", manifests.ReadProblem(files[0], err))
+		return 2
+	}
+	p, err := plans.Parse(files[0], data)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock run: %v\n", err)
 		return 2
 	}
+	// Every problem at once, the tool names included.
 	if probs := p.Validate(exposedTools(e.snap.Manifests)); len(probs) > 0 {
 		fmt.Fprintf(stderr, "airlock run: %v\n", manifests.Problems(probs))
 		return 2

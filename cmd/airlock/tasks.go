@@ -224,20 +224,24 @@ func showTask(ctx context.Context, c client.Client, id string, asJSON bool, stdo
 		}
 	}
 	if len(st.Saga) > 0 {
-		fmt.Fprintln(stdout, "can be undone (newest first):")
+		if st.Ended {
+			fmt.Fprintln(stdout, "not rolled back (the task has ended; these compensations were recorded but did not run):")
+		} else {
+			fmt.Fprintf(stdout, "can be undone, newest first (airlock tasks rollback %s):\n", st.TaskID)
+		}
 		for i := len(st.Saga) - 1; i >= 0; i-- {
 			e := st.Saga[i]
 			undo := "cannot: " + e.Error
 			if e.Undo != nil {
 				undo = "by " + e.Undo.Tool
 			}
-			fmt.Fprintf(stdout, "  %-10s %-28s %-8s %s %s\n", e.CallID, e.Tool, e.State, undo, e.Reason)
+			fmt.Fprintf(stdout, "  %-24s %-28s %-8s %s %s\n", e.CallID, e.Tool, e.State, undo, e.Reason)
 		}
 	}
 	if len(st.Undone) > 0 {
 		fmt.Fprintln(stdout, "undone:")
 		for _, e := range st.Undone {
-			fmt.Fprintf(stdout, "  %-10s %-28s by %s\n", e.CallID, e.Tool, e.Undo.Tool)
+			fmt.Fprintf(stdout, "  %-24s %-28s by %s\n", e.CallID, e.Tool, e.Undo.Tool)
 		}
 	}
 	return 0
