@@ -104,11 +104,11 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			d = wake.Sub(workflow.Now(ctx))
 		}
 		if !wake.IsZero() && d <= 0 {
-			if len(t.inFlight) == 0 {
+			if t.idle() {
 				return t.end(ctx, why)
 			}
 			// Calls still running: wait for them, then look again.
-			if err := workflow.Await(ctx, func() bool { return len(t.inFlight) == 0 }); err != nil {
+			if err := workflow.Await(ctx, func() bool { return t.idle() }); err != nil {
 				ctx = t.cancel(ctx)
 			}
 			continue
@@ -157,9 +157,12 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 }
 
+// idle reports that no call and no rollback is running.
+func (t *task) idle() bool { return len(t.inFlight) == 0 && t.rolling == nil }
+
 // endWhenIdle ends the task once its running calls are done.
 func (t *task) endWhenIdle(ctx workflow.Context, state string) (TaskResult, error) {
-	if err := workflow.Await(ctx, func() bool { return len(t.inFlight) == 0 }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return t.idle() }); err != nil {
 		ctx = t.cancel(ctx)
 		if t.state != StateRollbackFailed {
 			state = StateCanceled

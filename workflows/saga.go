@@ -122,7 +122,10 @@ func (t *task) rollback(ctx workflow.Context, req RollbackRequest, except string
 	}
 	r := &rollbackRun{}
 	t.rolling = r
-	defer func() { r.done, t.rolling = true, nil }()
+	defer func() {
+		r.done, t.rolling = true, nil
+		t.lastActivity = workflow.Now(ctx) // the idle timeout counts from here
+	}()
 
 	_ = workflow.Await(ctx, func() bool {
 		return !slices.ContainsFunc(t.inFlight, func(id string) bool { return id != except })

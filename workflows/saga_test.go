@@ -291,3 +291,22 @@ func TestCaptureOutcomes(t *testing.T) {
 		}
 	})
 }
+
+func TestIdleTimeoutWaitsForRollback(t *testing.T) {
+	notSent := respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent))
+	ok := respond(okOutput(`{"content":[]}`), nil)
+	// capture, call, then the compensation: not sent, retried after 1s.
+	h := newSagaHarness(t, ok, ok, notSent, ok)
+	h.callAt(time.Second, writeReq("c1"), nil, nil)
+	var rb RollbackResult
+	h.rollbackAt(time.Minute+500*time.Millisecond, "rb", &rb)
+	in := baseInput()
+	in.Limits.IdleTimeout = time.Minute // falls due while the compensation retries
+	out := h.run(in)
+	if rb.State != StateRolledBack {
+		t.Fatalf("rollback = %+v: the task must not end in the middle of it", rb)
+	}
+	if out.State != StateIdle {
+		t.Errorf("task ended %s, want idle_timeout after the rollback", out.State)
+	}
+}
