@@ -3,6 +3,7 @@ package manifests
 import (
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -86,4 +87,30 @@ func expand(s string, lookup func(string) string) string {
 		}
 	}
 	return b.String()
+}
+
+// Resolve returns a copy of w with ${VAR} expanded (as in Server.Expand)
+// in the module path and mount host directories, and relative ones made
+// relative to dir (the manifest's directory).
+func (w WASMTool) Resolve(dir string, vars map[string]string) WASMTool {
+	lookup := func(name string) string {
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		return os.Getenv(name)
+	}
+	abs := func(p string) string {
+		p = expand(p, lookup)
+		if p != "" && !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		return p
+	}
+	out := w
+	out.Module = abs(w.Module)
+	out.Mounts = slices.Clone(w.Mounts)
+	for i := range out.Mounts {
+		out.Mounts[i].Host = abs(out.Mounts[i].Host)
+	}
+	return out
 }

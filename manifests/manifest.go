@@ -73,6 +73,9 @@ type Server struct {
 
 	Stdio *StdioServer `yaml:"stdio,omitempty" json:"stdio,omitempty"`
 	HTTP  *HTTPServer  `yaml:"http,omitempty" json:"http,omitempty"`
+	// WASM makes the server airlock's own sandbox: each tool is a
+	// WebAssembly module (see WASMTool). Write "wasm: {}".
+	WASM *WASMServer `yaml:"wasm,omitempty" json:"wasm,omitempty"`
 
 	// ConnectTimeout bounds one connection attempt (default 30s, see
 	// EffectiveConnectTimeout).
@@ -172,6 +175,10 @@ type Tool struct {
 	// result is before in the compensation. See Call for what its
 	// expressions may use.
 	Capture *Call `yaml:"capture,omitempty" json:"capture,omitempty"`
+	// WASM runs the tool as a WebAssembly module in airlock's sandbox; only
+	// (and always) for tools of a wasm server.
+	WASM *WASMTool `yaml:"wasm,omitempty" json:"wasm,omitempty"`
+
 	// Compensation undoes a successful call on rollback. Both name a tool
 	// declared in the same manifest.
 	Compensation *Call `yaml:"compensation,omitempty" json:"compensation,omitempty"`

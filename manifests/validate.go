@@ -158,11 +158,20 @@ func (v *validator) server(s Server) {
 	// the message is about the missing command, not a missing transport.
 	hasStdio := s.Stdio != nil || v.lines.Has("server.stdio")
 	hasHTTP := s.HTTP != nil || v.lines.Has("server.http")
+	hasWASM := s.WASM != nil || v.lines.Has("server.wasm")
+	n := 0
+	for _, b := range []bool{hasStdio, hasHTTP, hasWASM} {
+		if b {
+			n++
+		}
+	}
 	switch {
-	case hasStdio && hasHTTP:
+	case hasStdio && hasHTTP && !hasWASM:
 		v.add("server", "both stdio and http are set; keep the one the upstream speaks")
-	case !hasStdio && !hasHTTP:
-		v.add("server", "no transport; set stdio (a command to launch) or http (a streamable HTTP URL)")
+	case n > 1:
+		v.add("server", "more than one of stdio, http and wasm is set; keep the one that says where the tools run")
+	case n == 0:
+		v.add("server", "no transport; set stdio (a command to launch), http (a streamable HTTP URL) or wasm: {} (tools are WebAssembly modules in airlock's sandbox)")
 	}
 	if hasStdio && (s.Stdio == nil || s.Stdio.Command == "") {
 		v.add("server.stdio.command", "is required; name the program to launch, e.g. npx")
@@ -255,6 +264,7 @@ func (v *validator) tool(m *Manifest, name string, names []string, serverOK bool
 	v.retry(p+".retry", t.Retry)
 	v.nonEmpty(p+".redact", t.Redact, `an argument path such as "content" or "auth.token"`)
 	v.nonEmpty(p+".path_args", t.PathArgs, `an argument name such as "path"`)
+	v.wasmTool(m, p, t)
 	v.capture(p+".capture", t.Capture, names)
 	v.compensation(p+".compensation", t.Compensation, names, t.Capture != nil || v.lines.Has(p+".capture"))
 }

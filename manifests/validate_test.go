@@ -84,7 +84,7 @@ func TestValidate(t *testing.T) {
 		{
 			name: "no transport",
 			src:  "server:\n  name: fs\ntools:\n" + readTool,
-			want: []string{`m.yaml:1: server: no transport; set stdio (a command to launch) or http (a streamable HTTP URL)`},
+			want: []string{`m.yaml:1: server: no transport; set stdio (a command to launch), http (a streamable HTTP URL) or wasm: {} (tools are WebAssembly modules in airlock's sandbox)`},
 		},
 		{
 			name: "both transports",
@@ -390,7 +390,7 @@ func TestDecodeProblems(t *testing.T) {
 		{
 			name: "unknown field lists known ones",
 			src:  "server:\n  name: fs\n  command: npx\n",
-			want: []string{`m.yaml:3: server.command: unknown field; known fields are name, stdio, http, connect_timeout, path_roots`},
+			want: []string{`m.yaml:3: server.command: unknown field; known fields are name, stdio, http, wasm, connect_timeout, path_roots`},
 		},
 		{
 			name: "loader-only field is unknown in a file",

@@ -181,6 +181,7 @@ func (d *decodeState) add(n *yaml.Node, path, format string, args ...any) {
 var (
 	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 	durationType    = reflect.TypeFor[Duration]()
+	byteSizeType    = reflect.TypeFor[ByteSize]()
 	anyType         = reflect.TypeFor[any]()
 )
 
@@ -336,7 +337,7 @@ func (d *decodeState) leaf(n *yaml.Node, t reflect.Type, path string) {
 		return
 	}
 	var te *yaml.TypeError
-	if t == durationType && errors.As(err, &te) && len(te.Errors) > 0 {
+	if (t == durationType || t == byteSizeType) && errors.As(err, &te) && len(te.Errors) > 0 {
 		msg := te.Errors[0]
 		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 			msg = m[2]
@@ -362,6 +363,9 @@ func describeNode(n *yaml.Node) string {
 func describeType(t reflect.Type) string {
 	if t == durationType {
 		return `a duration such as "30s"`
+	}
+	if t == byteSizeType {
+		return `a size such as "64MiB"`
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
