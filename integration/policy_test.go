@@ -55,8 +55,8 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 	readerTools := waitTools(t, reader, "filesystem__read_text_file")
 
 	// Each sees exactly what its role allows.
-	if len(devTools) != 23+2 { // every manifest tool, and airlock_status and airlock_await
-		t.Errorf("dev sees %d tools, want all 23 and the 2 built-ins", len(devTools))
+	if len(devTools) != 23+3 { // every manifest tool, and airlock_status, airlock_await and airlock_rollback
+		t.Errorf("dev sees %d tools, want all 23 and the 3 built-ins", len(devTools))
 	}
 	var got []string
 	for name := range readerTools {
@@ -72,7 +72,7 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 			t.Errorf("reader sees %s", name)
 		}
 	}
-	if len(got) <= 2 || len(got) >= len(devTools) {
+	if len(got) <= 3 || len(got) >= len(devTools) {
 		t.Fatalf("reader sees %v", got)
 	}
 
