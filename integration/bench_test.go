@@ -100,3 +100,50 @@ func pct(ds []time.Duration, p int) time.Duration {
 	}
 	return s[i]
 }
+
+// BenchmarkSagaOverhead measures what undo costs, all through airlock in one
+// task: a plain call (echo), a call whose compensation the worker computes
+// afterwards (put), and one that also captures a pre-image first (append:
+// capture, call, compensation), alternating; then one rollback of every
+// compensable call made, reported per compensation.
+//
+//	go test -run '^$' -bench SagaOverhead -benchtime 100x ./integration/
+func BenchmarkSagaOverhead(b *testing.B) {
+	s := newStack(b, stackOptions{manifests: []*manifests.Manifest{sagaCounter(b)}, maxCalls: 1 << 30})
+	cs := s.connect(b, map[string]string{gateway.HeaderTask: "bench-saga"})
+	waitTools(b, cs, "counter__echo", "counter__put", "counter__append")
+	ctx := context.Background()
+	callOK := func(name string, args map[string]any) time.Duration {
+		t0 := time.Now()
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || r.IsError {
+			b.Fatalf("%s: %v %v", name, err, r)
+		}
+		return time.Since(t0)
+	}
+	for i := range 5 { // warm up
+		callOK("counter__echo", map[string]any{"text": "x"})
+		callOK("counter__put", map[string]any{"key": "warm-put-" + string(rune('a'+i))})
+	}
+	var plain, comp, capt []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		key := time.Now().Format("150405.000000000")
+		plain = append(plain, callOK("counter__echo", map[string]any{"text": key}))
+		comp = append(comp, callOK("counter__put", map[string]any{"key": "p" + key}))
+		capt = append(capt, callOK("counter__append", map[string]any{"key": "a" + key}))
+	}
+	t0 := time.Now()
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: gateway.ToolRollback, Arguments: map[string]any{}})
+	rb := time.Since(t0)
+	if err != nil || r.IsError {
+		b.Fatalf("rollback: %v %v", err, r)
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(pct(plain, 50)), "plain-p50-ms")
+	b.ReportMetric(ms(pct(comp, 50)), "compensable-p50-ms")
+	b.ReportMetric(ms(pct(capt, 50)), "captured-p50-ms")
+	b.ReportMetric(float64(pct(capt, 50))/float64(pct(plain, 50)), "captured/plain-p50")
+	b.ReportMetric(ms(rb)/float64(2*b.N+5), "rollback-ms/compensation")
+}

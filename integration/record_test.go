@@ -158,7 +158,7 @@ func replayRuns(t *testing.T, s *stack, id, runID, name string) {
 
 // sagaCounter is testupstream with compensable writes: append captures
 // with echo and is undone by put; put is undone by put.
-func sagaCounter(t *testing.T) *manifests.Manifest {
+func sagaCounter(t testing.TB) *manifests.Manifest {
 	m, _ := counterManifest(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
   append:
     side_effects: [write]
