@@ -76,15 +76,19 @@ func Run(argv []string, stdin io.Reader, stdout, stderr io.Writer, tools map[str
 	if err != nil {
 		return fail(stderr, ExitTool, err)
 	}
-	out, err := json.Marshal(callToolResult{
+	// Not HTML-escaped: "<" as \u003c would take six bytes of the output
+	// limit instead of one, and nobody embeds this in a web page.
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(callToolResult{
 		Content:           []textContent{{Type: "text", Text: res.Text}},
 		StructuredContent: res.Structured,
-	})
-	if err != nil {
+	}); err != nil {
 		// A result that does not marshal is a bug in the tool, not the call.
 		return fail(stderr, ExitTool, fmt.Errorf("internal error: encoding the result: %v", err))
 	}
-	if _, err := stdout.Write(append(out, '\n')); err != nil {
+	if _, err := stdout.Write(out.Bytes()); err != nil {
 		return fail(stderr, ExitTool, fmt.Errorf("writing the result: %v", err))
 	}
 	return ExitOK

@@ -50,6 +50,12 @@ func TestRun(t *testing.T) {
 			wantStdout: `{"content":[{"type":"text","text":"hello ada"}],"structuredContent":{"name":"ada"}}` + "\n",
 		},
 		{
+			name:       "no HTML escaping",
+			argv:       []string{"m.wasm", "echo"},
+			stdin:      `{"name":"<a & b>"}`,
+			wantStdout: `{"content":[{"type":"text","text":"hello <a & b>"}],"structuredContent":{"name":"<a & b>"}}` + "\n",
+		},
+		{
 			name:       "text only, empty stdin taken as {}",
 			argv:       []string{"m.wasm", "plain"},
 			wantStdout: `{"content":[{"type":"text","text":"just text"}]}` + "\n",

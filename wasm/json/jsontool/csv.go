@@ -30,23 +30,38 @@ type Row struct {
 
 // MarshalJSON writes the row as an object in header order, or an array.
 func (r Row) MarshalJSON() ([]byte, error) {
-	if r.keys == nil {
-		return json.Marshal(r.fields)
-	}
 	var b bytes.Buffer
+	if r.keys == nil {
+		b.WriteByte('[')
+		for i, f := range r.fields {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeString(&b, f)
+		}
+		b.WriteByte(']')
+		return b.Bytes(), nil
+	}
 	b.WriteByte('{')
 	for i, k := range r.keys {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		kj, _ := json.Marshal(k)
-		vj, _ := json.Marshal(r.fields[i])
-		b.Write(kj)
+		writeString(&b, k)
 		b.WriteByte(':')
-		b.Write(vj)
+		writeString(&b, r.fields[i])
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// writeString writes s as a JSON string without HTML escaping, as the
+// rest of the output (package guest).
+func writeString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)           // a string always encodes
+	b.Truncate(b.Len() - 1) // Encode's newline
 }
 
 // CSVToJSON parses RFC 4180 CSV (quoted fields may hold delimiters,

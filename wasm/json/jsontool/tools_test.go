@@ -70,6 +70,12 @@ func TestTools(t *testing.T) {
 			wantStdout: `{"content":[{"type":"text","text":"{\"rows\": [\n  [\"a\",\"b\"],\n  [\"1\",\"2\"]\n]}"}],"structuredContent":{"rows":[["a","b"],["1","2"]]}}`,
 		},
 		{
+			name:       "csv keeps <, > and & as they are",
+			tool:       "csv_to_json",
+			args:       `{"csv": "<a>\n&", "header": false}`,
+			wantStdout: `{"content":[{"type":"text","text":"{\"rows\": [\n  [\"<a>\"],\n  [\"&\"]\n]}"}],"structuredContent":{"rows":[["<a>"],["&"]]}}`,
+		},
+		{
 			name:       "csv with no rows",
 			tool:       "csv_to_json",
 			args:       `{"csv": "a,b"}`,

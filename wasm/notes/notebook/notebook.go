@@ -182,9 +182,10 @@ func (n *Notebook) checkRoot() error {
 	return nil
 }
 
-// fsError adds what to do when the mount is read-only.
+// fsError adds what to do when the mount is read-only. (wazero refuses
+// creating a file in a read-only mount with ENOSYS, not EROFS.)
 func (n *Notebook) fsError(doing string, err error) error {
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOSYS) {
 		return fmt.Errorf("%s: %v; the notes directory %s must be mounted writable (mode: rw) and writable on the host", doing, err, n.Root)
 	}
 	return fmt.Errorf("%s: %v", doing, err)

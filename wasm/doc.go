@@ -1,0 +1,41 @@
+// Package wasm holds airlock's native tools: WASI command modules
+// (GOOS=wasip1 GOARCH=wasm) that airlock runs in its wazero sandbox instead
+// of calling an upstream MCP server. manifests/examples/native.yaml
+// declares them.
+//
+// Each module is a main package here, with its logic in an importable
+// package beside it that is tested natively (go test ./wasm/...):
+//
+//	json/   json.wasm: query (select from JSON by path), csv_to_json
+//	        (logic: json/jsontool)
+//	notes/  notes.wasm: write, read, delete text notes in the /notes mount
+//	        (logic: notes/notebook)
+//	internal/guest  the protocol, shared by the modules: arguments as JSON
+//	        on stdin, an MCP CallToolResult on stdout, a one-line error on
+//	        stderr with a non-zero exit, the tool chosen by argv[1]
+//
+// Modules import only the standard library and each other's packages
+// under wasm/; nothing outside wasm/ imports them.
+//
+// # Rebuilding
+//
+// The built modules, json.wasm and notes.wasm, are committed, and the
+// manifest pins each by its SHA-256: airlock refuses a module whose hash
+// differs, so a module runs only as reviewed. After changing a module's
+// source, rebuild and re-pin with
+//
+//	go run github.com/go-task/task/v3/cmd/task@v3.54.0 wasm
+//
+// which builds each module as
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildvcs=false -trimpath -ldflags="-s -w" -o wasm/json.wasm ./wasm/json
+//
+// and then writes the new hashes into manifests/examples/native.yaml
+// (go test ./wasm -run TestModuleHashes -update). Commit the modules with
+// the manifest. The flags make the build reproducible: -trimpath drops
+// local paths, -buildvcs=false the commit (which would change with every
+// commit of the module itself), -s -w the symbol and debug tables. go test ./wasm fails when a committed module's hash is not the
+// one in the manifest, and (without -short, with the same Go toolchain)
+// when a fresh build differs from the committed module, i.e. the source
+// changed and the module was not rebuilt.
+package wasm

@@ -1,0 +1,179 @@
+package wasm_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+var update = flag.Bool("update", false, "write the committed modules' SHA-256 into "+manifestPath)
+
+// manifestPath declares the modules, relative to this package.
+const manifestPath = "../manifests/examples/native.yaml"
+
+// modules maps each committed module to its main package, relative to
+// this directory. Keep it in step with the Taskfile's wasm task.
+var modules = map[string]string{
+	"json.wasm":  "./json",
+	"notes.wasm": "./notes",
+}
+
+// pin is one tool's wasm.module and wasm.sha256, read with yaml.v3 rather
+// than manifests.Load so the check does not depend on the manifest schema
+// beyond these two fields.
+type pin struct {
+	tool   string
+	module string // as written, relative to the manifest
+	sha256 *yaml.Node
+}
+
+func readPins(t *testing.T) ([]byte, []pin) {
+	t.Helper()
+	src, err := os.ReadFile(manifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Tools map[string]struct {
+			WASM *struct {
+				Module string    `yaml:"module"`
+				SHA256 yaml.Node `yaml:"sha256"`
+			} `yaml:"wasm"`
+		} `yaml:"tools"`
+	}
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		t.Fatalf("%s: %v", manifestPath, err)
+	}
+	var pins []pin
+	for name, tool := range doc.Tools {
+		if tool.WASM == nil {
+			t.Errorf("%s: tools.%s has no wasm block", manifestPath, name)
+			continue
+		}
+		pins = append(pins, pin{tool: name, module: tool.WASM.Module, sha256: &tool.WASM.SHA256})
+	}
+	sort.Slice(pins, func(i, j int) bool { return pins[i].tool < pins[j].tool })
+	return src, pins
+}
+
+func fileSHA256(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// TestModuleHashes checks that each tool's wasm.sha256 in the example
+// manifest is the hash of the committed module it names, and that every
+// committed module is declared. With -update it writes the hashes instead.
+func TestModuleHashes(t *testing.T) {
+	src, pins := readPins(t)
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	lines := strings.SplitAfter(string(src), "\n")
+	changed := false
+	for _, p := range pins {
+		path, err := filepath.Abs(filepath.Join(filepath.Dir(manifestPath), filepath.FromSlash(p.module)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, err := filepath.Rel(here, path)
+		if err != nil || strings.Contains(rel, string(filepath.Separator)) {
+			t.Errorf("%s: tools.%s.wasm.module %q is not a module in wasm/", manifestPath, p.tool, p.module)
+			continue
+		}
+		used[rel] = true
+		got := fileSHA256(t, path)
+		if p.sha256.Value == got {
+			continue
+		}
+		if *update {
+			lines[p.sha256.Line-1] = replaceScalar(lines[p.sha256.Line-1], p.sha256.Column-1, got)
+			changed = true
+			continue
+		}
+		t.Errorf("%s: tools.%s.wasm.sha256 is %q, but wasm/%s hashes to %s; after rebuilding a module (task wasm), pin it again: go test ./wasm -run TestModuleHashes -update", manifestPath, p.tool, p.sha256.Value, rel, got)
+	}
+	if changed {
+		if err := os.WriteFile(manifestPath, []byte(strings.Join(lines, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote the modules' SHA-256 into %s", manifestPath)
+	}
+	committed, err := filepath.Glob("*.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range committed {
+		if !used[name] {
+			t.Errorf("wasm/%s is committed but no tool in %s runs it; declare its tools, or delete it", name, manifestPath)
+		}
+	}
+}
+
+// replaceScalar replaces the YAML scalar starting at byte col of line
+// (plain or double-quoted) with value, keeping the rest (e.g. a comment).
+func replaceScalar(line string, col int, value string) string {
+	rest := line[col:]
+	end := strings.IndexAny(rest, " \t\r\n#")
+	if strings.HasPrefix(rest, `"`) {
+		end = strings.Index(rest[1:], `"`) + 2
+	}
+	if end < 0 {
+		end = len(rest)
+	}
+	return line[:col] + value + rest[end:]
+}
+
+// TestModulesUpToDate rebuilds each module and compares it with the
+// committed one, catching source changed without a rebuild. The build is
+// reproducible only with the same Go release, so it runs only with the
+// toolchain that built the committed modules.
+func TestModulesUpToDate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the modules")
+	}
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	dir := t.TempDir()
+	for name, pkg := range modules {
+		t.Run(name, func(t *testing.T) {
+			committed, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(committed, []byte(runtime.Version())) {
+				t.Skipf("wasm/%s was not built by %s; a rebuild would differ anyway", name, runtime.Version())
+			}
+			out := filepath.Join(dir, name)
+			cmd := exec.Command(gobin, "build", "-buildvcs=false", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=", "GOWASM=", "CGO_ENABLED=0")
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("go build %s: %v\n%s", pkg, err, msg)
+			}
+			fresh, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(fresh, committed) {
+				t.Errorf("wasm/%s differs from a fresh build of %s (%s): its source changed; rebuild (task wasm), pin the new hash (go test ./wasm -run TestModuleHashes -update) and commit both", name, pkg, fmt.Sprintf("%d bytes, committed %d", len(fresh), len(committed)))
+			}
+		})
+	}
+}
