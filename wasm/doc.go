@@ -32,10 +32,14 @@
 //
 // and then writes the new hashes into manifests/examples/native.yaml
 // (go test ./wasm -run TestModuleHashes -update). Commit the modules with
-// the manifest. The flags make the build reproducible: -trimpath drops
-// local paths, -buildvcs=false the commit (which would change with every
-// commit of the module itself), -s -w the symbol and debug tables. go test ./wasm fails when a committed module's hash is not the
-// one in the manifest, and (without -short, with the same Go toolchain)
-// when a fresh build differs from the committed module, i.e. the source
-// changed and the module was not rebuilt.
+// the manifest.
+//
+// -trimpath and -buildvcs=false make the build reproducible: they leave
+// out local paths and the commit (which would change with every commit of
+// the module itself); -s -w drops the symbol and debug tables. go test
+// ./wasm fails
+// when a committed module's hash is not the one in the manifest, and
+// (without -short, with the Go release that built the modules) when a
+// fresh build differs from the committed module: the source changed and
+// the module was not rebuilt.
 package wasm

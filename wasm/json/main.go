@@ -12,5 +12,5 @@ import (
 )
 
 func main() {
-	os.Exit(guest.Run(os.Args, os.Stdin, os.Stdout, os.Stderr, jsontool.Tools))
+	os.Exit(guest.Run(os.Args, os.Stdin, os.Stdout, os.Stderr, jsontool.Tools()))
 }

@@ -102,3 +102,20 @@ func TestQueryErrors(t *testing.T) {
 		})
 	}
 }
+
+// FuzzQuery checks that no path or document makes Query panic, and that
+// whatever it selects is valid JSON.
+func FuzzQuery(f *testing.F) {
+	for _, p := range []string{"", "$", "a.b[0].c", "a[*].b", `["x.y"][-1]`, "a[", `["`, "..", "[*][*]", ".*", "a]"} {
+		f.Add(`{"a":{"b":[{"c":1}]},"x.y":[1,2]}`, p)
+	}
+	f.Fuzz(func(t *testing.T, doc, path string) {
+		if !json.Valid([]byte(doc)) {
+			return
+		}
+		got, err := jsontool.Query(json.RawMessage(doc), path)
+		if err == nil && !json.Valid(got) {
+			t.Errorf("Query(%q, %q) = %q, not JSON", doc, path, got)
+		}
+	})
+}

@@ -9,9 +9,11 @@ import (
 )
 
 // Tools are json.wasm's tools by their argv[1] name.
-var Tools = map[string]guest.Tool{
-	"query":       queryTool,
-	"csv_to_json": csvTool,
+func Tools() map[string]guest.Tool {
+	return map[string]guest.Tool{
+		"query":       queryTool,
+		"csv_to_json": csvTool,
+	}
 }
 
 // QueryArgs are the arguments of query.

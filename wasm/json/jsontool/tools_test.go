@@ -108,7 +108,7 @@ func TestTools(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := guest.Run([]string{"json.wasm", tt.tool}, strings.NewReader(tt.args), &stdout, &stderr, jsontool.Tools)
+			code := guest.Run([]string{"json.wasm", tt.tool}, strings.NewReader(tt.args), &stdout, &stderr, jsontool.Tools())
 			wantCode := guest.ExitOK
 			if tt.wantStderr != "" {
 				wantCode = guest.ExitTool
