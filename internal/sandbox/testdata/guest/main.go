@@ -1,0 +1,180 @@
+// Command guest is an adversarial WASI (wasip1) program for the sandbox
+// tests. argv[1] picks what it does; every mode reports on stdout/stderr so
+// the tests can assert what the sandbox allowed.
+//
+// Rebuild (from the repository root) after changing it, then update
+// guestSHA256 in sandbox_test.go:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -trimpath -ldflags="-s -w" -o internal/sandbox/testdata/guest.wasm ./internal/sandbox/testdata/guest
+//	sha256sum internal/sandbox/testdata/guest.wasm
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fail("usage: guest MODE [ARG]")
+	}
+	arg := ""
+	if len(os.Args) > 2 {
+		arg = os.Args[2]
+	}
+	switch os.Args[1] {
+	case "echo":
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			fail("echo: %v", err)
+		}
+	case "upper":
+		upper()
+	case "loop":
+		loop()
+	case "sleep":
+		time.Sleep(time.Hour)
+	case "bomb":
+		bomb()
+	case "passwd":
+		b, err := os.ReadFile("/etc/passwd")
+		if err != nil {
+			fail("passwd: %v", err)
+		}
+		os.Stdout.Write(b)
+	case "cat":
+		b, err := os.ReadFile(arg)
+		if err != nil {
+			fail("cat: %v", err)
+		}
+		os.Stdout.Write(b)
+	case "ls":
+		es, err := os.ReadDir(arg)
+		if err != nil {
+			fail("ls: %v", err)
+		}
+		for _, e := range es {
+			fmt.Println(e.Name())
+		}
+	case "escape":
+		escape(arg)
+	case "write":
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			fail("write: %v", err)
+		}
+		if err := os.WriteFile(arg, b, 0o644); err != nil {
+			fail("write: %v", err)
+		}
+		fmt.Println("wrote", arg)
+	case "flood":
+		flood()
+	case "exit3":
+		fmt.Fprintln(os.Stderr, "exit3: something went wrong")
+		os.Exit(3)
+	case "env":
+		for _, kv := range os.Environ() {
+			fmt.Println(kv)
+		}
+	case "net":
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+arg, 2*time.Second)
+		if err != nil {
+			fmt.Println("dial failed:", err)
+			return
+		}
+		c.Close()
+		fmt.Println("dial succeeded")
+	default:
+		fail("unknown mode %q", os.Args[1])
+	}
+}
+
+func fail(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", a...)
+	os.Exit(1)
+}
+
+// upper is the shape of a real native tool: JSON arguments on stdin, an MCP
+// tools/call result on stdout.
+func upper() {
+	var in struct {
+		Text string `json:"text"`
+	}
+	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
+		fail("upper: %v", err)
+	}
+	type content struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	out := struct {
+		Content []content `json:"content"`
+	}{Content: []content{{Type: "text", Text: strings.ToUpper(in.Text)}}}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		fail("upper: %v", err)
+	}
+}
+
+var sink uint64
+
+func loop() {
+	for i := uint64(0); ; i++ {
+		sink += i
+	}
+}
+
+var hoard [][]byte
+
+func bomb() {
+	for {
+		b := make([]byte, 16<<20)
+		for i := range b {
+			b[i] = byte(i) // touch it so nothing is lazily skipped
+		}
+		hoard = append(hoard, b)
+	}
+}
+
+// escape tries to leave the first mount (preopened as fd 3) with a raw
+// "../" path, which Go's os package would clean away, and then to read
+// through a symlink whose guest path is given.
+func escape(link string) {
+	fd, err := syscall.Openat(3, "../../../../etc/passwd", syscall.O_RDONLY, 0)
+	if err == nil {
+		syscall.Close(fd)
+		fmt.Println("dotdot: opened")
+	} else {
+		fmt.Println("dotdot: denied:", err)
+	}
+	if link == "" {
+		return
+	}
+	b, err := os.ReadFile(link)
+	if err == nil {
+		fmt.Printf("symlink: read %q\n", b)
+	} else {
+		fmt.Println("symlink: denied:", err)
+	}
+}
+
+// flood writes 100 MiB to stdout, ignoring write errors as a careless tool
+// would, and then hangs: only the sandbox stopping it ends the call early.
+func flood() {
+	chunk := make([]byte, 64<<10)
+	for i := range chunk {
+		chunk[i] = 'x'
+	}
+	failed := 0
+	for range (100 << 20) / len(chunk) {
+		if _, err := os.Stdout.Write(chunk); err != nil {
+			failed++
+		}
+	}
+	fmt.Fprintf(os.Stderr, "flood: wrote 100 MiB, %d writes failed; hanging\n", failed)
+	time.Sleep(time.Hour)
+}
