@@ -25,7 +25,7 @@ import (
 // `sha256sum internal/sandbox/testdata/guest.wasm`.
 const (
 	guestWasm   = "testdata/guest.wasm"
-	guestSHA256 = "e5d81d77c56777c78615b27b1a3933c432856965bdc965f25f37bdff6399bc1e"
+	guestSHA256 = "a2c656d54d9dbfcfe3ef822c13024700493ba74e360b1258a5c9523721fac840"
 )
 
 func TestGuestFixtureMatchesHash(t *testing.T) {
@@ -439,6 +439,50 @@ func TestMounts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMountPathOperations checks every path operation a rw mount supports,
+// and that renames and symlinks cannot be used to leave it.
+func TestMountPathOperations(t *testing.T) {
+	base := mountTree(t)
+	r, err := guest(t).Run(context.Background(), Call{
+		Args:   []string{"fsops", "/data"},
+		Mounts: []Mount{{HostDir: filepath.Join(base, "rw"), GuestPath: "/data"}},
+	})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("exit %d, %v, stderr %q", r.ExitCode, err, r.Stderr)
+	}
+	want := `mkdir: ok
+mkdir again: File exists
+write: ok
+append: ok
+truncate: ok
+rename: ok
+symlink: ok
+readlink b: ok
+read via link Appen: ok
+chtimes: ok
+symlink absolute: Operation not permitted
+symlink out: ok
+read via link out: Operation not permitted
+rename out: Operation not permitted
+remove link out: ok
+rmdir non-empty: Directory not empty
+unlink dir: Is a directory
+remove: ok
+remove: ok
+rmdir: ok
+stat gone: No such file or directory
+`
+	if diff := cmp.Diff(want, string(r.Stdout)); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	for name, want := range map[string]string{"rw/hello.txt": "hi", "outside/secret.txt": "SECRET", "outside/stolen.txt": "", "rw/sub": ""} {
+		got, err := os.ReadFile(filepath.Join(base, name))
+		if want == "" && !errors.Is(err, fs.ErrNotExist) || want != "" && string(got) != want {
+			t.Errorf("host %s: %q, %v; want %q", name, got, err, want)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -63,6 +64,8 @@ func main() {
 		}
 	case "escape":
 		escape(arg)
+	case "fsops":
+		fsops(arg)
 	case "write":
 		b, err := io.ReadAll(os.Stdin)
 		if err != nil {
@@ -177,4 +180,51 @@ func flood() {
 	}
 	fmt.Fprintf(os.Stderr, "flood: wrote 100 MiB, %d writes failed; hanging\n", failed)
 	time.Sleep(time.Hour)
+}
+
+// fsops exercises every path operation on a writable directory, including
+// ones that try to leave it, and prints one line per step.
+func fsops(dir string) {
+	step := func(name string, err error) {
+		if err != nil {
+			if e := errors.Unwrap(err); e != nil {
+				err = e // drop the *PathError's repetition of the path
+			}
+			fmt.Printf("%s: %v\n", name, err)
+		} else {
+			fmt.Printf("%s: ok\n", name)
+		}
+	}
+	sub := dir + "/sub"
+	step("mkdir", os.Mkdir(sub, 0o755))
+	step("mkdir again", os.Mkdir(sub, 0o755))
+	step("write", os.WriteFile(sub+"/a", []byte("A"), 0o644))
+	f, err := os.OpenFile(sub+"/a", os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		_, err = f.WriteString("ppend")
+		f.Close()
+	}
+	step("append", err)
+	step("truncate", os.Truncate(sub+"/a", 5))
+	step("rename", os.Rename(sub+"/a", sub+"/b"))
+	step("symlink", os.Symlink("b", sub+"/c"))
+	target, err := os.Readlink(sub + "/c")
+	step("readlink "+target, err)
+	b, err := os.ReadFile(sub + "/c")
+	step("read via link "+string(b), err)
+	now := time.Now()
+	step("chtimes", os.Chtimes(sub+"/b", now, now))
+	step("symlink absolute", os.Symlink("/etc/passwd", sub+"/abs"))
+	step("symlink out", os.Symlink("../../outside/secret.txt", sub+"/out"))
+	_, err = os.ReadFile(sub + "/out")
+	step("read via link out", err)
+	step("rename out", os.Rename(dir+"/hello.txt", dir+"/dir-link/stolen.txt"))
+	step("remove link out", os.Remove(sub+"/out"))
+	step("rmdir non-empty", syscall.Rmdir(sub))
+	step("unlink dir", syscall.Unlink(sub))
+	step("remove", os.Remove(sub+"/c"))
+	step("remove", os.Remove(sub+"/b"))
+	step("rmdir", os.Remove(sub))
+	_, err = os.Stat(sub)
+	step("stat gone", err)
 }
