@@ -29,6 +29,8 @@ import (
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/native"
+	"github.com/airlock-run/airlock/internal/sandbox"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
@@ -173,6 +175,9 @@ type stackOptions struct {
 	// rollbackOnDeny and rollbackNotify configure agent tasks' rollback.
 	rollbackOnDeny bool
 	rollbackNotify string
+	// vars are the manifests' ${VAR}s for native (wasm) tools, whose
+	// modules are loaded into a sandbox when any manifest has them.
+	vars map[string]string
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -203,8 +208,28 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	for _, m := range o.manifests {
 		servers = append(servers, m.Server)
 	}
+	var nativeFn func(context.Context, string) (mcp.Transport, error)
+	for _, m := range o.manifests {
+		if m.Server.WASM == nil {
+			continue
+		}
+		if err := native.MkdirMounts(o.manifests, o.vars); err != nil {
+			t.Fatal(err)
+		}
+		sb, err := sandbox.New(ctx, sandbox.Options{CacheDir: filepath.Join(o.dataDir, "wasm-cache")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sb.Close(context.Background()) })
+		nat, err := native.New(ctx, sb, o.manifests, o.vars, os.Getenv)
+		if err != nil {
+			t.Fatalf("native tools: %v", err)
+		}
+		nativeFn = nat.Transport
+		break
+	}
 	var gwMu sync.Mutex
-	s.pool = upstream.New(servers, upstream.Options{Logger: &log, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
+	s.pool = upstream.New(servers, upstream.Options{Logger: &log, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, Native: nativeFn,
 		OnToolsChanged: func(string) {
 			gwMu.Lock()
 			defer gwMu.Unlock()

@@ -22,6 +22,16 @@ const recentKept = 32
 // defaultContinueAsNewAfter: see Limits.ContinueAsNewAfter.
 const defaultContinueAsNewAfter = 500
 
+func heartbeatFor(d time.Duration) time.Duration {
+	if d <= heartbeatTimeout {
+		return 0
+	}
+	return heartbeatTimeout
+}
+
+// timeoutGrace is added to a tool's timeout for its activity.
+const timeoutGrace = 2 * time.Second
+
 // heartbeatTimeout is how long a running call may go without a heartbeat
 // before Temporal declares its worker dead.
 const heartbeatTimeout = 10 * time.Second
@@ -491,8 +501,13 @@ func (t *task) execute(ctx workflow.Context, req CallRequest) CallResult {
 		timeout = time.Minute
 	}
 	ao := workflow.ActivityOptions{
-		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    min(heartbeatTimeout, timeout),
+		// A little past the tool's own timeout, so that a tool that
+		// enforces it (a native tool's sandbox) answers why it stopped
+		// before the activity gives up on it.
+		StartToCloseTimeout: timeout + timeoutGrace,
+		// A call shorter than the heartbeat timeout needs none: its
+		// start-to-close timeout notices a dead worker as soon.
+		HeartbeatTimeout: heartbeatFor(timeout + timeoutGrace),
 		// Retries are this loop's job (see above).
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:     req.Tool,

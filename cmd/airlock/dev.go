@@ -200,9 +200,15 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		ensureSearchAttributes(ctx, c, e.ns, e.log)
 	}
 
+	nat, stopNative, err := startNative(ctx, e)
+	if err != nil {
+		return s, err
+	}
+	s.stops = append(s.stops, stopNative)
+
 	var gwMu sync.Mutex
 	var gw *gateway.Gateway
-	s.pool = newPool(e, func(string) {
+	s.pool = newPool(e, nat, func(string) {
 		gwMu.Lock()
 		g := gw
 		gwMu.Unlock()

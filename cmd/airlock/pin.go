@@ -77,6 +77,9 @@ func runPin(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	if srv.WASM != nil {
+		return fail(fmt.Errorf("%s is a wasm server: its tools are pinned by the sha256 of their modules in the manifest, not here; after reviewing a new module, update its sha256", server))
+	}
 	store, err := openPins(e)
 	if err != nil {
 		return fail(err)

@@ -19,6 +19,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/native"
+	"github.com/airlock-run/airlock/internal/sandbox"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
@@ -107,7 +109,7 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 	e.flags.address = addr
 	e.external = addr != ""
 
-	vars := map[string]string{"AIRLOCK_DATA_DIR": e.dataDir, "AIRLOCK_CONFIG_DIR": e.cfgDir}
+	vars := e.vars()
 	for _, m := range snap.Manifests {
 		s := m.Server.Expand(vars)
 		if s.Stdio != nil && s.Stdio.Dir == "" {
@@ -116,6 +118,11 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 		e.servers = append(e.servers, s)
 	}
 	return e, nil
+}
+
+// vars are airlock's own ${VAR}s for manifests.
+func (e *env) vars() map[string]string {
+	return map[string]string{"AIRLOCK_DATA_DIR": e.dataDir, "AIRLOCK_CONFIG_DIR": e.cfgDir}
 }
 
 // configMissing says what to do about a configuration file that does not
@@ -190,11 +197,45 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, ns string, log
 
 // newPool builds the upstream pool; onChange is called when an upstream's
 // tools change.
-func newPool(e *env, onChange func(string)) *upstream.Pool {
+func newPool(e *env, nat *native.Servers, onChange func(string)) *upstream.Pool {
 	log := e.log.With().Str("component", "upstream").Logger()
-	return upstream.New(e.servers, upstream.Options{
+	opts := upstream.Options{
 		Logger:         &log,
 		ClientInfo:     &mcp.Implementation{Name: "airlock", Version: version},
 		OnToolsChanged: onChange,
-	})
+	}
+	if nat != nil {
+		opts.Native = nat.Transport
+	}
+	return upstream.New(e.servers, opts)
+}
+
+// startNative loads the modules of the wasm manifests into a sandbox whose
+// compilation cache lives under the data dir (nil when there are none). A
+// module whose sha256 does not match its manifest stops start-up.
+func startNative(ctx context.Context, e *env) (*native.Servers, func(), error) {
+	wasm := false
+	for _, m := range e.snap.Manifests {
+		wasm = wasm || m.Server.WASM != nil
+	}
+	if !wasm {
+		return nil, func() {}, nil
+	}
+	vars := e.vars()
+	if err := native.MkdirMounts(e.snap.Manifests, vars); err != nil {
+		return nil, nil, err
+	}
+	sb, err := sandbox.New(ctx, sandbox.Options{CacheDir: filepath.Join(e.dataDir, "wasm-cache")})
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the wasm sandbox: %w", err)
+	}
+	stop := func() { _ = sb.Close(context.Background()) }
+	t0 := time.Now()
+	nat, err := native.New(ctx, sb, e.snap.Manifests, vars, os.Getenv)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	e.log.Info().Dur("took", time.Since(t0)).Msg("wasm tools loaded")
+	return nat, stop, nil
 }

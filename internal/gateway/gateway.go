@@ -504,7 +504,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 			e := &toolEntry{exposed: manifests.ExposedName(m.Server.Name, name), server: m.Server.Name, upstream: name, decl: decl}
 			// Pinning: a changed definition is not shown (it may carry a
 			// prompt injection); a placeholder says why, and calls fail.
-			if t, ok := offered[name]; ok && g.opts.Pins != nil {
+			if t, ok := offered[name]; ok && g.opts.Pins != nil && m.Server.WASM == nil { // a wasm tool is pinned by its sha256
 				if r := g.opts.Pins.Inspect(m.Server.Name, t); r.Verdict == pin.Changed {
 					if r.Transition {
 						g.log.Warn().Str("server", m.Server.Name).Str("tool", name).Msg(r.Reason)

@@ -86,6 +86,12 @@ type Options struct {
 	// must not block.
 	OnResourceUpdated func(server, uri string)
 
+	// Native connects to the in-process server of a wasm server
+	// (manifests.Server.WASM), returning the client's end of an in-memory
+	// transport; see internal/native. Without it wasm servers stay
+	// unavailable.
+	Native func(ctx context.Context, server string) (mcp.Transport, error)
+
 	// MinBackoff and MaxBackoff bound the delay between connection attempts
 	// (defaults 500ms and 30s).
 	MinBackoff, MaxBackoff time.Duration

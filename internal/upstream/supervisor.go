@@ -172,6 +172,10 @@ func (u *upstream) run(ctx context.Context) {
 
 func (u *upstream) configError() string {
 	switch {
+	case u.cfg.WASM != nil && (u.cfg.Stdio != nil || u.cfg.HTTP != nil):
+		return "wasm and stdio or http configured"
+	case u.cfg.WASM != nil:
+		return ""
 	case u.cfg.Stdio == nil && u.cfg.HTTP == nil:
 		return "no stdio command or http url configured"
 	case u.cfg.Stdio != nil && u.cfg.HTTP != nil:
@@ -196,9 +200,19 @@ func (u *upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 
 	s := &session{refresh: make(chan struct{}, 1)}
 	var t mcp.Transport
-	if u.cfg.Stdio != nil {
+	switch {
+	case u.cfg.WASM != nil:
+		if u.pool.opts.Native == nil {
+			return nil, nil, errors.New("it is a wasm server, and this process runs no sandbox for native tools")
+		}
+		nt, err := u.pool.opts.Native(cctx, u.name)
+		if err != nil {
+			return nil, nil, err
+		}
+		t = nt
+	case u.cfg.Stdio != nil:
 		t = u.stdioTransport(s)
-	} else {
+	default:
 		s.isHTTP = true
 		// One SSE reconnect attempt only: when the standalone stream breaks
 		// for good, the session should fail soon so that the supervisor

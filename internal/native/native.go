@@ -1,0 +1,214 @@
+// Package native serves airlock's native tools: the tools of wasm servers
+// (manifests with server.wasm), each a WebAssembly module run by
+// internal/sandbox. Every wasm server becomes an in-process MCP server that
+// the upstream pool connects to over in-memory transports, so native tools
+// are listed, pinned, judged, approved, captured, compensated and recorded
+// exactly like the tools of any other upstream.
+//
+// Protocol of a module: the call's JSON arguments on stdin; on stdout
+// either a CallToolResult JSON object (with a content list) or plain text;
+// a non-zero exit is an isError result carrying stderr. A module that hits
+// its time, memory or output limit gives an isError result saying which.
+//
+// This package may import manifests, internal/sandbox and the MCP SDK. It
+// does not log: failures are results or errors.
+package native
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/sandbox"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// Servers holds one in-process MCP server per wasm manifest.
+type Servers struct {
+	servers map[string]*mcp.Server
+}
+
+// tool is one native tool, resolved and loaded.
+type tool struct {
+	name   string
+	decl   *manifests.Tool
+	wasm   manifests.WASMTool // resolved paths
+	module *sandbox.Module
+	env    map[string]string
+}
+
+// New loads every module of the wasm manifests among ms (checking each
+// module's SHA-256: a mismatch, or a missing file, is an error naming the
+// manifest and tool, and nothing is served) and builds their servers. vars
+// are airlock's own ${VAR}s (AIRLOCK_DATA_DIR, AIRLOCK_CONFIG_DIR); getenv
+// supplies the values of each tool's env allowlist.
+func New(ctx context.Context, sb *sandbox.Sandbox, ms []*manifests.Manifest, vars map[string]string, getenv func(string) string) (*Servers, error) {
+	n := &Servers{servers: map[string]*mcp.Server{}}
+	var errs []error
+	for _, m := range ms {
+		if m.Server.WASM == nil {
+			continue
+		}
+		srv := mcp.NewServer(&mcp.Implementation{Name: "airlock-native-" + m.Server.Name, Version: "1"}, nil)
+		names := make([]string, 0, len(m.Tools))
+		for name := range m.Tools {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			decl := m.Tools[name]
+			if decl.WASM == nil {
+				continue // the manifest validator reports it
+			}
+			t := &tool{name: name, decl: decl, wasm: decl.WASM.Resolve(filepath.Dir(m.File), vars), env: map[string]string{}}
+			for _, e := range t.wasm.Env {
+				t.env[e] = getenv(e)
+			}
+			mod, err := sb.Load(ctx, t.wasm.Module, t.wasm.SHA256)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: tools.%s.wasm: %w", m.File, name, err))
+				continue
+			}
+			t.module = mod
+			srv.AddTool(t.mcpTool(), t.handle)
+		}
+		n.servers[m.Server.Name] = srv
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Has reports whether server is a native server.
+func (n *Servers) Has(server string) bool {
+	_, ok := n.servers[server]
+	return ok
+}
+
+// Transport connects a new in-memory session to the native server and
+// returns the client's end (for the upstream pool).
+func (n *Servers) Transport(ctx context.Context, server string) (mcp.Transport, error) {
+	srv, ok := n.servers[server]
+	if !ok {
+		return nil, fmt.Errorf("no wasm server %q is configured", server)
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := srv.Connect(ctx, st, nil); err != nil {
+		return nil, fmt.Errorf("starting native server %s: %w", server, err)
+	}
+	return ct, nil
+}
+
+func (t *tool) mcpTool() *mcp.Tool {
+	ann := &mcp.ToolAnnotations{IdempotentHint: t.decl.Idempotent, OpenWorldHint: ptr(false)}
+	readOnly, destructive := true, false
+	for _, se := range t.decl.SideEffects {
+		switch se {
+		case manifests.SideEffectNone, manifests.SideEffectRead:
+		case manifests.SideEffectDelete:
+			readOnly, destructive = false, true
+		default:
+			readOnly = false
+		}
+	}
+	ann.ReadOnlyHint = readOnly
+	if !readOnly {
+		ann.DestructiveHint = ptr(destructive)
+	}
+	return &mcp.Tool{Name: t.name, Description: t.decl.Description, InputSchema: t.wasm.InputSchema, Annotations: ann}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := []byte(req.Params.Arguments)
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = []byte("{}")
+	}
+	call := sandbox.Call{Args: t.wasm.Args, Stdin: args, Env: t.env, Limits: sandbox.Limits{
+		MemoryBytes: int64(t.wasm.EffectiveMemoryLimit()),
+		Timeout:     t.decl.EffectiveTimeout(),
+		OutputBytes: int(t.wasm.EffectiveOutputLimit()),
+	}}
+	for _, m := range t.wasm.Mounts {
+		call.Mounts = append(call.Mounts, sandbox.Mount{HostDir: m.Host, GuestPath: m.Guest, ReadOnly: m.ReadOnly()})
+	}
+	res, err := t.module.Run(ctx, call)
+	switch {
+	case errors.Is(err, sandbox.ErrTimeout):
+		return toolError("%s was stopped at its time limit of %s; nothing it did after that point was kept. Try a smaller input.", t.name, call.Limits.Timeout), nil
+	case errors.Is(err, sandbox.ErrMemoryLimit):
+		return toolError("%s ran out of memory at its limit of %s. Try a smaller input.", t.name, t.wasm.EffectiveMemoryLimit()), nil
+	case errors.Is(err, sandbox.ErrOutputLimit):
+		return toolError("%s produced more than its output limit of %s, so its result was dropped. Ask for less (a narrower query or a smaller input).", t.name, t.wasm.EffectiveOutputLimit()), nil
+	case err != nil:
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return toolError("%s could not run: %v", t.name, err), nil
+	case res.ExitCode != 0:
+		msg := strings.TrimSpace(string(res.Stderr))
+		if msg == "" {
+			msg = fmt.Sprintf("%s failed (exit code %d) without saying why", t.name, res.ExitCode)
+		}
+		return toolError("%s", msg), nil
+	}
+	return parseOutput(res.Stdout), nil
+}
+
+// parseOutput reads a module's stdout: a CallToolResult when it is one (a
+// JSON object with a content list), else the text as it is.
+func parseOutput(out []byte) *mcp.CallToolResult {
+	trimmed := bytes.TrimSpace(out)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		var probe struct {
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(trimmed, &probe) == nil && len(probe.Content) > 0 && probe.Content[0] == '[' {
+			var r mcp.CallToolResult
+			if err := json.Unmarshal(trimmed, &r); err == nil {
+				return &r
+			}
+		}
+	}
+	text := string(out)
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+func toolError(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// MkdirMounts creates the host directories of read-write mounts that do
+// not exist yet (a fresh data dir), so the first call does not fail.
+func MkdirMounts(ms []*manifests.Manifest, vars map[string]string) error {
+	for _, m := range ms {
+		for _, t := range m.Tools {
+			if t.WASM == nil {
+				continue
+			}
+			for _, mt := range t.WASM.Resolve(filepath.Dir(m.File), vars).Mounts {
+				if mt.ReadOnly() {
+					continue
+				}
+				if err := os.MkdirAll(mt.Host, 0o700); err != nil {
+					return fmt.Errorf("%s: creating the host directory of mount %s: %w", m.File, mt.Guest, err)
+				}
+			}
+		}
+	}
+	return nil
+}
