@@ -253,6 +253,7 @@ func TestLimits(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v (stderr %q)", err, tt.wantErr, r.Stderr)
 			}
+			t.Logf("%v after %v", err, r.Duration)
 			if r.Duration < tt.min || r.Duration > tt.max {
 				t.Errorf("duration %v, want within [%v, %v]", r.Duration, tt.min, tt.max)
 			}
@@ -617,6 +618,11 @@ func TestCacheDir(t *testing.T) {
 	if len(first) == 0 {
 		t.Fatal("the first Sandbox wrote nothing to the cache dir")
 	}
+	var size int64
+	for _, n := range first {
+		size += n
+	}
+	t.Logf("cache: %d files, %d bytes", len(first), size)
 	load()
 	if diff := cmp.Diff(first, cacheFiles(t, cache)); diff != "" {
 		t.Errorf("the second Sandbox compiled again instead of reading the cache (-first +second):\n%s", diff)
