@@ -292,3 +292,90 @@ func fetchHistory(t testing.TB, c client.Client, id, runID string) *historypb.Hi
 	}
 	return h
 }
+
+// TestRecordApprovalHistory records the approval paths the main recording
+// does not take: a request denied by its approver, one that times out, and
+// one escalated to a second group whose member approves it.
+func TestRecordApprovalHistory(t *testing.T) {
+	m, _ := counterManifest(t, `  put:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    idempotent: true
+    approval: {group: ops, timeout: 1h}
+  fail:
+    side_effects: [none]
+    data_access_level: public
+    risk: high
+    idempotent: true
+    approval: {group: ops, timeout: 2s}
+  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    idempotent: false
+    approval: {group: ops, timeout: 1h, escalate_after: 1s, escalate_to: leads}
+`)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}, "leads": {"lisa"}}})
+	cs := s.connect(t, nil)
+	waitTools(t, cs, "counter__put")
+	ctx := context.Background()
+	taskID := "record-approvals"
+	in := workflows.TaskInput{TaskID: taskID, Principal: "recorder",
+		Identity: &workflows.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
+		Limits:   workflows.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
+	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.DefaultTaskQueue}, workflows.AgentTaskName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// decide waits for the call's request to be pending (and, when
+	// escalated is set, escalated), then delivers one approver's decision.
+	decide := func(callID, who string, approve, escalated bool) {
+		for range 300 {
+			ar, err := approver.Lookup(ctx, s.client, taskID+"~"+callID)
+			if err == nil && ar.State == workflows.ApprovalPending && (!escalated || ar.Escalated) {
+				if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+callID, workflows.DecideRequest{
+					RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: approve, Via: "cli"}); err != nil {
+					t.Errorf("deliver %s: %v", callID, err)
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("request of %s never became ready for %s", callID, who)
+	}
+	for _, c := range []struct {
+		id, tool string
+		want     workflows.Outcome
+		act      func()
+	}{
+		{"denied", "put", workflows.OutcomeDenied, func() { decide("denied", "bob", false, false) }},
+		{"timed-out", "fail", workflows.OutcomeDenied, nil},
+		{"escalated", "append", workflows.OutcomeOK, func() { decide("escalated", "lisa", true, true) }},
+	} {
+		if c.act != nil {
+			go c.act()
+		}
+		req := workflows.CallRequest{CallID: c.id, Tool: "counter__" + c.tool, Server: "counter", UpstreamTool: c.tool,
+			Arguments: json.RawMessage(`{"key":"k"}`), Spec: activities.SpecFor(m.Tools[c.tool])}
+		if c.tool == "fail" {
+			req.Arguments = json.RawMessage(`{"text":"t"}`)
+		}
+		h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: c.id,
+			UpdateName: workflows.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		var res workflows.CallResult
+		if err == nil {
+			err = h.Get(ctx, &res)
+		}
+		if err != nil || res.Outcome != c.want {
+			t.Fatalf("call %s: %v %+v, want %s", c.id, err, res, c.want)
+		}
+	}
+	if err := s.client.SignalWorkflow(ctx, taskID, "", workflows.SignalFinish, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	replayRuns(t, s, taskID, run.GetRunID(), "approvals_v1")
+}
