@@ -60,7 +60,9 @@ type Call struct {
 type Result struct {
 	Stdout, Stderr []byte
 	ExitCode       int
-	Duration       time.Duration
+	// Duration is instantiation plus run, timed from when the timeout
+	// starts counting.
+	Duration time.Duration
 }
 
 // Errors Run returns, wrapped with detail; test them with errors.Is. Result
@@ -116,9 +118,14 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: %s: %w", m.name, err)
 	}
-	for k := range c.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return Result{}, fmt.Errorf("sandbox: %s: invalid environment variable name %q", m.name, k)
+	for k, v := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
+			return Result{}, fmt.Errorf("sandbox: %s: invalid environment variable %q", m.name, k)
+		}
+	}
+	for _, a := range c.Args {
+		if strings.Contains(a, "\x00") {
+			return Result{}, fmt.Errorf("sandbox: %s: argument %q contains NUL", m.name, a)
 		}
 	}
 	fsc, closeMounts, err := mountAll(c.Mounts)
@@ -139,6 +146,9 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 		return Result{}, fmt.Errorf("sandbox: %s: %w", m.name, err)
 	}
 
+	// Timed from here, so that Duration is never less than the time the
+	// guest was allowed when it hits its timeout.
+	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
 	stdout := &capWriter{max: lim.OutputBytes, onFull: cancel}
@@ -176,7 +186,6 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 		mc = mc.WithEnv(k, c.Env[k])
 	}
 
-	start := time.Now()
 	mod, err := r.InstantiateModule(runCtx, cm, mc)
 	res := Result{Duration: time.Since(start)}
 	if mod != nil {

@@ -151,8 +151,20 @@ func (s *Sandbox) Load(ctx context.Context, path, sha256hex string) (*Module, er
 		hash: got,
 		wasm: b,
 	}
-	if _, _, err := s.compile(ctx, m, pagesFor(0)); err != nil {
+	_, cm, err := s.compile(ctx, m, pagesFor(0))
+	if err != nil {
 		return nil, fmt.Errorf("sandbox: load %s: %w", path, err)
+	}
+	// Checked here so that a module that cannot run fails at Load, not as
+	// a puzzling error on every call.
+	for _, f := range cm.ImportedFunctions() {
+		if mod, name, _ := f.Import(); mod != wasi_snapshot_preview1.ModuleName {
+			return nil, fmt.Errorf("sandbox: load %s: imports %s.%s; only %s is provided",
+				path, mod, name, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	if _, ok := cm.ExportedFunctions()["_start"]; !ok {
+		return nil, fmt.Errorf("sandbox: load %s: not a WASI command: no _start export", path)
 	}
 	return m, nil
 }

@@ -518,26 +518,44 @@ func TestBadMounts(t *testing.T) {
 func TestLoad(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	garbage := filepath.Join(dir, "garbage.wasm")
-	if err := os.WriteFile(garbage, []byte("not wasm"), 0o644); err != nil {
-		t.Fatal(err)
+	header := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	files := map[string][]byte{
+		"garbage.wasm": []byte("not wasm"),
+		"empty.wasm":   header,
+		// type section: one func () -> (); import section: env.f of it.
+		"imports.wasm": append(append([]byte{}, header...),
+			1, 4, 1, 0x60, 0, 0,
+			2, 9, 1, 3, 'e', 'n', 'v', 1, 'f', 0, 0),
 	}
-	garbageSum := sha256.Sum256([]byte("not wasm"))
+	sums := map[string]string{guestWasm: guestSHA256}
+	for name, b := range files {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		sums[p] = hex.EncodeToString(sum[:])
+	}
+	at := func(name string) string { return filepath.Join(dir, name) }
 	wrong := strings.Repeat("ab", 32)
 	tests := []struct {
-		name, path, sha string
-		want            []string // the error must contain each
+		name, path string
+		sha        string   // "" means the file's own
+		want       []string // the error must contain each; nil means success
+		compiled   bool     // whether the module gets as far as compiling
 	}{
-		{"sha256 mismatch", guestWasm, wrong, []string{guestWasm, "expected " + wrong, "actual " + guestSHA256}},
-		{"upper-case hash is fine", guestWasm, strings.ToUpper(guestSHA256), nil},
-		{"hash not hex", guestWasm, "xyz", []string{guestWasm, "not 64 hex digits"}},
-		{"missing file", filepath.Join(dir, "missing.wasm"), guestSHA256, []string{"missing.wasm"}},
-		{"not a wasm module", garbage, hex.EncodeToString(garbageSum[:]), []string{garbage, "compile"}},
+		{name: "sha256 mismatch", path: guestWasm, sha: wrong, want: []string{guestWasm, "expected " + wrong, "actual " + guestSHA256}},
+		{name: "upper-case hash is fine", path: guestWasm, sha: strings.ToUpper(guestSHA256)},
+		{name: "hash not hex", path: guestWasm, sha: "xyz", want: []string{guestWasm, "not 64 hex digits"}},
+		{name: "missing file", path: at("missing.wasm"), sha: guestSHA256, want: []string{"missing.wasm"}},
+		{name: "not a wasm module", path: at("garbage.wasm"), want: []string{at("garbage.wasm"), "compile"}},
+		{name: "imports beyond WASI", path: at("imports.wasm"), want: []string{"imports env.f"}, compiled: true},
+		{name: "not a command", path: at("empty.wasm"), want: []string{"no _start"}, compiled: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// A cache directory of its own shows whether anything was
-			// compiled; a module that loads may use the shared one.
+			// compiled; the guest may use the shared one.
 			cache := t.TempDir()
 			if tt.want == nil {
 				cache = sharedCache
@@ -547,7 +565,11 @@ func TestLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close(ctx)
-			_, err = s.Load(ctx, tt.path, tt.sha)
+			sha := tt.sha
+			if sha == "" {
+				sha = sums[tt.path]
+			}
+			_, err = s.Load(ctx, tt.path, sha)
 			if tt.want == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -562,7 +584,7 @@ func TestLoad(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
-			if files := cacheFiles(t, cache); len(files) != 0 {
+			if files := cacheFiles(t, cache); !tt.compiled && len(files) != 0 {
 				t.Errorf("refused module left compiled code behind: %v", files)
 			}
 		})
