@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/devserver"
+	"github.com/airlock-run/airlock/internal/devui"
 	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
@@ -37,12 +38,15 @@ type roles struct {
 	worker   bool
 	gateway  bool
 	stdio    bool // gateway on stdin/stdout instead of HTTP
+	ui       bool // Temporal Web UI on uiPort (with embedded only)
+	uiPort   int
 }
 
 // stack is a running set of roles; stop tears it down in reverse order.
 type stack struct {
 	env     *env
 	srv     *devserver.Server
+	ui      *devui.UI
 	client  client.Client
 	pool    *upstream.Pool
 	worker  sdkworker.Worker
@@ -68,14 +72,17 @@ func runDev(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stdio := fs.Bool("stdio", false, "serve MCP on stdin/stdout (for Claude Desktop) instead of HTTP")
 	task := fs.String("task", "", "with --stdio: attach to this task `ID` (reattach after a client restart)")
 	port := fs.Int("temporal-port", 7233, "`port` of the embedded Temporal frontend (127.0.0.1 only)")
+	uiPort := fs.Int("ui-port", devui.DefaultPort, "`port` of the embedded Temporal's Web UI (127.0.0.1 only; 0 picks a free port, -1 turns it off)")
+	noUI := fs.Bool("no-ui", false, "do not serve the Temporal Web UI")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: airlock dev [flags]
 
 Runs airlock in one process: an embedded Temporal server persisting to
-<data-dir>/temporal.db (SQLite), the worker, and the MCP gateway on
-http://<listen>/mcp. Killing and restarting it on the same data dir resumes
-every task. With --temporal-address (or TEMPORAL_ADDRESS) it uses that
-Temporal instead of the embedded one.
+<data-dir>/temporal.db (SQLite) with its Web UI on http://127.0.0.1:8233,
+the worker, and the MCP gateway on http://<listen>/mcp. Killing and
+restarting it on the same data dir resumes every task. With
+--temporal-address (or TEMPORAL_ADDRESS) it uses that Temporal (and no UI)
+instead of the embedded one.
 
 Flags:
 `)
@@ -88,12 +95,17 @@ Flags:
 		fmt.Fprintf(stderr, "airlock dev: unexpected argument %q (flags only; see airlock dev -h)\n", fs.Arg(0))
 		return 2
 	}
+	if *uiPort < -1 || *uiPort > 65535 {
+		fmt.Fprintf(stderr, "airlock dev: --ui-port %d: want 0-65535 (0 picks a free port) or -1 (no UI)\n", *uiPort)
+		return 2
+	}
 	e, err := load(f, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock dev: %v\n", err)
 		return 1
 	}
-	return serve(e, roles{embedded: !e.external, worker: true, gateway: true, stdio: *stdio}, *port, *task, stdin, stdout, stderr)
+	r := roles{embedded: !e.external, worker: true, gateway: true, stdio: *stdio, ui: !*noUI && *uiPort >= 0, uiPort: *uiPort}
+	return serve(e, r, *port, *task, stdin, stdout, stderr)
 }
 
 // serve starts the roles, prints how to connect, and runs until SIGINT or
@@ -183,6 +195,14 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		})
 		hostPort = srv.HostPort()
 		e.flags.address = hostPort
+		if r.ui {
+			ui, err := devui.Start(ctx, devui.Options{Port: r.uiPort, TemporalAddress: hostPort, Namespace: e.ns})
+			if err != nil {
+				return s, fmt.Errorf("%w (pass --ui-port to use another port, 0 for a free one, or --no-ui)", err)
+			}
+			s.ui = ui
+			s.stops = append(s.stops, ui.Stop)
+		}
 	} else if hostPort == "" {
 		return s, errors.New("no Temporal to use: pass --temporal-address host:port (or set TEMPORAL_ADDRESS, or temporal.address in the config); only `airlock dev` embeds one")
 	}
@@ -344,6 +364,9 @@ func banner(w io.Writer, e *env, s *stack, r roles) {
 	temporal := e.flags.address + " (external), namespace " + e.ns
 	if s.srv != nil {
 		temporal = s.srv.HostPort() + " (embedded, " + filepath.Join(e.dataDir, "temporal.db") + "), namespace " + e.ns
+	}
+	if s.ui != nil {
+		temporal += "\n  Temporal UI:   " + s.ui.URL() + "   (tasks and their histories)"
 	}
 	var ups []string
 	for _, st := range s.pool.Statuses() {

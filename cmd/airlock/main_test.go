@@ -112,7 +112,9 @@ steps:
 
 		// dev: every case fails before the embedded Temporal would start.
 		{name: "dev -h", args: []string{"dev", "-h"}, code: 0,
-			stderr: append([]string{"Usage: airlock dev", "-stdio", "-temporal-port"}, servingFlags...)},
+			stderr: append([]string{"Usage: airlock dev", "-stdio", "-temporal-port", "-ui-port", "-no-ui"}, servingFlags...)},
+		{name: "dev bad ui port", args: []string{"dev", "--ui-port", "-2"}, code: 2,
+			stderr: []string{"--ui-port -2", "0 picks a free port", "-1 (no UI)"}},
 		{name: "dev unknown flag", args: []string{"dev", "--bogus"}, code: 2,
 			stderr: []string{"flag provided but not defined: -bogus", "Usage: airlock dev"}},
 		{name: "dev extra argument", args: []string{"dev", "extra-arg"}, code: 2,
