@@ -1,0 +1,1062 @@
+package audit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// Options tune Build. The zero value (or nil) is fine.
+type Options struct {
+	// Redact maps exposed tool names ("server__tool") to the argument
+	// paths to mask: the manifests' redact lists. The paths recorded with
+	// a call's approval request are masked as well.
+	Redact map[string][]string
+}
+
+// Build is the timeline of one run's history. For a task that continued as
+// new, BuildChain over all its runs gives the whole task.
+func Build(hist *historypb.History, opts *Options) (*Timeline, error) {
+	return BuildChain([]*historypb.History{hist}, opts)
+}
+
+// BuildChain is the timeline of a task from the histories of its runs,
+// oldest first, each run continuing the one before it.
+func BuildChain(hists []*historypb.History, opts *Options) (*Timeline, error) {
+	if len(hists) == 0 {
+		return nil, errors.New("no history")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	b := &builder{dc: converter.GetDefaultDataConverter(), opts: opts, tl: &Timeline{End: "running"},
+		calls: map[string]*callState{}}
+	for i, h := range hists {
+		if err := b.run(i, h); err != nil {
+			return nil, err
+		}
+	}
+	b.finish()
+	return b.tl, nil
+}
+
+// localActivityMarker is the SDK's record of a local activity, in the
+// marker's "data" detail; its result is in the "result" detail.
+type localActivityMarker struct {
+	ActivityID   string
+	ActivityType string
+	ReplayTime   time.Time
+	Attempt      int
+}
+
+// Marker names and details written by the SDK.
+const (
+	markerLocalActivity = "LocalActivity"
+	markerDetailData    = "data"
+	markerDetailResult  = "result"
+)
+
+// callState is what the builder keeps about a call besides what it shows.
+type callState struct {
+	c *Call
+	// args are the raw arguments; redact paths from the approval notice
+	// join the manifest's.
+	args   json.RawMessage
+	redact []string
+	// Sequence numbers (across runs) for matching decisions to calls.
+	accepted, done, executed int
+	// recorded is the decision in the call's result (agent calls).
+	recorded *workflows.Decision
+	// plan calls: the call's outcome is worked out from its events.
+	plan        bool
+	decideError string
+	undo        *compState
+	capture     *compState
+}
+
+// compState holds the raw arguments of a capture or compensation.
+type compState struct {
+	tool string
+	args json.RawMessage
+}
+
+// decideMarker is one recorded policy decision, not yet matched to a call.
+type decideMarker struct {
+	seq  int
+	at   time.Time
+	out  activities.DecideOutput
+	err  string
+	used bool
+}
+
+// actRef says what a scheduled activity is.
+type actRef struct {
+	kind string // call, capture, undo, notify, escalate, close-approval, rollback-failed
+	cs   *callState
+	try  int // index into Tries or Compensation.Runs
+}
+
+// updateRef says what an accepted Update is.
+type updateRef struct {
+	kind     string // call, vote, rollback
+	cs       *callState
+	vote     int
+	rollback int
+}
+
+type builder struct {
+	dc   converter.DataConverter
+	opts *Options
+	tl   *Timeline
+
+	seq     int // event counter across runs
+	runN    int // 1-based
+	calls   map[string]*callState
+	order   []*callState
+	decides []*decideMarker
+	updates map[string]*updateRef
+	acts    map[int64]*actRef
+
+	// plans
+	steps    []string // step IDs, in order
+	stepNext int
+	current  *callState // the plan call in progress
+
+	// rollbacks
+	rolling         int // index of the explicit rollback running, -1 if none
+	inferred        int // index of the inferred rollback running, -1 if none
+	cancelRequested bool
+}
+
+func (b *builder) problem(format string, args ...any) {
+	b.tl.Problems = append(b.tl.Problems, fmt.Sprintf(format, args...))
+}
+
+// decode decodes the first payload into v.
+func (b *builder) decode(p *commonpb.Payloads, v any) error {
+	if p == nil || len(p.GetPayloads()) == 0 {
+		return errors.New("no payload")
+	}
+	return b.dc.FromPayload(p.GetPayloads()[0], v)
+}
+
+func (b *builder) run(i int, h *historypb.History) error {
+	evs := h.GetEvents()
+	if len(evs) == 0 {
+		return fmt.Errorf("history %d has no events", i+1)
+	}
+	first := evs[0]
+	if first.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {
+		return fmt.Errorf("history %d does not begin with the workflow's start (event 1 is %s); fetch the whole history", i+1, first.GetEventType())
+	}
+	b.runN = i + 1
+	b.updates = map[string]*updateRef{}
+	b.acts = map[int64]*actRef{}
+	b.rolling, b.inferred = -1, -1
+	if err := b.started(i, first); err != nil {
+		return err
+	}
+	for _, ev := range evs[1:] {
+		b.seq++
+		b.event(ev)
+	}
+	r := &b.tl.Runs[len(b.tl.Runs)-1]
+	r.Events = len(evs)
+	b.closeInferred()
+	return nil
+}
+
+func (b *builder) started(i int, ev *historypb.HistoryEvent) error {
+	a := ev.GetWorkflowExecutionStartedEventAttributes()
+	at := ev.GetEventTime().AsTime()
+	tl := b.tl
+	wt := a.GetWorkflowType().GetName()
+	if i > 0 {
+		prev := tl.Runs[len(tl.Runs)-1]
+		if c := a.GetContinuedExecutionRunId(); c != prev.ID {
+			return fmt.Errorf("history %d (run %s) does not continue run %s (it continues %q); give the runs of one task, oldest first", i+1, a.GetOriginalExecutionRunId(), prev.ID, c)
+		}
+	}
+	tl.Runs = append(tl.Runs, Run{ID: a.GetOriginalExecutionRunId(), Started: at, End: "running"})
+	tl.End, tl.Ended = "running", nil
+	if i > 0 {
+		return nil // the input only carries state over
+	}
+	var in workflows.TaskInput
+	switch wt {
+	case workflows.AgentTaskName:
+		tl.Kind = "agent"
+		if err := b.decode(a.GetInput(), &in); err != nil {
+			return fmt.Errorf("decoding the task's input: %w", err)
+		}
+		tl.Client = in.Client
+		if in.Carried != nil {
+			tl.Partial = true
+			at = in.Carried.StartedAt
+		}
+	case workflows.PlanName:
+		tl.Kind = "plan"
+		var pin workflows.PlanInput
+		if err := b.decode(a.GetInput(), &pin); err != nil {
+			return fmt.Errorf("decoding the plan's input: %w", err)
+		}
+		in = workflows.TaskInput{TaskID: pin.TaskID, Principal: pin.Principal, Identity: pin.Identity, Limits: pin.Limits}
+		if pin.Plan != nil {
+			tl.Plan = pin.Plan.Name
+			for _, s := range pin.Plan.Steps {
+				b.steps = append(b.steps, s.ID)
+				tl.Steps = append(tl.Steps, Step{ID: s.ID, Tool: s.Tool, State: workflows.StepPending})
+			}
+		}
+	default:
+		return fmt.Errorf("workflow type %q is not an airlock task (%s or %s)", wt, workflows.AgentTaskName, workflows.PlanName)
+	}
+	tl.Task, tl.Principal, tl.Started = in.TaskID, in.Principal, at.UTC()
+	if tl.Task == "" {
+		tl.Task = a.GetWorkflowId()
+	}
+	if id := in.Identity; id != nil {
+		tl.Roles, tl.DataLevel = id.Roles, id.DataLevel
+	}
+	tl.Limits = Limits{MaxCalls: in.Limits.MaxCalls}
+	if dl := in.Limits.Deadline; !dl.IsZero() {
+		dl = dl.UTC()
+		tl.Limits.Deadline = &dl
+	}
+	if it := in.Limits.IdleTimeout; it > 0 {
+		tl.Limits.IdleTimeout = it.String()
+	}
+	return nil
+}
+
+func (b *builder) event(ev *historypb.HistoryEvent) {
+	at := ev.GetEventTime().AsTime().UTC()
+	switch ev.GetEventType() {
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+		b.updateAccepted(at, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes())
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+		b.updateCompleted(at, ev.GetWorkflowExecutionUpdateCompletedEventAttributes())
+	case enumspb.EVENT_TYPE_MARKER_RECORDED:
+		b.marker(at, ev.GetMarkerRecordedEventAttributes())
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		b.activityScheduled(at, ev.GetEventId(), ev.GetActivityTaskScheduledEventAttributes())
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		a := ev.GetActivityTaskCompletedEventAttributes()
+		b.activityClosed(at, a.GetScheduledEventId(), a.GetResult(), nil, "")
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+		a := ev.GetActivityTaskFailedEventAttributes()
+		b.activityClosed(at, a.GetScheduledEventId(), nil, a.GetFailure(), "")
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+		a := ev.GetActivityTaskTimedOutEventAttributes()
+		b.activityClosed(at, a.GetScheduledEventId(), nil, a.GetFailure(), string(workflows.OutcomeUnknown))
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+		a := ev.GetActivityTaskCanceledEventAttributes()
+		b.activityClosed(at, a.GetScheduledEventId(), nil, nil, "canceled")
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == workflows.SignalFinish {
+			b.tl.Requests = append(b.tl.Requests, Request{Type: "finish", At: at})
+		}
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
+		b.cancelRequested = true
+		b.tl.Requests = append(b.tl.Requests, Request{Type: "cancel", At: at})
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+		var res workflows.TaskResult
+		if err := b.decode(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res); err != nil {
+			b.problem("task result: %v", err)
+		}
+		b.tl.CallCount = res.Calls
+		for _, e := range res.Undone {
+			b.tl.Undone = append(b.tl.Undone, e.CallID)
+		}
+		b.closed(at, res.State, "")
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+		b.closed(at, "continued_as_new", "")
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+		b.closed(at, "failed", ev.GetWorkflowExecutionFailedEventAttributes().GetFailure().GetMessage())
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+		b.closed(at, "terminated", ev.GetWorkflowExecutionTerminatedEventAttributes().GetReason())
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+		b.closed(at, "timed_out", "")
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+		b.closed(at, workflows.StateCanceled, "")
+	}
+}
+
+func (b *builder) closed(at time.Time, end, reason string) {
+	r := &b.tl.Runs[len(b.tl.Runs)-1]
+	r.Ended, r.End = &at, end
+	b.tl.Ended, b.tl.End, b.tl.EndReason = &at, end, reason
+}
+
+// call returns the call with this ID, creating it when the history has
+// not shown it yet.
+func (b *builder) call(id, tool string, at time.Time) *callState {
+	if cs, ok := b.calls[id]; ok {
+		return cs
+	}
+	return b.newCall(id, tool, at)
+}
+
+func (b *builder) newCall(id, tool string, at time.Time) *callState {
+	cs := &callState{c: &Call{ID: id, Tool: tool, Run: b.runN, Requested: at}, accepted: b.seq}
+	if prev, ok := b.calls[id]; ok && prev.c.Run < b.runN {
+		cs.c.Repeat = true
+	}
+	b.calls[id] = cs
+	b.order = append(b.order, cs)
+	return cs
+}
+
+func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpdateAcceptedEventAttributes) {
+	in := a.GetAcceptedRequest().GetInput()
+	id := a.GetAcceptedRequest().GetMeta().GetUpdateId()
+	if id == "" {
+		id = a.GetProtocolInstanceId()
+	}
+	switch in.GetName() {
+	case workflows.UpdateCallTool:
+		var req workflows.CallRequest
+		if err := b.decode(in.GetArgs(), &req); err != nil {
+			b.problem("call_tool update %s: %v", id, err)
+			req.CallID = id
+		}
+		b.closeInferred()
+		cs := b.newCall(req.CallID, req.Tool, at)
+		cs.c.Server, cs.args = req.Server, req.Arguments
+		b.updates[id] = &updateRef{kind: "call", cs: cs}
+	case workflows.UpdateDecide:
+		var d workflows.DecideRequest
+		if err := b.decode(in.GetArgs(), &d); err != nil {
+			b.problem("decide update %s: %v", id, err)
+			return
+		}
+		callID := strings.TrimPrefix(d.RequestID, b.tl.Task+"~")
+		cs := b.call(callID, "", at)
+		ap := b.approval(cs, d.RequestID)
+		ap.Votes = append(ap.Votes, Vote{Approver: d.Approver, Approve: d.Approve, At: at, Via: d.Via, Comment: d.Comment})
+		b.updates[id] = &updateRef{kind: "vote", cs: cs, vote: len(ap.Votes) - 1}
+	case workflows.UpdateRollback:
+		var req workflows.RollbackRequest
+		if err := b.decode(in.GetArgs(), &req); err != nil {
+			b.problem("rollback update %s: %v", id, err)
+		}
+		b.closeInferred()
+		b.tl.Rollbacks = append(b.tl.Rollbacks, Rollback{By: req.By, Reason: req.Reason, Requested: at, State: "running"})
+		i := len(b.tl.Rollbacks) - 1
+		if b.rolling < 0 {
+			b.rolling = i
+		}
+		b.updates[id] = &updateRef{kind: "rollback", rollback: i}
+	}
+}
+
+func (b *builder) approval(cs *callState, id string) *Approval {
+	if cs.c.Approval == nil {
+		cs.c.Approval = &Approval{ID: id, State: workflows.ApprovalPending}
+	}
+	return cs.c.Approval
+}
+
+func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUpdateCompletedEventAttributes) {
+	ref := b.updates[a.GetMeta().GetUpdateId()]
+	if ref == nil {
+		return
+	}
+	fail := a.GetOutcome().GetFailure()
+	switch ref.kind {
+	case "call":
+		cs := ref.cs
+		cs.done = b.seq
+		cs.c.Finished = &at
+		if fail != nil {
+			cs.c.Result = &Result{Outcome: string(workflows.OutcomeFailed), Reason: fail.GetMessage()}
+			return
+		}
+		var res workflows.CallResult
+		if err := b.decode(a.GetOutcome().GetSuccess(), &res); err != nil {
+			b.problem("result of call %s: %v", cs.c.ID, err)
+			return
+		}
+		cs.recorded = res.Decision
+		cs.c.Result = &Result{Outcome: string(res.Outcome), Reason: res.Reason, Attempts: res.Attempts,
+			IsError: res.Outcome == workflows.OutcomeToolError}
+		if len(res.Result) > 0 {
+			cs.c.Result.Text = summary(workflows.ResultText(res.Result))
+		}
+	case "vote":
+		ap := ref.cs.c.Approval
+		v := &ap.Votes[ref.vote]
+		if fail != nil {
+			v.Result = "refused: " + fail.GetMessage()
+			return
+		}
+		var res workflows.DecideResult
+		if err := b.decode(a.GetOutcome().GetSuccess(), &res); err != nil {
+			b.problem("decision of %s: %v", v.Approver, err)
+			return
+		}
+		v.Result = res.Message
+		if res.State != "" && res.State != workflows.ApprovalPending {
+			ap.State = res.State
+			if ap.Decided == nil {
+				ap.Decided = &at
+			}
+		}
+	case "rollback":
+		rb := &b.tl.Rollbacks[ref.rollback]
+		rb.Finished = &at
+		if b.rolling == ref.rollback {
+			b.rolling = -1
+		}
+		if fail != nil {
+			rb.State, rb.Result = "failed", fail.GetMessage()
+			return
+		}
+		var res workflows.RollbackResult
+		if err := b.decode(a.GetOutcome().GetSuccess(), &res); err != nil {
+			b.problem("rollback result: %v", err)
+			return
+		}
+		rb.State, rb.Result, rb.Joined = res.State, res.Reason, res.Joined
+		rb.Compensated, rb.Remaining = nil, nil
+		for _, e := range res.Compensated {
+			rb.Compensated = append(rb.Compensated, e.CallID)
+			if !res.Joined {
+				b.sagaEntry(e, ref.rollback)
+			}
+		}
+		for _, e := range res.Remaining {
+			rb.Remaining = append(rb.Remaining, e.CallID)
+			if !res.Joined {
+				b.sagaEntry(e, ref.rollback)
+			}
+		}
+	}
+}
+
+// sagaEntry brings a call's compensation up to date with a rollback's
+// account of it.
+func (b *builder) sagaEntry(e workflows.SagaEntry, rollback int) {
+	cs := b.call(e.CallID, e.Tool, e.At)
+	comp := b.compensation(cs, e.At)
+	if e.Undo != nil && cs.undo == nil {
+		cs.undo = &compState{tool: e.Undo.Tool, args: e.Undo.Arguments}
+	}
+	if e.Error != "" {
+		comp.Error = e.Error
+	}
+	comp.State, comp.Reason = e.State, e.Reason
+}
+
+func (b *builder) compensation(cs *callState, at time.Time) *Compensation {
+	if cs.c.Compensation == nil {
+		cs.c.Compensation = &Compensation{Recorded: at, State: workflows.UndoPending}
+	}
+	return cs.c.Compensation
+}
+
+func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttributes) {
+	if a.GetMarkerName() != markerLocalActivity {
+		return
+	}
+	var m localActivityMarker
+	if err := b.decode(a.GetDetails()[markerDetailData], &m); err != nil {
+		b.problem("local activity marker: %v", err)
+		return
+	}
+	failed := ""
+	if f := a.GetFailure(); f != nil {
+		failed = failureText(f)
+	}
+	result := a.GetDetails()[markerDetailResult]
+	switch m.ActivityType {
+	case activities.DecideName:
+		d := &decideMarker{seq: b.seq, at: at, err: failed}
+		if failed == "" {
+			if err := b.decode(result, &d.out); err != nil {
+				b.problem("policy decision: %v", err)
+				return
+			}
+		}
+		b.decides = append(b.decides, d)
+		if b.tl.Kind == "plan" && b.current != nil && b.current.c.Decision == nil {
+			b.assignDecision(b.current, d)
+		}
+	case activities.PrepareStepName:
+		b.prepareStep(at, result, failed)
+	case activities.PlanCompensationName:
+		var out activities.CompensationOutput
+		if failed == "" {
+			if err := b.decode(result, &out); err != nil {
+				b.problem("compensation: %v", err)
+				return
+			}
+		}
+		cs := b.compensated()
+		if cs == nil {
+			b.problem("a compensation recorded at %s matches no call", at.Format(time.RFC3339Nano))
+			return
+		}
+		comp := b.compensation(cs, at)
+		comp.Recorded = at
+		switch {
+		case failed != "":
+			comp.Error = "the compensation could not be computed: " + failed
+		case out.Skipped != "":
+			comp.State, comp.Reason = "skipped", out.Skipped
+		case out.Error != "":
+			comp.Error = "the compensation could not be computed: " + out.Error
+		case out.Undo != nil:
+			cs.undo = &compState{tool: out.Undo.Tool, args: out.Undo.Arguments}
+		}
+	}
+}
+
+// compensated is the call a PlanCompensation marker belongs to: the call
+// whose tool finished first among those that have no compensation yet
+// and have not answered (the workflow computes the compensation right
+// after the call ran, before it answers).
+func (b *builder) compensated() *callState {
+	if b.tl.Kind == "plan" {
+		return b.current
+	}
+	var best *callState
+	for _, cs := range b.order {
+		if cs.executed == 0 || cs.done != 0 || cs.c.Compensation != nil {
+			continue
+		}
+		if best == nil || cs.executed < best.executed {
+			best = cs
+		}
+	}
+	return best
+}
+
+func (b *builder) prepareStep(at time.Time, result *commonpb.Payloads, failed string) {
+	b.finishPlanCall()
+	i := b.stepNext
+	b.stepNext++
+	if i >= len(b.tl.Steps) {
+		b.problem("a plan step was prepared beyond the plan's %d steps", len(b.tl.Steps))
+		return
+	}
+	st := &b.tl.Steps[i]
+	var out activities.StepOutput
+	if failed == "" {
+		if err := b.decode(result, &out); err != nil {
+			b.problem("step %s: %v", st.ID, err)
+			return
+		}
+	} else {
+		out.Error = failed
+	}
+	switch {
+	case out.Skip:
+		st.State, st.Reason = workflows.StepSkipped, out.Reason
+	case out.Error != "" || out.Call == nil:
+		st.State, st.Reason = workflows.StepFailed, fmt.Sprintf("step %s could not be prepared: %s", st.ID, out.Error)
+	default:
+		b.closeInferred()
+		cs := b.newCall("step-"+st.ID, out.Call.Tool, at)
+		cs.plan = true
+		cs.c.Step, cs.c.Server, cs.args = st.ID, out.Call.Server, out.Call.Arguments
+		st.Call, st.State = cs.c.ID, workflows.StepRunning
+		b.current = cs
+	}
+}
+
+// finishPlanCall works out how the plan call in progress ended.
+func (b *builder) finishPlanCall() {
+	cs := b.current
+	if cs == nil {
+		return
+	}
+	b.current = nil
+	c := cs.c
+	res := &Result{Attempts: len(c.Tries)}
+	d := c.Decision
+	switch {
+	case cs.decideError != "":
+		res.Outcome, res.Reason = string(workflows.OutcomeDenied),
+			fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", cs.decideError)
+	case d == nil:
+		res.Outcome, res.Reason = string(workflows.OutcomeLimit), "a task limit (calls or deadline) stopped the call"
+	case d.Effect == string(policy.Deny):
+		res.Outcome, res.Reason = string(workflows.OutcomeDenied), d.Reason
+	case d.Effect == string(policy.RequireApproval) && (c.Approval == nil || c.Approval.State != workflows.ApprovalApproved):
+		res.Outcome, res.Reason = string(workflows.OutcomeDenied), "not approved"
+		if c.Approval != nil {
+			res.Reason = "the approval request was " + c.Approval.State
+		}
+	case c.Capture != nil && c.Capture.Outcome != string(workflows.OutcomeOK) && c.Capture.Outcome != string(workflows.OutcomeToolError):
+		res.Outcome, res.Reason = string(workflows.OutcomeFailed), fmt.Sprintf("%s did not run: its pre-image could not be captured with %s (%s)", c.Tool, c.Capture.Tool, c.Capture.Outcome)
+		if c.Capture.Outcome == string(workflows.OutcomeUnavailable) {
+			res.Outcome = string(workflows.OutcomeUnavailable)
+		}
+	case len(c.Tries) == 0:
+		res.Outcome, res.Reason = string(workflows.OutcomeUnknown), "the call did not run to the end"
+	default:
+		last := c.Tries[len(c.Tries)-1]
+		res.Outcome, res.Reason = last.Outcome, last.Error
+		if c.Result != nil { // the tool's text, kept by activityClosed
+			res.Text = c.Result.Text
+		}
+		if last.Outcome == string(workflows.OutcomeToolError) {
+			res.IsError, res.Reason = true, c.Tool+" reported an error: "+res.Text
+		}
+	}
+	c.Result = res
+	if c.Finished == nil {
+		f := c.Requested
+		if d != nil && d.At != nil {
+			f = *d.At
+		}
+		if n := len(c.Tries); n > 0 && c.Tries[n-1].Finished != nil {
+			f = *c.Tries[n-1].Finished
+		}
+		if comp := c.Compensation; comp != nil && comp.Recorded.After(f) {
+			f = comp.Recorded
+		}
+		c.Finished = &f
+	}
+	if st := b.step(c.Step); st != nil {
+		switch workflows.Outcome(res.Outcome) {
+		case workflows.OutcomeOK:
+			st.State = workflows.StepOK
+		case workflows.OutcomeDenied:
+			st.State = workflows.StepDenied
+		default:
+			st.State = workflows.StepFailed
+		}
+		if res.Outcome != string(workflows.OutcomeOK) {
+			st.Reason = res.Reason
+		}
+	}
+}
+
+func (b *builder) step(id string) *Step {
+	for i := range b.tl.Steps {
+		if b.tl.Steps[i].ID == id {
+			return &b.tl.Steps[i]
+		}
+	}
+	return nil
+}
+
+func (b *builder) assignDecision(cs *callState, d *decideMarker) {
+	d.used = true
+	at := d.at
+	if d.err != "" {
+		cs.decideError = d.err
+		cs.c.Decision = &Decision{At: &at, Effect: string(policy.Deny), Check: policy.CheckError,
+			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", d.err)}
+		return
+	}
+	o := d.out
+	cs.c.Decision = &Decision{At: &at, Effect: string(o.Effect), Check: o.Check, Rule: o.Rule, Reason: o.Reason,
+		PolicyVersion: o.Version, Group: o.Group, Quorum: o.Quorum}
+	if o.Approval != nil {
+		cs.redact = append(cs.redact, o.Approval.Redact...)
+	}
+}
+
+func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.ActivityTaskScheduledEventAttributes) {
+	switch a.GetActivityType().GetName() {
+	case activities.CallToolName:
+		var in activities.CallToolInput
+		if err := b.decode(a.GetInput(), &in); err != nil {
+			b.problem("tool call: %v", err)
+			return
+		}
+		b.toolScheduled(at, id, in)
+	case activities.NotifyApproversName:
+		var n activities.ApprovalNotice
+		if err := b.decode(a.GetInput(), &n); err != nil {
+			b.problem("approval notice: %v", err)
+			return
+		}
+		cs := b.call(n.CallID, n.Tool, at)
+		cs.redact = append(cs.redact, n.Redact...)
+		ap := b.approval(cs, n.RequestID)
+		if n.Escalation {
+			ap.EscalatedTo, ap.EscalatedAt = n.Group, &at
+			return
+		}
+		ap.Group, ap.Quorum, ap.Digest, ap.Expires = n.Group, n.Quorum, n.Digest, n.ExpiresAt.UTC()
+		if ap.Requested.IsZero() {
+			ap.Requested = at
+		}
+	case activities.UpdateApprovalName:
+		var n activities.ApprovalNotice
+		if err := b.decode(a.GetInput(), &n); err != nil {
+			b.problem("approval notice: %v", err)
+			return
+		}
+		cs := b.call(n.CallID, n.Tool, at)
+		ap := b.approval(cs, n.RequestID)
+		if n.State != "" {
+			ap.State = n.State
+		}
+		if ap.Decided == nil && ap.State != workflows.ApprovalPending {
+			ap.Decided = &at
+		}
+	case activities.NotifyRollbackFailedName:
+		var n activities.RollbackNotice
+		if err := b.decode(a.GetInput(), &n); err != nil {
+			b.problem("rollback notice: %v", err)
+			return
+		}
+		i := b.rolling
+		if i < 0 {
+			i = b.inferred
+		}
+		if i < 0 {
+			return
+		}
+		rb := &b.tl.Rollbacks[i]
+		rb.State, rb.Result = workflows.StateRollbackFailed, n.Reason
+		if rb.Inferred && n.RequestedBy != "" {
+			rb.By = n.RequestedBy
+		}
+		rb.Remaining = nil
+		for _, r := range n.Remaining {
+			rb.Remaining = append(rb.Remaining, r.CallID)
+		}
+	}
+}
+
+func (b *builder) toolScheduled(at time.Time, id int64, in activities.CallToolInput) {
+	cid := in.CallID
+	if cs, ok := b.calls[cid]; ok && cs.done == 0 && (!cs.plan || cs == b.current) {
+		c := cs.c
+		c.Tries = append(c.Tries, Attempt{N: in.Attempt, Started: at, Outcome: "running"})
+		b.acts[id] = &actRef{kind: "call", cs: cs, try: len(c.Tries) - 1}
+		if c.Server == "" {
+			c.Server = in.Server
+		}
+		return
+	}
+	if base, ok := strings.CutSuffix(cid, "/capture"); ok {
+		cs := b.call(base, "", at)
+		cs.capture = &compState{tool: in.ExposedName, args: in.Arguments}
+		cs.c.Capture = &Capture{Tool: in.ExposedName, At: at, Outcome: "running"}
+		b.acts[id] = &actRef{kind: "capture", cs: cs}
+		return
+	}
+	if base, ok := strings.CutPrefix(cid, "undo-"); ok {
+		cs := b.call(base, "", at)
+		i := b.rolling
+		if i < 0 {
+			i = b.inferRollback(at)
+		}
+		comp := b.compensation(cs, at)
+		if cs.undo == nil {
+			cs.undo = &compState{tool: in.ExposedName, args: in.Arguments}
+		}
+		if n := len(comp.Runs); n > 0 && comp.Runs[n-1].Rollback == i && in.Attempt > 1 {
+			// the workflow retrying the compensation within one rollback
+			comp.Runs[n-1].Attempts, comp.Runs[n-1].Finished, comp.Runs[n-1].Outcome = in.Attempt, nil, "running"
+		} else {
+			comp.Runs = append(comp.Runs, CompensationRun{Rollback: i, Started: at, Outcome: "running", Attempts: in.Attempt})
+		}
+		rb := &b.tl.Rollbacks[i]
+		if !slices.Contains(rb.Compensated, base) {
+			rb.Compensated = append(rb.Compensated, base)
+		}
+		b.acts[id] = &actRef{kind: "undo", cs: cs, try: len(comp.Runs) - 1}
+		return
+	}
+	// A call the history did not announce (a partial history).
+	cs := b.call(cid, in.ExposedName, at)
+	cs.args = in.Arguments
+	cs.c.Tries = append(cs.c.Tries, Attempt{N: in.Attempt, Started: at, Outcome: "running"})
+	b.acts[id] = &actRef{kind: "call", cs: cs, try: len(cs.c.Tries) - 1}
+}
+
+// inferRollback opens a rollback the task started itself: on cancel, on
+// a denial (rollback_on_deny) or, in a plan, on a failed step.
+func (b *builder) inferRollback(at time.Time) int {
+	if b.inferred >= 0 {
+		return b.inferred
+	}
+	rb := Rollback{Inferred: true, Requested: at, State: "running"}
+	cur := b.current
+	if cur == nil && len(b.order) > 0 {
+		cur = b.order[len(b.order)-1]
+	}
+	denied := cur != nil && b.deniedNow(cur, at)
+	if b.tl.Kind == "agent" {
+		// The denied call has not answered yet, and its decision is
+		// matched to it only at the end: look at the last decision and at
+		// the approvals of calls still running.
+		if n := len(b.decides); n > 0 {
+			d := b.decides[n-1]
+			denied = d.err != "" || d.out.Effect == policy.Deny
+		}
+		for _, cs := range b.order {
+			if cs.done == 0 && b.deniedNow(cs, at) {
+				denied, cur = true, cs
+			}
+		}
+	}
+	switch {
+	case b.cancelRequested:
+		rb.By, rb.Reason = "cancel", "the task was cancelled"
+	case denied:
+		rb.By, rb.Reason = "deny", cur.c.Tool+" was denied"
+	case b.tl.Kind == "plan" && cur != nil:
+		rb.By, rb.Reason = "plan", fmt.Sprintf("step %s failed", cur.c.Step)
+	default:
+		rb.By = "task"
+	}
+	b.tl.Rollbacks = append(b.tl.Rollbacks, rb)
+	b.inferred = len(b.tl.Rollbacks) - 1
+	return b.inferred
+}
+
+// deniedNow reports that cs was denied by policy or by its approvers (or
+// its request expired) by the time at.
+func (b *builder) deniedNow(cs *callState, at time.Time) bool {
+	if d := cs.c.Decision; d != nil && d.Effect == string(policy.Deny) {
+		return true
+	}
+	ap := cs.c.Approval
+	if ap == nil {
+		return false
+	}
+	switch ap.State {
+	case workflows.ApprovalDenied, workflows.ApprovalExpired:
+		return true
+	case workflows.ApprovalPending:
+		return !ap.Expires.IsZero() && !at.Before(ap.Expires)
+	}
+	return false
+}
+
+// closeInferred settles the rollback the task started itself once
+// something else happens.
+func (b *builder) closeInferred() {
+	i := b.inferred
+	if i < 0 {
+		return
+	}
+	b.inferred = -1
+	rb := &b.tl.Rollbacks[i]
+	var last time.Time
+	var done, failed []string
+	for _, id := range rb.Compensated {
+		comp := b.calls[id].c.Compensation
+		ok := false
+		for _, r := range comp.Runs {
+			if r.Rollback != i {
+				continue
+			}
+			if r.Finished != nil && r.Finished.After(last) {
+				last = *r.Finished
+			}
+			ok = r.Outcome == string(workflows.OutcomeOK)
+		}
+		if ok {
+			done = append(done, id)
+		} else {
+			failed = append(failed, id)
+		}
+	}
+	rb.Compensated = done
+	if !last.IsZero() {
+		rb.Finished = &last
+	}
+	if rb.State != "running" {
+		return // the failure notice said how it ended
+	}
+	if len(failed) > 0 {
+		rb.State, rb.Remaining = workflows.StateRollbackFailed, failed
+		rb.Result = fmt.Sprintf("the compensation of call %s failed", failed[0])
+		return
+	}
+	rb.State, rb.Result = workflows.StateRolledBack, fmt.Sprintf("rolled back %d call(s)", len(done))
+}
+
+func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb.Payloads, fail *failurepb.Failure, outcome string) {
+	ref := b.acts[scheduled]
+	if ref == nil {
+		return
+	}
+	var out activities.CallToolOutput
+	errText := ""
+	switch {
+	case outcome != "":
+		if fail != nil {
+			errText = failureText(fail)
+		}
+	case fail != nil:
+		outcome, errText = failureOutcome(fail), failureText(fail)
+	default:
+		if err := b.decode(result, &out); err != nil {
+			b.problem("tool result: %v", err)
+		}
+		outcome = string(workflows.OutcomeOK)
+		if out.IsError {
+			outcome = string(workflows.OutcomeToolError)
+		}
+	}
+	cs := ref.cs
+	switch ref.kind {
+	case "call":
+		t := &cs.c.Tries[ref.try]
+		t.Finished, t.Outcome, t.Error = &at, outcome, errText
+		cs.executed = b.seq
+		if cs.plan && len(out.Result) > 0 {
+			cs.c.Result = &Result{Text: summary(workflows.ResultText(out.Result))}
+		}
+	case "capture":
+		c := cs.c.Capture
+		c.Outcome, c.Error = outcome, errText
+	case "undo":
+		comp := cs.c.Compensation
+		r := &comp.Runs[ref.try]
+		r.Finished, r.Outcome, r.Error = &at, outcome, errText
+		switch workflows.Outcome(outcome) {
+		case workflows.OutcomeOK:
+			comp.State, comp.Reason = workflows.UndoDone, ""
+		case workflows.OutcomeUnknown:
+			comp.State, comp.Reason = workflows.UndoUnknown, errText
+		case workflows.OutcomeToolError:
+			comp.State, comp.Reason = workflows.UndoFailed, "reported an error: "+summary(workflows.ResultText(out.Result))
+		default:
+			comp.State, comp.Reason = workflows.UndoFailed, errText
+		}
+	}
+}
+
+// failureOutcome maps an activity failure to the call outcome the
+// workflow gives it.
+func failureOutcome(f *failurepb.Failure) string {
+	if f.GetTimeoutFailureInfo() != nil {
+		return string(workflows.OutcomeUnknown)
+	}
+	switch f.GetApplicationFailureInfo().GetType() {
+	case activities.ErrTypeNotSent:
+		return string(workflows.OutcomeUnavailable)
+	case activities.ErrTypeOutcomeUnknown:
+		return string(workflows.OutcomeUnknown)
+	case activities.ErrTypeRejected:
+		return string(workflows.OutcomeRejected)
+	}
+	return string(workflows.OutcomeFailed)
+}
+
+func failureText(f *failurepb.Failure) string {
+	msg := f.GetMessage()
+	if t := f.GetApplicationFailureInfo().GetType(); t != "" {
+		msg = t + ": " + msg
+	}
+	if ti := f.GetTimeoutFailureInfo(); ti != nil {
+		msg = "timeout (" + strings.ToLower(strings.TrimPrefix(ti.GetTimeoutType().String(), "TIMEOUT_TYPE_")) + ")"
+	}
+	return summary(msg)
+}
+
+// summaryLen is how much of a result's text a timeline keeps.
+const summaryLen = 200
+
+// summary is the first summaryLen characters of s.
+func summary(s string) string {
+	r := []rune(s)
+	if len(r) <= summaryLen {
+		return s
+	}
+	return string(r[:summaryLen]) + "…"
+}
+
+// finish matches decisions to calls, works out what the history leaves
+// implicit, and redacts arguments.
+func (b *builder) finish() {
+	b.finishPlanCall()
+	b.closeInferred()
+	b.matchDecisions()
+	for _, cs := range b.order {
+		c := cs.c
+		if c.Decision == nil && cs.recorded != nil {
+			d := cs.recorded
+			c.Decision = &Decision{Effect: d.Effect, Check: d.Check, Rule: d.Rule, Reason: d.Reason,
+				PolicyVersion: d.PolicyVersion, Group: d.Group, Quorum: d.Quorum}
+		}
+		if c.Finished != nil {
+			c.DurationMS = c.Finished.Sub(c.Requested).Milliseconds()
+		}
+		if ap := c.Approval; ap != nil && ap.State == workflows.ApprovalPending && c.Result != nil {
+			// Closed without a decisive vote and without a notice update.
+			if c.Result.Outcome == string(workflows.OutcomeDenied) {
+				ap.State = workflows.ApprovalExpired
+			} else {
+				ap.State = workflows.ApprovalApproved
+			}
+			ap.Decided = c.Finished
+		}
+		paths := append(slices.Clone(b.opts.Redact[c.Tool]), cs.redact...)
+		c.Arguments = redactArgs(cs.args, paths)
+		if cs.capture != nil && c.Capture != nil {
+			c.Capture.Arguments = redactArgs(cs.capture.args, b.opts.Redact[cs.capture.tool])
+		}
+		if cs.undo != nil && c.Compensation != nil {
+			c.Compensation.Tool = cs.undo.tool
+			c.Compensation.Arguments = redactArgs(cs.undo.args, b.opts.Redact[cs.undo.tool])
+		}
+		b.tl.Calls = append(b.tl.Calls, c)
+	}
+	if b.tl.Calls == nil {
+		b.tl.Calls = []*Call{}
+	}
+}
+
+// matchDecisions gives each agent call its recorded policy decision. The
+// decision marker does not name its call, and concurrent calls may decide
+// in any order, so a call takes the first unused decision recorded while
+// it ran that equals the decision in its result.
+func (b *builder) matchDecisions() {
+	for _, pass := range []bool{true, false} {
+		for _, cs := range b.order {
+			if cs.plan || cs.c.Decision != nil || cs.c.Repeat {
+				continue
+			}
+			if cs.recorded == nil && cs.done != 0 {
+				continue // a limit, or a history from before policy
+			}
+			for _, d := range b.decides {
+				if d.used || d.seq < cs.accepted || (cs.done != 0 && d.seq > cs.done) {
+					continue
+				}
+				if pass && !sameDecision(d, cs.recorded) {
+					continue
+				}
+				b.assignDecision(cs, d)
+				break
+			}
+		}
+	}
+}
+
+func sameDecision(d *decideMarker, r *workflows.Decision) bool {
+	if r == nil {
+		return false
+	}
+	if d.err != "" {
+		return r.Check == policy.CheckError
+	}
+	o := d.out
+	return string(o.Effect) == r.Effect && o.Check == r.Check && o.Rule == r.Rule && o.Reason == r.Reason && o.Version == r.PolicyVersion
+}

@@ -1,0 +1,29 @@
+// Package audit turns the recorded history of a task (an AgentTask or a
+// Plan, across its continue-as-new runs) into an audit trail: who asked
+// for what, the policy decision and its rule, who approved and when, what
+// ran and how it ended, and what was undone.
+//
+// What lives here:
+//
+//   - Build and BuildChain: pure functions from Temporal history events to
+//     a Timeline, decoding payloads with the SDK's default data converter
+//     into the workflows and activities wire types;
+//   - Render: the timeline for people, one line per event;
+//   - Export and Verify: the timeline as JSON lines, one record per event,
+//     chained by SHA-256 so that an altered, reordered or removed record is
+//     found (see export.go for the exact scheme);
+//   - FetchRuns: the histories of a task's runs from Temporal.
+//
+// Arguments are redacted before they reach a Timeline: the manifests'
+// redact paths for the tool (Options.Redact, and the paths recorded with an
+// approval request) are masked, and, at any depth, members named _meta or
+// named like a credential (token, secret, password, authorization, api key,
+// cookie, credential, private key) are removed. The history holds no Slack
+// tokens, signing secrets or upstream credentials (they stay in process
+// configuration); the second rule is a defence against a caller who puts
+// one in a tool's arguments.
+//
+// The package may import workflows and activities (wire types), approver
+// (its argument masking) and the Temporal SDK; nothing in airlock's request
+// path imports it.
+package audit

@@ -1,0 +1,82 @@
+package audit
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// RenderOptions tune Render. The zero value (or nil) is fine.
+type RenderOptions struct {
+	// UIURL is the Temporal Web UI's base URL ("http://127.0.0.1:8233");
+	// when set, a "ui:" line links to the task's workflow.
+	UIURL string
+	// Namespace is the task's Temporal namespace, for the link.
+	Namespace string
+}
+
+// Render writes the timeline for people: a header, then one line per
+// event, with the events of a call or a rollback indented under it. Times
+// are UTC, RFC 3339.
+func Render(w io.Writer, tl *Timeline, opts *RenderOptions) error {
+	if opts == nil {
+		opts = &RenderOptions{}
+	}
+	var b strings.Builder
+	kind := "agent task"
+	if tl.Kind == "plan" {
+		kind = "plan " + tl.Plan
+	}
+	fmt.Fprintf(&b, "task:      %s (%s)\n", tl.Task, kind)
+	fmt.Fprintf(&b, "principal: %s\n", tl.Principal)
+	if tl.Client != "" {
+		fmt.Fprintf(&b, "client:    %s\n", tl.Client)
+	}
+	fmt.Fprintf(&b, "started:   %s\n", ts(tl.Started))
+	if tl.Ended != nil {
+		fmt.Fprintf(&b, "ended:     %s, %s\n", ts(*tl.Ended), tl.End)
+	} else {
+		fmt.Fprintf(&b, "state:     %s\n", tl.End)
+	}
+	fmt.Fprintf(&b, "runs:      %d\n", len(tl.Runs))
+	fmt.Fprintf(&b, "calls:     %d\n", len(tl.Calls))
+	if len(tl.Steps) > 0 {
+		var s []string
+		for _, st := range tl.Steps {
+			s = append(s, st.ID+" "+st.State)
+		}
+		fmt.Fprintf(&b, "steps:     %s\n", strings.Join(s, ", "))
+	}
+	if u := UILink(opts.UIURL, opts.Namespace, tl.Task); u != "" {
+		fmt.Fprintf(&b, "ui:        %s\n", u)
+	}
+	for _, p := range tl.Problems {
+		fmt.Fprintf(&b, "problem:   %s\n", p)
+	}
+	b.WriteString("\n")
+	for _, e := range events(tl) {
+		fmt.Fprintf(&b, "%s  %s%s\n", ts(e.at), strings.Repeat("  ", e.depth), e.text)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// UILink is the Temporal Web UI's page of a task's workflow, or "" without
+// a base URL.
+func UILink(base, namespace, task string) string {
+	if base == "" {
+		return ""
+	}
+	if namespace == "" {
+		namespace = "default"
+	}
+	return strings.TrimRight(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(task)
+}
+
+// timeFormat is RFC 3339 with milliseconds: the events of one call are
+// often within the same second.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
