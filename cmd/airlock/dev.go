@@ -40,6 +40,7 @@ type roles struct {
 	stdio    bool // gateway on stdin/stdout instead of HTTP
 	ui       bool // Temporal Web UI on uiPort (with embedded only)
 	uiPort   int
+	uiFixed  bool // uiPort was asked for: if taken, fail rather than pick another
 }
 
 // stack is a running set of roles; stop tears it down in reverse order.
@@ -105,6 +106,7 @@ Flags:
 		return 1
 	}
 	r := roles{embedded: !e.external, worker: true, gateway: true, stdio: *stdio, ui: !*noUI && *uiPort >= 0, uiPort: *uiPort}
+	fs.Visit(func(f *flag.Flag) { r.uiFixed = r.uiFixed || f.Name == "ui-port" })
 	return serve(e, r, *port, *task, stdin, stdout, stderr)
 }
 
@@ -196,7 +198,15 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		hostPort = srv.HostPort()
 		e.flags.address = hostPort
 		if r.ui {
-			ui, err := devui.Start(ctx, devui.Options{Port: r.uiPort, TemporalAddress: hostPort, Namespace: e.ns})
+			o := devui.Options{Port: r.uiPort, TemporalAddress: hostPort, Namespace: e.ns}
+			ui, err := devui.Start(ctx, o)
+			if err != nil && !r.uiFixed && errors.Is(err, syscall.EADDRINUSE) {
+				// Only the default is taken (another dev server, say): the
+				// banner prints where the UI went instead.
+				e.log.Warn().Err(err).Msg("Temporal UI's default port is taken; using a free one (choose with --ui-port)")
+				o.Port = 0
+				ui, err = devui.Start(ctx, o)
+			}
 			if err != nil {
 				return s, fmt.Errorf("%w (pass --ui-port to use another port, 0 for a free one, or --no-ui)", err)
 			}
