@@ -30,6 +30,8 @@ Usage:
                                check manifests; accept changed upstream tool
                                definitions; write a manifest skeleton for an upstream
   airlock keys       new|hash  make API keys for principals
+  airlock audit      show|export|verify
+                               a task's timeline; a hash-chained export; replay checks
   airlock version              print the version
 
 Run "airlock <command> -h" for a command's flags.
@@ -65,6 +67,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runManifests(rest, stdout, stderr)
 	case "keys":
 		return runKeys(rest, stdout, stderr)
+	case "audit":
+		return runAudit(rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "airlock", version)
 		return 0
