@@ -1,7 +1,11 @@
 // Package activities holds the side-effecting half of airlock's workflows:
 // one Activities struct carrying its dependencies (the upstream MCP pool,
-// later the sandbox, Slack and audit sinks), whose methods are registered
+// policy, notifiers, pins, the audit log), whose methods are registered
 // with the worker and called from workflows by name.
+//
+// Metrics and audit lines about calls, decisions and approvals are written
+// here, where each step happens once per attempt, and not in the workflows,
+// whose code replays.
 //
 // Activities may do I/O. They classify their failures into the error types
 // below so that the workflow can decide, deterministically, what to retry and
@@ -13,15 +17,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
+	"github.com/airlock-run/airlock/manifests"
 )
 
 // Activity names are wire names: they appear in workflow histories.
@@ -67,6 +75,8 @@ type Activities struct {
 	Pins *pin.Store
 	// HeartbeatEvery is how often a running call heartbeats (default 2s).
 	HeartbeatEvery time.Duration
+	// Audit receives a line per decision point (nil: none).
+	Audit *auditlog.Log
 }
 
 // CallToolInput is one attempt at running an upstream tool.
@@ -93,7 +103,9 @@ type CallToolOutput struct {
 // CallTool runs one tool call on its upstream. It heartbeats while the call
 // runs, so a worker that dies mid-call is noticed within the heartbeat
 // timeout rather than the tool's whole timeout.
-func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolOutput, error) {
+func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (out CallToolOutput, err error) {
+	start := time.Now()
+	defer func() { a.observeCall(in, out, err, time.Since(start)) }()
 	if a.Tools == nil {
 		return CallToolOutput{}, temporal.NewNonRetryableApplicationError("no tool caller configured on this worker", ErrTypeInternal, nil)
 	}
@@ -113,6 +125,43 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolOu
 			fmt.Sprintf("encoding result of %s: %v", in.ExposedName, err), ErrTypeInternal, err)
 	}
 	return CallToolOutput{Result: raw, IsError: res.IsError}, nil
+}
+
+// compensationPrefix starts the call ID of a compensation (the workflow's
+// saga runs "undo-<call ID>").
+const compensationPrefix = "undo-"
+
+// observeCall counts and audits one attempt where it ends: the workflow
+// cannot (a replay would count it again).
+func (a *Activities) observeCall(in CallToolInput, out CallToolOutput, err error, took time.Duration) {
+	tool := in.ExposedName
+	if tool == "" {
+		tool = manifests.ExposedName(in.Server, in.Tool)
+	}
+	result, errType := "ok", ""
+	switch {
+	case err != nil:
+		errType = ErrTypeInternal
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			errType = appErr.Type()
+		}
+		result = errType
+	case out.IsError:
+		result = "tool_error"
+	}
+	undo := strings.HasPrefix(in.CallID, compensationPrefix)
+	metrics.Attempts.WithLabelValues(tool, result).Inc()
+	metrics.CallDuration.WithLabelValues(tool).Observe(took.Seconds())
+	if undo {
+		metrics.Compensations.WithLabelValues(tool, result).Inc()
+	}
+	auditResult := result
+	if err != nil {
+		auditResult = "error"
+	}
+	a.Audit.Call(auditlog.Call{Task: in.TaskID, Call: in.CallID, Tool: tool, Attempt: in.Attempt, Result: auditResult,
+		ErrorType: errType, Duration: took, Args: in.Arguments}, undo)
 }
 
 // classify turns a pool error into an application error whose type the

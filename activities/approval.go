@@ -8,6 +8,10 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/manifests"
 )
 
 // Approval activity names (wire names).
@@ -82,8 +86,17 @@ var ErrNoChannel = errors.New("no channel configured for this approver group")
 // NotifyApprovers posts a request with every configured notifier. A
 // notifier that fails is retried by Temporal (429s and 5xx included); the
 // request stays pending meanwhile and is never approved by default.
-func (a *Activities) NotifyApprovers(ctx context.Context, n ApprovalNotice) ([]MessageRef, error) {
-	var refs []MessageRef
+func (a *Activities) NotifyApprovers(ctx context.Context, n ApprovalNotice) (refs []MessageRef, err error) {
+	if firstAttempt(ctx) {
+		defer func() {
+			r := auditlog.ApprovalRequest{Request: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal,
+				Group: n.Group, Quorum: n.Quorum, Rule: n.Rule, Digest: n.Digest, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, Posted: len(refs)}
+			if err != nil {
+				r.NotifyError = err.Error()
+			}
+			a.Audit.ApprovalRequested(r)
+		}()
+	}
 	var errs []error
 	for _, nt := range a.Notifiers {
 		r, err := nt.Post(ctx, n)
@@ -105,8 +118,13 @@ func (a *Activities) NotifyApprovers(ctx context.Context, n ApprovalNotice) ([]M
 	return refs, nil
 }
 
-// UpdateApprovalMessages shows a request's outcome on its messages.
+// UpdateApprovalMessages shows a request's outcome on its messages. It is
+// also where the outcome is counted and audited: the workflow runs it once
+// per request, when the request closes.
 func (a *Activities) UpdateApprovalMessages(ctx context.Context, n ApprovalNotice) error {
+	if firstAttempt(ctx) {
+		a.observeApproval(n, time.Now())
+	}
 	var errs []error
 	for _, nt := range a.Notifiers {
 		if err := nt.Update(ctx, n); err != nil && !errors.Is(err, ErrNoChannel) {
@@ -150,6 +168,14 @@ type RemainingUndo struct {
 // notifier that can reach it. With no group or no channel it only logs:
 // the task's state (rollback_failed) and history still hold everything.
 func (a *Activities) NotifyRollbackFailed(ctx context.Context, n RollbackNotice) error {
+	if firstAttempt(ctx) {
+		metrics.RollbacksFailed.Inc()
+		f := auditlog.RollbackFailure{Task: n.TaskID, Principal: n.Principal, Group: n.Group, RequestedBy: n.RequestedBy}
+		for _, r := range n.Remaining {
+			f.Remaining, f.Tools = append(f.Remaining, r.CallID), append(f.Tools, r.Tool)
+		}
+		a.Audit.RollbackFailed(f)
+	}
 	activity.GetLogger(ctx).Error("rollback failed: compensations remain undone",
 		"task", n.TaskID, "group", n.Group, "remaining", len(n.Remaining), "reason", n.Reason)
 	if n.Group == "" {
@@ -165,4 +191,79 @@ func (a *Activities) NotifyRollbackFailed(ctx context.Context, n RollbackNotice)
 		return errs[0]
 	}
 	return errors.Join(errs...)
+}
+
+// How a request ended, as counted and audited (the workflow's states, and
+// canceled).
+const (
+	approvalApproved = "approved"
+	approvalDenied   = "denied"
+	approvalExpired  = "expired"
+	approvalCanceled = "canceled"
+)
+
+// observeApproval records how a closed request ended and how long it
+// waited.
+func (a *Activities) observeApproval(n ApprovalNotice, now time.Time) {
+	outcome, decided := approvalOutcome(n, now)
+	waited := max(decided.Sub(a.requestedAt(n)), 0)
+	metrics.ApprovalWait.WithLabelValues(outcome).Observe(waited.Seconds())
+	o := auditlog.ApprovalOutcome{Request: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal,
+		Outcome: outcome, Waited: waited}
+	for _, v := range n.Votes {
+		o.Approvers = append(o.Approvers, v.Approver)
+	}
+	a.Audit.ApprovalClosed(o)
+}
+
+// approvalOutcome tells how a closed request ended and when, from what the
+// workflow's notice carries: the deny vote, or the vote that made the
+// quorum; the expiry when nobody decided in time (also for on_timeout:
+// approve); now when the task was cancelled while it waited.
+func approvalOutcome(n ApprovalNotice, now time.Time) (string, time.Time) {
+	switch n.State {
+	case approvalExpired:
+		return approvalExpired, n.ExpiresAt
+	case approvalApproved:
+		approvals := 0
+		var last time.Time
+		for _, v := range n.Votes {
+			if v.Approve {
+				approvals++
+				last = v.At
+			}
+		}
+		if approvals >= max(n.Quorum, 1) {
+			return approvalApproved, last
+		}
+		return approvalApproved, n.ExpiresAt
+	case approvalDenied:
+		for _, v := range n.Votes {
+			if !v.Approve {
+				return approvalDenied, v.At
+			}
+		}
+		return approvalCanceled, now
+	}
+	return n.State, now
+}
+
+// requestedAt is when the request was made. The notice does not carry it,
+// but its expiry does, and the request waited the tool's approval timeout
+// from its start (unless the manifest changed since).
+func (a *Activities) requestedAt(n ApprovalNotice) time.Time {
+	var decl *manifests.Tool
+	if a.Catalog != nil {
+		if t, ok := a.Catalog.Tool(n.Tool); ok {
+			decl = t.Decl
+		}
+	}
+	return n.ExpiresAt.Add(-approvalTimeout(decl))
+}
+
+// firstAttempt reports whether this is an activity's first attempt (or a
+// direct call outside a worker): events that an activity retries only to
+// deliver a notification are counted once.
+func firstAttempt(ctx context.Context) bool {
+	return !activity.IsActivity(ctx) || activity.GetInfo(ctx).Attempt <= 1
 }

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
@@ -116,7 +117,9 @@ func (a *Activities) Decide(_ context.Context, in DecideInput) (DecideOutput, er
 			Task:      policy.Task{ID: in.TaskID, Calls: in.Calls, Elapsed: in.Elapsed, AllowTools: in.AllowTools},
 		})
 	}
-	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check).Inc()
+	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
+	a.Audit.Decision(auditlog.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
+		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments})
 	out := DecideOutput{Decision: d}
 	if d.Effect == policy.RequireApproval {
 		out.Approval = a.approvalSpec(d, tool)
@@ -144,10 +147,8 @@ func (a *Activities) approvalSpec(d policy.Decision, tool policy.Tool) *Approval
 		for _, se := range decl.SideEffects {
 			spec.SideEffects = append(spec.SideEffects, string(se))
 		}
+		spec.Timeout = approvalTimeout(decl)
 		if ap := decl.Approval; ap != nil {
-			if ap.Timeout > 0 {
-				spec.Timeout = ap.Timeout.D()
-			}
 			spec.EscalateAfter = ap.EscalateAfter.D()
 			spec.EscalateTo = ap.EscalateTo
 			spec.OnTimeout = ap.EffectiveOnTimeout()
@@ -157,6 +158,15 @@ func (a *Activities) approvalSpec(d policy.Decision, tool policy.Tool) *Approval
 		spec.EscalateApprovers = a.Groups[spec.EscalateTo]
 	}
 	return spec
+}
+
+// approvalTimeout is how long a request for the tool waits: the manifest's
+// approval.timeout, else DefaultApprovalTimeout.
+func approvalTimeout(decl *manifests.Tool) time.Duration {
+	if decl != nil && decl.Approval != nil && decl.Approval.Timeout > 0 {
+		return decl.Approval.Timeout.D()
+	}
+	return DefaultApprovalTimeout
 }
 
 // Catalog is the worker's ToolCatalog: manifest declarations (with path
