@@ -64,10 +64,25 @@ func Lookup(ctx context.Context, c client.Client, requestID string) (workflows.A
 	return workflows.ApprovalRequest{}, fmt.Errorf("task %s has no approval request %s", task, requestID)
 }
 
+// PendingQuery is the visibility query for running tasks waiting for an
+// approval.
+var PendingQuery = fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", workflows.SAApproval.GetName(), workflows.ApprovalPending)
+
+// CountPending counts the running tasks waiting for at least one approval
+// (one visibility count, no query per task), for the
+// airlock_approvals_pending gauge.
+func CountPending(ctx context.Context, c client.Client, namespace string) (int64, error) {
+	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: PendingQuery})
+	if err != nil {
+		return 0, fmt.Errorf("counting tasks waiting for approval: %w", err)
+	}
+	return resp.GetCount(), nil
+}
+
 // Pending lists the requests waiting for a decision, across every task
 // whose AirlockApproval attribute says it waits, oldest first.
 func Pending(ctx context.Context, c client.Client, namespace string) ([]workflows.ApprovalRequest, error) {
-	q := fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", workflows.SAApproval.GetName(), workflows.ApprovalPending)
+	q := PendingQuery
 	var out []workflows.ApprovalRequest
 	var token []byte
 	for {

@@ -21,6 +21,9 @@
 // history. The service holds no state of its own, so it runs as many
 // replicas as needed.
 //
-// It may import workflows (wire names and types) and manifests; workflows
-// and activities must not import it.
+// Every decision it delivers, and every one refused, is written to the
+// audit log (internal/auditlog) when one is configured.
+//
+// It may import workflows (wire names and types), manifests and
+// internal/auditlog; workflows and activities must not import it.
 package approver

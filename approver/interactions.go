@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -55,6 +56,8 @@ type InteractionOptions struct {
 	// Timeout bounds one click's delivery (default 30s).
 	Timeout time.Duration
 	Logger  zerolog.Logger
+	// Audit receives a line per click decided or refused (nil: none).
+	Audit *auditlog.Log
 }
 
 // Interactions processes Slack clicks: it acknowledges at once and
@@ -264,8 +267,12 @@ func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
 func (h *Interactions) process(c Click, problem string) {
 	log := h.log.With().Str("request", c.Decision.RequestID).Str("slack_user", c.SlackUser).Str("approver", c.Decision.Approver).
 		Bool("approve", c.Decision.Approve).Str("update_id", c.UpdateID).Logger()
+	audit := auditlog.ApprovalDecision{Request: c.Decision.RequestID, Approver: c.Decision.Approver, Approve: c.Decision.Approve,
+		Via: ViaSlack, UpdateID: c.UpdateID}
 	if problem != "" {
 		log.Info().Str("problem", problem).Msg("Slack click refused")
+		audit.Refused = problem
+		h.opts.Audit.ApprovalDecision(audit)
 		h.ephemeral(c, ":warning: "+problem+".")
 		return
 	}
@@ -280,15 +287,30 @@ func (h *Interactions) process(c Click, problem string) {
 	if err != nil {
 		why := Explain(err)
 		log.Info().Str("reason", why).Msg("Slack decision refused")
+		if refusal(err) {
+			audit.Refused = why
+			h.opts.Audit.ApprovalDecision(audit)
+		}
 		h.ephemeral(c, fmt.Sprintf(":warning: Your decision on request `%s` was not recorded: %s", slackEscape(c.Decision.RequestID), slackEscape(why)))
 		return
 	}
 	log.Info().Str("state", res.State).Msg("Slack decision recorded")
+	audit.State = res.State
+	h.opts.Audit.ApprovalDecision(audit)
 	verb := "approval"
 	if !c.Decision.Approve {
 		verb = "denial"
 	}
 	h.ephemeral(c, fmt.Sprintf("Your %s of request `%s` was recorded (%s).", verb, slackEscape(c.Decision.RequestID), slackEscape(res.Message)))
+}
+
+// refusal reports whether a delivery error is the task's answer (its
+// validator refused the decision, or the task has ended) rather than a
+// failure to reach it.
+func refusal(err error) bool {
+	var nf *serviceerror.NotFound
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) || errors.As(err, &nf)
 }
 
 // Explain words a delivery error for the person who clicked: the task's

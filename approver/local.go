@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -30,6 +31,8 @@ import (
 type Local struct {
 	Temporal  client.Client
 	Namespace string
+	// Audit receives a line per decision delivered or refused (nil: none).
+	Audit *auditlog.Log
 }
 
 // Decision is one person's decision on one request, as the local paths
@@ -108,8 +111,22 @@ func (l Local) Show(ctx context.Context, requestID string) (workflows.ApprovalRe
 
 // Decide delivers one decision on the request as it is now (bound to
 // d.Digest when given). A decision the workflow refuses comes back as a
-// *Refusal.
+// *Refusal. Recorded and refused decisions are audited.
 func (l Local) Decide(ctx context.Context, d Decision) (workflows.DecideResult, error) {
+	res, err := l.decide(ctx, d)
+	var ref *Refusal
+	switch {
+	case err == nil:
+		l.Audit.ApprovalDecision(auditlog.ApprovalDecision{Request: res.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
+			UpdateID: UpdateID(d.Via, res.RequestID, d.Approver), State: res.State})
+	case errors.As(err, &ref):
+		l.Audit.ApprovalDecision(auditlog.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
+			UpdateID: UpdateID(d.Via, ref.RequestID, d.Approver), Refused: ref.Reason})
+	}
+	return res, err
+}
+
+func (l Local) decide(ctx context.Context, d Decision) (workflows.DecideResult, error) {
 	if strings.TrimSpace(d.Approver) == "" {
 		return workflows.DecideResult{}, errors.New("the decision names no approver")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -37,6 +38,8 @@ type WebOptions struct {
 	Secret []byte
 	// Now is the clock (tests).
 	Now func() time.Time
+	// Audit receives a line per decision made on the page (nil: none).
+	Audit *auditlog.Log
 }
 
 // Cookie names; both are scoped to the page's path.
@@ -81,7 +84,7 @@ func WebHandler(o WebOptions) (http.Handler, error) {
 	} else if len(o.Secret) < 16 {
 		return nil, errors.New("approvals page: the session secret must be at least 16 bytes")
 	}
-	return &web{o: o, local: Local{Temporal: o.Temporal, Namespace: o.Namespace}}, nil
+	return &web{o: o, local: Local{Temporal: o.Temporal, Namespace: o.Namespace, Audit: o.Audit}}, nil
 }
 
 type web struct {

@@ -33,6 +33,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
@@ -100,6 +101,8 @@ type Options struct {
 	ProgressEvery time.Duration
 	Logger        zerolog.Logger
 	Version       string
+	// Audit receives a line for each HTTP caller refused (nil: none).
+	Audit *auditlog.Log
 }
 
 // Gateway is the MCP server in front of the upstreams.
@@ -183,7 +186,7 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 func (g *Gateway) Handler() http.Handler {
 	h := g.mcpHandler()
 	if g.opts.Directory != nil {
-		return g.opts.Directory.Guard(h)
+		return g.observeRefusals(g.opts.Directory.Guard(h))
 	}
 	return h
 }
@@ -679,13 +682,15 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if err != nil {
 		if waitedOut(wctx, err) && ctx.Err() == nil {
 			log.Info().Msg("call pending past the inline wait")
+			metrics.Calls.WithLabelValues(e.exposed, OutcomePending).Inc()
 			return g.pendingResult(ctx, taskID, callID, e.exposed), nil
 		}
 		log.Warn().Err(err).Msg("call not completed")
+		metrics.Calls.WithLabelValues(e.exposed, OutcomeError).Inc()
 		return errorResult(taskID, callID, g.explain(ctx, wctx, taskID, callID, e.exposed, err)), nil
 	}
 	log.Info().Str("outcome", string(res.Outcome)).Int("attempts", res.Attempts).Msg("call finished")
-	metrics.Calls.WithLabelValues(string(res.Outcome)).Inc()
+	metrics.Calls.WithLabelValues(e.exposed, string(res.Outcome)).Inc()
 	return toMCP(taskID, res), nil
 }
 
