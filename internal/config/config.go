@@ -9,6 +9,8 @@
 package config
 
 import (
+	"path/filepath"
+
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -63,6 +65,31 @@ type Config struct {
 	// Slack connects approvals to a Slack app. Secrets are named by the
 	// environment variables that hold them, never written here.
 	Slack *Slack `yaml:"slack,omitempty"`
+
+	// Audit configures the audit stream (one JSON line per decision point).
+	Audit Audit `yaml:"audit,omitempty"`
+}
+
+// Audit configures the audit stream (package auditlog).
+type Audit struct {
+	// Log is where the lines go: "stdout", "stderr", "off", or a file
+	// (relative to this configuration file), appended to. Default
+	// "<data_dir>/audit.jsonl".
+	Log string `yaml:"log,omitempty"`
+}
+
+// AuditLog is the audit stream's destination: "stdout", "stderr", "off",
+// or a file path (audit.log relative to the configuration file's
+// directory, else audit.jsonl in dataDir, the effective data directory).
+func (c *Config) AuditLog(dataDir string) string {
+	switch l := c.Audit.Log; {
+	case l == "":
+		return filepath.Join(dataDir, "audit.jsonl")
+	case l == "stdout" || l == "stderr" || l == "off" || filepath.IsAbs(l) || c.File == "":
+		return l
+	default:
+		return filepath.Join(filepath.Dir(c.File), l)
+	}
 }
 
 // Approvals configures the approval paths.

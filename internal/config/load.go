@@ -170,6 +170,9 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	if lines.Has("pins_file") && strings.TrimSpace(c.PinsFile) == "" {
 		v.add("pins_file", "is empty; omit it for <data_dir>/pins.json or name a file (relative to this configuration file)")
 	}
+	if lines.Has("audit.log") && strings.TrimSpace(c.Audit.Log) == "" {
+		v.add("audit.log", "is empty; omit it for <data_dir>/audit.jsonl, or write stdout, stderr, off or a file (relative to this configuration file)")
+	}
 	if len(c.Manifests) == 0 {
 		v.add("manifests", `is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`)
 	}
