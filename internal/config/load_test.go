@@ -188,7 +188,7 @@ func TestRepositoryConfig(t *testing.T) {
 	for _, m := range snap.Manifests {
 		names = append(names, m.Server.Name)
 	}
-	if diff := cmp.Diff([]string{"filesystem", "memory"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"filesystem", "memory", "native"}, names); diff != "" {
 		t.Errorf("servers (-want +got):\n%s", diff)
 	}
 }
@@ -206,7 +206,7 @@ func TestValidateCommand(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"repository config", "../../airlock.yaml", nil, 0, "ok: 2 manifests, 23 tools\n", ""},
+		{"repository config", "../../airlock.yaml", nil, 0, "ok: 3 manifests, 28 tools\n", ""},
 		{"good file", "", []string{good}, 0, "ok: 1 manifests, 1 tools\n", ""},
 		{"bad file", "", []string{good, bad}, 1, "",
 			bad + `:6: tools.t.side_effects: "writes" is not a side effect; use one of none, read, write, delete, send, pay, exec` + "\n" +
