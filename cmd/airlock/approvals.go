@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
 )
@@ -65,6 +66,7 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "show: print JSON (arguments masked)")
 	comment := fs.String("comment", "", "approve, deny: a `comment` recorded with the vote (the agent sees it on a deny)")
 	digest := fs.String("digest", "", "approve, deny: refuse unless the request's digest starts with this `prefix` (from show)")
+	auditLog := fs.String("audit-log", "", "approve, deny: where the decision is audited: stdout, stderr, off or a `file` (default: audit.log in the config, else <data_dir>/audit.jsonl)")
 	var tf tlsFlags
 	tf.register(fs)
 	fs.Usage = func() { fmt.Fprint(stderr, approvalsUsage+"\nFlags:\n"); fs.PrintDefaults() }
@@ -175,6 +177,19 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	// The decision goes to the same audit stream as the services'.
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	audit, closeAudit, err := auditlog.Open(firstNonEmpty(*auditLog, cfg.AuditLog(dataDir)), stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v (pass --audit-log off to decide without auditing)\n", name, err)
+		return 1
+	}
+	defer closeAudit.Close()
+	local.Audit = audit
 	res, err := local.Decide(ctx, approver.Decision{RequestID: pos[0], Approver: approverName, Approve: sub == "approve",
 		Via: "cli", Comment: strings.TrimSpace(*comment), Digest: *digest})
 	var ref *approver.Refusal

@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/metrics"
 )
 
 // defaultApproverListen is where `airlock approver` takes Slack
@@ -34,6 +35,9 @@ func runApprover(args []string, stdout, stderr io.Writer) int {
 		l.Usage = "interaction endpoint's HTTP `address` (slack.mode http)"
 		l.DefValue = defaultApproverListen
 	}
+	if l := fs.Lookup("metrics-listen"); l != nil {
+		l.Usage = "serve Prometheus /metrics on a listener of its own at this `address` (\"off\": nowhere; default: at /metrics on --listen with slack.mode http, on " + defaultApproverListen + " with socket)"
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: airlock approver --temporal-address HOST:PORT [flags]
 
@@ -48,6 +52,10 @@ on their own listener.
 
 The secrets are read from the environment variables the slack block names
 (default SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN).
+
+Prometheus metrics (tasks waiting for approval, the Temporal SDK's) are at
+/metrics on its listener, or on --metrics-listen. Every decision delivered
+or refused is written to the audit stream (--audit-log).
 
 Flags:
 `)
@@ -78,6 +86,9 @@ Flags:
 	if listen == "" {
 		listen = defaultApproverListen
 	}
+	if e.flags.metricsListen == "" && cfg.Slack.Mode == config.SlackModeSocket {
+		e.flags.metricsListen = listen // no interaction endpoint there
+	}
 	dir := identity.New(cfg)
 	if dir.Empty() {
 		fmt.Fprintf(stderr, "airlock approver: %s: no principals: approvers are principals with a slack_user_id\n", e.cfgPath)
@@ -97,6 +108,19 @@ Flags:
 		return 1
 	}
 	defer c.Close()
+	closeAudit, err := openAudit(e, false)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
+		return 1
+	}
+	defer closeAudit()
+	stopMetrics, err := serveMetrics(e)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
+		return 1
+	}
+	defer stopMetrics()
+	defer watchPending(c, e.ns)()
 
 	app := approver.NewSlackApp(cfg, os.Getenv)
 	if app.Config.Mode == config.SlackModeSocket {
@@ -125,6 +149,9 @@ Flags:
 	}
 	mux := http.NewServeMux()
 	mux.Handle(app.Config.InteractionsPath, h)
+	if e.metricsOnMux() {
+		mux.Handle("/metrics", metrics.Handler())
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
@@ -206,7 +233,7 @@ func interactionOptions(e *env, app *approver.SlackApp, c client.Client, dir *id
 	if err != nil {
 		return approver.InteractionOptions{}, fmt.Errorf("%s: %w", e.cfgPath, err)
 	}
-	return approver.InteractionOptions{Slack: api, Users: dir, Temporal: c, Logger: e.log}, nil
+	return approver.InteractionOptions{Slack: api, Users: dir, Temporal: c, Logger: e.log, Audit: e.audit}, nil
 }
 
 func interactionHandler(e *env, app *approver.SlackApp, c client.Client, dir *identity.Directory) (*approver.Interactions, error) {

@@ -229,6 +229,9 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	if !r.embedded {
 		ensureSearchAttributes(ctx, c, e.ns, e.log)
 	}
+	if err := s.observe(r); err != nil {
+		return s, err
+	}
 
 	nat, stopNative, err := startNative(ctx, e)
 	if err != nil {
@@ -255,7 +258,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	}
 	if r.worker {
 		acts := &activities.Activities{Pins: pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
-			Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered)}
+			Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit}
 		notifiers, err := slackNotifiers(e)
 		if err != nil {
 			return s, err
@@ -306,6 +309,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		InlineWait:      cfg.Approvals.InlineWait.D(),
 		Logger:          e.log,
 		Version:         version,
+		Audit:           e.audit,
 	})
 	gwMu.Lock()
 	gw = g
@@ -326,11 +330,13 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", g.Handler())
-	mux.Handle("/metrics", metrics.Handler())
+	if e.metricsOnMux() {
+		mux.Handle("/metrics", metrics.Handler())
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	// Approving without Slack: the page lists the requests a principal may
 	// decide, after a login with its API key.
-	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: c, Namespace: e.ns, Directory: dir})
+	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: c, Namespace: e.ns, Directory: dir, Audit: e.audit})
 	if err != nil {
 		return s, err
 	}

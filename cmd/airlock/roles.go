@@ -22,6 +22,11 @@ Runs the MCP gateway: agents connect here (http://<listen>/mcp, or stdio with
 worker (airlock worker, or airlock dev) executes. Stateless: run as many
 replicas as needed.
 
+Prometheus metrics are at http://<listen>/metrics (calls answered by tool and
+outcome, refused callers, tasks waiting for approval, the Temporal SDK's),
+or on a listener of their own with --metrics-listen (needed with --stdio).
+Refused callers are written to the audit stream (--audit-log).
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -50,11 +55,21 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var f commonFlags
 	f.register(fs)
+	// The worker has no HTTP listener of its own: /metrics gets one.
+	if l := fs.Lookup("metrics-listen"); l != nil {
+		l.Usage = "serve Prometheus /metrics at this `address` (\"off\": nowhere)"
+		l.DefValue = defaultWorkerMetrics
+		_ = l.Value.Set(defaultWorkerMetrics)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: airlock worker --temporal-address HOST:PORT [flags]
 
 Runs the worker: it polls the task queue and executes AgentTask workflows and
 their tool calls against the upstreams named in the manifests.
+
+It serves Prometheus metrics at http://<metrics-listen>/metrics (tool call
+attempts and durations, policy decisions, approval waits, compensations,
+and the Temporal SDK's own) and writes the audit stream (--audit-log).
 
 Flags:
 `)

@@ -18,7 +18,9 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/native"
 	"github.com/airlock-run/airlock/internal/sandbox"
 	"github.com/airlock-run/airlock/internal/upstream"
@@ -40,6 +42,11 @@ type commonFlags struct {
 	logLevel  string
 	logFormat string
 	tls       tlsFlags
+	// metricsListen: "" serves /metrics on the role's own HTTP listener
+	// (if it has one); an address, on a listener of its own instead; "off",
+	// nowhere.
+	metricsListen string
+	auditLog      string
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet) {
@@ -52,6 +59,8 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 	f.tls.register(fs)
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "log `format`: console or json (logs go to stderr)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on a listener of its own at this `address` (\"off\": nowhere; default: on the HTTP listener at /metrics)")
+	fs.StringVar(&f.auditLog, "audit-log", "", "where the audit stream goes: stdout, stderr, off or a `file` (default: audit.log in the config, else <data-dir>/audit.jsonl)")
 }
 
 // env is what a serving command has after loading its configuration.
@@ -67,6 +76,10 @@ type env struct {
 	cfgDir   string
 	cfgPath  string
 	external bool // Temporal is external (not the embedded dev server)
+	stderr   io.Writer
+	// audit is the audit stream, once a serving command has opened it
+	// (nil: off).
+	audit *auditlog.Log
 }
 
 // load reads the configuration and applies flags over it. Errors name the
@@ -97,7 +110,7 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{flags: f, snap: snap, log: log, cfgPath: cfgPath, cfgDir: filepath.Dir(cfgPath)}
+	e := &env{flags: f, snap: snap, log: log, cfgPath: cfgPath, cfgDir: filepath.Dir(cfgPath), stderr: stderr}
 	e.dataDir = firstNonEmpty(f.dataDir, snap.Config.DataDir, ".airlock")
 	if e.dataDir, err = filepath.Abs(e.dataDir); err != nil {
 		return nil, err
@@ -159,9 +172,10 @@ func sdkLogger(log zerolog.Logger) sdklog.Logger {
 }
 
 // dial connects to Temporal, retrying for up to a minute so a cluster that
-// starts after airlock is waited for.
+// starts after airlock is waited for. The SDK's own metrics (requests,
+// polls, task latencies) go to airlock's Prometheus registry.
 func dial(ctx context.Context, hostPort, ns string, tf tlsFlags, log zerolog.Logger) (client.Client, error) {
-	opts := client.Options{HostPort: hostPort, Namespace: ns, Logger: sdkLogger(log)}
+	opts := client.Options{HostPort: hostPort, Namespace: ns, Logger: sdkLogger(log), MetricsHandler: metrics.SDK}
 	if err := tf.clientOptions(&opts); err != nil {
 		return nil, err
 	}
