@@ -99,7 +99,8 @@ steps:
 	silent := silentListener(t)
 
 	usage := "airlock dev        [flags]"
-	servingFlags := []string{"-config", "-data-dir", "-listen", "-temporal-address", "-namespace", "-task-queue", "-log-level", "-log-format"}
+	servingFlags := []string{"-config", "-data-dir", "-listen", "-temporal-address", "-namespace", "-task-queue", "-log-level", "-log-format",
+		"-metrics-listen", "-audit-log"}
 
 	cases := []cliCase{
 		// The command itself.
@@ -138,7 +139,7 @@ steps:
 		{name: "gateway -h", args: []string{"gateway", "-h"}, code: 0,
 			stderr: append([]string{"Usage: airlock gateway --temporal-address", "-stdio", "-task "}, servingFlags...)},
 		{name: "worker -h", args: []string{"worker", "-h"}, code: 0,
-			stderr: append([]string{"Usage: airlock worker --temporal-address"}, servingFlags...)},
+			stderr: append([]string{"Usage: airlock worker --temporal-address", "http://<metrics-listen>/metrics", `(default "127.0.0.1:7402")`}, servingFlags...)},
 		{name: "gateway without Temporal address",
 			args: []string{"gateway", "--config", "../../airlock.yaml", "--data-dir", gatewayData}, code: 1,
 			stderr: []string{"no Temporal address", "--temporal-address HOST:PORT", "TEMPORAL_ADDRESS", "temporal.address"},
@@ -185,6 +186,21 @@ steps:
 			stderr: []string{`--status "sleeping"`, "use running, completed"}},
 		{name: "tasks list bad limit", args: []string{"tasks", "list", "--temporal-address", "127.0.0.1:1", "--limit", "0"}, code: 2,
 			stderr: []string{"--limit 0", "at least 1"}},
+		{name: "tasks list bad state", args: []string{"tasks", "list", "--temporal-address", "127.0.0.1:1", "--state", "sleeping"}, code: 2,
+			stderr: []string{`--state "sleeping"`, "use one of running, finished", "rolled_back", "rollback_failed"}},
+		{name: "tasks list quote in principal", args: []string{"tasks", "list", "--temporal-address", "127.0.0.1:1", "--principal", "alice' OR 'a'='a"}, code: 2,
+			stderr: []string{`--principal "alice' OR 'a'='a"`, `may not contain '\''`}},
+		{name: "tasks list double quote in tool", args: []string{"tasks", "list", "--temporal-address", "127.0.0.1:1", "--tool", `fs__"x"`}, code: 2,
+			stderr: []string{`--tool "fs__\"x\""`, `may not contain '"'`}},
+		{name: "tasks list newline in tool", args: []string{"tasks", "list", "--temporal-address", "127.0.0.1:1", "--tool", "a\nb"}, code: 2,
+			stderr: []string{`may not contain '\n'`}},
+		{name: "tasks list pending-approval takes no value", args: []string{"tasks", "list", "--temporal-address", "127.0.0.1:1", "--pending-approval=maybe"}, code: 2,
+			stderr: []string{"-pending-approval"}},
+		{name: "tasks list all filters, connection refused", args: []string{"tasks", "list", "--temporal-address", "127.0.0.1:1", "--status", "running",
+			"--state", "rollback_failed", "--principal", "alice", "--tool", "filesystem__write_file", "--pending-approval"}, code: 1,
+			stderr: []string{"cannot connect to Temporal at 127.0.0.1:1"}},
+		{name: "tasks -h lists the filters", args: []string{"tasks", "list", "-h"}, code: 0,
+			stderr: []string{"--principal", "--tool", "--state", "--pending-approval", "-principal principal"}},
 		{name: "tasks list connection refused", args: []string{"tasks", "list", "--temporal-address", "127.0.0.1:1"}, code: 1,
 			stderr: []string{"cannot connect to Temporal at 127.0.0.1:1", "--temporal-address HOST:PORT"}},
 		{name: "tasks rollback without ID", args: []string{"tasks", "rollback", "--temporal-address", "127.0.0.1:1"}, code: 2,

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -19,14 +22,20 @@ import (
 )
 
 const tasksUsage = `Usage:
-  airlock tasks list [--status running|completed|...] [--limit N]
+  airlock tasks list [--status running|completed|...] [--state STATE] [--principal NAME]
+                     [--tool TOOL] [--pending-approval] [--limit N]
   airlock tasks show [--json] TASK_ID
   airlock tasks rollback [--reason TEXT] TASK_ID
   airlock tasks cancel TASK_ID
   airlock tasks finish TASK_ID
 
 Agent tasks and plans alike:
-  list      the newest tasks, with their state
+  list      the newest tasks, with their state; the filters combine (AND):
+            --status the Temporal execution status, --state airlock's own
+            (running, finished, rolled_back, rollback_failed, ...),
+            --principal who started it, --tool a tool it called (exposed
+            name, e.g. filesystem__write_file), --pending-approval waiting
+            for an approval now
   show      one task: calls, plan steps, pending compensations
   rollback  undo the task's changes (compensations, newest first, each once);
             waits for it and prints what was undone and what was not. Also
@@ -64,6 +73,10 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	var tc temporalFlags
 	tc.register(fs)
 	status := fs.String("status", "", "list only tasks in this execution `status` (running, completed, failed, canceled, terminated, timedout)")
+	state := fs.String("state", "", "list only tasks in this airlock `state` ("+strings.Join(taskStates, ", ")+")")
+	principal := fs.String("principal", "", "list only tasks of this `principal`")
+	tool := fs.String("tool", "", "list only tasks that called this `tool` (exposed name, server__tool)")
+	pendingApproval := fs.Bool("pending-approval", false, "list only tasks waiting for an approval")
 	limit := fs.Int("limit", 50, "list at most `N` tasks")
 	asJSON := fs.Bool("json", false, "print JSON")
 	reason := fs.String("reason", "", "why (rollback; kept in the task's record)")
@@ -95,6 +108,31 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 				return 2
 			}
 			q += " AND ExecutionStatus = '" + v + "'"
+		}
+		if *state != "" && !slices.Contains(taskStates, *state) {
+			fmt.Fprintf(stderr, "airlock tasks list: --state %q: use one of %s\n", *state, strings.Join(taskStates, ", "))
+			return 2
+		}
+		for _, f := range []struct {
+			flag, value string
+			attr        string
+		}{
+			{"state", *state, workflows.SAStatus.GetName()},
+			{"principal", *principal, workflows.SAPrincipal.GetName()},
+			{"tool", *tool, workflows.SATools.GetName()}, // a keyword list: = means "contains"
+		} {
+			if f.value == "" {
+				continue
+			}
+			lit, err := queryLiteral(f.value)
+			if err != nil {
+				fmt.Fprintf(stderr, "airlock tasks list: --%s %q: %v\n", f.flag, f.value, err)
+				return 2
+			}
+			q += " AND " + f.attr + " = " + lit
+		}
+		if *pendingApproval {
+			q += " AND " + workflows.SAApproval.GetName() + " = '" + workflows.ApprovalPending + "'"
 		}
 	default:
 		if fs.NArg() != 1 {
@@ -162,6 +200,22 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	return 2
+}
+
+// taskStates are the values of AirlockStatus (agent tasks and plans).
+var taskStates = []string{workflows.StateRunning, workflows.StateFinished, workflows.StateCompleted, workflows.StateStopped,
+	workflows.StateRolledBack, workflows.StateRollbackFailed, workflows.StateCanceled, workflows.StateDeadline, workflows.StateIdle}
+
+// queryLiteral quotes a filter value for a visibility query. Values with
+// quotes, backslashes or control characters are refused rather than
+// escaped: no principal, tool or state name has them, and refusing leaves
+// no way to reshape the query.
+func queryLiteral(v string) (string, error) {
+	if i := strings.IndexFunc(v, func(r rune) bool { return r == '\'' || r == '"' || r == '\\' || r == '`' || unicode.IsControl(r) }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(v[i:])
+		return "", fmt.Errorf("the value may not contain %q (quotes, backslashes and control characters are refused in filters)", r)
+	}
+	return "'" + v + "'", nil
 }
 
 func listTasks(ctx context.Context, c client.Client, ns, q string, limit int, stdout, stderr io.Writer) int {
