@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -360,6 +361,9 @@ func TestRedaction(t *testing.T) {
 	got := string(tl.Call("c1").Arguments)
 	want(t, "c1 arguments", got, `{"auth":{"user":"[redacted]"},"items":[{"name":"[redacted]"},{"name":"[redacted]","note":"keep"}],"nested":{"deeper":{"ok":1}},"text":"hi"}`)
 	want(t, "c0 arguments", string(tl.Call("c0").Arguments), `{"key":"[redacted]"}`)
+	// counter__put echoes its key: the redacted value is masked in the
+	// result too.
+	want(t, "c0 result", tl.Call("c0").Result.Text, `{"count":1,"key":"[redacted]"}`)
 
 	var b bytes.Buffer
 	x := NewExporter(&b)
@@ -459,5 +463,18 @@ func setCallArgs(t *testing.T, h *historypb.History, id, args string) {
 	}
 	if !found {
 		t.Fatalf("no call_tool update for %s", id)
+	}
+}
+
+func TestValuesAt(t *testing.T) {
+	args := json.RawMessage(`{"a":{"b":"secret-1","n":12345},"list":[{"x":"secret-2"},{"x":"abc"},{"y":"other"}],` +
+		`"obj":{"deep":["secret-3",{"k":"secret-4"}]},"short":"ab"}`)
+	got := valuesAt(args, []string{"a.b", "a.n", "list.x", "obj", "short", "missing.path"})
+	want := []string{"secret-1", "secret-2", "secret-3", "secret-4"}
+	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("valuesAt (-want +got):\n%s", diff)
+	}
+	if m := string(maskJSON(json.RawMessage(`{"t":"id secret-1 and \"secret-2\""}`), got)); m != `{"t":"id [redacted] and \"[redacted]\""}` {
+		t.Errorf("maskJSON = %s", m)
 	}
 }

@@ -83,8 +83,11 @@ type callState struct {
 	// plan calls: the call's outcome is worked out from its events.
 	plan        bool
 	decideError string
-	undo        *compState
-	capture     *compState
+	// text is the whole text of the call's result (Result.Text keeps
+	// the start of it, once redacted values are masked).
+	text    string
+	undo    *compState
+	capture *compState
 }
 
 // compState holds the raw arguments of a capture or compensation.
@@ -394,7 +397,7 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 		cs.c.Result = &Result{Outcome: string(res.Outcome), Reason: res.Reason, Attempts: res.Attempts,
 			IsError: res.Outcome == workflows.OutcomeToolError}
 		if len(res.Result) > 0 {
-			cs.c.Result.Text = summary(workflows.ResultText(res.Result))
+			cs.text = workflows.ResultText(res.Result)
 		}
 	case "vote":
 		ap := ref.cs.c.Approval
@@ -611,9 +614,7 @@ func (b *builder) finishPlanCall() {
 	default:
 		last := c.Tries[len(c.Tries)-1]
 		res.Outcome, res.Reason = last.Outcome, last.Error
-		if c.Result != nil { // the tool's text, kept by activityClosed
-			res.Text = c.Result.Text
-		}
+		res.Text = cs.text
 		if last.Outcome == string(workflows.OutcomeToolError) {
 			res.IsError, res.Reason = true, c.Tool+" reported an error: "+res.Text
 		}
@@ -920,7 +921,7 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 		t.Finished, t.Outcome, t.Error = &at, outcome, errText
 		cs.executed = b.seq
 		if cs.plan && len(out.Result) > 0 {
-			cs.c.Result = &Result{Text: summary(workflows.ResultText(out.Result))}
+			cs.text = workflows.ResultText(out.Result)
 		}
 	case "capture":
 		c := cs.c.Capture
@@ -1008,13 +1009,9 @@ func (b *builder) finish() {
 			ap.Decided = c.Finished
 		}
 		paths := append(slices.Clone(b.opts.Redact[c.Tool]), cs.redact...)
-		c.Arguments = redactArgs(cs.args, paths)
-		if cs.capture != nil && c.Capture != nil {
-			c.Capture.Arguments = redactArgs(cs.capture.args, b.opts.Redact[cs.capture.tool])
-		}
-		if cs.undo != nil && c.Compensation != nil {
-			c.Compensation.Tool = cs.undo.tool
-			c.Compensation.Arguments = redactArgs(cs.undo.args, b.opts.Redact[cs.undo.tool])
+		b.redact(cs, paths)
+		if st := b.step(c.Step); st != nil && c.Result != nil && c.Result.Outcome != string(workflows.OutcomeOK) {
+			st.Reason = c.Result.Reason
 		}
 		b.tl.Calls = append(b.tl.Calls, c)
 	}
@@ -1059,4 +1056,37 @@ func sameDecision(d *decideMarker, r *workflows.Decision) bool {
 	}
 	o := d.out
 	return string(o.Effect) == r.Effect && o.Check == r.Check && o.Rule == r.Rule && o.Reason == r.Reason && o.Version == r.PolicyVersion
+}
+
+// redact masks the call's arguments at the redact paths and, wherever
+// else the call's values show (its result, errors, capture and
+// compensation), the values found at those paths: a tool may echo a
+// redacted argument back.
+func (b *builder) redact(cs *callState, paths []string) {
+	c := cs.c
+	secrets := valuesAt(cs.args, paths)
+	c.Arguments = redactArgs(cs.args, paths)
+	if r := c.Result; r != nil {
+		r.Text = summary(maskValues(cs.text, secrets))
+		r.Reason = maskValues(r.Reason, secrets)
+	}
+	for i := range c.Tries {
+		c.Tries[i].Error = maskValues(c.Tries[i].Error, secrets)
+	}
+	if cp := c.Capture; cp != nil {
+		if cs.capture != nil {
+			cp.Arguments = maskJSON(redactArgs(cs.capture.args, b.opts.Redact[cs.capture.tool]), secrets)
+		}
+		cp.Error = maskValues(cp.Error, secrets)
+	}
+	if cp := c.Compensation; cp != nil {
+		if cs.undo != nil {
+			cp.Tool = cs.undo.tool
+			cp.Arguments = maskJSON(redactArgs(cs.undo.args, b.opts.Redact[cs.undo.tool]), secrets)
+		}
+		cp.Reason, cp.Error = maskValues(cp.Reason, secrets), maskValues(cp.Error, secrets)
+		for i := range cp.Runs {
+			cp.Runs[i].Error = maskValues(cp.Runs[i].Error, secrets)
+		}
+	}
 }

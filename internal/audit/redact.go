@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/airlock-run/airlock/approver"
@@ -84,4 +85,91 @@ func secretName(k string) bool {
 		}
 	}
 	return false
+}
+
+// minSecretLen is the shortest redacted value masked where it shows
+// outside the arguments: shorter ones ("1", "yes") would mask ordinary
+// text everywhere.
+const minSecretLen = 4
+
+// valuesAt is the strings found at the redact paths of args (every string
+// under a path that leads to an object or a list), longest first.
+func valuesAt(args json.RawMessage, paths []string) []string {
+	if len(paths) == 0 || len(bytes.TrimSpace(args)) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	var leaves func(v any)
+	leaves = func(v any) {
+		switch x := v.(type) {
+		case string:
+			if len([]rune(x)) >= minSecretLen && !seen[x] {
+				seen[x] = true
+				out = append(out, x)
+			}
+		case map[string]any:
+			for _, e := range x {
+				leaves(e)
+			}
+		case []any:
+			for _, e := range x {
+				leaves(e)
+			}
+		}
+	}
+	var walk func(v any, path []string)
+	walk = func(v any, path []string) {
+		switch x := v.(type) {
+		case map[string]any:
+			child, ok := x[path[0]]
+			if !ok {
+				return
+			}
+			if len(path) == 1 {
+				leaves(child)
+				return
+			}
+			walk(child, path[1:])
+		case []any:
+			for _, e := range x {
+				walk(e, path)
+			}
+		}
+	}
+	for _, p := range paths {
+		if p = strings.TrimSpace(p); p != "" {
+			walk(v, strings.Split(p, "."))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// maskValues replaces each secret in s with the mask.
+func maskValues(s string, secrets []string) string {
+	for _, x := range secrets {
+		s = strings.ReplaceAll(s, x, approver.Mask)
+	}
+	return s
+}
+
+// maskJSON replaces each secret inside the JSON strings of raw.
+func maskJSON(raw json.RawMessage, secrets []string) json.RawMessage {
+	if len(secrets) == 0 || len(raw) == 0 {
+		return raw
+	}
+	out := []byte(raw)
+	for _, x := range secrets {
+		enc, err := marshal(x)
+		if err != nil {
+			continue
+		}
+		out = bytes.ReplaceAll(out, enc[1:len(enc)-1], []byte(approver.Mask))
+	}
+	return out
 }
