@@ -41,7 +41,8 @@ const auditUsage = `Usage:
           tasks with a run started after TIME (RFC 3339, a date such as
           2026-11-29, or a duration back from now such as 24h), each whole;
           neither exports every task.
-  verify  FILE: check an export's chain; reports the first broken record.
+  verify  FILE (an argument naming an existing file): check an export's
+          chain; reports the first broken record.
           TASK_ID: replay every run of the task against this binary's
           workflow code; a failure means the workflow code changed without
           workflow.GetVersion, or the history was altered.

@@ -12,7 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -476,5 +478,59 @@ func TestValuesAt(t *testing.T) {
 	}
 	if m := string(maskJSON(json.RawMessage(`{"t":"id secret-1 and \"secret-2\""}`), got)); m != `{"t":"id [redacted] and \"[redacted]\""}` {
 		t.Errorf("maskJSON = %s", m)
+	}
+}
+
+// TestRepeatedCall: a call ID retried in a later run is answered from the
+// task's memory; the timeline shows it as a repeat and keeps the call
+// that ran as the one its ID names.
+func TestRepeatedCall(t *testing.T) {
+	hists := loadChain(t, tasks[0].runs...)
+	run2 := hists[1]
+	dc := converter.GetDefaultDataConverter()
+	req, err := dc.ToPayloads(workflows.CallRequest{CallID: "c0", Tool: "counter__put", Server: "counter", UpstreamTool: "put",
+		Arguments: json.RawMessage(`{"key":"approved"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := dc.ToPayloads(workflows.CallResult{CallID: "c0", Tool: "counter__put", Outcome: workflows.OutcomeOK, Attempts: 1,
+		Result: json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := run2.Events[len(run2.Events)-1]
+	at := last.GetEventTime()
+	accepted := &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, EventTime: at,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionUpdateAcceptedEventAttributes{WorkflowExecutionUpdateAcceptedEventAttributes: &historypb.WorkflowExecutionUpdateAcceptedEventAttributes{
+			ProtocolInstanceId: "c0", AcceptedRequest: &updatepb.Request{Meta: &updatepb.Meta{UpdateId: "c0"},
+				Input: &updatepb.Input{Name: workflows.UpdateCallTool, Args: req}}}}}
+	completed := &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED, EventTime: at,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionUpdateCompletedEventAttributes{WorkflowExecutionUpdateCompletedEventAttributes: &historypb.WorkflowExecutionUpdateCompletedEventAttributes{
+			Meta: &updatepb.Meta{UpdateId: "c0"}, Outcome: &updatepb.Outcome{Value: &updatepb.Outcome_Success{Success: res}}}}}
+	run2.Events = append(run2.Events[:len(run2.Events)-1], accepted, completed, last)
+
+	tl, err := BuildChain(hists, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c0s []*Call
+	for _, c := range tl.Calls {
+		if c.ID == "c0" {
+			c0s = append(c0s, c)
+		}
+	}
+	if len(c0s) != 2 {
+		t.Fatalf("%d calls c0, want the call and its repeat", len(c0s))
+	}
+	want(t, "first is a repeat", c0s[0].Repeat, false)
+	want(t, "second is a repeat", c0s[1].Repeat, true)
+	want(t, "repeat's run", c0s[1].Run, 2)
+	want(t, "Call(c0) approval", tl.Call("c0").Approval != nil, true)
+	var b bytes.Buffer
+	if err := Render(&b, tl, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "a repeat of a call from an earlier run") {
+		t.Errorf("the rendering does not say c0 was repeated:\n%s", b.String())
 	}
 }

@@ -80,6 +80,8 @@ type callState struct {
 	accepted, done, executed int
 	// recorded is the decision in the call's result (agent calls).
 	recorded *workflows.Decision
+	// prev is the call of an earlier run with the same ID.
+	prev *callState
 	// plan calls: the call's outcome is worked out from its events.
 	plan        bool
 	decideError string
@@ -316,7 +318,7 @@ func (b *builder) call(id, tool string, at time.Time) *callState {
 func (b *builder) newCall(id, tool string, at time.Time) *callState {
 	cs := &callState{c: &Call{ID: id, Tool: tool, Run: b.runN, Requested: at}, accepted: b.seq}
 	if prev, ok := b.calls[id]; ok && prev.c.Run < b.runN {
-		cs.c.Repeat = true
+		cs.prev = prev // a repeat, or a call ID reused after it left the task's memory
 	}
 	b.calls[id] = cs
 	b.order = append(b.order, cs)
@@ -366,6 +368,22 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 	}
 }
 
+// repeated reports that an answered call repeated a call of an earlier
+// run: the task answered with the recorded result, at once, having run
+// nothing and decided nothing.
+func (b *builder) repeated(cs *callState) bool {
+	p := cs.prev
+	if p == nil || p.c.Result == nil || len(cs.c.Tries) > 0 || cs.c.Capture != nil || cs.c.Approval != nil {
+		return false
+	}
+	for _, d := range b.decides {
+		if d.seq > cs.accepted && d.seq < cs.done && !d.used {
+			return false
+		}
+	}
+	return cs.c.Result.Outcome == p.c.Result.Outcome && cs.c.Result.Attempts == p.c.Result.Attempts
+}
+
 func (b *builder) approval(cs *callState, id string) *Approval {
 	if cs.c.Approval == nil {
 		cs.c.Approval = &Approval{ID: id, State: workflows.ApprovalPending}
@@ -398,6 +416,12 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 			IsError: res.Outcome == workflows.OutcomeToolError}
 		if len(res.Result) > 0 {
 			cs.text = workflows.ResultText(res.Result)
+		}
+		if b.repeated(cs) {
+			// Answered from the task's memory: the call that ran is the
+			// earlier one, which compensations and rollbacks refer to.
+			cs.c.Repeat = true
+			b.calls[cs.c.ID] = cs.prev
 		}
 	case "vote":
 		ap := ref.cs.c.Approval
