@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/airlock-run/airlock/activities"
-	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/workflows"
 )
 
@@ -56,10 +55,7 @@ func BuildChain(hists []*historypb.History, opts *Options) (*Timeline, error) {
 // localActivityMarker is the SDK's record of a local activity, in the
 // marker's "data" detail; its result is in the "result" detail.
 type localActivityMarker struct {
-	ActivityID   string
 	ActivityType string
-	ReplayTime   time.Time
-	Attempt      int
 }
 
 // Marker names and details written by the SDK.
@@ -109,7 +105,7 @@ type decideMarker struct {
 
 // actRef says what a scheduled activity is.
 type actRef struct {
-	kind string // call, capture, undo, notify, escalate, close-approval, rollback-failed
+	kind string // call, capture, undo
 	cs   *callState
 	try  int // index into Tries or Compensation.Runs
 }
@@ -136,8 +132,7 @@ type builder struct {
 	acts    map[int64]*actRef
 
 	// plans
-	steps    []string // step IDs, in order
-	stepNext int
+	stepNext int        // the plan step the next PrepareStep prepares
 	current  *callState // the plan call in progress
 
 	// rollbacks
@@ -222,7 +217,6 @@ func (b *builder) started(i int, ev *historypb.HistoryEvent) error {
 		if pin.Plan != nil {
 			tl.Plan = pin.Plan.Name
 			for _, s := range pin.Plan.Steps {
-				b.steps = append(b.steps, s.ID)
 				tl.Steps = append(tl.Steps, Step{ID: s.ID, Tool: s.Tool, State: workflows.StepPending})
 			}
 		}
@@ -462,37 +456,16 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 		for _, e := range res.Compensated {
 			rb.Compensated = append(rb.Compensated, e.CallID)
 			if !res.Joined {
-				b.sagaEntry(e, ref.rollback)
+				b.sagaEntry(e)
 			}
 		}
 		for _, e := range res.Remaining {
 			rb.Remaining = append(rb.Remaining, e.CallID)
 			if !res.Joined {
-				b.sagaEntry(e, ref.rollback)
+				b.sagaEntry(e)
 			}
 		}
 	}
-}
-
-// sagaEntry brings a call's compensation up to date with a rollback's
-// account of it.
-func (b *builder) sagaEntry(e workflows.SagaEntry, rollback int) {
-	cs := b.call(e.CallID, e.Tool, e.At)
-	comp := b.compensation(cs, e.At)
-	if e.Undo != nil && cs.undo == nil {
-		cs.undo = &compState{tool: e.Undo.Tool, args: e.Undo.Arguments}
-	}
-	if e.Error != "" {
-		comp.Error = e.Error
-	}
-	comp.State, comp.Reason = e.State, e.Reason
-}
-
-func (b *builder) compensation(cs *callState, at time.Time) *Compensation {
-	if cs.c.Compensation == nil {
-		cs.c.Compensation = &Compensation{Recorded: at, State: workflows.UndoPending}
-	}
-	return cs.c.Compensation
 }
 
 func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttributes) {
@@ -549,152 +522,6 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 		case out.Undo != nil:
 			cs.undo = &compState{tool: out.Undo.Tool, args: out.Undo.Arguments}
 		}
-	}
-}
-
-// compensated is the call a PlanCompensation marker belongs to: the call
-// whose tool finished first among those that have no compensation yet
-// and have not answered (the workflow computes the compensation right
-// after the call ran, before it answers).
-func (b *builder) compensated() *callState {
-	if b.tl.Kind == "plan" {
-		return b.current
-	}
-	var best *callState
-	for _, cs := range b.order {
-		if cs.executed == 0 || cs.done != 0 || cs.c.Compensation != nil {
-			continue
-		}
-		if best == nil || cs.executed < best.executed {
-			best = cs
-		}
-	}
-	return best
-}
-
-func (b *builder) prepareStep(at time.Time, result *commonpb.Payloads, failed string) {
-	b.finishPlanCall()
-	i := b.stepNext
-	b.stepNext++
-	if i >= len(b.tl.Steps) {
-		b.problem("a plan step was prepared beyond the plan's %d steps", len(b.tl.Steps))
-		return
-	}
-	st := &b.tl.Steps[i]
-	var out activities.StepOutput
-	if failed == "" {
-		if err := b.decode(result, &out); err != nil {
-			b.problem("step %s: %v", st.ID, err)
-			return
-		}
-	} else {
-		out.Error = failed
-	}
-	switch {
-	case out.Skip:
-		st.State, st.Reason = workflows.StepSkipped, out.Reason
-	case out.Error != "" || out.Call == nil:
-		st.State, st.Reason = workflows.StepFailed, fmt.Sprintf("step %s could not be prepared: %s", st.ID, out.Error)
-	default:
-		b.closeInferred()
-		cs := b.newCall("step-"+st.ID, out.Call.Tool, at)
-		cs.plan = true
-		cs.c.Step, cs.c.Server, cs.args = st.ID, out.Call.Server, out.Call.Arguments
-		st.Call, st.State = cs.c.ID, workflows.StepRunning
-		b.current = cs
-	}
-}
-
-// finishPlanCall works out how the plan call in progress ended.
-func (b *builder) finishPlanCall() {
-	cs := b.current
-	if cs == nil {
-		return
-	}
-	b.current = nil
-	c := cs.c
-	res := &Result{Attempts: len(c.Tries)}
-	d := c.Decision
-	switch {
-	case cs.decideError != "":
-		res.Outcome, res.Reason = string(workflows.OutcomeDenied),
-			fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", cs.decideError)
-	case d == nil:
-		res.Outcome, res.Reason = string(workflows.OutcomeLimit), "a task limit (calls or deadline) stopped the call"
-	case d.Effect == string(policy.Deny):
-		res.Outcome, res.Reason = string(workflows.OutcomeDenied), d.Reason
-	case d.Effect == string(policy.RequireApproval) && (c.Approval == nil || c.Approval.State != workflows.ApprovalApproved):
-		res.Outcome, res.Reason = string(workflows.OutcomeDenied), "not approved"
-		if c.Approval != nil {
-			res.Reason = "the approval request was " + c.Approval.State
-		}
-	case c.Capture != nil && c.Capture.Outcome != string(workflows.OutcomeOK) && c.Capture.Outcome != string(workflows.OutcomeToolError):
-		res.Outcome, res.Reason = string(workflows.OutcomeFailed), fmt.Sprintf("%s did not run: its pre-image could not be captured with %s (%s)", c.Tool, c.Capture.Tool, c.Capture.Outcome)
-		if c.Capture.Outcome == string(workflows.OutcomeUnavailable) {
-			res.Outcome = string(workflows.OutcomeUnavailable)
-		}
-	case len(c.Tries) == 0:
-		res.Outcome, res.Reason = string(workflows.OutcomeUnknown), "the call did not run to the end"
-	default:
-		last := c.Tries[len(c.Tries)-1]
-		res.Outcome, res.Reason = last.Outcome, last.Error
-		res.Text = cs.text
-		if last.Outcome == string(workflows.OutcomeToolError) {
-			res.IsError, res.Reason = true, c.Tool+" reported an error: "+res.Text
-		}
-	}
-	c.Result = res
-	if c.Finished == nil {
-		f := c.Requested
-		if d != nil && d.At != nil {
-			f = *d.At
-		}
-		if n := len(c.Tries); n > 0 && c.Tries[n-1].Finished != nil {
-			f = *c.Tries[n-1].Finished
-		}
-		if comp := c.Compensation; comp != nil && comp.Recorded.After(f) {
-			f = comp.Recorded
-		}
-		c.Finished = &f
-	}
-	if st := b.step(c.Step); st != nil {
-		switch workflows.Outcome(res.Outcome) {
-		case workflows.OutcomeOK:
-			st.State = workflows.StepOK
-		case workflows.OutcomeDenied:
-			st.State = workflows.StepDenied
-		default:
-			st.State = workflows.StepFailed
-		}
-		if res.Outcome != string(workflows.OutcomeOK) {
-			st.Reason = res.Reason
-		}
-	}
-}
-
-func (b *builder) step(id string) *Step {
-	for i := range b.tl.Steps {
-		if b.tl.Steps[i].ID == id {
-			return &b.tl.Steps[i]
-		}
-	}
-	return nil
-}
-
-func (b *builder) assignDecision(cs *callState, d *decideMarker) {
-	d.used = true
-	at := d.at
-	if d.err != "" {
-		cs.decideError = d.err
-		cs.c.Decision = &Decision{At: &at, Effect: string(policy.Deny), Check: policy.CheckError,
-			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", d.err)}
-		return
-	}
-	o := d.out
-	cs.c.Decision = &Decision{At: &at, Effect: string(o.Effect), Check: o.Check, Rule: o.Rule, Reason: o.Reason,
-		PolicyVersion: o.Version, Group: o.Group, Quorum: o.Quorum}
-	if o.Approval != nil {
-		cs.redact = append(cs.redact, o.Approval.Redact...)
 	}
 }
 
@@ -809,110 +636,6 @@ func (b *builder) toolScheduled(at time.Time, id int64, in activities.CallToolIn
 	cs.args = in.Arguments
 	cs.c.Tries = append(cs.c.Tries, Attempt{N: in.Attempt, Started: at, Outcome: "running"})
 	b.acts[id] = &actRef{kind: "call", cs: cs, try: len(cs.c.Tries) - 1}
-}
-
-// inferRollback opens a rollback the task started itself: on cancel, on
-// a denial (rollback_on_deny) or, in a plan, on a failed step.
-func (b *builder) inferRollback(at time.Time) int {
-	if b.inferred >= 0 {
-		return b.inferred
-	}
-	rb := Rollback{Inferred: true, Requested: at, State: "running"}
-	cur := b.current
-	if cur == nil && len(b.order) > 0 {
-		cur = b.order[len(b.order)-1]
-	}
-	denied := cur != nil && b.deniedNow(cur, at)
-	if b.tl.Kind == "agent" {
-		// The denied call has not answered yet, and its decision is
-		// matched to it only at the end: look at the last decision and at
-		// the approvals of calls still running.
-		if n := len(b.decides); n > 0 {
-			d := b.decides[n-1]
-			denied = d.err != "" || d.out.Effect == policy.Deny
-		}
-		for _, cs := range b.order {
-			if cs.done == 0 && b.deniedNow(cs, at) {
-				denied, cur = true, cs
-			}
-		}
-	}
-	switch {
-	case b.cancelRequested:
-		rb.By, rb.Reason = "cancel", "the task was cancelled"
-	case denied:
-		rb.By, rb.Reason = "deny", cur.c.Tool+" was denied"
-	case b.tl.Kind == "plan" && cur != nil:
-		rb.By, rb.Reason = "plan", fmt.Sprintf("step %s failed", cur.c.Step)
-	default:
-		rb.By = "task"
-	}
-	b.tl.Rollbacks = append(b.tl.Rollbacks, rb)
-	b.inferred = len(b.tl.Rollbacks) - 1
-	return b.inferred
-}
-
-// deniedNow reports that cs was denied by policy or by its approvers (or
-// its request expired) by the time at.
-func (b *builder) deniedNow(cs *callState, at time.Time) bool {
-	if d := cs.c.Decision; d != nil && d.Effect == string(policy.Deny) {
-		return true
-	}
-	ap := cs.c.Approval
-	if ap == nil {
-		return false
-	}
-	switch ap.State {
-	case workflows.ApprovalDenied, workflows.ApprovalExpired:
-		return true
-	case workflows.ApprovalPending:
-		return !ap.Expires.IsZero() && !at.Before(ap.Expires)
-	}
-	return false
-}
-
-// closeInferred settles the rollback the task started itself once
-// something else happens.
-func (b *builder) closeInferred() {
-	i := b.inferred
-	if i < 0 {
-		return
-	}
-	b.inferred = -1
-	rb := &b.tl.Rollbacks[i]
-	var last time.Time
-	var done, failed []string
-	for _, id := range rb.Compensated {
-		comp := b.calls[id].c.Compensation
-		ok := false
-		for _, r := range comp.Runs {
-			if r.Rollback != i {
-				continue
-			}
-			if r.Finished != nil && r.Finished.After(last) {
-				last = *r.Finished
-			}
-			ok = r.Outcome == string(workflows.OutcomeOK)
-		}
-		if ok {
-			done = append(done, id)
-		} else {
-			failed = append(failed, id)
-		}
-	}
-	rb.Compensated = done
-	if !last.IsZero() {
-		rb.Finished = &last
-	}
-	if rb.State != "running" {
-		return // the failure notice said how it ended
-	}
-	if len(failed) > 0 {
-		rb.State, rb.Remaining = workflows.StateRollbackFailed, failed
-		rb.Result = fmt.Sprintf("the compensation of call %s failed", failed[0])
-		return
-	}
-	rb.State, rb.Result = workflows.StateRolledBack, fmt.Sprintf("rolled back %d call(s)", len(done))
 }
 
 func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb.Payloads, fail *failurepb.Failure, outcome string) {
@@ -1042,44 +765,6 @@ func (b *builder) finish() {
 	if b.tl.Calls == nil {
 		b.tl.Calls = []*Call{}
 	}
-}
-
-// matchDecisions gives each agent call its recorded policy decision. The
-// decision marker does not name its call, and concurrent calls may decide
-// in any order, so a call takes the first unused decision recorded while
-// it ran that equals the decision in its result.
-func (b *builder) matchDecisions() {
-	for _, pass := range []bool{true, false} {
-		for _, cs := range b.order {
-			if cs.plan || cs.c.Decision != nil || cs.c.Repeat {
-				continue
-			}
-			if cs.recorded == nil && cs.done != 0 {
-				continue // a limit, or a history from before policy
-			}
-			for _, d := range b.decides {
-				if d.used || d.seq < cs.accepted || (cs.done != 0 && d.seq > cs.done) {
-					continue
-				}
-				if pass && !sameDecision(d, cs.recorded) {
-					continue
-				}
-				b.assignDecision(cs, d)
-				break
-			}
-		}
-	}
-}
-
-func sameDecision(d *decideMarker, r *workflows.Decision) bool {
-	if r == nil {
-		return false
-	}
-	if d.err != "" {
-		return r.Check == policy.CheckError
-	}
-	o := d.out
-	return string(o.Effect) == r.Effect && o.Check == r.Check && o.Rule == r.Rule && o.Reason == r.Reason && o.Version == r.PolicyVersion
 }
 
 // redact masks the call's arguments at the redact paths and, wherever

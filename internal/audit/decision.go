@@ -1,0 +1,64 @@
+package audit
+
+import (
+	"fmt"
+
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// assignDecision makes a recorded decision the call's.
+func (b *builder) assignDecision(cs *callState, d *decideMarker) {
+	d.used = true
+	at := d.at
+	if d.err != "" {
+		cs.decideError = d.err
+		cs.c.Decision = &Decision{At: &at, Effect: string(policy.Deny), Check: policy.CheckError,
+			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", d.err)}
+		return
+	}
+	o := d.out
+	cs.c.Decision = &Decision{At: &at, Effect: string(o.Effect), Check: o.Check, Rule: o.Rule, Reason: o.Reason,
+		PolicyVersion: o.Version, Group: o.Group, Quorum: o.Quorum}
+	if o.Approval != nil {
+		cs.redact = append(cs.redact, o.Approval.Redact...)
+	}
+}
+
+// matchDecisions gives each agent call its recorded policy decision. The
+// decision marker does not name its call, and concurrent calls may decide
+// in any order, so a call takes the first unused decision recorded while
+// it ran that equals the decision in its result.
+func (b *builder) matchDecisions() {
+	for _, pass := range []bool{true, false} {
+		for _, cs := range b.order {
+			if cs.plan || cs.c.Decision != nil || cs.c.Repeat {
+				continue
+			}
+			if cs.recorded == nil && cs.done != 0 {
+				continue // a limit, or a history from before policy
+			}
+			for _, d := range b.decides {
+				if d.used || d.seq < cs.accepted || (cs.done != 0 && d.seq > cs.done) {
+					continue
+				}
+				if pass && !sameDecision(d, cs.recorded) {
+					continue
+				}
+				b.assignDecision(cs, d)
+				break
+			}
+		}
+	}
+}
+
+func sameDecision(d *decideMarker, r *workflows.Decision) bool {
+	if r == nil {
+		return false
+	}
+	if d.err != "" {
+		return r.Check == policy.CheckError
+	}
+	o := d.out
+	return string(o.Effect) == r.Effect && o.Check == r.Check && o.Rule == r.Rule && o.Reason == r.Reason && o.Version == r.PolicyVersion
+}

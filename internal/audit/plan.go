@@ -1,0 +1,124 @@
+package audit
+
+import (
+	"fmt"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/workflows"
+)
+
+// prepareStep handles a PrepareStep marker: the i-th one prepares the
+// plan's i-th step, which is skipped, fails, or becomes the call in
+// progress.
+func (b *builder) prepareStep(at time.Time, result *commonpb.Payloads, failed string) {
+	b.finishPlanCall()
+	i := b.stepNext
+	b.stepNext++
+	if i >= len(b.tl.Steps) {
+		b.problem("a plan step was prepared beyond the plan's %d steps", len(b.tl.Steps))
+		return
+	}
+	st := &b.tl.Steps[i]
+	var out activities.StepOutput
+	if failed == "" {
+		if err := b.decode(result, &out); err != nil {
+			b.problem("step %s: %v", st.ID, err)
+			return
+		}
+	} else {
+		out.Error = failed
+	}
+	switch {
+	case out.Skip:
+		st.State, st.Reason = workflows.StepSkipped, out.Reason
+	case out.Error != "" || out.Call == nil:
+		st.State, st.Reason = workflows.StepFailed, fmt.Sprintf("step %s could not be prepared: %s", st.ID, out.Error)
+	default:
+		b.closeInferred()
+		cs := b.newCall("step-"+st.ID, out.Call.Tool, at)
+		cs.plan = true
+		cs.c.Step, cs.c.Server, cs.args = st.ID, out.Call.Server, out.Call.Arguments
+		st.Call, st.State = cs.c.ID, workflows.StepRunning
+		b.current = cs
+	}
+}
+
+// finishPlanCall works out how the plan call in progress ended.
+func (b *builder) finishPlanCall() {
+	cs := b.current
+	if cs == nil {
+		return
+	}
+	b.current = nil
+	c := cs.c
+	res := &Result{Attempts: len(c.Tries)}
+	d := c.Decision
+	switch {
+	case cs.decideError != "":
+		res.Outcome, res.Reason = string(workflows.OutcomeDenied),
+			fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", cs.decideError)
+	case d == nil:
+		res.Outcome, res.Reason = string(workflows.OutcomeLimit), "a task limit (calls or deadline) stopped the call"
+	case d.Effect == string(policy.Deny):
+		res.Outcome, res.Reason = string(workflows.OutcomeDenied), d.Reason
+	case d.Effect == string(policy.RequireApproval) && (c.Approval == nil || c.Approval.State != workflows.ApprovalApproved):
+		res.Outcome, res.Reason = string(workflows.OutcomeDenied), "not approved"
+		if c.Approval != nil {
+			res.Reason = "the approval request was " + c.Approval.State
+		}
+	case c.Capture != nil && c.Capture.Outcome != string(workflows.OutcomeOK) && c.Capture.Outcome != string(workflows.OutcomeToolError):
+		res.Outcome, res.Reason = string(workflows.OutcomeFailed), fmt.Sprintf("%s did not run: its pre-image could not be captured with %s (%s)", c.Tool, c.Capture.Tool, c.Capture.Outcome)
+		if c.Capture.Outcome == string(workflows.OutcomeUnavailable) {
+			res.Outcome = string(workflows.OutcomeUnavailable)
+		}
+	case len(c.Tries) == 0:
+		res.Outcome, res.Reason = string(workflows.OutcomeUnknown), "the call did not run to the end"
+	default:
+		last := c.Tries[len(c.Tries)-1]
+		res.Outcome, res.Reason = last.Outcome, last.Error
+		res.Text = cs.text
+		if last.Outcome == string(workflows.OutcomeToolError) {
+			res.IsError, res.Reason = true, c.Tool+" reported an error: "+res.Text
+		}
+	}
+	c.Result = res
+	if c.Finished == nil {
+		f := c.Requested
+		if d != nil && d.At != nil {
+			f = *d.At
+		}
+		if n := len(c.Tries); n > 0 && c.Tries[n-1].Finished != nil {
+			f = *c.Tries[n-1].Finished
+		}
+		if comp := c.Compensation; comp != nil && comp.Recorded.After(f) {
+			f = comp.Recorded
+		}
+		c.Finished = &f
+	}
+	if st := b.step(c.Step); st != nil {
+		switch workflows.Outcome(res.Outcome) {
+		case workflows.OutcomeOK:
+			st.State = workflows.StepOK
+		case workflows.OutcomeDenied:
+			st.State = workflows.StepDenied
+		default:
+			st.State = workflows.StepFailed
+		}
+		if res.Outcome != string(workflows.OutcomeOK) {
+			st.Reason = res.Reason
+		}
+	}
+}
+
+func (b *builder) step(id string) *Step {
+	for i := range b.tl.Steps {
+		if b.tl.Steps[i].ID == id {
+			return &b.tl.Steps[i]
+		}
+	}
+	return nil
+}
