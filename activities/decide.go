@@ -55,6 +55,9 @@ type DecideOutput struct {
 	// Compensable: the tool declares a compensation; once the call has run,
 	// the workflow asks PlanCompensation for it.
 	Compensable bool `json:",omitempty"`
+	// CallID echoes the input's, so that an audit of the history can tie
+	// the recorded decision (a marker) to its call.
+	CallID string `json:",omitempty"`
 }
 
 // ApprovalSpec is what the worker resolves for a require_approval
@@ -120,7 +123,7 @@ func (a *Activities) Decide(_ context.Context, in DecideInput) (DecideOutput, er
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
 	a.Audit.Decision(auditlog.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
 		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments})
-	out := DecideOutput{Decision: d}
+	out := DecideOutput{Decision: d, CallID: in.CallID}
 	if d.Effect == policy.RequireApproval {
 		out.Approval = a.approvalSpec(d, tool)
 	}

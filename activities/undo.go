@@ -40,11 +40,19 @@ type CompensationOutput struct {
 	// Error says why the compensation could not be computed; the entry
 	// stays on the saga stack, and a rollback reports it as undone.
 	Error string `json:",omitempty"`
+	// CallID echoes the input's (for audits of the history).
+	CallID string `json:",omitempty"`
 }
 
 // PlanCompensation computes a compensation on the worker, which holds the
 // manifests: the workflow records the concrete call it returns.
-func (a *Activities) PlanCompensation(_ context.Context, in CompensationInput) (CompensationOutput, error) {
+func (a *Activities) PlanCompensation(ctx context.Context, in CompensationInput) (CompensationOutput, error) {
+	out, err := a.planCompensation(ctx, in)
+	out.CallID = in.CallID
+	return out, err
+}
+
+func (a *Activities) planCompensation(_ context.Context, in CompensationInput) (CompensationOutput, error) {
 	c, ok := a.Catalog.(*Catalog)
 	if !ok || c == nil {
 		return CompensationOutput{}, temporal.NewNonRetryableApplicationError("this worker has no manifests loaded; it cannot compute compensations", ErrTypeInternal, nil)

@@ -491,6 +491,12 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 				return
 			}
 		}
+		// Recorded since Decide echoes the call ID: exact.
+		if cs, ok := b.calls[d.out.CallID]; ok && d.out.CallID != "" && cs.c.Decision == nil {
+			b.decides = append(b.decides, d)
+			b.assignDecision(cs, d)
+			return
+		}
 		b.decides = append(b.decides, d)
 		if b.tl.Kind == "plan" && b.current != nil && b.current.c.Decision == nil {
 			b.assignDecision(b.current, d)
@@ -505,7 +511,7 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 				return
 			}
 		}
-		cs := b.compensated()
+		cs := b.compensated(out.CallID)
 		if cs == nil {
 			b.problem("a compensation recorded at %s matches no call", at.Format(time.RFC3339Nano))
 			return
