@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,13 +112,16 @@ func TestApprovalsArguments(t *testing.T) {
 // with the approvals command: list and show it (key masked), alice's own
 // approval and a wrong --digest are refused with exit 1, bob's approval
 // lets the call run once, and repeating it changes nothing. The gateway
-// serves the /approvals page.
+// serves the /approvals page. The decisions are audited in the same file
+// as the worker's lines.
 func TestApprovalsCLI(t *testing.T) {
 	upstream := buildTestupstream(t)
 	cfg, effects := approvalsConfig(t, upstream)
 	t.Setenv("TEMPORAL_ADDRESS", "")
 	t.Setenv("TEMPORAL_NAMESPACE", "")
-	e, err := load(commonFlags{config: cfg, dataDir: filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	auditPath := filepath.Join(dataDir, "audit.jsonl") // dev's default
+	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +134,7 @@ func TestApprovalsCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort()}
+	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
 
 	// The page is mounted on the gateway.
 	resp, err := http.Get("http://" + s.addr + "/approvals")
@@ -224,6 +229,30 @@ func TestApprovalsCLI(t *testing.T) {
 	code, stdout, _ = runCLI(t, append([]string{"approvals", "show", id}, temporal...)...)
 	if code != 0 || !strings.Contains(stdout, "state:         approved") || strings.Count(stdout, "bob approved via cli") != 1 || !strings.Contains(stdout, ": ok") {
 		t.Fatalf("approvals show after approval: %d\n%s", code, stdout)
+	}
+
+	audit, err := os.ReadFile(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decisions []string
+	for _, line := range strings.Split(strings.TrimSpace(string(audit)), "\n") {
+		var l struct{ Event, Approver, Decision, Via, State, Reason string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if strings.HasPrefix(l.Event, "approval_decided") || strings.HasPrefix(l.Event, "approval_refused") {
+			decisions = append(decisions, strings.Join([]string{l.Event, l.Approver, l.Decision, l.Via, l.State}, " "))
+		}
+	}
+	want := []string{ // the repeated approval is audited again, with the same update_id
+		"approval_refused alice approve cli ",
+		"approval_refused bob approve cli ",
+		"approval_decided bob approve cli approved",
+		"approval_decided bob approve cli approved",
+	}
+	if !slices.Equal(decisions, want) || strings.Contains(string(audit), "cli-secret") {
+		t.Errorf("audited decisions %q, want %q, and no argument value:\n%s", decisions, want, audit)
 	}
 }
 
