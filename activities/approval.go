@@ -44,6 +44,10 @@ type ApprovalNotice struct {
 	ExpiresAt  time.Time
 	Escalation bool `json:",omitempty"`
 
+	// TaskURL is the task's page in the Temporal Web UI; notifiers set it
+	// (it never enters history).
+	TaskURL string `json:"-"`
+
 	// For updates: the request's state, its votes, and the messages to
 	// update.
 	State    string       `json:",omitempty"`
@@ -146,7 +150,9 @@ const NotifyRollbackFailedName = "NotifyRollbackFailed"
 
 // RollbackNotice says which compensations of a task remain undone.
 type RollbackNotice struct {
-	TaskID      string
+	TaskID string
+	// TaskURL: see ApprovalNotice.TaskURL.
+	TaskURL     string `json:"-"`
 	Principal   string
 	Group       string
 	RequestedBy string

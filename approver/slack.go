@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -38,6 +40,8 @@ type SlackNotifier struct {
 	api *slack.Client
 	// channels maps an approver group to its channel ID.
 	channels map[string]string
+	// uiBase and uiNamespace make task links (WithTaskLinks).
+	uiBase, uiNamespace string
 }
 
 var _ activities.Notifier = (*SlackNotifier)(nil)
@@ -54,6 +58,21 @@ func NewSlackNotifier(api *slack.Client, channels map[string]string) *SlackNotif
 	return &SlackNotifier{api: api, channels: cp}
 }
 
+// WithTaskLinks makes messages link each task to its page in the Temporal
+// Web UI at base (namespace ns); "" leaves links out.
+func (s *SlackNotifier) WithTaskLinks(base, ns string) *SlackNotifier {
+	s.uiBase, s.uiNamespace = strings.TrimRight(base, "/"), ns
+	return s
+}
+
+// TaskURL is the task's page in the Web UI ("" without a base).
+func (s *SlackNotifier) TaskURL(task string) string {
+	if s.uiBase == "" {
+		return ""
+	}
+	return s.uiBase + "/namespaces/" + url.PathEscape(s.uiNamespace) + "/workflows/" + url.PathEscape(task)
+}
+
 // Name is the MessageRef.Notifier of this notifier's messages.
 func (s *SlackNotifier) Name() string { return NotifierName }
 
@@ -64,6 +83,7 @@ func (s *SlackNotifier) Post(ctx context.Context, n activities.ApprovalNotice) (
 	if !ok {
 		return nil, activities.ErrNoChannel
 	}
+	n.TaskURL = s.TaskURL(n.TaskID)
 	fallback, blocks := RenderRequest(n)
 	ch, ts, err := s.api.PostMessageContext(ctx, channel,
 		slack.MsgOptionText(fallback, false), slack.MsgOptionBlocks(blocks...))
@@ -80,6 +100,7 @@ func (s *SlackNotifier) Post(ctx context.Context, n activities.ApprovalNotice) (
 // decided and when, without buttons once closed; the decisions so far,
 // buttons kept, while pending. ErrNoChannel when it posted none.
 func (s *SlackNotifier) Update(ctx context.Context, n activities.ApprovalNotice) error {
+	n.TaskURL = s.TaskURL(n.TaskID)
 	fallback, blocks := RenderOutcome(n)
 	if n.State == workflows.ApprovalPending || n.State == "" {
 		fallback, blocks = RenderRequest(n)
@@ -109,6 +130,7 @@ func (s *SlackNotifier) Alert(ctx context.Context, n activities.RollbackNotice) 
 	if !ok {
 		return activities.ErrNoChannel
 	}
+	n.TaskURL = s.TaskURL(n.TaskID)
 	fallback, blocks := RenderRollbackFailed(n)
 	if _, _, err := s.api.PostMessageContext(ctx, channel,
 		slack.MsgOptionText(fallback, false), slack.MsgOptionBlocks(blocks...)); err != nil {

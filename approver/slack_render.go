@@ -126,7 +126,7 @@ func slackRequestBlocks(n activities.ApprovalNotice) []slack.Block {
 	fields := []*slack.TextBlockObject{
 		slackMd("*Tool*\n`" + slackEscape(n.Tool) + "`"),
 		slackMd("*Requested by*\n" + who),
-		slackMd("*Task*\n`" + slackEscape(n.TaskID) + "`"),
+		slackMd("*Task*\n" + slackTaskLink(n.TaskID, n.TaskURL)),
 		slackMd("*Side effects*\n" + slackEscape(slackList(n.SideEffects))),
 		slackMd("*Data level*\n" + slackEscape(n.DataLevel)),
 		slackMd("*Risk*\n" + slackEscape(n.Risk)),
@@ -256,7 +256,7 @@ func RenderRollbackFailed(n activities.RollbackNotice) (fallback string, blocks 
 	blocks = []slack.Block{
 		slack.NewHeaderBlock(slackPlain("Rollback failed: "+n.TaskID, 150)),
 		slack.NewSectionBlock(nil, []*slack.TextBlockObject{
-			slackMd("*Task*\n`" + slackEscape(n.TaskID) + "`"),
+			slackMd("*Task*\n" + slackTaskLink(n.TaskID, n.TaskURL)),
 			slackMd("*Principal*\n" + slackEscape(n.Principal)),
 			slackMd("*Requested by*\n" + slackEscape(n.RequestedBy)),
 			slackMd(fmt.Sprintf("*Left undone*\n%d", len(n.Remaining))),
@@ -281,4 +281,13 @@ func RenderRollbackFailed(n activities.RollbackNotice) (fallback string, blocks 
 	blocks = append(blocks, slack.NewContextBlock("", slackMd(fmt.Sprintf(
 		"Retry with `airlock tasks rollback %s`, or fix by hand and `airlock tasks finish %s`.", slackEscape(n.TaskID), slackEscape(n.TaskID)))))
 	return fallback, blocks
+}
+
+// slackTaskLink shows a task ID, linked to its history in the Temporal Web
+// UI when there is one.
+func slackTaskLink(task, url string) string {
+	if url == "" {
+		return "`" + slackEscape(task) + "`"
+	}
+	return "<" + url + "|" + slackEscape(task) + ">"
 }

@@ -294,3 +294,23 @@ func TestSlackAppSecrets(t *testing.T) {
 		t.Errorf("app %+v", a)
 	}
 }
+
+func TestPostLinksTaskToWebUI(t *testing.T) {
+	f := newSlackFake(t)
+	n := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS"}).WithTaskLinks("http://127.0.0.1:8233/", "prod ns")
+	if _, err := n.Post(context.Background(), slackNotice()); err != nil {
+		t.Fatal(err)
+	}
+	all := f.ok("chat.postMessage")[0].shown(t)
+	if want := "<http://127.0.0.1:8233/namespaces/prod%20ns/workflows/task-1a2b|task-1a2b>"; !strings.Contains(all, want) {
+		t.Errorf("message lacks the task link %s:\n%s", want, all)
+	}
+	// Without a UI, the task is plain code.
+	plain := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS"})
+	if _, err := plain.Post(context.Background(), slackNotice()); err != nil {
+		t.Fatal(err)
+	}
+	if all := f.ok("chat.postMessage")[1].shown(t); strings.Contains(all, "/workflows/") || !strings.Contains(all, "`task-1a2b`") {
+		t.Errorf("message without UI:\n%s", all)
+	}
+}

@@ -225,7 +225,7 @@ func slackNotifiers(e *env) ([]activities.Notifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
 	}
-	return []activities.Notifier{n}, nil
+	return []activities.Notifier{n.WithTaskLinks(e.uiURL, e.ns)}, nil
 }
 
 func interactionOptions(e *env, app *approver.SlackApp, c client.Client, dir *identity.Directory) (approver.InteractionOptions, error) {

@@ -212,6 +212,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 			}
 			s.ui = ui
 			s.stops = append(s.stops, ui.Stop)
+			e.uiURL = firstNonEmpty(e.uiURL, ui.URL()) // links in Slack messages
 		}
 	} else if hostPort == "" {
 		return s, errors.New("no Temporal to use: pass --temporal-address host:port (or set TEMPORAL_ADDRESS, or temporal.address in the config); only `airlock dev` embeds one")

@@ -76,6 +76,8 @@ type env struct {
 	cfgDir   string
 	cfgPath  string
 	external bool // Temporal is external (not the embedded dev server)
+	// uiURL is the Temporal Web UI that links point to ("" for none).
+	uiURL string
 	stderr   io.Writer
 	// audit is the audit stream, once a serving command has opened it
 	// (nil: off).
@@ -118,6 +120,7 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 	e.listen = firstNonEmpty(f.listen, snap.Config.Listen, "127.0.0.1:7400")
 	e.ns = firstNonEmpty(f.namespace, snap.Config.Temporal.Namespace, "default")
 	e.tq = firstNonEmpty(f.taskQueue, snap.Config.Temporal.TaskQueue, workflows.DefaultTaskQueue)
+	e.uiURL = snap.Config.Temporal.UIURL
 	addr := firstNonEmpty(f.address, snap.Config.Temporal.Address)
 	e.flags.address = addr
 	e.external = addr != ""

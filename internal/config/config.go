@@ -198,6 +198,10 @@ type Temporal struct {
 	Address   string `yaml:"address,omitempty"`
 	Namespace string `yaml:"namespace,omitempty"`  // default "default"
 	TaskQueue string `yaml:"task_queue,omitempty"` // default "airlock"
+	// UIURL is the Temporal Web UI's base URL (e.g.
+	// "https://temporal.example.com"); Slack messages link to each task's
+	// page there. airlock dev defaults it to its embedded UI.
+	UIURL string `yaml:"ui_url,omitempty"`
 }
 
 // Task holds the default limits of an agent task.
