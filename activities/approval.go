@@ -39,10 +39,13 @@ type ApprovalNotice struct {
 	Digest      string
 	// Group is the group notified by this notice (the escalation group on
 	// an escalation).
-	Group      string
-	Quorum     int
-	ExpiresAt  time.Time
-	Escalation bool `json:",omitempty"`
+	Group     string
+	Quorum    int
+	ExpiresAt time.Time
+	// RequestedAt is when the request was made (zero from older workflow
+	// code).
+	RequestedAt time.Time `json:",omitempty"`
+	Escalation  bool      `json:",omitempty"`
 
 	// TaskURL is the task's page in the Temporal Web UI; notifiers set it
 	// (it never enters history).
@@ -254,10 +257,14 @@ func approvalOutcome(n ApprovalNotice, now time.Time) (string, time.Time) {
 	return n.State, now
 }
 
-// requestedAt is when the request was made. The notice does not carry it,
-// but its expiry does, and the request waited the tool's approval timeout
-// from its start (unless the manifest changed since).
+// requestedAt is when the request was made. Notices from older workflow
+// code do not carry it, but their expiry does, and the request waited the
+// tool's approval timeout from its start (unless the manifest changed
+// since).
 func (a *Activities) requestedAt(n ApprovalNotice) time.Time {
+	if !n.RequestedAt.IsZero() {
+		return n.RequestedAt // workflows since it was added say it
+	}
 	var decl *manifests.Tool
 	if a.Catalog != nil {
 		if t, ok := a.Catalog.Tool(n.Tool); ok {

@@ -45,4 +45,9 @@ func TestRequestedAt(t *testing.T) {
 	if got := a.requestedAt(ApprovalNotice{Tool: "x__y", ExpiresAt: exp}); !got.Equal(exp.Add(-DefaultApprovalTimeout)) {
 		t.Errorf("requestedAt without a catalog = %s, want %s", got, exp.Add(-DefaultApprovalTimeout))
 	}
+	// A notice that says when it was requested is believed.
+	req := exp.Add(-17 * time.Minute)
+	if got := a.requestedAt(ApprovalNotice{Tool: "x__y", ExpiresAt: exp, RequestedAt: req}); !got.Equal(req) {
+		t.Errorf("requestedAt = %s, want the notice's %s", got, req)
+	}
 }

@@ -158,7 +158,8 @@ func (t *task) notice(ar *ApprovalRequest, group string, escalation bool) activi
 		RequestID: ar.ID, TaskID: ar.TaskID, CallID: ar.CallID, Tool: ar.Tool, Principal: ar.Principal, Client: ar.Client,
 		Arguments: ar.Arguments, Redact: ar.Redact, SideEffects: ar.SideEffects, DataLevel: ar.DataLevel, Risk: ar.Risk,
 		Rule: ar.Rule, Reason: ar.Reason, Digest: ar.Digest, Group: group, Quorum: ar.Quorum, ExpiresAt: ar.ExpiresAt,
-		Escalation: escalation, State: ar.State, Messages: slices.Clone(ar.Messages),
+		RequestedAt: ar.RequestedAt,
+		Escalation:  escalation, State: ar.State, Messages: slices.Clone(ar.Messages),
 	}
 	for _, v := range ar.Votes {
 		n.Votes = append(n.Votes, activities.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via})
