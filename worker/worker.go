@@ -72,4 +72,5 @@ type WorkflowRegistry interface {
 func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.AgentTask, workflow.RegisterOptions{Name: workflows.AgentTaskName})
 	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: workflows.PlanName})
+	r.RegisterWorkflowWithOptions(workflows.RollbackTask, workflow.RegisterOptions{Name: workflows.RollbackTaskName})
 }

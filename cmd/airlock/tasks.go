@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -39,7 +42,8 @@ Agent tasks and plans alike:
   show      one task: calls, plan steps, pending compensations
   rollback  undo the task's changes (compensations, newest first, each once);
             waits for it and prints what was undone and what was not. Also
-            retries a rollback that failed.
+            retries a rollback that failed, and undoes a task that has
+            ended (a completed plan), once, as workflow rollback-TASK_ID.
   cancel    cancel the task: it rolls back, then ends
   finish    end the task once its running calls are done, without rolling
             back (also how an operator closes a task whose rollback failed,
@@ -50,7 +54,8 @@ Talks to the Temporal of a running "airlock dev" (127.0.0.1:7233) unless
 `
 
 // taskKinds is the visibility query for every kind of task.
-var taskKinds = "(WorkflowType = '" + workflows.AgentTaskName + "' OR WorkflowType = '" + workflows.PlanName + "')"
+var taskKinds = "(WorkflowType = '" + workflows.AgentTaskName + "' OR WorkflowType = '" + workflows.PlanName +
+	"' OR WorkflowType = '" + workflows.RollbackTaskName + "')"
 
 func runTasks(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -82,7 +87,8 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	reason := fs.String("reason", "", "why (rollback; kept in the task's record)")
 	wait := fs.Duration("wait", 10*time.Minute, "how long rollback waits for the compensations to run")
 	fs.Usage = func() { fmt.Fprint(stderr, tasksUsage); fs.PrintDefaults() }
-	if err := fs.Parse(rest); err != nil {
+	args, err := parseInterspersed(fs, rest)
+	if err != nil {
 		return parseExit(err)
 	}
 	// Check the arguments before dialing, so a typo is not reported as a
@@ -90,8 +96,8 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	q := taskKinds
 	switch sub {
 	case "list":
-		if fs.NArg() > 0 {
-			fmt.Fprintf(stderr, "airlock tasks list: unexpected argument %q (to see one task: airlock tasks show TASK_ID)\n", fs.Arg(0))
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "airlock tasks list: unexpected argument %q (to see one task: airlock tasks show TASK_ID)\n", args[0])
 			return 2
 		}
 		if *limit < 1 {
@@ -135,7 +141,7 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 			q += " AND " + workflows.SAApproval.GetName() + " = '" + workflows.ApprovalPending + "'"
 		}
 	default:
-		if fs.NArg() != 1 {
+		if len(args) != 1 {
 			fmt.Fprintf(stderr, "airlock tasks %s: name one TASK_ID (airlock tasks list shows them)\n", sub)
 			return 2
 		}
@@ -149,7 +155,10 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 
-	id := fs.Arg(0)
+	id := ""
+	if len(args) > 0 {
+		id = args[0]
+	}
 	switch sub {
 	case "list":
 		return listTasks(ctx, c, tc.namespace, q, *limit, stdout, stderr)
@@ -158,15 +167,8 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	case "rollback":
 		rctx, rcancel := context.WithTimeout(ctx, *wait)
 		defer rcancel()
-		h, err := c.UpdateWorkflow(rctx, client.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: workflows.UpdateRollback,
-			Args:         []any{workflows.RollbackRequest{By: "operator", Reason: *reason}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		var res workflows.RollbackResult
-		if err == nil {
-			err = h.Get(rctx, &res)
-		}
+		req := workflows.RollbackRequest{By: "operator", Reason: *reason}
+		res, err := rollbackTask(rctx, c, id, req, tc.taskQueue)
 		if err != nil {
 			if rctx.Err() != nil {
 				fmt.Fprintf(stderr, "airlock tasks rollback %s: still running after %s; it goes on without you (airlock tasks show %s)\n", id, *wait, id)
@@ -218,6 +220,56 @@ func queryLiteral(v string) (string, error) {
 	return "'" + v + "'", nil
 }
 
+// rollbackTask rolls a task back: a running one by its rollback Update; an
+// ended one (whose workflow can run nothing more) by a RollbackTask
+// workflow seeded with the compensations it left, one per task, so an
+// ended task is rolled back at most once.
+func rollbackTask(ctx context.Context, c client.Client, id string, req workflows.RollbackRequest, taskQueue string) (workflows.RollbackResult, error) {
+	var res workflows.RollbackResult
+	uo := client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateRollback,
+		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted}
+	h, err := c.UpdateWorkflow(ctx, uo)
+	if err == nil {
+		if err = h.Get(ctx, &res); err == nil || !strings.Contains(err.Error(), "has ended") {
+			return res, err
+		}
+	} else if !isCompleted(err) {
+		return res, err
+	}
+	// The task has ended: what did it leave undone?
+	st, qerr := queryStatus(ctx, c, id)
+	if qerr != nil {
+		return res, fmt.Errorf("the task has ended and its state cannot be read: %w", qerr)
+	}
+	if len(st.Saga) == 0 {
+		return workflows.RollbackResult{TaskID: id, State: workflows.RollbackNothing,
+			Reason: "the task has ended (" + st.State + ") and left no pending compensation"}, nil
+	}
+	rid := workflows.RollbackTaskID(id)
+	start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: rid, TaskQueue: taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.RollbackTaskName, workflows.RollbackTaskInput{TaskID: id, Principal: st.Principal, Saga: st.Saga})
+	uo.WorkflowID = rid
+	h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: uo})
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) || isCompleted(err) {
+		return res, fmt.Errorf("task %s has ended and was already rolled back by %s (airlock tasks show %s)", id, rid, rid)
+	}
+	return res, err
+}
+
+// isCompleted reports an error saying the workflow is no longer running.
+func isCompleted(err error) bool {
+	var nf *serviceerror.NotFound
+	return err != nil && (errors.As(err, &nf) || strings.Contains(err.Error(), "already completed") ||
+		strings.Contains(err.Error(), "workflow execution already finished"))
+}
+
 func listTasks(ctx context.Context, c client.Client, ns, q string, limit int, stdout, stderr io.Writer) int {
 	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, Query: q, PageSize: int32(limit)})
 	if err != nil {
@@ -240,9 +292,9 @@ func listTasks(ctx context.Context, c client.Client, ns, q string, limit int, st
 			_ = json.Unmarshal(p.GetData(), &ts)
 			tools = strings.Join(ts, ",")
 		}
-		kind := "agent"
-		if ex.GetType().GetName() == workflows.PlanName {
-			kind = "plan"
+		kind := map[string]string{workflows.PlanName: "plan", workflows.RollbackTaskName: "rollback"}[ex.GetType().GetName()]
+		if kind == "" {
+			kind = "agent"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ex.GetExecution().GetWorkflowId(), kind,
 			strings.ToLower(strings.TrimPrefix(ex.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
@@ -323,12 +375,16 @@ func printJSON(w io.Writer, v any) {
 // talk to Temporal (tasks, run).
 type temporalFlags struct {
 	address, namespace string
-	tls                tlsFlags
+	// taskQueue is where workflows these commands start run (tasks
+	// rollback of an ended task).
+	taskQueue string
+	tls       tlsFlags
 }
 
 func (t *temporalFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.address, "temporal-address", firstNonEmpty(os.Getenv("TEMPORAL_ADDRESS"), "127.0.0.1:7233"), "Temporal frontend `host:port`")
 	fs.StringVar(&t.namespace, "namespace", firstNonEmpty(os.Getenv("TEMPORAL_NAMESPACE"), "default"), "Temporal `namespace`")
+	fs.StringVar(&t.taskQueue, "task-queue", workflows.DefaultTaskQueue, "the workers' task `queue` (rolling back a task that has ended starts a workflow there)")
 	t.tls.register(fs)
 }
 

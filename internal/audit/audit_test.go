@@ -59,6 +59,7 @@ var tasks = []struct {
 	{"saga_v1", []string{"saga_v1_run1"}},
 	{"plan_v1", []string{"plan_v1_run1"}},
 	{"approvals_v1", []string{"approvals_v1_run1"}},
+	{"rollback_task_v1", []string{"rollback_task_v1_run1"}},
 }
 
 func build(t testing.TB, runs []string, opts *Options) *Timeline {

@@ -220,12 +220,26 @@ func (b *builder) started(i int, ev *historypb.HistoryEvent) error {
 				tl.Steps = append(tl.Steps, Step{ID: s.ID, Tool: s.Tool, State: workflows.StepPending})
 			}
 		}
+	case workflows.RollbackTaskName:
+		tl.Kind = "rollback"
+		var rin workflows.RollbackTaskInput
+		if err := b.decode(a.GetInput(), &rin); err != nil {
+			return fmt.Errorf("decoding the rollback's input: %w", err)
+		}
+		in = workflows.TaskInput{TaskID: rin.TaskID, Principal: rin.Principal}
+		// The calls it undoes ran in the ended task's history.
+		for _, e := range rin.Saga {
+			b.newCall(e.CallID, e.Tool, e.At)
+		}
 	default:
-		return fmt.Errorf("workflow type %q is not an airlock task (%s or %s)", wt, workflows.AgentTaskName, workflows.PlanName)
+		return fmt.Errorf("workflow type %q is not an airlock task (%s, %s or %s)", wt, workflows.AgentTaskName, workflows.PlanName, workflows.RollbackTaskName)
 	}
 	tl.Task, tl.Principal, tl.Started = in.TaskID, in.Principal, at.UTC()
 	if tl.Task == "" {
 		tl.Task = a.GetWorkflowId()
+	}
+	if w := a.GetWorkflowId(); w != tl.Task && w != "" {
+		tl.Workflow = w
 	}
 	if id := in.Identity; id != nil {
 		tl.Roles, tl.DataLevel = id.Roles, id.DataLevel

@@ -101,9 +101,13 @@ func runAt(tl *Timeline, t time.Time) int {
 func startEvent(tl *Timeline) event {
 	f := map[string]any{"kind": tl.Kind, "principal": tl.Principal}
 	what := "agent task"
-	if tl.Kind == "plan" {
+	switch tl.Kind {
+	case "plan":
 		what = fmt.Sprintf("plan %q (%d steps)", tl.Plan, len(tl.Steps))
 		f["plan"] = tl.Plan
+	case "rollback":
+		what = fmt.Sprintf("rollback of the ended task (%d compensations left)", len(tl.Calls))
+		f["workflow"] = tl.Workflow
 	}
 	text := fmt.Sprintf("task started: %s for %s", what, tl.Principal)
 	if tl.Client != "" {

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/url"
@@ -26,8 +27,11 @@ func Render(w io.Writer, tl *Timeline, opts *RenderOptions) error {
 	}
 	var b strings.Builder
 	kind := "agent task"
-	if tl.Kind == "plan" {
+	switch tl.Kind {
+	case "plan":
 		kind = "plan " + tl.Plan
+	case "rollback":
+		kind = "rollback of the ended task, as " + tl.Workflow
 	}
 	fmt.Fprintf(&b, "task:      %s (%s)\n", tl.Task, kind)
 	fmt.Fprintf(&b, "principal: %s\n", tl.Principal)
@@ -49,7 +53,7 @@ func Render(w io.Writer, tl *Timeline, opts *RenderOptions) error {
 		}
 		fmt.Fprintf(&b, "steps:     %s\n", strings.Join(s, ", "))
 	}
-	if u := UILink(opts.UIURL, opts.Namespace, tl.Task); u != "" {
+	if u := UILink(opts.UIURL, opts.Namespace, cmp.Or(tl.Workflow, tl.Task)); u != "" {
 		fmt.Fprintf(&b, "ui:        %s\n", u)
 	}
 	for _, p := range tl.Problems {

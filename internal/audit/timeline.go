@@ -9,7 +9,11 @@ import (
 // (airlock audit show --json prints it).
 type Timeline struct {
 	Task string `json:"task"`
-	// Kind is "agent" (AgentTask) or "plan" (Plan).
+	// Workflow is the workflow ID when it is not the task's (the rollback
+	// of an ended task runs as rollback-<task>).
+	Workflow string `json:"workflow,omitempty"`
+	// Kind is "agent" (AgentTask), "plan" (Plan) or "rollback"
+	// (RollbackTask: the rollback of a task that had ended).
 	Kind      string   `json:"kind"`
 	Principal string   `json:"principal"`
 	Client    string   `json:"client,omitempty"`
