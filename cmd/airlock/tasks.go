@@ -331,7 +331,7 @@ func showTask(ctx context.Context, c client.Client, id string, asJSON bool, stdo
 	}
 	if len(st.Saga) > 0 {
 		if st.Ended {
-			fmt.Fprintln(stdout, "not rolled back (the task has ended; these compensations were recorded but did not run):")
+			fmt.Fprintf(stdout, "not rolled back (the task has ended; undo it once with airlock tasks rollback %s):\n", st.TaskID)
 		} else {
 			fmt.Fprintf(stdout, "can be undone, newest first (airlock tasks rollback %s):\n", st.TaskID)
 		}
