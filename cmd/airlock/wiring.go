@@ -77,8 +77,8 @@ type env struct {
 	cfgPath  string
 	external bool // Temporal is external (not the embedded dev server)
 	// uiURL is the Temporal Web UI that links point to ("" for none).
-	uiURL string
-	stderr   io.Writer
+	uiURL  string
+	stderr io.Writer
 	// audit is the audit stream, once a serving command has opened it
 	// (nil: off).
 	audit *auditlog.Log
