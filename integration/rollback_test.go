@@ -212,6 +212,10 @@ func TestAgentRollbackOverMCP(t *testing.T) {
 	files, graph := n.snapshot(t)
 	cs := n.connect(t, map[string]string{gateway.HeaderTask: "agent-rollback"})
 	waitTools(t, cs, "filesystem__write_file", "memory__create_entities", gateway.ToolRollback)
+	// Before any call there is no task yet: nothing to roll back, not an error.
+	if res := call(t, cs, gateway.ToolRollback, map[string]any{}, ""); res.IsError || !strings.Contains(text(res), "nothing to roll back") {
+		t.Fatalf("rollback before any call: isError=%v %s", res.IsError, text(res))
+	}
 
 	for _, c := range []struct {
 		tool string

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/workflows"
@@ -57,6 +59,11 @@ func (g *Gateway) rollbackTool(ctx context.Context, req *mcp.CallToolRequest, in
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
 				"the rollback of task %s is still running; it continues without you, exactly once. Call %s to see what remains.", task, ToolStatus)}},
 				Meta: mcp.Meta{MetaTask: task}}, nil, nil
+		}
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+				"task %s has made no calls yet (or has ended): nothing to roll back", task)}}, Meta: mcp.Meta{MetaTask: task}}, nil, nil
 		}
 		return errorResult(task, "", fmt.Sprintf("task %s could not be rolled back: %v", task, err)), nil, nil
 	}
