@@ -73,6 +73,9 @@ type Activities struct {
 	// Pins, when set, refuses tools whose upstream definition changed
 	// since it was pinned.
 	Pins *pin.Store
+	// MaxResultBytes bounds one call's result (default
+	// DefaultMaxResultBytes); a larger one is replaced by an error result.
+	MaxResultBytes int
 	// HeartbeatEvery is how often a running call heartbeats (default 2s).
 	HeartbeatEvery time.Duration
 	// Audit receives a line per decision point (nil: none).
@@ -124,7 +127,35 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (out CallTo
 		return CallToolOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("encoding result of %s: %v", in.ExposedName, err), ErrTypeInternal, err)
 	}
+	if limit := a.maxResultBytes(); len(raw) > limit {
+		return oversized(in, len(raw), limit), nil
+	}
 	return CallToolOutput{Result: raw, IsError: res.IsError}, nil
+}
+
+// DefaultMaxResultBytes bounds the result of one call: results are kept in
+// the task's history, where one payload may not exceed 2 MB (and a history
+// must stay small enough to replay).
+const DefaultMaxResultBytes = 1 << 20
+
+func (a *Activities) maxResultBytes() int {
+	if a.MaxResultBytes > 0 {
+		return a.MaxResultBytes
+	}
+	return DefaultMaxResultBytes
+}
+
+// oversized replaces a result too large to keep with an error result that
+// says so. The call did run: only its result is dropped, and the model is
+// told to ask for less.
+func oversized(in CallToolInput, size, limit int) CallToolOutput {
+	name := in.ExposedName
+	if name == "" {
+		name = in.Tool
+	}
+	text := fmt.Sprintf("%s ran, but its result is %d bytes, more than the %d airlock keeps in a task's record, so it was dropped. Ask for less (a narrower query, a smaller file, a page of results).", name, size, limit)
+	raw, _ := json.Marshal(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}})
+	return CallToolOutput{Result: raw, IsError: true}
 }
 
 // compensationPrefix starts the call ID of a compensation (the workflow's

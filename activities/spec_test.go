@@ -1,8 +1,13 @@
 package activities
 
 import (
+	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -64,4 +69,25 @@ func TestSpecFromManifest(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestOversizedResultIsReplaced(t *testing.T) {
+	a := &Activities{Tools: bigTools{}, MaxResultBytes: 1000}
+	out, err := a.CallTool(context.Background(), CallToolInput{TaskID: "t", CallID: "c", Server: "s", Tool: "big", ExposedName: "s__big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.IsError || len(out.Result) > 1000 || !strings.Contains(string(out.Result), "s__big ran, but its result is") {
+		t.Fatalf("result %d bytes, isError=%v: %.200s", len(out.Result), out.IsError, out.Result)
+	}
+	small, err := (&Activities{Tools: bigTools{}}).CallTool(context.Background(), CallToolInput{Server: "s", Tool: "big"})
+	if err != nil || small.IsError || len(small.Result) < 5000 {
+		t.Fatalf("under the default limit the result passes: %v %v %d", err, small.IsError, len(small.Result))
+	}
+}
+
+type bigTools struct{}
+
+func (bigTools) CallTool(context.Context, string, string, json.RawMessage) (*mcp.CallToolResult, error) {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 5000)}}}, nil
 }

@@ -175,6 +175,8 @@ type stackOptions struct {
 	// rollbackOnDeny and rollbackNotify configure agent tasks' rollback.
 	rollbackOnDeny bool
 	rollbackNotify string
+	// maxResultBytes bounds a call's result (default: activities').
+	maxResultBytes int
 	// vars are the manifests' ${VAR}s for native (wasm) tools, whose
 	// modules are loaded into a sandbox when any manifest has them.
 	vars map[string]string
@@ -248,7 +250,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.worker = worker.New(c, &activities.Activities{Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins,
+	s.worker = worker.New(c, &activities.Activities{Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)

@@ -322,6 +322,8 @@ func (t *task) validateCall(req CallRequest) error {
 	switch {
 	case req.CallID == "":
 		return errors.New("call_tool: CallID is empty; set it to the call's idempotency key")
+	case len(req.Arguments) > MaxArgumentBytes:
+		return fmt.Errorf("call_tool: the arguments are %d bytes, more than the %d a task's history keeps; send less", len(req.Arguments), MaxArgumentBytes)
 	case req.Tool == "" || req.Server == "" || req.UpstreamTool == "":
 		return errors.New("call_tool: Tool, Server and UpstreamTool must be set")
 	case t.state == StateRollbackFailed:

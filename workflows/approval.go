@@ -195,6 +195,8 @@ func (t *task) approval(id string) *ApprovalRequest {
 func (t *task) validateDecide(ctx workflow.Context, d DecideRequest) error {
 	ar := t.approval(d.RequestID)
 	switch {
+	case len(d.Comment) > MaxReasonBytes || len(d.Approver) > MaxReasonBytes || len(d.Via) > MaxReasonBytes:
+		return fmt.Errorf("decide: comment is %d bytes; keep it under %d", len(d.Comment), MaxReasonBytes)
 	case ar == nil:
 		return fmt.Errorf("no approval request %q in task %s", d.RequestID, t.in.TaskID)
 	case ar.State != ApprovalPending:

@@ -50,6 +50,15 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 	}
 }
 
+// Size bounds of Update inputs, checked by the validators: an Update that
+// is accepted is written to the history, where one payload may not exceed
+// 2 MB, and a task whose history cannot take a workflow task's result is
+// stuck. Validators reject before anything is written.
+const (
+	MaxArgumentBytes = 1 << 20
+	MaxReasonBytes   = 4 << 10
+)
+
 // ErrContinuingAsNew starts the message of an Update rejected because the
 // task is about to continue as new; callers retry the same Update, which
 // then reaches the next run.

@@ -93,6 +93,8 @@ type rollbackRun struct {
 // history.
 func (t *task) validateRollback(req RollbackRequest) error {
 	switch {
+	case len(req.Reason) > MaxReasonBytes || len(req.By) > MaxReasonBytes:
+		return fmt.Errorf("rollback: reason is %d bytes; keep it under %d", len(req.Reason), MaxReasonBytes)
 	case req.Principal != "" && req.Principal != t.in.Principal:
 		return fmt.Errorf("task %s belongs to another principal; you can roll back only your own tasks", t.in.TaskID)
 	case t.ended:

@@ -266,6 +266,8 @@ func (c *Config) validateIdentity(v *validator) {
 	}
 	if c.Policy.MaxArgBytes < 0 {
 		v.add("policy.max_arg_bytes", "must not be negative; omit it for the default 262144")
+	} else if c.Policy.MaxArgBytes > policy.MaxArgBytesLimit {
+		v.add("policy.max_arg_bytes", "%d is more than %d: a call's arguments are kept in its task's history, where they must fit; lower it", c.Policy.MaxArgBytes, policy.MaxArgBytesLimit)
 	}
 	for risk, eff := range c.Policy.RiskDefaults {
 		at := "policy.risk_defaults." + string(risk)

@@ -603,6 +603,11 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
+	// Checked here as well as by the policy: arguments too large for the
+	// task's history must never reach its workflow.
+	if limit := g.maxArgBytes(); len(args) > limit {
+		return errorResult(taskID, callID, fmt.Sprintf("denied: the arguments of %s are %d bytes, more than the %d this airlock accepts (policy.max_arg_bytes); nothing ran. Send less, e.g. a path instead of the content.", e.exposed, len(args), limit)), nil
+	}
 	log := g.log.With().Str("task", taskID).Str("call", callID).Str("tool", e.exposed).Logger()
 
 	creq := workflows.CallRequest{
@@ -751,6 +756,13 @@ func errorResult(taskID, callID, msg string) *mcp.CallToolResult {
 		r.Meta[MetaCall] = callID
 	}
 	return r
+}
+
+func (g *Gateway) maxArgBytes() int {
+	if g.opts.Policy != nil && g.opts.Policy.MaxArgBytes() > 0 {
+		return g.opts.Policy.MaxArgBytes()
+	}
+	return policy.DefaultMaxArgBytes
 }
 
 // ToolNames lists the exposed names of the upstream tools the gateway

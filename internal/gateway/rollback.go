@@ -39,6 +39,9 @@ func (g *Gateway) rollbackTool(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
+	if len(in.Reason) > workflows.MaxReasonBytes {
+		return errorResult(task, "", fmt.Sprintf("reason is %d bytes; keep it under %d", len(in.Reason), workflows.MaxReasonBytes)), nil, nil
+	}
 	id := newCallID()
 	if k, ok := req.Params.Meta[MetaIdempotencyKey].(string); ok && k != "" && len(k) <= 200 {
 		id = "k-" + k

@@ -174,6 +174,11 @@ type Rule struct {
 // Config.MaxArgBytes is 0.
 const DefaultMaxArgBytes = 256 << 10
 
+// MaxArgBytesLimit is the most Config.MaxArgBytes may be: arguments are
+// kept in the task's workflow history, where one payload may not exceed
+// 2 MB.
+const MaxArgBytesLimit = 1 << 20
+
 // Config is the policy as written by an operator.
 type Config struct {
 	Rules []Rule `yaml:"rules,omitempty" json:"rules,omitempty"`
@@ -320,6 +325,9 @@ func Compile(cfg Config) (*Policy, error) {
 // limits and risk defaults, the fallback approver group) and of the engine
 // version. Config.File is not part of it.
 func (p *Policy) Version() string { return p.version }
+
+// MaxArgBytes is the most bytes of arguments a call may carry.
+func (p *Policy) MaxArgBytes() int { return p.maxArgBytes }
 
 func version(cfg Config, p *Policy) string {
 	type canonRule struct {
