@@ -90,7 +90,7 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		canAfter = defaultContinueAsNewAfter
 	}
 	needCAN := func() bool {
-		return t.runCalls >= canAfter || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+		return (t.runCalls >= canAfter || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && t.carriable()
 	}
 
 	for {
@@ -273,13 +273,53 @@ func (t *task) end(ctx workflow.Context, state string) (TaskResult, error) {
 	return res, nil
 }
 
+// Carried state goes into the next run's input, one payload, which
+// Temporal caps at 2 MB: results are carried only within a budget (newest
+// first), and a saga too large to carry keeps the task in its current run
+// (see carriable).
+const (
+	carryResultBudget = 256 << 10
+	carrySagaBudget   = 1 << 20
+)
+
+// carriable reports whether the task's state fits the next run's input.
+// The saga's compensations must all be carried (they are what undoes the
+// task); when they would not fit, the task does not continue as new and
+// its history keeps growing instead, up to Temporal's own limits.
+func (t *task) carriable() bool {
+	n := 0
+	for _, e := range t.saga {
+		n += len(e.Error) + len(e.Reason)
+		if e.Undo != nil {
+			n += len(e.Undo.Arguments)
+		}
+	}
+	return n <= carrySagaBudget
+}
+
+// carriedRecent is the task's recent calls for the next run, their results
+// kept newest first within carryResultBudget; a call whose result did not
+// fit is still recognised (by ID) and answered without its result.
+func (t *task) carriedRecent() []CallRecord {
+	out := slices.Clone(t.recent)
+	budget := carryResultBudget
+	for i := len(out) - 1; i >= 0; i-- {
+		if len(out[i].Result) > budget {
+			out[i].Result, out[i].ResultDropped = nil, len(out[i].Result) > 0
+			continue
+		}
+		budget -= len(out[i].Result)
+	}
+	return out
+}
+
 func (t *task) carry() *Carried {
 	return &Carried{
 		StartedAt:      t.startedAt,
 		LastActivity:   t.lastActivity,
 		Calls:          t.calls,
 		ToolsUsed:      slices.Clone(t.toolsUsed),
-		Recent:         slices.Clone(t.recent),
+		Recent:         t.carriedRecent(),
 		Runs:           t.runs,
 		Saga:           slices.Clone(t.saga),
 		Undone:         slices.Clone(t.undone),
@@ -347,7 +387,11 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 	// with its recorded result instead of running again.
 	for _, r := range t.recent {
 		if r.CallID == req.CallID {
-			return CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision}, nil
+			res := CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision}
+			if r.ResultDropped {
+				res.Result = t.droppedResult(r)
+			}
+			return res, nil
 		}
 	}
 	started := workflow.Now(ctx)
@@ -439,6 +483,15 @@ func (t *task) denied(ctx workflow.Context, req CallRequest, started time.Time, 
 	}
 	t.lastActivity = workflow.Now(ctx)
 	return t.record(req, started, t.lastActivity, res)
+}
+
+// droppedResult answers a repeated call whose result was too large to
+// carry into this run: the call ran once; its result is in the previous
+// run's history.
+func (t *task) droppedResult(r CallRecord) json.RawMessage {
+	text := fmt.Sprintf("call %s (%s) already ran (%s); its result was too large to keep in the task's memory and is in the task's history (airlock audit show %s)", r.CallID, r.Tool, r.Outcome, t.in.TaskID)
+	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}, "isError": r.Outcome == OutcomeToolError})
+	return b
 }
 
 // changePolicyDecision versions the policy decision step of the pipeline.

@@ -150,6 +150,9 @@ type CallRecord struct {
 	Decision *Decision `json:",omitempty"`
 	// result is kept for dedup of retried call IDs across continue-as-new.
 	Result json.RawMessage `json:",omitempty"`
+	// ResultDropped: the result was too large to carry across
+	// continue-as-new; a repeat of the call is told so.
+	ResultDropped bool `json:",omitempty"`
 }
 
 // Status is the answer of the status query.

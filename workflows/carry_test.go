@@ -1,0 +1,44 @@
+package workflows
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/airlock-run/airlock/activities"
+)
+
+func TestCarryKeepsWithinBudget(t *testing.T) {
+	big := json.RawMessage(`"` + strings.Repeat("x", 200<<10) + `"`)
+	small := json.RawMessage(`{"content":[]}`)
+	tk := &task{in: TaskInput{TaskID: "t1"}, recent: []CallRecord{
+		{CallID: "old-big", Outcome: OutcomeOK, Result: big},
+		{CallID: "old-small", Outcome: OutcomeOK, Result: small},
+		{CallID: "new-big", Outcome: OutcomeOK, Result: big},
+	}}
+	got := tk.carriedRecent()
+	if got[2].Result == nil || got[2].ResultDropped {
+		t.Error("the newest result fits the budget and must be kept")
+	}
+	if got[0].Result != nil || !got[0].ResultDropped {
+		t.Error("an older large result beyond the budget must be dropped")
+	}
+	if got[1].Result == nil {
+		t.Error("a small result still fits and must be kept")
+	}
+	if tk.recent[0].Result == nil {
+		t.Error("carriedRecent changed the task's own records")
+	}
+	if r := string(tk.droppedResult(got[0])); !strings.Contains(r, "old-big") || !strings.Contains(r, "airlock audit show t1") {
+		t.Errorf("dropped result %s", r)
+	}
+
+	tk.saga = []SagaEntry{{CallID: "a", Undo: &activities.ToolCall{Arguments: json.RawMessage(strings.Repeat("y", 600<<10))}}}
+	if !tk.carriable() {
+		t.Error("600 KiB of compensations fit the next run's input")
+	}
+	tk.saga = append(tk.saga, tk.saga[0])
+	if tk.carriable() {
+		t.Error("1.2 MiB of compensations must keep the task in its run rather than fail to continue as new")
+	}
+}
