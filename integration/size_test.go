@@ -21,8 +21,14 @@ func TestOversizedCallsDoNotWedgeTheTask(t *testing.T) {
 		t.Fatalf("first call: %s", text(res))
 	}
 	res := call(t, cs, "counter__echo", map[string]any{"text": strings.Repeat("x", 3<<20)}, "")
-	if !res.IsError || !strings.Contains(text(res), "more than the 262144 this airlock accepts") {
+	if !res.IsError || !strings.Contains(text(res), "more than the 1048576 a task can record") {
 		t.Fatalf("3 MB of arguments: isError=%v %.300s", res.IsError, text(res))
+	}
+	// Between the policy's limit and the history's, the policy denies (and
+	// the denial is recorded with the task).
+	res = call(t, cs, "counter__echo", map[string]any{"text": strings.Repeat("z", 300<<10)}, "")
+	if !res.IsError || !strings.Contains(text(res), "denied") || !strings.Contains(text(res), "bytes") {
+		t.Fatalf("300 KB of arguments: isError=%v %.300s", res.IsError, text(res))
 	}
 	res = call(t, cs, "counter__echo", map[string]any{"text": strings.Repeat("y", 100<<10)}, "")
 	if !res.IsError || !strings.Contains(text(res), "ran, but its result is") {

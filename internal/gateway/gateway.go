@@ -603,10 +603,11 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	// Checked here as well as by the policy: arguments too large for the
-	// task's history must never reach its workflow.
-	if limit := g.maxArgBytes(); len(args) > limit {
-		return errorResult(taskID, callID, fmt.Sprintf("denied: the arguments of %s are %d bytes, more than the %d this airlock accepts (policy.max_arg_bytes); nothing ran. Send less, e.g. a path instead of the content.", e.exposed, len(args), limit)), nil
+	// Arguments too large for the task's history must never reach its
+	// workflow. (Below that, the policy's max_arg_bytes denies them, and
+	// the denial is recorded with the task.)
+	if limit := workflows.MaxArgumentBytes; len(args) > limit {
+		return errorResult(taskID, callID, fmt.Sprintf("denied: the arguments of %s are %d bytes, more than the %d a task can record; nothing ran. Send less, e.g. a path instead of the content.", e.exposed, len(args), limit)), nil
 	}
 	log := g.log.With().Str("task", taskID).Str("call", callID).Str("tool", e.exposed).Logger()
 
@@ -756,13 +757,6 @@ func errorResult(taskID, callID, msg string) *mcp.CallToolResult {
 		r.Meta[MetaCall] = callID
 	}
 	return r
-}
-
-func (g *Gateway) maxArgBytes() int {
-	if g.opts.Policy != nil && g.opts.Policy.MaxArgBytes() > 0 {
-		return g.opts.Policy.MaxArgBytes()
-	}
-	return policy.DefaultMaxArgBytes
 }
 
 // ToolNames lists the exposed names of the upstream tools the gateway
