@@ -227,9 +227,10 @@ func newPool(e *env, nat *native.Servers, onChange func(string)) *upstream.Pool 
 	return upstream.New(e.servers, opts)
 }
 
-// startNative loads the modules of the wasm manifests into a sandbox whose
-// compilation cache lives under the data dir (nil when there are none). A
-// module whose sha256 does not match its manifest stops start-up.
+// startNative prepares the wasm servers over a sandbox whose compilation
+// cache lives under the data dir (nil when there are none). A module whose
+// sha256 does not match its manifest stops start-up; compiling happens when
+// the upstream pool first connects, in the background.
 func startNative(ctx context.Context, e *env) (*native.Servers, func(), error) {
 	wasm := false
 	for _, m := range e.snap.Manifests {
@@ -253,6 +254,6 @@ func startNative(ctx context.Context, e *env) (*native.Servers, func(), error) {
 		stop()
 		return nil, nil, err
 	}
-	e.log.Info().Dur("took", time.Since(t0)).Msg("wasm tools loaded")
+	e.log.Info().Dur("took", time.Since(t0)).Msg("wasm modules match their sha256; they compile in the background (cached under the data dir)")
 	return nat, stop, nil
 }

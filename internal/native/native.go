@@ -17,6 +17,8 @@ package native
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +26,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,7 +37,17 @@ import (
 
 // Servers holds one in-process MCP server per wasm manifest.
 type Servers struct {
-	servers map[string]*mcp.Server
+	servers map[string]*lazyServer
+}
+
+// lazyServer compiles its modules on first use: the pool connects in the
+// background, so a cold compile (about a second per module) does not hold
+// up start-up, and the tools appear when ready.
+type lazyServer struct {
+	once  sync.Once
+	build func() (*mcp.Server, error)
+	srv   *mcp.Server
+	err   error
 }
 
 // tool is one native tool, resolved and loaded.
@@ -46,24 +59,25 @@ type tool struct {
 	env    map[string]string
 }
 
-// New loads every module of the wasm manifests among ms (checking each
-// module's SHA-256: a mismatch, or a missing file, is an error naming the
-// manifest and tool, and nothing is served) and builds their servers. vars
-// are airlock's own ${VAR}s (AIRLOCK_DATA_DIR, AIRLOCK_CONFIG_DIR); getenv
-// supplies the values of each tool's env allowlist.
+// New checks every module of the wasm manifests among ms against its
+// SHA-256 (a mismatch, or a missing file, is an error naming the manifest
+// and tool, and nothing is served) and prepares their servers, which
+// compile the modules when first connected. vars are airlock's own ${VAR}s
+// (AIRLOCK_DATA_DIR, AIRLOCK_CONFIG_DIR); getenv supplies the values of
+// each tool's env allowlist.
 func New(ctx context.Context, sb *sandbox.Sandbox, ms []*manifests.Manifest, vars map[string]string, getenv func(string) string) (*Servers, error) {
-	n := &Servers{servers: map[string]*mcp.Server{}}
+	n := &Servers{servers: map[string]*lazyServer{}}
 	var errs []error
 	for _, m := range ms {
 		if m.Server.WASM == nil {
 			continue
 		}
-		srv := mcp.NewServer(&mcp.Implementation{Name: "airlock-native-" + m.Server.Name, Version: "1"}, nil)
 		names := make([]string, 0, len(m.Tools))
 		for name := range m.Tools {
 			names = append(names, name)
 		}
 		sort.Strings(names)
+		var tools []*tool
 		for _, name := range names {
 			decl := m.Tools[name]
 			if decl.WASM == nil {
@@ -73,20 +87,44 @@ func New(ctx context.Context, sb *sandbox.Sandbox, ms []*manifests.Manifest, var
 			for _, e := range t.wasm.Env {
 				t.env[e] = getenv(e)
 			}
-			mod, err := sb.Load(ctx, t.wasm.Module, t.wasm.SHA256)
-			if err != nil {
+			if err := verify(t.wasm.Module, t.wasm.SHA256); err != nil {
 				errs = append(errs, fmt.Errorf("%s: tools.%s.wasm: %w", m.File, name, err))
 				continue
 			}
-			t.module = mod
-			srv.AddTool(t.mcpTool(), t.handle)
+			tools = append(tools, t)
 		}
-		n.servers[m.Server.Name] = srv
+		server, file := m.Server.Name, m.File
+		n.servers[server] = &lazyServer{build: func() (*mcp.Server, error) {
+			srv := mcp.NewServer(&mcp.Implementation{Name: "airlock-native-" + server, Version: "1"}, nil)
+			for _, t := range tools {
+				mod, err := sb.Load(context.WithoutCancel(ctx), t.wasm.Module, t.wasm.SHA256)
+				if err != nil {
+					return nil, fmt.Errorf("%s: tools.%s.wasm: %w", file, t.name, err)
+				}
+				t.module = mod
+				srv.AddTool(t.mcpTool(), t.handle)
+			}
+			return srv, nil
+		}}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// verify checks a module file against its pinned SHA-256 without compiling
+// it (the sandbox checks again when it loads it).
+func verify(path, want string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading the module: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); got != strings.ToLower(strings.TrimSpace(want)) {
+		return fmt.Errorf("%s does not match its sha256: expected %s, actual %s; review the module, then update sha256", path, want, got)
+	}
+	return nil
 }
 
 // Has reports whether server is a native server.
@@ -95,15 +133,20 @@ func (n *Servers) Has(server string) bool {
 	return ok
 }
 
-// Transport connects a new in-memory session to the native server and
-// returns the client's end (for the upstream pool).
+// Transport connects a new in-memory session to the native server (its
+// modules compiled on the first call) and returns the client's end, for
+// the upstream pool.
 func (n *Servers) Transport(ctx context.Context, server string) (mcp.Transport, error) {
-	srv, ok := n.servers[server]
+	ls, ok := n.servers[server]
 	if !ok {
 		return nil, fmt.Errorf("no wasm server %q is configured", server)
 	}
+	ls.once.Do(func() { ls.srv, ls.err = ls.build() })
+	if ls.err != nil {
+		return nil, ls.err
+	}
 	ct, st := mcp.NewInMemoryTransports()
-	if _, err := srv.Connect(ctx, st, nil); err != nil {
+	if _, err := ls.srv.Connect(ctx, st, nil); err != nil {
 		return nil, fmt.Errorf("starting native server %s: %w", server, err)
 	}
 	return ct, nil
