@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -73,6 +74,12 @@ type Activities struct {
 	// Pins, when set, refuses tools whose upstream definition changed
 	// since it was pinned.
 	Pins *pin.Store
+	// Blobs keeps large captures and compensations out of histories (nil:
+	// they stay in the history, within its limits).
+	Blobs *blob.Store
+	// BlobThreshold is the size above which values go to Blobs (default
+	// DefaultBlobThreshold).
+	BlobThreshold int
 	// MaxResultBytes bounds one call's result (default
 	// DefaultMaxResultBytes); a larger one is replaced by an error result.
 	MaxResultBytes int
@@ -94,6 +101,9 @@ type CallToolInput struct {
 	Idempotent   bool
 	ExposedName  string
 	PolicyDigest string `json:",omitempty"`
+	// ArgumentsRef, when set, names the arguments in the blob store
+	// (large compensations); Arguments is then empty.
+	ArgumentsRef string `json:",omitempty"`
 }
 
 // CallToolOutput carries the upstream's CallToolResult as JSON, so every
@@ -101,6 +111,9 @@ type CallToolInput struct {
 type CallToolOutput struct {
 	Result  json.RawMessage
 	IsError bool
+	// ResultRef, instead of Result, names a large capture's result kept
+	// in the blob store.
+	ResultRef string `json:",omitempty"`
 }
 
 // CallTool runs one tool call on its upstream. It heartbeats while the call
@@ -118,7 +131,15 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (out CallTo
 	// Every attempt of a call carries the same key, so an upstream that
 	// honours it applies the call once however often it is delivered.
 	ctx = upstream.WithIdempotencyKey(ctx, in.TaskID+"/"+in.CallID)
-	res, err := a.Tools.CallTool(ctx, in.Server, in.Tool, in.Arguments)
+	args := in.Arguments
+	if in.ArgumentsRef != "" {
+		if args, err = a.blob(in.ArgumentsRef); err != nil {
+			// Nothing was sent; another worker (one that shares the store)
+			// may succeed.
+			return CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeNotSent, err)
+		}
+	}
+	res, err := a.Tools.CallTool(ctx, in.Server, in.Tool, args)
 	if err != nil {
 		return CallToolOutput{}, classify(in, err)
 	}
@@ -127,10 +148,41 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (out CallTo
 		return CallToolOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("encoding result of %s: %v", in.ExposedName, err), ErrTypeInternal, err)
 	}
+	// A large pre-image is kept out of the history: it is needed only by
+	// the worker, to compute the compensation.
+	if strings.HasSuffix(in.CallID, captureSuffix) && a.Blobs != nil && len(raw) > a.blobThreshold() {
+		ref, err := a.Blobs.Put(raw)
+		if err != nil {
+			return CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeOutcomeUnknown, err)
+		}
+		return CallToolOutput{ResultRef: ref, IsError: res.IsError}, nil
+	}
 	if limit := a.maxResultBytes(); len(raw) > limit {
 		return oversized(in, len(raw), limit), nil
 	}
 	return CallToolOutput{Result: raw, IsError: res.IsError}, nil
+}
+
+// captureSuffix ends the call ID of a capture ("<call ID>/capture").
+const captureSuffix = "/capture"
+
+// DefaultBlobThreshold is the size above which the worker keeps captures
+// and compensations in its blob store instead of the history.
+const DefaultBlobThreshold = 64 << 10
+
+func (a *Activities) blobThreshold() int {
+	if a.BlobThreshold > 0 {
+		return a.BlobThreshold
+	}
+	return DefaultBlobThreshold
+}
+
+// blob reads a value from the blob store.
+func (a *Activities) blob(ref string) ([]byte, error) {
+	if a.Blobs == nil {
+		return nil, fmt.Errorf("blob %s: this worker has no blob store; configure the same one on every worker", ref)
+	}
+	return a.Blobs.Get(ref)
 }
 
 // DefaultMaxResultBytes bounds the result of one call: results are kept in

@@ -169,8 +169,10 @@ type RemainingUndo struct {
 	Tool      string          // the call's tool
 	Undo      string          `json:",omitempty"` // the compensation's tool
 	Arguments json.RawMessage `json:",omitempty"`
-	State     string
-	Reason    string `json:",omitempty"`
+	// ArgumentsRef names large arguments kept in the blob store.
+	ArgumentsRef string `json:",omitempty"`
+	State        string
+	Reason       string `json:",omitempty"`
 }
 
 // NotifyRollbackFailed tells the task's rollback group, through every

@@ -54,5 +54,8 @@ type ToolCall struct {
 	Server       string
 	UpstreamTool string
 	Arguments    json.RawMessage
+	// ArgumentsRef, instead of Arguments, names large arguments kept in
+	// the worker's blob store (internal/blob), out of the history.
+	ArgumentsRef string `json:",omitempty"`
 	Spec         ToolSpec
 }

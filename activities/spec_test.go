@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -90,4 +91,47 @@ type bigTools struct{}
 
 func (bigTools) CallTool(context.Context, string, string, json.RawMessage) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 5000)}}}, nil
+}
+
+// recordingTools returns a big result and remembers the arguments it got.
+type recordingTools struct{ got *json.RawMessage }
+
+func (r recordingTools) CallTool(_ context.Context, _, _ string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	*r.got = args
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("p", 100<<10)}}}, nil
+}
+
+func TestBlobStoreKeepsLargeValuesOutOfHistory(t *testing.T) {
+	store, err := blob.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got json.RawMessage
+	a := &Activities{Tools: recordingTools{&got}, Blobs: store}
+	// A large capture result goes to the store.
+	out, err := a.CallTool(context.Background(), CallToolInput{TaskID: "t", CallID: "c1/capture", Server: "s", Tool: "read"})
+	if err != nil || out.Result != nil || !strings.HasPrefix(out.ResultRef, blob.Prefix) {
+		t.Fatalf("capture: %v, %d bytes inline, ref %q", err, len(out.Result), out.ResultRef)
+	}
+	if b, err := store.Get(out.ResultRef); err != nil || !strings.Contains(string(b), "ppp") {
+		t.Fatalf("stored capture: %v", err)
+	}
+	// A large result of an ordinary call stays inline (the gateway needs it).
+	out, err = a.CallTool(context.Background(), CallToolInput{TaskID: "t", CallID: "c2", Server: "s", Tool: "read"})
+	if err != nil || out.ResultRef != "" || len(out.Result) < 100<<10 {
+		t.Fatalf("ordinary call: %v ref %q, %d bytes", err, out.ResultRef, len(out.Result))
+	}
+	// Arguments by reference are loaded before the call.
+	ref, _ := store.Put([]byte(`{"content":"restored"}`))
+	if _, err := a.CallTool(context.Background(), CallToolInput{TaskID: "t", CallID: "undo-c1", Server: "s", Tool: "write", ArgumentsRef: ref}); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != `{"content":"restored"}` {
+		t.Fatalf("the tool got %s", got)
+	}
+	// A reference this worker cannot read: not sent, so it may be retried.
+	_, err = a.CallTool(context.Background(), CallToolInput{CallID: "undo-c2", Server: "s", Tool: "write", ArgumentsRef: blob.Prefix + strings.Repeat("0", 64)})
+	if err == nil || !strings.Contains(err.Error(), "every worker must share") {
+		t.Fatalf("missing blob: %v", err)
+	}
 }

@@ -29,6 +29,9 @@ type CompensationInput struct {
 	// Before is the capture's CallToolResult JSON; nil when the tool has no
 	// capture or the capture tool returned an error (before is then null).
 	Before json.RawMessage `json:",omitempty"`
+	// BeforeRef, instead of Before, names a large capture in the blob
+	// store.
+	BeforeRef string `json:",omitempty"`
 }
 
 // CompensationOutput is the computed compensation. Exactly one of Undo,
@@ -47,8 +50,24 @@ type CompensationOutput struct {
 // PlanCompensation computes a compensation on the worker, which holds the
 // manifests: the workflow records the concrete call it returns.
 func (a *Activities) PlanCompensation(ctx context.Context, in CompensationInput) (CompensationOutput, error) {
+	if in.BeforeRef != "" {
+		b, err := a.blob(in.BeforeRef)
+		if err != nil {
+			return CompensationOutput{CallID: in.CallID, Error: "the captured pre-image cannot be read: " + err.Error()}, nil
+		}
+		in.Before = b
+	}
 	out, err := a.planCompensation(ctx, in)
 	out.CallID = in.CallID
+	// Large compensations (a restored file's content) stay out of the
+	// history and of what continue-as-new carries.
+	if u := out.Undo; u != nil && a.Blobs != nil && len(u.Arguments) > a.blobThreshold() {
+		ref, perr := a.Blobs.Put(u.Arguments)
+		if perr != nil {
+			return CompensationOutput{CallID: in.CallID, Error: "the compensation could not be stored: " + perr.Error()}, nil
+		}
+		u.Arguments, u.ArgumentsRef = nil, ref
+	}
 	return out, err
 }
 

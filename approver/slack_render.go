@@ -270,7 +270,10 @@ func RenderRollbackFailed(n activities.RollbackNotice) (fallback string, blocks 
 			break
 		}
 		undo := "no compensation"
-		if r.Undo != "" {
+		switch {
+		case r.Undo != "" && r.ArgumentsRef != "":
+			undo = "`" + slackEscape(r.Undo) + "` with large arguments kept in the worker's blob store (" + slackEscape(r.ArgumentsRef) + ")"
+		case r.Undo != "":
 			undo = "`" + slackEscape(r.Undo) + "` " + slackCode(slackTruncate(string(r.Arguments), 300))
 		}
 		lines = append(lines, fmt.Sprintf("• call `%s` (`%s`), %s: %s", slackEscape(r.CallID), slackEscape(r.Tool), slackEscape(r.State), undo))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/approver"
@@ -372,5 +373,40 @@ func TestCompensationFailsForGood(t *testing.T) {
 	}
 	if out.State != workflows.StateRollbackFailed || len(out.Undone) != 2 || out.Undone[0].State != workflows.UndoFailed {
 		t.Fatalf("task result %+v", out)
+	}
+}
+
+// TestLargePreImageStaysOutOfHistory: overwriting a 400 KB file captures
+// its content into the worker's blob store, not the task's history, and a
+// rollback still restores it exactly.
+func TestLargePreImageStaysOutOfHistory(t *testing.T) {
+	n := newNPMStack(t, stackOptions{})
+	big := strings.Repeat("the original line of a big file\n", 13000) // ~400 KB
+	path := filepath.Join(n.sandbox, "big.txt")
+	if err := os.WriteFile(path, []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := n.connect(t, map[string]string{gateway.HeaderTask: "big-file"})
+	waitTools(t, cs, "filesystem__write_file")
+	if res := call(t, cs, "filesystem__write_file", map[string]any{"path": path, "content": "small now"}, ""); res.IsError {
+		t.Fatalf("write_file: %s", text(res))
+	}
+	hist := fetchHistory(t, n.client, "big-file", "")
+	size := 0
+	for _, ev := range hist.Events {
+		size += proto.Size(ev)
+	}
+	if size > 100<<10 {
+		t.Errorf("the task's history is %d bytes: the 400 KB pre-image went into it", size)
+	}
+	st := status(t, n.stack, "big-file")
+	if len(st.Saga) != 1 || st.Saga[0].Undo == nil || !strings.HasPrefix(st.Saga[0].Undo.ArgumentsRef, "sha256:") {
+		t.Fatalf("saga %+v: want one compensation whose arguments are in the blob store", st.Saga)
+	}
+	if res := call(t, cs, gateway.ToolRollback, map[string]any{}, ""); res.IsError {
+		t.Fatalf("rollback: %s", text(res))
+	}
+	if b, _ := os.ReadFile(path); string(b) != big {
+		t.Fatalf("big.txt after the rollback: %d bytes, want the original %d", len(b), len(big))
 	}
 }

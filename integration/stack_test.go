@@ -25,6 +25,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/gateway"
@@ -177,6 +178,9 @@ type stackOptions struct {
 	rollbackNotify string
 	// maxResultBytes bounds a call's result (default: activities').
 	maxResultBytes int
+	// noBlobs runs the worker without a blob store (large captures stay
+	// in the history).
+	noBlobs bool
 	// vars are the manifests' ${VAR}s for native (wasm) tools, whose
 	// modules are loaded into a sandbox when any manifest has them.
 	vars map[string]string
@@ -250,7 +254,13 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.worker = worker.New(c, &activities.Activities{Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
+	var blobs *blob.Store
+	if !o.noBlobs {
+		if blobs, err = blob.New(filepath.Join(o.dataDir, "blobs")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.worker = worker.New(c, &activities.Activities{Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)

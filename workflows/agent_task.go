@@ -448,6 +448,7 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 	// 3 capture the pre-image (versioned with the saga)
 	saga := (out.Capture != nil || out.CaptureError != "" || out.Compensable) && sagaOn(ctx)
 	var before json.RawMessage
+	var beforeRef string
 	if saga && out.CaptureError != "" {
 		t.lastActivity = workflow.Now(ctx)
 		return t.record(req, started, t.lastActivity, CallResult{Outcome: OutcomeFailed, Decision: decision,
@@ -455,7 +456,7 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 	}
 	if saga && out.Capture != nil {
 		var stop *CallResult
-		if before, stop = t.capture(ctx, req, out.Capture); stop != nil {
+		if before, beforeRef, stop = t.capture(ctx, req, out.Capture); stop != nil {
 			stop.Decision = decision
 			t.lastActivity = workflow.Now(ctx)
 			return t.record(req, started, t.lastActivity, *stop), nil
@@ -468,7 +469,7 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 
 	// 5 remember how to undo it
 	if saga && out.Compensable && (res.Outcome == OutcomeOK || res.Outcome == OutcomeUnknown) {
-		t.pushUndo(ctx, req, res, before)
+		t.pushUndo(ctx, req, res, before, beforeRef)
 	}
 	t.lastActivity = workflow.Now(ctx)
 	return t.record(req, started, t.lastActivity, res), nil
@@ -574,7 +575,7 @@ func (t *task) execute(ctx workflow.Context, req CallRequest) CallResult {
 		var out activities.CallToolOutput
 		err := workflow.ExecuteActivity(actx, activities.CallToolName, activities.CallToolInput{
 			TaskID: t.in.TaskID, CallID: req.CallID, Attempt: attempt,
-			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments,
+			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments, ArgumentsRef: req.ArgumentsRef,
 			Idempotent: spec.Idempotent, ExposedName: req.Tool,
 		}).Get(ctx, &out)
 		if err == nil {
@@ -582,7 +583,7 @@ func (t *task) execute(ctx workflow.Context, req CallRequest) CallResult {
 			if out.IsError {
 				o = OutcomeToolError
 			}
-			return CallResult{Outcome: o, Result: out.Result, Attempts: attempt}
+			return CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}
 		}
 
 		kind, msg := classifyActivityError(err)

@@ -30,20 +30,20 @@ func sagaOn(ctx workflow.Context) bool {
 // call. It returns the capture's result (nil when the capture tool
 // reported an error: before is then null), or a CallResult when the call
 // must not run because nothing could be captured.
-func (t *task) capture(ctx workflow.Context, req CallRequest, c *activities.ToolCall) (json.RawMessage, *CallResult) {
+func (t *task) capture(ctx workflow.Context, req CallRequest, c *activities.ToolCall) (json.RawMessage, string, *CallResult) {
 	res := t.execute(ctx, CallRequest{CallID: req.CallID + "/capture", Tool: c.Tool, Server: c.Server,
 		UpstreamTool: c.UpstreamTool, Arguments: c.Arguments, Spec: c.Spec})
 	switch res.Outcome {
 	case OutcomeOK:
-		return res.Result, nil
+		return res.Result, res.ResultRef, nil
 	case OutcomeToolError:
-		return nil, nil
+		return nil, "", nil
 	}
 	o := OutcomeFailed
 	if res.Outcome == OutcomeUnavailable {
 		o = OutcomeUnavailable
 	}
-	return nil, &CallResult{Outcome: o, Attempts: res.Attempts,
+	return nil, "", &CallResult{Outcome: o, Attempts: res.Attempts,
 		Reason: fmt.Sprintf("%s did not run: its pre-image could not be captured with %s (%s), so it could not be undone. %s", req.Tool, c.Tool, res.Outcome, res.Reason)}
 }
 
@@ -51,7 +51,7 @@ func (t *task) capture(ctx workflow.Context, req CallRequest, c *activities.Tool
 // pushes it on the saga stack. A compensation that cannot be computed is
 // pushed all the same, with its error: a rollback then stops there and
 // reports it rather than silently skipping it.
-func (t *task) pushUndo(ctx workflow.Context, req CallRequest, res CallResult, before json.RawMessage) {
+func (t *task) pushUndo(ctx workflow.Context, req CallRequest, res CallResult, before json.RawMessage, beforeRef string) {
 	// Disconnected: a call that ran must get its entry even when the task
 	// is being cancelled (the cancel's rollback needs it).
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -60,7 +60,7 @@ func (t *task) pushUndo(ctx workflow.Context, req CallRequest, res CallResult, b
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeInternal}},
 	})
 	in := activities.CompensationInput{TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool,
-		Arguments: req.Arguments, Before: before}
+		Arguments: req.Arguments, Before: before, BeforeRef: beforeRef}
 	if res.Outcome == OutcomeOK {
 		in.Result = res.Result
 	}
@@ -185,7 +185,7 @@ func (t *task) undoOnce(ctx workflow.Context, e *SagaEntry) string {
 	e.Tries++
 	u := e.Undo
 	res := t.execute(ctx, CallRequest{CallID: "undo-" + e.CallID, Tool: u.Tool, Server: u.Server,
-		UpstreamTool: u.UpstreamTool, Arguments: u.Arguments, Spec: u.Spec})
+		UpstreamTool: u.UpstreamTool, Arguments: u.Arguments, ArgumentsRef: u.ArgumentsRef, Spec: u.Spec})
 	e.Finished = workflow.Now(ctx)
 	switch res.Outcome {
 	case OutcomeOK:
@@ -211,7 +211,7 @@ func (t *task) alertRollbackFailed(ctx workflow.Context, req RollbackRequest, re
 	for _, e := range res.Remaining {
 		item := activities.RemainingUndo{CallID: e.CallID, Tool: e.Tool, State: e.State, Reason: e.Reason}
 		if e.Undo != nil {
-			item.Undo, item.Arguments = e.Undo.Tool, e.Undo.Arguments
+			item.Undo, item.Arguments, item.ArgumentsRef = e.Undo.Tool, e.Undo.Arguments, e.Undo.ArgumentsRef
 		}
 		notice.Remaining = append(notice.Remaining, item)
 	}

@@ -73,6 +73,9 @@ type CallRequest struct {
 	Server       string
 	UpstreamTool string
 	Arguments    json.RawMessage
+	// ArgumentsRef names arguments kept in the worker's blob store (large
+	// compensations); Arguments is then empty.
+	ArgumentsRef string `json:",omitempty"`
 	Spec         ToolSpec
 	// Principal is the caller; only the task's own principal may call in it.
 	Principal string `json:",omitempty"`
@@ -132,8 +135,11 @@ type CallResult struct {
 	// Reason explains any outcome but ok, in words the model can act on.
 	Reason string `json:",omitempty"`
 	// Result is the upstream's CallToolResult JSON (ok and tool_error).
-	Result   json.RawMessage `json:",omitempty"`
-	Attempts int
+	Result json.RawMessage `json:",omitempty"`
+	// ResultRef names a large capture's result in the worker's blob store
+	// (captures only; Result is then empty).
+	ResultRef string `json:",omitempty"`
+	Attempts  int
 	// Decision is the policy decision (nil in calls before policy existed).
 	Decision *Decision `json:",omitempty"`
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/devserver"
+	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/devui"
 	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
@@ -260,6 +261,13 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	if r.worker {
 		acts := &activities.Activities{Pins: pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
 			Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit}
+		blobsDir := e.snap.Config.BlobsDir
+		if blobsDir == "" {
+			blobsDir = filepath.Join(e.dataDir, "blobs")
+		}
+		if acts.Blobs, err = blob.New(blobsDir); err != nil {
+			return s, err
+		}
 		notifiers, err := slackNotifiers(e)
 		if err != nil {
 			return s, err

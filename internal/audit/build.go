@@ -540,7 +540,7 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 		case out.Error != "":
 			comp.Error = "the compensation could not be computed: " + out.Error
 		case out.Undo != nil:
-			cs.undo = &compState{tool: out.Undo.Tool, args: out.Undo.Arguments}
+			cs.undo = &compState{tool: out.Undo.Tool, args: storedArgs(out.Undo.Arguments, out.Undo.ArgumentsRef)}
 		}
 	}
 }
@@ -636,7 +636,7 @@ func (b *builder) toolScheduled(at time.Time, id int64, in activities.CallToolIn
 		}
 		comp := b.compensation(cs, at)
 		if cs.undo == nil {
-			cs.undo = &compState{tool: in.ExposedName, args: in.Arguments}
+			cs.undo = &compState{tool: in.ExposedName, args: storedArgs(in.Arguments, in.ArgumentsRef)}
 		}
 		if n := len(comp.Runs); n > 0 && comp.Runs[n-1].Rollback == i && in.Attempt > 1 {
 			// the workflow retrying the compensation within one rollback
@@ -818,4 +818,14 @@ func (b *builder) redact(cs *callState, paths []string) {
 			cp.Runs[i].Error = maskValues(cp.Runs[i].Error, secrets)
 		}
 	}
+}
+
+// storedArgs shows arguments kept in the worker's blob store by their
+// reference (the history holds only that).
+func storedArgs(args json.RawMessage, ref string) json.RawMessage {
+	if ref == "" {
+		return args
+	}
+	b, _ := json.Marshal(map[string]string{"stored_in_blob_store": ref})
+	return b
 }

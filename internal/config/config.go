@@ -23,6 +23,10 @@ type Config struct {
 	// DataDir holds the embedded Temporal database and other local state.
 	// Relative paths are relative to the current directory. Default ".airlock".
 	DataDir string `yaml:"data_dir,omitempty"`
+	// BlobsDir is where workers keep large captured pre-images and
+	// compensations, out of the workflow histories (default
+	// <data_dir>/blobs). Every worker must see the same directory.
+	BlobsDir string `yaml:"blobs_dir,omitempty"`
 
 	// Listen is the gateway's HTTP address. Default "127.0.0.1:7400".
 	Listen string `yaml:"listen,omitempty"`
