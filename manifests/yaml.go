@@ -414,16 +414,22 @@ func yamlFields(t reflect.Type) structFields {
 
 // suggest names the closest known field for a typo, or lists them all.
 func (f structFields) suggest(unknown string) string {
-	best, bestDist := "", 3 // more than two edits away is not a typo
-	for _, n := range f.names {
-		if dist := editDistance(strings.ToLower(unknown), n); dist < bestDist {
-			best, bestDist = n, dist
-		}
-	}
-	if best != "" {
+	if best := Closest(strings.ToLower(unknown), f.names); best != "" {
 		return fmt.Sprintf("did you mean %q?", best)
 	}
 	return "known fields are " + strings.Join(f.names, ", ")
+}
+
+// Closest returns the entry of known that s is most likely a typo of (at
+// most two edits away), or "". Problems use it to suggest a fix.
+func Closest(s string, known []string) string {
+	best, bestDist := "", 3 // more than two edits away is not a typo
+	for _, k := range known {
+		if d := editDistance(s, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
 }
 
 func editDistance(a, b string) int {

@@ -217,7 +217,7 @@ func (v *validator) tool(field, linePath, tool string, tools []string) {
 		v.add(field, linePath, `%q is not an exposed tool name; write "server__tool": %s`, tool, strings.Join(quoteAll(same), " or "))
 		return
 	}
-	if best := closest(tool, tools); best != "" {
+	if best := manifests.Closest(tool, tools); best != "" {
 		v.add(field, linePath, "%q is not a tool of the loaded manifests; did you mean %q?", tool, best)
 		return
 	}
@@ -260,42 +260,10 @@ func varHint(name string, vars map[string]any) string {
 
 // suggest names the closest of known to name, or lists them.
 func suggest(name string, known []string, listed string) string {
-	if best := closest(name, known); best != "" {
+	if best := manifests.Closest(name, known); best != "" {
 		return fmt.Sprintf("did you mean %q?", best)
 	}
 	return listed + " " + strings.Join(known, ", ")
-}
-
-// closest is the entry of known nearest to s, if it is near enough to be a
-// typo (at most two edits).
-func closest(s string, known []string) string {
-	best, bestDist := "", 3
-	for _, k := range known {
-		if d := editDistance(s, k); d < bestDist {
-			best, bestDist = k, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func sortedKeys[V any](m map[string]V) []string {
