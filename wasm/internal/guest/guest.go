@@ -112,7 +112,7 @@ func Decode(args json.RawMessage, v any) error {
 		args = []byte("{}")
 	}
 	if args[0] != '{' {
-		return fmt.Errorf("the arguments must be a JSON object, got %s", kindOf(args))
+		return fmt.Errorf("the arguments must be a JSON object, got %s", KindOf(args))
 	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
@@ -194,8 +194,9 @@ func valueKind(v string) string {
 	return v
 }
 
-// kindOf names the JSON type of a raw value from its first byte.
-func kindOf(raw []byte) string {
+// KindOf names the JSON type of a raw value from its first byte ("an
+// object", "an array", "a string", "a boolean", "null", "a number").
+func KindOf(raw []byte) string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return "nothing"

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/airlock-run/airlock/wasm/internal/guest"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -164,8 +165,8 @@ func walk(v json.RawMessage, steps []step, k int, wild bool, out *[]json.RawMess
 	}
 	switch s.kind {
 	case stepField:
-		if kindOf(v) != "an object" {
-			return miss("%s is %s, not an object, so it has no field %q", at, kindOf(v), s.name)
+		if guest.KindOf(v) != "an object" {
+			return miss("%s is %s, not an object, so it has no field %q", at, guest.KindOf(v), s.name)
 		}
 		ms, err := members(v)
 		if err != nil {
@@ -179,8 +180,8 @@ func walk(v json.RawMessage, steps []step, k int, wild bool, out *[]json.RawMess
 		}
 		return miss("%s has no field %q (it has %s)", at, s.name, listKeys(ms))
 	case stepIndex:
-		if kindOf(v) != "an array" {
-			return miss("%s is %s, not an array, so it has no index [%d]", at, kindOf(v), s.index)
+		if guest.KindOf(v) != "an array" {
+			return miss("%s is %s, not an array, so it has no index [%d]", at, guest.KindOf(v), s.index)
 		}
 		var elems []json.RawMessage
 		if err := json.Unmarshal(v, &elems); err != nil {
@@ -196,7 +197,7 @@ func walk(v json.RawMessage, steps []step, k int, wild bool, out *[]json.RawMess
 		return walk(elems[i], steps, k+1, wild, out)
 	default: // stepWild
 		var children []json.RawMessage
-		switch kindOf(v) {
+		switch guest.KindOf(v) {
 		case "an array":
 			if err := json.Unmarshal(v, &children); err != nil {
 				return err
@@ -264,25 +265,4 @@ func listKeys(ms []member) string {
 		names = append(names, strconv.Quote(m.key))
 	}
 	return "fields " + strings.Join(names, ", ")
-}
-
-// kindOf names the JSON type of a raw value from its first byte.
-func kindOf(v json.RawMessage) string {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 {
-		return "nothing"
-	}
-	switch v[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
 }

@@ -34,7 +34,7 @@ func queryTool(raw json.RawMessage) (guest.Result, error) {
 		return guest.Result{}, fmt.Errorf("argument json is required: the JSON value to query, or a string holding a JSON text")
 	}
 	doc := a.JSON
-	if kindOf(doc) == "a string" {
+	if guest.KindOf(doc) == "a string" {
 		var text string
 		if err := json.Unmarshal(doc, &text); err != nil {
 			return guest.Result{}, err
