@@ -147,9 +147,9 @@ func (t *task) runStep(ctx workflow.Context, in PlanInput, i int, results map[st
 	case prep.Error != "":
 		res = CallResult{Outcome: OutcomeFailed, Reason: fmt.Sprintf("step %s could not be prepared: %s", step.ID, prep.Error)}
 	default:
-		c := prep.Call
-		res, _ = t.callTool(ctx, CallRequest{CallID: st.CallID, Tool: c.Tool, Server: c.Server,
-			UpstreamTool: c.UpstreamTool, Arguments: c.Arguments, Spec: c.Spec, Principal: t.in.Principal})
+		req := requestFor(st.CallID, prep.Call)
+		req.Principal = t.in.Principal
+		res, _ = t.callTool(ctx, req)
 	}
 	if res.Outcome == OutcomeToolError && res.Reason == "" {
 		res.Reason = step.Tool + " reported an error: " + ResultText(res.Result)

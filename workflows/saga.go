@@ -31,8 +31,7 @@ func sagaOn(ctx workflow.Context) bool {
 // reported an error: before is then null), or a CallResult when the call
 // must not run because nothing could be captured.
 func (t *task) capture(ctx workflow.Context, req CallRequest, c *activities.ToolCall) (json.RawMessage, string, *CallResult) {
-	res := t.execute(ctx, CallRequest{CallID: req.CallID + "/capture", Tool: c.Tool, Server: c.Server,
-		UpstreamTool: c.UpstreamTool, Arguments: c.Arguments, Spec: c.Spec})
+	res := t.execute(ctx, requestFor(req.CallID+"/capture", c))
 	switch res.Outcome {
 	case OutcomeOK:
 		return res.Result, res.ResultRef, nil
@@ -81,6 +80,13 @@ func (t *task) pushUndo(ctx workflow.Context, req CallRequest, res CallResult, b
 		e.Error += fmt.Sprintf(" (the call's outcome is %s, so there was no result to compute it from)", res.Outcome)
 	}
 	t.saga = append(t.saga, e)
+}
+
+// requestFor is the call request that runs a call the worker computed (a
+// capture, a compensation, a plan step) under call ID id.
+func requestFor(id string, c *activities.ToolCall) CallRequest {
+	return CallRequest{CallID: id, Tool: c.Tool, Server: c.Server, UpstreamTool: c.UpstreamTool,
+		Arguments: c.Arguments, ArgumentsRef: c.ArgumentsRef, Spec: c.Spec}
 }
 
 // rollbackRun is a rollback in progress; a second request joins it.
@@ -184,8 +190,7 @@ func (t *task) undoOnce(ctx workflow.Context, e *SagaEntry) string {
 	}
 	e.Tries++
 	u := e.Undo
-	res := t.execute(ctx, CallRequest{CallID: "undo-" + e.CallID, Tool: u.Tool, Server: u.Server,
-		UpstreamTool: u.UpstreamTool, Arguments: u.Arguments, ArgumentsRef: u.ArgumentsRef, Spec: u.Spec})
+	res := t.execute(ctx, requestFor("undo-"+e.CallID, u))
 	e.Finished = workflow.Now(ctx)
 	switch res.Outcome {
 	case OutcomeOK:
