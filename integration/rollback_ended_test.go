@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -77,6 +78,34 @@ steps:
 	if code != 0 || !strings.Contains(out, "no pending compensation") {
 		t.Errorf("rolling back the rollback (exit %d):\n%q", code, out)
 	}
+	// tasks cancel rolls a live task back and ends it; tasks finish ends one
+	// as it is.
+	for _, tc := range []struct{ task, cmd, state string }{
+		{"to-cancel", "cancel", workflows.StateCanceled},
+		{"to-finish", "finish", workflows.StateFinished},
+	} {
+		cs := s.connect(t, map[string]string{gateway.HeaderTask: tc.task})
+		if res := call(t, cs, "counter__append", map[string]any{"key": tc.task}, ""); res.IsError {
+			t.Fatalf("%s: %s", tc.task, text(res))
+		}
+		if out, code := airlock("tasks", tc.cmd, tc.task); code != 0 {
+			t.Fatalf("tasks %s (exit %d):\n%s", tc.cmd, code, out)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		var res workflows.TaskResult
+		err := s.client.GetWorkflow(ctx, tc.task, "").Get(ctx, &res)
+		cancel()
+		if err != nil || res.State != tc.state {
+			t.Fatalf("after tasks %s: %+v, %v; want %s", tc.cmd, res, err, tc.state)
+		}
+	}
+	if n := countEffects(t, effects, "put", "undo-to-cancel"); n != 1 {
+		t.Errorf("cancel ran the compensation %d times, want 1", n)
+	}
+	if n := countEffects(t, effects, "put", "undo-to-finish"); n != 0 {
+		t.Errorf("finish ran a compensation %d times, want none", n)
+	}
+
 	desc, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.RollbackTaskID("plan-ended"), "")
 	if err != nil {
 		t.Fatal(err)
