@@ -76,6 +76,8 @@ func TestSlackProblems(t *testing.T) {
 		{"notify slack without block", "approvals: {notify: [slack]}\n", "approvals.notify[0]: is slack, but there is no slack block"},
 		{"notify unknown", "slack: {}\napprovals: {notify: [email]}\n", `approvals.notify[0]: "email" is not a notification channel`},
 		{"negative inline wait", "approvals: {inline_wait: -1s}\n", "approvals.inline_wait: must not be negative"},
+		{"rollback group unknown", "task: {rollback_notify: opz}\n", `task.rollback_notify: "opz" is not one of approver_groups`},
+		{"arguments beyond the history", "policy: {max_arg_bytes: 5000000}\n", "policy.max_arg_bytes: 5000000 is more than 1048576"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
