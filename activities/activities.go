@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/metrics"
@@ -31,25 +32,6 @@ import (
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
-)
-
-// Activity names are wire names: they appear in workflow histories.
-const (
-	CallToolName = "CallTool"
-)
-
-// Error types of application errors returned by activities. Workflows branch
-// on them with temporal.ApplicationError.Type().
-const (
-	// ErrTypeNotSent: the request never reached the upstream; retrying is safe.
-	ErrTypeNotSent = "NotSent"
-	// ErrTypeOutcomeUnknown: the request may have reached the upstream but no
-	// answer came back; only idempotent tools may be retried.
-	ErrTypeOutcomeUnknown = "OutcomeUnknown"
-	// ErrTypeRejected: the upstream answered with a protocol error.
-	ErrTypeRejected = "Rejected"
-	// ErrTypeInternal: a bug or an unusable result; not retried.
-	ErrTypeInternal = "Internal"
 )
 
 // ToolCaller calls a tool on an upstream. *upstream.Pool implements it; the
@@ -89,41 +71,14 @@ type Activities struct {
 	Audit *auditlog.Log
 }
 
-// CallToolInput is one attempt at running an upstream tool.
-type CallToolInput struct {
-	TaskID string
-	// CallID is the call's idempotency key (the Update ID).
-	CallID       string
-	Attempt      int
-	Server       string
-	Tool         string
-	Arguments    json.RawMessage
-	Idempotent   bool
-	ExposedName  string
-	PolicyDigest string `json:",omitempty"`
-	// ArgumentsRef, when set, names the arguments in the blob store
-	// (large compensations); Arguments is then empty.
-	ArgumentsRef string `json:",omitempty"`
-}
-
-// CallToolOutput carries the upstream's CallToolResult as JSON, so every
-// content type passes through unchanged.
-type CallToolOutput struct {
-	Result  json.RawMessage
-	IsError bool
-	// ResultRef, instead of Result, names a large capture's result kept
-	// in the blob store.
-	ResultRef string `json:",omitempty"`
-}
-
 // CallTool runs one tool call on its upstream. It heartbeats while the call
 // runs, so a worker that dies mid-call is noticed within the heartbeat
 // timeout rather than the tool's whole timeout.
-func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (out CallToolOutput, err error) {
+func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out api.CallToolOutput, err error) {
 	start := time.Now()
 	defer func() { a.observeCall(in, out, err, time.Since(start)) }()
 	if a.Tools == nil {
-		return CallToolOutput{}, temporal.NewNonRetryableApplicationError("no tool caller configured on this worker", ErrTypeInternal, nil)
+		return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError("no tool caller configured on this worker", api.ErrTypeInternal, nil)
 	}
 	stop := a.heartbeat(ctx)
 	defer stop()
@@ -136,31 +91,31 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (out CallTo
 		if args, err = a.blob(in.ArgumentsRef); err != nil {
 			// Nothing was sent; another worker (one that shares the store)
 			// may succeed.
-			return CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeNotSent, err)
+			return api.CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeNotSent, err)
 		}
 	}
 	res, err := a.Tools.CallTool(ctx, in.Server, in.Tool, args)
 	if err != nil {
-		return CallToolOutput{}, classify(in, err)
+		return api.CallToolOutput{}, classify(in, err)
 	}
 	raw, err := json.Marshal(res)
 	if err != nil {
-		return CallToolOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("encoding result of %s: %v", in.ExposedName, err), ErrTypeInternal, err)
+		return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("encoding result of %s: %v", in.ExposedName, err), api.ErrTypeInternal, err)
 	}
 	// A large pre-image is kept out of the history: it is needed only by
 	// the worker, to compute the compensation.
 	if strings.HasSuffix(in.CallID, captureSuffix) && a.Blobs != nil && len(raw) > a.blobThreshold() {
 		ref, err := a.Blobs.Put(raw)
 		if err != nil {
-			return CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeOutcomeUnknown, err)
+			return api.CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeOutcomeUnknown, err)
 		}
-		return CallToolOutput{ResultRef: ref, IsError: res.IsError}, nil
+		return api.CallToolOutput{ResultRef: ref, IsError: res.IsError}, nil
 	}
 	if limit := a.maxResultBytes(); len(raw) > limit {
 		return oversized(in, len(raw), limit), nil
 	}
-	return CallToolOutput{Result: raw, IsError: res.IsError}, nil
+	return api.CallToolOutput{Result: raw, IsError: res.IsError}, nil
 }
 
 // captureSuffix ends the call ID of a capture ("<call ID>/capture").
@@ -200,14 +155,14 @@ func (a *Activities) maxResultBytes() int {
 // oversized replaces a result too large to keep with an error result that
 // says so. The call did run: only its result is dropped, and the model is
 // told to ask for less.
-func oversized(in CallToolInput, size, limit int) CallToolOutput {
+func oversized(in api.CallToolInput, size, limit int) api.CallToolOutput {
 	name := in.ExposedName
 	if name == "" {
 		name = in.Tool
 	}
 	text := fmt.Sprintf("%s ran, but its result is %d bytes, more than the %d airlock keeps in a task's record, so it was dropped. Ask for less (a narrower query, a smaller file, a page of results).", name, size, limit)
 	raw, _ := json.Marshal(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}})
-	return CallToolOutput{Result: raw, IsError: true}
+	return api.CallToolOutput{Result: raw, IsError: true}
 }
 
 // compensationPrefix starts the call ID of a compensation (the workflow's
@@ -216,7 +171,7 @@ const compensationPrefix = "undo-"
 
 // observeCall counts and audits one attempt where it ends: the workflow
 // cannot (a replay would count it again).
-func (a *Activities) observeCall(in CallToolInput, out CallToolOutput, err error, took time.Duration) {
+func (a *Activities) observeCall(in api.CallToolInput, out api.CallToolOutput, err error, took time.Duration) {
 	tool := in.ExposedName
 	if tool == "" {
 		tool = manifests.ExposedName(in.Server, in.Tool)
@@ -224,7 +179,7 @@ func (a *Activities) observeCall(in CallToolInput, out CallToolOutput, err error
 	result, errType := "ok", ""
 	switch {
 	case err != nil:
-		errType = ErrTypeInternal
+		errType = api.ErrTypeInternal
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) {
 			errType = appErr.Type()
@@ -249,15 +204,15 @@ func (a *Activities) observeCall(in CallToolInput, out CallToolOutput, err error
 
 // classify turns a pool error into an application error whose type the
 // workflow understands. Retries are decided by the workflow, not here.
-func classify(in CallToolInput, err error) error {
+func classify(in api.CallToolInput, err error) error {
 	switch {
 	case errors.Is(err, upstream.ErrNotSent):
-		return temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeNotSent, err)
+		return temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeNotSent, err)
 	case errors.Is(err, upstream.ErrRejected):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRejected, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeRejected, err)
 	default:
 		// Anything else happened after the request may have been written.
-		return temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeOutcomeUnknown, err)
+		return temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeOutcomeUnknown, err)
 	}
 }
 

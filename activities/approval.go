@@ -2,88 +2,28 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/manifests"
 )
-
-// Approval activity names (wire names).
-const (
-	NotifyApproversName = "NotifyApprovers"
-	UpdateApprovalName  = "UpdateApprovalMessages"
-)
-
-// ApprovalNotice is what approvers are shown about one request. Arguments
-// are raw; notifiers mask Redact paths before showing them.
-type ApprovalNotice struct {
-	RequestID   string
-	TaskID      string
-	CallID      string
-	Tool        string
-	Principal   string
-	Client      string `json:",omitempty"`
-	Arguments   json.RawMessage
-	Redact      []string `json:",omitempty"`
-	SideEffects []string
-	DataLevel   string
-	Risk        string
-	Rule        string `json:",omitempty"`
-	Reason      string `json:",omitempty"`
-	Digest      string
-	// Group is the group notified by this notice (the escalation group on
-	// an escalation).
-	Group     string
-	Quorum    int
-	ExpiresAt time.Time
-	// RequestedAt is when the request was made (zero from older workflow
-	// code).
-	RequestedAt time.Time `json:",omitempty"`
-	Escalation  bool      `json:",omitempty"`
-
-	// TaskURL is the task's page in the Temporal Web UI; notifiers set it
-	// (it never enters history).
-	TaskURL string `json:"-"`
-
-	// For updates: the request's state, its votes, and the messages to
-	// update.
-	State    string       `json:",omitempty"`
-	Votes    []NoticeVote `json:",omitempty"`
-	Messages []MessageRef `json:",omitempty"`
-}
-
-// NoticeVote is one decision, for showing who decided and when.
-type NoticeVote struct {
-	Approver string
-	Approve  bool
-	At       time.Time
-	Via      string
-}
-
-// MessageRef locates a posted notification so it can be updated.
-type MessageRef struct {
-	Notifier string // "slack"
-	Channel  string
-	TS       string
-	Group    string
-}
 
 // Notifier tells people about approval requests. Slack implements it; the
 // local path (CLI, web page) needs none: it reads the workflow's state.
 type Notifier interface {
 	Name() string
 	// Post announces a request to its group and returns where it posted.
-	Post(ctx context.Context, n ApprovalNotice) ([]MessageRef, error)
+	Post(ctx context.Context, n api.ApprovalNotice) ([]api.MessageRef, error)
 	// Update rewrites posted messages to show the outcome.
-	Update(ctx context.Context, n ApprovalNotice) error
+	Update(ctx context.Context, n api.ApprovalNotice) error
 	// Alert tells a group that a rollback left compensations undone.
-	Alert(ctx context.Context, n RollbackNotice) error
+	Alert(ctx context.Context, n api.RollbackNotice) error
 }
 
 // ErrNoChannel is returned by a notifier that has nowhere to post for a
@@ -93,7 +33,7 @@ var ErrNoChannel = errors.New("no channel configured for this approver group")
 // NotifyApprovers posts a request with every configured notifier. A
 // notifier that fails is retried by Temporal (429s and 5xx included); the
 // request stays pending meanwhile and is never approved by default.
-func (a *Activities) NotifyApprovers(ctx context.Context, n ApprovalNotice) (refs []MessageRef, err error) {
+func (a *Activities) NotifyApprovers(ctx context.Context, n api.ApprovalNotice) (refs []api.MessageRef, err error) {
 	if firstAttempt(ctx) {
 		defer func() {
 			r := auditlog.ApprovalRequest{Request: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal,
@@ -128,7 +68,7 @@ func (a *Activities) NotifyApprovers(ctx context.Context, n ApprovalNotice) (ref
 // UpdateApprovalMessages shows a request's outcome on its messages. It is
 // also where the outcome is counted and audited: the workflow runs it once
 // per request, when the request closes.
-func (a *Activities) UpdateApprovalMessages(ctx context.Context, n ApprovalNotice) error {
+func (a *Activities) UpdateApprovalMessages(ctx context.Context, n api.ApprovalNotice) error {
 	if firstAttempt(ctx) {
 		a.observeApproval(n, time.Now())
 	}
@@ -147,38 +87,10 @@ func (a *Activities) UpdateApprovalMessages(ctx context.Context, n ApprovalNotic
 	return nil
 }
 
-// NotifyRollbackFailedName is the wire name of the activity that tells
-// people a rollback stopped with compensations left undone.
-const NotifyRollbackFailedName = "NotifyRollbackFailed"
-
-// RollbackNotice says which compensations of a task remain undone.
-type RollbackNotice struct {
-	TaskID string
-	// TaskURL: see ApprovalNotice.TaskURL.
-	TaskURL     string `json:"-"`
-	Principal   string
-	Group       string
-	RequestedBy string
-	Reason      string
-	Remaining   []RemainingUndo
-}
-
-// RemainingUndo is one compensation that did not run (or failed).
-type RemainingUndo struct {
-	CallID    string
-	Tool      string          // the call's tool
-	Undo      string          `json:",omitempty"` // the compensation's tool
-	Arguments json.RawMessage `json:",omitempty"`
-	// ArgumentsRef names large arguments kept in the blob store.
-	ArgumentsRef string `json:",omitempty"`
-	State        string
-	Reason       string `json:",omitempty"`
-}
-
 // NotifyRollbackFailed tells the task's rollback group, through every
 // notifier that can reach it. With no group or no channel it only logs:
 // the task's state (rollback_failed) and history still hold everything.
-func (a *Activities) NotifyRollbackFailed(ctx context.Context, n RollbackNotice) error {
+func (a *Activities) NotifyRollbackFailed(ctx context.Context, n api.RollbackNotice) error {
 	if firstAttempt(ctx) {
 		metrics.RollbacksFailed.Inc()
 		f := auditlog.RollbackFailure{Task: n.TaskID, Principal: n.Principal, Group: n.Group, RequestedBy: n.RequestedBy}
@@ -215,7 +127,7 @@ const (
 
 // observeApproval records how a closed request ended and how long it
 // waited.
-func (a *Activities) observeApproval(n ApprovalNotice, now time.Time) {
+func (a *Activities) observeApproval(n api.ApprovalNotice, now time.Time) {
 	outcome, decided := approvalOutcome(n, now)
 	waited := max(decided.Sub(a.requestedAt(n)), 0)
 	metrics.ApprovalWait.WithLabelValues(outcome).Observe(waited.Seconds())
@@ -231,7 +143,7 @@ func (a *Activities) observeApproval(n ApprovalNotice, now time.Time) {
 // workflow's notice carries: the deny vote, or the vote that made the
 // quorum; the expiry when nobody decided in time (also for on_timeout:
 // approve); now when the task was cancelled while it waited.
-func approvalOutcome(n ApprovalNotice, now time.Time) (string, time.Time) {
+func approvalOutcome(n api.ApprovalNotice, now time.Time) (string, time.Time) {
 	switch n.State {
 	case approvalExpired:
 		return approvalExpired, n.ExpiresAt
@@ -263,7 +175,7 @@ func approvalOutcome(n ApprovalNotice, now time.Time) (string, time.Time) {
 // code do not carry it, but their expiry does, and the request waited the
 // tool's approval timeout from its start (unless the manifest changed
 // since).
-func (a *Activities) requestedAt(n ApprovalNotice) time.Time {
+func (a *Activities) requestedAt(n api.ApprovalNotice) time.Time {
 	if !n.RequestedAt.IsZero() {
 		return n.RequestedAt // workflows since it was added say it
 	}

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -16,68 +17,11 @@ import (
 	"github.com/airlock-run/airlock/manifests"
 )
 
-// DecideName is the wire name of the policy decision (a local activity:
-// it is quick, and its result is recorded in the history as a marker).
-const DecideName = "Decide"
-
 // ToolCatalog resolves an exposed tool name to what the policy needs to
 // know about it, on the worker.
 type ToolCatalog interface {
 	Tool(exposed string) (policy.Tool, bool)
 }
-
-// DecideInput is one call to judge.
-type DecideInput struct {
-	TaskID string
-	// CallID is the call's idempotency key (for captures: call.id, call.slug).
-	CallID     string `json:",omitempty"`
-	Principal  policy.Principal
-	AllowTools []string
-	// Tool is the exposed name ("server__tool").
-	Tool      string
-	Arguments json.RawMessage
-	// Calls counts the task's calls before this one.
-	Calls   int
-	Elapsed time.Duration
-}
-
-// DecideOutput is a decision and, when it requires approval, who approves
-// and under what timers. Its JSON is a superset of policy.Decision's, so
-// decisions recorded before approvals existed still decode.
-type DecideOutput struct {
-	policy.Decision
-	Approval *ApprovalSpec `json:",omitempty"`
-	// Capture is the pre-image read to make before the call runs (nil: the
-	// tool declares none). CaptureError says why it could not be computed;
-	// the call must then not run, since it could not be undone.
-	Capture      *ToolCall `json:",omitempty"`
-	CaptureError string    `json:",omitempty"`
-	// Compensable: the tool declares a compensation; once the call has run,
-	// the workflow asks PlanCompensation for it.
-	Compensable bool `json:",omitempty"`
-	// CallID echoes the input's, so that an audit of the history can tie
-	// the recorded decision (a marker) to its call.
-	CallID string `json:",omitempty"`
-}
-
-// ApprovalSpec is what the worker resolves for a require_approval
-// decision: from the manifest's approval block and the approver groups.
-type ApprovalSpec struct {
-	Approvers         []string
-	Timeout           time.Duration
-	EscalateAfter     time.Duration `json:",omitempty"`
-	EscalateTo        string        `json:",omitempty"`
-	EscalateApprovers []string      `json:",omitempty"`
-	OnTimeout         string
-	Redact            []string `json:",omitempty"`
-	SideEffects       []string
-	DataLevel         string
-	Risk              string
-}
-
-// CheckPin is the Decision.Check of a call refused because the upstream's
-// tool definition no longer matches its pin.
-const CheckPin = "pin"
 
 // blocked reports why a tool must not run because its upstream definition
 // changed since it was pinned ("" when it may run). The gateway hides such
@@ -101,9 +45,9 @@ const DefaultApprovalTimeout = time.Hour
 // Decide judges a call against the worker's policy. The worker is the
 // authority: it resolves the tool from its own manifests and the upstream's
 // current schema, not from anything the caller sent.
-func (a *Activities) Decide(_ context.Context, in DecideInput) (DecideOutput, error) {
+func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOutput, error) {
 	if a.Policy == nil || a.Catalog == nil {
-		return DecideOutput{}, temporal.NewNonRetryableApplicationError("this worker has no policy loaded; it cannot judge calls", ErrTypeInternal, nil)
+		return api.DecideOutput{}, temporal.NewNonRetryableApplicationError("this worker has no policy loaded; it cannot judge calls", api.ErrTypeInternal, nil)
 	}
 	tool, ok := a.Catalog.Tool(in.Tool)
 	var d policy.Decision
@@ -111,7 +55,7 @@ func (a *Activities) Decide(_ context.Context, in DecideInput) (DecideOutput, er
 		d = policy.Decision{Effect: policy.Deny, Check: policy.CheckError, Version: a.Policy.Version(),
 			Reason: fmt.Sprintf("denied: no manifest on the worker covers %s; the tool may have been removed from the configuration", in.Tool)}
 	} else if reason := a.blocked(tool); reason != "" {
-		d = policy.Decision{Effect: policy.Deny, Check: CheckPin, Version: a.Policy.Version(), Reason: reason}
+		d = policy.Decision{Effect: policy.Deny, Check: api.CheckPin, Version: a.Policy.Version(), Reason: reason}
 	} else {
 		d = a.Policy.Decide(policy.Input{
 			Principal: in.Principal,
@@ -123,7 +67,7 @@ func (a *Activities) Decide(_ context.Context, in DecideInput) (DecideOutput, er
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
 	a.Audit.Decision(auditlog.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
 		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments})
-	out := DecideOutput{Decision: d, CallID: in.CallID}
+	out := api.DecideOutput{Decision: d, CallID: in.CallID}
 	if d.Effect == policy.RequireApproval {
 		out.Approval = a.approvalSpec(d, tool)
 	}
@@ -140,8 +84,8 @@ func (a *Activities) Decide(_ context.Context, in DecideInput) (DecideOutput, er
 	return out, nil
 }
 
-func (a *Activities) approvalSpec(d policy.Decision, tool policy.Tool) *ApprovalSpec {
-	spec := &ApprovalSpec{Approvers: a.Groups[d.Group], Timeout: DefaultApprovalTimeout, OnTimeout: "deny",
+func (a *Activities) approvalSpec(d policy.Decision, tool policy.Tool) *api.ApprovalSpec {
+	spec := &api.ApprovalSpec{Approvers: a.Groups[d.Group], Timeout: DefaultApprovalTimeout, OnTimeout: "deny",
 		DataLevel: string(manifests.DataRestricted), Risk: string(manifests.RiskHigh), SideEffects: []string{string(manifests.SideEffectWrite)}}
 	if decl := tool.Decl; decl != nil {
 		spec.Redact = decl.Redact

@@ -11,15 +11,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/manifests"
 )
 
 func TestSpecUncoveredToolIsConservative(t *testing.T) {
-	got := SpecFor(nil)
-	want := ToolSpec{
+	got := api.SpecFor(nil)
+	want := api.ToolSpec{
 		Timeout:     time.Minute,
-		Retry:       RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+		Retry:       api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
 		Idempotent:  false,
 		SideEffects: []string{"write"},
 		Risk:        "high",
@@ -33,14 +34,14 @@ func TestSpecFromManifest(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		decl *manifests.Tool
-		want ToolSpec
+		want api.ToolSpec
 	}{
 		{
 			name: "defaults",
 			decl: &manifests.Tool{SideEffects: []manifests.SideEffect{manifests.SideEffectRead}, DataAccessLevel: manifests.DataPublic, Risk: manifests.RiskLow},
-			want: ToolSpec{
+			want: api.ToolSpec{
 				Timeout:     manifests.DefaultToolTimeout,
-				Retry:       RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+				Retry:       api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
 				SideEffects: []string{"read"},
 				Risk:        "low",
 			},
@@ -54,9 +55,9 @@ func TestSpecFromManifest(t *testing.T) {
 				Retry: &manifests.Retry{MaxAttempts: 7, InitialInterval: manifests.Duration(2 * time.Second),
 					MaxInterval: manifests.Duration(time.Minute), Backoff: 1.5, NonRetryable: []string{"Rejected"}},
 			},
-			want: ToolSpec{
+			want: api.ToolSpec{
 				Timeout: 5 * time.Minute,
-				Retry: RetrySpec{MaxAttempts: 7, InitialInterval: 2 * time.Second, MaxInterval: time.Minute,
+				Retry: api.RetrySpec{MaxAttempts: 7, InitialInterval: 2 * time.Second, MaxInterval: time.Minute,
 					Backoff: 1.5, NonRetryable: []string{"Rejected"}},
 				Idempotent:  true,
 				SideEffects: []string{"write", "send"},
@@ -65,7 +66,7 @@ func TestSpecFromManifest(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, SpecFor(tc.decl)); diff != "" {
+			if diff := cmp.Diff(tc.want, api.SpecFor(tc.decl)); diff != "" {
 				t.Fatalf("spec (-want +got):\n%s", diff)
 			}
 		})
@@ -74,14 +75,14 @@ func TestSpecFromManifest(t *testing.T) {
 
 func TestOversizedResultIsReplaced(t *testing.T) {
 	a := &Activities{Tools: bigTools{}, MaxResultBytes: 1000}
-	out, err := a.CallTool(context.Background(), CallToolInput{TaskID: "t", CallID: "c", Server: "s", Tool: "big", ExposedName: "s__big"})
+	out, err := a.CallTool(context.Background(), api.CallToolInput{TaskID: "t", CallID: "c", Server: "s", Tool: "big", ExposedName: "s__big"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !out.IsError || len(out.Result) > 1000 || !strings.Contains(string(out.Result), "s__big ran, but its result is") {
 		t.Fatalf("result %d bytes, isError=%v: %.200s", len(out.Result), out.IsError, out.Result)
 	}
-	small, err := (&Activities{Tools: bigTools{}}).CallTool(context.Background(), CallToolInput{Server: "s", Tool: "big"})
+	small, err := (&Activities{Tools: bigTools{}}).CallTool(context.Background(), api.CallToolInput{Server: "s", Tool: "big"})
 	if err != nil || small.IsError || len(small.Result) < 5000 {
 		t.Fatalf("under the default limit the result passes: %v %v %d", err, small.IsError, len(small.Result))
 	}
@@ -109,7 +110,7 @@ func TestBlobStoreKeepsLargeValuesOutOfHistory(t *testing.T) {
 	var got json.RawMessage
 	a := &Activities{Tools: recordingTools{&got}, Blobs: store}
 	// A large capture result goes to the store.
-	out, err := a.CallTool(context.Background(), CallToolInput{TaskID: "t", CallID: "c1/capture", Server: "s", Tool: "read"})
+	out, err := a.CallTool(context.Background(), api.CallToolInput{TaskID: "t", CallID: "c1/capture", Server: "s", Tool: "read"})
 	if err != nil || out.Result != nil || !strings.HasPrefix(out.ResultRef, blob.Prefix) {
 		t.Fatalf("capture: %v, %d bytes inline, ref %q", err, len(out.Result), out.ResultRef)
 	}
@@ -117,20 +118,20 @@ func TestBlobStoreKeepsLargeValuesOutOfHistory(t *testing.T) {
 		t.Fatalf("stored capture: %v", err)
 	}
 	// A large result of an ordinary call stays inline (the gateway needs it).
-	out, err = a.CallTool(context.Background(), CallToolInput{TaskID: "t", CallID: "c2", Server: "s", Tool: "read"})
+	out, err = a.CallTool(context.Background(), api.CallToolInput{TaskID: "t", CallID: "c2", Server: "s", Tool: "read"})
 	if err != nil || out.ResultRef != "" || len(out.Result) < 100<<10 {
 		t.Fatalf("ordinary call: %v ref %q, %d bytes", err, out.ResultRef, len(out.Result))
 	}
 	// Arguments by reference are loaded before the call.
 	ref, _ := store.Put([]byte(`{"content":"restored"}`))
-	if _, err := a.CallTool(context.Background(), CallToolInput{TaskID: "t", CallID: "undo-c1", Server: "s", Tool: "write", ArgumentsRef: ref}); err != nil {
+	if _, err := a.CallTool(context.Background(), api.CallToolInput{TaskID: "t", CallID: "undo-c1", Server: "s", Tool: "write", ArgumentsRef: ref}); err != nil {
 		t.Fatal(err)
 	}
 	if string(got) != `{"content":"restored"}` {
 		t.Fatalf("the tool got %s", got)
 	}
 	// A reference this worker cannot read: not sent, so it may be retried.
-	_, err = a.CallTool(context.Background(), CallToolInput{CallID: "undo-c2", Server: "s", Tool: "write", ArgumentsRef: blob.Prefix + strings.Repeat("0", 64)})
+	_, err = a.CallTool(context.Background(), api.CallToolInput{CallID: "undo-c2", Server: "s", Tool: "write", ArgumentsRef: blob.Prefix + strings.Repeat("0", 64)})
 	if err == nil || !strings.Contains(err.Error(), "every worker must share") {
 		t.Fatalf("missing blob: %v", err)
 	}

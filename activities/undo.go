@@ -8,52 +8,18 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/expr"
 	"github.com/airlock-run/airlock/manifests"
 )
 
-// PlanCompensationName is the wire name of the local activity that computes
-// a successful call's compensation from its arguments, result and captured
-// pre-image.
-const PlanCompensationName = "PlanCompensation"
-
-// CompensationInput is a finished call whose tool declares a compensation.
-type CompensationInput struct {
-	TaskID    string
-	CallID    string
-	Tool      string // exposed name
-	Arguments json.RawMessage
-	// Result is the call's CallToolResult JSON (nil when its outcome is
-	// unknown).
-	Result json.RawMessage `json:",omitempty"`
-	// Before is the capture's CallToolResult JSON; nil when the tool has no
-	// capture or the capture tool returned an error (before is then null).
-	Before json.RawMessage `json:",omitempty"`
-	// BeforeRef, instead of Before, names a large capture in the blob
-	// store.
-	BeforeRef string `json:",omitempty"`
-}
-
-// CompensationOutput is the computed compensation. Exactly one of Undo,
-// Skipped and Error is set.
-type CompensationOutput struct {
-	Undo *ToolCall `json:",omitempty"`
-	// Skipped says why nothing needs undoing (every when was false).
-	Skipped string `json:",omitempty"`
-	// Error says why the compensation could not be computed; the entry
-	// stays on the saga stack, and a rollback reports it as undone.
-	Error string `json:",omitempty"`
-	// CallID echoes the input's (for audits of the history).
-	CallID string `json:",omitempty"`
-}
-
 // PlanCompensation computes a compensation on the worker, which holds the
 // manifests: the workflow records the concrete call it returns.
-func (a *Activities) PlanCompensation(ctx context.Context, in CompensationInput) (CompensationOutput, error) {
+func (a *Activities) PlanCompensation(ctx context.Context, in api.CompensationInput) (api.CompensationOutput, error) {
 	if in.BeforeRef != "" {
 		b, err := a.blob(in.BeforeRef)
 		if err != nil {
-			return CompensationOutput{CallID: in.CallID, Error: "the captured pre-image cannot be read: " + err.Error()}, nil
+			return api.CompensationOutput{CallID: in.CallID, Error: "the captured pre-image cannot be read: " + err.Error()}, nil
 		}
 		in.Before = b
 	}
@@ -64,42 +30,42 @@ func (a *Activities) PlanCompensation(ctx context.Context, in CompensationInput)
 	if u := out.Undo; u != nil && a.Blobs != nil && len(u.Arguments) > a.blobThreshold() {
 		ref, perr := a.Blobs.Put(u.Arguments)
 		if perr != nil {
-			return CompensationOutput{CallID: in.CallID, Error: "the compensation could not be stored: " + perr.Error()}, nil
+			return api.CompensationOutput{CallID: in.CallID, Error: "the compensation could not be stored: " + perr.Error()}, nil
 		}
 		u.Arguments, u.ArgumentsRef = nil, ref
 	}
 	return out, err
 }
 
-func (a *Activities) planCompensation(_ context.Context, in CompensationInput) (CompensationOutput, error) {
+func (a *Activities) planCompensation(_ context.Context, in api.CompensationInput) (api.CompensationOutput, error) {
 	c, ok := a.Catalog.(*Catalog)
 	if !ok || c == nil {
-		return CompensationOutput{}, temporal.NewNonRetryableApplicationError("this worker has no manifests loaded; it cannot compute compensations", ErrTypeInternal, nil)
+		return api.CompensationOutput{}, temporal.NewNonRetryableApplicationError("this worker has no manifests loaded; it cannot compute compensations", api.ErrTypeInternal, nil)
 	}
 	e, ok := c.tools[in.Tool]
 	if !ok || e.decl == nil || e.decl.Compensation == nil {
-		return CompensationOutput{Error: fmt.Sprintf("no manifest on this worker declares a compensation for %s", in.Tool)}, nil
+		return api.CompensationOutput{Error: fmt.Sprintf("no manifest on this worker declares a compensation for %s", in.Tool)}, nil
 	}
 	vars := map[string]any{"call": callVars(in.TaskID, in.CallID, in.Tool), "roots": rootVars(e.roots)}
 	var err error
 	if vars["args"], err = expr.JSONValue(in.Arguments); err != nil {
-		return CompensationOutput{Error: "the call's arguments are not JSON: " + err.Error()}, nil
+		return api.CompensationOutput{Error: "the call's arguments are not JSON: " + err.Error()}, nil
 	}
 	vars["result"] = expr.ResultValue(in.Result)
 	vars["before"] = expr.ResultValue(in.Before)
 	call, skipped, err := c.evalCall(e, "compensation", e.decl.Compensation, expr.Compensation, vars)
 	switch {
 	case err != nil:
-		return CompensationOutput{Error: err.Error()}, nil
+		return api.CompensationOutput{Error: err.Error()}, nil
 	case call == nil:
-		return CompensationOutput{Skipped: skipped}, nil
+		return api.CompensationOutput{Skipped: skipped}, nil
 	}
-	return CompensationOutput{Undo: call}, nil
+	return api.CompensationOutput{Undo: call}, nil
 }
 
 // capture computes the capture call of a tool before it runs (nil when the
 // tool declares none).
-func (c *Catalog) capture(taskID, callID, tool string, args json.RawMessage) (*ToolCall, error) {
+func (c *Catalog) capture(taskID, callID, tool string, args json.RawMessage) (*api.ToolCall, error) {
 	e, ok := c.tools[tool]
 	if !ok || e.decl == nil || e.decl.Capture == nil {
 		return nil, nil
@@ -127,7 +93,7 @@ func rootVars(roots []string) []any {
 
 // evalCall follows a call's when/else chain and evaluates the arguments of
 // the branch taken. It returns nil and why when no branch applies.
-func (c *Catalog) evalCall(e catalogEntry, field string, call *manifests.Call, kind expr.Kind, vars map[string]any) (*ToolCall, string, error) {
+func (c *Catalog) evalCall(e catalogEntry, field string, call *manifests.Call, kind expr.Kind, vars map[string]any) (*api.ToolCall, string, error) {
 	exposed := manifests.ExposedName(e.server, e.upstream)
 	for call != nil {
 		if call.When != "" {
@@ -160,7 +126,7 @@ func (c *Catalog) evalCall(e catalogEntry, field string, call *manifests.Call, k
 		if !ok {
 			return nil, "", fmt.Errorf("%s: tools.%s.%s.tool: %s is not declared on this worker", e.server, e.upstream, field, target)
 		}
-		return &ToolCall{Tool: target, Server: te.server, UpstreamTool: te.upstream, Arguments: raw, Spec: SpecFor(te.decl)}, "", nil
+		return &api.ToolCall{Tool: target, Server: te.server, UpstreamTool: te.upstream, Arguments: raw, Spec: api.SpecFor(te.decl)}, "", nil
 	}
 	return nil, "no " + field + " declared for " + exposed, nil
 }

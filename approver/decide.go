@@ -7,10 +7,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/airlock-run/airlock/api"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TaskOf returns the task ID of an approval request ID ("<task>~<call>").
@@ -27,16 +26,16 @@ func TaskOf(requestID string) (string, error) {
 // the same ID gets the first answer and changes nothing. The workflow's
 // validator decides whether the decision counts; its refusal comes back as
 // the error, worded for the person who decided.
-func Deliver(ctx context.Context, c client.Client, updateID string, d workflows.DecideRequest) (workflows.DecideResult, error) {
+func Deliver(ctx context.Context, c client.Client, updateID string, d api.DecideRequest) (api.DecideResult, error) {
 	task, err := TaskOf(d.RequestID)
 	if err != nil {
-		return workflows.DecideResult{}, err
+		return api.DecideResult{}, err
 	}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: task, UpdateID: updateID, UpdateName: workflows.UpdateDecide,
+		WorkflowID: task, UpdateID: updateID, UpdateName: api.UpdateDecide,
 		Args: []any{d}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var res workflows.DecideResult
+	var res api.DecideResult
 	if err == nil {
 		err = h.Get(ctx, &res)
 	}
@@ -47,26 +46,26 @@ func Deliver(ctx context.Context, c client.Client, updateID string, d workflows.
 }
 
 // Lookup returns one request, as its task holds it now.
-func Lookup(ctx context.Context, c client.Client, requestID string) (workflows.ApprovalRequest, error) {
+func Lookup(ctx context.Context, c client.Client, requestID string) (api.ApprovalRequest, error) {
 	task, err := TaskOf(requestID)
 	if err != nil {
-		return workflows.ApprovalRequest{}, err
+		return api.ApprovalRequest{}, err
 	}
 	reqs, err := requestsOf(ctx, c, task)
 	if err != nil {
-		return workflows.ApprovalRequest{}, err
+		return api.ApprovalRequest{}, err
 	}
 	for _, r := range reqs {
 		if r.ID == requestID {
 			return r, nil
 		}
 	}
-	return workflows.ApprovalRequest{}, fmt.Errorf("task %s has no approval request %s", task, requestID)
+	return api.ApprovalRequest{}, fmt.Errorf("task %s has no approval request %s", task, requestID)
 }
 
 // PendingQuery is the visibility query for running tasks waiting for an
 // approval.
-var PendingQuery = fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", workflows.SAApproval.GetName(), workflows.ApprovalPending)
+var PendingQuery = fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", api.SAApproval.GetName(), api.ApprovalPending)
 
 // CountPending counts the running tasks waiting for at least one approval
 // (one visibility count, no query per task), for the
@@ -81,9 +80,9 @@ func CountPending(ctx context.Context, c client.Client, namespace string) (int64
 
 // Pending lists the requests waiting for a decision, across every task
 // whose AirlockApproval attribute says it waits, oldest first.
-func Pending(ctx context.Context, c client.Client, namespace string) ([]workflows.ApprovalRequest, error) {
+func Pending(ctx context.Context, c client.Client, namespace string) ([]api.ApprovalRequest, error) {
 	q := PendingQuery
-	var out []workflows.ApprovalRequest
+	var out []api.ApprovalRequest
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: q, NextPageToken: token})
@@ -96,7 +95,7 @@ func Pending(ctx context.Context, c client.Client, namespace string) ([]workflow
 				continue // ended meanwhile
 			}
 			for _, r := range reqs {
-				if r.State == workflows.ApprovalPending {
+				if r.State == api.ApprovalPending {
 					out = append(out, r)
 				}
 			}
@@ -110,12 +109,12 @@ func Pending(ctx context.Context, c client.Client, namespace string) ([]workflow
 	return out, nil
 }
 
-func requestsOf(ctx context.Context, c client.Client, task string) ([]workflows.ApprovalRequest, error) {
-	v, err := c.QueryWorkflow(ctx, task, "", workflows.QueryApprovals)
+func requestsOf(ctx context.Context, c client.Client, task string) ([]api.ApprovalRequest, error) {
+	v, err := c.QueryWorkflow(ctx, task, "", api.QueryApprovals)
 	if err != nil {
 		return nil, fmt.Errorf("reading approval requests of task %s: %w", task, err)
 	}
-	var reqs []workflows.ApprovalRequest
+	var reqs []api.ApprovalRequest
 	if err := v.Get(&reqs); err != nil {
 		return nil, errors.New("decoding approval requests of task " + task + ": " + err.Error())
 	}

@@ -19,9 +19,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/identity"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // MaxInteractionBody bounds an interaction request's body.
@@ -32,7 +32,7 @@ const ViaSlack = "slack"
 
 // DeliverFunc delivers one decision to its task (Deliver with a Temporal
 // client); tests substitute their own.
-type DeliverFunc func(ctx context.Context, updateID string, d workflows.DecideRequest) (workflows.DecideResult, error)
+type DeliverFunc func(ctx context.Context, updateID string, d api.DecideRequest) (api.DecideResult, error)
 
 // SlackUsers maps a Slack user to a principal; *identity.Directory is one.
 type SlackUsers interface {
@@ -84,7 +84,7 @@ func InteractionHandler(opts InteractionOptions) *Interactions {
 	}
 	if opts.Deliver == nil && opts.Temporal != nil {
 		c := opts.Temporal
-		opts.Deliver = func(ctx context.Context, id string, d workflows.DecideRequest) (workflows.DecideResult, error) {
+		opts.Deliver = func(ctx context.Context, id string, d api.DecideRequest) (api.DecideResult, error) {
 			return Deliver(ctx, c, id, d)
 		}
 	}
@@ -162,7 +162,7 @@ type Click struct {
 	// UpdateID is stable for a click: the same payload delivered twice
 	// has the same ID, so the task counts it once.
 	UpdateID string
-	Decision workflows.DecideRequest
+	Decision api.DecideRequest
 	// SlackUser and Channel are where ephemeral replies go.
 	SlackUser string
 	Channel   string
@@ -199,7 +199,7 @@ func ParseClick(ic *slack.InteractionCallback) (c Click, ours bool, problem stri
 		ts = ic.TriggerID
 	}
 	c.UpdateID = "slack:" + ts + ":" + ic.User.ID
-	c.Decision = workflows.DecideRequest{
+	c.Decision = api.DecideRequest{
 		RequestID: a.Value,
 		Digest:    strings.TrimPrefix(a.BlockID, BlockIDPrefix),
 		Approve:   a.ActionID == ActionApprove,

@@ -13,9 +13,9 @@ import (
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 const slackSecret = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -34,15 +34,15 @@ type slackDelivery struct {
 	mu    sync.Mutex
 	calls []slackDeliverCall
 	// answer, when set, decides what Deliver returns.
-	answer func(ctx context.Context, id string, d workflows.DecideRequest) (workflows.DecideResult, error)
+	answer func(ctx context.Context, id string, d api.DecideRequest) (api.DecideResult, error)
 }
 
 type slackDeliverCall struct {
 	UpdateID string
-	Decision workflows.DecideRequest
+	Decision api.DecideRequest
 }
 
-func (d *slackDelivery) deliver(ctx context.Context, id string, dr workflows.DecideRequest) (workflows.DecideResult, error) {
+func (d *slackDelivery) deliver(ctx context.Context, id string, dr api.DecideRequest) (api.DecideResult, error) {
 	d.mu.Lock()
 	d.calls = append(d.calls, slackDeliverCall{id, dr})
 	answer := d.answer
@@ -50,7 +50,7 @@ func (d *slackDelivery) deliver(ctx context.Context, id string, dr workflows.Dec
 	if answer != nil {
 		return answer(ctx, id, dr)
 	}
-	return workflows.DecideResult{RequestID: dr.RequestID, State: workflows.ApprovalApproved, Message: "approved: 1 of 1 approvals"}, nil
+	return api.DecideResult{RequestID: dr.RequestID, State: api.ApprovalApproved, Message: "approved: 1 of 1 approvals"}, nil
 }
 
 func (d *slackDelivery) got() []slackDeliverCall {
@@ -150,7 +150,7 @@ func TestClickDeliversDecision(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("delivered %+v", got)
 	}
-	want := workflows.DecideRequest{RequestID: slackRequest, Digest: slackDigest, Approver: "bob", Approve: true, Via: "slack"}
+	want := api.DecideRequest{RequestID: slackRequest, Digest: slackDigest, Approver: "bob", Approve: true, Via: "slack"}
 	if got[0].Decision != want || got[0].UpdateID != "slack:1700000000.000001:U_BOB" {
 		t.Errorf("approve delivered %+v, want %+v with update ID slack:1700000000.000001:U_BOB", got[0], want)
 	}
@@ -178,15 +178,15 @@ func TestAckBeforeDecisionIsDelivered(t *testing.T) {
 		order = append(order, s)
 		mu.Unlock()
 	}
-	d := &slackDelivery{answer: func(ctx context.Context, _ string, dr workflows.DecideRequest) (workflows.DecideResult, error) {
+	d := &slackDelivery{answer: func(ctx context.Context, _ string, dr api.DecideRequest) (api.DecideResult, error) {
 		close(started)
 		select {
 		case <-release:
 		case <-ctx.Done():
-			return workflows.DecideResult{}, ctx.Err()
+			return api.DecideResult{}, ctx.Err()
 		}
 		note("delivered")
-		return workflows.DecideResult{RequestID: dr.RequestID, State: "approved", Message: "approved"}, nil
+		return api.DecideResult{RequestID: dr.RequestID, State: "approved", Message: "approved"}, nil
 	}}
 	h := newSlackHandler(t, f, d)
 	body := slackClickBody("U_BOB", "approve", slackRequest, slackDigest, "1700000000.000001")
@@ -217,13 +217,13 @@ func TestAckBeforeDecisionIsDelivered(t *testing.T) {
 
 func TestClickRefusals(t *testing.T) {
 	f := newSlackFake(t)
-	d := &slackDelivery{answer: func(_ context.Context, _ string, dr workflows.DecideRequest) (workflows.DecideResult, error) {
+	d := &slackDelivery{answer: func(_ context.Context, _ string, dr api.DecideRequest) (api.DecideResult, error) {
 		if dr.Approver == "alice" {
 			// What Deliver returns when the decide validator refuses.
-			return workflows.DecideResult{}, fmt.Errorf("decision on %s not recorded: %w", dr.RequestID,
+			return api.DecideResult{}, fmt.Errorf("decision on %s not recorded: %w", dr.RequestID,
 				temporal.NewApplicationError("alice asked for this call and may not approve it", ""))
 		}
-		return workflows.DecideResult{}, fmt.Errorf("decision on %s not recorded: %w", dr.RequestID, context.DeadlineExceeded)
+		return api.DecideResult{}, fmt.Errorf("decision on %s not recorded: %w", dr.RequestID, context.DeadlineExceeded)
 	}}
 	h := newSlackHandler(t, f, d)
 	send := func(body string) {
@@ -282,9 +282,9 @@ func TestClickRefusals(t *testing.T) {
 func TestShutdownWaitsForDeliveries(t *testing.T) {
 	f := newSlackFake(t)
 	release := make(chan struct{})
-	d := &slackDelivery{answer: func(ctx context.Context, _ string, dr workflows.DecideRequest) (workflows.DecideResult, error) {
+	d := &slackDelivery{answer: func(ctx context.Context, _ string, dr api.DecideRequest) (api.DecideResult, error) {
 		<-release
-		return workflows.DecideResult{RequestID: dr.RequestID, State: "pending", Message: "pending: 1 of 2 approvals"}, nil
+		return api.DecideResult{RequestID: dr.RequestID, State: "pending", Message: "pending: 1 of 2 approvals"}, nil
 	}}
 	h := newSlackHandler(t, f, d)
 	body := slackClickBody("U_BOB", "approve", slackRequest, slackDigest, "1.1")

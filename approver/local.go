@@ -18,9 +18,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/identity"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // Local decides approval requests without Slack: the CLI (airlock
@@ -86,7 +86,7 @@ func AuthenticateKey(dir *identity.Directory, key string) (*identity.Principal, 
 }
 
 // List returns the pending requests, oldest first.
-func (l Local) List(ctx context.Context) ([]workflows.ApprovalRequest, error) {
+func (l Local) List(ctx context.Context) ([]api.ApprovalRequest, error) {
 	if l.Temporal == nil {
 		return nil, errors.New("no Temporal client to read approval requests with")
 	}
@@ -94,9 +94,9 @@ func (l Local) List(ctx context.Context) ([]workflows.ApprovalRequest, error) {
 }
 
 // Show returns one request, whatever its state.
-func (l Local) Show(ctx context.Context, requestID string) (workflows.ApprovalRequest, error) {
+func (l Local) Show(ctx context.Context, requestID string) (api.ApprovalRequest, error) {
 	if l.Temporal == nil {
-		return workflows.ApprovalRequest{}, errors.New("no Temporal client to read approval requests with")
+		return api.ApprovalRequest{}, errors.New("no Temporal client to read approval requests with")
 	}
 	r, err := Lookup(ctx, l.Temporal, requestID)
 	if err != nil {
@@ -112,7 +112,7 @@ func (l Local) Show(ctx context.Context, requestID string) (workflows.ApprovalRe
 // Decide delivers one decision on the request as it is now (bound to
 // d.Digest when given). A decision the workflow refuses comes back as a
 // *Refusal. Recorded and refused decisions are audited.
-func (l Local) Decide(ctx context.Context, d Decision) (workflows.DecideResult, error) {
+func (l Local) Decide(ctx context.Context, d Decision) (api.DecideResult, error) {
 	res, err := l.decide(ctx, d)
 	var ref *Refusal
 	switch {
@@ -126,29 +126,29 @@ func (l Local) Decide(ctx context.Context, d Decision) (workflows.DecideResult, 
 	return res, err
 }
 
-func (l Local) decide(ctx context.Context, d Decision) (workflows.DecideResult, error) {
+func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, error) {
 	if strings.TrimSpace(d.Approver) == "" {
-		return workflows.DecideResult{}, errors.New("the decision names no approver")
+		return api.DecideResult{}, errors.New("the decision names no approver")
 	}
 	if d.Via == "" {
-		return workflows.DecideResult{}, errors.New("the decision names no path (cli or web)")
+		return api.DecideResult{}, errors.New("the decision names no path (cli or web)")
 	}
 	want := strings.ToLower(strings.TrimSpace(d.Digest))
 	if want != "" {
 		if len(want) < MinDigestPrefix || strings.Trim(want, "0123456789abcdef") != "" {
-			return workflows.DecideResult{}, fmt.Errorf("digest %q: give at least %d hex digits of the digest that airlock approvals show prints", d.Digest, MinDigestPrefix)
+			return api.DecideResult{}, fmt.Errorf("digest %q: give at least %d hex digits of the digest that airlock approvals show prints", d.Digest, MinDigestPrefix)
 		}
 	}
 	r, err := l.Show(ctx, d.RequestID)
 	if err != nil {
-		return workflows.DecideResult{}, err
+		return api.DecideResult{}, err
 	}
 	if want != "" && !strings.HasPrefix(r.Digest, want) {
-		return workflows.DecideResult{}, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf(
+		return api.DecideResult{}, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf(
 			"request %s has digest %s, not the %s you decided on; it is not the call you saw: run airlock approvals show %s and decide again",
 			r.ID, short(r.Digest), want, r.ID)}
 	}
-	res, err := Deliver(ctx, l.Temporal, UpdateID(d.Via, r.ID, d.Approver), workflows.DecideRequest{
+	res, err := Deliver(ctx, l.Temporal, UpdateID(d.Via, r.ID, d.Approver), api.DecideRequest{
 		RequestID: r.ID, Digest: r.Digest, Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment,
 	})
 	if err != nil {
@@ -167,9 +167,9 @@ func (l Local) decide(ctx context.Context, d Decision) (workflows.DecideResult, 
 
 // MayDecide says why name may not decide on r, or nil when it may. The
 // workflow's validator is the authority; this only picks what to offer.
-func MayDecide(r workflows.ApprovalRequest, name string, now time.Time) error {
+func MayDecide(r api.ApprovalRequest, name string, now time.Time) error {
 	switch {
-	case r.State != workflows.ApprovalPending:
+	case r.State != api.ApprovalPending:
 		return fmt.Errorf("request %s is already %s", r.ID, r.State)
 	case !now.Before(r.ExpiresAt):
 		return fmt.Errorf("request %s has expired", r.ID)
@@ -257,7 +257,7 @@ func PrettyArguments(args json.RawMessage, redact []string) string {
 }
 
 // Redacted is r with its arguments masked, for printing as JSON.
-func Redacted(r workflows.ApprovalRequest) workflows.ApprovalRequest {
+func Redacted(r api.ApprovalRequest) api.ApprovalRequest {
 	v, err := MaskArguments(r.Arguments, r.Redact)
 	if err != nil {
 		r.Arguments = json.RawMessage(`"(withheld: not JSON)"`)
@@ -273,7 +273,7 @@ func Redacted(r workflows.ApprovalRequest) workflows.ApprovalRequest {
 }
 
 // ExpiresIn says how long until the request expires, "expired" once it has.
-func ExpiresIn(r workflows.ApprovalRequest, now time.Time) string {
+func ExpiresIn(r api.ApprovalRequest, now time.Time) string {
 	d := r.ExpiresAt.Sub(now)
 	if d <= 0 {
 		return "expired"
@@ -285,7 +285,7 @@ func ExpiresIn(r workflows.ApprovalRequest, now time.Time) string {
 }
 
 // Approvals counts the approving votes.
-func Approvals(r workflows.ApprovalRequest) int {
+func Approvals(r api.ApprovalRequest) int {
 	n := 0
 	for _, v := range r.Votes {
 		if v.Approve {
@@ -296,7 +296,7 @@ func Approvals(r workflows.ApprovalRequest) int {
 }
 
 // WriteList prints requests as a table, one a line.
-func WriteList(w io.Writer, reqs []workflows.ApprovalRequest, now time.Time) error {
+func WriteList(w io.Writer, reqs []api.ApprovalRequest, now time.Time) error {
 	if len(reqs) == 0 {
 		_, err := fmt.Fprintln(w, "no approval requests are pending")
 		return err
@@ -311,7 +311,7 @@ func WriteList(w io.Writer, reqs []workflows.ApprovalRequest, now time.Time) err
 }
 
 // WriteRequest prints one request in full, its arguments masked.
-func WriteRequest(w io.Writer, r workflows.ApprovalRequest, now time.Time) error {
+func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
 	var b strings.Builder
 	line := func(k, v string) {
 		if v != "" {
@@ -344,7 +344,7 @@ func WriteRequest(w io.Writer, r workflows.ApprovalRequest, now time.Time) error
 	}
 	line("requested", r.RequestedAt.Local().Format(time.DateTime))
 	expires := r.ExpiresAt.Local().Format(time.DateTime)
-	if r.State == workflows.ApprovalPending {
+	if r.State == api.ApprovalPending {
 		expires += " (in " + ExpiresIn(r, now) + "; then " + r.OnTimeout + ")"
 	}
 	line("expires", expires)

@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	commonpb "go.temporal.io/api/common/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // fakeTemporal serves approval requests from memory and records the decide
@@ -25,8 +24,8 @@ type fakeTemporal struct {
 	client.Client // unimplemented methods panic
 
 	mu      sync.Mutex
-	reqs    []workflows.ApprovalRequest
-	refuse  func(workflows.DecideRequest) error
+	reqs    []api.ApprovalRequest
+	refuse  func(api.DecideRequest) error
 	updates []client.UpdateWorkflowOptions
 }
 
@@ -47,10 +46,10 @@ func (f *fakeTemporal) ListWorkflow(_ context.Context, _ *workflowservice.ListWo
 func (f *fakeTemporal) QueryWorkflow(_ context.Context, id, _ string, q string, _ ...any) (converter.EncodedValue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if q != workflows.QueryApprovals {
+	if q != api.QueryApprovals {
 		return nil, errors.New("unexpected query " + q)
 	}
-	var out []workflows.ApprovalRequest
+	var out []api.ApprovalRequest
 	for _, r := range f.reqs {
 		if r.TaskID == id {
 			out = append(out, r)
@@ -63,23 +62,23 @@ func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflow
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.updates = append(f.updates, o)
-	d := o.Args[0].(workflows.DecideRequest)
+	d := o.Args[0].(api.DecideRequest)
 	if f.refuse != nil {
 		if err := f.refuse(d); err != nil {
 			return nil, temporal.NewApplicationError(err.Error(), "")
 		}
 	}
-	state := workflows.ApprovalApproved
+	state := api.ApprovalApproved
 	if !d.Approve {
-		state = workflows.ApprovalDenied
+		state = api.ApprovalDenied
 	}
 	for i := range f.reqs {
 		if f.reqs[i].ID == d.RequestID {
 			f.reqs[i].State = state
-			f.reqs[i].Votes = append(f.reqs[i].Votes, workflows.Vote{Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment})
+			f.reqs[i].Votes = append(f.reqs[i].Votes, api.Vote{Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment})
 		}
 	}
-	return updateHandle{res: workflows.DecideResult{RequestID: d.RequestID, State: state, Message: state + ": 1 of 1 approvals"}}, nil
+	return updateHandle{res: api.DecideResult{RequestID: d.RequestID, State: state, Message: state + ": 1 of 1 approvals"}}, nil
 }
 
 func (f *fakeTemporal) sent() []client.UpdateWorkflowOptions {
@@ -99,24 +98,24 @@ func (j jsonValue) Get(ptr any) error {
 	return json.Unmarshal(b, ptr)
 }
 
-type updateHandle struct{ res workflows.DecideResult }
+type updateHandle struct{ res api.DecideResult }
 
 func (updateHandle) WorkflowID() string { return "" }
 func (updateHandle) RunID() string      { return "" }
 func (updateHandle) UpdateID() string   { return "" }
 func (u updateHandle) Get(_ context.Context, ptr any) error {
-	*ptr.(*workflows.DecideResult) = u.res
+	*ptr.(*api.DecideResult) = u.res
 	return nil
 }
 
 // testRequest is a pending request by alice for group ops (bob, carol).
-func testRequest(task string, now time.Time) workflows.ApprovalRequest {
-	return workflows.ApprovalRequest{
+func testRequest(task string, now time.Time) api.ApprovalRequest {
+	return api.ApprovalRequest{
 		ID: task + "~call-1", TaskID: task, CallID: "call-1", Tool: "counter__append", Server: "counter",
 		Principal: "alice", Arguments: json.RawMessage(`{"key":"k1","auth":{"token":"s3cret"}}`), Redact: []string{"auth.token"},
 		Digest: "0123456789abcdef0123456789abcdef", SideEffects: []string{"write"}, DataLevel: "internal", Risk: "high",
 		Group: "ops", Quorum: 1, Approvers: []string{"bob", "carol"}, ExpiresAt: now.Add(time.Hour), OnTimeout: "deny",
-		RequestedAt: now.Add(-time.Minute), State: workflows.ApprovalPending,
+		RequestedAt: now.Add(-time.Minute), State: api.ApprovalPending,
 	}
 }
 
@@ -176,7 +175,7 @@ func TestPrettyArgumentsWithholdsWhatCannotBeMasked(t *testing.T) {
 func TestWriteRequestAndList(t *testing.T) {
 	now := time.Now()
 	r := testRequest("task-1", now)
-	r.Votes = []workflows.Vote{{Approver: "carol", Approve: true, Via: "web", Comment: "ok\x1b[2J\nstate: approved"}}
+	r.Votes = []api.Vote{{Approver: "carol", Approve: true, Via: "web", Comment: "ok\x1b[2J\nstate: approved"}}
 	var b strings.Builder
 	if err := WriteRequest(&b, r, now); err != nil {
 		t.Fatal(err)
@@ -191,7 +190,7 @@ func TestWriteRequestAndList(t *testing.T) {
 		t.Errorf("show output leaks a secret or a control sequence:\n%s", out)
 	}
 	b.Reset()
-	if err := WriteList(&b, []workflows.ApprovalRequest{r}, now); err != nil {
+	if err := WriteList(&b, []api.ApprovalRequest{r}, now); err != nil {
 		t.Fatal(err)
 	}
 	if out := b.String(); !strings.Contains(out, "task-1~call-1") || !strings.Contains(out, "1/1") || !strings.Contains(out, "1h0m") {
@@ -213,7 +212,7 @@ func TestMayDecide(t *testing.T) {
 	if err := MayDecide(r, "bob", now.Add(2*time.Hour)); err == nil {
 		t.Error("expired request offered")
 	}
-	r.Votes = []workflows.Vote{{Approver: "bob", Approve: true}}
+	r.Votes = []api.Vote{{Approver: "bob", Approve: true}}
 	if err := MayDecide(r, "bob", now); err == nil || !strings.Contains(err.Error(), "already decided") {
 		t.Errorf("second vote: %v", err)
 	}
@@ -221,7 +220,7 @@ func TestMayDecide(t *testing.T) {
 
 func TestLocalDecide(t *testing.T) {
 	now := time.Now()
-	ft := &fakeTemporal{reqs: []workflows.ApprovalRequest{testRequest("task-1", now), testRequest("task-2", now)}}
+	ft := &fakeTemporal{reqs: []api.ApprovalRequest{testRequest("task-1", now), testRequest("task-2", now)}}
 	l := Local{Temporal: ft, Namespace: "default"}
 	ctx := context.Background()
 
@@ -240,18 +239,18 @@ func TestLocalDecide(t *testing.T) {
 	}
 
 	res, err := l.Decide(ctx, Decision{RequestID: "task-1~call-1", Approver: "bob", Approve: true, Via: "cli", Digest: "0123456789AB", Comment: "fine"})
-	if err != nil || res.State != workflows.ApprovalApproved {
+	if err != nil || res.State != api.ApprovalApproved {
 		t.Fatalf("approve: %+v %v", res, err)
 	}
 	u := ft.sent()[0]
-	d := u.Args[0].(workflows.DecideRequest)
-	if u.UpdateID != "cli:task-1~call-1:bob" || u.WorkflowID != "task-1" || u.UpdateName != workflows.UpdateDecide ||
+	d := u.Args[0].(api.DecideRequest)
+	if u.UpdateID != "cli:task-1~call-1:bob" || u.WorkflowID != "task-1" || u.UpdateName != api.UpdateDecide ||
 		d.Digest != "0123456789abcdef0123456789abcdef" || d.Approver != "bob" || d.Via != "cli" || !d.Approve || d.Comment != "fine" {
 		t.Fatalf("update sent: %+v %+v", u, d)
 	}
 
 	// The validator's refusal comes back as a Refusal with its words.
-	ft.refuse = func(d workflows.DecideRequest) error {
+	ft.refuse = func(d api.DecideRequest) error {
 		return errors.New(d.Approver + " asked for this call and may not approve it")
 	}
 	_, err = l.Decide(ctx, Decision{RequestID: "task-2~call-1", Approver: "alice", Approve: true, Via: "cli"})
@@ -270,7 +269,7 @@ func TestLocalDecide(t *testing.T) {
 func TestExpiresIn(t *testing.T) {
 	now := time.Now()
 	for d, want := range map[time.Duration]string{90 * time.Minute: "1h30m", 90 * time.Second: "1m", 30 * time.Second: "30s", 0: "expired", -time.Hour: "expired"} {
-		if got := ExpiresIn(workflows.ApprovalRequest{ExpiresAt: now.Add(d)}, now); got != want {
+		if got := ExpiresIn(api.ApprovalRequest{ExpiresAt: now.Add(d)}, now); got != want {
 			t.Errorf("%v: %q, want %q", d, got, want)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/activities"
-	"github.com/airlock-run/airlock/workflows"
+	"github.com/airlock-run/airlock/api"
 )
 
 // NotifierName is the Notifier of the messages SlackNotifier posts.
@@ -78,7 +78,7 @@ func (s *SlackNotifier) Name() string { return NotifierName }
 
 // Post announces a request in its group's channel (the escalation group's
 // on an escalation).
-func (s *SlackNotifier) Post(ctx context.Context, n activities.ApprovalNotice) ([]activities.MessageRef, error) {
+func (s *SlackNotifier) Post(ctx context.Context, n api.ApprovalNotice) ([]api.MessageRef, error) {
 	channel, ok := s.channels[n.Group]
 	if !ok {
 		return nil, activities.ErrNoChannel
@@ -93,16 +93,16 @@ func (s *SlackNotifier) Post(ctx context.Context, n activities.ApprovalNotice) (
 	if ch == "" {
 		ch = channel
 	}
-	return []activities.MessageRef{{Notifier: NotifierName, Channel: ch, TS: ts, Group: n.Group}}, nil
+	return []api.MessageRef{{Notifier: NotifierName, Channel: ch, TS: ts, Group: n.Group}}, nil
 }
 
 // Update rewrites every Slack message of the request: the outcome, who
 // decided and when, without buttons once closed; the decisions so far,
 // buttons kept, while pending. ErrNoChannel when it posted none.
-func (s *SlackNotifier) Update(ctx context.Context, n activities.ApprovalNotice) error {
+func (s *SlackNotifier) Update(ctx context.Context, n api.ApprovalNotice) error {
 	n.TaskURL = s.TaskURL(n.TaskID)
 	fallback, blocks := RenderOutcome(n)
-	if n.State == workflows.ApprovalPending || n.State == "" {
+	if n.State == api.ApprovalPending || n.State == "" {
 		fallback, blocks = RenderRequest(n)
 	}
 	var errs []error
@@ -125,7 +125,7 @@ func (s *SlackNotifier) Update(ctx context.Context, n activities.ApprovalNotice)
 }
 
 // Alert posts a rollback failure to the group's channel.
-func (s *SlackNotifier) Alert(ctx context.Context, n activities.RollbackNotice) error {
+func (s *SlackNotifier) Alert(ctx context.Context, n api.RollbackNotice) error {
 	channel, ok := s.channels[n.Group]
 	if !ok {
 		return activities.ErrNoChannel

@@ -8,10 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/slack-go/slack"
-
-	"github.com/airlock-run/airlock/activities"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // Slack interaction wire names: the buttons' action IDs and the prefix of
@@ -113,7 +111,7 @@ func slackList(s []string) string {
 
 // slackRequestBlocks is what every message about a request shows: who asks for
 // what, why it needs approval, and the arguments (masked).
-func slackRequestBlocks(n activities.ApprovalNotice) []slack.Block {
+func slackRequestBlocks(n api.ApprovalNotice) []slack.Block {
 	who := "*" + slackEscape(n.Principal) + "*"
 	if n.Client != "" {
 		who += " (client " + slackEscape(n.Client) + ")"
@@ -142,7 +140,7 @@ func slackRequestBlocks(n activities.ApprovalNotice) []slack.Block {
 	return blocks
 }
 
-func slackRequestContext(n activities.ApprovalNotice, extra string) slack.Block {
+func slackRequestContext(n api.ApprovalNotice, extra string) slack.Block {
 	digest := n.Digest
 	if len(digest) > 12 {
 		digest = digest[:12]
@@ -157,7 +155,7 @@ func slackRequestContext(n activities.ApprovalNotice, extra string) slack.Block 
 // RenderRequest is the message asking a group to decide: the request and
 // Approve/Deny buttons. A button's value is only the request ID; the
 // digest rides in the actions block's ID.
-func RenderRequest(n activities.ApprovalNotice) (fallback string, blocks []slack.Block) {
+func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block) {
 	title := "Approval needed: " + n.Tool
 	fallback = fmt.Sprintf("Approval needed: %s requested by %s (request %s)", n.Tool, n.Principal, n.RequestID)
 	if n.Escalation {
@@ -184,7 +182,7 @@ func RenderRequest(n activities.ApprovalNotice) (fallback string, blocks []slack
 
 // RenderOutcome is a request's message once decided: the outcome, who
 // decided and when, and no buttons.
-func RenderOutcome(n activities.ApprovalNotice) (fallback string, blocks []slack.Block) {
+func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block) {
 	var title, summary string
 	approvals := 0
 	for _, v := range n.Votes {
@@ -193,19 +191,19 @@ func RenderOutcome(n activities.ApprovalNotice) (fallback string, blocks []slack
 		}
 	}
 	switch n.State {
-	case workflows.ApprovalApproved:
+	case api.ApprovalApproved:
 		title = "Approved: " + n.Tool
 		summary = fmt.Sprintf(":white_check_mark: *Approved* (%d of %d approvals)", approvals, max(n.Quorum, 1))
 		if approvals == 0 {
 			summary = ":white_check_mark: *Approved automatically* when the request expired (approval.on_timeout: approve)"
 		}
-	case workflows.ApprovalDenied:
+	case api.ApprovalDenied:
 		title = "Denied: " + n.Tool
 		summary = ":no_entry: *Denied*"
 		if !slackHasDeny(n.Votes) {
 			summary = ":no_entry: *Denied*: the request was closed without a deny vote (the task ended)"
 		}
-	case workflows.ApprovalExpired:
+	case api.ApprovalExpired:
 		title = "Expired: " + n.Tool
 		summary = fmt.Sprintf(":hourglass: *Expired* at %s: nobody decided in time, so the call was denied", slackTime(n.ExpiresAt))
 	default:
@@ -222,7 +220,7 @@ func RenderOutcome(n activities.ApprovalNotice) (fallback string, blocks []slack
 	return fallback, blocks
 }
 
-func slackHasDeny(votes []activities.NoticeVote) bool {
+func slackHasDeny(votes []api.NoticeVote) bool {
 	for _, v := range votes {
 		if !v.Approve {
 			return true
@@ -232,7 +230,7 @@ func slackHasDeny(votes []activities.NoticeVote) bool {
 }
 
 // slackVotes lists decisions: "bob approved via slack at <time>".
-func slackVotes(votes []activities.NoticeVote) string {
+func slackVotes(votes []api.NoticeVote) string {
 	var lines []string
 	for _, v := range votes {
 		verb := "approved"
@@ -251,7 +249,7 @@ func slackVotes(votes []activities.NoticeVote) string {
 // RenderRollbackFailed is the alert that a rollback stopped with
 // compensations left undone: what remains, top of the stack first, and
 // what an operator can do.
-func RenderRollbackFailed(n activities.RollbackNotice) (fallback string, blocks []slack.Block) {
+func RenderRollbackFailed(n api.RollbackNotice) (fallback string, blocks []slack.Block) {
 	fallback = fmt.Sprintf("Rollback failed: task %s has %d change(s) left undone", n.TaskID, len(n.Remaining))
 	blocks = []slack.Block{
 		slack.NewHeaderBlock(slackPlain("Rollback failed: "+n.TaskID, 150)),

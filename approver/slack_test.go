@@ -12,14 +12,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 const slackDigest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
-func slackNotice() activities.ApprovalNotice {
-	return activities.ApprovalNotice{
+func slackNotice() api.ApprovalNotice {
+	return api.ApprovalNotice{
 		RequestID: "task-1a2b~call-3c4d", TaskID: "task-1a2b", CallID: "call-3c4d", Tool: "db__drop_table",
 		Principal: "alice", Client: "claude-code",
 		Arguments:   json.RawMessage(`{"table":"users","auth":{"token":"s3cr3t-tok","user":"admin"},"rows":[{"id":1,"secret":"row-secret-1"},{"id":2,"secret":"row-secret-2"}],"note":"<!channel> see <https://evil.example|here> & more"}`),
@@ -149,14 +149,14 @@ func TestUpdateShowsOutcome(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
 	cases := []struct {
 		state string
-		votes []activities.NoticeVote
+		votes []api.NoticeVote
 		want  []string
 	}{
-		{workflows.ApprovalApproved, []activities.NoticeVote{{Approver: "bob", Approve: true, At: at, Via: "slack"}, {Approver: "carol", Approve: true, At: at, Via: "cli"}},
+		{api.ApprovalApproved, []api.NoticeVote{{Approver: "bob", Approve: true, At: at, Via: "slack"}, {Approver: "carol", Approve: true, At: at, Via: "cli"}},
 			[]string{"Approved: db__drop_table", "2 of 2 approvals", "*bob* approved via slack", "*carol* approved via cli", "2030-01-02T03:00:00Z"}},
-		{workflows.ApprovalDenied, []activities.NoticeVote{{Approver: "dave", Approve: false, At: at, Via: "slack"}},
+		{api.ApprovalDenied, []api.NoticeVote{{Approver: "dave", Approve: false, At: at, Via: "slack"}},
 			[]string{"Denied: db__drop_table", "*dave* denied via slack"}},
-		{workflows.ApprovalExpired, nil, []string{"Expired: db__drop_table", "nobody decided in time"}},
+		{api.ApprovalExpired, nil, []string{"Expired: db__drop_table", "nobody decided in time"}},
 	}
 	for _, c := range cases {
 		t.Run(c.state, func(t *testing.T) {
@@ -164,7 +164,7 @@ func TestUpdateShowsOutcome(t *testing.T) {
 			n := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS"})
 			nt := slackNotice()
 			nt.State, nt.Votes = c.state, c.votes
-			nt.Messages = []activities.MessageRef{
+			nt.Messages = []api.MessageRef{
 				{Notifier: "slack", Channel: "C_OPS", TS: "111.1", Group: "ops"},
 				{Notifier: "slack", Channel: "C_LEADS", TS: "222.2", Group: "leads"},
 				{Notifier: "email", Channel: "x", TS: "1"},
@@ -195,7 +195,7 @@ func TestUpdateShowsOutcome(t *testing.T) {
 	f := newSlackFake(t)
 	n := NewSlackNotifier(f.client(), nil)
 	nt := slackNotice()
-	nt.State = workflows.ApprovalApproved
+	nt.State = api.ApprovalApproved
 	if err := n.Update(context.Background(), nt); !errors.Is(err, activities.ErrNoChannel) {
 		t.Errorf("no messages: %v", err)
 	}
@@ -246,8 +246,8 @@ func TestUpdateFailuresKeepRetryDelay(t *testing.T) {
 	f := newSlackFake(t)
 	n := NewSlackNotifier(f.client(), nil)
 	nt := slackNotice()
-	nt.State = workflows.ApprovalDenied
-	nt.Messages = []activities.MessageRef{{Notifier: "slack", Channel: "C1", TS: "1.1"}, {Notifier: "slack", Channel: "C2", TS: "2.2"}, {Notifier: "slack", Channel: "C3", TS: "3.3"}}
+	nt.State = api.ApprovalDenied
+	nt.Messages = []api.MessageRef{{Notifier: "slack", Channel: "C1", TS: "1.1"}, {Notifier: "slack", Channel: "C2", TS: "2.2"}, {Notifier: "slack", Channel: "C3", TS: "3.3"}}
 	f.fail("chat.update", slackFault{status: 429, retryAfter: "3"}, slackFault{slackErr: "message_not_found"})
 	err := n.Update(context.Background(), nt)
 	var ae *temporal.ApplicationError

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
-
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestSocketModeAcksThenDelivers runs the real slack-go Socket Mode client
@@ -31,23 +30,23 @@ func TestSocketModeAcksThenDelivers(t *testing.T) {
 		for range srv.SeenFeed {
 		}
 	}()
-	api := slack.New("xoxb-test", slack.OptionAPIURL(srv.GetAPIURL()), slack.OptionAppLevelToken("xapp-test"))
+	sapi := slack.New("xoxb-test", slack.OptionAPIURL(srv.GetAPIURL()), slack.OptionAppLevelToken("xapp-test"))
 
 	started := make(chan slackDeliverCall, 1)
 	release := make(chan struct{})
-	d := &slackDelivery{answer: func(ctx context.Context, id string, dr workflows.DecideRequest) (workflows.DecideResult, error) {
+	d := &slackDelivery{answer: func(ctx context.Context, id string, dr api.DecideRequest) (api.DecideResult, error) {
 		started <- slackDeliverCall{id, dr}
 		select {
 		case <-release:
 		case <-ctx.Done():
-			return workflows.DecideResult{}, ctx.Err()
+			return api.DecideResult{}, ctx.Err()
 		}
-		return workflows.DecideResult{RequestID: dr.RequestID, State: "approved", Message: "approved: 1 of 1 approvals"}, nil
+		return api.DecideResult{RequestID: dr.RequestID, State: "approved", Message: "approved: 1 of 1 approvals"}, nil
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	go func() {
-		runErr <- RunSocketMode(ctx, SocketModeOptions{Client: api, Interactions: InteractionOptions{
+		runErr <- RunSocketMode(ctx, SocketModeOptions{Client: sapi, Interactions: InteractionOptions{
 			Users: slackTestUsers(), Deliver: d.deliver, Timeout: 5 * time.Second, Logger: zerolog.New(zerolog.NewTestWriter(t)),
 		}})
 	}()
@@ -75,7 +74,7 @@ func TestSocketModeAcksThenDelivers(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	close(release)
-	want := workflows.DecideRequest{RequestID: slackRequest, Digest: slackDigest, Approver: "bob", Approve: true, Via: "slack"}
+	want := api.DecideRequest{RequestID: slackRequest, Digest: slackDigest, Approver: "bob", Approve: true, Via: "slack"}
 	if got.Decision != want || got.UpdateID != "slack:1700000000.000009:U_BOB" {
 		t.Errorf("delivered %+v, want %+v", got, want)
 	}

@@ -17,9 +17,9 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/identity"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // WebOptions configure the approvals page.
@@ -186,7 +186,7 @@ func (h *web) page(w http.ResponseWriter, r *http.Request) {
 	h.render(w, http.StatusOK, v)
 }
 
-func (h *web) item(r workflows.ApprovalRequest, now time.Time) item {
+func (h *web) item(r api.ApprovalRequest, now time.Time) item {
 	args := Visible(PrettyArguments(r.Arguments, r.Redact))
 	if len(args) > maxShownArgs {
 		args = args[:maxShownArgs] + fmt.Sprintf("\n… (%d more bytes; airlock approvals show %s prints them all)", len(args)-maxShownArgs, r.ID)

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 func testDirectory() *identity.Directory {
@@ -36,7 +36,7 @@ type webEnv struct {
 func newWebEnv(t *testing.T) *webEnv {
 	t.Helper()
 	e := &webEnv{t: t, now: time.Now()}
-	e.ft = &fakeTemporal{reqs: []workflows.ApprovalRequest{testRequest("task-1", e.now)}}
+	e.ft = &fakeTemporal{reqs: []api.ApprovalRequest{testRequest("task-1", e.now)}}
 	h, err := WebHandler(WebOptions{Temporal: e.ft, Namespace: "default", Directory: testDirectory(), Now: func() time.Time { return e.now }})
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestWebCSRF(t *testing.T) {
 	if len(sent) != 1 {
 		t.Fatalf("%d updates", len(sent))
 	}
-	d := sent[0].Args[0].(workflows.DecideRequest)
+	d := sent[0].Args[0].(api.DecideRequest)
 	if sent[0].UpdateID != "web:task-1~call-1:bob" || d.Approver != "bob" || d.Via != "web" || !d.Approve || d.Digest != "0123456789abcdef0123456789abcdef" {
 		t.Fatalf("update %+v %+v", sent[0], d)
 	}
@@ -284,7 +284,7 @@ func TestWebShowsOnlyDecidableAndRefusals(t *testing.T) {
 		}
 	}
 	// A refusal from the workflow is shown on the page.
-	e.ft.refuse = func(workflows.DecideRequest) error {
+	e.ft.refuse = func(api.DecideRequest) error {
 		return errImmutable("request task-1~call-1 expired at 2026-01-01T00:00:00Z")
 	}
 	bob := e.browser()

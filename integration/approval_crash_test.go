@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestApprovalSurvivesCrash: `airlock dev` posts an approval request to
@@ -90,7 +90,7 @@ slack:
 	c := dialTest(t, fmt.Sprintf("127.0.0.1:%d", tport), "default")
 	ctx := context.Background()
 	ar, err := approver.Lookup(ctx, c, reqID)
-	if err != nil || ar.State != workflows.ApprovalPending {
+	if err != nil || ar.State != api.ApprovalPending {
 		t.Fatalf("request after restart: %+v %v", ar, err)
 	}
 	body, hdr := signedClick("U_BOB", "approve", b, time.Now())
@@ -106,7 +106,7 @@ slack:
 	}
 	waitFor(t, "the click to be recorded", 30*time.Second, func() bool {
 		ar, err := approver.Lookup(ctx, c, reqID)
-		return err == nil && ar.State == workflows.ApprovalApproved && len(ar.Votes) == 1 && ar.Votes[0].Via == "slack"
+		return err == nil && ar.State == api.ApprovalApproved && len(ar.Votes) == 1 && ar.Votes[0].Via == "slack"
 	})
 
 	cs2 := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: task})

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/audit"
-	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestAuditCommand: a task made over MCP (an allowed call, a call whose
@@ -58,7 +58,7 @@ tools:
 		t.Fatalf("counter__fail was not denied: %s", text(res))
 	}
 	ctx := context.Background()
-	if err := s.client.SignalWorkflow(ctx, task, "", workflows.SignalFinish, nil); err != nil {
+	if err := s.client.SignalWorkflow(ctx, task, "", api.SignalFinish, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.client.GetWorkflow(ctx, task, "").Get(ctx, nil); err != nil {
@@ -109,7 +109,7 @@ tools:
 	if err := json.Unmarshal([]byte(out), &tl); code != 0 || err != nil {
 		t.Fatalf("audit show --json: exit %d, %v\n%s", code, err, errs)
 	}
-	if len(tl.Calls) != 3 || tl.End != workflows.StateFinished || tl.Principal != "tester" {
+	if len(tl.Calls) != 3 || tl.End != api.StateFinished || tl.Principal != "tester" {
 		t.Errorf("timeline: %d calls, end %s, principal %s", len(tl.Calls), tl.End, tl.Principal)
 	}
 
@@ -132,7 +132,7 @@ tools:
 		t.Errorf("audit verify %s: exit %d\n%s%s", task, code, out, errs)
 	}
 
-	waitVisible(t, s, "WorkflowType = '"+workflows.AgentTaskName+"'", task)
+	waitVisible(t, s, "WorkflowType = '"+api.AgentTaskName+"'", task)
 	since := filepath.Join(dir, "since.jsonl")
 	if code, _, errs := run("export", "--since", "1h", "--out", since); code != 0 {
 		t.Fatalf("audit export --since: exit %d\n%s", code, errs)

@@ -9,10 +9,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // approvalStack serves testupstream's append as a high-risk tool that ops
@@ -90,8 +90,8 @@ func TestPendingApprovalAndAwait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dres, err := approver.Deliver(ctx, s.client, "test:bob", workflows.DecideRequest{RequestID: reqID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
-	if err != nil || dres.State != workflows.ApprovalApproved {
+	dres, err := approver.Deliver(ctx, s.client, "test:bob", api.DecideRequest{RequestID: reqID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
+	if err != nil || dres.State != api.ApprovalApproved {
 		t.Fatalf("approve: %+v %v", dres, err)
 	}
 

@@ -12,9 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestNPMServersThroughGateway drives the real npm filesystem and memory
@@ -99,11 +99,11 @@ func TestNPMServersThroughGateway(t *testing.T) {
 
 	// Every call ran in the session's one task workflow, visible to
 	// operators through the status query and search attributes.
-	v, err := s.client.QueryWorkflow(context.Background(), taskID, "", workflows.QueryStatus)
+	v, err := s.client.QueryWorkflow(context.Background(), taskID, "", api.QueryStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.Status
+	var st api.Status
 	if err := v.Get(&st); err != nil {
 		t.Fatal(err)
 	}

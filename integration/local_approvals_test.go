@@ -16,10 +16,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestLocalApprovals decides approval requests without Slack, through the
@@ -88,13 +88,13 @@ func TestLocalApprovals(t *testing.T) {
 			t.Errorf("%s approving: %v; want a refusal saying %q", c.who, err, c.want)
 		}
 	}
-	if got, _ := local.Show(ctx, r1.ID); got.State != workflows.ApprovalPending || len(got.Votes) != 0 {
+	if got, _ := local.Show(ctx, r1.ID); got.State != api.ApprovalPending || len(got.Votes) != 0 {
 		t.Fatalf("refused decisions changed the request: %+v", got)
 	}
 
 	bob := approver.Decision{RequestID: r1.ID, Approver: as("bob-key"), Approve: true, Via: "cli", Digest: r1.Digest[:12]}
 	res, err := local.Decide(ctx, bob)
-	if err != nil || res.State != workflows.ApprovalApproved || !strings.Contains(res.Message, "1 of 1") {
+	if err != nil || res.State != api.ApprovalApproved || !strings.Contains(res.Message, "1 of 1") {
 		t.Fatalf("bob approving: %+v %v", res, err)
 	}
 	// Running the same command again is idempotent (same Update ID).
@@ -108,7 +108,7 @@ func TestLocalApprovals(t *testing.T) {
 	if n := sideEffects(t, effects, "append", "launch-codes-1"); n != 1 {
 		t.Fatalf("the approved call ran %d times, want 1", n)
 	}
-	if got, _ := local.Show(ctx, r1.ID); got.State != workflows.ApprovalApproved || len(got.Votes) != 1 || got.Votes[0].Via != "cli" {
+	if got, _ := local.Show(ctx, r1.ID); got.State != api.ApprovalApproved || len(got.Votes) != 1 || got.Votes[0].Via != "cli" {
 		t.Errorf("request after approval: %+v", got)
 	}
 
@@ -157,7 +157,7 @@ func TestLocalApprovals(t *testing.T) {
 	if code, _ := b.postWith("/approvals/decide", crossSite, map[string]string{"Origin": "https://evil.example"}); code != http.StatusForbidden {
 		t.Fatalf("cross-site post: %d", code)
 	}
-	if got, err := local.Show(ctx, r2.ID); err != nil || got.State != workflows.ApprovalPending || len(got.Votes) != 0 {
+	if got, err := local.Show(ctx, r2.ID); err != nil || got.State != api.ApprovalPending || len(got.Votes) != 0 {
 		t.Fatalf("a refused post changed the request: %+v %v", got, err)
 	}
 
@@ -176,7 +176,7 @@ func TestLocalApprovals(t *testing.T) {
 	if n := sideEffects(t, effects, "append", "launch-codes-2"); n != 0 {
 		t.Fatalf("the denied call ran %d times", n)
 	}
-	if got, _ := local.Show(ctx, r2.ID); got.State != workflows.ApprovalDenied || len(got.Votes) != 1 || got.Votes[0].Via != "web" || got.Votes[0].Approver != "bob" {
+	if got, _ := local.Show(ctx, r2.ID); got.State != api.ApprovalDenied || len(got.Votes) != 1 || got.Votes[0].Via != "web" || got.Votes[0].Approver != "bob" {
 		t.Errorf("request after the denial: %+v", got)
 	}
 }
@@ -199,7 +199,7 @@ func callAsync(cs *mcp.ClientSession, name string, args map[string]any) <-chan a
 	return ch
 }
 
-func mustList(t *testing.T, l approver.Local) []workflows.ApprovalRequest {
+func mustList(t *testing.T, l approver.Local) []api.ApprovalRequest {
 	t.Helper()
 	reqs, err := l.List(context.Background())
 	if err != nil {
@@ -210,9 +210,9 @@ func mustList(t *testing.T, l approver.Local) []workflows.ApprovalRequest {
 
 // waitPending waits until a pending request for the key appears in the list
 // (visibility lags a little), ignoring the requests in skip.
-func waitPending(t *testing.T, l approver.Local, key string, skip map[string]bool) workflows.ApprovalRequest {
+func waitPending(t *testing.T, l approver.Local, key string, skip map[string]bool) api.ApprovalRequest {
 	t.Helper()
-	var found workflows.ApprovalRequest
+	var found api.ApprovalRequest
 	waitFor(t, "a pending request for "+key, 60*time.Second, func() bool {
 		reqs, err := l.List(context.Background())
 		if err != nil {

@@ -23,16 +23,16 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/devserver"
-	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // meteredTools are testupstream's tools as server "metered", a name no
@@ -110,7 +110,7 @@ func TestMetricsAndAuditLog(t *testing.T) {
 	if _, err := local.Decide(ctx, approver.Decision{RequestID: req.ID, Approver: "alice", Approve: true, Via: "cli"}); !errors.As(err, &ref) {
 		t.Fatalf("alice approving her own call: %v, want a refusal", err)
 	}
-	if res, err := local.Decide(ctx, approver.Decision{RequestID: req.ID, Approver: "bob", Approve: true, Via: "cli"}); err != nil || res.State != workflows.ApprovalApproved {
+	if res, err := local.Decide(ctx, approver.Decision{RequestID: req.ID, Approver: "bob", Approve: true, Via: "cli"}); err != nil || res.State != api.ApprovalApproved {
 		t.Fatalf("bob approving: %+v %v", res, err)
 	}
 	if r := <-appended; r.err != nil || r.res.IsError {
@@ -259,7 +259,7 @@ func newMeteredStack(t *testing.T) (*stack, string) {
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	ctx := context.Background()
 
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: t.TempDir(), SearchAttributes: workflows.SearchAttributes()})
+	srv, err := devserver.Start(ctx, devserver.Options{DataDir: t.TempDir(), SearchAttributes: api.SearchAttributes()})
 	if err != nil {
 		t.Fatalf("devserver: %v", err)
 	}

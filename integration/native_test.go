@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestNativeToolsThroughGateway calls the example WASM tools over MCP
@@ -67,10 +67,10 @@ func TestNativeToolsThroughGateway(t *testing.T) {
 		t.Fatalf("fresh.txt = %q", b)
 	}
 	res = call(t, cs, gateway.ToolRollback, map[string]any{}, "")
-	var rb workflows.RollbackResult
+	var rb api.RollbackResult
 	b, _ := json.Marshal(res.StructuredContent)
 	_ = json.Unmarshal(b, &rb)
-	if res.IsError || rb.State != workflows.StateRolledBack || len(rb.Compensated) != 2 {
+	if res.IsError || rb.State != api.StateRolledBack || len(rb.Compensated) != 2 {
 		t.Fatalf("rollback: %s", text(res))
 	}
 	if b, _ := os.ReadFile(filepath.Join(notes, "kept.txt")); string(b) != "before" {

@@ -12,10 +12,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestWorkerRefusesChangedTool: even a call that reaches the workflow
@@ -36,23 +35,23 @@ func TestWorkerRefusesChangedTool(t *testing.T) {
 	waitFor(t, "the upstream to connect", 30*time.Second, func() bool { return len(s.pool.Status("counter").Tools) > 0 })
 
 	ctx := context.Background()
-	in := workflows.TaskInput{TaskID: "stale-gateway", Principal: "tester",
-		Identity: &workflows.Identity{Name: "tester", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"*"}},
-		Limits:   workflows.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
-	req := workflows.CallRequest{CallID: "c1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo",
-		Arguments: json.RawMessage(`{"text":"hi"}`), Spec: workflows.ToolSpec{Timeout: 30 * time.Second, Retry: workflows.RetrySpec{MaxAttempts: 1}}}
-	op := s.client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: in.TaskID, TaskQueue: workflows.DefaultTaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, workflows.AgentTaskName, in)
+	in := api.TaskInput{TaskID: "stale-gateway", Principal: "tester",
+		Identity: &api.Identity{Name: "tester", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"*"}},
+		Limits:   api.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
+	req := api.CallRequest{CallID: "c1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo",
+		Arguments: json.RawMessage(`{"text":"hi"}`), Spec: api.ToolSpec{Timeout: 30 * time.Second, Retry: api.RetrySpec{MaxAttempts: 1}}}
+	op := s.client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: in.TaskID, TaskQueue: api.DefaultTaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, api.AgentTaskName, in)
 	h, err := s.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{UpdateID: "c1", UpdateName: workflows.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted}})
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateID: "c1", UpdateName: api.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res workflows.CallResult
+	var res api.CallResult
 	if err := h.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != workflows.OutcomeDenied || res.Decision == nil || res.Decision.Check != activities.CheckPin ||
+	if res.Outcome != api.OutcomeDenied || res.Decision == nil || res.Decision.Check != api.CheckPin ||
 		!strings.Contains(res.Reason, "airlock manifests pin counter echo") {
 		t.Fatalf("call with a changed tool definition: %+v (decision %+v)", res, res.Decision)
 	}

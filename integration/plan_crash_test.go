@@ -13,11 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-
-	"github.com/airlock-run/airlock/activities"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // planCrashManifest serves testupstream as "counter". append is not
@@ -144,13 +142,13 @@ func TestPlanSurvivesCrashes(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var res workflows.TaskResult
+	var res api.TaskResult
 	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
 		t.Fatalf("plan %s: %v", id, err)
 	}
 	t.Logf("plan ended %s, %s after it started", res.State, time.Since(started).Round(time.Millisecond))
 
-	if res.State != workflows.StateRolledBack || len(res.Undone) != 0 {
+	if res.State != api.StateRolledBack || len(res.Undone) != 0 {
 		t.Errorf("plan ended %+v, want rolled_back with nothing left undone", res)
 	}
 
@@ -174,7 +172,7 @@ func TestPlanSurvivesCrashes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("airlock tasks show --json: exit %d\n%s", code, out)
 	}
-	var st workflows.Status
+	var st api.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("airlock tasks show --json: %v\n%s", err, out)
 	}
@@ -232,11 +230,11 @@ func scheduledCalls(t *testing.T, c client.Client, id string) map[string]int {
 			t.Fatal(err)
 		}
 		a := ev.GetActivityTaskScheduledEventAttributes()
-		if a == nil || a.GetActivityType().GetName() != activities.CallToolName {
+		if a == nil || a.GetActivityType().GetName() != api.CallToolName {
 			continue
 		}
 		for _, p := range a.GetInput().GetPayloads() {
-			var in activities.CallToolInput
+			var in api.CallToolInput
 			if err := json.Unmarshal(p.GetData(), &in); err == nil && in.CallID != "" {
 				n[in.CallID]++
 			}

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/config"
-	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestPrincipalsAndPolicyOnNPMServers: two principals with different roles
@@ -129,11 +129,11 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 	}
 
 	// Decisions are recorded with the task.
-	v, err := s.client.QueryWorkflow(context.Background(), devTask, "", workflows.QueryStatus)
+	v, err := s.client.QueryWorkflow(context.Background(), devTask, "", api.QueryStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.Status
+	var st api.Status
 	if err := v.Get(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 		if r.Decision == nil || r.Decision.PolicyVersion == "" {
 			t.Fatalf("call %s has no recorded decision", r.CallID)
 		}
-		if r.Outcome == workflows.OutcomeDenied {
+		if r.Outcome == api.OutcomeDenied {
 			denied++
 		}
 	}

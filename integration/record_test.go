@@ -17,12 +17,11 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 var record = flag.Bool("record", false, "write the recorded histories to workflows/testdata (see README)")
@@ -54,16 +53,16 @@ tools:
 
 	ctx := context.Background()
 	taskID := "record-agent-task"
-	in := workflows.TaskInput{TaskID: taskID, Principal: "recorder",
-		Identity: &workflows.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*", "down__*"}},
-		Limits:   workflows.Limits{MaxCalls: 6, IdleTimeout: time.Hour, ContinueAsNewAfter: 2}}
-	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.DefaultTaskQueue}, workflows.AgentTaskName, in)
+	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
+		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*", "down__*"}},
+		Limits:   api.Limits{MaxCalls: 6, IdleTimeout: time.Hour, ContinueAsNewAfter: 2}}
+	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := workflows.ToolSpec{Timeout: 30 * time.Second, Idempotent: true,
-		Retry: workflows.RetrySpec{MaxAttempts: 2, InitialInterval: 100 * time.Millisecond, Backoff: 2}}
-	calls := []workflows.CallRequest{
+	spec := api.ToolSpec{Timeout: 30 * time.Second, Idempotent: true,
+		Retry: api.RetrySpec{MaxAttempts: 2, InitialInterval: 100 * time.Millisecond, Backoff: 2}}
+	calls := []api.CallRequest{
 		{CallID: "c0", Tool: "counter__put", Server: "counter", UpstreamTool: "put", Arguments: json.RawMessage(`{"key":"approved"}`), Spec: spec},
 		{CallID: "c1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`), Spec: spec},
 		{CallID: "c2", Tool: "counter__fail", Server: "counter", UpstreamTool: "fail", Arguments: json.RawMessage(`{"text":"x"}`), Spec: spec},
@@ -73,25 +72,25 @@ tools:
 		{CallID: "c5", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"secret"}`), Spec: spec},
 		{CallID: "c6", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"over"}`), Spec: spec},
 	}
-	want := []workflows.Outcome{workflows.OutcomeOK, workflows.OutcomeOK, workflows.OutcomeToolError, workflows.OutcomeUnavailable, workflows.OutcomeOK, workflows.OutcomeDenied, workflows.OutcomeLimit}
+	want := []api.Outcome{api.OutcomeOK, api.OutcomeOK, api.OutcomeToolError, api.OutcomeUnavailable, api.OutcomeOK, api.OutcomeDenied, api.OutcomeLimit}
 	for i, c := range calls {
 		if c.CallID == "c0" {
 			// Approved by bob while the call waits.
 			go func() {
 				for range 300 {
-					if ar, err := approver.Lookup(ctx, s.client, taskID+"~c0"); err == nil && ar.State == workflows.ApprovalPending {
-						_, _ = approver.Deliver(ctx, s.client, "record:bob", workflows.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
+					if ar, err := approver.Lookup(ctx, s.client, taskID+"~c0"); err == nil && ar.State == api.ApprovalPending {
+						_, _ = approver.Deliver(ctx, s.client, "record:bob", api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
 						return
 					}
 					time.Sleep(100 * time.Millisecond)
 				}
 			}()
 		}
-		var res workflows.CallResult
+		var res api.CallResult
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: c.CallID,
-				UpdateName: workflows.UpdateCallTool, Args: []any{c}, WaitForStage: client.WorkflowUpdateStageCompleted})
+				UpdateName: api.UpdateCallTool, Args: []any{c}, WaitForStage: client.WorkflowUpdateStageCompleted})
 			if err == nil {
 				err = h.Get(ctx, &res)
 			}
@@ -108,14 +107,14 @@ tools:
 			t.Fatalf("call %s: outcome %q (%s), want %q", c.CallID, res.Outcome, res.Reason, want[i])
 		}
 	}
-	if err := s.client.SignalWorkflow(ctx, taskID, "", workflows.SignalFinish, nil); err != nil {
+	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
 		t.Fatal(err)
 	}
-	var out workflows.TaskResult
+	var out api.TaskResult
 	if err := s.client.GetWorkflow(ctx, taskID, "").Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.State != workflows.StateFinished || out.Calls != 6 {
+	if out.State != api.StateFinished || out.Calls != 6 {
 		t.Fatalf("task result %+v", out)
 	}
 
@@ -190,17 +189,17 @@ func TestRecordRollbackHistory(t *testing.T) {
 	waitTools(t, cs, "counter__append")
 	ctx := context.Background()
 	taskID := "record-rollback"
-	in := workflows.TaskInput{TaskID: taskID, Principal: "recorder",
-		Identity: &workflows.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-		Limits:   workflows.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
-	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.DefaultTaskQueue}, workflows.AgentTaskName, in)
+	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
+		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
+		Limits:   api.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
+	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := sagaCounter(t)
-	callReq := func(id, tool, key string) workflows.CallRequest {
-		return workflows.CallRequest{CallID: id, Tool: "counter__" + tool, Server: "counter", UpstreamTool: tool,
-			Arguments: json.RawMessage(fmt.Sprintf(`{"key":%q}`, key)), Spec: activities.SpecFor(m.Tools[tool])}
+	callReq := func(id, tool, key string) api.CallRequest {
+		return api.CallRequest{CallID: id, Tool: "counter__" + tool, Server: "counter", UpstreamTool: tool,
+			Arguments: json.RawMessage(fmt.Sprintf(`{"key":%q}`, key)), Spec: api.SpecFor(m.Tools[tool])}
 	}
 	update := func(name, id string, arg, out any) {
 		t.Helper()
@@ -213,30 +212,30 @@ func TestRecordRollbackHistory(t *testing.T) {
 			t.Fatalf("%s %s: %v", name, id, err)
 		}
 	}
-	var res workflows.CallResult
-	for _, c := range []workflows.CallRequest{callReq("c1", "append", "a1"), callReq("c2", "put", "p1")} {
-		if update(workflows.UpdateCallTool, c.CallID, c, &res); res.Outcome != workflows.OutcomeOK {
+	var res api.CallResult
+	for _, c := range []api.CallRequest{callReq("c1", "append", "a1"), callReq("c2", "put", "p1")} {
+		if update(api.UpdateCallTool, c.CallID, c, &res); res.Outcome != api.OutcomeOK {
 			t.Fatalf("%s: %+v", c.CallID, res)
 		}
 	}
-	var rb workflows.RollbackResult
-	if update(workflows.UpdateRollback, "rb1", workflows.RollbackRequest{By: "recorder"}, &rb); rb.State != workflows.StateRolledBack || len(rb.Compensated) != 2 {
+	var rb api.RollbackResult
+	if update(api.UpdateRollback, "rb1", api.RollbackRequest{By: "recorder"}, &rb); rb.State != api.StateRolledBack || len(rb.Compensated) != 2 {
 		t.Fatalf("rollback: %+v", rb)
 	}
-	if update(workflows.UpdateRollback, "rb2", workflows.RollbackRequest{By: "recorder"}, &rb); rb.State != workflows.RollbackNothing {
+	if update(api.UpdateRollback, "rb2", api.RollbackRequest{By: "recorder"}, &rb); rb.State != api.RollbackNothing {
 		t.Fatalf("second rollback: %+v", rb)
 	}
-	if update(workflows.UpdateCallTool, "c3", callReq("c3", "put", "p2"), &res); res.Outcome != workflows.OutcomeOK {
+	if update(api.UpdateCallTool, "c3", callReq("c3", "put", "p2"), &res); res.Outcome != api.OutcomeOK {
 		t.Fatalf("c3: %+v", res)
 	}
 	if err := s.client.CancelWorkflow(ctx, taskID, ""); err != nil {
 		t.Fatal(err)
 	}
-	var out workflows.TaskResult
+	var out api.TaskResult
 	if err := run.Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.State != workflows.StateCanceled {
+	if out.State != api.StateCanceled {
 		t.Fatalf("task result %+v", out)
 	}
 	replayRuns(t, s, taskID, run.GetRunID(), "saga_v1")
@@ -266,11 +265,11 @@ steps:
     tool: counter__fail
     args: {text: boom}
 `, "record-plan")
-	if res := planResult(t, run); res.State != workflows.StateRolledBack {
+	if res := planResult(t, run); res.State != api.StateRolledBack {
 		t.Fatalf("plan ended %+v", res)
 	}
 	st := status(t, s, "record-plan")
-	if got := st.Plan.Steps[1].State; got != workflows.StepSkipped {
+	if got := st.Plan.Steps[1].State; got != api.StepSkipped {
 		t.Errorf("step skipped: %s", got)
 	}
 	if len(st.Undone) != 2 || !strings.Contains(string(st.Undone[0].Undo.Arguments), "rec-1-then") {
@@ -321,10 +320,10 @@ func TestRecordApprovalHistory(t *testing.T) {
 	waitTools(t, cs, "counter__put")
 	ctx := context.Background()
 	taskID := "record-approvals"
-	in := workflows.TaskInput{TaskID: taskID, Principal: "recorder",
-		Identity: &workflows.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-		Limits:   workflows.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
-	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: workflows.DefaultTaskQueue}, workflows.AgentTaskName, in)
+	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
+		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
+		Limits:   api.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
+	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +332,8 @@ func TestRecordApprovalHistory(t *testing.T) {
 	decide := func(callID, who string, approve, escalated bool) {
 		for range 300 {
 			ar, err := approver.Lookup(ctx, s.client, taskID+"~"+callID)
-			if err == nil && ar.State == workflows.ApprovalPending && (!escalated || ar.Escalated) {
-				if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+callID, workflows.DecideRequest{
+			if err == nil && ar.State == api.ApprovalPending && (!escalated || ar.Escalated) {
+				if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+callID, api.DecideRequest{
 					RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: approve, Via: "cli"}); err != nil {
 					t.Errorf("deliver %s: %v", callID, err)
 				}
@@ -346,24 +345,24 @@ func TestRecordApprovalHistory(t *testing.T) {
 	}
 	for _, c := range []struct {
 		id, tool string
-		want     workflows.Outcome
+		want     api.Outcome
 		act      func()
 	}{
-		{"denied", "put", workflows.OutcomeDenied, func() { decide("denied", "bob", false, false) }},
-		{"timed-out", "fail", workflows.OutcomeDenied, nil},
-		{"escalated", "append", workflows.OutcomeOK, func() { decide("escalated", "lisa", true, true) }},
+		{"denied", "put", api.OutcomeDenied, func() { decide("denied", "bob", false, false) }},
+		{"timed-out", "fail", api.OutcomeDenied, nil},
+		{"escalated", "append", api.OutcomeOK, func() { decide("escalated", "lisa", true, true) }},
 	} {
 		if c.act != nil {
 			go c.act()
 		}
-		req := workflows.CallRequest{CallID: c.id, Tool: "counter__" + c.tool, Server: "counter", UpstreamTool: c.tool,
-			Arguments: json.RawMessage(`{"key":"k"}`), Spec: activities.SpecFor(m.Tools[c.tool])}
+		req := api.CallRequest{CallID: c.id, Tool: "counter__" + c.tool, Server: "counter", UpstreamTool: c.tool,
+			Arguments: json.RawMessage(`{"key":"k"}`), Spec: api.SpecFor(m.Tools[c.tool])}
 		if c.tool == "fail" {
 			req.Arguments = json.RawMessage(`{"text":"t"}`)
 		}
 		h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: c.id,
-			UpdateName: workflows.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
-		var res workflows.CallResult
+			UpdateName: api.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		var res api.CallResult
 		if err == nil {
 			err = h.Get(ctx, &res)
 		}
@@ -371,7 +370,7 @@ func TestRecordApprovalHistory(t *testing.T) {
 			t.Fatalf("call %s: %v %+v, want %s", c.id, err, res, c.want)
 		}
 	}
-	if err := s.client.SignalWorkflow(ctx, taskID, "", workflows.SignalFinish, nil); err != nil {
+	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := run.Get(ctx, nil); err != nil {

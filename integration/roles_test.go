@@ -11,9 +11,9 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/devserver"
-	"github.com/airlock-run/airlock/internal/gateway"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestRolesAgainstExternalTemporal runs the production shape: a Temporal
@@ -28,7 +28,7 @@ func TestRolesAgainstExternalTemporal(t *testing.T) {
 	bin := buildBinary(t, "./cmd/airlock")
 	upstreamBin := buildBinary(t, "./integration/testupstream")
 	srv, err := devserver.Start(context.Background(), devserver.Options{DataDir: t.TempDir(), Namespace: "prod-like",
-		SearchAttributes: workflows.SearchAttributes()})
+		SearchAttributes: api.SearchAttributes()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestRollbackEndedPlan: a plan that completed can still be undone by an
@@ -34,7 +34,7 @@ steps:
   - {id: two, tool: counter__append, args: {key: e2}}
   - {id: look, tool: counter__echo, args: {text: done}}
 `, "plan-ended")
-	if res := planResult(t, run); res.State != workflows.StateCompleted {
+	if res := planResult(t, run); res.State != api.StateCompleted {
 		t.Fatalf("plan ended %+v", res)
 	}
 	bin := buildBinary(t, "./cmd/airlock")
@@ -74,15 +74,15 @@ steps:
 		t.Errorf("tasks list does not show the rollback:\n%s", out)
 	}
 	// A task that ended with nothing to undo says so.
-	out, code = airlock("tasks", "rollback", workflows.RollbackTaskID("plan-ended"))
+	out, code = airlock("tasks", "rollback", api.RollbackTaskID("plan-ended"))
 	if code != 0 || !strings.Contains(out, "no pending compensation") {
 		t.Errorf("rolling back the rollback (exit %d):\n%q", code, out)
 	}
 	// tasks cancel rolls a live task back and ends it; tasks finish ends one
 	// as it is.
 	for _, tc := range []struct{ task, cmd, state string }{
-		{"to-cancel", "cancel", workflows.StateCanceled},
-		{"to-finish", "finish", workflows.StateFinished},
+		{"to-cancel", "cancel", api.StateCanceled},
+		{"to-finish", "finish", api.StateFinished},
 	} {
 		cs := s.connect(t, map[string]string{gateway.HeaderTask: tc.task})
 		if res := call(t, cs, "counter__append", map[string]any{"key": tc.task}, ""); res.IsError {
@@ -92,7 +92,7 @@ steps:
 			t.Fatalf("tasks %s (exit %d):\n%s", tc.cmd, code, out)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		var res workflows.TaskResult
+		var res api.TaskResult
 		err := s.client.GetWorkflow(ctx, tc.task, "").Get(ctx, &res)
 		cancel()
 		if err != nil || res.State != tc.state {
@@ -106,9 +106,9 @@ steps:
 		t.Errorf("finish ran a compensation %d times, want none", n)
 	}
 
-	desc, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.RollbackTaskID("plan-ended"), "")
+	desc, err := s.client.DescribeWorkflowExecution(context.Background(), api.RollbackTaskID("plan-ended"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	replayRuns(t, s, workflows.RollbackTaskID("plan-ended"), desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "rollback_task_v1")
+	replayRuns(t, s, api.RollbackTaskID("plan-ended"), desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "rollback_task_v1")
 }

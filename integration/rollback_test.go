@@ -15,12 +15,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/plans"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // npmStack serves the example filesystem manifest (a sandbox and the
@@ -119,21 +119,21 @@ func (s *stack) startPlan(t *testing.T, src string, id string) client.WorkflowRu
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := workflows.PlanInput{TaskID: id, Principal: "tester", Plan: p, Vars: vars,
-		Identity: &workflows.Identity{Name: "tester", Permissions: []string{"*"}, DataLevel: string(manifests.DataRestricted), AllowTools: []string{"*"}},
-		Limits:   workflows.Limits{MaxCalls: 50}, RollbackNotify: "ops"}
-	run, err := s.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.DefaultTaskQueue}, workflows.PlanName, in)
+	in := api.PlanInput{TaskID: id, Principal: "tester", Plan: p, Vars: vars,
+		Identity: &api.Identity{Name: "tester", Permissions: []string{"*"}, DataLevel: string(manifests.DataRestricted), AllowTools: []string{"*"}},
+		Limits:   api.Limits{MaxCalls: 50}, RollbackNotify: "ops"}
+	run, err := s.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: api.DefaultTaskQueue}, api.PlanName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return run
 }
 
-func planResult(t *testing.T, run client.WorkflowRun) workflows.TaskResult {
+func planResult(t *testing.T, run client.WorkflowRun) api.TaskResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var res workflows.TaskResult
+	var res api.TaskResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("plan %s: %v", run.GetID(), err)
 	}
@@ -170,7 +170,7 @@ steps:
       observations: [{entityName: nobody, contents: ["x"]}]
 `, "plan-rollback-npm")
 	res := planResult(t, run)
-	if res.State != workflows.StateRolledBack || len(res.Undone) != 0 {
+	if res.State != api.StateRolledBack || len(res.Undone) != 0 {
 		t.Fatalf("plan ended %+v, want rolled_back with nothing left undone", res)
 	}
 	st := status(t, n.stack, "plan-rollback-npm")
@@ -182,7 +182,7 @@ steps:
 	if !slices.Equal(undone, want) {
 		t.Errorf("compensations ran %q, want %q (newest first)", undone, want)
 	}
-	if got := st.Plan.Steps[3]; got.State != workflows.StepFailed || !strings.Contains(got.Reason, "nobody") {
+	if got := st.Plan.Steps[3]; got.State != api.StepFailed || !strings.Contains(got.Reason, "nobody") {
 		t.Errorf("step observe = %+v", got)
 	}
 	n.assertUnchanged(t, files, graph)
@@ -192,13 +192,13 @@ steps:
 	}
 }
 
-func status(t *testing.T, s *stack, id string) workflows.Status {
+func status(t *testing.T, s *stack, id string) api.Status {
 	t.Helper()
-	v, err := s.client.QueryWorkflow(context.Background(), id, "", workflows.QueryStatus)
+	v, err := s.client.QueryWorkflow(context.Background(), id, "", api.QueryStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.Status
+	var st api.Status
 	if err := v.Get(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestAgentRollbackOverMCP(t *testing.T) {
 	}
 
 	var wg sync.WaitGroup
-	results := make([]workflows.RollbackResult, 2)
+	results := make([]api.RollbackResult, 2)
 	for i := range results {
 		wg.Add(1)
 		go func() {
@@ -253,7 +253,7 @@ func TestAgentRollbackOverMCP(t *testing.T) {
 	wg.Wait()
 	joined := 0
 	for _, r := range results {
-		if r.State != workflows.StateRolledBack || len(r.Compensated) != 3 {
+		if r.State != api.StateRolledBack || len(r.Compensated) != 3 {
 			t.Errorf("rollback result %+v, want rolled_back with 3 compensations", r)
 		}
 		if r.Joined {
@@ -301,14 +301,14 @@ steps:
     tool: memory__read_graph
 `, "plan-denied")
 	res := planResult(t, run)
-	if res.State != workflows.StateRolledBack {
+	if res.State != api.StateRolledBack {
 		t.Fatalf("plan ended %s, want rolled_back", res.State)
 	}
 	st := status(t, n.stack, "plan-denied")
-	if s := st.Plan.Steps[2]; s.State != workflows.StepDenied || !strings.Contains(s.Reason, "no-moves") || !strings.Contains(s.Reason, "rolled back") {
+	if s := st.Plan.Steps[2]; s.State != api.StepDenied || !strings.Contains(s.Reason, "no-moves") || !strings.Contains(s.Reason, "rolled back") {
 		t.Errorf("step publish = %+v", s)
 	}
-	if s := st.Plan.Steps[3]; s.State != workflows.StepPending {
+	if s := st.Plan.Steps[3]; s.State != api.StepPending {
 		t.Errorf("step never = %+v, want it not run", s)
 	}
 	if len(st.Undone) != 2 {
@@ -332,9 +332,9 @@ func TestCompensationFailsForGood(t *testing.T) {
         compensation: {tool: put, args: {key: '"undo-" + args.key'}}}
   fail: {side_effects: [none], data_access_level: public, risk: low, idempotent: true, retry: {max_attempts: 2, initial_interval: 10ms}}
 `)
-	api := newFakeSlackAPI(t)
+	fake := newFakeSlackAPI(t)
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, rollbackNotify: "ops", groups: map[string][]string{"ops": {"olivia"}},
-		notifiers: []activities.Notifier{approver.NewSlackNotifier(api.client(), map[string]string{"ops": "C0OPS"})}})
+		notifiers: []activities.Notifier{approver.NewSlackNotifier(fake.client(), map[string]string{"ops": "C0OPS"})}})
 	cs := s.connect(t, map[string]string{gateway.HeaderTask: "doomed"})
 	waitTools(t, cs, "counter__append", "counter__put")
 	for _, c := range []struct{ tool, key string }{{"counter__put", "p1"}, {"counter__append", "a1"}} {
@@ -350,28 +350,28 @@ func TestCompensationFailsForGood(t *testing.T) {
 	if n := countEffects(t, effects, "put", "undo-p1"); n != 0 {
 		t.Errorf("put undo-p1 ran %d times; the rollback should stop at the failed compensation", n)
 	}
-	post := api.waitCall(t, "chat.postMessage", "the rollback failure alert", func(c slackAPICall) bool {
+	post := fake.waitCall(t, "chat.postMessage", "the rollback failure alert", func(c slackAPICall) bool {
 		return c.Form.Get("channel") == "C0OPS" && strings.Contains(c.Form.Get("text"), "Rollback failed")
 	})
 	if shown := post.shown(t); !strings.Contains(shown, "doomed") || !strings.Contains(shown, "counter__append") || !strings.Contains(shown, "airlock tasks rollback doomed") {
 		t.Errorf("alert shows:\n%s", shown)
 	}
-	if st := status(t, s, "doomed"); st.State != workflows.StateRollbackFailed || len(st.Saga) != 2 {
+	if st := status(t, s, "doomed"); st.State != api.StateRollbackFailed || len(st.Saga) != 2 {
 		t.Fatalf("task state %s with %d pending entries, want rollback_failed with 2", st.State, len(st.Saga))
 	}
 	if res := call(t, cs, "counter__put", map[string]any{"key": "p2"}, ""); !res.IsError || !strings.Contains(text(res), "rolled back completely") {
 		t.Fatalf("a call after the failed rollback: %s", text(res))
 	}
-	if err := s.client.SignalWorkflow(context.Background(), "doomed", "", workflows.SignalFinish, nil); err != nil {
+	if err := s.client.SignalWorkflow(context.Background(), "doomed", "", api.SignalFinish, nil); err != nil {
 		t.Fatal(err)
 	}
-	var out workflows.TaskResult
+	var out api.TaskResult
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.client.GetWorkflow(ctx, "doomed", "").Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.State != workflows.StateRollbackFailed || len(out.Undone) != 2 || out.Undone[0].State != workflows.UndoFailed {
+	if out.State != api.StateRollbackFailed || len(out.Undone) != 2 || out.Undone[0].State != api.UndoFailed {
 		t.Fatalf("task result %+v", out)
 	}
 }

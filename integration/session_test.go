@@ -12,9 +12,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestSessions covers how MCP sessions map to tasks: reattaching with the
@@ -88,15 +88,15 @@ func TestSessions(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := s.client.SignalWorkflow(ctx, "t-ended", "", workflows.SignalFinish, nil); err != nil {
+		if err := s.client.SignalWorkflow(ctx, "t-ended", "", api.SignalFinish, nil); err != nil {
 			t.Fatal(err)
 		}
-		var tr workflows.TaskResult
+		var tr api.TaskResult
 		if err := s.client.GetWorkflow(ctx, "t-ended", "").Get(ctx, &tr); err != nil {
 			t.Fatalf("waiting for t-ended to finish: %v", err)
 		}
-		if tr.State != workflows.StateFinished {
-			t.Fatalf("t-ended ended %q, want %q", tr.State, workflows.StateFinished)
+		if tr.State != api.StateFinished {
+			t.Fatalf("t-ended ended %q, want %q", tr.State, api.StateFinished)
 		}
 
 		// A new client naming the task is refused.
@@ -196,15 +196,15 @@ func tryConnect(url string, headers map[string]string) (*mcp.ClientSession, erro
 	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}, nil)
 }
 
-func taskStatus(t *testing.T, s *stack, taskID string) workflows.Status {
+func taskStatus(t *testing.T, s *stack, taskID string) api.Status {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	v, err := s.client.QueryWorkflow(ctx, taskID, "", workflows.QueryStatus)
+	v, err := s.client.QueryWorkflow(ctx, taskID, "", api.QueryStatus)
 	if err != nil {
 		t.Fatalf("status of %s: %v", taskID, err)
 	}
-	var st workflows.Status
+	var st api.Status
 	if err := v.Get(&st); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/manifests"
 )
 

@@ -23,9 +23,9 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // slackSecret is the fake Slack app's signing secret.
@@ -275,14 +275,14 @@ func newSlackEnv(t testing.TB) *slackEnv {
 `)
 	dir := allGrants(map[string]string{"alice": "U_ALICE", "bob": "U_BOB", "carol": "U_CAROL", "dave": "U_DAVE", "eve": "U_EVE"},
 		"alice", "bob", "carol", "dave", "eve")
-	api := newFakeSlackAPI(t)
-	notifier := approver.NewSlackNotifier(api.client(), map[string]string{"ops": "C_OPS", "leads": "C_LEADS"})
+	fake := newFakeSlackAPI(t)
+	notifier := approver.NewSlackNotifier(fake.client(), map[string]string{"ops": "C_OPS", "leads": "C_LEADS"})
 	// alice is in ops too, so only the self-approval rule stops her.
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, inlineWait: 2 * time.Minute,
 		groups:    map[string][]string{"ops": {"alice", "bob", "carol", "dave"}, "leads": {"bob", "carol", "dave"}},
 		notifiers: []activities.Notifier{notifier}})
 	h := approver.InteractionHandler(approver.InteractionOptions{
-		SigningSecret: slackSecret, Slack: api.client(), Users: dir, Temporal: s.client,
+		SigningSecret: slackSecret, Slack: fake.client(), Users: dir, Temporal: s.client,
 		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 	})
 	mux := http.NewServeMux()
@@ -294,7 +294,7 @@ func newSlackEnv(t testing.TB) *slackEnv {
 	})
 	cs := connectURL(t, s.url, bearer("alice-key"))
 	waitTools(t, cs, "counter__append", "counter__put")
-	return &slackEnv{s: s, api: api, clicks: srv.URL + "/slack/interactions", h: h, effects: effects, cs: cs}
+	return &slackEnv{s: s, api: fake, clicks: srv.URL + "/slack/interactions", h: h, effects: effects, cs: cs}
 }
 
 // nextPost waits for the next request message posted to Slack.
@@ -330,7 +330,7 @@ func (e *slackEnv) click(t testing.TB, user, action string, b button) {
 	}
 }
 
-func (e *slackEnv) lookup(t testing.TB, id string) workflows.ApprovalRequest {
+func (e *slackEnv) lookup(t testing.TB, id string) api.ApprovalRequest {
 	t.Helper()
 	r, err := approver.Lookup(context.Background(), e.s.client, id)
 	if err != nil {
@@ -412,7 +412,7 @@ func TestSlackApprovals(t *testing.T) {
 			return len(r.Messages) == 1
 		})
 		req := e.lookup(t, b.request)
-		if req.Digest != b.digest || req.State != workflows.ApprovalPending || req.Messages[0].Channel != "C_OPS" || req.Messages[0].Notifier != "slack" {
+		if req.Digest != b.digest || req.State != api.ApprovalPending || req.Messages[0].Channel != "C_OPS" || req.Messages[0].Notifier != "slack" {
 			t.Errorf("request %+v", req)
 		}
 
@@ -447,7 +447,7 @@ func TestSlackApprovals(t *testing.T) {
 			t.Fatalf("replay: %d", code)
 		}
 		e.h.Wait()
-		if r := e.lookup(t, b.request); len(r.Votes) != 1 || r.State != workflows.ApprovalApproved {
+		if r := e.lookup(t, b.request); len(r.Votes) != 1 || r.State != api.ApprovalApproved {
 			t.Errorf("after the replay: %d votes, state %s", len(r.Votes), r.State)
 		}
 		// A new click on the closed request is refused, and said why.
@@ -520,7 +520,7 @@ func TestSlackApprovals(t *testing.T) {
 
 		e.h.Wait()
 		r := e.lookup(t, b.request)
-		if r.State != workflows.ApprovalPending || len(r.Votes) != 0 {
+		if r.State != api.ApprovalPending || len(r.Votes) != 0 {
 			t.Fatalf("after refused clicks: state %s, votes %+v", r.State, r.Votes)
 		}
 		select {
@@ -581,7 +581,7 @@ func TestSlackApprovals(t *testing.T) {
 		}
 		e.click(t, "U_BOB", "approve", b)
 		e.api.ephemeral(t, "U_BOB", "pending: 1 of 2 approvals")
-		if r := e.lookup(t, b.request); r.State != workflows.ApprovalPending || len(r.Votes) != 1 {
+		if r := e.lookup(t, b.request); r.State != api.ApprovalPending || len(r.Votes) != 1 {
 			t.Fatalf("after one approval: %s %+v", r.State, r.Votes)
 		}
 		if n := e.ran(t, "put", "slack-quorum"); n != 0 {
@@ -622,7 +622,7 @@ func TestSlackApprovals(t *testing.T) {
 			}
 			for _, r := range pending {
 				if strings.Contains(string(r.Arguments), "slack-storm") {
-					return r.State == workflows.ApprovalPending && len(r.Votes) == 0 && len(r.Messages) == 0
+					return r.State == api.ApprovalPending && len(r.Votes) == 0 && len(r.Messages) == 0
 				}
 			}
 			return false
@@ -646,7 +646,7 @@ func TestSlackApprovals(t *testing.T) {
 		pollUntil(t, "the delivered message recorded with the request", 30*time.Second, func() bool {
 			return len(e.lookup(t, b.request).Messages) == 1
 		})
-		if r := e.lookup(t, b.request); r.State != workflows.ApprovalPending {
+		if r := e.lookup(t, b.request); r.State != api.ApprovalPending {
 			t.Errorf("after the storm: %s", r.State)
 		}
 		if n := e.ran(t, "append", "slack-storm"); n != 0 {

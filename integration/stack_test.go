@@ -25,10 +25,11 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/devserver"
-	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/native"
 	"github.com/airlock-run/airlock/internal/pin"
@@ -37,7 +38,6 @@ import (
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // repoRoot is the repository root (this file lives in integration/).
@@ -196,7 +196,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	ctx := context.Background()
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: o.dataDir, SearchAttributes: workflows.SearchAttributes()})
+	srv, err := devserver.Start(ctx, devserver.Options{DataDir: o.dataDir, SearchAttributes: api.SearchAttributes()})
 	if err != nil {
 		t.Fatalf("devserver: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/airlock-run/airlock/internal/gateway"
+	"github.com/airlock-run/airlock/gateway"
 )
 
 // TestStdioDev launches `airlock dev --stdio` the way Claude Desktop does:

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/devui"
-	"github.com/airlock-run/airlock/internal/gateway"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestDevWebUI runs `airlock dev` with the Temporal Web UI on a free port,
@@ -113,8 +113,8 @@ tools:
 		var started struct {
 			WorkflowType struct{ Name string } `json:"workflowType"`
 		}
-		if err := json.Unmarshal(hist.History.Events[0].Attrs, &started); err != nil || started.WorkflowType.Name != workflows.AgentTaskName {
-			t.Errorf("started event: workflow type %q (%v), want %q", started.WorkflowType.Name, err, workflows.AgentTaskName)
+		if err := json.Unmarshal(hist.History.Events[0].Attrs, &started); err != nil || started.WorkflowType.Name != api.AgentTaskName {
+			t.Errorf("started event: workflow type %q (%v), want %q", started.WorkflowType.Name, err, api.AgentTaskName)
 		}
 	})
 

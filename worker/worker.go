@@ -12,12 +12,13 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/workflows"
 )
 
 // Options configure a worker.
 type Options struct {
-	// TaskQueue defaults to workflows.DefaultTaskQueue.
+	// TaskQueue defaults to api.DefaultTaskQueue.
 	TaskQueue string
 	// MaxConcurrentCalls bounds tool calls run at once by this worker
 	// (default 64).
@@ -29,7 +30,7 @@ type Options struct {
 func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.Worker {
 	tq := opts.TaskQueue
 	if tq == "" {
-		tq = workflows.DefaultTaskQueue
+		tq = api.DefaultTaskQueue
 	}
 	conc := opts.MaxConcurrentCalls
 	if conc <= 0 {
@@ -54,13 +55,13 @@ type Registry interface {
 // Register registers workflows and activities under their wire names.
 func Register(r Registry, acts *activities.Activities) {
 	RegisterWorkflows(r)
-	r.RegisterActivityWithOptions(acts.CallTool, activity.RegisterOptions{Name: activities.CallToolName})
-	r.RegisterActivityWithOptions(acts.Decide, activity.RegisterOptions{Name: activities.DecideName})
-	r.RegisterActivityWithOptions(acts.NotifyApprovers, activity.RegisterOptions{Name: activities.NotifyApproversName})
-	r.RegisterActivityWithOptions(acts.UpdateApprovalMessages, activity.RegisterOptions{Name: activities.UpdateApprovalName})
-	r.RegisterActivityWithOptions(acts.PlanCompensation, activity.RegisterOptions{Name: activities.PlanCompensationName})
-	r.RegisterActivityWithOptions(acts.NotifyRollbackFailed, activity.RegisterOptions{Name: activities.NotifyRollbackFailedName})
-	r.RegisterActivityWithOptions(acts.PrepareStep, activity.RegisterOptions{Name: activities.PrepareStepName})
+	r.RegisterActivityWithOptions(acts.CallTool, activity.RegisterOptions{Name: api.CallToolName})
+	r.RegisterActivityWithOptions(acts.Decide, activity.RegisterOptions{Name: api.DecideName})
+	r.RegisterActivityWithOptions(acts.NotifyApprovers, activity.RegisterOptions{Name: api.NotifyApproversName})
+	r.RegisterActivityWithOptions(acts.UpdateApprovalMessages, activity.RegisterOptions{Name: api.UpdateApprovalName})
+	r.RegisterActivityWithOptions(acts.PlanCompensation, activity.RegisterOptions{Name: api.PlanCompensationName})
+	r.RegisterActivityWithOptions(acts.NotifyRollbackFailed, activity.RegisterOptions{Name: api.NotifyRollbackFailedName})
+	r.RegisterActivityWithOptions(acts.PrepareStep, activity.RegisterOptions{Name: api.PrepareStepName})
 }
 
 // WorkflowRegistry takes workflow registrations (workers and replayers).
@@ -70,7 +71,7 @@ type WorkflowRegistry interface {
 
 // RegisterWorkflows registers the workflows only (for replayers).
 func RegisterWorkflows(r WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(workflows.AgentTask, workflow.RegisterOptions{Name: workflows.AgentTaskName})
-	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: workflows.PlanName})
-	r.RegisterWorkflowWithOptions(workflows.RollbackTask, workflow.RegisterOptions{Name: workflows.RollbackTaskName})
+	r.RegisterWorkflowWithOptions(workflows.AgentTask, workflow.RegisterOptions{Name: api.AgentTaskName})
+	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: api.PlanName})
+	r.RegisterWorkflowWithOptions(workflows.RollbackTask, workflow.RegisterOptions{Name: api.RollbackTaskName})
 }

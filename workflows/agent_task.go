@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -38,26 +38,26 @@ const heartbeatTimeout = 10 * time.Second
 
 // task is the in-memory state of one AgentTask run.
 type task struct {
-	in           TaskInput
+	in           api.TaskInput
 	startedAt    time.Time
 	lastActivity time.Time
 	calls        int // over the whole task
 	runCalls     int // in this run
 	runs         int
 	toolsUsed    []string
-	recent       []CallRecord
+	recent       []api.CallRecord
 	inFlight     []string
 	finish       bool
 	draining     bool // continue-as-new pending: new calls go to the next run
 	state        string
-	approvals    []*ApprovalRequest
+	approvals    []*api.ApprovalRequest
 	approvalAttr string
-	saga         []SagaEntry // compensable calls, oldest first
-	undone       []SagaEntry // recent compensations that ran
+	saga         []api.SagaEntry // compensable calls, oldest first
+	undone       []api.SagaEntry // recent compensations that ran
 	rollbacks    int
 	rolling      *rollbackRun
 	canceled     bool // the task was cancelled (its context is done)
-	plan         *PlanStatus
+	plan         *api.PlanStatus
 	ended        bool
 }
 
@@ -66,22 +66,22 @@ type task struct {
 // the task ends when asked to finish, at its deadline, after its idle
 // timeout, or when cancelled. It continues as new before its history grows
 // large, carrying its state.
-func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
+func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	t := newTask(ctx, in)
 
 	// Handlers first, before anything blocks.
 	if err := t.registerShared(ctx); err != nil {
-		return TaskResult{}, err
+		return api.TaskResult{}, err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCallTool, t.callTool,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateCallTool, t.callTool,
 		workflow.UpdateHandlerOptions{Validator: t.validateCall}); err != nil {
-		return TaskResult{}, err
+		return api.TaskResult{}, err
 	}
 
 	if in.Carried == nil {
 		if err := workflow.UpsertTypedSearchAttributes(ctx,
-			SAPrincipal.ValueSet(in.Principal), SAStatus.ValueSet(StateRunning)); err != nil {
-			return TaskResult{}, err
+			api.SAPrincipal.ValueSet(in.Principal), api.SAStatus.ValueSet(api.StateRunning)); err != nil {
+			return api.TaskResult{}, err
 		}
 	}
 
@@ -94,17 +94,17 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 
 	for {
-		if t.state == StateRollbackFailed {
+		if t.state == api.StateRollbackFailed {
 			// A person must act: retry the rollback, or finish the task
 			// leaving what remains undone on record.
-			err := workflow.Await(ctx, func() bool { return t.finish || t.state != StateRollbackFailed })
+			err := workflow.Await(ctx, func() bool { return t.finish || t.state != api.StateRollbackFailed })
 			switch {
 			case err != nil:
 				ctx = t.cancel(ctx)
 			case t.finish:
-				return t.endWhenIdle(ctx, StateRollbackFailed)
+				return t.endWhenIdle(ctx, api.StateRollbackFailed)
 			case t.canceled:
-				return t.end(ctx, StateCanceled)
+				return t.end(ctx, api.StateCanceled)
 			}
 			continue
 		}
@@ -123,7 +123,7 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			}
 			continue
 		}
-		cond := func() bool { return t.finish || needCAN() || t.state == StateRollbackFailed }
+		cond := func() bool { return t.finish || needCAN() || t.state == api.StateRollbackFailed }
 		var err error
 		if wake.IsZero() {
 			err = workflow.Await(ctx, cond)
@@ -133,18 +133,18 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		if err != nil {
 			if temporal.IsCanceledError(err) {
 				ctx = t.cancel(ctx)
-				if t.state == StateRollbackFailed {
+				if t.state == api.StateRollbackFailed {
 					continue
 				}
-				return t.end(ctx, StateCanceled)
+				return t.end(ctx, api.StateCanceled)
 			}
-			return TaskResult{}, err
+			return api.TaskResult{}, err
 		}
-		if t.state == StateRollbackFailed {
+		if t.state == api.StateRollbackFailed {
 			continue
 		}
 		if t.finish {
-			return t.endWhenIdle(ctx, StateFinished)
+			return t.endWhenIdle(ctx, api.StateFinished)
 		}
 		if needCAN() {
 			// New calls are rejected from now on (the client retries them
@@ -152,17 +152,17 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			t.draining = true
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				ctx = t.cancel(ctx)
-				if t.state == StateRollbackFailed {
+				if t.state == api.StateRollbackFailed {
 					continue
 				}
-				return t.end(ctx, StateCanceled)
+				return t.end(ctx, api.StateCanceled)
 			}
 			if t.finish {
-				return t.end(ctx, StateFinished)
+				return t.end(ctx, api.StateFinished)
 			}
 			next := t.in
 			next.Carried = t.carry()
-			return TaskResult{}, workflow.NewContinueAsNewError(ctx, AgentTaskName, next)
+			return api.TaskResult{}, workflow.NewContinueAsNewError(ctx, api.AgentTaskName, next)
 		}
 	}
 }
@@ -171,11 +171,11 @@ func AgentTask(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 func (t *task) idle() bool { return len(t.inFlight) == 0 && t.rolling == nil }
 
 // endWhenIdle ends the task once its running calls are done.
-func (t *task) endWhenIdle(ctx workflow.Context, state string) (TaskResult, error) {
+func (t *task) endWhenIdle(ctx workflow.Context, state string) (api.TaskResult, error) {
 	if err := workflow.Await(ctx, func() bool { return t.idle() }); err != nil {
 		ctx = t.cancel(ctx)
-		if t.state != StateRollbackFailed {
-			state = StateCanceled
+		if t.state != api.StateRollbackFailed {
+			state = api.StateCanceled
 		}
 	}
 	return t.end(ctx, state)
@@ -192,7 +192,7 @@ func (t *task) cancel(ctx workflow.Context) workflow.Context {
 	t.canceled = true
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	if len(t.saga) > 0 && sagaOn(dctx) {
-		t.rollback(dctx, RollbackRequest{By: "cancel", Reason: "the task was cancelled"}, "")
+		t.rollback(dctx, api.RollbackRequest{By: "cancel", Reason: "the task was cancelled"}, "")
 	}
 	return dctx
 }
@@ -201,21 +201,21 @@ func (t *task) cancel(ctx workflow.Context) workflow.Context {
 // status and approvals queries, decide and rollback updates, and the
 // finish signal.
 func (t *task) registerShared(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, t.status); err != nil {
+	if err := workflow.SetQueryHandler(ctx, api.QueryStatus, t.status); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryApprovals, t.approvalsQuery); err != nil {
+	if err := workflow.SetQueryHandler(ctx, api.QueryApprovals, t.approvalsQuery); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, t.decide,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateDecide, t.decide,
 		workflow.UpdateHandlerOptions{Validator: t.validateDecide}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRollback, t.rollbackUpdate,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateRollback, t.rollbackUpdate,
 		workflow.UpdateHandlerOptions{Validator: t.validateRollback}); err != nil {
 		return err
 	}
-	finishCh := workflow.GetSignalChannel(ctx, SignalFinish)
+	finishCh := workflow.GetSignalChannel(ctx, api.SignalFinish)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		finishCh.Receive(ctx, nil)
 		t.finish = true
@@ -223,9 +223,9 @@ func (t *task) registerShared(ctx workflow.Context) error {
 	return nil
 }
 
-func newTask(ctx workflow.Context, in TaskInput) *task {
+func newTask(ctx workflow.Context, in api.TaskInput) *task {
 	now := workflow.Now(ctx)
-	t := &task{in: in, startedAt: now, lastActivity: now, state: StateRunning, runs: 1}
+	t := &task{in: in, startedAt: now, lastActivity: now, state: api.StateRunning, runs: 1}
 	if c := in.Carried; c != nil {
 		t.startedAt, t.lastActivity = c.StartedAt, c.LastActivity
 		t.calls, t.runs = c.Calls, c.Runs+1
@@ -233,7 +233,7 @@ func newTask(ctx workflow.Context, in TaskInput) *task {
 		t.recent = slices.Clone(c.Recent)
 		t.saga, t.undone, t.rollbacks = slices.Clone(c.Saga), slices.Clone(c.Undone), c.Rollbacks
 		if c.RollbackFailed {
-			t.state = StateRollbackFailed
+			t.state = api.StateRollbackFailed
 		}
 	}
 	return t
@@ -242,30 +242,30 @@ func newTask(ctx workflow.Context, in TaskInput) *task {
 // nextWake returns when the task must next check its deadline or idle
 // timeout, and which of the two that is. Zero means never.
 func (t *task) nextWake() (time.Time, string) {
-	if t.state == StateRollbackFailed {
+	if t.state == api.StateRollbackFailed {
 		return time.Time{}, "" // waits for a person, whatever the limits say
 	}
 	var wake time.Time
 	why := ""
 	if dl := t.in.Limits.Deadline; !dl.IsZero() {
-		wake, why = dl, StateDeadline
+		wake, why = dl, api.StateDeadline
 	}
 	if it := t.in.Limits.IdleTimeout; it > 0 {
 		idle := t.lastActivity.Add(it)
 		if wake.IsZero() || idle.Before(wake) {
-			wake, why = idle, StateIdle
+			wake, why = idle, api.StateIdle
 		}
 	}
 	return wake, why
 }
 
-func (t *task) end(ctx workflow.Context, state string) (TaskResult, error) {
+func (t *task) end(ctx workflow.Context, state string) (api.TaskResult, error) {
 	t.state, t.ended = state, true
 	// Best effort: the status attribute is a derived view.
-	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(state))
+	_ = workflow.UpsertTypedSearchAttributes(ctx, api.SAStatus.ValueSet(state))
 	workflow.GetLogger(ctx).Info("task ended", "task", t.in.TaskID, "state", state, "calls", t.calls)
-	res := TaskResult{TaskID: t.in.TaskID, State: state, Calls: t.calls}
-	if state == StateRollbackFailed {
+	res := api.TaskResult{TaskID: t.in.TaskID, State: state, Calls: t.calls}
+	if state == api.StateRollbackFailed {
 		for i := len(t.saga) - 1; i >= 0; i-- {
 			res.Undone = append(res.Undone, t.saga[i])
 		}
@@ -300,7 +300,7 @@ func (t *task) carriable() bool {
 // carriedRecent is the task's recent calls for the next run, their results
 // kept newest first within carryResultBudget; a call whose result did not
 // fit is still recognised (by ID) and answered without its result.
-func (t *task) carriedRecent() []CallRecord {
+func (t *task) carriedRecent() []api.CallRecord {
 	out := slices.Clone(t.recent)
 	budget := carryResultBudget
 	for i := len(out) - 1; i >= 0; i-- {
@@ -313,8 +313,8 @@ func (t *task) carriedRecent() []CallRecord {
 	return out
 }
 
-func (t *task) carry() *Carried {
-	return &Carried{
+func (t *task) carry() *api.Carried {
+	return &api.Carried{
 		StartedAt:      t.startedAt,
 		LastActivity:   t.lastActivity,
 		Calls:          t.calls,
@@ -324,17 +324,17 @@ func (t *task) carry() *Carried {
 		Saga:           slices.Clone(t.saga),
 		Undone:         slices.Clone(t.undone),
 		Rollbacks:      t.rollbacks,
-		RollbackFailed: t.state == StateRollbackFailed,
+		RollbackFailed: t.state == api.StateRollbackFailed,
 	}
 }
 
-func (t *task) status() (Status, error) {
-	recent := make([]CallRecord, len(t.recent))
+func (t *task) status() (api.Status, error) {
+	recent := make([]api.CallRecord, len(t.recent))
 	for i, r := range t.recent {
 		r.Result = nil
 		recent[i] = r
 	}
-	return Status{
+	return api.Status{
 		TaskID:       t.in.TaskID,
 		Principal:    t.in.Principal,
 		Client:       t.in.Client,
@@ -358,36 +358,36 @@ func (t *task) status() (Status, error) {
 }
 
 // validateCall rejects malformed requests before they enter history.
-func (t *task) validateCall(req CallRequest) error {
+func (t *task) validateCall(req api.CallRequest) error {
 	switch {
 	case req.CallID == "":
 		return errors.New("call_tool: CallID is empty; set it to the call's idempotency key")
-	case len(req.Arguments) > MaxArgumentBytes:
-		return fmt.Errorf("call_tool: the arguments are %d bytes, more than the %d a task's history keeps; send less", len(req.Arguments), MaxArgumentBytes)
+	case len(req.Arguments) > api.MaxArgumentBytes:
+		return fmt.Errorf("call_tool: the arguments are %d bytes, more than the %d a task's history keeps; send less", len(req.Arguments), api.MaxArgumentBytes)
 	case req.Tool == "" || req.Server == "" || req.UpstreamTool == "":
 		return errors.New("call_tool: Tool, Server and UpstreamTool must be set")
-	case t.state == StateRollbackFailed:
+	case t.state == api.StateRollbackFailed:
 		return fmt.Errorf("task %s could not be rolled back completely; an operator must retry the rollback (airlock tasks rollback %s) or finish the task before it takes new calls", t.in.TaskID, t.in.TaskID)
-	case t.state != StateRunning || t.finish || t.canceled:
+	case t.state != api.StateRunning || t.finish || t.canceled:
 		return fmt.Errorf("task %s is finishing; start a new task", t.in.TaskID)
 	case t.rolling != nil:
 		return fmt.Errorf("task %s: %w", t.in.TaskID, errRollingBack)
 	case req.Principal != "" && req.Principal != t.in.Principal:
 		return fmt.Errorf("task %s belongs to another principal; call in your own task", t.in.TaskID)
 	case t.draining:
-		return fmt.Errorf("%s: task %s", ErrContinuingAsNew, t.in.TaskID)
+		return fmt.Errorf("%s: task %s", api.ErrContinuingAsNew, t.in.TaskID)
 	}
 	return nil
 }
 
 // callTool is the call pipeline: limits, (policy decision, approval wait and
 // capture come with their issues), execute, record.
-func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, error) {
+func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResult, error) {
 	// A call ID seen in an earlier run (before continue-as-new) answers
 	// with its recorded result instead of running again.
 	for _, r := range t.recent {
 		if r.CallID == req.CallID {
-			res := CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision}
+			res := api.CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision}
 			if r.ResultDropped {
 				res.Result = t.droppedResult(r)
 			}
@@ -398,11 +398,11 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 	t.lastActivity = started
 
 	if lim := t.in.Limits.MaxCalls; lim > 0 && t.calls >= lim {
-		return t.record(req, started, workflow.Now(ctx), CallResult{Outcome: OutcomeLimit,
+		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
 			Reason: fmt.Sprintf("task %s reached its limit of %d tool calls; finish this task and start a new one, or ask an operator to raise task.max_calls", t.in.TaskID, lim)}), nil
 	}
 	if dl := t.in.Limits.Deadline; !dl.IsZero() && !started.Before(dl) {
-		return t.record(req, started, workflow.Now(ctx), CallResult{Outcome: OutcomeLimit,
+		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
 			Reason: fmt.Sprintf("task %s passed its deadline (%s); start a new task", t.in.TaskID, dl.UTC().Format(time.RFC3339))}), nil
 	}
 
@@ -413,14 +413,14 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 
 	if !slices.Contains(t.toolsUsed, req.Tool) {
 		t.toolsUsed = append(t.toolsUsed, req.Tool)
-		_ = workflow.UpsertTypedSearchAttributes(ctx, SATools.ValueSet(slices.Clone(t.toolsUsed)))
+		_ = workflow.UpsertTypedSearchAttributes(ctx, api.SATools.ValueSet(slices.Clone(t.toolsUsed)))
 	}
 
 	// 1 policy decision (versioned: histories from before it replay).
-	var decision *Decision
-	var out activities.DecideOutput
+	var decision *api.Decision
+	var out api.DecideOutput
 	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) >= 1 {
-		var d Decision
+		var d api.Decision
 		d, out = t.judge(ctx, req, started)
 		decision = &d
 		approved := false
@@ -429,7 +429,7 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 			workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
 			ok, why := t.awaitApproval(ctx, req, d, out.Approval)
 			if !ok {
-				return t.denied(ctx, req, started, CallResult{Outcome: OutcomeDenied, Reason: why, Decision: decision}), nil
+				return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: why, Decision: decision}), nil
 			}
 			approved = true
 		}
@@ -441,7 +441,7 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 					reason += ". Policy said: " + d.Reason
 				}
 			}
-			return t.denied(ctx, req, started, CallResult{Outcome: OutcomeDenied, Reason: reason, Decision: decision}), nil
+			return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: reason, Decision: decision}), nil
 		}
 	}
 
@@ -451,11 +451,11 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 	var beforeRef string
 	if saga && out.CaptureError != "" {
 		t.lastActivity = workflow.Now(ctx)
-		return t.record(req, started, t.lastActivity, CallResult{Outcome: OutcomeFailed, Decision: decision,
+		return t.record(req, started, t.lastActivity, api.CallResult{Outcome: api.OutcomeFailed, Decision: decision,
 			Reason: fmt.Sprintf("%s did not run: its pre-image capture could not be computed (%s), so it could not be undone", req.Tool, out.CaptureError)}), nil
 	}
 	if saga && out.Capture != nil {
-		var stop *CallResult
+		var stop *api.CallResult
 		if before, beforeRef, stop = t.capture(ctx, req, out.Capture); stop != nil {
 			stop.Decision = decision
 			t.lastActivity = workflow.Now(ctx)
@@ -468,7 +468,7 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 	res.Decision = decision
 
 	// 5 remember how to undo it
-	if saga && out.Compensable && (res.Outcome == OutcomeOK || res.Outcome == OutcomeUnknown) {
+	if saga && out.Compensable && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeUnknown) {
 		t.pushUndo(ctx, req, res, before, beforeRef)
 	}
 	t.lastActivity = workflow.Now(ctx)
@@ -477,9 +477,9 @@ func (t *task) callTool(ctx workflow.Context, req CallRequest) (CallResult, erro
 
 // denied records a denied call; when the task says rollback_on_deny, it
 // rolls the task back first and says so in the reason.
-func (t *task) denied(ctx workflow.Context, req CallRequest, started time.Time, res CallResult) CallResult {
+func (t *task) denied(ctx workflow.Context, req api.CallRequest, started time.Time, res api.CallResult) api.CallResult {
 	if t.in.RollbackOnDeny && len(t.saga) > 0 && sagaOn(ctx) {
-		rb := t.rollback(ctx, RollbackRequest{By: "deny", Reason: req.Tool + " was denied"}, req.CallID)
+		rb := t.rollback(ctx, api.RollbackRequest{By: "deny", Reason: req.Tool + " was denied"}, req.CallID)
 		res.Reason += fmt.Sprintf(". The task says rollback_on_deny, so it was rolled back: %s", rb.Reason)
 	}
 	t.lastActivity = workflow.Now(ctx)
@@ -489,9 +489,9 @@ func (t *task) denied(ctx workflow.Context, req CallRequest, started time.Time, 
 // droppedResult answers a repeated call whose result was too large to
 // carry into this run: the call ran once; its result is in the previous
 // run's history.
-func (t *task) droppedResult(r CallRecord) json.RawMessage {
+func (t *task) droppedResult(r api.CallRecord) json.RawMessage {
 	text := fmt.Sprintf("call %s (%s) already ran (%s); its result was too large to keep in the task's memory and is in the task's history (airlock audit show %s)", r.CallID, r.Tool, r.Outcome, t.in.TaskID)
-	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}, "isError": r.Outcome == OutcomeToolError})
+	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}, "isError": r.Outcome == api.OutcomeToolError})
 	return b
 }
 
@@ -500,12 +500,12 @@ const changePolicyDecision = "policy-decision"
 
 // judge runs the policy decision as a local activity. Any failure to
 // decide denies.
-func (t *task) judge(ctx workflow.Context, req CallRequest, now time.Time) (Decision, activities.DecideOutput) {
+func (t *task) judge(ctx workflow.Context, req api.CallRequest, now time.Time) (api.Decision, api.DecideOutput) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeInternal}},
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{api.ErrTypeInternal}},
 	})
-	in := activities.DecideInput{
+	in := api.DecideInput{
 		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Arguments: req.Arguments,
 		Calls: t.calls - 1, Elapsed: now.Sub(t.startedAt),
 		Principal: policy.Principal{Name: t.in.Principal},
@@ -515,18 +515,18 @@ func (t *task) judge(ctx workflow.Context, req CallRequest, now time.Time) (Deci
 			DataLevel: manifests.DataLevel(id.DataLevel), SlackUserID: id.SlackUserID}
 		in.AllowTools = id.AllowTools
 	}
-	var d activities.DecideOutput
-	if err := workflow.ExecuteLocalActivity(lctx, activities.DecideName, in).Get(ctx, &d); err != nil {
-		return Decision{Effect: string(policy.Deny), Check: policy.CheckError,
-			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}, activities.DecideOutput{}
+	var d api.DecideOutput
+	if err := workflow.ExecuteLocalActivity(lctx, api.DecideName, in).Get(ctx, &d); err != nil {
+		return api.Decision{Effect: string(policy.Deny), Check: policy.CheckError,
+			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}, api.DecideOutput{}
 	}
-	return Decision{Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, Reason: d.Reason,
+	return api.Decision{Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, Reason: d.Reason,
 		PolicyVersion: d.Version, Group: d.Group, Quorum: d.Quorum}, d
 }
 
-func (t *task) record(req CallRequest, started, finished time.Time, res CallResult) CallResult {
+func (t *task) record(req api.CallRequest, started, finished time.Time, res api.CallResult) api.CallResult {
 	res.CallID, res.Tool = req.CallID, req.Tool
-	t.recent = append(t.recent, CallRecord{
+	t.recent = append(t.recent, api.CallRecord{
 		CallID: req.CallID, Tool: req.Tool, Outcome: res.Outcome, Reason: res.Reason,
 		Started: started, Finished: finished, Attempts: res.Attempts, Result: res.Result, Decision: res.Decision,
 	})
@@ -540,7 +540,7 @@ func (t *task) record(req CallRequest, started, finished time.Time, res CallResu
 // Retries live here rather than in the activity's retry policy so that a
 // call whose worker died mid-flight (an activity timeout) is visible to the
 // workflow, which re-runs it only for idempotent tools.
-func (t *task) execute(ctx workflow.Context, req CallRequest) CallResult {
+func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult {
 	spec := req.Spec
 	rp := spec.Retry
 	maxAttempts := max(rp.MaxAttempts, 1)
@@ -572,42 +572,42 @@ func (t *task) execute(ctx workflow.Context, req CallRequest) CallResult {
 
 	var last string
 	for attempt := 1; ; attempt++ {
-		var out activities.CallToolOutput
-		err := workflow.ExecuteActivity(actx, activities.CallToolName, activities.CallToolInput{
+		var out api.CallToolOutput
+		err := workflow.ExecuteActivity(actx, api.CallToolName, api.CallToolInput{
 			TaskID: t.in.TaskID, CallID: req.CallID, Attempt: attempt,
 			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments, ArgumentsRef: req.ArgumentsRef,
 			Idempotent: spec.Idempotent, ExposedName: req.Tool,
 		}).Get(ctx, &out)
 		if err == nil {
-			o := OutcomeOK
+			o := api.OutcomeOK
 			if out.IsError {
-				o = OutcomeToolError
+				o = api.OutcomeToolError
 			}
-			return CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}
+			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}
 		}
 
 		kind, msg := classifyActivityError(err)
 		last = msg
 		retryable := false
 		switch kind {
-		case activities.ErrTypeNotSent:
+		case api.ErrTypeNotSent:
 			retryable = true
-		case activities.ErrTypeOutcomeUnknown:
+		case api.ErrTypeOutcomeUnknown:
 			retryable = spec.Idempotent
 		}
 		if slices.Contains(rp.NonRetryable, kind) {
 			retryable = false
 		}
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
-			return CallResult{Outcome: OutcomeUnknown, Attempts: attempt,
+			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt,
 				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}
 		}
 		if !retryable || attempt >= maxAttempts {
-			return CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
+			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
 				Reason: reasonFor(kind, req, attempt, last)}
 		}
 		if err := workflow.Sleep(ctx, interval); err != nil {
-			return CallResult{Outcome: OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}
+			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}
 		}
 		interval = time.Duration(float64(interval) * backoff)
 		if rp.MaxInterval > 0 && interval > rp.MaxInterval {
@@ -626,33 +626,33 @@ func classifyActivityError(err error) (kind, msg string) {
 	}
 	var toErr *temporal.TimeoutError
 	if errors.As(err, &toErr) {
-		return activities.ErrTypeOutcomeUnknown, "no answer within the time limit (" + toErr.TimeoutType().String() + "); the worker may have stopped mid-call"
+		return api.ErrTypeOutcomeUnknown, "no answer within the time limit (" + toErr.TimeoutType().String() + "); the worker may have stopped mid-call"
 	}
-	return activities.ErrTypeInternal, err.Error()
+	return api.ErrTypeInternal, err.Error()
 }
 
-func outcomeFor(kind string, idempotent bool) Outcome {
+func outcomeFor(kind string, idempotent bool) api.Outcome {
 	switch kind {
-	case activities.ErrTypeNotSent:
-		return OutcomeUnavailable
-	case activities.ErrTypeOutcomeUnknown:
-		return OutcomeUnknown
-	case activities.ErrTypeRejected:
-		return OutcomeRejected
+	case api.ErrTypeNotSent:
+		return api.OutcomeUnavailable
+	case api.ErrTypeOutcomeUnknown:
+		return api.OutcomeUnknown
+	case api.ErrTypeRejected:
+		return api.OutcomeRejected
 	}
-	return OutcomeFailed
+	return api.OutcomeFailed
 }
 
-func reasonFor(kind string, req CallRequest, attempts int, last string) string {
+func reasonFor(kind string, req api.CallRequest, attempts int, last string) string {
 	switch kind {
-	case activities.ErrTypeNotSent:
+	case api.ErrTypeNotSent:
 		return fmt.Sprintf("%s did not run: upstream %q is unavailable after %d attempt(s): %s. Try again later; nothing was changed.", req.Tool, req.Server, attempts, last)
-	case activities.ErrTypeOutcomeUnknown:
+	case api.ErrTypeOutcomeUnknown:
 		if req.Spec.Idempotent {
 			return fmt.Sprintf("%s gave no answer after %d attempt(s): %s. It may have taken effect; check before retrying.", req.Tool, attempts, last)
 		}
 		return fmt.Sprintf("the outcome of %s is unknown: %s. It was not re-run because the tool is not idempotent; check whether it took effect before calling it again.", req.Tool, last)
-	case activities.ErrTypeRejected:
+	case api.ErrTypeRejected:
 		return fmt.Sprintf("upstream %q rejected the call to %s: %s", req.Server, req.UpstreamTool, last)
 	}
 	return fmt.Sprintf("airlock failed to run %s: %s", req.Tool, last)

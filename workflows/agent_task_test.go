@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
@@ -25,11 +25,11 @@ import (
 // response; it records every input it saw.
 type fakeTools struct {
 	mu     sync.Mutex
-	script []func(activities.CallToolInput) (activities.CallToolOutput, error)
-	seen   []activities.CallToolInput
+	script []func(api.CallToolInput) (api.CallToolOutput, error)
+	seen   []api.CallToolInput
 }
 
-func (f *fakeTools) CallTool(_ context.Context, in activities.CallToolInput) (activities.CallToolOutput, error) {
+func (f *fakeTools) CallTool(_ context.Context, in api.CallToolInput) (api.CallToolOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen = append(f.seen, in)
@@ -43,12 +43,12 @@ func (f *fakeTools) CallTool(_ context.Context, in activities.CallToolInput) (ac
 
 func (f *fakeTools) calls() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.seen) }
 
-func okOutput(js string) activities.CallToolOutput {
-	return activities.CallToolOutput{Result: json.RawMessage(js)}
+func okOutput(js string) api.CallToolOutput {
+	return api.CallToolOutput{Result: json.RawMessage(js)}
 }
 
-func respond(out activities.CallToolOutput, err error) func(activities.CallToolInput) (activities.CallToolOutput, error) {
-	return func(activities.CallToolInput) (activities.CallToolOutput, error) { return out, err }
+func respond(out api.CallToolOutput, err error) func(api.CallToolInput) (api.CallToolOutput, error) {
+	return func(api.CallToolInput) (api.CallToolOutput, error) { return out, err }
 }
 
 func appErr(kind string) error {
@@ -65,18 +65,18 @@ type harness struct {
 // fakePolicy is a scripted Decide activity: it allows unless decide is set.
 type fakePolicy struct {
 	mu       sync.Mutex
-	decide   func(activities.DecideInput) (policy.Decision, error)
-	approval *activities.ApprovalSpec
-	seen     []activities.DecideInput
+	decide   func(api.DecideInput) (policy.Decision, error)
+	approval *api.ApprovalSpec
+	seen     []api.DecideInput
 	// undo adds the saga facts (capture, compensable) to a decision.
-	undo func(activities.DecideInput, *activities.DecideOutput)
+	undo func(api.DecideInput, *api.DecideOutput)
 }
 
-func (f *fakePolicy) Decide(_ context.Context, in activities.DecideInput) (activities.DecideOutput, error) {
+func (f *fakePolicy) Decide(_ context.Context, in api.DecideInput) (api.DecideOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen = append(f.seen, in)
-	out := activities.DecideOutput{Decision: policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault, Version: "v-test"}}
+	out := api.DecideOutput{Decision: policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault, Version: "v-test"}}
 	var err error
 	if f.decide != nil {
 		out.Decision, err = f.decide(in)
@@ -88,31 +88,31 @@ func (f *fakePolicy) Decide(_ context.Context, in activities.DecideInput) (activ
 	return out, err
 }
 
-func newHarness(t *testing.T, script ...func(activities.CallToolInput) (activities.CallToolOutput, error)) *harness {
+func newHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToolOutput, error)) *harness {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	f := &fakeTools{script: script}
 	p := &fakePolicy{}
-	env.RegisterWorkflowWithOptions(AgentTask, workflow.RegisterOptions{Name: AgentTaskName})
-	env.RegisterActivityWithOptions(f.CallTool, activity.RegisterOptions{Name: activities.CallToolName})
-	env.RegisterActivityWithOptions(p.Decide, activity.RegisterOptions{Name: activities.DecideName})
+	env.RegisterWorkflowWithOptions(AgentTask, workflow.RegisterOptions{Name: api.AgentTaskName})
+	env.RegisterActivityWithOptions(f.CallTool, activity.RegisterOptions{Name: api.CallToolName})
+	env.RegisterActivityWithOptions(p.Decide, activity.RegisterOptions{Name: api.DecideName})
 	return &harness{t: t, env: env, tools: f, policy: p}
 }
 
-func req(id string, idempotent bool) CallRequest {
-	return CallRequest{
+func req(id string, idempotent bool) api.CallRequest {
+	return api.CallRequest{
 		CallID: id, Tool: "fs__read", Server: "fs", UpstreamTool: "read",
 		Arguments: json.RawMessage(`{"path":"/a"}`),
-		Spec: ToolSpec{Timeout: time.Minute, Idempotent: idempotent,
-			Retry: RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, Backoff: 2, MaxInterval: 10 * time.Second}},
+		Spec: api.ToolSpec{Timeout: time.Minute, Idempotent: idempotent,
+			Retry: api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, Backoff: 2, MaxInterval: 10 * time.Second}},
 	}
 }
 
 // callAt sends an update at delay d and stores its outcome in *res / *rejected.
-func (h *harness) callAt(d time.Duration, r CallRequest, res *CallResult, rejected *error) {
+func (h *harness) callAt(d time.Duration, r api.CallRequest, res *api.CallResult, rejected *error) {
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateCallTool, r.CallID, &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(api.UpdateCallTool, r.CallID, &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
 			OnReject: func(err error) {
 				if rejected != nil {
@@ -125,7 +125,7 @@ func (h *harness) callAt(d time.Duration, r CallRequest, res *CallResult, reject
 					return
 				}
 				if res != nil {
-					*res = v.(CallResult)
+					*res = v.(api.CallResult)
 				}
 			},
 		}, r)
@@ -133,24 +133,24 @@ func (h *harness) callAt(d time.Duration, r CallRequest, res *CallResult, reject
 }
 
 func (h *harness) finishAt(d time.Duration) {
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalFinish, nil) }, d)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(api.SignalFinish, nil) }, d)
 }
 
-func (h *harness) run(in TaskInput) TaskResult {
+func (h *harness) run(in api.TaskInput) api.TaskResult {
 	h.t.Helper()
-	h.env.ExecuteWorkflow(AgentTaskName, in)
+	h.env.ExecuteWorkflow(api.AgentTaskName, in)
 	if !h.env.IsWorkflowCompleted() {
 		h.t.Fatal("workflow did not complete")
 	}
-	var out TaskResult
+	var out api.TaskResult
 	if err := h.env.GetWorkflowResult(&out); err != nil {
 		h.t.Fatalf("workflow error: %v", err)
 	}
 	return out
 }
 
-func baseInput() TaskInput {
-	return TaskInput{TaskID: "task-1", Principal: "alice", Limits: Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
+func baseInput() api.TaskInput {
+	return api.TaskInput{TaskID: "task-1", Principal: "alice", Limits: api.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
 }
 
 func TestCallOutcomes(t *testing.T) {
@@ -158,40 +158,40 @@ func TestCallOutcomes(t *testing.T) {
 	tests := []struct {
 		name         string
 		idempotent   bool
-		script       []func(activities.CallToolInput) (activities.CallToolOutput, error)
-		wantOutcome  Outcome
+		script       []func(api.CallToolInput) (api.CallToolOutput, error)
+		wantOutcome  api.Outcome
 		wantAttempts int
 		wantReason   string // substring
 	}{
-		{name: "ok", script: nil, wantOutcome: OutcomeOK, wantAttempts: 1},
-		{name: "tool error passes through", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
-			respond(activities.CallToolOutput{Result: json.RawMessage(`{"content":[],"isError":true}`), IsError: true}, nil)},
-			wantOutcome: OutcomeToolError, wantAttempts: 1},
-		{name: "not sent is retried", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
-			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent)), respond(okOutput(`{"content":[]}`), nil)},
-			wantOutcome: OutcomeOK, wantAttempts: 2},
-		{name: "not sent exhausts attempts", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
-			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent)),
-			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent)),
-			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent))},
-			wantOutcome: OutcomeUnavailable, wantAttempts: 3, wantReason: "did not run"},
-		{name: "unknown outcome not re-run for non-idempotent tool", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
-			respond(activities.CallToolOutput{}, appErr(activities.ErrTypeOutcomeUnknown))},
-			wantOutcome: OutcomeUnknown, wantAttempts: 1, wantReason: "not idempotent"},
-		{name: "worker died mid-call, non-idempotent", script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
-			respond(activities.CallToolOutput{}, timeoutErr)},
-			wantOutcome: OutcomeUnknown, wantAttempts: 1, wantReason: "not re-run"},
-		{name: "worker died mid-call, idempotent is re-run", idempotent: true, script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
-			respond(activities.CallToolOutput{}, timeoutErr), respond(okOutput(`{"content":[]}`), nil)},
-			wantOutcome: OutcomeOK, wantAttempts: 2},
-		{name: "rejected is not retried", idempotent: true, script: []func(activities.CallToolInput) (activities.CallToolOutput, error){
-			respond(activities.CallToolOutput{}, temporal.NewNonRetryableApplicationError("bad params", activities.ErrTypeRejected, nil))},
-			wantOutcome: OutcomeRejected, wantAttempts: 1, wantReason: "bad params"},
+		{name: "ok", script: nil, wantOutcome: api.OutcomeOK, wantAttempts: 1},
+		{name: "tool error passes through", script: []func(api.CallToolInput) (api.CallToolOutput, error){
+			respond(api.CallToolOutput{Result: json.RawMessage(`{"content":[],"isError":true}`), IsError: true}, nil)},
+			wantOutcome: api.OutcomeToolError, wantAttempts: 1},
+		{name: "not sent is retried", script: []func(api.CallToolInput) (api.CallToolOutput, error){
+			respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent)), respond(okOutput(`{"content":[]}`), nil)},
+			wantOutcome: api.OutcomeOK, wantAttempts: 2},
+		{name: "not sent exhausts attempts", script: []func(api.CallToolInput) (api.CallToolOutput, error){
+			respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent)),
+			respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent)),
+			respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent))},
+			wantOutcome: api.OutcomeUnavailable, wantAttempts: 3, wantReason: "did not run"},
+		{name: "unknown outcome not re-run for non-idempotent tool", script: []func(api.CallToolInput) (api.CallToolOutput, error){
+			respond(api.CallToolOutput{}, appErr(api.ErrTypeOutcomeUnknown))},
+			wantOutcome: api.OutcomeUnknown, wantAttempts: 1, wantReason: "not idempotent"},
+		{name: "worker died mid-call, non-idempotent", script: []func(api.CallToolInput) (api.CallToolOutput, error){
+			respond(api.CallToolOutput{}, timeoutErr)},
+			wantOutcome: api.OutcomeUnknown, wantAttempts: 1, wantReason: "not re-run"},
+		{name: "worker died mid-call, idempotent is re-run", idempotent: true, script: []func(api.CallToolInput) (api.CallToolOutput, error){
+			respond(api.CallToolOutput{}, timeoutErr), respond(okOutput(`{"content":[]}`), nil)},
+			wantOutcome: api.OutcomeOK, wantAttempts: 2},
+		{name: "rejected is not retried", idempotent: true, script: []func(api.CallToolInput) (api.CallToolOutput, error){
+			respond(api.CallToolOutput{}, temporal.NewNonRetryableApplicationError("bad params", api.ErrTypeRejected, nil))},
+			wantOutcome: api.OutcomeRejected, wantAttempts: 1, wantReason: "bad params"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.script...)
-			var res CallResult
+			var res api.CallResult
 			h.callAt(time.Second, req("c1", tc.idempotent), &res, nil)
 			h.finishAt(time.Hour - time.Minute)
 			out := h.run(baseInput())
@@ -204,7 +204,7 @@ func TestCallOutcomes(t *testing.T) {
 			if h.tools.calls() != tc.wantAttempts {
 				t.Errorf("activity ran %d times, want %d", h.tools.calls(), tc.wantAttempts)
 			}
-			if out.State != StateFinished || out.Calls != 1 {
+			if out.State != api.StateFinished || out.Calls != 1 {
 				t.Errorf("task result %+v", out)
 			}
 			for i, in := range h.tools.seen {
@@ -219,7 +219,7 @@ func TestCallOutcomes(t *testing.T) {
 func TestResultPassesThroughUnchanged(t *testing.T) {
 	body := `{"content":[{"type":"image","data":"AAEC","mimeType":"image/png"}],"structuredContent":{"n":1}}`
 	h := newHarness(t, respond(okOutput(body), nil))
-	var res CallResult
+	var res api.CallResult
 	h.callAt(time.Second, req("c1", false), &res, nil)
 	h.finishAt(time.Minute)
 	h.run(baseInput())
@@ -232,16 +232,16 @@ func TestMaxCallsLimit(t *testing.T) {
 	h := newHarness(t)
 	in := baseInput()
 	in.Limits.MaxCalls = 2
-	var r1, r2, r3 CallResult
+	var r1, r2, r3 api.CallResult
 	h.callAt(time.Second, req("c1", false), &r1, nil)
 	h.callAt(2*time.Second, req("c2", false), &r2, nil)
 	h.callAt(3*time.Second, req("c3", false), &r3, nil)
 	h.finishAt(time.Minute)
 	out := h.run(in)
-	if r1.Outcome != OutcomeOK || r2.Outcome != OutcomeOK {
+	if r1.Outcome != api.OutcomeOK || r2.Outcome != api.OutcomeOK {
 		t.Fatalf("first calls: %v %v", r1.Outcome, r2.Outcome)
 	}
-	if r3.Outcome != OutcomeLimit || !strings.Contains(r3.Reason, "limit of 2 tool calls") {
+	if r3.Outcome != api.OutcomeLimit || !strings.Contains(r3.Reason, "limit of 2 tool calls") {
 		t.Fatalf("third call: %+v", r3)
 	}
 	if h.tools.calls() != 2 || out.Calls != 2 {
@@ -253,14 +253,14 @@ func TestDeadline(t *testing.T) {
 	h := newHarness(t)
 	in := baseInput()
 	in.Limits.Deadline = h.env.Now().Add(10 * time.Minute)
-	var r1 CallResult
+	var r1 api.CallResult
 	h.callAt(time.Minute, req("c1", false), &r1, nil)
 	out := h.run(in)
-	if r1.Outcome != OutcomeOK {
+	if r1.Outcome != api.OutcomeOK {
 		t.Fatalf("call before deadline: %+v", r1)
 	}
-	if out.State != StateDeadline {
-		t.Fatalf("task ended %q, want %q", out.State, StateDeadline)
+	if out.State != api.StateDeadline {
+		t.Fatalf("task ended %q, want %q", out.State, api.StateDeadline)
 	}
 }
 
@@ -268,11 +268,11 @@ func TestIdleTimeoutEndsTask(t *testing.T) {
 	h := newHarness(t)
 	in := baseInput()
 	in.Limits.IdleTimeout = 30 * time.Minute
-	var r1 CallResult
+	var r1 api.CallResult
 	h.callAt(20*time.Minute, req("c1", false), &r1, nil)
 	start := h.env.Now()
 	out := h.run(in)
-	if out.State != StateIdle || r1.Outcome != OutcomeOK {
+	if out.State != api.StateIdle || r1.Outcome != api.OutcomeOK {
 		t.Fatalf("task %+v call %+v", out, r1)
 	}
 	// Idle counts from the last call, not from the start.
@@ -286,7 +286,7 @@ func TestValidatorRejectsBadRequests(t *testing.T) {
 	var rejected error
 	bad := req("", false)
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateCallTool, "u1", &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(api.UpdateCallTool, "u1", &testsuite.TestUpdateCallback{
 			OnAccept:   func() { t.Error("empty CallID accepted") },
 			OnReject:   func(err error) { rejected = err },
 			OnComplete: func(any, error) {},
@@ -305,9 +305,9 @@ func TestValidatorRejectsBadRequests(t *testing.T) {
 func TestStatusQuery(t *testing.T) {
 	h := newHarness(t)
 	h.callAt(time.Second, req("c1", false), nil, nil)
-	var st Status
+	var st api.Status
 	h.env.RegisterDelayedCallback(func() {
-		v, err := h.env.QueryWorkflow(QueryStatus)
+		v, err := h.env.QueryWorkflow(api.QueryStatus)
 		if err != nil {
 			t.Errorf("query: %v", err)
 			return
@@ -318,8 +318,8 @@ func TestStatusQuery(t *testing.T) {
 	}, 2*time.Second)
 	h.finishAt(time.Minute)
 	h.run(baseInput())
-	if st.TaskID != "task-1" || st.Principal != "alice" || st.State != StateRunning || st.Calls != 1 ||
-		!cmp.Equal(st.ToolsUsed, []string{"fs__read"}) || len(st.Recent) != 1 || st.Recent[0].Outcome != OutcomeOK {
+	if st.TaskID != "task-1" || st.Principal != "alice" || st.State != api.StateRunning || st.Calls != 1 ||
+		!cmp.Equal(st.ToolsUsed, []string{"fs__read"}) || len(st.Recent) != 1 || st.Recent[0].Outcome != api.OutcomeOK {
 		t.Fatalf("status: %+v", st)
 	}
 	if st.Recent[0].Result != nil {
@@ -333,13 +333,13 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 	in.Limits.ContinueAsNewAfter = 2
 	h.callAt(time.Second, req("c1", false), nil, nil)
 	h.callAt(2*time.Second, req("c2", false), nil, nil)
-	h.env.ExecuteWorkflow(AgentTaskName, in)
+	h.env.ExecuteWorkflow(api.AgentTaskName, in)
 	err := h.env.GetWorkflowError()
 	var can *workflow.ContinueAsNewError
 	if !errors.As(err, &can) {
 		t.Fatalf("want continue-as-new, got %v", err)
 	}
-	var next TaskInput
+	var next api.TaskInput
 	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
 		t.Fatal(err)
 	}
@@ -351,13 +351,13 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 	// The next run answers a retried call ID from the carried record
 	// instead of running the tool again, and keeps counting.
 	h2 := newHarness(t)
-	var again, fresh CallResult
+	var again, fresh api.CallResult
 	h2.callAt(time.Second, req("c2", false), &again, nil)
 	h2.callAt(2*time.Second, req("c3", false), &fresh, nil)
 	h2.finishAt(time.Minute)
 	next.Limits.ContinueAsNewAfter = 100
 	out := h2.run(next)
-	if again.Outcome != OutcomeOK || again.CallID != "c2" || fresh.Outcome != OutcomeOK {
+	if again.Outcome != api.OutcomeOK || again.CallID != "c2" || fresh.Outcome != api.OutcomeOK {
 		t.Fatalf("again %+v fresh %+v", again, fresh)
 	}
 	if h2.tools.calls() != 1 {
@@ -369,16 +369,16 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 }
 
 func TestFinishWaitsForInFlightCall(t *testing.T) {
-	slow := func(activities.CallToolInput) (activities.CallToolOutput, error) {
+	slow := func(api.CallToolInput) (api.CallToolOutput, error) {
 		return okOutput(`{"content":[]}`), nil
 	}
 	h := newHarness(t, slow)
 	h.env.SetTestTimeout(time.Minute)
-	var res CallResult
+	var res api.CallResult
 	h.callAt(time.Second, req("c1", false), &res, nil)
 	h.finishAt(time.Second + time.Millisecond)
 	out := h.run(baseInput())
-	if res.Outcome != OutcomeOK || out.State != StateFinished || out.Calls != 1 {
+	if res.Outcome != api.OutcomeOK || out.State != api.StateFinished || out.Calls != 1 {
 		t.Fatalf("res %+v out %+v", res, out)
 	}
 }
@@ -387,22 +387,22 @@ func TestCallsDuringContinueAsNewAreRejectedForRetry(t *testing.T) {
 	// c1 needs a retry (a 1s durable timer); meanwhile the run has reached
 	// ContinueAsNewAfter, so c2 must be rejected for the client to retry
 	// against the next run, and c1 must still finish in this run.
-	h := newHarness(t, respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent)), respond(okOutput(`{"content":[]}`), nil))
+	h := newHarness(t, respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent)), respond(okOutput(`{"content":[]}`), nil))
 	in := baseInput()
 	in.Limits.ContinueAsNewAfter = 1
-	var r1 CallResult
+	var r1 api.CallResult
 	var rejected error
 	h.callAt(time.Second, req("c1", false), &r1, nil)
 	h.callAt(1500*time.Millisecond, req("c2", false), nil, &rejected)
-	h.env.ExecuteWorkflow(AgentTaskName, in)
+	h.env.ExecuteWorkflow(api.AgentTaskName, in)
 	var can *workflow.ContinueAsNewError
 	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
 		t.Fatalf("want continue-as-new, got %v", err)
 	}
-	if r1.Outcome != OutcomeOK || r1.Attempts != 2 {
+	if r1.Outcome != api.OutcomeOK || r1.Attempts != 2 {
 		t.Fatalf("c1: %+v", r1)
 	}
-	if rejected == nil || !strings.Contains(rejected.Error(), ErrContinuingAsNew) {
+	if rejected == nil || !strings.Contains(rejected.Error(), api.ErrContinuingAsNew) {
 		t.Fatalf("c2 rejection: %v", rejected)
 	}
 	if h.tools.calls() != 2 {
@@ -413,29 +413,29 @@ func TestCallsDuringContinueAsNewAreRejectedForRetry(t *testing.T) {
 func TestPolicyDecisions(t *testing.T) {
 	tests := []struct {
 		name       string
-		decide     func(activities.DecideInput) (policy.Decision, error)
-		want       Outcome
+		decide     func(api.DecideInput) (policy.Decision, error)
+		want       api.Outcome
 		wantReason string
 		ran        bool
 	}{
-		{name: "allow runs the tool", want: OutcomeOK, ran: true},
-		{name: "deny names the rule", decide: func(activities.DecideInput) (policy.Decision, error) {
+		{name: "allow runs the tool", want: api.OutcomeOK, ran: true},
+		{name: "deny names the rule", decide: func(api.DecideInput) (policy.Decision, error) {
 			return policy.Decision{Effect: policy.Deny, Check: policy.CheckRule, Rule: "no-env", Reason: "denied by rule no-env: .env files hold secrets", Version: "v1"}, nil
-		}, want: OutcomeDenied, wantReason: "rule no-env"},
-		{name: "require approval is refused until approvals exist", decide: func(activities.DecideInput) (policy.Decision, error) {
+		}, want: api.OutcomeDenied, wantReason: "rule no-env"},
+		{name: "require approval is refused until approvals exist", decide: func(api.DecideInput) (policy.Decision, error) {
 			return policy.Decision{Effect: policy.RequireApproval, Check: policy.CheckDefault, Group: "ops", Quorum: 2, Version: "v1"}, nil
-		}, want: OutcomeDenied, wantReason: `needs approval by "ops" (quorum 2)`},
-		{name: "a policy that cannot decide denies", decide: func(activities.DecideInput) (policy.Decision, error) {
-			return policy.Decision{}, temporal.NewNonRetryableApplicationError("no policy loaded", activities.ErrTypeInternal, nil)
-		}, want: OutcomeDenied, wantReason: "could not be evaluated"},
+		}, want: api.OutcomeDenied, wantReason: `needs approval by "ops" (quorum 2)`},
+		{name: "a policy that cannot decide denies", decide: func(api.DecideInput) (policy.Decision, error) {
+			return policy.Decision{}, temporal.NewNonRetryableApplicationError("no policy loaded", api.ErrTypeInternal, nil)
+		}, want: api.OutcomeDenied, wantReason: "could not be evaluated"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.policy.decide = tc.decide
 			in := baseInput()
-			in.Identity = &Identity{Name: "alice", Roles: []string{"dev"}, Permissions: []string{"fs.read"}, DataLevel: "internal", AllowTools: []string{"fs__*"}}
-			var first, res CallResult
+			in.Identity = &api.Identity{Name: "alice", Roles: []string{"dev"}, Permissions: []string{"fs.read"}, DataLevel: "internal", AllowTools: []string{"fs__*"}}
+			var first, res api.CallResult
 			h.callAt(time.Second, req("c0", false), &first, nil)
 			h.callAt(time.Minute, req("c1", false), &res, nil)
 			h.finishAt(time.Hour - time.Minute)
@@ -446,10 +446,10 @@ func TestPolicyDecisions(t *testing.T) {
 			if res.Decision == nil || (tc.decide != nil && res.Decision.Effect == string(policy.Allow)) {
 				t.Fatalf("decision not recorded: %+v", res.Decision)
 			}
-			if ran := h.tools.calls() == 2; ran != tc.ran && tc.want != OutcomeDenied {
+			if ran := h.tools.calls() == 2; ran != tc.ran && tc.want != api.OutcomeDenied {
 				t.Fatalf("tool ran=%v", ran)
 			}
-			if tc.want == OutcomeDenied && h.tools.calls() != 0 && tc.decide != nil {
+			if tc.want == api.OutcomeDenied && h.tools.calls() != 0 && tc.decide != nil {
 				// c0 is judged by the same script: nothing may have run.
 				t.Fatalf("a denied call ran the tool (%d runs)", h.tools.calls())
 			}

@@ -1,74 +1,52 @@
 package workflows
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/airlock-run/airlock/activities"
 )
 
 // changeApprovals versions the approval wait: before it, calls that needed
 // approval were refused.
 const changeApprovals = "approvals"
 
-// RequestDigest binds an approval to exactly one call: the task, the call
-// ID, the tool, the arguments in canonical form and the policy version.
-func RequestDigest(taskID, callID, tool string, args json.RawMessage, policyVersion string) string {
-	canon := args
-	var v any
-	if err := json.Unmarshal(args, &v); err == nil {
-		if b, err := json.Marshal(v); err == nil { // map keys sorted
-			canon = b
-		}
-	}
-	h := sha256.New()
-	for _, part := range [][]byte{[]byte(taskID), []byte(callID), []byte(tool), canon, []byte(policyVersion)} {
-		fmt.Fprintf(h, "%d:", len(part))
-		h.Write(part)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // awaitApproval asks the approvers and waits, durably, until the request is
 // decided or expires. It reports whether the call may run and, if not, why.
-func (t *task) awaitApproval(ctx workflow.Context, req CallRequest, d Decision, spec *activities.ApprovalSpec) (bool, string) {
+func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.Decision, spec *api.ApprovalSpec) (bool, string) {
 	now := workflow.Now(ctx)
-	ar := &ApprovalRequest{
+	ar := &api.ApprovalRequest{
 		ID: t.in.TaskID + "~" + req.CallID, TaskID: t.in.TaskID, CallID: req.CallID,
 		Tool: req.Tool, Server: req.Server, Principal: t.in.Principal, Client: t.in.Client,
 		Arguments: req.Arguments, PolicyVersion: d.PolicyVersion, Rule: d.Rule, Reason: d.Reason,
-		Digest:      RequestDigest(t.in.TaskID, req.CallID, req.Tool, req.Arguments, d.PolicyVersion),
+		Digest:      api.RequestDigest(t.in.TaskID, req.CallID, req.Tool, req.Arguments, d.PolicyVersion),
 		SideEffects: spec.SideEffects, DataLevel: spec.DataLevel, Risk: spec.Risk, Redact: spec.Redact,
 		Group: d.Group, Quorum: max(d.Quorum, 1), Approvers: slices.Clone(spec.Approvers),
-		ExpiresAt: now.Add(spec.Timeout), OnTimeout: spec.OnTimeout, RequestedAt: now, State: ApprovalPending,
+		ExpiresAt: now.Add(spec.Timeout), OnTimeout: spec.OnTimeout, RequestedAt: now, State: api.ApprovalPending,
 	}
 	if spec.EscalateAfter > 0 && spec.EscalateAfter < spec.Timeout && spec.EscalateTo != "" {
 		ar.EscalateAt, ar.EscalateTo = now.Add(spec.EscalateAfter), spec.EscalateTo
 	}
 	t.approvals = append(t.approvals, ar)
 	if len(ar.Approvers) < ar.Quorum && len(spec.EscalateApprovers) == 0 {
-		ar.State, ar.DecidedAt = ApprovalDenied, now
+		ar.State, ar.DecidedAt = api.ApprovalDenied, now
 		return false, fmt.Sprintf("%s needs approval by %q (quorum %d), but that group has %d member(s); ask an operator to configure approver_groups.%s", req.Tool, ar.Group, ar.Quorum, len(ar.Approvers), ar.Group)
 	}
 	t.setApprovalAttr(ctx)
 	defer t.setApprovalAttr(ctx)
 
 	notified := t.notify(ctx, ar, ar.Group, false)
-	cond := func() bool { return ar.State != ApprovalPending }
+	cond := func() bool { return ar.State != api.ApprovalPending }
 
 	if !ar.EscalateAt.IsZero() {
 		ok, err := workflow.AwaitWithTimeout(ctx, ar.EscalateAt.Sub(now), cond)
 		if err != nil {
-			return t.closeApproval(ctx, ar, notified, ApprovalDenied, "the task was cancelled while waiting for approval")
+			return t.closeApproval(ctx, ar, notified, api.ApprovalDenied, "the task was cancelled while waiting for approval")
 		}
 		if !ok {
 			ar.Escalated = true
@@ -80,26 +58,26 @@ func (t *task) awaitApproval(ctx workflow.Context, req CallRequest, d Decision, 
 			t.notify(ctx, ar, ar.EscalateTo, true)
 		}
 	}
-	if ar.State == ApprovalPending {
+	if ar.State == api.ApprovalPending {
 		ok, err := workflow.AwaitWithTimeout(ctx, ar.ExpiresAt.Sub(workflow.Now(ctx)), cond)
 		if err != nil {
-			return t.closeApproval(ctx, ar, notified, ApprovalDenied, "the task was cancelled while waiting for approval")
+			return t.closeApproval(ctx, ar, notified, api.ApprovalDenied, "the task was cancelled while waiting for approval")
 		}
 		if !ok {
 			if ar.OnTimeout == "approve" {
-				return t.closeApproval(ctx, ar, notified, ApprovalApproved, "")
+				return t.closeApproval(ctx, ar, notified, api.ApprovalApproved, "")
 			}
-			return t.closeApproval(ctx, ar, notified, ApprovalExpired,
+			return t.closeApproval(ctx, ar, notified, api.ApprovalExpired,
 				fmt.Sprintf("nobody in %q decided on %s before the request expired at %s; it was denied (approval.on_timeout: deny)", ar.Group, req.Tool, ar.ExpiresAt.UTC().Format(time.RFC3339)))
 		}
 	}
-	if ar.State == ApprovalApproved {
-		return t.closeApproval(ctx, ar, notified, ApprovalApproved, "")
+	if ar.State == api.ApprovalApproved {
+		return t.closeApproval(ctx, ar, notified, api.ApprovalApproved, "")
 	}
-	return t.closeApproval(ctx, ar, notified, ApprovalDenied, denyReason(ar))
+	return t.closeApproval(ctx, ar, notified, api.ApprovalDenied, denyReason(ar))
 }
 
-func denyReason(ar *ApprovalRequest) string {
+func denyReason(ar *api.ApprovalRequest) string {
 	for _, v := range ar.Votes {
 		if !v.Approve {
 			msg := fmt.Sprintf("%s denied %s", v.Approver, ar.Tool)
@@ -114,29 +92,29 @@ func denyReason(ar *ApprovalRequest) string {
 
 // closeApproval settles the request and updates its messages once the
 // notification that posted them has finished.
-func (t *task) closeApproval(ctx workflow.Context, ar *ApprovalRequest, notified workflow.Future, state, reason string) (bool, string) {
-	if ar.State == ApprovalPending || state == ApprovalExpired {
+func (t *task) closeApproval(ctx workflow.Context, ar *api.ApprovalRequest, notified workflow.Future, state, reason string) (bool, string) {
+	if ar.State == api.ApprovalPending || state == api.ApprovalExpired {
 		ar.State = state
 		ar.DecidedAt = workflow.Now(ctx)
 	}
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		_ = notified.Get(gctx, nil)
 		actx := workflow.WithActivityOptions(gctx, notifyOptions(time.Hour))
-		_ = workflow.ExecuteActivity(actx, activities.UpdateApprovalName, t.notice(ar, ar.Group, false)).Get(gctx, nil)
+		_ = workflow.ExecuteActivity(actx, api.UpdateApprovalName, t.notice(ar, ar.Group, false)).Get(gctx, nil)
 	})
-	return ar.State == ApprovalApproved, reason
+	return ar.State == api.ApprovalApproved, reason
 }
 
 // notify posts the request to a group in the background: a Slack outage
 // must not hold the wait (nor approve anything). The future is ready when
 // posting finished (or gave up).
-func (t *task) notify(ctx workflow.Context, ar *ApprovalRequest, group string, escalation bool) workflow.Future {
+func (t *task) notify(ctx workflow.Context, ar *api.ApprovalRequest, group string, escalation bool) workflow.Future {
 	f, settle := workflow.NewFuture(ctx)
 	notice := t.notice(ar, group, escalation)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		actx := workflow.WithActivityOptions(gctx, notifyOptions(ar.ExpiresAt.Sub(workflow.Now(gctx))))
-		var refs []activities.MessageRef
-		err := workflow.ExecuteActivity(actx, activities.NotifyApproversName, notice).Get(gctx, &refs)
+		var refs []api.MessageRef
+		err := workflow.ExecuteActivity(actx, api.NotifyApproversName, notice).Get(gctx, &refs)
 		ar.Messages = append(ar.Messages, refs...)
 		settle.Set(nil, err)
 	})
@@ -153,8 +131,8 @@ func notifyOptions(within time.Duration) workflow.ActivityOptions {
 	}
 }
 
-func (t *task) notice(ar *ApprovalRequest, group string, escalation bool) activities.ApprovalNotice {
-	n := activities.ApprovalNotice{
+func (t *task) notice(ar *api.ApprovalRequest, group string, escalation bool) api.ApprovalNotice {
+	n := api.ApprovalNotice{
 		RequestID: ar.ID, TaskID: ar.TaskID, CallID: ar.CallID, Tool: ar.Tool, Principal: ar.Principal, Client: ar.Client,
 		Arguments: ar.Arguments, Redact: ar.Redact, SideEffects: ar.SideEffects, DataLevel: ar.DataLevel, Risk: ar.Risk,
 		Rule: ar.Rule, Reason: ar.Reason, Digest: ar.Digest, Group: group, Quorum: ar.Quorum, ExpiresAt: ar.ExpiresAt,
@@ -162,7 +140,7 @@ func (t *task) notice(ar *ApprovalRequest, group string, escalation bool) activi
 		Escalation:  escalation, State: ar.State, Messages: slices.Clone(ar.Messages),
 	}
 	for _, v := range ar.Votes {
-		n.Votes = append(n.Votes, activities.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via})
+		n.Votes = append(n.Votes, api.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via})
 	}
 	return n
 }
@@ -170,18 +148,18 @@ func (t *task) notice(ar *ApprovalRequest, group string, escalation bool) activi
 func (t *task) setApprovalAttr(ctx workflow.Context) {
 	state := "none"
 	for _, a := range t.approvals {
-		if a.State == ApprovalPending {
-			state = ApprovalPending
+		if a.State == api.ApprovalPending {
+			state = api.ApprovalPending
 			break
 		}
 	}
 	if state != t.approvalAttr {
 		t.approvalAttr = state
-		_ = workflow.UpsertTypedSearchAttributes(ctx, SAApproval.ValueSet(state))
+		_ = workflow.UpsertTypedSearchAttributes(ctx, api.SAApproval.ValueSet(state))
 	}
 }
 
-func (t *task) approval(id string) *ApprovalRequest {
+func (t *task) approval(id string) *api.ApprovalRequest {
 	for _, a := range t.approvals {
 		if a.ID == id {
 			return a
@@ -192,14 +170,14 @@ func (t *task) approval(id string) *ApprovalRequest {
 
 // validateDecide rejects decisions that must not count; a rejected Update
 // leaves no trace in history, and its error goes back to the clicker.
-func (t *task) validateDecide(ctx workflow.Context, d DecideRequest) error {
+func (t *task) validateDecide(ctx workflow.Context, d api.DecideRequest) error {
 	ar := t.approval(d.RequestID)
 	switch {
-	case len(d.Comment) > MaxReasonBytes || len(d.Approver) > MaxReasonBytes || len(d.Via) > MaxReasonBytes:
-		return fmt.Errorf("decide: comment is %d bytes; keep it under %d", len(d.Comment), MaxReasonBytes)
+	case len(d.Comment) > api.MaxReasonBytes || len(d.Approver) > api.MaxReasonBytes || len(d.Via) > api.MaxReasonBytes:
+		return fmt.Errorf("decide: comment is %d bytes; keep it under %d", len(d.Comment), api.MaxReasonBytes)
 	case ar == nil:
 		return fmt.Errorf("no approval request %q in task %s", d.RequestID, t.in.TaskID)
-	case ar.State != ApprovalPending:
+	case ar.State != api.ApprovalPending:
 		return fmt.Errorf("request %s is already %s", ar.ID, ar.State)
 	case d.Digest != ar.Digest:
 		return errors.New("the request changed since this decision was made (digest mismatch); decide on the current request")
@@ -222,9 +200,9 @@ func (t *task) validateDecide(ctx workflow.Context, d DecideRequest) error {
 
 // decide records one approver's decision: a deny closes the request, and
 // the quorum of distinct approvals approves it.
-func (t *task) decide(ctx workflow.Context, d DecideRequest) (DecideResult, error) {
+func (t *task) decide(ctx workflow.Context, d api.DecideRequest) (api.DecideResult, error) {
 	ar := t.approval(d.RequestID)
-	ar.Votes = append(ar.Votes, Vote{Approver: d.Approver, Approve: d.Approve, At: workflow.Now(ctx), Via: d.Via, Comment: d.Comment})
+	ar.Votes = append(ar.Votes, api.Vote{Approver: d.Approver, Approve: d.Approve, At: workflow.Now(ctx), Via: d.Via, Comment: d.Comment})
 	approvals := 0
 	for _, v := range ar.Votes {
 		if v.Approve {
@@ -233,19 +211,19 @@ func (t *task) decide(ctx workflow.Context, d DecideRequest) (DecideResult, erro
 	}
 	switch {
 	case !d.Approve:
-		ar.State = ApprovalDenied
+		ar.State = api.ApprovalDenied
 	case approvals >= ar.Quorum:
-		ar.State = ApprovalApproved
+		ar.State = api.ApprovalApproved
 	}
-	if ar.State != ApprovalPending {
+	if ar.State != api.ApprovalPending {
 		ar.DecidedAt = workflow.Now(ctx)
 	}
 	msg := fmt.Sprintf("%s: %d of %d approvals", ar.State, approvals, ar.Quorum)
-	return DecideResult{RequestID: ar.ID, State: ar.State, Message: msg}, nil
+	return api.DecideResult{RequestID: ar.ID, State: ar.State, Message: msg}, nil
 }
 
-func (t *task) approvalsQuery() ([]ApprovalRequest, error) {
-	out := make([]ApprovalRequest, len(t.approvals))
+func (t *task) approvalsQuery() ([]api.ApprovalRequest, error) {
+	out := make([]api.ApprovalRequest, len(t.approvals))
 	for i, a := range t.approvals {
 		out[i] = *a
 	}

@@ -11,28 +11,29 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // fakeNotifier records the approval notices the workflow sends.
 type fakeNotifier struct {
 	mu      sync.Mutex
-	posts   []activities.ApprovalNotice
-	updates []activities.ApprovalNotice
+	posts   []api.ApprovalNotice
+	updates []api.ApprovalNotice
 	failing bool
 }
 
-func (f *fakeNotifier) Notify(_ context.Context, n activities.ApprovalNotice) ([]activities.MessageRef, error) {
+func (f *fakeNotifier) Notify(_ context.Context, n api.ApprovalNotice) ([]api.MessageRef, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.posts = append(f.posts, n)
 	if f.failing {
 		return nil, activities.ErrNoChannel
 	}
-	return []activities.MessageRef{{Notifier: "fake", Channel: "C-" + n.Group, TS: "1"}}, nil
+	return []api.MessageRef{{Notifier: "fake", Channel: "C-" + n.Group, TS: "1"}}, nil
 }
 
-func (f *fakeNotifier) Update(_ context.Context, n activities.ApprovalNotice) error {
+func (f *fakeNotifier) Update(_ context.Context, n api.ApprovalNotice) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.updates = append(f.updates, n)
@@ -44,29 +45,29 @@ type approvalHarness struct {
 	notes *fakeNotifier
 }
 
-func newApprovalHarness(t *testing.T, spec activities.ApprovalSpec, quorum int) *approvalHarness {
+func newApprovalHarness(t *testing.T, spec api.ApprovalSpec, quorum int) *approvalHarness {
 	h := newHarness(t)
 	n := &fakeNotifier{}
-	h.env.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: activities.NotifyApproversName})
-	h.env.RegisterActivityWithOptions(n.Update, activity.RegisterOptions{Name: activities.UpdateApprovalName})
-	h.policy.decide = func(activities.DecideInput) (policy.Decision, error) {
+	h.env.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: api.NotifyApproversName})
+	h.env.RegisterActivityWithOptions(n.Update, activity.RegisterOptions{Name: api.UpdateApprovalName})
+	h.policy.decide = func(api.DecideInput) (policy.Decision, error) {
 		return policy.Decision{Effect: policy.RequireApproval, Check: policy.CheckDefault, Group: "ops", Quorum: quorum, Version: "pv1"}, nil
 	}
 	h.policy.approval = &spec
 	return &approvalHarness{harness: h, notes: n}
 }
 
-func ops(approvers ...string) activities.ApprovalSpec {
-	return activities.ApprovalSpec{Approvers: approvers, Timeout: time.Hour, OnTimeout: "deny", SideEffects: []string{"write"}, DataLevel: "internal", Risk: "high"}
+func ops(approvers ...string) api.ApprovalSpec {
+	return api.ApprovalSpec{Approvers: approvers, Timeout: time.Hour, OnTimeout: "deny", SideEffects: []string{"write"}, DataLevel: "internal", Risk: "high"}
 }
 
 // decideAt sends a decision at delay d; it reports rejection or result.
-func (h *approvalHarness) decideAt(d time.Duration, updateID string, dr DecideRequest, res *DecideResult, rejected *error) {
+func (h *approvalHarness) decideAt(d time.Duration, updateID string, dr api.DecideRequest, res *api.DecideResult, rejected *error) {
 	h.env.RegisterDelayedCallback(func() {
 		if dr.Digest == "" {
-			dr.Digest = RequestDigest("task-1", "c1", "fs__read", []byte(`{"path":"/a"}`), "pv1")
+			dr.Digest = api.RequestDigest("task-1", "c1", "fs__read", []byte(`{"path":"/a"}`), "pv1")
 		}
-		h.env.UpdateWorkflow(UpdateDecide, updateID, &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(api.UpdateDecide, updateID, &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
 			OnReject: func(err error) {
 				if rejected != nil {
@@ -75,35 +76,35 @@ func (h *approvalHarness) decideAt(d time.Duration, updateID string, dr DecideRe
 			},
 			OnComplete: func(v any, err error) {
 				if err == nil && res != nil {
-					*res = v.(DecideResult)
+					*res = v.(api.DecideResult)
 				}
 			},
 		}, dr)
 	}, d)
 }
 
-func vote(approver string, approve bool) DecideRequest {
-	return DecideRequest{RequestID: "task-1~c1", Approver: approver, Approve: approve, Via: "test"}
+func vote(approver string, approve bool) api.DecideRequest {
+	return api.DecideRequest{RequestID: "task-1~c1", Approver: approver, Approve: approve, Via: "test"}
 }
 
 func TestApprovalApproveRunsOnce(t *testing.T) {
 	h := newApprovalHarness(t, ops("bob", "carol"), 1)
-	var res CallResult
-	var dres DecideResult
+	var res api.CallResult
+	var dres api.DecideResult
 	h.callAt(time.Second, req("c1", false), &res, nil)
 	h.decideAt(10*time.Minute, "click-1", vote("bob", true), &dres, nil)
 	h.finishAt(2 * time.Hour)
 	h.run(baseInput())
-	if res.Outcome != OutcomeOK || h.tools.calls() != 1 {
+	if res.Outcome != api.OutcomeOK || h.tools.calls() != 1 {
 		t.Fatalf("call %+v ran %d times", res, h.tools.calls())
 	}
-	if dres.State != ApprovalApproved {
+	if dres.State != api.ApprovalApproved {
 		t.Fatalf("decide result %+v", dres)
 	}
 	if len(h.notes.posts) != 1 || h.notes.posts[0].RequestID != "task-1~c1" || h.notes.posts[0].Group != "ops" || h.notes.posts[0].Digest == "" {
 		t.Fatalf("posts %+v", h.notes.posts)
 	}
-	if len(h.notes.updates) != 1 || h.notes.updates[0].State != ApprovalApproved || len(h.notes.updates[0].Votes) != 1 ||
+	if len(h.notes.updates) != 1 || h.notes.updates[0].State != api.ApprovalApproved || len(h.notes.updates[0].Votes) != 1 ||
 		len(h.notes.updates[0].Messages) != 1 {
 		t.Fatalf("message updates %+v", h.notes.updates)
 	}
@@ -111,12 +112,12 @@ func TestApprovalApproveRunsOnce(t *testing.T) {
 
 func TestApprovalDeny(t *testing.T) {
 	h := newApprovalHarness(t, ops("bob"), 1)
-	var res CallResult
+	var res api.CallResult
 	h.callAt(time.Second, req("c1", false), &res, nil)
-	h.decideAt(time.Minute, "click-1", DecideRequest{RequestID: "task-1~c1", Approver: "bob", Approve: false, Via: "test", Comment: "not in prod"}, nil, nil)
+	h.decideAt(time.Minute, "click-1", api.DecideRequest{RequestID: "task-1~c1", Approver: "bob", Approve: false, Via: "test", Comment: "not in prod"}, nil, nil)
 	h.finishAt(2 * time.Hour)
 	h.run(baseInput())
-	if res.Outcome != OutcomeDenied || !strings.Contains(res.Reason, "bob denied fs__read: not in prod") || h.tools.calls() != 0 {
+	if res.Outcome != api.OutcomeDenied || !strings.Contains(res.Reason, "bob denied fs__read: not in prod") || h.tools.calls() != 0 {
 		t.Fatalf("call %+v ran %d", res, h.tools.calls())
 	}
 }
@@ -124,13 +125,13 @@ func TestApprovalDeny(t *testing.T) {
 func TestApprovalTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		onTimeout string
-		want      Outcome
-	}{{"deny", OutcomeDenied}, {"approve", OutcomeOK}} {
+		want      api.Outcome
+	}{{"deny", api.OutcomeDenied}, {"approve", api.OutcomeOK}} {
 		t.Run(tc.onTimeout, func(t *testing.T) {
 			spec := ops("bob")
 			spec.OnTimeout = tc.onTimeout
 			h := newApprovalHarness(t, spec, 1)
-			var res CallResult
+			var res api.CallResult
 			h.callAt(time.Second, req("c1", false), &res, nil)
 			var late error
 			h.decideAt(time.Hour+2*time.Second, "late", vote("bob", true), nil, &late)
@@ -139,7 +140,7 @@ func TestApprovalTimeout(t *testing.T) {
 			if res.Outcome != tc.want {
 				t.Fatalf("call %+v", res)
 			}
-			if tc.want == OutcomeDenied && !strings.Contains(res.Reason, "expired") {
+			if tc.want == api.OutcomeDenied && !strings.Contains(res.Reason, "expired") {
 				t.Fatalf("reason %q", res.Reason)
 			}
 			if late == nil || !strings.Contains(late.Error(), "already") {
@@ -153,7 +154,7 @@ func TestApprovalEscalation(t *testing.T) {
 	spec := ops("bob")
 	spec.EscalateAfter, spec.EscalateTo, spec.EscalateApprovers = 15*time.Minute, "leads", []string{"dana"}
 	h := newApprovalHarness(t, spec, 1)
-	var res CallResult
+	var res api.CallResult
 	var early error
 	h.callAt(time.Second, req("c1", false), &res, nil)
 	h.decideAt(time.Minute, "dana-early", vote("dana", true), nil, &early)
@@ -163,7 +164,7 @@ func TestApprovalEscalation(t *testing.T) {
 	if early == nil || !strings.Contains(early.Error(), "not in approver group") {
 		t.Fatalf("escalation approver before escalation: %v", early)
 	}
-	if res.Outcome != OutcomeOK {
+	if res.Outcome != api.OutcomeOK {
 		t.Fatalf("call %+v", res)
 	}
 	if len(h.notes.posts) != 2 || !h.notes.posts[1].Escalation || h.notes.posts[1].Group != "leads" {
@@ -174,10 +175,10 @@ func TestApprovalEscalation(t *testing.T) {
 func TestApprovalQuorumAndValidator(t *testing.T) {
 	h := newApprovalHarness(t, ops("alice", "bob", "carol", "dave"), 2)
 	in := baseInput() // principal alice asks
-	var res CallResult
+	var res api.CallResult
 	h.callAt(time.Second, req("c1", false), &res, nil)
 	rejections := map[string]*error{}
-	try := func(at time.Duration, id string, dr DecideRequest) {
+	try := func(at time.Duration, id string, dr api.DecideRequest) {
 		var err error
 		rejections[id] = &err
 		h.decideAt(at, id, dr, nil, &err)
@@ -185,10 +186,10 @@ func TestApprovalQuorumAndValidator(t *testing.T) {
 	try(time.Minute, "self", vote("alice", true))
 	try(2*time.Minute, "outsider", vote("mallory", true))
 	changed := vote("bob", true)
-	changed.Digest = RequestDigest("task-1", "c1", "fs__read", []byte(`{"path":"/etc/passwd"}`), "pv1")
+	changed.Digest = api.RequestDigest("task-1", "c1", "fs__read", []byte(`{"path":"/etc/passwd"}`), "pv1")
 	try(3*time.Minute, "changed-args", changed)
-	try(4*time.Minute, "unknown", DecideRequest{RequestID: "task-1~nope", Approver: "bob", Approve: true})
-	var first, second DecideResult
+	try(4*time.Minute, "unknown", api.DecideRequest{RequestID: "task-1~nope", Approver: "bob", Approve: true})
+	var first, second api.DecideResult
 	h.decideAt(5*time.Minute, "bob-1", vote("bob", true), &first, nil)
 	try(6*time.Minute, "bob-again", vote("bob", true))
 	h.decideAt(7*time.Minute, "carol-1", vote("carol", true), &second, nil)
@@ -203,7 +204,7 @@ func TestApprovalQuorumAndValidator(t *testing.T) {
 			t.Errorf("%s: rejection %v, want %q", id, err, sub)
 		}
 	}
-	if first.State != ApprovalPending || second.State != ApprovalApproved || res.Outcome != OutcomeOK || h.tools.calls() != 1 {
+	if first.State != api.ApprovalPending || second.State != api.ApprovalApproved || res.Outcome != api.OutcomeOK || h.tools.calls() != 1 {
 		t.Fatalf("first %+v second %+v call %+v runs %d", first, second, res, h.tools.calls())
 	}
 	// The query shows the request with both votes.
@@ -215,30 +216,30 @@ func TestApprovalQuorumAndValidator(t *testing.T) {
 func TestApprovalNotificationFailureDoesNotApprove(t *testing.T) {
 	h := newApprovalHarness(t, ops("bob"), 1)
 	h.notes.failing = true
-	var res CallResult
+	var res api.CallResult
 	h.callAt(time.Second, req("c1", false), &res, nil)
-	var apps []ApprovalRequest
+	var apps []api.ApprovalRequest
 	h.env.RegisterDelayedCallback(func() {
-		v, err := h.env.QueryWorkflow(QueryApprovals)
+		v, err := h.env.QueryWorkflow(api.QueryApprovals)
 		if err == nil {
 			_ = v.Get(&apps)
 		}
 	}, 30*time.Minute)
 	h.finishAt(2 * time.Hour)
 	h.run(baseInput())
-	if res.Outcome != OutcomeDenied || h.tools.calls() != 0 {
+	if res.Outcome != api.OutcomeDenied || h.tools.calls() != 0 {
 		t.Fatalf("call %+v ran %d", res, h.tools.calls())
 	}
-	if len(apps) != 1 || apps[0].State != ApprovalPending || apps[0].Digest == "" {
+	if len(apps) != 1 || apps[0].State != api.ApprovalPending || apps[0].Digest == "" {
 		t.Fatalf("pending request not visible: %+v", apps)
 	}
 }
 
 func TestRequestDigestCanonical(t *testing.T) {
-	a := RequestDigest("t", "c", "fs__write", []byte(`{"b":1,"a":[1,2]}`), "v")
-	b := RequestDigest("t", "c", "fs__write", []byte(`{ "a": [1,2], "b": 1 }`), "v")
-	c := RequestDigest("t", "c", "fs__write", []byte(`{"b":2,"a":[1,2]}`), "v")
-	d := RequestDigest("t", "c", "fs__write", []byte(`{"b":1,"a":[1,2]}`), "v2")
+	a := api.RequestDigest("t", "c", "fs__write", []byte(`{"b":1,"a":[1,2]}`), "v")
+	b := api.RequestDigest("t", "c", "fs__write", []byte(`{ "a": [1,2], "b": 1 }`), "v")
+	c := api.RequestDigest("t", "c", "fs__write", []byte(`{"b":2,"a":[1,2]}`), "v")
+	d := api.RequestDigest("t", "c", "fs__write", []byte(`{"b":1,"a":[1,2]}`), "v2")
 	if a != b || a == c || a == d {
 		t.Fatalf("digests %s %s %s %s", a, b, c, d)
 	}

@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 )
 
 func TestCarryKeepsWithinBudget(t *testing.T) {
 	big := json.RawMessage(`"` + strings.Repeat("x", 200<<10) + `"`)
 	small := json.RawMessage(`{"content":[]}`)
-	tk := &task{in: TaskInput{TaskID: "t1"}, recent: []CallRecord{
-		{CallID: "old-big", Outcome: OutcomeOK, Result: big},
-		{CallID: "old-small", Outcome: OutcomeOK, Result: small},
-		{CallID: "new-big", Outcome: OutcomeOK, Result: big},
+	tk := &task{in: api.TaskInput{TaskID: "t1"}, recent: []api.CallRecord{
+		{CallID: "old-big", Outcome: api.OutcomeOK, Result: big},
+		{CallID: "old-small", Outcome: api.OutcomeOK, Result: small},
+		{CallID: "new-big", Outcome: api.OutcomeOK, Result: big},
 	}}
 	got := tk.carriedRecent()
 	if got[2].Result == nil || got[2].ResultDropped {
@@ -33,7 +33,7 @@ func TestCarryKeepsWithinBudget(t *testing.T) {
 		t.Errorf("dropped result %s", r)
 	}
 
-	tk.saga = []SagaEntry{{CallID: "a", Undo: &activities.ToolCall{Arguments: json.RawMessage(strings.Repeat("y", 600<<10))}}}
+	tk.saga = []api.SagaEntry{{CallID: "a", Undo: &api.ToolCall{Arguments: json.RawMessage(strings.Repeat("y", 600<<10))}}}
 	if !tk.carriable() {
 		t.Error("600 KiB of compensations fit the next run's input")
 	}

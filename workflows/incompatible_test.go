@@ -12,6 +12,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/worker"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -46,9 +47,9 @@ func TestReplayCatchesIncompatibleHistories(t *testing.T) {
 // GetVersion) and checks that the recorded histories then fail to replay:
 // the replay test guards every recorded path.
 func TestReplayCatchesUnversionedChange(t *testing.T) {
-	changed := func(ctx workflow.Context, in workflows.TaskInput) (workflows.TaskResult, error) {
+	changed := func(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 		if err := workflow.Sleep(ctx, time.Second); err != nil {
-			return workflows.TaskResult{}, err
+			return api.TaskResult{}, err
 		}
 		return workflows.AgentTask(ctx, in)
 	}
@@ -61,7 +62,7 @@ func TestReplayCatchesUnversionedChange(t *testing.T) {
 	}
 	for _, f := range files {
 		r := sdkworker.NewWorkflowReplayer()
-		r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: workflows.AgentTaskName})
+		r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: api.AgentTaskName})
 		err := r.ReplayWorkflowHistoryFromJSONFile(quiet, f)
 		if err == nil {
 			t.Errorf("%s replayed against an unversioned change", f)

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/airlock-run/airlock/activities"
 )
 
 // changeSaga versions capture, compensation and rollback.
@@ -30,19 +28,19 @@ func sagaOn(ctx workflow.Context) bool {
 // call. It returns the capture's result (nil when the capture tool
 // reported an error: before is then null), or a CallResult when the call
 // must not run because nothing could be captured.
-func (t *task) capture(ctx workflow.Context, req CallRequest, c *activities.ToolCall) (json.RawMessage, string, *CallResult) {
+func (t *task) capture(ctx workflow.Context, req api.CallRequest, c *api.ToolCall) (json.RawMessage, string, *api.CallResult) {
 	res := t.execute(ctx, requestFor(req.CallID+"/capture", c))
 	switch res.Outcome {
-	case OutcomeOK:
+	case api.OutcomeOK:
 		return res.Result, res.ResultRef, nil
-	case OutcomeToolError:
+	case api.OutcomeToolError:
 		return nil, "", nil
 	}
-	o := OutcomeFailed
-	if res.Outcome == OutcomeUnavailable {
-		o = OutcomeUnavailable
+	o := api.OutcomeFailed
+	if res.Outcome == api.OutcomeUnavailable {
+		o = api.OutcomeUnavailable
 	}
-	return nil, "", &CallResult{Outcome: o, Attempts: res.Attempts,
+	return nil, "", &api.CallResult{Outcome: o, Attempts: res.Attempts,
 		Reason: fmt.Sprintf("%s did not run: its pre-image could not be captured with %s (%s), so it could not be undone. %s", req.Tool, c.Tool, res.Outcome, res.Reason)}
 }
 
@@ -50,22 +48,22 @@ func (t *task) capture(ctx workflow.Context, req CallRequest, c *activities.Tool
 // pushes it on the saga stack. A compensation that cannot be computed is
 // pushed all the same, with its error: a rollback then stops there and
 // reports it rather than silently skipping it.
-func (t *task) pushUndo(ctx workflow.Context, req CallRequest, res CallResult, before json.RawMessage, beforeRef string) {
+func (t *task) pushUndo(ctx workflow.Context, req api.CallRequest, res api.CallResult, before json.RawMessage, beforeRef string) {
 	// Disconnected: a call that ran must get its entry even when the task
 	// is being cancelled (the cancel's rollback needs it).
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeInternal}},
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{api.ErrTypeInternal}},
 	})
-	in := activities.CompensationInput{TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool,
+	in := api.CompensationInput{TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool,
 		Arguments: req.Arguments, Before: before, BeforeRef: beforeRef}
-	if res.Outcome == OutcomeOK {
+	if res.Outcome == api.OutcomeOK {
 		in.Result = res.Result
 	}
-	var out activities.CompensationOutput
-	err := workflow.ExecuteLocalActivity(lctx, activities.PlanCompensationName, in).Get(dctx, &out)
-	e := SagaEntry{CallID: req.CallID, Tool: req.Tool, At: workflow.Now(ctx), State: UndoPending}
+	var out api.CompensationOutput
+	err := workflow.ExecuteLocalActivity(lctx, api.PlanCompensationName, in).Get(dctx, &out)
+	e := api.SagaEntry{CallID: req.CallID, Tool: req.Tool, At: workflow.Now(ctx), State: api.UndoPending}
 	switch {
 	case err != nil:
 		e.Error = fmt.Sprintf("the compensation could not be computed: %v", err)
@@ -76,7 +74,7 @@ func (t *task) pushUndo(ctx workflow.Context, req CallRequest, res CallResult, b
 	default:
 		e.Undo = out.Undo
 	}
-	if res.Outcome != OutcomeOK && e.Undo == nil {
+	if res.Outcome != api.OutcomeOK && e.Undo == nil {
 		e.Error += fmt.Sprintf(" (the call's outcome is %s, so there was no result to compute it from)", res.Outcome)
 	}
 	t.saga = append(t.saga, e)
@@ -84,23 +82,23 @@ func (t *task) pushUndo(ctx workflow.Context, req CallRequest, res CallResult, b
 
 // requestFor is the call request that runs a call the worker computed (a
 // capture, a compensation, a plan step) under call ID id.
-func requestFor(id string, c *activities.ToolCall) CallRequest {
-	return CallRequest{CallID: id, Tool: c.Tool, Server: c.Server, UpstreamTool: c.UpstreamTool,
+func requestFor(id string, c *api.ToolCall) api.CallRequest {
+	return api.CallRequest{CallID: id, Tool: c.Tool, Server: c.Server, UpstreamTool: c.UpstreamTool,
 		Arguments: c.Arguments, ArgumentsRef: c.ArgumentsRef, Spec: c.Spec}
 }
 
 // rollbackRun is a rollback in progress; a second request joins it.
 type rollbackRun struct {
 	done   bool
-	result RollbackResult
+	result api.RollbackResult
 }
 
 // validateRollback refuses requests that cannot be served before they enter
 // history.
-func (t *task) validateRollback(req RollbackRequest) error {
+func (t *task) validateRollback(req api.RollbackRequest) error {
 	switch {
-	case len(req.Reason) > MaxReasonBytes || len(req.By) > MaxReasonBytes:
-		return fmt.Errorf("rollback: reason is %d bytes; keep it under %d", len(req.Reason), MaxReasonBytes)
+	case len(req.Reason) > api.MaxReasonBytes || len(req.By) > api.MaxReasonBytes:
+		return fmt.Errorf("rollback: reason is %d bytes; keep it under %d", len(req.Reason), api.MaxReasonBytes)
 	case req.Principal != "" && req.Principal != t.in.Principal:
 		return fmt.Errorf("task %s belongs to another principal; you can roll back only your own tasks", t.in.TaskID)
 	case t.ended:
@@ -109,7 +107,7 @@ func (t *task) validateRollback(req RollbackRequest) error {
 	return nil
 }
 
-func (t *task) rollbackUpdate(ctx workflow.Context, req RollbackRequest) (RollbackResult, error) {
+func (t *task) rollbackUpdate(ctx workflow.Context, req api.RollbackRequest) (api.RollbackResult, error) {
 	return t.rollback(ctx, req, ""), nil
 }
 
@@ -119,7 +117,7 @@ func (t *task) rollbackUpdate(ctx workflow.Context, req RollbackRequest) (Rollba
 // first compensation that fails for good: what lies below it may depend on
 // it, so the rest stays on the stack, the task goes to rollback_failed and
 // people are told.
-func (t *task) rollback(ctx workflow.Context, req RollbackRequest, except string) RollbackResult {
+func (t *task) rollback(ctx workflow.Context, req api.RollbackRequest, except string) api.RollbackResult {
 	// Disconnected: rolling back is what a cancelled task must still do.
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	if r := t.rolling; r != nil {
@@ -138,9 +136,9 @@ func (t *task) rollback(ctx workflow.Context, req RollbackRequest, except string
 	_ = workflow.Await(ctx, func() bool {
 		return !slices.ContainsFunc(t.inFlight, func(id string) bool { return id != except })
 	})
-	res := RollbackResult{TaskID: t.in.TaskID}
+	res := api.RollbackResult{TaskID: t.in.TaskID}
 	if len(t.saga) == 0 {
-		res.State, res.Reason = RollbackNothing, "nothing to roll back: no call of this task has a pending compensation"
+		res.State, res.Reason = api.RollbackNothing, "nothing to roll back: no call of this task has a pending compensation"
 		r.result = res
 		return res
 	}
@@ -149,7 +147,7 @@ func (t *task) rollback(ctx workflow.Context, req RollbackRequest, except string
 	for len(t.saga) > 0 {
 		e := &t.saga[len(t.saga)-1]
 		if why := t.undoOnce(ctx, e); why != "" {
-			res.State, res.Reason = StateRollbackFailed, why
+			res.State, res.Reason = api.StateRollbackFailed, why
 			break
 		}
 		res.Compensated = append(res.Compensated, *e)
@@ -163,15 +161,15 @@ func (t *task) rollback(ctx workflow.Context, req RollbackRequest, except string
 		res.Remaining = append(res.Remaining, t.saga[i])
 	}
 	if res.State == "" {
-		res.State = StateRolledBack
+		res.State = api.StateRolledBack
 		res.Reason = fmt.Sprintf("rolled back %d call(s)", len(res.Compensated))
-		if t.state == StateRollbackFailed {
-			t.state = StateRunning
-			_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(StateRunning))
+		if t.state == api.StateRollbackFailed {
+			t.state = api.StateRunning
+			_ = workflow.UpsertTypedSearchAttributes(ctx, api.SAStatus.ValueSet(api.StateRunning))
 		}
 	} else {
-		t.state = StateRollbackFailed
-		_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(StateRollbackFailed))
+		t.state = api.StateRollbackFailed
+		_ = workflow.UpsertTypedSearchAttributes(ctx, api.SAStatus.ValueSet(api.StateRollbackFailed))
 		t.alertRollbackFailed(ctx, req, res)
 	}
 	r.result = res
@@ -180,12 +178,12 @@ func (t *task) rollback(ctx workflow.Context, req RollbackRequest, except string
 
 // undoOnce runs one entry's compensation. It returns "" when the entry is
 // undone, else why the rollback must stop (the entry records it).
-func (t *task) undoOnce(ctx workflow.Context, e *SagaEntry) string {
+func (t *task) undoOnce(ctx workflow.Context, e *api.SagaEntry) string {
 	switch {
 	case e.Undo == nil:
-		e.State, e.Reason = UndoFailed, e.Error
+		e.State, e.Reason = api.UndoFailed, e.Error
 		return fmt.Sprintf("the call %s (%s) cannot be undone: %s", e.CallID, e.Tool, e.Error)
-	case e.State == UndoUnknown:
+	case e.State == api.UndoUnknown:
 		return fmt.Sprintf("the compensation of call %s (%s) may already have run, and %s is not idempotent, so it is not re-run; check by hand whether it took effect", e.CallID, e.Tool, e.Undo.Tool)
 	}
 	e.Tries++
@@ -193,28 +191,28 @@ func (t *task) undoOnce(ctx workflow.Context, e *SagaEntry) string {
 	res := t.execute(ctx, requestFor("undo-"+e.CallID, u))
 	e.Finished = workflow.Now(ctx)
 	switch res.Outcome {
-	case OutcomeOK:
-		e.State, e.Reason = UndoDone, ""
+	case api.OutcomeOK:
+		e.State, e.Reason = api.UndoDone, ""
 		return ""
-	case OutcomeUnknown:
-		e.State = UndoUnknown
+	case api.OutcomeUnknown:
+		e.State = api.UndoUnknown
 	default:
-		e.State = UndoFailed
+		e.State = api.UndoFailed
 	}
 	e.Reason = res.Reason
-	if res.Outcome == OutcomeToolError {
-		e.Reason = u.Tool + " reported an error: " + ResultText(res.Result)
+	if res.Outcome == api.OutcomeToolError {
+		e.Reason = u.Tool + " reported an error: " + api.ResultText(res.Result)
 	}
 	return fmt.Sprintf("the compensation of call %s (%s) by %s failed: %s", e.CallID, e.Tool, u.Tool, e.Reason)
 }
 
 // alertRollbackFailed tells the task's rollback group what remains undone,
 // in the background (a Slack outage must not hold the task).
-func (t *task) alertRollbackFailed(ctx workflow.Context, req RollbackRequest, res RollbackResult) {
-	notice := activities.RollbackNotice{TaskID: t.in.TaskID, Principal: t.in.Principal, Group: t.in.RollbackNotify,
+func (t *task) alertRollbackFailed(ctx workflow.Context, req api.RollbackRequest, res api.RollbackResult) {
+	notice := api.RollbackNotice{TaskID: t.in.TaskID, Principal: t.in.Principal, Group: t.in.RollbackNotify,
 		RequestedBy: req.By, Reason: res.Reason}
 	for _, e := range res.Remaining {
-		item := activities.RemainingUndo{CallID: e.CallID, Tool: e.Tool, State: e.State, Reason: e.Reason}
+		item := api.RemainingUndo{CallID: e.CallID, Tool: e.Tool, State: e.State, Reason: e.Reason}
 		if e.Undo != nil {
 			item.Undo, item.Arguments, item.ArgumentsRef = e.Undo.Tool, e.Undo.Arguments, e.Undo.ArgumentsRef
 		}
@@ -223,32 +221,8 @@ func (t *task) alertRollbackFailed(ctx workflow.Context, req RollbackRequest, re
 	workflow.GetLogger(ctx).Error("rollback failed", "task", t.in.TaskID, "reason", res.Reason, "remaining", len(res.Remaining))
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		actx := workflow.WithActivityOptions(gctx, notifyOptions(24*time.Hour))
-		_ = workflow.ExecuteActivity(actx, activities.NotifyRollbackFailedName, notice).Get(gctx, nil)
+		_ = workflow.ExecuteActivity(actx, api.NotifyRollbackFailedName, notice).Get(gctx, nil)
 	})
-}
-
-// ResultText is the text of a CallToolResult (its text items joined), for
-// reasons and summaries; the raw JSON when it has none.
-func ResultText(raw json.RawMessage) string {
-	var r struct {
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return string(raw)
-	}
-	var parts []string
-	for _, c := range r.Content {
-		if c.Type == "text" {
-			parts = append(parts, c.Text)
-		}
-	}
-	if len(parts) == 0 {
-		return string(raw)
-	}
-	return strings.Join(parts, "\n")
 }
 
 // errRollingBack is the validator's refusal of calls during a rollback.

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
@@ -23,54 +23,54 @@ import (
 type sagaHarness struct {
 	*harness
 	mu       sync.Mutex
-	planned  []activities.CompensationInput
-	alerts   []activities.RollbackNotice
+	planned  []api.CompensationInput
+	alerts   []api.RollbackNotice
 	planFail bool
 }
 
-func newSagaHarness(t *testing.T, script ...func(activities.CallToolInput) (activities.CallToolOutput, error)) *sagaHarness {
+func newSagaHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToolOutput, error)) *sagaHarness {
 	h := &sagaHarness{harness: newHarness(t, script...)}
-	h.policy.undo = func(in activities.DecideInput, out *activities.DecideOutput) {
+	h.policy.undo = func(in api.DecideInput, out *api.DecideOutput) {
 		if strings.HasPrefix(in.Tool, "fs__write") {
 			out.Compensable = true
-			out.Capture = &activities.ToolCall{Tool: "fs__read", Server: "fs", UpstreamTool: "read",
-				Arguments: json.RawMessage(`{"path":"/a"}`), Spec: ToolSpec{Timeout: time.Minute, Idempotent: true, Retry: RetrySpec{MaxAttempts: 2}}}
+			out.Capture = &api.ToolCall{Tool: "fs__read", Server: "fs", UpstreamTool: "read",
+				Arguments: json.RawMessage(`{"path":"/a"}`), Spec: api.ToolSpec{Timeout: time.Minute, Idempotent: true, Retry: api.RetrySpec{MaxAttempts: 2}}}
 		}
 	}
-	h.env.RegisterActivityWithOptions(h.PlanCompensation, activity.RegisterOptions{Name: activities.PlanCompensationName})
-	h.env.RegisterActivityWithOptions(h.NotifyRollbackFailed, activity.RegisterOptions{Name: activities.NotifyRollbackFailedName})
+	h.env.RegisterActivityWithOptions(h.PlanCompensation, activity.RegisterOptions{Name: api.PlanCompensationName})
+	h.env.RegisterActivityWithOptions(h.NotifyRollbackFailed, activity.RegisterOptions{Name: api.NotifyRollbackFailedName})
 	return h
 }
 
-func (h *sagaHarness) PlanCompensation(_ context.Context, in activities.CompensationInput) (activities.CompensationOutput, error) {
+func (h *sagaHarness) PlanCompensation(_ context.Context, in api.CompensationInput) (api.CompensationOutput, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.planned = append(h.planned, in)
 	if h.planFail {
-		return activities.CompensationOutput{Error: "tools.write.compensation.args.content: no such key: content"}, nil
+		return api.CompensationOutput{Error: "tools.write.compensation.args.content: no such key: content"}, nil
 	}
-	return activities.CompensationOutput{Undo: &activities.ToolCall{Tool: "fs__restore", Server: "fs", UpstreamTool: "restore",
+	return api.CompensationOutput{Undo: &api.ToolCall{Tool: "fs__restore", Server: "fs", UpstreamTool: "restore",
 		Arguments: json.RawMessage(fmt.Sprintf(`{"undo":%q}`, in.CallID)),
-		Spec:      ToolSpec{Timeout: time.Minute, Idempotent: true, Retry: RetrySpec{MaxAttempts: 2, InitialInterval: time.Second}}}}, nil
+		Spec:      api.ToolSpec{Timeout: time.Minute, Idempotent: true, Retry: api.RetrySpec{MaxAttempts: 2, InitialInterval: time.Second}}}}, nil
 }
 
-func (h *sagaHarness) NotifyRollbackFailed(_ context.Context, n activities.RollbackNotice) error {
+func (h *sagaHarness) NotifyRollbackFailed(_ context.Context, n api.RollbackNotice) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.alerts = append(h.alerts, n)
 	return nil
 }
 
-func writeReq(id string) CallRequest {
+func writeReq(id string) api.CallRequest {
 	r := req(id, true)
 	r.Tool, r.UpstreamTool = "fs__write", "write"
 	return r
 }
 
 // rollbackAt sends a rollback update at d and stores its result.
-func (h *sagaHarness) rollbackAt(d time.Duration, id string, res *RollbackResult) {
+func (h *sagaHarness) rollbackAt(d time.Duration, id string, res *api.RollbackResult) {
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateRollback, id, &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(api.UpdateRollback, id, &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
 			OnReject: func(err error) { h.t.Errorf("rollback %s rejected: %v", id, err) },
 			OnComplete: func(v any, err error) {
@@ -78,9 +78,9 @@ func (h *sagaHarness) rollbackAt(d time.Duration, id string, res *RollbackResult
 					h.t.Errorf("rollback %s failed: %v", id, err)
 					return
 				}
-				*res = v.(RollbackResult)
+				*res = v.(api.RollbackResult)
 			},
-		}, RollbackRequest{By: "test"})
+		}, api.RollbackRequest{By: "test"})
 	}, d)
 }
 
@@ -101,30 +101,30 @@ func (h *sagaHarness) toolSeq() []string {
 
 func TestRollbackRunsCompensationsInReverseOnce(t *testing.T) {
 	h := newSagaHarness(t)
-	var r1, r2 CallResult
+	var r1, r2 api.CallResult
 	h.callAt(time.Second, writeReq("c1"), &r1, nil)
 	h.callAt(2*time.Second, req("plain", true), nil, nil) // not compensable
 	h.callAt(3*time.Second, writeReq("c2"), &r2, nil)
-	var rb, again RollbackResult
+	var rb, again api.RollbackResult
 	h.rollbackAt(time.Minute, "rb-1", &rb)
 	h.rollbackAt(2*time.Minute, "rb-2", &again)
 	h.finishAt(time.Hour - time.Minute)
 	out := h.run(baseInput())
 
-	if r1.Outcome != OutcomeOK || r2.Outcome != OutcomeOK {
+	if r1.Outcome != api.OutcomeOK || r2.Outcome != api.OutcomeOK {
 		t.Fatalf("calls: %v %v", r1, r2)
 	}
 	want := []string{"read", "write", "read", "read", "write", `restore{"undo":"c2"}`, `restore{"undo":"c1"}`}
 	if got := h.toolSeq(); !slices.Equal(got, want) {
 		t.Fatalf("tools ran %q, want %q", got, want)
 	}
-	if rb.State != StateRolledBack || len(rb.Compensated) != 2 || rb.Compensated[0].CallID != "c2" {
+	if rb.State != api.StateRolledBack || len(rb.Compensated) != 2 || rb.Compensated[0].CallID != "c2" {
 		t.Fatalf("rollback = %+v", rb)
 	}
-	if again.State != RollbackNothing {
+	if again.State != api.RollbackNothing {
 		t.Errorf("second rollback = %+v, want nothing to do", again)
 	}
-	if out.State != StateFinished || len(out.Undone) != 0 {
+	if out.State != api.StateFinished || len(out.Undone) != 0 {
 		t.Errorf("task result %+v", out)
 	}
 	// The compensation was computed from the capture's result.
@@ -136,7 +136,7 @@ func TestRollbackRunsCompensationsInReverseOnce(t *testing.T) {
 func TestConcurrentRollbacksRunOnce(t *testing.T) {
 	// The first compensation takes a while, so the second request arrives
 	// while the first rollback runs.
-	slow := func(in activities.CallToolInput) (activities.CallToolOutput, error) {
+	slow := func(in api.CallToolInput) (api.CallToolOutput, error) {
 		return okOutput(`{"content":[]}`), nil
 	}
 	h := newSagaHarness(t)
@@ -144,7 +144,7 @@ func TestConcurrentRollbacksRunOnce(t *testing.T) {
 	_ = slow
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
 	h.callAt(2*time.Second, writeReq("c2"), nil, nil)
-	var a, b RollbackResult
+	var a, b api.RollbackResult
 	h.rollbackAt(time.Minute, "rb-a", &a)
 	h.rollbackAt(time.Minute, "rb-b", &b)
 	h.finishAt(time.Hour - time.Minute)
@@ -158,19 +158,19 @@ func TestConcurrentRollbacksRunOnce(t *testing.T) {
 	if restores != 2 {
 		t.Fatalf("compensations ran %d times, want 2 (one per call): %q", restores, h.toolSeq())
 	}
-	if a.State != StateRolledBack || b.State != StateRolledBack || a.Joined == b.Joined {
+	if a.State != api.StateRolledBack || b.State != api.StateRolledBack || a.Joined == b.Joined {
 		t.Fatalf("results %+v / %+v: want both rolled back, exactly one joined", a, b)
 	}
 }
 
 func TestRollbackFailureKeepsWhatRemainsAndAlerts(t *testing.T) {
-	toolErr := respond(activities.CallToolOutput{Result: json.RawMessage(`{"content":[{"type":"text","text":"disk full"}],"isError":true}`), IsError: true}, nil)
+	toolErr := respond(api.CallToolOutput{Result: json.RawMessage(`{"content":[{"type":"text","text":"disk full"}],"isError":true}`), IsError: true}, nil)
 	ok := respond(okOutput(`{"content":[]}`), nil)
 	// capture c1, c1, capture c2, c2, undo c2 fails, (retry) undo c2, undo c1.
 	h := newSagaHarness(t, ok, ok, ok, ok, toolErr)
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
 	h.callAt(2*time.Second, writeReq("c2"), nil, nil)
-	var first, retry RollbackResult
+	var first, retry api.RollbackResult
 	h.rollbackAt(time.Minute, "rb-1", &first)
 	var rejected error
 	h.callAt(2*time.Minute, writeReq("c3"), nil, &rejected)
@@ -180,7 +180,7 @@ func TestRollbackFailureKeepsWhatRemainsAndAlerts(t *testing.T) {
 	in.RollbackNotify = "ops"
 	out := h.run(in)
 
-	if first.State != StateRollbackFailed || len(first.Remaining) != 2 || !strings.Contains(first.Reason, "disk full") {
+	if first.State != api.StateRollbackFailed || len(first.Remaining) != 2 || !strings.Contains(first.Reason, "disk full") {
 		t.Fatalf("first rollback = %+v", first)
 	}
 	if len(h.alerts) != 1 || h.alerts[0].Group != "ops" || len(h.alerts[0].Remaining) != 2 {
@@ -189,10 +189,10 @@ func TestRollbackFailureKeepsWhatRemainsAndAlerts(t *testing.T) {
 	if rejected == nil || !strings.Contains(rejected.Error(), "rolled back completely") {
 		t.Errorf("call during rollback_failed: rejected = %v", rejected)
 	}
-	if retry.State != StateRolledBack || len(retry.Compensated) != 2 {
+	if retry.State != api.StateRolledBack || len(retry.Compensated) != 2 {
 		t.Fatalf("retried rollback = %+v", retry)
 	}
-	if out.State != StateFinished {
+	if out.State != api.StateFinished {
 		t.Errorf("task ended %s", out.State)
 	}
 }
@@ -201,14 +201,14 @@ func TestUncomputableCompensationStopsRollback(t *testing.T) {
 	h := newSagaHarness(t)
 	h.planFail = true
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
-	var rb RollbackResult
+	var rb api.RollbackResult
 	h.rollbackAt(time.Minute, "rb", &rb)
 	h.finishAt(time.Hour - time.Minute)
 	out := h.run(baseInput())
-	if rb.State != StateRollbackFailed || !strings.Contains(rb.Reason, "no such key") {
+	if rb.State != api.StateRollbackFailed || !strings.Contains(rb.Reason, "no such key") {
 		t.Fatalf("rollback = %+v", rb)
 	}
-	if out.State != StateRollbackFailed || len(out.Undone) != 1 {
+	if out.State != api.StateRollbackFailed || len(out.Undone) != 1 {
 		t.Fatalf("task = %+v, want it to end rollback_failed listing the entry", out)
 	}
 }
@@ -218,7 +218,7 @@ func TestCancelRollsBack(t *testing.T) {
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
 	out := h.run(baseInput())
-	if out.State != StateCanceled {
+	if out.State != api.StateCanceled {
 		t.Fatalf("state %s", out.State)
 	}
 	if got := h.toolSeq(); got[len(got)-1] != `restore{"undo":"c1"}` {
@@ -228,13 +228,13 @@ func TestCancelRollsBack(t *testing.T) {
 
 func TestRollbackOnDeny(t *testing.T) {
 	h := newSagaHarness(t)
-	h.policy.decide = func(in activities.DecideInput) (policy.Decision, error) {
+	h.policy.decide = func(in api.DecideInput) (policy.Decision, error) {
 		if in.Tool == "fs__delete" {
 			return policy.Decision{Effect: policy.Deny, Check: policy.CheckRule, Rule: "no-deletes", Reason: "denied by rule no-deletes"}, nil
 		}
 		return policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault}, nil
 	}
-	var denied CallResult
+	var denied api.CallResult
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
 	del := req("c2", true)
 	del.Tool = "fs__delete"
@@ -243,7 +243,7 @@ func TestRollbackOnDeny(t *testing.T) {
 	in := baseInput()
 	in.RollbackOnDeny = true
 	h.run(in)
-	if denied.Outcome != OutcomeDenied || !strings.Contains(denied.Reason, "rolled back") {
+	if denied.Outcome != api.OutcomeDenied || !strings.Contains(denied.Reason, "rolled back") {
 		t.Fatalf("denied call = %+v", denied)
 	}
 	if got := h.toolSeq(); got[len(got)-1] != `restore{"undo":"c1"}` {
@@ -252,38 +252,38 @@ func TestRollbackOnDeny(t *testing.T) {
 }
 
 func TestToolErrorDoesNotRollBackOrPush(t *testing.T) {
-	toolErr := respond(activities.CallToolOutput{Result: json.RawMessage(`{"content":[],"isError":true}`), IsError: true}, nil)
+	toolErr := respond(api.CallToolOutput{Result: json.RawMessage(`{"content":[],"isError":true}`), IsError: true}, nil)
 	ok := respond(okOutput(`{"content":[]}`), nil)
 	h := newSagaHarness(t, ok, toolErr)
-	var res CallResult
+	var res api.CallResult
 	h.callAt(time.Second, writeReq("c1"), &res, nil)
 	h.finishAt(time.Hour - time.Minute)
 	out := h.run(baseInput())
-	if res.Outcome != OutcomeToolError || len(h.planned) != 0 || out.State != StateFinished {
+	if res.Outcome != api.OutcomeToolError || len(h.planned) != 0 || out.State != api.StateFinished {
 		t.Fatalf("result %+v, planned %d, state %s", res, len(h.planned), out.State)
 	}
 }
 
 func TestCaptureOutcomes(t *testing.T) {
-	notSent := respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent))
-	missing := respond(activities.CallToolOutput{Result: json.RawMessage(`{"content":[{"type":"text","text":"ENOENT"}],"isError":true}`), IsError: true}, nil)
+	notSent := respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent))
+	missing := respond(api.CallToolOutput{Result: json.RawMessage(`{"content":[{"type":"text","text":"ENOENT"}],"isError":true}`), IsError: true}, nil)
 	t.Run("capture tool error: before is null, call runs", func(t *testing.T) {
 		h := newSagaHarness(t, missing)
-		var res CallResult
+		var res api.CallResult
 		h.callAt(time.Second, writeReq("c1"), &res, nil)
 		h.finishAt(time.Hour - time.Minute)
 		h.run(baseInput())
-		if res.Outcome != OutcomeOK || len(h.planned) != 1 || h.planned[0].Before != nil {
+		if res.Outcome != api.OutcomeOK || len(h.planned) != 1 || h.planned[0].Before != nil {
 			t.Fatalf("result %+v planned %+v", res, h.planned)
 		}
 	})
 	t.Run("capture unavailable: call does not run", func(t *testing.T) {
 		h := newSagaHarness(t, notSent, notSent)
-		var res CallResult
+		var res api.CallResult
 		h.callAt(time.Second, writeReq("c1"), &res, nil)
 		h.finishAt(time.Hour - time.Minute)
 		h.run(baseInput())
-		if res.Outcome != OutcomeUnavailable || !strings.Contains(res.Reason, "pre-image") {
+		if res.Outcome != api.OutcomeUnavailable || !strings.Contains(res.Reason, "pre-image") {
 			t.Fatalf("result %+v", res)
 		}
 		if got := h.toolSeq(); slices.Contains(got, "write") {
@@ -293,20 +293,20 @@ func TestCaptureOutcomes(t *testing.T) {
 }
 
 func TestIdleTimeoutWaitsForRollback(t *testing.T) {
-	notSent := respond(activities.CallToolOutput{}, appErr(activities.ErrTypeNotSent))
+	notSent := respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent))
 	ok := respond(okOutput(`{"content":[]}`), nil)
 	// capture, call, then the compensation: not sent, retried after 1s.
 	h := newSagaHarness(t, ok, ok, notSent, ok)
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
-	var rb RollbackResult
+	var rb api.RollbackResult
 	h.rollbackAt(time.Minute+500*time.Millisecond, "rb", &rb)
 	in := baseInput()
 	in.Limits.IdleTimeout = time.Minute // falls due while the compensation retries
 	out := h.run(in)
-	if rb.State != StateRolledBack {
+	if rb.State != api.StateRolledBack {
 		t.Fatalf("rollback = %+v: the task must not end in the middle of it", rb)
 	}
-	if out.State != StateIdle {
+	if out.State != api.StateIdle {
 		t.Errorf("task ended %s, want idle_timeout after the rollback", out.State)
 	}
 }

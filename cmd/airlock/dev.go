@@ -21,16 +21,16 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/devui"
-	"github.com/airlock-run/airlock/internal/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/worker"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // roles says which parts a serving command runs.
@@ -184,7 +184,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 			DataDir:          e.dataDir,
 			Namespace:        e.ns,
 			Port:             temporalPort,
-			SearchAttributes: workflows.SearchAttributes(),
+			SearchAttributes: api.SearchAttributes(),
 			Logger:           e.log.With().Str("component", "temporal-server").Logger(),
 		})
 		if err != nil {

@@ -20,10 +20,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/plans"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 const runUsage = `Usage: airlock run [flags] PLAN.yaml
@@ -119,10 +119,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		taskID = "plan-" + p.Name + "-" + hex.EncodeToString(b[:])
 	}
 	cfg := e.snap.Config
-	in := workflows.PlanInput{TaskID: taskID, Principal: pr.Name, Plan: p, Vars: resolved,
-		Identity: &workflows.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
+	in := api.PlanInput{TaskID: taskID, Principal: pr.Name, Plan: p, Vars: resolved,
+		Identity: &api.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
 			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
-		Limits:         workflows.Limits{MaxCalls: firstPositive(p.MaxCalls(), pr.MaxCalls, cfg.Task.MaxCalls)},
+		Limits:         api.Limits{MaxCalls: firstPositive(p.MaxCalls(), pr.MaxCalls, cfg.Task.MaxCalls)},
 		RollbackNotify: cfg.Task.RollbackNotify,
 	}
 	if d := firstPositiveDur(p.Deadline(), pr.Deadline, cfg.Task.Deadline.D()); d > 0 {
@@ -142,8 +142,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAPrincipal.ValueSet(pr.Name), workflows.SAStatus.ValueSet(workflows.StateRunning)),
-	}, workflows.PlanName, in)
+			api.SAPrincipal.ValueSet(pr.Name), api.SAStatus.ValueSet(api.StateRunning)),
+	}, api.PlanName, in)
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
@@ -164,7 +164,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 // followPlan prints each step as it changes and the plan's end.
 func followPlan(ctx context.Context, c client.Client, taskID string, stdout, stderr io.Writer) int {
 	done := make(chan error, 1)
-	var res workflows.TaskResult
+	var res api.TaskResult
 	go func() { done <- c.GetWorkflow(ctx, taskID, "").Get(ctx, &res) }()
 	shown := map[string]string{}
 	asked := map[string]bool{}
@@ -176,21 +176,21 @@ func followPlan(ctx context.Context, c client.Client, taskID string, stdout, std
 			return
 		}
 		for _, s := range st.Plan.Steps {
-			if shown[s.ID] == s.State || s.State == workflows.StepPending {
+			if shown[s.ID] == s.State || s.State == api.StepPending {
 				continue
 			}
 			shown[s.ID] = s.State
 			line := fmt.Sprintf("  %-8s %-20s %s", s.State, s.ID, s.Tool)
-			if s.Reason != "" && s.State != workflows.StepOK {
+			if s.Reason != "" && s.State != api.StepOK {
 				line += ": " + s.Reason
 			}
 			fmt.Fprintln(stdout, line)
 		}
-		if v, err := c.QueryWorkflow(qctx, taskID, "", workflows.QueryApprovals); err == nil {
-			var reqs []workflows.ApprovalRequest
+		if v, err := c.QueryWorkflow(qctx, taskID, "", api.QueryApprovals); err == nil {
+			var reqs []api.ApprovalRequest
 			if v.Get(&reqs) == nil {
 				for _, a := range reqs {
-					if a.State == workflows.ApprovalPending && !asked[a.ID] {
+					if a.State == api.ApprovalPending && !asked[a.ID] {
 						asked[a.ID] = true
 						fmt.Fprintf(stdout, "  waiting  %s needs approval by %q: airlock approvals approve %s (or in Slack)\n", a.Tool, a.Group, a.ID)
 					}
@@ -215,7 +215,7 @@ func followPlan(ctx context.Context, c client.Client, taskID string, stdout, std
 			if len(res.Undone) > 0 {
 				fmt.Fprintf(stdout, "NOT undone (%d): see airlock tasks show %s\n", len(res.Undone), taskID)
 			}
-			if res.State == workflows.StateCompleted {
+			if res.State == api.StateCompleted {
 				return 0
 			}
 			return 1

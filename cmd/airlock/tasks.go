@@ -20,8 +20,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/airlock-run/airlock/internal/gateway"
-	"github.com/airlock-run/airlock/workflows"
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 )
 
 const tasksUsage = `Usage:
@@ -54,8 +54,8 @@ Talks to the Temporal of a running "airlock dev" (127.0.0.1:7233) unless
 `
 
 // taskKinds is the visibility query for every kind of task.
-var taskKinds = "(WorkflowType = '" + workflows.AgentTaskName + "' OR WorkflowType = '" + workflows.PlanName +
-	"' OR WorkflowType = '" + workflows.RollbackTaskName + "')"
+var taskKinds = "(WorkflowType = '" + api.AgentTaskName + "' OR WorkflowType = '" + api.PlanName +
+	"' OR WorkflowType = '" + api.RollbackTaskName + "')"
 
 func runTasks(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -123,9 +123,9 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 			flag, value string
 			attr        string
 		}{
-			{"state", *state, workflows.SAStatus.GetName()},
-			{"principal", *principal, workflows.SAPrincipal.GetName()},
-			{"tool", *tool, workflows.SATools.GetName()}, // a keyword list: = means "contains"
+			{"state", *state, api.SAStatus.GetName()},
+			{"principal", *principal, api.SAPrincipal.GetName()},
+			{"tool", *tool, api.SATools.GetName()}, // a keyword list: = means "contains"
 		} {
 			if f.value == "" {
 				continue
@@ -138,7 +138,7 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 			q += " AND " + f.attr + " = " + lit
 		}
 		if *pendingApproval {
-			q += " AND " + workflows.SAApproval.GetName() + " = '" + workflows.ApprovalPending + "'"
+			q += " AND " + api.SAApproval.GetName() + " = '" + api.ApprovalPending + "'"
 		}
 	default:
 		if len(args) != 1 {
@@ -167,7 +167,7 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	case "rollback":
 		rctx, rcancel := context.WithTimeout(ctx, *wait)
 		defer rcancel()
-		req := workflows.RollbackRequest{By: "operator", Reason: *reason}
+		req := api.RollbackRequest{By: "operator", Reason: *reason}
 		res, err := rollbackTask(rctx, c, id, req, tc.taskQueue)
 		if err != nil {
 			if rctx.Err() != nil {
@@ -182,7 +182,7 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 		} else {
 			fmt.Fprintln(stdout, gateway.DescribeRollback(res))
 		}
-		if res.State == workflows.StateRollbackFailed {
+		if res.State == api.StateRollbackFailed {
 			return 1
 		}
 		return 0
@@ -194,7 +194,7 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "cancel requested: task %s rolls back what it changed, then ends (airlock tasks show %s)\n", id, id)
 		return 0
 	case "finish":
-		if err := c.SignalWorkflow(ctx, id, "", workflows.SignalFinish, nil); err != nil {
+		if err := c.SignalWorkflow(ctx, id, "", api.SignalFinish, nil); err != nil {
 			fmt.Fprintf(stderr, "airlock tasks finish %s: %v\n", id, err)
 			return 1
 		}
@@ -205,8 +205,8 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 }
 
 // taskStates are the values of AirlockStatus (agent tasks and plans).
-var taskStates = []string{workflows.StateRunning, workflows.StateFinished, workflows.StateCompleted, workflows.StateStopped,
-	workflows.StateRolledBack, workflows.StateRollbackFailed, workflows.StateCanceled, workflows.StateDeadline, workflows.StateIdle}
+var taskStates = []string{api.StateRunning, api.StateFinished, api.StateCompleted, api.StateStopped,
+	api.StateRolledBack, api.StateRollbackFailed, api.StateCanceled, api.StateDeadline, api.StateIdle}
 
 // queryLiteral quotes a filter value for a visibility query. Values with
 // quotes, backslashes or control characters are refused rather than
@@ -224,9 +224,9 @@ func queryLiteral(v string) (string, error) {
 // ended one (whose workflow can run nothing more) by a RollbackTask
 // workflow seeded with the compensations it left, one per task, so an
 // ended task is rolled back at most once.
-func rollbackTask(ctx context.Context, c client.Client, id string, req workflows.RollbackRequest, taskQueue string) (workflows.RollbackResult, error) {
-	var res workflows.RollbackResult
-	uo := client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateRollback,
+func rollbackTask(ctx context.Context, c client.Client, id string, req api.RollbackRequest, taskQueue string) (api.RollbackResult, error) {
+	var res api.RollbackResult
+	uo := client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateRollback,
 		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted}
 	h, err := c.UpdateWorkflow(ctx, uo)
 	if err == nil {
@@ -242,15 +242,15 @@ func rollbackTask(ctx context.Context, c client.Client, id string, req workflows
 		return res, fmt.Errorf("the task has ended and its state cannot be read: %w", qerr)
 	}
 	if len(st.Saga) == 0 {
-		return workflows.RollbackResult{TaskID: id, State: workflows.RollbackNothing,
+		return api.RollbackResult{TaskID: id, State: api.RollbackNothing,
 			Reason: "the task has ended (" + st.State + ") and left no pending compensation"}, nil
 	}
-	rid := workflows.RollbackTaskID(id)
+	rid := api.RollbackTaskID(id)
 	start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: rid, TaskQueue: taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, workflows.RollbackTaskName, workflows.RollbackTaskInput{TaskID: id, Principal: st.Principal, Saga: st.Saga})
+	}, api.RollbackTaskName, api.RollbackTaskInput{TaskID: id, Principal: st.Principal, Saga: st.Saga})
 	uo.WorkflowID = rid
 	h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: uo})
 	if err == nil {
@@ -281,18 +281,18 @@ func listTasks(ctx context.Context, c client.Client, ns, q string, limit int, st
 	for _, ex := range resp.GetExecutions() {
 		sa := ex.GetSearchAttributes().GetIndexedFields()
 		principal, state, tools := "", "", ""
-		if p, ok := sa[workflows.SAPrincipal.GetName()]; ok {
+		if p, ok := sa[api.SAPrincipal.GetName()]; ok {
 			_ = json.Unmarshal(p.GetData(), &principal)
 		}
-		if p, ok := sa[workflows.SAStatus.GetName()]; ok {
+		if p, ok := sa[api.SAStatus.GetName()]; ok {
 			_ = json.Unmarshal(p.GetData(), &state)
 		}
-		if p, ok := sa[workflows.SATools.GetName()]; ok {
+		if p, ok := sa[api.SATools.GetName()]; ok {
 			var ts []string
 			_ = json.Unmarshal(p.GetData(), &ts)
 			tools = strings.Join(ts, ",")
 		}
-		kind := map[string]string{workflows.PlanName: "plan", workflows.RollbackTaskName: "rollback"}[ex.GetType().GetName()]
+		kind := map[string]string{api.PlanName: "plan", api.RollbackTaskName: "rollback"}[ex.GetType().GetName()]
 		if kind == "" {
 			kind = "agent"
 		}
@@ -353,9 +353,9 @@ func showTask(ctx context.Context, c client.Client, id string, asJSON bool, stdo
 	return 0
 }
 
-func queryStatus(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
-	var st workflows.Status
-	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+func queryStatus(ctx context.Context, c client.Client, id string) (api.Status, error) {
+	var st api.Status
+	v, err := c.QueryWorkflow(ctx, id, "", api.QueryStatus)
 	if err != nil {
 		return st, err
 	}
@@ -384,7 +384,7 @@ type temporalFlags struct {
 func (t *temporalFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.address, "temporal-address", firstNonEmpty(os.Getenv("TEMPORAL_ADDRESS"), "127.0.0.1:7233"), "Temporal frontend `host:port`")
 	fs.StringVar(&t.namespace, "namespace", firstNonEmpty(os.Getenv("TEMPORAL_NAMESPACE"), "default"), "Temporal `namespace`")
-	fs.StringVar(&t.taskQueue, "task-queue", workflows.DefaultTaskQueue, "the workers' task `queue` (rolling back a task that has ended starts a workflow there)")
+	fs.StringVar(&t.taskQueue, "task-queue", api.DefaultTaskQueue, "the workers' task `queue` (rolling back a task that has ended starts a workflow there)")
 	t.tls.register(fs)
 }
 

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/metrics"
@@ -25,7 +26,6 @@ import (
 	"github.com/airlock-run/airlock/internal/sandbox"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // defaultConfig is the configuration file read when --config is not given.
@@ -119,7 +119,7 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 	}
 	e.listen = firstNonEmpty(f.listen, snap.Config.Listen, "127.0.0.1:7400")
 	e.ns = firstNonEmpty(f.namespace, snap.Config.Temporal.Namespace, "default")
-	e.tq = firstNonEmpty(f.taskQueue, snap.Config.Temporal.TaskQueue, workflows.DefaultTaskQueue)
+	e.tq = firstNonEmpty(f.taskQueue, snap.Config.Temporal.TaskQueue, api.DefaultTaskQueue)
 	e.uiURL = snap.Config.Temporal.UIURL
 	addr := firstNonEmpty(f.address, snap.Config.Temporal.Address)
 	e.flags.address = addr
@@ -205,7 +205,7 @@ func dial(ctx context.Context, hostPort, ns string, tf tlsFlags, log zerolog.Log
 // has them registered by its admins (see deploy/).
 func ensureSearchAttributes(ctx context.Context, c client.Client, ns string, log zerolog.Logger) {
 	_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: ns, SearchAttributes: workflows.SearchAttributes(),
+		Namespace: ns, SearchAttributes: api.SearchAttributes(),
 	})
 	if err != nil && !strings.Contains(err.Error(), "already") {
 		log.Warn().Err(err).Msg("could not register search attributes; ask the cluster admin to add them (see deploy/README.md)")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -17,8 +18,6 @@ import (
 	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/airlock-run/airlock/workflows"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -135,7 +134,7 @@ func TestTimelineFacts(t *testing.T) {
 		check func(t *testing.T, tl *Timeline)
 	}{
 		{"approved call, denial, limit across four runs", tasks[0].runs, func(t *testing.T, tl *Timeline) {
-			want(t, "end", tl.End, workflows.StateFinished)
+			want(t, "end", tl.End, api.StateFinished)
 			want(t, "runs", len(tl.Runs), 4)
 			want(t, "calls", len(tl.Calls), 7)
 			want(t, "call count", tl.CallCount, 6)
@@ -144,7 +143,7 @@ func TestTimelineFacts(t *testing.T) {
 			want(t, "c0 rule", c0.Decision.Rule, "approve-puts")
 			want(t, "c0 policy", c0.Decision.PolicyVersion, "ca52332e9a9f5231")
 			want(t, "c0 approval group", c0.Approval.Group, "ops")
-			want(t, "c0 approval state", c0.Approval.State, workflows.ApprovalApproved)
+			want(t, "c0 approval state", c0.Approval.State, api.ApprovalApproved)
 			want(t, "c0 votes", len(c0.Approval.Votes), 1)
 			want(t, "c0 approver", c0.Approval.Votes[0].Approver+" via "+c0.Approval.Votes[0].Via, "bob via cli")
 			want(t, "c0 outcome", c0.Result.Outcome, "ok")
@@ -159,7 +158,7 @@ func TestTimelineFacts(t *testing.T) {
 			}
 		}},
 		{"before policy existed", tasks[1].runs, func(t *testing.T, tl *Timeline) {
-			want(t, "end", tl.End, workflows.StateFinished)
+			want(t, "end", tl.End, api.StateFinished)
 			for _, c := range tl.Calls {
 				if c.Decision != nil {
 					t.Errorf("call %s has a decision in a history from before policy", c.ID)
@@ -167,11 +166,11 @@ func TestTimelineFacts(t *testing.T) {
 			}
 		}},
 		{"rollbacks and cancel", tasks[2].runs, func(t *testing.T, tl *Timeline) {
-			want(t, "end", tl.End, workflows.StateCanceled)
+			want(t, "end", tl.End, api.StateCanceled)
 			want(t, "rollbacks", len(tl.Rollbacks), 3)
 			r0, r1, r2 := tl.Rollbacks[0], tl.Rollbacks[1], tl.Rollbacks[2]
 			want(t, "first rollback", r0.By+" "+r0.State+" "+strings.Join(r0.Compensated, ","), "recorder rolled_back c2,c1")
-			want(t, "second rollback", r1.State, workflows.RollbackNothing)
+			want(t, "second rollback", r1.State, api.RollbackNothing)
 			want(t, "cancel's rollback", r2.By+" "+r2.State+" "+strings.Join(r2.Compensated, ","), "cancel rolled_back c3")
 			want(t, "inferred", r2.Inferred, true)
 			c1 := tl.Call("c1")
@@ -183,7 +182,7 @@ func TestTimelineFacts(t *testing.T) {
 		{"plan: skip, failure, rollback", tasks[3].runs, func(t *testing.T, tl *Timeline) {
 			want(t, "kind", tl.Kind, "plan")
 			want(t, "plan", tl.Plan, "recorded")
-			want(t, "end", tl.End, workflows.StateRolledBack)
+			want(t, "end", tl.End, api.StateRolledBack)
 			var states []string
 			for _, s := range tl.Steps {
 				states = append(states, s.ID+"="+s.State)
@@ -194,9 +193,9 @@ func TestTimelineFacts(t *testing.T) {
 			want(t, "rollback", tl.Rollbacks[0].By+" "+strings.Join(tl.Rollbacks[0].Compensated, ","), "plan step-second,step-first")
 		}},
 		{"approvals: denied, expired, escalated", tasks[4].runs, func(t *testing.T, tl *Timeline) {
-			want(t, "denied", tl.Call("denied").Approval.State, workflows.ApprovalDenied)
+			want(t, "denied", tl.Call("denied").Approval.State, api.ApprovalDenied)
 			want(t, "denied by", tl.Call("denied").Approval.Votes[0].Approver, "bob")
-			want(t, "timed out", tl.Call("timed-out").Approval.State, workflows.ApprovalExpired)
+			want(t, "timed out", tl.Call("timed-out").Approval.State, api.ApprovalExpired)
 			esc := tl.Call("escalated").Approval
 			want(t, "escalated to", esc.EscalatedTo, "leads")
 			want(t, "escalated", esc.State+" by "+esc.Votes[0].Approver, "approved by lisa")
@@ -446,9 +445,9 @@ func setCallArgs(t *testing.T, h *historypb.History, id, args string) {
 	dc := converter.GetDefaultDataConverter()
 	found := false
 	for _, ev := range h.Events {
-		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && a.GetAcceptedRequest().GetInput().GetName() == workflows.UpdateCallTool {
+		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && a.GetAcceptedRequest().GetInput().GetName() == api.UpdateCallTool {
 			in := a.GetAcceptedRequest().GetInput()
-			var req workflows.CallRequest
+			var req api.CallRequest
 			if err := dc.FromPayloads(in.GetArgs(), &req); err != nil {
 				t.Fatal(err)
 			}
@@ -489,12 +488,12 @@ func TestRepeatedCall(t *testing.T) {
 	hists := loadChain(t, tasks[0].runs...)
 	run2 := hists[1]
 	dc := converter.GetDefaultDataConverter()
-	req, err := dc.ToPayloads(workflows.CallRequest{CallID: "c0", Tool: "counter__put", Server: "counter", UpstreamTool: "put",
+	req, err := dc.ToPayloads(api.CallRequest{CallID: "c0", Tool: "counter__put", Server: "counter", UpstreamTool: "put",
 		Arguments: json.RawMessage(`{"key":"approved"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := dc.ToPayloads(workflows.CallResult{CallID: "c0", Tool: "counter__put", Outcome: workflows.OutcomeOK, Attempts: 1,
+	res, err := dc.ToPayloads(api.CallResult{CallID: "c0", Tool: "counter__put", Outcome: api.OutcomeOK, Attempts: 1,
 		Result: json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -504,7 +503,7 @@ func TestRepeatedCall(t *testing.T) {
 	accepted := &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, EventTime: at,
 		Attributes: &historypb.HistoryEvent_WorkflowExecutionUpdateAcceptedEventAttributes{WorkflowExecutionUpdateAcceptedEventAttributes: &historypb.WorkflowExecutionUpdateAcceptedEventAttributes{
 			ProtocolInstanceId: "c0", AcceptedRequest: &updatepb.Request{Meta: &updatepb.Meta{UpdateId: "c0"},
-				Input: &updatepb.Input{Name: workflows.UpdateCallTool, Args: req}}}}}
+				Input: &updatepb.Input{Name: api.UpdateCallTool, Args: req}}}}}
 	completed := &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED, EventTime: at,
 		Attributes: &historypb.HistoryEvent_WorkflowExecutionUpdateCompletedEventAttributes{WorkflowExecutionUpdateCompletedEventAttributes: &historypb.WorkflowExecutionUpdateCompletedEventAttributes{
 			Meta: &updatepb.Meta{UpdateId: "c0"}, Outcome: &updatepb.Outcome{Value: &updatepb.Outcome_Success{Success: res}}}}}

@@ -8,14 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/airlock-run/airlock/activities"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // Options tune Build. The zero value (or nil) is fine.
@@ -75,7 +73,7 @@ type callState struct {
 	// Sequence numbers (across runs) for matching decisions to calls.
 	accepted, done, executed int
 	// recorded is the decision in the call's result (agent calls).
-	recorded *workflows.Decision
+	recorded *api.Decision
 	// prev is the call of an earlier run with the same ID.
 	prev *callState
 	// plan calls: the call's outcome is worked out from its events.
@@ -98,7 +96,7 @@ type compState struct {
 type decideMarker struct {
 	seq  int
 	at   time.Time
-	out  activities.DecideOutput
+	out  api.DecideOutput
 	err  string
 	used bool
 }
@@ -195,9 +193,9 @@ func (b *builder) started(i int, ev *historypb.HistoryEvent) error {
 	if i > 0 {
 		return nil // the input only carries state over
 	}
-	var in workflows.TaskInput
+	var in api.TaskInput
 	switch wt {
-	case workflows.AgentTaskName:
+	case api.AgentTaskName:
 		tl.Kind = "agent"
 		if err := b.decode(a.GetInput(), &in); err != nil {
 			return fmt.Errorf("decoding the task's input: %w", err)
@@ -207,32 +205,32 @@ func (b *builder) started(i int, ev *historypb.HistoryEvent) error {
 			tl.Partial = true
 			at = in.Carried.StartedAt
 		}
-	case workflows.PlanName:
+	case api.PlanName:
 		tl.Kind = "plan"
-		var pin workflows.PlanInput
+		var pin api.PlanInput
 		if err := b.decode(a.GetInput(), &pin); err != nil {
 			return fmt.Errorf("decoding the plan's input: %w", err)
 		}
-		in = workflows.TaskInput{TaskID: pin.TaskID, Principal: pin.Principal, Identity: pin.Identity, Limits: pin.Limits}
+		in = api.TaskInput{TaskID: pin.TaskID, Principal: pin.Principal, Identity: pin.Identity, Limits: pin.Limits}
 		if pin.Plan != nil {
 			tl.Plan = pin.Plan.Name
 			for _, s := range pin.Plan.Steps {
-				tl.Steps = append(tl.Steps, Step{ID: s.ID, Tool: s.Tool, State: workflows.StepPending})
+				tl.Steps = append(tl.Steps, Step{ID: s.ID, Tool: s.Tool, State: api.StepPending})
 			}
 		}
-	case workflows.RollbackTaskName:
+	case api.RollbackTaskName:
 		tl.Kind = "rollback"
-		var rin workflows.RollbackTaskInput
+		var rin api.RollbackTaskInput
 		if err := b.decode(a.GetInput(), &rin); err != nil {
 			return fmt.Errorf("decoding the rollback's input: %w", err)
 		}
-		in = workflows.TaskInput{TaskID: rin.TaskID, Principal: rin.Principal}
+		in = api.TaskInput{TaskID: rin.TaskID, Principal: rin.Principal}
 		// The calls it undoes ran in the ended task's history.
 		for _, e := range rin.Saga {
 			b.newCall(e.CallID, e.Tool, e.At)
 		}
 	default:
-		return fmt.Errorf("workflow type %q is not an airlock task (%s, %s or %s)", wt, workflows.AgentTaskName, workflows.PlanName, workflows.RollbackTaskName)
+		return fmt.Errorf("workflow type %q is not an airlock task (%s, %s or %s)", wt, api.AgentTaskName, api.PlanName, api.RollbackTaskName)
 	}
 	tl.Task, tl.Principal, tl.Started = in.TaskID, in.Principal, at.UTC()
 	if tl.Task == "" {
@@ -274,19 +272,19 @@ func (b *builder) event(ev *historypb.HistoryEvent) {
 		b.activityClosed(at, a.GetScheduledEventId(), nil, a.GetFailure(), "")
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
 		a := ev.GetActivityTaskTimedOutEventAttributes()
-		b.activityClosed(at, a.GetScheduledEventId(), nil, a.GetFailure(), string(workflows.OutcomeUnknown))
+		b.activityClosed(at, a.GetScheduledEventId(), nil, a.GetFailure(), string(api.OutcomeUnknown))
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
 		a := ev.GetActivityTaskCanceledEventAttributes()
 		b.activityClosed(at, a.GetScheduledEventId(), nil, nil, "canceled")
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == workflows.SignalFinish {
+		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == api.SignalFinish {
 			b.tl.Requests = append(b.tl.Requests, Request{Type: "finish", At: at})
 		}
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
 		b.cancelRequested = true
 		b.tl.Requests = append(b.tl.Requests, Request{Type: "cancel", At: at})
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-		var res workflows.TaskResult
+		var res api.TaskResult
 		if err := b.decode(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res); err != nil {
 			b.problem("task result: %v", err)
 		}
@@ -304,7 +302,7 @@ func (b *builder) event(ev *historypb.HistoryEvent) {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
 		b.closed(at, "timed_out", "")
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
-		b.closed(at, workflows.StateCanceled, "")
+		b.closed(at, api.StateCanceled, "")
 	}
 }
 
@@ -340,8 +338,8 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 		id = a.GetProtocolInstanceId()
 	}
 	switch in.GetName() {
-	case workflows.UpdateCallTool:
-		var req workflows.CallRequest
+	case api.UpdateCallTool:
+		var req api.CallRequest
 		if err := b.decode(in.GetArgs(), &req); err != nil {
 			b.problem("call_tool update %s: %v", id, err)
 			req.CallID = id
@@ -350,8 +348,8 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 		cs := b.newCall(req.CallID, req.Tool, at)
 		cs.c.Server, cs.args = req.Server, req.Arguments
 		b.updates[id] = &updateRef{kind: "call", cs: cs}
-	case workflows.UpdateDecide:
-		var d workflows.DecideRequest
+	case api.UpdateDecide:
+		var d api.DecideRequest
 		if err := b.decode(in.GetArgs(), &d); err != nil {
 			b.problem("decide update %s: %v", id, err)
 			return
@@ -361,8 +359,8 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 		ap := b.approval(cs, d.RequestID)
 		ap.Votes = append(ap.Votes, Vote{Approver: d.Approver, Approve: d.Approve, At: at, Via: d.Via, Comment: d.Comment})
 		b.updates[id] = &updateRef{kind: "vote", cs: cs, vote: len(ap.Votes) - 1}
-	case workflows.UpdateRollback:
-		var req workflows.RollbackRequest
+	case api.UpdateRollback:
+		var req api.RollbackRequest
 		if err := b.decode(in.GetArgs(), &req); err != nil {
 			b.problem("rollback update %s: %v", id, err)
 		}
@@ -394,7 +392,7 @@ func (b *builder) repeated(cs *callState) bool {
 
 func (b *builder) approval(cs *callState, id string) *Approval {
 	if cs.c.Approval == nil {
-		cs.c.Approval = &Approval{ID: id, State: workflows.ApprovalPending}
+		cs.c.Approval = &Approval{ID: id, State: api.ApprovalPending}
 	}
 	return cs.c.Approval
 }
@@ -411,19 +409,19 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 		cs.done = b.seq
 		cs.c.Finished = &at
 		if fail != nil {
-			cs.c.Result = &Result{Outcome: string(workflows.OutcomeFailed), Reason: fail.GetMessage()}
+			cs.c.Result = &Result{Outcome: string(api.OutcomeFailed), Reason: fail.GetMessage()}
 			return
 		}
-		var res workflows.CallResult
+		var res api.CallResult
 		if err := b.decode(a.GetOutcome().GetSuccess(), &res); err != nil {
 			b.problem("result of call %s: %v", cs.c.ID, err)
 			return
 		}
 		cs.recorded = res.Decision
 		cs.c.Result = &Result{Outcome: string(res.Outcome), Reason: res.Reason, Attempts: res.Attempts,
-			IsError: res.Outcome == workflows.OutcomeToolError}
+			IsError: res.Outcome == api.OutcomeToolError}
 		if len(res.Result) > 0 {
-			cs.text = workflows.ResultText(res.Result)
+			cs.text = api.ResultText(res.Result)
 		}
 		if b.repeated(cs) {
 			// Answered from the task's memory: the call that ran is the
@@ -438,13 +436,13 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 			v.Result = "refused: " + fail.GetMessage()
 			return
 		}
-		var res workflows.DecideResult
+		var res api.DecideResult
 		if err := b.decode(a.GetOutcome().GetSuccess(), &res); err != nil {
 			b.problem("decision of %s: %v", v.Approver, err)
 			return
 		}
 		v.Result = res.Message
-		if res.State != "" && res.State != workflows.ApprovalPending {
+		if res.State != "" && res.State != api.ApprovalPending {
 			ap.State = res.State
 			if ap.Decided == nil {
 				ap.Decided = &at
@@ -460,7 +458,7 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 			rb.State, rb.Result = "failed", fail.GetMessage()
 			return
 		}
-		var res workflows.RollbackResult
+		var res api.RollbackResult
 		if err := b.decode(a.GetOutcome().GetSuccess(), &res); err != nil {
 			b.problem("rollback result: %v", err)
 			return
@@ -497,7 +495,7 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 	}
 	result := a.GetDetails()[markerDetailResult]
 	switch m.ActivityType {
-	case activities.DecideName:
+	case api.DecideName:
 		d := &decideMarker{seq: b.seq, at: at, err: failed}
 		if failed == "" {
 			if err := b.decode(result, &d.out); err != nil {
@@ -515,10 +513,10 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 		if b.tl.Kind == "plan" && b.current != nil && b.current.c.Decision == nil {
 			b.assignDecision(b.current, d)
 		}
-	case activities.PrepareStepName:
+	case api.PrepareStepName:
 		b.prepareStep(at, result, failed)
-	case activities.PlanCompensationName:
-		var out activities.CompensationOutput
+	case api.PlanCompensationName:
+		var out api.CompensationOutput
 		if failed == "" {
 			if err := b.decode(result, &out); err != nil {
 				b.problem("compensation: %v", err)
@@ -547,15 +545,15 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 
 func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.ActivityTaskScheduledEventAttributes) {
 	switch a.GetActivityType().GetName() {
-	case activities.CallToolName:
-		var in activities.CallToolInput
+	case api.CallToolName:
+		var in api.CallToolInput
 		if err := b.decode(a.GetInput(), &in); err != nil {
 			b.problem("tool call: %v", err)
 			return
 		}
 		b.toolScheduled(at, id, in)
-	case activities.NotifyApproversName:
-		var n activities.ApprovalNotice
+	case api.NotifyApproversName:
+		var n api.ApprovalNotice
 		if err := b.decode(a.GetInput(), &n); err != nil {
 			b.problem("approval notice: %v", err)
 			return
@@ -571,8 +569,8 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 		if ap.Requested.IsZero() {
 			ap.Requested = at
 		}
-	case activities.UpdateApprovalName:
-		var n activities.ApprovalNotice
+	case api.UpdateApprovalName:
+		var n api.ApprovalNotice
 		if err := b.decode(a.GetInput(), &n); err != nil {
 			b.problem("approval notice: %v", err)
 			return
@@ -582,11 +580,11 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 		if n.State != "" {
 			ap.State = n.State
 		}
-		if ap.Decided == nil && ap.State != workflows.ApprovalPending {
+		if ap.Decided == nil && ap.State != api.ApprovalPending {
 			ap.Decided = &at
 		}
-	case activities.NotifyRollbackFailedName:
-		var n activities.RollbackNotice
+	case api.NotifyRollbackFailedName:
+		var n api.RollbackNotice
 		if err := b.decode(a.GetInput(), &n); err != nil {
 			b.problem("rollback notice: %v", err)
 			return
@@ -599,7 +597,7 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 			return
 		}
 		rb := &b.tl.Rollbacks[i]
-		rb.State, rb.Result = workflows.StateRollbackFailed, n.Reason
+		rb.State, rb.Result = api.StateRollbackFailed, n.Reason
 		if rb.Inferred && n.RequestedBy != "" {
 			rb.By = n.RequestedBy
 		}
@@ -610,7 +608,7 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 	}
 }
 
-func (b *builder) toolScheduled(at time.Time, id int64, in activities.CallToolInput) {
+func (b *builder) toolScheduled(at time.Time, id int64, in api.CallToolInput) {
 	cid := in.CallID
 	if cs, ok := b.calls[cid]; ok && cs.done == 0 && (!cs.plan || cs == b.current) {
 		c := cs.c
@@ -663,7 +661,7 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 	if ref == nil {
 		return
 	}
-	var out activities.CallToolOutput
+	var out api.CallToolOutput
 	errText := ""
 	switch {
 	case outcome != "":
@@ -676,9 +674,9 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 		if err := b.decode(result, &out); err != nil {
 			b.problem("tool result: %v", err)
 		}
-		outcome = string(workflows.OutcomeOK)
+		outcome = string(api.OutcomeOK)
 		if out.IsError {
-			outcome = string(workflows.OutcomeToolError)
+			outcome = string(api.OutcomeToolError)
 		}
 	}
 	cs := ref.cs
@@ -688,7 +686,7 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 		t.Finished, t.Outcome, t.Error = &at, outcome, errText
 		cs.executed = b.seq
 		if cs.plan && len(out.Result) > 0 {
-			cs.text = workflows.ResultText(out.Result)
+			cs.text = api.ResultText(out.Result)
 		}
 	case "capture":
 		c := cs.c.Capture
@@ -697,15 +695,15 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 		comp := cs.c.Compensation
 		r := &comp.Runs[ref.try]
 		r.Finished, r.Outcome, r.Error = &at, outcome, errText
-		switch workflows.Outcome(outcome) {
-		case workflows.OutcomeOK:
-			comp.State, comp.Reason = workflows.UndoDone, ""
-		case workflows.OutcomeUnknown:
-			comp.State, comp.Reason = workflows.UndoUnknown, errText
-		case workflows.OutcomeToolError:
-			comp.State, comp.Reason = workflows.UndoFailed, "reported an error: "+summary(workflows.ResultText(out.Result))
+		switch api.Outcome(outcome) {
+		case api.OutcomeOK:
+			comp.State, comp.Reason = api.UndoDone, ""
+		case api.OutcomeUnknown:
+			comp.State, comp.Reason = api.UndoUnknown, errText
+		case api.OutcomeToolError:
+			comp.State, comp.Reason = api.UndoFailed, "reported an error: "+summary(api.ResultText(out.Result))
 		default:
-			comp.State, comp.Reason = workflows.UndoFailed, errText
+			comp.State, comp.Reason = api.UndoFailed, errText
 		}
 	}
 }
@@ -714,17 +712,17 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 // workflow gives it.
 func failureOutcome(f *failurepb.Failure) string {
 	if f.GetTimeoutFailureInfo() != nil {
-		return string(workflows.OutcomeUnknown)
+		return string(api.OutcomeUnknown)
 	}
 	switch f.GetApplicationFailureInfo().GetType() {
-	case activities.ErrTypeNotSent:
-		return string(workflows.OutcomeUnavailable)
-	case activities.ErrTypeOutcomeUnknown:
-		return string(workflows.OutcomeUnknown)
-	case activities.ErrTypeRejected:
-		return string(workflows.OutcomeRejected)
+	case api.ErrTypeNotSent:
+		return string(api.OutcomeUnavailable)
+	case api.ErrTypeOutcomeUnknown:
+		return string(api.OutcomeUnknown)
+	case api.ErrTypeRejected:
+		return string(api.OutcomeRejected)
 	}
-	return string(workflows.OutcomeFailed)
+	return string(api.OutcomeFailed)
 }
 
 func failureText(f *failurepb.Failure) string {
@@ -766,18 +764,18 @@ func (b *builder) finish() {
 		if c.Finished != nil {
 			c.DurationMS = c.Finished.Sub(c.Requested).Milliseconds()
 		}
-		if ap := c.Approval; ap != nil && ap.State == workflows.ApprovalPending && c.Result != nil {
+		if ap := c.Approval; ap != nil && ap.State == api.ApprovalPending && c.Result != nil {
 			// Closed without a decisive vote and without a notice update.
-			if c.Result.Outcome == string(workflows.OutcomeDenied) {
-				ap.State = workflows.ApprovalExpired
+			if c.Result.Outcome == string(api.OutcomeDenied) {
+				ap.State = api.ApprovalExpired
 			} else {
-				ap.State = workflows.ApprovalApproved
+				ap.State = api.ApprovalApproved
 			}
 			ap.Decided = c.Finished
 		}
 		paths := append(slices.Clone(b.opts.Redact[c.Tool]), cs.redact...)
 		b.redact(cs, paths)
-		if st := b.step(c.Step); st != nil && c.Result != nil && c.Result.Outcome != string(workflows.OutcomeOK) {
+		if st := b.step(c.Step); st != nil && c.Result != nil && c.Result.Outcome != string(api.OutcomeOK) {
 			st.Reason = c.Result.Reason
 		}
 		b.tl.Calls = append(b.tl.Calls, c)

@@ -3,8 +3,8 @@ package audit
 import (
 	"fmt"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // assignDecision makes a recorded decision the call's.
@@ -52,7 +52,7 @@ func (b *builder) matchDecisions() {
 	}
 }
 
-func sameDecision(d *decideMarker, r *workflows.Decision) bool {
+func sameDecision(d *decideMarker, r *api.Decision) bool {
 	if r == nil {
 		return false
 	}

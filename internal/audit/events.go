@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-run/airlock/workflows"
+	"github.com/airlock-run/airlock/api"
 )
 
 // Event types of the export and the rendering.
@@ -231,7 +231,7 @@ func callEvents(tl *Timeline, c *Call) []event {
 		out = append(out, base(cp.At, 1, EventCapture, text, f))
 	}
 	for _, t := range c.Tries {
-		if len(c.Tries) == 1 && (t.Outcome == string(workflows.OutcomeOK) || t.Outcome == string(workflows.OutcomeToolError)) {
+		if len(c.Tries) == 1 && (t.Outcome == string(api.OutcomeOK) || t.Outcome == string(api.OutcomeToolError)) {
 			break
 		}
 		f := map[string]any{"attempt": t.N, "outcome": t.Outcome}
@@ -290,7 +290,7 @@ func callEvents(tl *Timeline, c *Call) []event {
 		if cp.Error != "" {
 			f["error"] = cp.Error
 		}
-		if len(cp.Runs) == 0 && cp.State == workflows.UndoPending {
+		if len(cp.Runs) == 0 && cp.State == api.UndoPending {
 			text += " (never run)"
 		}
 		out = append(out, base(cp.Recorded, 1, EventCompensationRecorded, text, f))
@@ -391,7 +391,7 @@ func rollbackEvents(tl *Timeline, i int) []event {
 		switch rb.State {
 		case "running":
 			text = "rollback still running"
-		case workflows.StateRollbackFailed, "failed":
+		case api.StateRollbackFailed, "failed":
 			text = "rollback FAILED"
 		}
 		if rb.Result != "" {

@@ -6,9 +6,8 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 
-	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // prepareStep handles a PrepareStep marker: the i-th one prepares the
@@ -23,7 +22,7 @@ func (b *builder) prepareStep(at time.Time, result *commonpb.Payloads, failed st
 		return
 	}
 	st := &b.tl.Steps[i]
-	var out activities.StepOutput
+	var out api.StepOutput
 	if failed == "" {
 		if err := b.decode(result, &out); err != nil {
 			b.problem("step %s: %v", st.ID, err)
@@ -34,15 +33,15 @@ func (b *builder) prepareStep(at time.Time, result *commonpb.Payloads, failed st
 	}
 	switch {
 	case out.Skip:
-		st.State, st.Reason = workflows.StepSkipped, out.Reason
+		st.State, st.Reason = api.StepSkipped, out.Reason
 	case out.Error != "" || out.Call == nil:
-		st.State, st.Reason = workflows.StepFailed, fmt.Sprintf("step %s could not be prepared: %s", st.ID, out.Error)
+		st.State, st.Reason = api.StepFailed, fmt.Sprintf("step %s could not be prepared: %s", st.ID, out.Error)
 	default:
 		b.closeInferred()
 		cs := b.newCall("step-"+st.ID, out.Call.Tool, at)
 		cs.plan = true
 		cs.c.Step, cs.c.Server, cs.args = st.ID, out.Call.Server, out.Call.Arguments
-		st.Call, st.State = cs.c.ID, workflows.StepRunning
+		st.Call, st.State = cs.c.ID, api.StepRunning
 		b.current = cs
 	}
 }
@@ -59,29 +58,29 @@ func (b *builder) finishPlanCall() {
 	d := c.Decision
 	switch {
 	case cs.decideError != "":
-		res.Outcome, res.Reason = string(workflows.OutcomeDenied),
+		res.Outcome, res.Reason = string(api.OutcomeDenied),
 			fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", cs.decideError)
 	case d == nil:
-		res.Outcome, res.Reason = string(workflows.OutcomeLimit), "a task limit (calls or deadline) stopped the call"
+		res.Outcome, res.Reason = string(api.OutcomeLimit), "a task limit (calls or deadline) stopped the call"
 	case d.Effect == string(policy.Deny):
-		res.Outcome, res.Reason = string(workflows.OutcomeDenied), d.Reason
-	case d.Effect == string(policy.RequireApproval) && (c.Approval == nil || c.Approval.State != workflows.ApprovalApproved):
-		res.Outcome, res.Reason = string(workflows.OutcomeDenied), "not approved"
+		res.Outcome, res.Reason = string(api.OutcomeDenied), d.Reason
+	case d.Effect == string(policy.RequireApproval) && (c.Approval == nil || c.Approval.State != api.ApprovalApproved):
+		res.Outcome, res.Reason = string(api.OutcomeDenied), "not approved"
 		if c.Approval != nil {
 			res.Reason = "the approval request was " + c.Approval.State
 		}
-	case c.Capture != nil && c.Capture.Outcome != string(workflows.OutcomeOK) && c.Capture.Outcome != string(workflows.OutcomeToolError):
-		res.Outcome, res.Reason = string(workflows.OutcomeFailed), fmt.Sprintf("%s did not run: its pre-image could not be captured with %s (%s)", c.Tool, c.Capture.Tool, c.Capture.Outcome)
-		if c.Capture.Outcome == string(workflows.OutcomeUnavailable) {
-			res.Outcome = string(workflows.OutcomeUnavailable)
+	case c.Capture != nil && c.Capture.Outcome != string(api.OutcomeOK) && c.Capture.Outcome != string(api.OutcomeToolError):
+		res.Outcome, res.Reason = string(api.OutcomeFailed), fmt.Sprintf("%s did not run: its pre-image could not be captured with %s (%s)", c.Tool, c.Capture.Tool, c.Capture.Outcome)
+		if c.Capture.Outcome == string(api.OutcomeUnavailable) {
+			res.Outcome = string(api.OutcomeUnavailable)
 		}
 	case len(c.Tries) == 0:
-		res.Outcome, res.Reason = string(workflows.OutcomeUnknown), "the call did not run to the end"
+		res.Outcome, res.Reason = string(api.OutcomeUnknown), "the call did not run to the end"
 	default:
 		last := c.Tries[len(c.Tries)-1]
 		res.Outcome, res.Reason = last.Outcome, last.Error
 		res.Text = cs.text
-		if last.Outcome == string(workflows.OutcomeToolError) {
+		if last.Outcome == string(api.OutcomeToolError) {
 			res.IsError, res.Reason = true, c.Tool+" reported an error: "+res.Text
 		}
 	}
@@ -100,15 +99,15 @@ func (b *builder) finishPlanCall() {
 		c.Finished = &f
 	}
 	if st := b.step(c.Step); st != nil {
-		switch workflows.Outcome(res.Outcome) {
-		case workflows.OutcomeOK:
-			st.State = workflows.StepOK
-		case workflows.OutcomeDenied:
-			st.State = workflows.StepDenied
+		switch api.Outcome(res.Outcome) {
+		case api.OutcomeOK:
+			st.State = api.StepOK
+		case api.OutcomeDenied:
+			st.State = api.StepDenied
 		default:
-			st.State = workflows.StepFailed
+			st.State = api.StepFailed
 		}
-		if res.Outcome != string(workflows.OutcomeOK) {
+		if res.Outcome != string(api.OutcomeOK) {
 			st.Reason = res.Reason
 		}
 	}

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // sagaEntry brings a call's compensation up to date with a rollback's
 // account of it.
-func (b *builder) sagaEntry(e workflows.SagaEntry) {
+func (b *builder) sagaEntry(e api.SagaEntry) {
 	cs := b.call(e.CallID, e.Tool, e.At)
 	comp := b.compensation(cs, e.At)
 	if e.Undo != nil && cs.undo == nil {
@@ -24,7 +24,7 @@ func (b *builder) sagaEntry(e workflows.SagaEntry) {
 
 func (b *builder) compensation(cs *callState, at time.Time) *Compensation {
 	if cs.c.Compensation == nil {
-		cs.c.Compensation = &Compensation{Recorded: at, State: workflows.UndoPending}
+		cs.c.Compensation = &Compensation{Recorded: at, State: api.UndoPending}
 	}
 	return cs.c.Compensation
 }
@@ -105,9 +105,9 @@ func (b *builder) deniedNow(cs *callState, at time.Time) bool {
 		return false
 	}
 	switch ap.State {
-	case workflows.ApprovalDenied, workflows.ApprovalExpired:
+	case api.ApprovalDenied, api.ApprovalExpired:
 		return true
-	case workflows.ApprovalPending:
+	case api.ApprovalPending:
 		return !ap.Expires.IsZero() && !at.Before(ap.Expires)
 	}
 	return false
@@ -134,7 +134,7 @@ func (b *builder) closeInferred() {
 			if r.Finished != nil && r.Finished.After(last) {
 				last = *r.Finished
 			}
-			ok = r.Outcome == string(workflows.OutcomeOK)
+			ok = r.Outcome == string(api.OutcomeOK)
 		}
 		if ok {
 			done = append(done, id)
@@ -150,9 +150,9 @@ func (b *builder) closeInferred() {
 		return // the failure notice said how it ended
 	}
 	if len(failed) > 0 {
-		rb.State, rb.Remaining = workflows.StateRollbackFailed, failed
+		rb.State, rb.Remaining = api.StateRollbackFailed, failed
 		rb.Result = fmt.Sprintf("the compensation of call %s failed", failed[0])
 		return
 	}
-	rb.State, rb.Result = workflows.StateRolledBack, fmt.Sprintf("rolled back %d call(s)", len(done))
+	rb.State, rb.Result = api.StateRolledBack, fmt.Sprintf("rolled back %d call(s)", len(done))
 }

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
-
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // Built-in tools: an agent whose call outlived the inline wait collects it
@@ -50,8 +49,8 @@ func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in s
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
-	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", workflows.QueryStatus)
-	var st workflows.Status
+	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", api.QueryStatus)
+	var st api.Status
 	if err == nil {
 		err = v.Get(&st)
 	}
@@ -65,7 +64,7 @@ func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in s
 	}
 	text := fmt.Sprintf("task %s (%s): %d call(s), %d running", task, st.State, st.Calls, len(st.InFlight))
 	for _, a := range approvals {
-		if a.State == workflows.ApprovalPending {
+		if a.State == api.ApprovalPending {
 			text += fmt.Sprintf("\n- call %s (%s) waits for approval by %q: request %s, %d of %d approvals, expires %s",
 				a.CallID, a.Tool, a.Group, a.ID, approvalsOf(a), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
 		}
@@ -76,7 +75,7 @@ func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in s
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaTask: task}}, nil, nil
 }
 
-func (g *Gateway) describeCall(st workflows.Status, approvals []workflows.ApprovalRequest, call string) string {
+func (g *Gateway) describeCall(st api.Status, approvals []api.ApprovalRequest, call string) string {
 	for _, r := range st.Recent {
 		if r.CallID == call {
 			s := fmt.Sprintf("call %s (%s) finished: %s", call, r.Tool, r.Outcome)
@@ -87,7 +86,7 @@ func (g *Gateway) describeCall(st workflows.Status, approvals []workflows.Approv
 		}
 	}
 	for _, a := range approvals {
-		if a.CallID == call && a.State == workflows.ApprovalPending {
+		if a.CallID == call && a.State == api.ApprovalPending {
 			return fmt.Sprintf("call %s (%s) waits for approval by %q: request %s, %d of %d approvals, expires %s",
 				call, a.Tool, a.Group, a.ID, approvalsOf(a), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
 		}
@@ -117,7 +116,7 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	stop := g.progress(ctx, req, task, in.Call)
 	defer stop()
 	h := g.opts.Temporal.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: task, UpdateID: in.Call})
-	var res workflows.CallResult
+	var res api.CallResult
 	if err := h.Get(wctx, &res); err != nil {
 		if waitedOut(wctx, err) && ctx.Err() == nil {
 			return g.pendingResult(ctx, task, in.Call, ""), nil, nil
@@ -128,26 +127,26 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 }
 
 // approvals reads the task's approval requests (best effort).
-func (g *Gateway) approvals(ctx context.Context, task string) []workflows.ApprovalRequest {
-	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", workflows.QueryApprovals)
+func (g *Gateway) approvals(ctx context.Context, task string) []api.ApprovalRequest {
+	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", api.QueryApprovals)
 	if err != nil {
 		return nil
 	}
-	var out []workflows.ApprovalRequest
+	var out []api.ApprovalRequest
 	_ = v.Get(&out)
 	return out
 }
 
-func (g *Gateway) pendingApproval(ctx context.Context, task, call string) *workflows.ApprovalRequest {
+func (g *Gateway) pendingApproval(ctx context.Context, task, call string) *api.ApprovalRequest {
 	for _, a := range g.approvals(ctx, task) {
-		if a.CallID == call && a.State == workflows.ApprovalPending {
+		if a.CallID == call && a.State == api.ApprovalPending {
 			return &a
 		}
 	}
 	return nil
 }
 
-func approvalsOf(a workflows.ApprovalRequest) int {
+func approvalsOf(a api.ApprovalRequest) int {
 	n := 0
 	for _, v := range a.Votes {
 		if v.Approve {

@@ -1,12 +1,13 @@
-package workflows
+package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/airlock-run/airlock/activities"
 )
 
 // Approval wire names.
@@ -69,7 +70,7 @@ type ApprovalRequest struct {
 	DecidedAt   time.Time `json:",omitempty"`
 	Escalated   bool      `json:",omitempty"`
 	// Messages are the notifications posted (Slack channel and ts).
-	Messages []activities.MessageRef `json:",omitempty"`
+	Messages []MessageRef `json:",omitempty"`
 }
 
 // Vote is one approver's decision.
@@ -98,4 +99,22 @@ type DecideResult struct {
 	State     string
 	// Message says what the decision did ("approved: 1 of 2 approvals").
 	Message string
+}
+
+// RequestDigest binds an approval to exactly one call: the task, the call
+// ID, the tool, the arguments in canonical form and the policy version.
+func RequestDigest(taskID, callID, tool string, args json.RawMessage, policyVersion string) string {
+	canon := args
+	var v any
+	if err := json.Unmarshal(args, &v); err == nil {
+		if b, err := json.Marshal(v); err == nil { // map keys sorted
+			canon = b
+		}
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(taskID), []byte(callID), []byte(tool), canon, []byte(policyVersion)} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -1,4 +1,4 @@
-package activities
+package api
 
 import (
 	"encoding/json"

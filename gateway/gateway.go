@@ -32,7 +32,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditlog"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
@@ -40,7 +40,6 @@ import (
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // Wire names seen by MCP clients.
@@ -62,7 +61,7 @@ var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 // Options configure a Gateway.
 type Options struct {
 	Temporal  client.Client
-	TaskQueue string // default workflows.DefaultTaskQueue
+	TaskQueue string // default api.DefaultTaskQueue
 	Manifests []*manifests.Manifest
 	// Upstreams supplies tool definitions and availability.
 	Upstreams *upstream.Pool
@@ -144,7 +143,7 @@ type session struct {
 // it) to publish tools.
 func New(opts Options) *Gateway {
 	if opts.TaskQueue == "" {
-		opts.TaskQueue = workflows.DefaultTaskQueue
+		opts.TaskQueue = api.DefaultTaskQueue
 	}
 	if opts.InlineWait <= 0 {
 		opts.InlineWait = 50 * time.Second
@@ -363,7 +362,7 @@ func (g *Gateway) checkReattach(ctx context.Context, taskID, principal string) e
 
 // taskOwner reads the AirlockPrincipal search attribute.
 func taskOwner(sa *commonpb.SearchAttributes) string {
-	p, ok := sa.GetIndexedFields()[workflows.SAPrincipal.GetName()]
+	p, ok := sa.GetIndexedFields()[api.SAPrincipal.GetName()]
 	if !ok {
 		return ""
 	}
@@ -606,20 +605,20 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	// Arguments too large for the task's history must never reach its
 	// workflow. (Below that, the policy's max_arg_bytes denies them, and
 	// the denial is recorded with the task.)
-	if limit := workflows.MaxArgumentBytes; len(args) > limit {
+	if limit := api.MaxArgumentBytes; len(args) > limit {
 		return errorResult(taskID, callID, fmt.Sprintf("denied: the arguments of %s are %d bytes, more than the %d a task can record; nothing ran. Send less, e.g. a path instead of the content.", e.exposed, len(args), limit)), nil
 	}
 	log := g.log.With().Str("task", taskID).Str("call", callID).Str("tool", e.exposed).Logger()
 
-	creq := workflows.CallRequest{
+	creq := api.CallRequest{
 		CallID: callID, Tool: e.exposed, Server: e.server, UpstreamTool: e.upstream,
-		Arguments: args, Spec: activities.SpecFor(e.decl), Principal: pr.Name,
+		Arguments: args, Spec: api.SpecFor(e.decl), Principal: pr.Name,
 	}
-	in := workflows.TaskInput{
+	in := api.TaskInput{
 		TaskID: taskID, Principal: pr.Name, Client: clientName,
-		Identity: &workflows.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
+		Identity: &api.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
 			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
-		Limits:         workflows.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout},
+		Limits:         api.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout},
 		RollbackOnDeny: g.opts.RollbackOnDeny, RollbackNotify: g.opts.RollbackNotify,
 	}
 	if pr.MaxCalls > 0 {
@@ -638,18 +637,18 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAPrincipal.ValueSet(pr.Name), workflows.SAStatus.ValueSet(workflows.StateRunning)),
+			api.SAPrincipal.ValueSet(pr.Name), api.SAStatus.ValueSet(api.StateRunning)),
 	}
 
 	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
 	defer cancel()
 	stopProgress := g.progress(ctx, req, taskID, callID)
 	defer stopProgress()
-	var res workflows.CallResult
+	var res api.CallResult
 	for {
 		var h client.WorkflowUpdateHandle
 		uo := client.UpdateWorkflowOptions{
-			UpdateID: callID, WorkflowID: taskID, UpdateName: workflows.UpdateCallTool,
+			UpdateID: callID, WorkflowID: taskID, UpdateName: api.UpdateCallTool,
 			Args: []any{creq}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		}
 		if _, ok := g.running.Load(taskID); ok {
@@ -663,7 +662,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			}
 		} else {
 			// A fresh start operation each time: one may be used only once.
-			startOp := g.opts.Temporal.NewWithStartWorkflowOperation(startOpts, workflows.AgentTaskName, in)
+			startOp := g.opts.Temporal.NewWithStartWorkflowOperation(startOpts, api.AgentTaskName, in)
 			h, err = g.opts.Temporal.UpdateWithStartWorkflow(wctx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: startOp, UpdateOptions: uo,
 			})
@@ -676,7 +675,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		}
 		// The task is rolling over to a new run: the same Update ID goes
 		// to the new run.
-		if err != nil && strings.Contains(err.Error(), workflows.ErrContinuingAsNew) && wctx.Err() == nil {
+		if err != nil && strings.Contains(err.Error(), api.ErrContinuingAsNew) && wctx.Err() == nil {
 			select {
 			case <-time.After(50 * time.Millisecond):
 				continue
@@ -728,9 +727,9 @@ func (g *Gateway) explain(ctx, wctx context.Context, taskID, callID, tool string
 }
 
 // toMCP renders a workflow call result as an MCP tool result.
-func toMCP(taskID string, res workflows.CallResult) *mcp.CallToolResult {
+func toMCP(taskID string, res api.CallResult) *mcp.CallToolResult {
 	switch res.Outcome {
-	case workflows.OutcomeOK, workflows.OutcomeToolError:
+	case api.OutcomeOK, api.OutcomeToolError:
 		var r mcp.CallToolResult
 		if err := json.Unmarshal(res.Result, &r); err != nil {
 			return errorResult(taskID, res.CallID, fmt.Sprintf("airlock could not decode the result of %s: %v", res.Tool, err))

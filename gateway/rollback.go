@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // ToolRollback is the built-in tool with which an agent undoes its own
@@ -39,8 +38,8 @@ func (g *Gateway) rollbackTool(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
-	if len(in.Reason) > workflows.MaxReasonBytes {
-		return errorResult(task, "", fmt.Sprintf("reason is %d bytes; keep it under %d", len(in.Reason), workflows.MaxReasonBytes)), nil, nil
+	if len(in.Reason) > api.MaxReasonBytes {
+		return errorResult(task, "", fmt.Sprintf("reason is %d bytes; keep it under %d", len(in.Reason), api.MaxReasonBytes)), nil, nil
 	}
 	id := newCallID()
 	if k, ok := req.Params.Meta[MetaIdempotencyKey].(string); ok && k != "" && len(k) <= 200 {
@@ -49,11 +48,11 @@ func (g *Gateway) rollbackTool(ctx context.Context, req *mcp.CallToolRequest, in
 	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
 	defer cancel()
 	h, err := g.opts.Temporal.UpdateWorkflow(wctx, client.UpdateWorkflowOptions{
-		UpdateID: id, WorkflowID: task, UpdateName: workflows.UpdateRollback,
-		Args:         []any{workflows.RollbackRequest{By: pr.Name, Reason: in.Reason, Principal: pr.Name}},
+		UpdateID: id, WorkflowID: task, UpdateName: api.UpdateRollback,
+		Args:         []any{api.RollbackRequest{By: pr.Name, Reason: in.Reason, Principal: pr.Name}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var res workflows.RollbackResult
+	var res api.RollbackResult
 	if err == nil {
 		err = h.Get(wctx, &res)
 	}
@@ -72,17 +71,17 @@ func (g *Gateway) rollbackTool(ctx context.Context, req *mcp.CallToolRequest, in
 	}
 	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: DescribeRollback(res)}},
 		StructuredContent: res, Meta: mcp.Meta{MetaTask: task}}
-	r.IsError = res.State == workflows.StateRollbackFailed
+	r.IsError = res.State == api.StateRollbackFailed
 	return r, nil, nil
 }
 
 // DescribeRollback renders a rollback's result for people and models.
-func DescribeRollback(res workflows.RollbackResult) string {
+func DescribeRollback(res api.RollbackResult) string {
 	var b strings.Builder
 	switch res.State {
-	case workflows.RollbackNothing:
+	case api.RollbackNothing:
 		fmt.Fprintf(&b, "task %s: %s", res.TaskID, res.Reason)
-	case workflows.StateRolledBack:
+	case api.StateRolledBack:
 		fmt.Fprintf(&b, "task %s rolled back: %d change(s) undone", res.TaskID, len(res.Compensated))
 	default:
 		fmt.Fprintf(&b, "task %s: ROLLBACK FAILED: %s", res.TaskID, res.Reason)

@@ -1,9 +1,7 @@
-package workflows
+package api
 
 import (
 	"time"
-
-	"github.com/airlock-run/airlock/activities"
 )
 
 // Saga wire names.
@@ -48,8 +46,8 @@ type SagaEntry struct {
 	Tool   string
 	At     time.Time
 	// Undo is the compensation; nil when it could not be computed (Error).
-	Undo  *activities.ToolCall `json:",omitempty"`
-	Error string               `json:",omitempty"`
+	Undo  *ToolCall `json:",omitempty"`
+	Error string    `json:",omitempty"`
 	State string
 	// Reason is why the last attempt failed, or the compensation's outcome.
 	Reason string `json:",omitempty"`

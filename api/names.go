@@ -1,16 +1,14 @@
-// Package workflows holds airlock's durable workflows: AgentTask, the
-// agent-driven task whose every tool call is an Update, and the call
-// pipeline it runs (policy decision, approval wait, capture, execute,
-// compensation). Later: Plan, the declarative multi-step task.
+// Package api is the wire contract airlock's roles share: the inputs and
+// results of workflows, Updates, queries and activities, the approval
+// requests and their vote counting, and the wire names (workflows, updates,
+// signals, queries, activities, search attributes, error types) that appear
+// in workflow histories.
 //
-// Everything here must replay deterministically: no clocks but
-// workflow.Now, no goroutines, no map-order iteration, no I/O. Manifests and
-// policy reach the workflow as values inside its inputs. This package may
-// import activities (for wire types and names) and manifests (types only).
-//
-// Workflow, update, signal, query and search-attribute names are wire names:
-// they are constants here and must never change.
-package workflows
+// Every other airlock package may import api; api imports only the
+// libraries whose types it carries (policy's Principal and Decision, plans'
+// Step, manifests for SpecFor) and never a role or the workflows. Wire
+// names are constants and must never change: recorded histories name them.
+package api
 
 import (
 	enumspb "go.temporal.io/api/enums/v1"

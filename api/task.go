@@ -1,10 +1,8 @@
-package workflows
+package api
 
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/airlock-run/airlock/activities"
 )
 
 // TaskInput starts (or continues) an AgentTask.
@@ -80,14 +78,6 @@ type CallRequest struct {
 	// Principal is the caller; only the task's own principal may call in it.
 	Principal string `json:",omitempty"`
 }
-
-// ToolSpec and RetrySpec are the workflow's view of a tool's manifest; they
-// live in activities because the worker computes them too (for captures,
-// compensations and plan steps).
-type (
-	ToolSpec  = activities.ToolSpec
-	RetrySpec = activities.RetrySpec
-)
 
 // Outcome classifies how a call ended.
 type Outcome string

@@ -22,9 +22,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/manifests"
-	"github.com/airlock-run/airlock/workflows"
 )
 
 // --- toMCP and errorResult -------------------------------------------------
@@ -34,15 +33,15 @@ func TestToMCPPassesUpstreamResultsThrough(t *testing.T) {
 		`{"type":"resource","resource":{"uri":"mem://x","mimeType":"text/plain","text":"embedded"}}],` +
 		`"structuredContent":{"n":1},"_meta":{"upstream.example/trace":"abc"}}`
 	for _, tc := range []struct {
-		outcome workflows.Outcome
+		outcome api.Outcome
 		result  string
 		isError bool
 	}{
-		{workflows.OutcomeOK, upstream, false},
-		{workflows.OutcomeToolError, `{"content":[{"type":"text","text":"the disk is full"}],"isError":true}`, true},
+		{api.OutcomeOK, upstream, false},
+		{api.OutcomeToolError, `{"content":[{"type":"text","text":"the disk is full"}],"isError":true}`, true},
 	} {
 		t.Run(string(tc.outcome), func(t *testing.T) {
-			got := toMCP("task-1", workflows.CallResult{CallID: "call-1", Tool: "s__t", Outcome: tc.outcome, Result: json.RawMessage(tc.result)})
+			got := toMCP("task-1", api.CallResult{CallID: "call-1", Tool: "s__t", Outcome: tc.outcome, Result: json.RawMessage(tc.result)})
 			if got.IsError != tc.isError {
 				t.Errorf("IsError = %v, want %v", got.IsError, tc.isError)
 			}
@@ -62,7 +61,7 @@ func TestToMCPPassesUpstreamResultsThrough(t *testing.T) {
 }
 
 func TestToMCPEmptyContentIsAList(t *testing.T) {
-	got := toMCP("task-1", workflows.CallResult{CallID: "call-1", Outcome: workflows.OutcomeOK, Result: json.RawMessage(`{}`)})
+	got := toMCP("task-1", api.CallResult{CallID: "call-1", Outcome: api.OutcomeOK, Result: json.RawMessage(`{}`)})
 	b, err := json.Marshal(got)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +72,7 @@ func TestToMCPEmptyContentIsAList(t *testing.T) {
 }
 
 func TestToMCPUndecodableResult(t *testing.T) {
-	got := toMCP("task-1", workflows.CallResult{CallID: "call-1", Tool: "s__t", Outcome: workflows.OutcomeOK, Result: json.RawMessage(`[1,2]`)})
+	got := toMCP("task-1", api.CallResult{CallID: "call-1", Tool: "s__t", Outcome: api.OutcomeOK, Result: json.RawMessage(`[1,2]`)})
 	if !got.IsError || !strings.Contains(textOf(got), "could not decode the result of s__t") {
 		t.Fatalf("got isError=%v %q", got.IsError, textOf(got))
 	}
@@ -81,14 +80,14 @@ func TestToMCPUndecodableResult(t *testing.T) {
 }
 
 func TestToMCPAirlockOutcomesAreErrors(t *testing.T) {
-	for _, o := range []workflows.Outcome{
-		workflows.OutcomeLimit, workflows.OutcomeUnavailable, workflows.OutcomeUnknown,
-		workflows.OutcomeRejected, workflows.OutcomeFailed, workflows.Outcome("something-new"),
+	for _, o := range []api.Outcome{
+		api.OutcomeLimit, api.OutcomeUnavailable, api.OutcomeUnknown,
+		api.OutcomeRejected, api.OutcomeFailed, api.Outcome("something-new"),
 	} {
 		t.Run(string(o), func(t *testing.T) {
 			reason := "reason for " + string(o)
 			// A stray Result must not leak into an airlock outcome.
-			got := toMCP("task-1", workflows.CallResult{CallID: "call-1", Tool: "s__t", Outcome: o, Reason: reason,
+			got := toMCP("task-1", api.CallResult{CallID: "call-1", Tool: "s__t", Outcome: o, Reason: reason,
 				Result: json.RawMessage(`{"content":[{"type":"text","text":"stale"}]}`)})
 			if !got.IsError {
 				t.Error("IsError = false, want true")
@@ -176,16 +175,16 @@ func TestCallBecomesUpdateWithStart(t *testing.T) {
 		t.Errorf("workflow ID %q: want a new task-… ID for a connection without headers", task)
 	}
 	assertMeta(t, res, task, "k-key-1")
-	if u.update.UpdateID != "k-key-1" || u.update.UpdateName != workflows.UpdateCallTool ||
+	if u.update.UpdateID != "k-key-1" || u.update.UpdateName != api.UpdateCallTool ||
 		u.update.WaitForStage != client.WorkflowUpdateStageCompleted {
 		t.Errorf("update options %+v", u.update)
 	}
-	wantReq := workflows.CallRequest{CallID: "k-key-1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo",
-		Arguments: json.RawMessage(`{"text":"hi"}`), Spec: activities.SpecFor(counterManifest().Tools["echo"]), Principal: "alice"}
+	wantReq := api.CallRequest{CallID: "k-key-1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo",
+		Arguments: json.RawMessage(`{"text":"hi"}`), Spec: api.SpecFor(counterManifest().Tools["echo"]), Principal: "alice"}
 	if diff := cmp.Diff(wantReq, u.req); diff != "" {
 		t.Errorf("call request (-want +got):\n%s", diff)
 	}
-	if u.start.ID != task || u.start.TaskQueue != workflows.DefaultTaskQueue ||
+	if u.start.ID != task || u.start.TaskQueue != api.DefaultTaskQueue ||
 		u.start.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING ||
 		u.start.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE {
 		t.Errorf("start options %+v", u.start)
@@ -229,9 +228,9 @@ func TestCallRejectsLongIdempotencyKey(t *testing.T) {
 }
 
 func TestCallRetriesWhileTaskContinuesAsNew(t *testing.T) {
-	ft := &fakeTemporal{answer: func(_ sentUpdate, n int) (workflows.CallResult, error) {
+	ft := &fakeTemporal{answer: func(_ sentUpdate, n int) (api.CallResult, error) {
 		if n < 3 {
-			return workflows.CallResult{}, errors.New(workflows.ErrContinuingAsNew + ": task x")
+			return api.CallResult{}, errors.New(api.ErrContinuingAsNew + ": task x")
 		}
 		return okResult("done"), nil
 	}}
@@ -255,14 +254,14 @@ func TestCallRetriesWhileTaskContinuesAsNew(t *testing.T) {
 // nothing, and the gateway falls back to Update-with-Start, whose answer
 // (the ID may not be reused) says the task has ended.
 func TestCallToTaskThatEndedSince(t *testing.T) {
-	ft := &fakeTemporal{answer: func(u sentUpdate, n int) (workflows.CallResult, error) {
+	ft := &fakeTemporal{answer: func(u sentUpdate, n int) (api.CallResult, error) {
 		switch n {
 		case 1:
 			return okResult("first"), nil
 		case 2:
-			return workflows.CallResult{}, serviceerror.NewNotFound("workflow execution already completed")
+			return api.CallResult{}, serviceerror.NewNotFound("workflow execution already completed")
 		}
-		return workflows.CallResult{}, serviceerror.NewWorkflowExecutionAlreadyStarted("workflow execution already finished", "", "")
+		return api.CallResult{}, serviceerror.NewWorkflowExecutionAlreadyStarted("workflow execution already finished", "", "")
 	}}
 	cs := connectMemory(t, newTestGateway(t, ft, Options{}))
 	if res := callTool(t, cs, "counter__echo", map[string]any{}, ""); res.IsError {
@@ -292,7 +291,7 @@ func TestCallFailuresAreExplained(t *testing.T) {
 		{"finishing", errors.New("task t is finishing; start a new task"), []string{"is finishing"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ft := &fakeTemporal{answer: func(sentUpdate, int) (workflows.CallResult, error) { return workflows.CallResult{}, tc.err }}
+			ft := &fakeTemporal{answer: func(sentUpdate, int) (api.CallResult, error) { return api.CallResult{}, tc.err }}
 			cs := connectMemory(t, newTestGateway(t, ft, Options{}))
 			res := callTool(t, cs, "counter__echo", map[string]any{}, "")
 			for _, w := range tc.want {
@@ -520,9 +519,9 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any, key st
 	return res
 }
 
-func okResult(text string) workflows.CallResult {
+func okResult(text string) api.CallResult {
 	b, _ := json.Marshal(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}})
-	return workflows.CallResult{Outcome: workflows.OutcomeOK, Result: b, Attempts: 1}
+	return api.CallResult{Outcome: api.OutcomeOK, Result: b, Attempts: 1}
 }
 
 func textOf(r *mcp.CallToolResult) string {
@@ -569,7 +568,7 @@ type fakeTemporal struct {
 
 	// answer decides the outcome of the nth update (from 1); default: the
 	// call's arguments echoed as "echo <text>".
-	answer func(u sentUpdate, n int) (workflows.CallResult, error)
+	answer func(u sentUpdate, n int) (api.CallResult, error)
 	// block makes results wait until the caller gives up.
 	block    bool
 	describe func(id string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
@@ -582,7 +581,7 @@ type fakeTemporal struct {
 type pendingStart struct {
 	op    *fakeStartOp
 	start client.StartWorkflowOptions
-	in    workflows.TaskInput
+	in    api.TaskInput
 }
 
 type sentUpdate struct {
@@ -590,9 +589,9 @@ type sentUpdate struct {
 	// Update of a task known to run.
 	withStart bool
 	start     client.StartWorkflowOptions
-	in        workflows.TaskInput
+	in        api.TaskInput
 	update    client.UpdateWorkflowOptions
-	req       workflows.CallRequest
+	req       api.CallRequest
 }
 
 type fakeStartOp struct {
@@ -601,8 +600,8 @@ type fakeStartOp struct {
 
 func (f *fakeTemporal) NewWithStartWorkflowOperation(o client.StartWorkflowOptions, wf any, args ...any) client.WithStartWorkflowOperation {
 	op := &fakeStartOp{}
-	in, _ := args[0].(workflows.TaskInput)
-	if wf != workflows.AgentTaskName || len(args) != 1 {
+	in, _ := args[0].(api.TaskInput)
+	if wf != api.AgentTaskName || len(args) != 1 {
 		panic("unexpected workflow start")
 	}
 	f.mu.Lock()
@@ -628,7 +627,7 @@ func (f *fakeTemporal) UpdateWorkflow(ctx context.Context, o client.UpdateWorkfl
 }
 
 func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowUpdateHandle, error) {
-	u.req = u.update.Args[0].(workflows.CallRequest)
+	u.req = u.update.Args[0].(api.CallRequest)
 	f.mu.Lock()
 	f.updates = append(f.updates, u)
 	n := len(f.updates)
@@ -639,7 +638,7 @@ func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowU
 	}
 	answer := f.answer
 	if answer == nil {
-		answer = func(u sentUpdate, _ int) (workflows.CallResult, error) {
+		answer = func(u sentUpdate, _ int) (api.CallResult, error) {
 			var a struct{ Text string }
 			_ = json.Unmarshal(u.req.Arguments, &a)
 			return okResult("echo " + a.Text), nil
@@ -679,7 +678,7 @@ func (f *fakeTemporal) last(t *testing.T) sentUpdate {
 
 type fakeHandle struct {
 	client.WorkflowUpdateHandle
-	res workflows.CallResult
+	res api.CallResult
 }
 
 func (h fakeHandle) Get(_ context.Context, v any) error {

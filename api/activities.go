@@ -1,0 +1,263 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/plans"
+)
+
+// Activity names are wire names: they appear in workflow histories.
+const (
+	CallToolName = "CallTool"
+)
+
+// Error types of application errors returned by  Workflows branch
+// on them with temporal.ApplicationError.Type().
+const (
+	// ErrTypeNotSent: the request never reached the upstream; retrying is safe.
+	ErrTypeNotSent = "NotSent"
+	// ErrTypeOutcomeUnknown: the request may have reached the upstream but no
+	// answer came back; only idempotent tools may be retried.
+	ErrTypeOutcomeUnknown = "OutcomeUnknown"
+	// ErrTypeRejected: the upstream answered with a protocol error.
+	ErrTypeRejected = "Rejected"
+	// ErrTypeInternal: a bug or an unusable result; not retried.
+	ErrTypeInternal = "Internal"
+)
+
+// CallToolInput is one attempt at running an upstream tool.
+type CallToolInput struct {
+	TaskID string
+	// CallID is the call's idempotency key (the Update ID).
+	CallID       string
+	Attempt      int
+	Server       string
+	Tool         string
+	Arguments    json.RawMessage
+	Idempotent   bool
+	ExposedName  string
+	PolicyDigest string `json:",omitempty"`
+	// ArgumentsRef, when set, names the arguments in the blob store
+	// (large compensations); Arguments is then empty.
+	ArgumentsRef string `json:",omitempty"`
+}
+
+// CallToolOutput carries the upstream's CallToolResult as JSON, so every
+// content type passes through unchanged.
+type CallToolOutput struct {
+	Result  json.RawMessage
+	IsError bool
+	// ResultRef, instead of Result, names a large capture's result kept
+	// in the blob store.
+	ResultRef string `json:",omitempty"`
+}
+
+// Approval activity names (wire names).
+const (
+	NotifyApproversName = "NotifyApprovers"
+	UpdateApprovalName  = "UpdateApprovalMessages"
+)
+
+// ApprovalNotice is what approvers are shown about one request. Arguments
+// are raw; notifiers mask Redact paths before showing them.
+type ApprovalNotice struct {
+	RequestID   string
+	TaskID      string
+	CallID      string
+	Tool        string
+	Principal   string
+	Client      string `json:",omitempty"`
+	Arguments   json.RawMessage
+	Redact      []string `json:",omitempty"`
+	SideEffects []string
+	DataLevel   string
+	Risk        string
+	Rule        string `json:",omitempty"`
+	Reason      string `json:",omitempty"`
+	Digest      string
+	// Group is the group notified by this notice (the escalation group on
+	// an escalation).
+	Group     string
+	Quorum    int
+	ExpiresAt time.Time
+	// RequestedAt is when the request was made (zero from older workflow
+	// code).
+	RequestedAt time.Time `json:",omitempty"`
+	Escalation  bool      `json:",omitempty"`
+
+	// TaskURL is the task's page in the Temporal Web UI; notifiers set it
+	// (it never enters history).
+	TaskURL string `json:"-"`
+
+	// For updates: the request's state, its votes, and the messages to
+	// update.
+	State    string       `json:",omitempty"`
+	Votes    []NoticeVote `json:",omitempty"`
+	Messages []MessageRef `json:",omitempty"`
+}
+
+// NoticeVote is one decision, for showing who decided and when.
+type NoticeVote struct {
+	Approver string
+	Approve  bool
+	At       time.Time
+	Via      string
+}
+
+// MessageRef locates a posted notification so it can be updated.
+type MessageRef struct {
+	Notifier string // "slack"
+	Channel  string
+	TS       string
+	Group    string
+}
+
+// NotifyRollbackFailedName is the wire name of the activity that tells
+// people a rollback stopped with compensations left undone.
+const NotifyRollbackFailedName = "NotifyRollbackFailed"
+
+// RollbackNotice says which compensations of a task remain undone.
+type RollbackNotice struct {
+	TaskID string
+	// TaskURL: see ApprovalNotice.TaskURL.
+	TaskURL     string `json:"-"`
+	Principal   string
+	Group       string
+	RequestedBy string
+	Reason      string
+	Remaining   []RemainingUndo
+}
+
+// RemainingUndo is one compensation that did not run (or failed).
+type RemainingUndo struct {
+	CallID    string
+	Tool      string          // the call's tool
+	Undo      string          `json:",omitempty"` // the compensation's tool
+	Arguments json.RawMessage `json:",omitempty"`
+	// ArgumentsRef names large arguments kept in the blob store.
+	ArgumentsRef string `json:",omitempty"`
+	State        string
+	Reason       string `json:",omitempty"`
+}
+
+// DecideName is the wire name of the policy decision (a local activity:
+// it is quick, and its result is recorded in the history as a marker).
+const DecideName = "Decide"
+
+// DecideInput is one call to judge.
+type DecideInput struct {
+	TaskID string
+	// CallID is the call's idempotency key (for captures: call.id, call.slug).
+	CallID     string `json:",omitempty"`
+	Principal  policy.Principal
+	AllowTools []string
+	// Tool is the exposed name ("server__tool").
+	Tool      string
+	Arguments json.RawMessage
+	// Calls counts the task's calls before this one.
+	Calls   int
+	Elapsed time.Duration
+}
+
+// DecideOutput is a decision and, when it requires approval, who approves
+// and under what timers. Its JSON is a superset of policy.Decision's, so
+// decisions recorded before approvals existed still decode.
+type DecideOutput struct {
+	policy.Decision
+	Approval *ApprovalSpec `json:",omitempty"`
+	// Capture is the pre-image read to make before the call runs (nil: the
+	// tool declares none). CaptureError says why it could not be computed;
+	// the call must then not run, since it could not be undone.
+	Capture      *ToolCall `json:",omitempty"`
+	CaptureError string    `json:",omitempty"`
+	// Compensable: the tool declares a compensation; once the call has run,
+	// the workflow asks PlanCompensation for it.
+	Compensable bool `json:",omitempty"`
+	// CallID echoes the input's, so that an audit of the history can tie
+	// the recorded decision (a marker) to its call.
+	CallID string `json:",omitempty"`
+}
+
+// ApprovalSpec is what the worker resolves for a require_approval
+// decision: from the manifest's approval block and the approver groups.
+type ApprovalSpec struct {
+	Approvers         []string
+	Timeout           time.Duration
+	EscalateAfter     time.Duration `json:",omitempty"`
+	EscalateTo        string        `json:",omitempty"`
+	EscalateApprovers []string      `json:",omitempty"`
+	OnTimeout         string
+	Redact            []string `json:",omitempty"`
+	SideEffects       []string
+	DataLevel         string
+	Risk              string
+}
+
+// CheckPin is the Decision.Check of a call refused because the upstream's
+// tool definition no longer matches its pin.
+const CheckPin = "pin"
+
+// PrepareStepName is the wire name of the local activity that evaluates a
+// plan step's when and arguments and resolves its tool on the worker.
+const PrepareStepName = "PrepareStep"
+
+// StepResult is what later steps see of an earlier one (steps.<id>).
+type StepResult struct {
+	Outcome string
+	Reason  string          `json:",omitempty"`
+	Result  json.RawMessage `json:",omitempty"` // CallToolResult JSON
+}
+
+// StepInput is one step to prepare.
+type StepInput struct {
+	TaskID  string
+	Plan    string
+	Step    plans.Step
+	Vars    map[string]any        `json:",omitempty"`
+	Results map[string]StepResult `json:",omitempty"`
+}
+
+// StepOutput is the prepared call, or why the step is skipped or failed.
+type StepOutput struct {
+	Call   *ToolCall `json:",omitempty"`
+	Skip   bool      `json:",omitempty"`
+	Reason string    `json:",omitempty"`
+	Error  string    `json:",omitempty"`
+}
+
+// PlanCompensationName is the wire name of the local activity that computes
+// a successful call's compensation from its arguments, result and captured
+// pre-image.
+const PlanCompensationName = "PlanCompensation"
+
+// CompensationInput is a finished call whose tool declares a compensation.
+type CompensationInput struct {
+	TaskID    string
+	CallID    string
+	Tool      string // exposed name
+	Arguments json.RawMessage
+	// Result is the call's CallToolResult JSON (nil when its outcome is
+	// unknown).
+	Result json.RawMessage `json:",omitempty"`
+	// Before is the capture's CallToolResult JSON; nil when the tool has no
+	// capture or the capture tool returned an error (before is then null).
+	Before json.RawMessage `json:",omitempty"`
+	// BeforeRef, instead of Before, names a large capture in the blob
+	// store.
+	BeforeRef string `json:",omitempty"`
+}
+
+// CompensationOutput is the computed compensation. Exactly one of Undo,
+// Skipped and Error is set.
+type CompensationOutput struct {
+	Undo *ToolCall `json:",omitempty"`
+	// Skipped says why nothing needs undoing (every when was false).
+	Skipped string `json:",omitempty"`
+	// Error says why the compensation could not be computed; the entry
+	// stays on the saga stack, and a rollback reports it as undone.
+	Error string `json:",omitempty"`
+	// CallID echoes the input's (for audits of the history).
+	CallID string `json:",omitempty"`
+}
