@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
@@ -68,7 +68,7 @@ type Activities struct {
 	// HeartbeatEvery is how often a running call heartbeats (default 2s).
 	HeartbeatEvery time.Duration
 	// Audit receives a line per decision point (nil: none).
-	Audit *auditlog.Log
+	Audit *auditstream.Log
 }
 
 // CallTool runs one tool call on its upstream. It heartbeats while the call
@@ -198,7 +198,7 @@ func (a *Activities) observeCall(in api.CallToolInput, out api.CallToolOutput, e
 	if err != nil {
 		auditResult = "error"
 	}
-	a.Audit.Call(auditlog.Call{Task: in.TaskID, Call: in.CallID, Tool: tool, Attempt: in.Attempt, Result: auditResult,
+	a.Audit.Call(auditstream.Call{Task: in.TaskID, Call: in.CallID, Tool: tool, Attempt: in.Attempt, Result: auditResult,
 		ErrorType: errType, Duration: took, Args: in.Arguments}, undo)
 }
 

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -36,7 +36,7 @@ var ErrNoChannel = errors.New("no channel configured for this approver group")
 func (a *Activities) NotifyApprovers(ctx context.Context, n api.ApprovalNotice) (refs []api.MessageRef, err error) {
 	if firstAttempt(ctx) {
 		defer func() {
-			r := auditlog.ApprovalRequest{Request: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal,
+			r := auditstream.ApprovalRequest{Request: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal,
 				Group: n.Group, Quorum: n.Quorum, Rule: n.Rule, Digest: n.Digest, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, Posted: len(refs)}
 			if err != nil {
 				r.NotifyError = err.Error()
@@ -93,7 +93,7 @@ func (a *Activities) UpdateApprovalMessages(ctx context.Context, n api.ApprovalN
 func (a *Activities) NotifyRollbackFailed(ctx context.Context, n api.RollbackNotice) error {
 	if firstAttempt(ctx) {
 		metrics.RollbacksFailed.Inc()
-		f := auditlog.RollbackFailure{Task: n.TaskID, Principal: n.Principal, Group: n.Group, RequestedBy: n.RequestedBy}
+		f := auditstream.RollbackFailure{Task: n.TaskID, Principal: n.Principal, Group: n.Group, RequestedBy: n.RequestedBy}
 		for _, r := range n.Remaining {
 			f.Remaining, f.Tools = append(f.Remaining, r.CallID), append(f.Tools, r.Tool)
 		}
@@ -131,7 +131,7 @@ func (a *Activities) observeApproval(n api.ApprovalNotice, now time.Time) {
 	outcome, decided := approvalOutcome(n, now)
 	waited := max(decided.Sub(a.requestedAt(n)), 0)
 	metrics.ApprovalWait.WithLabelValues(outcome).Observe(waited.Seconds())
-	o := auditlog.ApprovalOutcome{Request: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal,
+	o := auditstream.ApprovalOutcome{Request: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal,
 		Outcome: outcome, Waited: waited}
 	for _, v := range n.Votes {
 		o.Approvers = append(o.Approvers, v.Approver)

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
@@ -65,7 +65,7 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 		})
 	}
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
-	a.Audit.Decision(auditlog.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
+	a.Audit.Decision(auditstream.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
 		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments})
 	out := api.DecideOutput{Decision: d, CallID: in.CallID}
 	if d.Effect == policy.RequireApproval {

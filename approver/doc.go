@@ -22,8 +22,8 @@
 // replicas as needed.
 //
 // Every decision it delivers, and every one refused, is written to the
-// audit log (internal/auditlog) when one is configured.
+// audit log (internal/auditstream) when one is configured.
 //
 // It may import workflows (wire names and types), manifests and
-// internal/auditlog; workflows and activities must not import it.
+// internal/auditstream; workflows and activities must not import it.
 package approver

@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/identity"
 )
 
@@ -57,7 +57,7 @@ type InteractionOptions struct {
 	Timeout time.Duration
 	Logger  zerolog.Logger
 	// Audit receives a line per click decided or refused (nil: none).
-	Audit *auditlog.Log
+	Audit *auditstream.Log
 }
 
 // Interactions processes Slack clicks: it acknowledges at once and
@@ -267,7 +267,7 @@ func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
 func (h *Interactions) process(c Click, problem string) {
 	log := h.log.With().Str("request", c.Decision.RequestID).Str("slack_user", c.SlackUser).Str("approver", c.Decision.Approver).
 		Bool("approve", c.Decision.Approve).Str("update_id", c.UpdateID).Logger()
-	audit := auditlog.ApprovalDecision{Request: c.Decision.RequestID, Approver: c.Decision.Approver, Approve: c.Decision.Approve,
+	audit := auditstream.ApprovalDecision{Request: c.Decision.RequestID, Approver: c.Decision.Approver, Approve: c.Decision.Approve,
 		Via: ViaSlack, UpdateID: c.UpdateID}
 	if problem != "" {
 		log.Info().Str("problem", problem).Msg("Slack click refused")

@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/identity"
 )
 
@@ -32,7 +32,7 @@ type Local struct {
 	Temporal  client.Client
 	Namespace string
 	// Audit receives a line per decision delivered or refused (nil: none).
-	Audit *auditlog.Log
+	Audit *auditstream.Log
 }
 
 // Decision is one person's decision on one request, as the local paths
@@ -117,10 +117,10 @@ func (l Local) Decide(ctx context.Context, d Decision) (api.DecideResult, error)
 	var ref *Refusal
 	switch {
 	case err == nil:
-		l.Audit.ApprovalDecision(auditlog.ApprovalDecision{Request: res.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
+		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: res.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
 			UpdateID: UpdateID(d.Via, res.RequestID, d.Approver), State: res.State})
 	case errors.As(err, &ref):
-		l.Audit.ApprovalDecision(auditlog.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
+		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
 			UpdateID: UpdateID(d.Via, ref.RequestID, d.Approver), Refused: ref.Reason})
 	}
 	return res, err

@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/identity"
 )
 
@@ -39,7 +39,7 @@ type WebOptions struct {
 	// Now is the clock (tests).
 	Now func() time.Time
 	// Audit receives a line per decision made on the page (nil: none).
-	Audit *auditlog.Log
+	Audit *auditstream.Log
 }
 
 // Cookie names; both are scoped to the page's path.

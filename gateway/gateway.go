@@ -33,7 +33,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
@@ -101,7 +101,7 @@ type Options struct {
 	Logger        zerolog.Logger
 	Version       string
 	// Audit receives a line for each HTTP caller refused (nil: none).
-	Audit *auditlog.Log
+	Audit *auditstream.Log
 }
 
 // Gateway is the MCP server in front of the upstreams.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
-	"github.com/airlock-run/airlock/internal/audit"
+	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -105,7 +105,7 @@ tools:
 	}
 
 	code, out, errs = run("show", "--json", task)
-	var tl audit.Timeline
+	var tl timeline.Timeline
 	if err := json.Unmarshal([]byte(out), &tl); code != 0 || err != nil {
 		t.Fatalf("audit show --json: exit %d, %v\n%s", code, err, errs)
 	}

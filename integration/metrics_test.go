@@ -26,7 +26,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -309,9 +309,9 @@ func newMeteredStack(t *testing.T) (*stack, string) {
 	return s, auditPath
 }
 
-func openAudit(t *testing.T, path string) *auditlog.Log {
+func openAudit(t *testing.T, path string) *auditstream.Log {
 	t.Helper()
-	l, c, err := auditlog.Open(path, nil, nil)
+	l, c, err := auditstream.Open(path, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,30 +373,30 @@ func auditSummary(t *testing.T, path string) []string {
 		}
 		f := []string{str("event"), str("task")}
 		switch str("event") {
-		case auditlog.EventDecision:
+		case auditstream.EventDecision:
 			f = append(f, str("tool"), str("effect"), str("rule"))
 			if str("args_sha256") == "" || str("policy_version") == "" || str("principal") == "" {
 				t.Errorf("decision line without hash, policy version or principal: %s", line)
 			}
-		case auditlog.EventCall, auditlog.EventCompensation:
+		case auditstream.EventCall, auditstream.EventCompensation:
 			f = append(f, str("tool"), str("result"))
-		case auditlog.EventApprovalRequested:
+		case auditstream.EventApprovalRequested:
 			f = append(f, str("tool"), str("group"))
-		case auditlog.EventApprovalDecided:
+		case auditstream.EventApprovalDecided:
 			f = append(f, str("approver"), str("decision"), str("via"), str("state"))
-		case auditlog.EventApprovalRefused:
+		case auditstream.EventApprovalRefused:
 			f = append(f, str("approver"), str("decision"), str("via"))
-		case auditlog.EventApprovalClosed:
+		case auditstream.EventApprovalClosed:
 			var who []string
 			for _, a := range e["approvers"].([]any) {
 				who = append(who, a.(string))
 			}
 			f = append(f, str("tool"), str("outcome"), strings.Join(who, ","))
-		case auditlog.EventRollbackFailed:
+		case auditstream.EventRollbackFailed:
 			for _, tool := range e["tools"].([]any) {
 				f = append(f, tool.(string))
 			}
-		case auditlog.EventAuthFailed:
+		case auditstream.EventAuthFailed:
 			f = []string{str("event"), strconv.Itoa(int(e["status"].(float64)))}
 			if str("reason") == "" || str("path") != "/mcp" {
 				t.Errorf("auth line without reason or path: %s", line)

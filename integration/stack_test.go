@@ -31,7 +31,7 @@ import (
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/identity"
-	"github.com/airlock-run/airlock/internal/native"
+	"github.com/airlock-run/airlock/internal/sandbox/toolserver"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/sandbox"
@@ -219,7 +219,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		if m.Server.WASM == nil {
 			continue
 		}
-		if err := native.MkdirMounts(o.manifests, o.vars); err != nil {
+		if err := toolserver.MkdirMounts(o.manifests, o.vars); err != nil {
 			t.Fatal(err)
 		}
 		sb, err := sandbox.New(ctx, sandbox.Options{CacheDir: filepath.Join(o.dataDir, "wasm-cache")})
@@ -227,7 +227,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sb.Close(context.Background()) })
-		nat, err := native.New(ctx, sb, o.manifests, o.vars, os.Getenv)
+		nat, err := toolserver.New(ctx, sb, o.manifests, o.vars, os.Getenv)
 		if err != nil {
 			t.Fatalf("native tools: %v", err)
 		}

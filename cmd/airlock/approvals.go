@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
 )
@@ -183,7 +183,7 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
-	audit, closeAudit, err := auditlog.Open(firstNonEmpty(*auditLog, cfg.AuditLog(dataDir)), stdout, stderr)
+	audit, closeAudit, err := auditstream.Open(firstNonEmpty(*auditLog, cfg.AuditLog(dataDir)), stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v (pass --audit-log off to decide without auditing)\n", name, err)
 		return 1

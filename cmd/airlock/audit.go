@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/airlock-run/airlock/internal/audit"
+	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
@@ -160,7 +160,7 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer c.Close()
-	opts := &audit.Options{Redact: redact}
+	opts := &timeline.Options{Redact: redact}
 
 	switch sub {
 	case "show":
@@ -170,7 +170,7 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s %s: %v\n", name, id, explainFetch(err, id, tc.namespace))
 			return 1
 		}
-		tl, err := audit.BuildChain(hists, opts)
+		tl, err := timeline.BuildChain(hists, opts)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s %s: %v\n", name, id, err)
 			return 1
@@ -179,7 +179,7 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 			printJSON(stdout, tl)
 			return 0
 		}
-		if err := audit.Render(stdout, tl, &audit.RenderOptions{UIURL: *uiURL, Namespace: tc.namespace}); err != nil {
+		if err := timeline.Render(stdout, tl, &timeline.RenderOptions{UIURL: *uiURL, Namespace: tc.namespace}); err != nil {
 			fmt.Fprintf(stderr, "%s %s: %v\n", name, id, err)
 			return 1
 		}
@@ -241,13 +241,13 @@ func loadRedact(path string) (map[string][]string, error) {
 // fetchTask is every run of a task, or the one run asked for.
 func fetchTask(ctx context.Context, c client.Client, id, runID string) ([]*historypb.History, error) {
 	if runID != "" {
-		h, err := audit.FetchRun(ctx, c, id, runID)
+		h, err := timeline.FetchRun(ctx, c, id, runID)
 		if err != nil {
 			return nil, err
 		}
 		return []*historypb.History{h}, nil
 	}
-	return audit.FetchRuns(ctx, c, id, "")
+	return timeline.FetchRuns(ctx, c, id, "")
 }
 
 func explainFetch(err error, id, namespace string) error {
@@ -261,7 +261,7 @@ func explainFetch(err error, id, namespace string) error {
 // exportTasks writes the chain of one task, or of every task with a run
 // started after since, oldest first.
 func exportTasks(ctx context.Context, c client.Client, name, namespace, task, sinceFlag string, since time.Time, outPath string,
-	opts *audit.Options, stdout, stderr io.Writer) int {
+	opts *timeline.Options, stdout, stderr io.Writer) int {
 	type ref struct {
 		id, run     string // run: the last run of the chain ("" for the latest)
 		first, last time.Time
@@ -315,14 +315,14 @@ func exportTasks(ctx context.Context, c client.Client, name, namespace, task, si
 	// Build every timeline before writing, so a failure leaves no half
 	// file behind.
 	var buf bytes.Buffer
-	x := audit.NewExporter(&buf)
+	x := timeline.NewExporter(&buf)
 	for _, r := range refs {
-		hists, err := audit.FetchRuns(ctx, c, r.id, r.run)
+		hists, err := timeline.FetchRuns(ctx, c, r.id, r.run)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: task %s: %v\n", name, r.id, explainFetch(err, r.id, namespace))
 			return 1
 		}
-		tl, err := audit.BuildChain(hists, opts)
+		tl, err := timeline.BuildChain(hists, opts)
 		if err == nil {
 			err = x.Write(tl)
 		}
@@ -358,7 +358,7 @@ func verifyFile(name, path string, stdout, stderr io.Writer) int {
 	if looksLikeHistory(b) {
 		return verifyHistory(name, path, b, stdout, stderr)
 	}
-	res, err := audit.Verify(bytes.NewReader(b))
+	res, err := timeline.Verify(bytes.NewReader(b))
 	if err != nil {
 		fmt.Fprintf(stderr, "%s %s: BROKEN at %v\n", name, path, err)
 		return 1
@@ -405,7 +405,7 @@ func verifyHistory(name, path string, b []byte, stdout, stderr io.Writer) int {
 
 // replayTask replays every run of a task.
 func replayTask(ctx context.Context, c client.Client, name, namespace, id string, stdout, stderr io.Writer) int {
-	hists, err := audit.FetchRuns(ctx, c, id, "")
+	hists, err := timeline.FetchRuns(ctx, c, id, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "%s %s: %v\n", name, id, explainFetch(err, id, namespace))
 		return 1

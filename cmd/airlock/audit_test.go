@@ -12,7 +12,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/airlock-run/airlock/internal/audit"
+	"github.com/airlock-run/airlock/internal/timeline"
 )
 
 // recordedHistories are the workflows' recorded histories.
@@ -83,13 +83,13 @@ func TestParseSince(t *testing.T) {
 func exportFile(t *testing.T) (string, []string) {
 	t.Helper()
 	var buf bytes.Buffer
-	x := audit.NewExporter(&buf)
+	x := timeline.NewExporter(&buf)
 	for _, chain := range [][]string{{"saga_v1_run1"}, {"plan_v1_run1"}, {"approvals_v1_run1"}} {
 		var hs []*historypb.History
 		for _, n := range chain {
 			hs = append(hs, readHistory(t, filepath.Join(recordedHistories, n+".json")))
 		}
-		tl, err := audit.BuildChain(hs, nil)
+		tl, err := timeline.BuildChain(hs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/metrics"
 )
 
@@ -37,10 +37,10 @@ func (e *env) auditDest() string {
 // carries MCP (--stdio).
 func openAudit(e *env, stdio bool) (func(), error) {
 	dest := e.auditDest()
-	if stdio && dest == auditlog.Stdout {
+	if stdio && dest == auditstream.Stdout {
 		return nil, errors.New("the audit log cannot go to stdout with --stdio (stdout carries MCP): pass --audit-log stderr or a file")
 	}
-	l, c, err := auditlog.Open(dest, os.Stdout, e.stderr)
+	l, c, err := auditstream.Open(dest, os.Stdout, e.stderr)
 	if err != nil {
 		return nil, fmt.Errorf("%w (set audit.log in %s or pass --audit-log)", err, e.cfgPath)
 	}

@@ -19,10 +19,10 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/auditlog"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/metrics"
-	"github.com/airlock-run/airlock/internal/native"
+	"github.com/airlock-run/airlock/internal/sandbox/toolserver"
 	"github.com/airlock-run/airlock/internal/sandbox"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
@@ -81,7 +81,7 @@ type env struct {
 	stderr io.Writer
 	// audit is the audit stream, once a serving command has opened it
 	// (nil: off).
-	audit *auditlog.Log
+	audit *auditstream.Log
 }
 
 // load reads the configuration and applies flags over it. Errors name the
@@ -214,7 +214,7 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, ns string, log
 
 // newPool builds the upstream pool; onChange is called when an upstream's
 // tools change.
-func newPool(e *env, nat *native.Servers, onChange func(string)) *upstream.Pool {
+func newPool(e *env, nat *toolserver.Servers, onChange func(string)) *upstream.Pool {
 	log := e.log.With().Str("component", "upstream").Logger()
 	opts := upstream.Options{
 		Logger:         &log,
@@ -231,7 +231,7 @@ func newPool(e *env, nat *native.Servers, onChange func(string)) *upstream.Pool 
 // cache lives under the data dir (nil when there are none). A module whose
 // sha256 does not match its manifest stops start-up; compiling happens when
 // the upstream pool first connects, in the background.
-func startNative(ctx context.Context, e *env) (*native.Servers, func(), error) {
+func startNative(ctx context.Context, e *env) (*toolserver.Servers, func(), error) {
 	wasm := false
 	for _, m := range e.snap.Manifests {
 		wasm = wasm || m.Server.WASM != nil
@@ -240,7 +240,7 @@ func startNative(ctx context.Context, e *env) (*native.Servers, func(), error) {
 		return nil, func() {}, nil
 	}
 	vars := e.vars()
-	if err := native.MkdirMounts(e.snap.Manifests, vars); err != nil {
+	if err := toolserver.MkdirMounts(e.snap.Manifests, vars); err != nil {
 		return nil, nil, err
 	}
 	sb, err := sandbox.New(ctx, sandbox.Options{CacheDir: filepath.Join(e.dataDir, "wasm-cache")})
@@ -249,7 +249,7 @@ func startNative(ctx context.Context, e *env) (*native.Servers, func(), error) {
 	}
 	stop := func() { _ = sb.Close(context.Background()) }
 	t0 := time.Now()
-	nat, err := native.New(ctx, sb, e.snap.Manifests, vars, os.Getenv)
+	nat, err := toolserver.New(ctx, sb, e.snap.Manifests, vars, os.Getenv)
 	if err != nil {
 		stop()
 		return nil, nil, err

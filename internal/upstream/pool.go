@@ -88,7 +88,7 @@ type Options struct {
 
 	// Native connects to the in-process server of a wasm server
 	// (manifests.Server.WASM), returning the client's end of an in-memory
-	// transport; see internal/native. Without it wasm servers stay
+	// transport; see internal/sandbox/toolserver. Without it wasm servers stay
 	// unavailable.
 	Native func(ctx context.Context, server string) (mcp.Transport, error)
 

@@ -1,4 +1,4 @@
-// Package native serves airlock's native tools: the tools of wasm servers
+// Package toolserver serves airlock's native tools: the tools of wasm servers
 // (manifests with server.wasm), each a WebAssembly module run by
 // internal/sandbox. Every wasm server becomes an in-process MCP server that
 // the upstream pool connects to over in-memory transports, so native tools
@@ -12,7 +12,7 @@
 //
 // This package may import manifests, internal/sandbox and the MCP SDK. It
 // does not log: failures are results or errors.
-package native
+package toolserver
 
 import (
 	"bytes"

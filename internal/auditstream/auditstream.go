@@ -1,4 +1,4 @@
-// Package auditlog writes airlock's audit stream: one JSON line per
+// Package auditstream writes airlock's audit stream: one JSON line per
 // decision point (a policy decision, a tool call attempt, an approval
 // requested, decided or closed, a compensation, a failed rollback, a
 // refused HTTP caller), for a SIEM or `jq`. Each line has "audit": true,
@@ -12,7 +12,7 @@
 //
 // A nil *Log writes nothing, so components work without one. It imports
 // zerolog and the standard library only.
-package auditlog
+package auditstream
 
 import (
 	"crypto/sha256"

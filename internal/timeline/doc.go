@@ -1,4 +1,4 @@
-// Package audit turns the recorded history of a task (an AgentTask or a
+// Package timeline turns the recorded history of a task (an AgentTask or a
 // Plan, across its continue-as-new runs) into an audit trail: who asked
 // for what, the policy decision and its rule, who approved and when, what
 // ran and how it ended, and what was undone.
@@ -26,4 +26,4 @@
 // The package may import workflows and activities (wire types), approver
 // (its argument masking) and the Temporal SDK; nothing in airlock's request
 // path imports it.
-package audit
+package timeline
