@@ -1,0 +1,15 @@
+// Package workflows holds airlock's durable workflows: AgentTask, the
+// agent-driven task whose every tool call is an Update; Plan, the
+// declarative multi-step task; RollbackTask, the rollback of a task that
+// has ended; and the call pipeline they share (policy decision, approval
+// wait, capture, execute, compensation) with its saga stack.
+//
+// Everything here must replay deterministically: no clocks but
+// workflow.Now, no goroutines, no map-order iteration, no I/O. Manifests and
+// policy reach the workflow as values inside its inputs; activities are
+// called by their wire names.
+//
+// This package imports the wire contract (api) and the deterministic
+// libraries whose values it evaluates (internal/policy, manifests, plans),
+// never activities, the roles or anything that does I/O.
+package workflows
