@@ -1,7 +1,6 @@
 package approver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -21,6 +19,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/redact"
 )
 
 // Local decides approval requests without Slack: the CLI (airlock
@@ -53,9 +52,6 @@ type Decision struct {
 
 // MinDigestPrefix is the shortest digest prefix a decision may bind to.
 const MinDigestPrefix = 8
-
-// Mask replaces redacted argument values.
-const Mask = "[redacted]"
 
 // Refusal is a decision that did not count, with the reason worded for the
 // person who decided (from the workflow's validator, or a local check).
@@ -186,79 +182,9 @@ func MayDecide(r api.ApprovalRequest, name string, now time.Time) error {
 	return nil
 }
 
-// MaskArguments decodes JSON arguments and replaces the value at each
-// redact path with Mask. A path is dot separated ("auth.token"); a path
-// through a list applies to every element ("entities.observations").
-func MaskArguments(args json.RawMessage, redact []string) (any, error) {
-	return maskArguments(args, redact, Mask)
-}
-
-// maskArguments is MaskArguments with the replacement text chosen by the
-// caller (Slack shows a different mark).
-func maskArguments(args json.RawMessage, redact []string, mask string) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("arguments are not JSON: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("arguments are not one JSON value")
-	}
-	for _, p := range redact {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		v = maskPath(v, strings.Split(p, "."), mask)
-	}
-	return v, nil
-}
-
-func maskPath(v any, path []string, mask string) any {
-	switch x := v.(type) {
-	case map[string]any:
-		child, ok := x[path[0]]
-		if !ok {
-			return v
-		}
-		if len(path) == 1 {
-			x[path[0]] = mask
-		} else {
-			x[path[0]] = maskPath(child, path[1:], mask)
-		}
-	case []any:
-		for i := range x {
-			x[i] = maskPath(x[i], path, mask)
-		}
-	}
-	return v
-}
-
-// PrettyArguments is the arguments as indented JSON with the redact paths
-// masked. Arguments that are not JSON are not shown (nothing could be
-// masked in them).
-func PrettyArguments(args json.RawMessage, redact []string) string {
-	if len(bytes.TrimSpace(args)) == 0 {
-		return "{}"
-	}
-	v, err := MaskArguments(args, redact)
-	if err != nil {
-		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
-	}
-	return strings.TrimRight(b.String(), "\n")
-}
-
 // Redacted is r with its arguments masked, for printing as JSON.
 func Redacted(r api.ApprovalRequest) api.ApprovalRequest {
-	v, err := MaskArguments(r.Arguments, r.Redact)
+	v, err := redact.MaskArguments(r.Arguments, r.Redact)
 	if err != nil {
 		r.Arguments = json.RawMessage(`"(withheld: not JSON)"`)
 		return r
@@ -372,35 +298,16 @@ func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
 		fmt.Fprintf(&b, " (masked: %s)", strings.Join(r.Redact, ", "))
 	}
 	b.WriteString(":\n")
-	for _, l := range strings.Split(PrettyArguments(r.Arguments, r.Redact), "\n") {
+	for _, l := range strings.Split(redact.PrettyArguments(r.Arguments, r.Redact), "\n") {
 		b.WriteString("  " + l + "\n")
 	}
-	_, err := io.WriteString(w, Visible(b.String()))
+	_, err := io.WriteString(w, redact.Visible(b.String()))
 	return err
-}
-
-// Visible escapes control and invisible formatting characters (ANSI
-// escapes, bidi overrides, zero-width characters) as \uXXXX, so text from
-// agents and tools cannot rewrite a terminal or hide part of itself.
-// Newlines and tabs stay.
-func Visible(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || r == unicode.ReplacementChar:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // cell is one table cell: visible, on one line, without tabs.
 func cell(s string) string {
-	return strings.NewReplacer("\t", " ", "\n", " ").Replace(Visible(s))
+	return strings.NewReplacer("\t", " ", "\n", " ").Replace(redact.Visible(s))
 }
 
 func short(digest string) string {

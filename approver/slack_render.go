@@ -1,7 +1,6 @@
 package approver
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/redact"
 	"github.com/slack-go/slack"
 )
 
@@ -31,23 +31,13 @@ const MaxSlackArgs = 2500
 
 // slackArguments renders arguments as indented JSON with the redact paths
 // masked, cut to MaxSlackArgs characters.
-func slackArguments(args json.RawMessage, redact []string) string {
-	if len(bytes.TrimSpace(args)) == 0 {
-		return "{}"
-	}
-	v, err := maskArguments(args, redact, SlackMask)
+func slackArguments(args json.RawMessage, paths []string) string {
+	s, err := redact.Indent(args, paths, SlackMask)
 	if err != nil {
 		// Nothing could be masked in it: show nothing.
 		return fmt.Sprintf("(%d bytes of arguments withheld: not one JSON value)", len(args))
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
-	}
-	return slackTruncate(strings.TrimRight(b.String(), "\n"), MaxSlackArgs)
+	return slackTruncate(s, MaxSlackArgs)
 }
 
 // slackTruncate cuts s to at most n characters, saying how much was cut.
