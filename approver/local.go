@@ -210,17 +210,6 @@ func ExpiresIn(r api.ApprovalRequest, now time.Time) string {
 	return d.Truncate(time.Second).String()
 }
 
-// Approvals counts the approving votes.
-func Approvals(r api.ApprovalRequest) int {
-	n := 0
-	for _, v := range r.Votes {
-		if v.Approve {
-			n++
-		}
-	}
-	return n
-}
-
 // WriteList prints requests as a table, one a line.
 func WriteList(w io.Writer, reqs []api.ApprovalRequest, now time.Time) error {
 	if len(reqs) == 0 {
@@ -231,7 +220,7 @@ func WriteList(w io.Writer, reqs []api.ApprovalRequest, now time.Time) error {
 	fmt.Fprintln(tw, "ID\tTASK\tTOOL\tREQUESTER\tGROUP\tVOTES\tEXPIRES IN")
 	for _, r := range reqs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", cell(r.ID), cell(r.TaskID), cell(r.Tool), cell(r.Principal), cell(r.Group),
-			Approvals(r), r.Quorum, ExpiresIn(r, now))
+			r.Approvals(), r.Quorum, ExpiresIn(r, now))
 	}
 	return tw.Flush()
 }

@@ -174,12 +174,7 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 // decided and when, and no buttons.
 func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block) {
 	var title, summary string
-	approvals := 0
-	for _, v := range n.Votes {
-		if v.Approve {
-			approvals++
-		}
-	}
+	approvals := n.Approvals()
 	switch n.State {
 	case api.ApprovalApproved:
 		title = "Approved: " + n.Tool
@@ -190,7 +185,7 @@ func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	case api.ApprovalDenied:
 		title = "Denied: " + n.Tool
 		summary = ":no_entry: *Denied*"
-		if !slackHasDeny(n.Votes) {
+		if n.Denials() == 0 {
 			summary = ":no_entry: *Denied*: the request was closed without a deny vote (the task ended)"
 		}
 	case api.ApprovalExpired:
@@ -208,15 +203,6 @@ func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	blocks = append(blocks, slackRequestBlocks(n)...)
 	blocks = append(blocks, slackRequestContext(n, "closed"))
 	return fallback, blocks
-}
-
-func slackHasDeny(votes []api.NoticeVote) bool {
-	for _, v := range votes {
-		if !v.Approve {
-			return true
-		}
-	}
-	return false
 }
 
 // slackVotes lists decisions: "bob approved via slack at <time>".

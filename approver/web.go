@@ -199,7 +199,7 @@ func (h *web) item(r api.ApprovalRequest, now time.Time) item {
 	return item{
 		ID: r.ID, Task: r.TaskID, Tool: r.Tool, Server: r.Server, Requester: redact.Visible(requester),
 		SideEffects: strings.Join(r.SideEffects, ", "), DataLevel: r.DataLevel, Risk: r.Risk,
-		Rule: r.Rule, Reason: redact.Visible(r.Reason), Group: r.Group, Quorum: r.Quorum, Approvals: Approvals(r),
+		Rule: r.Rule, Reason: redact.Visible(r.Reason), Group: r.Group, Quorum: r.Quorum, Approvals: r.Approvals(),
 		ExpiresIn: ExpiresIn(r, now), OnTimeout: r.OnTimeout, Digest: r.Digest, ShortDigest: short(r.Digest),
 		Arguments: args, Redact: strings.Join(r.Redact, ", "),
 	}
