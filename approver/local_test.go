@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/redact"
 	commonpb "go.temporal.io/api/common/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -120,39 +119,6 @@ func testRequest(task string, now time.Time) api.ApprovalRequest {
 	}
 }
 
-func TestRedacted(t *testing.T) {
-	r := Redacted(testRequest("task-1", time.Now()))
-	if strings.Contains(string(r.Arguments), "s3cret") || !strings.Contains(string(r.Arguments), redact.Mask) {
-		t.Errorf("Redacted: %s", r.Arguments)
-	}
-}
-
-func TestWriteRequestAndList(t *testing.T) {
-	now := time.Now()
-	r := testRequest("task-1", now)
-	r.Votes = []api.Vote{{Approver: "carol", Approve: true, Via: "web", Comment: "ok\x1b[2J\nstate: approved"}}
-	var b strings.Builder
-	if err := WriteRequest(&b, r, now); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	for _, want := range []string{"task-1~call-1", "counter__append", "alice", "ops", redact.Mask, r.Digest, "carol approved via web", `\u001b`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("show output lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Contains(out, "s3cret") || strings.Contains(out, "\x1b") || strings.Contains(out, "\nstate: approved") {
-		t.Errorf("show output leaks a secret or a control sequence:\n%s", out)
-	}
-	b.Reset()
-	if err := WriteList(&b, []api.ApprovalRequest{r}, now); err != nil {
-		t.Fatal(err)
-	}
-	if out := b.String(); !strings.Contains(out, "task-1~call-1") || !strings.Contains(out, "1/1") || !strings.Contains(out, "1h0m") {
-		t.Errorf("list:\n%s", out)
-	}
-}
-
 func TestMayDecide(t *testing.T) {
 	now := time.Now()
 	r := testRequest("task-1", now)
@@ -218,14 +184,5 @@ func TestLocalDecide(t *testing.T) {
 	}
 	if _, err := l.Decide(ctx, Decision{RequestID: "nonsense", Approver: "bob", Via: "cli"}); err == nil || !strings.Contains(err.Error(), "not an approval request ID") {
 		t.Fatalf("malformed ID: %v", err)
-	}
-}
-
-func TestExpiresIn(t *testing.T) {
-	now := time.Now()
-	for d, want := range map[time.Duration]string{90 * time.Minute: "1h30m", 90 * time.Second: "1m", 30 * time.Second: "30s", 0: "expired", -time.Hour: "expired"} {
-		if got := ExpiresIn(api.ApprovalRequest{ExpiresAt: now.Add(d)}, now); got != want {
-			t.Errorf("%v: %q, want %q", d, got, want)
-		}
 	}
 }
