@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -148,18 +149,17 @@ func approvalOutcome(n api.ApprovalNotice, now time.Time) (string, time.Time) {
 	case approvalExpired:
 		return approvalExpired, n.ExpiresAt
 	case approvalApproved:
-		approvals := 0
+		if n.Approvals() < max(n.Quorum, 1) {
+			return approvalApproved, n.ExpiresAt
+		}
 		var last time.Time
-		for _, v := range n.Votes {
+		for _, v := range slices.Backward(n.Votes) {
 			if v.Approve {
-				approvals++
 				last = v.At
+				break
 			}
 		}
-		if approvals >= max(n.Quorum, 1) {
-			return approvalApproved, last
-		}
-		return approvalApproved, n.ExpiresAt
+		return approvalApproved, last
 	case approvalDenied:
 		for _, v := range n.Votes {
 			if !v.Approve {

@@ -82,6 +82,35 @@ type Vote struct {
 	Comment  string `json:",omitempty"`
 }
 
+// Approvals counts the approving votes.
+func (r ApprovalRequest) Approvals() int {
+	n := 0
+	for _, v := range r.Votes {
+		if v.Approve {
+			n++
+		}
+	}
+	return n
+}
+
+// Denials counts the denying votes. The first one closes the request, so
+// there is at most one.
+func (r ApprovalRequest) Denials() int { return len(r.Votes) - r.Approvals() }
+
+// Approvals counts the approving votes the notice carries.
+func (n ApprovalNotice) Approvals() int {
+	c := 0
+	for _, v := range n.Votes {
+		if v.Approve {
+			c++
+		}
+	}
+	return c
+}
+
+// Denials counts the denying votes the notice carries.
+func (n ApprovalNotice) Denials() int { return len(n.Votes) - n.Approvals() }
+
 // DecideRequest is the argument of UpdateDecide.
 type DecideRequest struct {
 	RequestID string

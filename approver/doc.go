@@ -1,18 +1,27 @@
 // Package approver is the approval service: how a person decides on a
 // tool call that policy sends for approval.
 //
-// What lives here:
+// What lives here, by file:
 //
-//   - Slack Block Kit rendering of an approval request (who asks, which
-//     tool, its arguments with the manifest's redactions applied, side
-//     effects, risk) with Approve and Deny buttons;
-//   - the Slack interaction endpoint, which checks each request's signature
-//     (signing secret and timestamp) before acting on a click, and Socket
-//     Mode for workspaces that cannot receive HTTP;
-//   - updates of the message once a request is decided, expired or
-//     escalated, showing the outcome and who decided;
-//   - the local approval path for use without Slack: the CLI
-//     (airlock approvals approve|deny ID) and a local web page.
+//   - slack_render.go: Slack Block Kit rendering of an approval request
+//     (who asks, which tool, its arguments with the manifest's redactions
+//     applied, side effects, risk) with Approve and Deny buttons, and of the
+//     message once a request is decided, expired or escalated;
+//   - slack.go: the Slack notifier (activities.Notifier) that posts and
+//     updates those messages; slack_setup.go: its tokens and secrets from
+//     the configuration;
+//   - interactions.go: the Slack interaction endpoint, which checks each
+//     request's signature (signing secret and timestamp) before acting on a
+//     click; socket.go: Socket Mode for workspaces that cannot receive
+//     HTTP;
+//   - decide.go: reading requests from the tasks and delivering a decision
+//     to a task as the decide Update, shared by every path;
+//   - local.go: the local decider for use without Slack (Local, Decision,
+//     Refusal, MayDecide, AuthenticateKey), behind the CLI (airlock approvals
+//     approve|deny ID) and the local web page;
+//   - render.go: requests for a terminal (airlock approvals list|show) and
+//     what the web page shares with it (ExpiresIn, the short digest);
+//   - web.go: the local web page.
 //
 // A decision reaches the task's workflow as an Update, so clicks are
 // idempotent and the workflow checks that the request is still open and
@@ -24,6 +33,9 @@
 // Every decision it delivers, and every one refused, is written to the
 // audit log (internal/auditstream) when one is configured.
 //
-// It may import workflows (wire names and types), manifests and
-// internal/auditstream; workflows and activities must not import it.
+// Imports go down: it may import api (the wire contract), activities (the
+// Notifier interface it implements), and the libraries internal/redact
+// (masking arguments, escaping text for a terminal), internal/auditstream,
+// internal/identity and internal/config. workflows, activities, the gateway
+// and internal/ must not import it; cmd/airlock wires it.
 package approver

@@ -1,18 +1,13 @@
 package approver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -53,9 +48,6 @@ type Decision struct {
 
 // MinDigestPrefix is the shortest digest prefix a decision may bind to.
 const MinDigestPrefix = 8
-
-// Mask replaces redacted argument values.
-const Mask = "[redacted]"
 
 // Refusal is a decision that did not count, with the reason worded for the
 // person who decided (from the workflow's validator, or a local check).
@@ -184,228 +176,4 @@ func MayDecide(r api.ApprovalRequest, name string, now time.Time) error {
 		}
 	}
 	return nil
-}
-
-// MaskArguments decodes JSON arguments and replaces the value at each
-// redact path with Mask. A path is dot separated ("auth.token"); a path
-// through a list applies to every element ("entities.observations").
-func MaskArguments(args json.RawMessage, redact []string) (any, error) {
-	return maskArguments(args, redact, Mask)
-}
-
-// maskArguments is MaskArguments with the replacement text chosen by the
-// caller (Slack shows a different mark).
-func maskArguments(args json.RawMessage, redact []string, mask string) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("arguments are not JSON: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("arguments are not one JSON value")
-	}
-	for _, p := range redact {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		v = maskPath(v, strings.Split(p, "."), mask)
-	}
-	return v, nil
-}
-
-func maskPath(v any, path []string, mask string) any {
-	switch x := v.(type) {
-	case map[string]any:
-		child, ok := x[path[0]]
-		if !ok {
-			return v
-		}
-		if len(path) == 1 {
-			x[path[0]] = mask
-		} else {
-			x[path[0]] = maskPath(child, path[1:], mask)
-		}
-	case []any:
-		for i := range x {
-			x[i] = maskPath(x[i], path, mask)
-		}
-	}
-	return v
-}
-
-// PrettyArguments is the arguments as indented JSON with the redact paths
-// masked. Arguments that are not JSON are not shown (nothing could be
-// masked in them).
-func PrettyArguments(args json.RawMessage, redact []string) string {
-	if len(bytes.TrimSpace(args)) == 0 {
-		return "{}"
-	}
-	v, err := MaskArguments(args, redact)
-	if err != nil {
-		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
-	}
-	return strings.TrimRight(b.String(), "\n")
-}
-
-// Redacted is r with its arguments masked, for printing as JSON.
-func Redacted(r api.ApprovalRequest) api.ApprovalRequest {
-	v, err := MaskArguments(r.Arguments, r.Redact)
-	if err != nil {
-		r.Arguments = json.RawMessage(`"(withheld: not JSON)"`)
-		return r
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		r.Arguments = json.RawMessage(`"(withheld)"`)
-		return r
-	}
-	r.Arguments = b
-	return r
-}
-
-// ExpiresIn says how long until the request expires, "expired" once it has.
-func ExpiresIn(r api.ApprovalRequest, now time.Time) string {
-	d := r.ExpiresAt.Sub(now)
-	if d <= 0 {
-		return "expired"
-	}
-	if d >= time.Minute {
-		return strings.TrimSuffix(d.Truncate(time.Minute).String(), "0s")
-	}
-	return d.Truncate(time.Second).String()
-}
-
-// Approvals counts the approving votes.
-func Approvals(r api.ApprovalRequest) int {
-	n := 0
-	for _, v := range r.Votes {
-		if v.Approve {
-			n++
-		}
-	}
-	return n
-}
-
-// WriteList prints requests as a table, one a line.
-func WriteList(w io.Writer, reqs []api.ApprovalRequest, now time.Time) error {
-	if len(reqs) == 0 {
-		_, err := fmt.Fprintln(w, "no approval requests are pending")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTASK\tTOOL\tREQUESTER\tGROUP\tVOTES\tEXPIRES IN")
-	for _, r := range reqs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", cell(r.ID), cell(r.TaskID), cell(r.Tool), cell(r.Principal), cell(r.Group),
-			Approvals(r), r.Quorum, ExpiresIn(r, now))
-	}
-	return tw.Flush()
-}
-
-// WriteRequest prints one request in full, its arguments masked.
-func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
-	var b strings.Builder
-	line := func(k, v string) {
-		if v != "" {
-			fmt.Fprintf(&b, "%-14s %s\n", k+":", cell(v))
-		}
-	}
-	line("request", r.ID)
-	line("state", r.State)
-	line("task", r.TaskID)
-	line("call", r.CallID)
-	line("tool", r.Tool)
-	line("server", r.Server)
-	requester := r.Principal
-	if r.Client != "" {
-		requester += " (client " + r.Client + ")"
-	}
-	line("requester", requester)
-	line("side effects", strings.Join(r.SideEffects, ", "))
-	line("data level", r.DataLevel)
-	line("risk", r.Risk)
-	line("rule", r.Rule)
-	line("reason", r.Reason)
-	line("group", fmt.Sprintf("%s (%d of %d approvals needed; members: %s)", r.Group, r.Quorum, len(r.Approvers), strings.Join(r.Approvers, ", ")))
-	if r.Escalated || r.EscalateTo != "" {
-		esc := r.EscalateTo + " at " + r.EscalateAt.Local().Format(time.DateTime)
-		if r.Escalated {
-			esc += " (escalated)"
-		}
-		line("escalation", esc)
-	}
-	line("requested", r.RequestedAt.Local().Format(time.DateTime))
-	expires := r.ExpiresAt.Local().Format(time.DateTime)
-	if r.State == api.ApprovalPending {
-		expires += " (in " + ExpiresIn(r, now) + "; then " + r.OnTimeout + ")"
-	}
-	line("expires", expires)
-	if !r.DecidedAt.IsZero() {
-		line("decided", r.DecidedAt.Local().Format(time.DateTime))
-	}
-	line("policy", r.PolicyVersion)
-	line("digest", r.Digest)
-	if len(r.Votes) > 0 {
-		b.WriteString("votes:\n")
-		for _, v := range r.Votes {
-			verb := "approved"
-			if !v.Approve {
-				verb = "denied"
-			}
-			fmt.Fprintf(&b, "  %s %s via %s at %s", cell(v.Approver), verb, cell(v.Via), v.At.Local().Format(time.DateTime))
-			if v.Comment != "" {
-				fmt.Fprintf(&b, ": %s", cell(v.Comment))
-			}
-			b.WriteString("\n")
-		}
-	}
-	b.WriteString("arguments")
-	if len(r.Redact) > 0 {
-		fmt.Fprintf(&b, " (masked: %s)", strings.Join(r.Redact, ", "))
-	}
-	b.WriteString(":\n")
-	for _, l := range strings.Split(PrettyArguments(r.Arguments, r.Redact), "\n") {
-		b.WriteString("  " + l + "\n")
-	}
-	_, err := io.WriteString(w, Visible(b.String()))
-	return err
-}
-
-// Visible escapes control and invisible formatting characters (ANSI
-// escapes, bidi overrides, zero-width characters) as \uXXXX, so text from
-// agents and tools cannot rewrite a terminal or hide part of itself.
-// Newlines and tabs stay.
-func Visible(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || r == unicode.ReplacementChar:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// cell is one table cell: visible, on one line, without tabs.
-func cell(s string) string {
-	return strings.NewReplacer("\t", " ", "\n", " ").Replace(Visible(s))
-}
-
-func short(digest string) string {
-	if len(digest) > 12 {
-		return digest[:12]
-	}
-	return digest
 }

@@ -119,85 +119,6 @@ func testRequest(task string, now time.Time) api.ApprovalRequest {
 	}
 }
 
-func TestMaskArguments(t *testing.T) {
-	cases := []struct {
-		name, args string
-		redact     []string
-		want       string
-	}{
-		{"top level", `{"path":"/a","content":"secret"}`, []string{"content"}, `{"content":"[redacted]","path":"/a"}`},
-		{"nested", `{"auth":{"token":"t","user":"u"}}`, []string{"auth.token"}, `{"auth":{"token":"[redacted]","user":"u"}}`},
-		{"through a list", `{"entities":[{"name":"a","observations":["x"]},{"name":"b","observations":["y"]},"plain"]}`,
-			[]string{"entities.observations"}, `{"entities":[{"name":"a","observations":"[redacted]"},{"name":"b","observations":"[redacted]"},"plain"]}`},
-		{"whole object", `{"auth":{"token":"t"},"n":1}`, []string{"auth"}, `{"auth":"[redacted]","n":1}`},
-		{"missing path unchanged", `{"a":{"b":1}}`, []string{"a.c", "x.y", "a.b.c", ""}, `{"a":{"b":1}}`},
-		{"several paths", `{"a":"1","b":"2","c":"3"}`, []string{"a", "c"}, `{"a":"[redacted]","b":"2","c":"[redacted]"}`},
-		{"big numbers kept exact", `{"n":12345678901234567890,"s":"x"}`, []string{"s"}, `{"n":12345678901234567890,"s":"[redacted]"}`},
-		{"no paths", `{"a":[1,2]}`, nil, `{"a":[1,2]}`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			v, err := MaskArguments(json.RawMessage(c.args), c.redact)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := json.Marshal(v)
-			if string(got) != c.want {
-				t.Errorf("got %s\nwant %s", got, c.want)
-			}
-		})
-	}
-	for _, bad := range []string{`{"a":`, `{"a":1} {"b":2}`, `not json`} {
-		if _, err := MaskArguments(json.RawMessage(bad), []string{"a"}); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-func TestPrettyArgumentsWithholdsWhatCannotBeMasked(t *testing.T) {
-	got := PrettyArguments(json.RawMessage(`{"password": "hunter2", "user": "<b>"}`), []string{"password"})
-	want := "{\n  \"password\": \"[redacted]\",\n  \"user\": \"<b>\"\n}"
-	if got != want {
-		t.Errorf("pretty:\n%s\nwant:\n%s", got, want)
-	}
-	if got := PrettyArguments(json.RawMessage(`password=hunter2`), []string{"password"}); strings.Contains(got, "hunter2") || !strings.Contains(got, "withheld") {
-		t.Errorf("non-JSON arguments shown: %s", got)
-	}
-	if got := PrettyArguments(nil, nil); got != "{}" {
-		t.Errorf("no arguments: %s", got)
-	}
-	r := Redacted(testRequest("task-1", time.Now()))
-	if strings.Contains(string(r.Arguments), "s3cret") || !strings.Contains(string(r.Arguments), Mask) {
-		t.Errorf("Redacted: %s", r.Arguments)
-	}
-}
-
-func TestWriteRequestAndList(t *testing.T) {
-	now := time.Now()
-	r := testRequest("task-1", now)
-	r.Votes = []api.Vote{{Approver: "carol", Approve: true, Via: "web", Comment: "ok\x1b[2J\nstate: approved"}}
-	var b strings.Builder
-	if err := WriteRequest(&b, r, now); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	for _, want := range []string{"task-1~call-1", "counter__append", "alice", "ops", Mask, r.Digest, "carol approved via web", `\u001b`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("show output lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Contains(out, "s3cret") || strings.Contains(out, "\x1b") || strings.Contains(out, "\nstate: approved") {
-		t.Errorf("show output leaks a secret or a control sequence:\n%s", out)
-	}
-	b.Reset()
-	if err := WriteList(&b, []api.ApprovalRequest{r}, now); err != nil {
-		t.Fatal(err)
-	}
-	if out := b.String(); !strings.Contains(out, "task-1~call-1") || !strings.Contains(out, "1/1") || !strings.Contains(out, "1h0m") {
-		t.Errorf("list:\n%s", out)
-	}
-}
-
 func TestMayDecide(t *testing.T) {
 	now := time.Now()
 	r := testRequest("task-1", now)
@@ -263,14 +184,5 @@ func TestLocalDecide(t *testing.T) {
 	}
 	if _, err := l.Decide(ctx, Decision{RequestID: "nonsense", Approver: "bob", Via: "cli"}); err == nil || !strings.Contains(err.Error(), "not an approval request ID") {
 		t.Fatalf("malformed ID: %v", err)
-	}
-}
-
-func TestExpiresIn(t *testing.T) {
-	now := time.Now()
-	for d, want := range map[time.Duration]string{90 * time.Minute: "1h30m", 90 * time.Second: "1m", 30 * time.Second: "30s", 0: "expired", -time.Hour: "expired"} {
-		if got := ExpiresIn(api.ApprovalRequest{ExpiresAt: now.Add(d)}, now); got != want {
-			t.Errorf("%v: %q, want %q", d, got, want)
-		}
 	}
 }

@@ -1,7 +1,6 @@
 package approver
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/redact"
 	"github.com/slack-go/slack"
 )
 
@@ -31,23 +31,13 @@ const MaxSlackArgs = 2500
 
 // slackArguments renders arguments as indented JSON with the redact paths
 // masked, cut to MaxSlackArgs characters.
-func slackArguments(args json.RawMessage, redact []string) string {
-	if len(bytes.TrimSpace(args)) == 0 {
-		return "{}"
-	}
-	v, err := maskArguments(args, redact, SlackMask)
+func slackArguments(args json.RawMessage, paths []string) string {
+	s, err := redact.Indent(args, paths, SlackMask)
 	if err != nil {
 		// Nothing could be masked in it: show nothing.
 		return fmt.Sprintf("(%d bytes of arguments withheld: not one JSON value)", len(args))
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err)
-	}
-	return slackTruncate(strings.TrimRight(b.String(), "\n"), MaxSlackArgs)
+	return slackTruncate(s, MaxSlackArgs)
 }
 
 // slackTruncate cuts s to at most n characters, saying how much was cut.
@@ -184,12 +174,7 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 // decided and when, and no buttons.
 func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block) {
 	var title, summary string
-	approvals := 0
-	for _, v := range n.Votes {
-		if v.Approve {
-			approvals++
-		}
-	}
+	approvals := n.Approvals()
 	switch n.State {
 	case api.ApprovalApproved:
 		title = "Approved: " + n.Tool
@@ -200,7 +185,7 @@ func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	case api.ApprovalDenied:
 		title = "Denied: " + n.Tool
 		summary = ":no_entry: *Denied*"
-		if !slackHasDeny(n.Votes) {
+		if n.Denials() == 0 {
 			summary = ":no_entry: *Denied*: the request was closed without a deny vote (the task ended)"
 		}
 	case api.ApprovalExpired:
@@ -218,15 +203,6 @@ func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	blocks = append(blocks, slackRequestBlocks(n)...)
 	blocks = append(blocks, slackRequestContext(n, "closed"))
 	return fallback, blocks
-}
-
-func slackHasDeny(votes []api.NoticeVote) bool {
-	for _, v := range votes {
-		if !v.Approve {
-			return true
-		}
-	}
-	return false
 }
 
 // slackVotes lists decisions: "bob approved via slack at <time>".

@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/redact"
 )
 
 // WebOptions configure the approvals page.
@@ -187,7 +188,7 @@ func (h *web) page(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *web) item(r api.ApprovalRequest, now time.Time) item {
-	args := Visible(PrettyArguments(r.Arguments, r.Redact))
+	args := redact.Visible(redact.PrettyArguments(r.Arguments, r.Redact))
 	if len(args) > maxShownArgs {
 		args = args[:maxShownArgs] + fmt.Sprintf("\n… (%d more bytes; airlock approvals show %s prints them all)", len(args)-maxShownArgs, r.ID)
 	}
@@ -196,9 +197,9 @@ func (h *web) item(r api.ApprovalRequest, now time.Time) item {
 		requester += " (client " + r.Client + ")"
 	}
 	return item{
-		ID: r.ID, Task: r.TaskID, Tool: r.Tool, Server: r.Server, Requester: Visible(requester),
+		ID: r.ID, Task: r.TaskID, Tool: r.Tool, Server: r.Server, Requester: redact.Visible(requester),
 		SideEffects: strings.Join(r.SideEffects, ", "), DataLevel: r.DataLevel, Risk: r.Risk,
-		Rule: r.Rule, Reason: Visible(r.Reason), Group: r.Group, Quorum: r.Quorum, Approvals: Approvals(r),
+		Rule: r.Rule, Reason: redact.Visible(r.Reason), Group: r.Group, Quorum: r.Quorum, Approvals: r.Approvals(),
 		ExpiresIn: ExpiresIn(r, now), OnTimeout: r.OnTimeout, Digest: r.Digest, ShortDigest: short(r.Digest),
 		Arguments: args, Redact: strings.Join(r.Redact, ", "),
 	}

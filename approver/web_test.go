@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/redact"
 )
 
 func testDirectory() *identity.Directory {
@@ -126,7 +127,7 @@ func TestWebLoginSessionCookie(t *testing.T) {
 		t.Fatalf("page after login: %d token %q\n%s", code, token, body)
 	}
 	// The arguments are shown masked.
-	if strings.Contains(body, "s3cret") || !strings.Contains(body, Mask) {
+	if strings.Contains(body, "s3cret") || !strings.Contains(body, redact.Mask) {
 		t.Errorf("arguments not masked:\n%s", body)
 	}
 	// The flash shows once.

@@ -66,7 +66,7 @@ func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in s
 	for _, a := range approvals {
 		if a.State == api.ApprovalPending {
 			text += fmt.Sprintf("\n- call %s (%s) waits for approval by %q: request %s, %d of %d approvals, expires %s",
-				a.CallID, a.Tool, a.Group, a.ID, approvalsOf(a), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
+				a.CallID, a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 	}
 	for _, r := range st.Recent {
@@ -88,7 +88,7 @@ func (g *Gateway) describeCall(st api.Status, approvals []api.ApprovalRequest, c
 	for _, a := range approvals {
 		if a.CallID == call && a.State == api.ApprovalPending {
 			return fmt.Sprintf("call %s (%s) waits for approval by %q: request %s, %d of %d approvals, expires %s",
-				call, a.Tool, a.Group, a.ID, approvalsOf(a), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
+				call, a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 	}
 	for _, id := range st.InFlight {
@@ -146,16 +146,6 @@ func (g *Gateway) pendingApproval(ctx context.Context, task, call string) *api.A
 	return nil
 }
 
-func approvalsOf(a api.ApprovalRequest) int {
-	n := 0
-	for _, v := range a.Votes {
-		if v.Approve {
-			n++
-		}
-	}
-	return n
-}
-
 // pendingResult answers a call that outlived the inline wait: not an
 // error, but a statement of what it waits for and how to collect it.
 func (g *Gateway) pendingResult(ctx context.Context, task, call, tool string) *mcp.CallToolResult {
@@ -163,7 +153,7 @@ func (g *Gateway) pendingResult(ctx context.Context, task, call, tool string) *m
 	var text string
 	if a := g.pendingApproval(ctx, task, call); a != nil {
 		text = fmt.Sprintf("%s is waiting for approval by %q (request %s: %d of %d approvals, expires %s). Nothing has run yet; it runs once, if approved. Call %s with {\"call\": %q} to wait for its result, or %s to check on it.",
-			a.Tool, a.Group, a.ID, approvalsOf(*a), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339), ToolAwait, call, ToolStatus)
+			a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339), ToolAwait, call, ToolStatus)
 		sc["approval_request"], sc["group"], sc["expires_at"] = a.ID, a.Group, a.ExpiresAt.UTC().Format(time.RFC3339)
 	} else {
 		name := tool
@@ -203,7 +193,7 @@ func (g *Gateway) progress(ctx context.Context, req *mcp.CallToolRequest, task, 
 			}
 			msg := "running"
 			if a := g.pendingApproval(ctx, task, call); a != nil {
-				msg = fmt.Sprintf("waiting for approval by %q (request %s: %d of %d approvals)", a.Group, a.ID, approvalsOf(*a), a.Quorum)
+				msg = fmt.Sprintf("waiting for approval by %q (request %s: %d of %d approvals)", a.Group, a.ID, a.Approvals(), a.Quorum)
 			}
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: msg})
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/redact"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -60,7 +61,7 @@ func TestLocalApprovals(t *testing.T) {
 	if err := approver.WriteRequest(&out, shown, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), r1.Digest) || !strings.Contains(out.String(), approver.Mask) || strings.Contains(out.String(), "launch-codes-1") {
+	if !strings.Contains(out.String(), r1.Digest) || !strings.Contains(out.String(), redact.Mask) || strings.Contains(out.String(), "launch-codes-1") {
 		t.Errorf("approvals show: want the digest and the key masked:\n%s", out.String())
 	}
 
@@ -143,7 +144,7 @@ func TestLocalApprovals(t *testing.T) {
 	if form.Get("digest") != r2.Digest || form.Get("csrf") == "" {
 		t.Fatalf("the page's form for %s: %v", r2.ID, form)
 	}
-	if strings.Contains(page, "launch-codes-2") || !strings.Contains(page, approver.Mask) {
+	if strings.Contains(page, "launch-codes-2") || !strings.Contains(page, redact.Mask) {
 		t.Errorf("the page shows the redacted key:\n%s", page)
 	}
 

@@ -203,12 +203,7 @@ func (t *task) validateDecide(ctx workflow.Context, d api.DecideRequest) error {
 func (t *task) decide(ctx workflow.Context, d api.DecideRequest) (api.DecideResult, error) {
 	ar := t.approval(d.RequestID)
 	ar.Votes = append(ar.Votes, api.Vote{Approver: d.Approver, Approve: d.Approve, At: workflow.Now(ctx), Via: d.Via, Comment: d.Comment})
-	approvals := 0
-	for _, v := range ar.Votes {
-		if v.Approve {
-			approvals++
-		}
-	}
+	approvals := ar.Approvals()
 	switch {
 	case !d.Approve:
 		ar.State = api.ApprovalDenied

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/airlock-run/airlock/internal/redact"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -362,7 +363,7 @@ func skeleton(srv manifests.Server, source string, tools []*mcp.Tool, now time.T
 	needRoots := false
 	for _, t := range sorted {
 		if reason := unexposable(srv.Name, t.Name); reason != "" {
-			fmt.Fprintf(&body, "  # SKIPPED %s: %s\n\n", yamlString(visible(t.Name)), reason)
+			fmt.Fprintf(&body, "  # SKIPPED %s: %s\n\n", yamlString(redact.VisibleLine(t.Name)), reason)
 			st.skipped++
 			continue
 		}
@@ -405,7 +406,7 @@ func skeleton(srv manifests.Server, source string, tools []*mcp.Tool, now time.T
 
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Manifest skeleton for upstream %s, written by `airlock manifests scan`\n", srv.Name)
-	comment(&b, "", fmt.Sprintf("on %s from the %d tool(s) of %s.", now.UTC().Format(time.DateOnly), len(tools), visible(source)))
+	comment(&b, "", fmt.Sprintf("on %s from the %d tool(s) of %s.", now.UTC().Format(time.DateOnly), len(tools), redact.VisibleLine(source)))
 	b.WriteString("#\n")
 	b.WriteString("# Every value is a guess from the tool annotations the server chose, and a\n")
 	b.WriteString("# server can say anything about itself. Review each \"# REVIEW:\" line, then\n")
@@ -527,7 +528,7 @@ func annotationsOf(a *mcp.ToolAnnotations) string {
 func comment(b *bytes.Buffer, indent, text string) {
 	for _, para := range strings.Split(text, "\n") {
 		line := indent + "#"
-		words := strings.Fields(visible(strings.TrimSpace(para)))
+		words := strings.Fields(redact.VisibleLine(strings.TrimSpace(para)))
 		if len(words) == 0 {
 			b.WriteString(line + "\n")
 			continue

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/redact"
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	updatepb "go.temporal.io/api/update/v1"
@@ -395,7 +395,7 @@ func TestExportHasNoSecrets(t *testing.T) {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, val := range x {
-				if k == "_meta" || secretName(k) {
+				if k == "_meta" || redact.SecretName(k) {
 					t.Errorf("%s.%s in the export", path, k)
 				}
 				walk(path+"."+k, val)
@@ -426,18 +426,6 @@ func TestExportHasNoSecrets(t *testing.T) {
 	}
 }
 
-func TestSecretName(t *testing.T) {
-	for k, want := range map[string]bool{
-		"token": true, "access_token": true, "X-Api-Key": true, "apiKey": true, "Authorization": true, "password": true,
-		"client.secret": true, "privateKey": true, "cookie": true, "credentials": true,
-		"text": false, "key": false, "author": false, "path": false, "name": false,
-	} {
-		if got := secretName(k); got != want {
-			t.Errorf("secretName(%q) = %v, want %v", k, got, want)
-		}
-	}
-}
-
 // setCallArgs replaces the arguments of call id's call_tool Update (and of
 // its CallTool activity) in a recorded history.
 func setCallArgs(t *testing.T, h *historypb.History, id, args string) {
@@ -465,19 +453,6 @@ func setCallArgs(t *testing.T, h *historypb.History, id, args string) {
 	}
 	if !found {
 		t.Fatalf("no call_tool update for %s", id)
-	}
-}
-
-func TestValuesAt(t *testing.T) {
-	args := json.RawMessage(`{"a":{"b":"secret-1","n":12345},"list":[{"x":"secret-2"},{"x":"abc"},{"y":"other"}],` +
-		`"obj":{"deep":["secret-3",{"k":"secret-4"}]},"short":"ab"}`)
-	got := valuesAt(args, []string{"a.b", "a.n", "list.x", "obj", "short", "missing.path"})
-	want := []string{"secret-1", "secret-2", "secret-3", "secret-4"}
-	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
-		t.Errorf("valuesAt (-want +got):\n%s", diff)
-	}
-	if m := string(maskJSON(json.RawMessage(`{"t":"id secret-1 and \"secret-2\""}`), got)); m != `{"t":"id [redacted] and \"[redacted]\""}` {
-		t.Errorf("maskJSON = %s", m)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/redact"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
@@ -791,29 +792,29 @@ func (b *builder) finish() {
 // redacted argument back.
 func (b *builder) redact(cs *callState, paths []string) {
 	c := cs.c
-	secrets := valuesAt(cs.args, paths)
-	c.Arguments = redactArgs(cs.args, paths)
+	secrets := redact.ValuesAt(cs.args, paths)
+	c.Arguments = redact.Arguments(cs.args, paths)
 	if r := c.Result; r != nil {
-		r.Text = summary(maskValues(cs.text, secrets))
-		r.Reason = maskValues(r.Reason, secrets)
+		r.Text = summary(redact.MaskValues(cs.text, secrets))
+		r.Reason = redact.MaskValues(r.Reason, secrets)
 	}
 	for i := range c.Tries {
-		c.Tries[i].Error = maskValues(c.Tries[i].Error, secrets)
+		c.Tries[i].Error = redact.MaskValues(c.Tries[i].Error, secrets)
 	}
 	if cp := c.Capture; cp != nil {
 		if cs.capture != nil {
-			cp.Arguments = maskJSON(redactArgs(cs.capture.args, b.opts.Redact[cs.capture.tool]), secrets)
+			cp.Arguments = redact.MaskJSON(redact.Arguments(cs.capture.args, b.opts.Redact[cs.capture.tool]), secrets)
 		}
-		cp.Error = maskValues(cp.Error, secrets)
+		cp.Error = redact.MaskValues(cp.Error, secrets)
 	}
 	if cp := c.Compensation; cp != nil {
 		if cs.undo != nil {
 			cp.Tool = cs.undo.tool
-			cp.Arguments = maskJSON(redactArgs(cs.undo.args, b.opts.Redact[cs.undo.tool]), secrets)
+			cp.Arguments = redact.MaskJSON(redact.Arguments(cs.undo.args, b.opts.Redact[cs.undo.tool]), secrets)
 		}
-		cp.Reason, cp.Error = maskValues(cp.Reason, secrets), maskValues(cp.Error, secrets)
+		cp.Reason, cp.Error = redact.MaskValues(cp.Reason, secrets), redact.MaskValues(cp.Error, secrets)
 		for i := range cp.Runs {
-			cp.Runs[i].Error = maskValues(cp.Runs[i].Error, secrets)
+			cp.Runs[i].Error = redact.MaskValues(cp.Runs[i].Error, secrets)
 		}
 	}
 }

@@ -7,7 +7,7 @@
 //
 //   - Build and BuildChain: pure functions from Temporal history events to
 //     a Timeline, decoding payloads with the SDK's default data converter
-//     into the workflows and activities wire types;
+//     into the wire types of package api;
 //   - Render: the timeline for people, one line per event;
 //   - Export and Verify: the timeline as JSON lines, one record per event,
 //     chained by SHA-256 so that an altered, reordered or removed record is
@@ -23,7 +23,7 @@
 // configuration); the second rule is a defence against a caller who puts
 // one in a tool's arguments.
 //
-// The package may import workflows and activities (wire types), approver
-// (its argument masking) and the Temporal SDK; nothing in airlock's request
-// path imports it.
+// The package may import api (wire types), internal/redact (the masking
+// and scrubbing of arguments), internal/policy (effect and check names)
+// and the Temporal SDK; nothing in airlock's request path imports it.
 package timeline

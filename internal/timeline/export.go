@@ -116,6 +116,18 @@ func canonical(v any) ([]byte, error) {
 	return marshal(g)
 }
 
+// marshal is compact JSON without HTML escaping (arguments are shown to
+// people; "<" should read as "<"): the chain hashes exactly these bytes.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
 func lineHash(line []byte) string {
 	sum := sha256.Sum256(line)
 	return hex.EncodeToString(sum[:])

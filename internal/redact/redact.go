@@ -1,28 +1,80 @@
-package timeline
+package redact
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/airlock-run/airlock/approver"
 )
 
-// redactArgs is args with the redact paths masked (approver.MaskArguments:
-// dot paths, a path through a list applies to each element) and, at any
-// depth, _meta and credential-named members removed. Arguments that are
-// not JSON are withheld whole: nothing could be masked in them.
-func redactArgs(args json.RawMessage, paths []string) json.RawMessage {
+// Mask replaces redacted argument values.
+const Mask = "[redacted]"
+
+// MaskArguments decodes JSON arguments and replaces the value at each
+// redact path with Mask. A path is dot separated ("auth.token"); a path
+// through a list applies to every element ("entities.observations").
+// Numbers are kept exact.
+func MaskArguments(args json.RawMessage, paths []string) (any, error) {
+	return maskArguments(args, paths, Mask)
+}
+
+// maskArguments is MaskArguments with the replacement text chosen by the
+// caller (Slack shows a different mark).
+func maskArguments(args json.RawMessage, paths []string, mask string) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("arguments are not JSON: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("arguments are not one JSON value")
+	}
+	for _, p := range paths {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		v = maskPath(v, strings.Split(p, "."), mask)
+	}
+	return v, nil
+}
+
+func maskPath(v any, path []string, mask string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		child, ok := x[path[0]]
+		if !ok {
+			return v
+		}
+		if len(path) == 1 {
+			x[path[0]] = mask
+		} else {
+			x[path[0]] = maskPath(child, path[1:], mask)
+		}
+	case []any:
+		for i := range x {
+			x[i] = maskPath(x[i], path, mask)
+		}
+	}
+	return v
+}
+
+// Arguments is args with the redact paths masked (as MaskArguments does)
+// and, at any depth, _meta and credential-named members removed (Scrub),
+// as compact JSON. Arguments that are not JSON are withheld whole: nothing
+// could be masked in them; a JSON string says so in their place.
+func Arguments(args json.RawMessage, paths []string) json.RawMessage {
 	if len(bytes.TrimSpace(args)) == 0 {
 		return nil
 	}
-	v, err := approver.MaskArguments(args, paths)
+	v, err := MaskArguments(args, paths)
 	if err != nil {
 		return quoted(fmt.Sprintf("(%d bytes of arguments withheld: not JSON)", len(args)))
 	}
-	b, err := marshal(scrub(v))
+	b, err := marshal(Scrub(v))
 	if err != nil {
 		return quoted(fmt.Sprintf("(%d bytes of arguments withheld: %v)", len(args), err))
 	}
@@ -46,20 +98,21 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// scrub removes _meta and credential-named members at any depth.
-func scrub(v any) any {
+// Scrub removes _meta and credential-named members (SecretName) at any
+// depth of a decoded JSON value, in place, and returns it.
+func Scrub(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, val := range x {
-			if k == "_meta" || secretName(k) {
+			if k == "_meta" || SecretName(k) {
 				delete(x, k)
 				continue
 			}
-			x[k] = scrub(val)
+			x[k] = Scrub(val)
 		}
 	case []any:
 		for i := range x {
-			x[i] = scrub(x[i])
+			x[i] = Scrub(x[i])
 		}
 	}
 	return v
@@ -71,7 +124,8 @@ func scrub(v any) any {
 // of removing ("max_tokens" goes too).
 var secretWords = []string{"token", "secret", "password", "passwd", "authorization", "apikey", "cookie", "credential", "privatekey"}
 
-func secretName(k string) bool {
+// SecretName says whether a member name suggests a credential.
+func SecretName(k string) bool {
 	n := strings.Map(func(r rune) rune {
 		switch r {
 		case '-', '_', '.', ' ':
@@ -92,9 +146,11 @@ func secretName(k string) bool {
 // text everywhere.
 const minSecretLen = 4
 
-// valuesAt is the strings found at the redact paths of args (every string
-// under a path that leads to an object or a list), longest first.
-func valuesAt(args json.RawMessage, paths []string) []string {
+// ValuesAt is the strings found at the redact paths of args (every string
+// under a path that leads to an object or a list), longest first, for
+// MaskValues and MaskJSON to mask where they show outside the arguments.
+// Strings shorter than four characters are left out.
+func ValuesAt(args json.RawMessage, paths []string) []string {
 	if len(paths) == 0 || len(bytes.TrimSpace(args)) == 0 {
 		return nil
 	}
@@ -150,16 +206,16 @@ func valuesAt(args json.RawMessage, paths []string) []string {
 	return out
 }
 
-// maskValues replaces each secret in s with the mask.
-func maskValues(s string, secrets []string) string {
+// MaskValues replaces each secret in s with Mask.
+func MaskValues(s string, secrets []string) string {
 	for _, x := range secrets {
-		s = strings.ReplaceAll(s, x, approver.Mask)
+		s = strings.ReplaceAll(s, x, Mask)
 	}
 	return s
 }
 
-// maskJSON replaces each secret inside the JSON strings of raw.
-func maskJSON(raw json.RawMessage, secrets []string) json.RawMessage {
+// MaskJSON replaces each secret inside the JSON strings of raw with Mask.
+func MaskJSON(raw json.RawMessage, secrets []string) json.RawMessage {
 	if len(secrets) == 0 || len(raw) == 0 {
 		return raw
 	}
@@ -169,7 +225,7 @@ func maskJSON(raw json.RawMessage, secrets []string) json.RawMessage {
 		if err != nil {
 			continue
 		}
-		out = bytes.ReplaceAll(out, enc[1:len(enc)-1], []byte(approver.Mask))
+		out = bytes.ReplaceAll(out, enc[1:len(enc)-1], []byte(Mask))
 	}
 	return out
 }

@@ -1,0 +1,138 @@
+package approver
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/redact"
+)
+
+// Redacted is r with its arguments masked, for printing as JSON.
+func Redacted(r api.ApprovalRequest) api.ApprovalRequest {
+	v, err := redact.MaskArguments(r.Arguments, r.Redact)
+	if err != nil {
+		r.Arguments = json.RawMessage(`"(withheld: not JSON)"`)
+		return r
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		r.Arguments = json.RawMessage(`"(withheld)"`)
+		return r
+	}
+	r.Arguments = b
+	return r
+}
+
+// ExpiresIn says how long until the request expires, "expired" once it has.
+func ExpiresIn(r api.ApprovalRequest, now time.Time) string {
+	d := r.ExpiresAt.Sub(now)
+	if d <= 0 {
+		return "expired"
+	}
+	if d >= time.Minute {
+		return strings.TrimSuffix(d.Truncate(time.Minute).String(), "0s")
+	}
+	return d.Truncate(time.Second).String()
+}
+
+// WriteList prints requests as a table, one a line.
+func WriteList(w io.Writer, reqs []api.ApprovalRequest, now time.Time) error {
+	if len(reqs) == 0 {
+		_, err := fmt.Fprintln(w, "no approval requests are pending")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTASK\tTOOL\tREQUESTER\tGROUP\tVOTES\tEXPIRES IN")
+	for _, r := range reqs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", cell(r.ID), cell(r.TaskID), cell(r.Tool), cell(r.Principal), cell(r.Group),
+			r.Approvals(), r.Quorum, ExpiresIn(r, now))
+	}
+	return tw.Flush()
+}
+
+// WriteRequest prints one request in full, its arguments masked.
+func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
+	var b strings.Builder
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "%-14s %s\n", k+":", cell(v))
+		}
+	}
+	line("request", r.ID)
+	line("state", r.State)
+	line("task", r.TaskID)
+	line("call", r.CallID)
+	line("tool", r.Tool)
+	line("server", r.Server)
+	requester := r.Principal
+	if r.Client != "" {
+		requester += " (client " + r.Client + ")"
+	}
+	line("requester", requester)
+	line("side effects", strings.Join(r.SideEffects, ", "))
+	line("data level", r.DataLevel)
+	line("risk", r.Risk)
+	line("rule", r.Rule)
+	line("reason", r.Reason)
+	line("group", fmt.Sprintf("%s (%d of %d approvals needed; members: %s)", r.Group, r.Quorum, len(r.Approvers), strings.Join(r.Approvers, ", ")))
+	if r.Escalated || r.EscalateTo != "" {
+		esc := r.EscalateTo + " at " + r.EscalateAt.Local().Format(time.DateTime)
+		if r.Escalated {
+			esc += " (escalated)"
+		}
+		line("escalation", esc)
+	}
+	line("requested", r.RequestedAt.Local().Format(time.DateTime))
+	expires := r.ExpiresAt.Local().Format(time.DateTime)
+	if r.State == api.ApprovalPending {
+		expires += " (in " + ExpiresIn(r, now) + "; then " + r.OnTimeout + ")"
+	}
+	line("expires", expires)
+	if !r.DecidedAt.IsZero() {
+		line("decided", r.DecidedAt.Local().Format(time.DateTime))
+	}
+	line("policy", r.PolicyVersion)
+	line("digest", r.Digest)
+	if len(r.Votes) > 0 {
+		b.WriteString("votes:\n")
+		for _, v := range r.Votes {
+			verb := "approved"
+			if !v.Approve {
+				verb = "denied"
+			}
+			fmt.Fprintf(&b, "  %s %s via %s at %s", cell(v.Approver), verb, cell(v.Via), v.At.Local().Format(time.DateTime))
+			if v.Comment != "" {
+				fmt.Fprintf(&b, ": %s", cell(v.Comment))
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("arguments")
+	if len(r.Redact) > 0 {
+		fmt.Fprintf(&b, " (masked: %s)", strings.Join(r.Redact, ", "))
+	}
+	b.WriteString(":\n")
+	for _, l := range strings.Split(redact.PrettyArguments(r.Arguments, r.Redact), "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	_, err := io.WriteString(w, redact.Visible(b.String()))
+	return err
+}
+
+// cell is one table cell: visible, on one line, without tabs.
+func cell(s string) string {
+	return strings.NewReplacer("\t", " ", "\n", " ").Replace(redact.Visible(s))
+}
+
+// short is the start of a digest, as the CLI and the web page show it.
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
+}

@@ -1,0 +1,52 @@
+package approver
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/redact"
+)
+
+func TestRedacted(t *testing.T) {
+	r := Redacted(testRequest("task-1", time.Now()))
+	if strings.Contains(string(r.Arguments), "s3cret") || !strings.Contains(string(r.Arguments), redact.Mask) {
+		t.Errorf("Redacted: %s", r.Arguments)
+	}
+}
+
+func TestWriteRequestAndList(t *testing.T) {
+	now := time.Now()
+	r := testRequest("task-1", now)
+	r.Votes = []api.Vote{{Approver: "carol", Approve: true, Via: "web", Comment: "ok\x1b[2J\nstate: approved"}}
+	var b strings.Builder
+	if err := WriteRequest(&b, r, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"task-1~call-1", "counter__append", "alice", "ops", redact.Mask, r.Digest, "carol approved via web", `\u001b`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "s3cret") || strings.Contains(out, "\x1b") || strings.Contains(out, "\nstate: approved") {
+		t.Errorf("show output leaks a secret or a control sequence:\n%s", out)
+	}
+	b.Reset()
+	if err := WriteList(&b, []api.ApprovalRequest{r}, now); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "task-1~call-1") || !strings.Contains(out, "1/1") || !strings.Contains(out, "1h0m") {
+		t.Errorf("list:\n%s", out)
+	}
+}
+
+func TestExpiresIn(t *testing.T) {
+	now := time.Now()
+	for d, want := range map[time.Duration]string{90 * time.Minute: "1h30m", 90 * time.Second: "1m", 30 * time.Second: "30s", 0: "expired", -time.Hour: "expired"} {
+		if got := ExpiresIn(api.ApprovalRequest{ExpiresAt: now.Add(d)}, now); got != want {
+			t.Errorf("%v: %q, want %q", d, got, want)
+		}
+	}
+}
