@@ -22,8 +22,8 @@ import (
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/metrics"
-	"github.com/airlock-run/airlock/internal/sandbox/toolserver"
 	"github.com/airlock-run/airlock/internal/sandbox"
+	"github.com/airlock-run/airlock/internal/sandbox/toolserver"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
