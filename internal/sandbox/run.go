@@ -137,9 +137,9 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 	pages := pagesFor(lim.MemoryBytes)
 	r, cm, err := m.s.compile(ctx, m, pages)
 	if err != nil {
-		// wazero refuses at compile time a module whose declared minimum
-		// memory is already over the limit.
-		if strings.Contains(err.Error(), "over limit of") {
+		// wazero refuses at compile time a module whose declared memory is
+		// already over the limit (unless the caller gave up first).
+		if m.overLimit(pages) && !errors.Is(err, ctx.Err()) {
 			return Result{}, fmt.Errorf("sandbox: %s: %w: module needs more than %s: %v",
 				m.name, ErrMemoryLimit, mib(lim.MemoryBytes), err)
 		}
