@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -473,13 +474,13 @@ func (v *validator) celProblem(p string, kind expr.Kind, err error) {
 	msg := err.Error()
 	var hint string
 	switch {
-	case strings.Contains(msg, "not bool"):
+	case errors.Is(err, expr.ErrNotBool):
 		// expr.CompileBool's message says how already.
-	case strings.Contains(msg, "undeclared reference") && kind == expr.Capture:
+	case errors.Is(err, expr.ErrUndeclaredReference) && kind == expr.Capture:
 		hint = "a capture runs before the call, so it may use only " + celVariables(kind)
-	case strings.Contains(msg, "undeclared reference"):
+	case errors.Is(err, expr.ErrUndeclaredReference):
 		hint = "a " + kind.String() + " may use only " + celVariables(kind)
-	case strings.Contains(msg, "undefined field"):
+	case errors.Is(err, expr.ErrUndefinedField):
 		hint = "call has the fields id, task, tool and slug"
 	default:
 		hint = "write a CEL expression over " + celVariables(kind) + " (see https://cel.dev)"

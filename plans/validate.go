@@ -241,11 +241,10 @@ func (v *validator) tool(field, linePath, tool string, tools []string) {
 
 // celHint adds a hint to a compile error of a step expression.
 func celHint(err error) string {
-	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "undeclared reference"):
+	case errors.Is(err, expr.ErrUndeclaredReference):
 		return "; a step may use only " + strings.Join(expr.Step.Variables(), ", ")
-	case strings.Contains(msg, "undefined field"):
+	case errors.Is(err, expr.ErrUndefinedField):
 		return "; a step's entry has result, outcome and reason, task has id and plan"
 	}
 	return ""
