@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -177,12 +178,7 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 			}
 		}).
 		WithRandSource(rand.Reader)
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		mc = mc.WithEnv(k, c.Env[k])
 	}
 
