@@ -29,6 +29,12 @@ func Every(ctx context.Context, d time.Duration, f func(n int)) (stop func()) {
 				return
 			case <-t.C:
 			}
+			// A tick that came while stop was called does not run f.
+			select {
+			case <-done:
+				return
+			default:
+			}
 			f(n)
 		}
 	}()

@@ -59,7 +59,9 @@ func TestEveryEndsWithItsContext(t *testing.T) {
 	})
 }
 
-// TestStopWaitsForARunningCall: once stop returns, f is done.
+// TestStopWaitsForARunningCall: once stop returns, f is done, and the
+// ticks that came while it ran do not run it again (a second call would
+// close running twice).
 func TestStopWaitsForARunningCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		running := make(chan struct{})
