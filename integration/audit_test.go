@@ -12,8 +12,8 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
-	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/manifests"
 )
 
