@@ -339,6 +339,18 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // waitTools waits until the gateway lists every name (upstreams connect in
 // the background).
 func waitTools(t testing.TB, cs *mcp.ClientSession, names ...string) map[string]*mcp.Tool {

@@ -402,8 +402,9 @@ func TestCallsDuringContinueAsNewAreRejectedForRetry(t *testing.T) {
 	if r1.Outcome != api.OutcomeOK || r1.Attempts != 2 {
 		t.Fatalf("c1: %+v", r1)
 	}
-	if rejected == nil || !strings.Contains(rejected.Error(), api.ErrContinuingAsNew) {
-		t.Fatalf("c2 rejection: %v", rejected)
+	var appErr *temporal.ApplicationError
+	if !errors.As(rejected, &appErr) || appErr.Type() != api.ErrTypeContinuingAsNew || !strings.HasPrefix(appErr.Message(), api.ErrContinuingAsNew) {
+		t.Fatalf("c2 rejection: %v; want an application error of type %s", rejected, api.ErrTypeContinuingAsNew)
 	}
 	if h.tools.calls() != 2 {
 		t.Fatalf("activity ran %d times, want 2 (c1 twice, c2 never)", h.tools.calls())

@@ -268,6 +268,22 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// TestModuleOverMemoryLimit: a module whose declared memory does not fit
+// the limit is refused before it runs (wazero will not compile it for that
+// limit), as ErrMemoryLimit, and still runs under a limit it fits.
+func TestModuleOverMemoryLimit(t *testing.T) {
+	m := guest(t)
+	// A Go guest declares more than one page of initial memory.
+	_, err := m.Run(context.Background(), Call{Args: []string{"echo"}, Limits: Limits{MemoryBytes: 64 << 10}})
+	if !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "module needs more than 65536 bytes") {
+		t.Fatalf("err = %v, want %v saying the module needs more than 65536 bytes", err, ErrMemoryLimit)
+	}
+	r, err := m.Run(context.Background(), Call{Args: []string{"echo"}, Stdin: []byte("fits")})
+	if err != nil || string(r.Stdout) != "fits" {
+		t.Fatalf("under the default limit: %q, %v", r.Stdout, err)
+	}
+}
+
 func TestCallerCancellationIsNotATimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)

@@ -43,7 +43,7 @@ func TestParseOutput(t *testing.T) {
 
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // TestModuleMismatchRefusesToLoad: a manifest whose sha256 does not match
