@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -135,22 +134,22 @@ func reviewPins(w io.Writer, store *pin.Store, server string, tools []*mcp.Tool,
 		old, ok := store.Lookup(server, t.Name)
 		switch {
 		case !ok:
-			fmt.Fprintf(w, "  new        %s%s\n", visible(t.Name), note)
+			fmt.Fprintf(w, "  new        %s%s\n", manifests.Visible(t.Name), note)
 		case old.SHA256 == pin.Hash(t):
-			fmt.Fprintf(w, "  unchanged  %s%s\n", visible(t.Name), note)
+			fmt.Fprintf(w, "  unchanged  %s%s\n", manifests.Visible(t.Name), note)
 		default:
 			what := "definition"
 			if f := pin.ChangedFields(old.Definition, def); len(f) > 0 {
 				what = strings.Join(f, ", ")
 			}
-			fmt.Fprintf(w, "  CHANGED    %s%s (changed: %s; pinned %s by %s)\n", visible(t.Name), note, what,
+			fmt.Fprintf(w, "  CHANGED    %s%s (changed: %s; pinned %s by %s)\n", manifests.Visible(t.Name), note, what,
 				old.PinnedAt.Local().Format(time.DateTime), orUnknown(old.By))
 			if len(old.Definition) == 0 {
 				fmt.Fprintln(w, "      (the pins file kept only the old hash, not the old definition: no diff)")
 				continue
 			}
 			for _, line := range strings.Split(strings.TrimRight(pin.Diff(old.Definition, def), "\n"), "\n") {
-				fmt.Fprintf(w, "      %s\n", visible(line))
+				fmt.Fprintf(w, "      %s\n", manifests.Visible(line))
 			}
 		}
 	}
@@ -162,25 +161,6 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
-}
-
-// visible escapes characters a terminal would not show as themselves (bidi
-// overrides, zero-width and other format characters, line separators,
-// controls), so a
-// definition cannot hide part of itself from the person reviewing it.
-func visible(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\t':
-			b.WriteRune(r)
-		case unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || r == unicode.ReplacementChar:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // configServer returns the (variable-expanded) upstream named server.

@@ -187,11 +187,3 @@ tools:
 		t.Fatalf("corrupt pins file was overwritten: %q", b)
 	}
 }
-
-func TestVisibleEscapesHiddenCharacters(t *testing.T) {
-	got := visible("ok\u202eevil\u200b\x1b[2Jdone\u2028")
-	want := `ok\u202eevil\u200b\u001b[2Jdone\u2028`
-	if got != want {
-		t.Fatalf("visible = %q, want %q", got, want)
-	}
-}
