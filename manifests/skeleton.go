@@ -119,96 +119,117 @@ func Skeleton(srv Server, source string, tools []*mcp.Tool, now time.Time) (stri
 			continue
 		}
 		st.Declared++
-		g := guessTool(t)
-		comment(&body, "  ", descriptionOf(t))
-		comment(&body, "  ", "annotations: "+annotationsOf(t.Annotations))
-		fmt.Fprintf(&body, "  %s:\n", yamlString(t.Name))
-		for _, w := range g.why {
-			comment(&body, "    ", w)
-		}
-		ses := make([]string, len(g.sideEffects))
-		for i, se := range g.sideEffects {
-			ses[i] = string(se)
-		}
-		fmt.Fprintf(&body, "    side_effects: [%s]\n", strings.Join(ses, ", "))
-		comment(&body, "    ", "REVIEW: a guess; raise it for confidential data, or lower it to public.")
-		fmt.Fprintf(&body, "    data_access_level: %s\n", DataInternal)
-		comment(&body, "    ", fmt.Sprintf("required_permissions: [%s.%s]", srv.Name, permissionVerb(g)))
-		fmt.Fprintf(&body, "    risk: %s\n", g.risk)
-		if g.approval {
-			comment(&body, "    ", "REVIEW: name the approver group instead of CHANGE-ME.")
-			fmt.Fprintf(&body, "    approval:\n      group: CHANGE-ME\n")
-		}
-		if !g.sideEffectsReadOnly() {
-			if g.idempotent {
-				comment(&body, "    ", "idempotentHint: true (only idempotent calls are re-run after a crash).")
-			} else {
-				comment(&body, "    ", "REVIEW: no idempotentHint: set true only if a second run with the same arguments changes nothing more.")
-			}
-		}
-		fmt.Fprintf(&body, "    idempotent: %t\n", g.idempotent)
-		if len(g.pathArgs) > 0 {
-			needRoots = true
-			comment(&body, "    ", "REVIEW: these arguments look like filesystem paths; policy keeps them inside server.path_roots. Remove any that are not paths.")
-			fmt.Fprintf(&body, "    path_args: [%s]\n", strings.Join(g.pathArgs, ", "))
-		}
-		body.WriteString("\n")
+		needRoots = skeletonTool(&body, srv.Name, t) || needRoots
 	}
 
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Manifest skeleton for upstream %s, written by `airlock manifests scan`\n", srv.Name)
-	comment(&b, "", fmt.Sprintf("on %s from the %d tool(s) of %s.", now.UTC().Format(time.DateOnly), len(tools), Visible(source)))
+	skeletonHeader(&b, srv.Name, source, len(tools), now)
+	skeletonServer(&b, srv, needRoots)
+	b.WriteString("\ntools:\n")
+	b.Write(body.Bytes())
+	return strings.TrimRight(b.String(), "\n") + "\n", st
+}
+
+// skeletonTool writes one tool's entry and reports whether it has path
+// arguments (which need the server's path_roots).
+func skeletonTool(body *bytes.Buffer, server string, t *mcp.Tool) (paths bool) {
+	g := guessTool(t)
+	comment(body, "  ", descriptionOf(t))
+	comment(body, "  ", "annotations: "+annotationsOf(t.Annotations))
+	fmt.Fprintf(body, "  %s:\n", yamlString(t.Name))
+	for _, w := range g.why {
+		comment(body, "    ", w)
+	}
+	ses := make([]string, len(g.sideEffects))
+	for i, se := range g.sideEffects {
+		ses[i] = string(se)
+	}
+	fmt.Fprintf(body, "    side_effects: [%s]\n", strings.Join(ses, ", "))
+	comment(body, "    ", "REVIEW: a guess; raise it for confidential data, or lower it to public.")
+	fmt.Fprintf(body, "    data_access_level: %s\n", DataInternal)
+	comment(body, "    ", fmt.Sprintf("required_permissions: [%s.%s]", server, permissionVerb(g)))
+	fmt.Fprintf(body, "    risk: %s\n", g.risk)
+	if g.approval {
+		comment(body, "    ", "REVIEW: name the approver group instead of CHANGE-ME.")
+		fmt.Fprintf(body, "    approval:\n      group: CHANGE-ME\n")
+	}
+	if !g.sideEffectsReadOnly() {
+		if g.idempotent {
+			comment(body, "    ", "idempotentHint: true (only idempotent calls are re-run after a crash).")
+		} else {
+			comment(body, "    ", "REVIEW: no idempotentHint: set true only if a second run with the same arguments changes nothing more.")
+		}
+	}
+	fmt.Fprintf(body, "    idempotent: %t\n", g.idempotent)
+	if len(g.pathArgs) > 0 {
+		comment(body, "    ", "REVIEW: these arguments look like filesystem paths; policy keeps them inside server.path_roots. Remove any that are not paths.")
+		fmt.Fprintf(body, "    path_args: [%s]\n", strings.Join(g.pathArgs, ", "))
+	}
+	body.WriteString("\n")
+	return len(g.pathArgs) > 0
+}
+
+// skeletonHeader writes the comment that opens a skeleton.
+func skeletonHeader(b *bytes.Buffer, server, source string, tools int, now time.Time) {
+	fmt.Fprintf(b, "# Manifest skeleton for upstream %s, written by `airlock manifests scan`\n", server)
+	comment(b, "", fmt.Sprintf("on %s from the %d tool(s) of %s.", now.UTC().Format(time.DateOnly), tools, Visible(source)))
 	b.WriteString("#\n")
 	b.WriteString("# Every value is a guess from the tool annotations the server chose, and a\n")
 	b.WriteString("# server can say anything about itself. Review each \"# REVIEW:\" line, then\n")
 	b.WriteString("# add this file to manifests in airlock.yaml. Tools left out are not exposed.\n")
 	b.WriteString("# The descriptions below are the server's words, shown for review only.\n\n")
+}
+
+// skeletonServer writes the server block; needRoots asks for a path_roots
+// placeholder when the server has none.
+func skeletonServer(b *bytes.Buffer, srv Server, needRoots bool) {
 	b.WriteString("server:\n")
-	fmt.Fprintf(&b, "  name: %s\n", yamlString(srv.Name))
+	fmt.Fprintf(b, "  name: %s\n", yamlString(srv.Name))
 	if s := srv.Stdio; s != nil {
-		b.WriteString("  stdio:\n")
-		fmt.Fprintf(&b, "    command: %s\n", yamlString(s.Command))
-		if len(s.Args) > 0 {
-			fmt.Fprintf(&b, "    args: %s\n", yamlList(s.Args))
-		}
-		if isPackageRunner(s.Command) && !mentionsVersion(s.Args) {
-			comment(&b, "    ", "REVIEW: pin the package version (e.g. pkg@1.2.3) so that the tools stay the ones declared here.")
-		}
-		if len(s.Env) > 0 {
-			b.WriteString("    env:\n")
-			for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-				fmt.Fprintf(&b, "      %s: %s\n", yamlString(k), yamlString(s.Env[k]))
-			}
-		}
-		if s.Dir != "" {
-			fmt.Fprintf(&b, "    dir: %s\n", yamlString(s.Dir))
-		} else {
-			comment(&b, "    ", "REVIEW: the command runs in this file's directory; set dir if relative paths above need another one.")
-		}
+		skeletonStdio(b, s)
 	}
 	if h := srv.HTTP; h != nil {
 		b.WriteString("  http:\n")
-		fmt.Fprintf(&b, "    url: %s\n", yamlString(h.URL))
+		fmt.Fprintf(b, "    url: %s\n", yamlString(h.URL))
 		if len(h.Headers) > 0 {
 			b.WriteString("    headers:\n")
 			for _, k := range slices.Sorted(maps.Keys(h.Headers)) {
-				fmt.Fprintf(&b, "      %s: %s\n", yamlString(k), yamlString(h.Headers[k]))
+				fmt.Fprintf(b, "      %s: %s\n", yamlString(k), yamlString(h.Headers[k]))
 			}
 		}
 	}
 	if srv.ConnectTimeout > 0 {
-		fmt.Fprintf(&b, "  connect_timeout: %s\n", srv.ConnectTimeout)
+		fmt.Fprintf(b, "  connect_timeout: %s\n", srv.ConnectTimeout)
 	}
 	switch {
 	case len(srv.PathRoots) > 0:
-		fmt.Fprintf(&b, "  path_roots: %s\n", yamlList(srv.PathRoots))
+		fmt.Fprintf(b, "  path_roots: %s\n", yamlList(srv.PathRoots))
 	case needRoots:
-		comment(&b, "  ", "REVIEW: the directories the path arguments must stay inside, e.g. \"${AIRLOCK_DATA_DIR}/sandbox\"; until you change it, every call with a path is refused.")
+		comment(b, "  ", "REVIEW: the directories the path arguments must stay inside, e.g. \"${AIRLOCK_DATA_DIR}/sandbox\"; until you change it, every call with a path is refused.")
 		b.WriteString("  path_roots: [\"/CHANGE-ME\"]\n")
 	}
-	b.WriteString("\ntools:\n")
-	b.Write(body.Bytes())
-	return strings.TrimRight(b.String(), "\n") + "\n", st
+}
+
+func skeletonStdio(b *bytes.Buffer, s *StdioServer) {
+	b.WriteString("  stdio:\n")
+	fmt.Fprintf(b, "    command: %s\n", yamlString(s.Command))
+	if len(s.Args) > 0 {
+		fmt.Fprintf(b, "    args: %s\n", yamlList(s.Args))
+	}
+	if isPackageRunner(s.Command) && !mentionsVersion(s.Args) {
+		comment(b, "    ", "REVIEW: pin the package version (e.g. pkg@1.2.3) so that the tools stay the ones declared here.")
+	}
+	if len(s.Env) > 0 {
+		b.WriteString("    env:\n")
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+			fmt.Fprintf(b, "      %s: %s\n", yamlString(k), yamlString(s.Env[k]))
+		}
+	}
+	if s.Dir != "" {
+		fmt.Fprintf(b, "    dir: %s\n", yamlString(s.Dir))
+	} else {
+		comment(b, "    ", "REVIEW: the command runs in this file's directory; set dir if relative paths above need another one.")
+	}
 }
 
 func (g toolGuess) sideEffectsReadOnly() bool {
