@@ -19,8 +19,8 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
 )

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
@@ -230,17 +231,35 @@ func rollbackTask(ctx context.Context, c client.Client, id string, req api.Rollb
 		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted}
 	h, err := c.UpdateWorkflow(ctx, uo)
 	if err == nil {
-		if err = h.Get(ctx, &res); err == nil || !strings.Contains(err.Error(), "has ended") {
+		if err = h.Get(ctx, &res); err == nil {
+			return res, nil
+		}
+		// Refused: because the task has ended (and its workflow has yet
+		// to close), or for a reason that is the answer.
+		var refused *temporal.ApplicationError
+		if !errors.As(err, &refused) {
 			return res, err
 		}
-	} else if !isCompleted(err) {
+		if st, qerr := queryStatus(ctx, c, id); qerr == nil && st.Ended {
+			return rollbackEnded(ctx, c, id, st, uo, taskQueue)
+		}
 		return res, err
 	}
-	// The task has ended: what did it leave undone?
+	if !isCompleted(err) {
+		return res, err
+	}
+	// The workflow has closed: what did it leave undone?
 	st, qerr := queryStatus(ctx, c, id)
 	if qerr != nil {
 		return res, fmt.Errorf("the task has ended and its state cannot be read: %w", qerr)
 	}
+	return rollbackEnded(ctx, c, id, st, uo, taskQueue)
+}
+
+// rollbackEnded undoes what an ended task left, by the RollbackTask
+// workflow of that task.
+func rollbackEnded(ctx context.Context, c client.Client, id string, st api.Status, uo client.UpdateWorkflowOptions, taskQueue string) (api.RollbackResult, error) {
+	var res api.RollbackResult
 	if len(st.Saga) == 0 {
 		return api.RollbackResult{TaskID: id, State: api.RollbackNothing,
 			Reason: "the task has ended (" + st.State + ") and left no pending compensation"}, nil
@@ -252,7 +271,7 @@ func rollbackTask(ctx context.Context, c client.Client, id string, req api.Rollb
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, api.RollbackTaskName, api.RollbackTaskInput{TaskID: id, Principal: st.Principal, Saga: st.Saga})
 	uo.WorkflowID = rid
-	h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: uo})
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: uo})
 	if err == nil {
 		err = h.Get(ctx, &res)
 	}
@@ -263,11 +282,11 @@ func rollbackTask(ctx context.Context, c client.Client, id string, req api.Rollb
 	return res, err
 }
 
-// isCompleted reports an error saying the workflow is no longer running.
+// isCompleted reports an error saying the workflow is no longer running
+// (the server's "workflow execution already completed" is a NotFound).
 func isCompleted(err error) bool {
 	var nf *serviceerror.NotFound
-	return err != nil && (errors.As(err, &nf) || strings.Contains(err.Error(), "already completed") ||
-		strings.Contains(err.Error(), "workflow execution already finished"))
+	return errors.As(err, &nf)
 }
 
 func listTasks(ctx context.Context, c client.Client, ns, q string, limit int, stdout, stderr io.Writer) int {
