@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,12 +13,7 @@ import (
 	"github.com/airlock-run/airlock/manifests"
 )
 
-const scanUsage = `Usage:
-  airlock manifests scan [--config airlock.yaml] [--out FILE] SERVER
-  airlock manifests scan --name NAME --command "npx -y @scope/server@1.2.3" [--out FILE]
-  airlock manifests scan --name NAME --url https://host/mcp [--out FILE]
-
-Connects to an upstream MCP server (an upstream of the configuration, or
+const scanLong = `Connects to an upstream MCP server (an upstream of the configuration, or
 the command or URL given), lists its tools and writes a manifest skeleton
 for it (to stdout, or FILE). The skeleton validates, but every value in it
 is a guess from the tool annotations the server chose; review each
@@ -34,117 +28,170 @@ How annotations map (MCP's defaults apply to missing hints):
   idempotentHint              idempotent
   openWorldHint: true         adds side effect send
   arguments path, paths, source, destination become path_args
-  data_access_level is always internal: raise it where the data is sensitive
-`
+  data_access_level is always internal: raise it where the data is sensitive`
 
-func runScan(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock manifests scan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := fs.String("config", defaultConfig, "configuration `file` naming SERVER's manifest")
-	dataDir := fs.String("data-dir", "", "data `dir`ectory for ${AIRLOCK_DATA_DIR} in the configuration's manifests (default: data_dir in the config, else .airlock)")
-	out := fs.String("out", "", "write the skeleton to this `file` instead of stdout")
-	force := fs.Bool("force", false, "with --out: replace an existing file")
-	command := fs.String("command", "", "launch the upstream with this `command line` (stdio), e.g. \"npx -y @modelcontextprotocol/server-memory\"")
-	url := fs.String("url", "", "reach the upstream at this streamable HTTP `URL`")
-	name := fs.String("name", "", "server `name` for the skeleton (required with --command and --url)")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the upstream to connect")
-	fs.Usage = func() { fmt.Fprint(stderr, scanUsage+"\nFlags:\n"); fs.PrintDefaults() }
-	pos, err := parseInterspersed(fs, args)
+func scanCommand() *Command {
+	return &Command{Name: "scan", Usage: `[--config airlock.yaml] [--out FILE] SERVER
+--name NAME --command "npx -y @scope/server@1.2.3" [--out FILE]
+--name NAME --url https://host/mcp [--out FILE]`,
+		Short: "list an upstream's tools and write a manifest skeleton to review",
+		Long:  scanLong, Flags: bind(scanFlags, runScan)}
+}
+
+type scanOptions struct {
+	config, dataDir string
+	out             string
+	force           bool
+	command, url    string
+	name            string
+	timeout         time.Duration
+}
+
+func scanFlags(fs *flag.FlagSet, o *scanOptions) {
+	fs.StringVar(&o.config, "config", defaultConfig, "configuration `file` naming SERVER's manifest")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data `dir`ectory for ${AIRLOCK_DATA_DIR} in the configuration's manifests (default: data_dir in the config, else .airlock)")
+	fs.StringVar(&o.out, "out", "", "write the skeleton to this `file` instead of stdout")
+	fs.BoolVar(&o.force, "force", false, "with --out: replace an existing file")
+	fs.StringVar(&o.command, "command", "", "launch the upstream with this `command line` (stdio), e.g. \"npx -y @modelcontextprotocol/server-memory\"")
+	fs.StringVar(&o.url, "url", "", "reach the upstream at this streamable HTTP `URL`")
+	fs.StringVar(&o.name, "name", "", "server `name` for the skeleton (required with --command and --url)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the upstream to connect")
+}
+
+func runScan(c *Call, o *scanOptions) int {
+	if code := o.check(c); code != 0 {
+		return code
+	}
+	up, err := o.upstream(c)
 	if err != nil {
-		return parseExit(err)
+		return c.fail(err)
 	}
-	usage := func(msg string) int {
-		fmt.Fprintf(stderr, "airlock manifests scan: %s\n%s", msg, scanUsage)
-		return 2
-	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "airlock manifests scan: %v\n", err)
-		return 1
-	}
-	switch {
-	case len(pos) > 1:
-		return usage(fmt.Sprintf("name one upstream (got %d arguments)", len(pos)))
-	case len(pos) == 1 && (*command != "" || *url != ""):
-		return usage("give either a SERVER of the configuration or --command/--url, not both")
-	case len(pos) == 0 && *command == "" && *url == "":
-		return usage("name a SERVER of the configuration, or give --command or --url with --name")
-	case *command != "" && *url != "":
-		return usage("give --command or --url, not both")
-	case len(pos) == 0 && *name == "":
-		return usage("--name is required with --command and --url: it names the server in the manifest and the exposed tools (<name>__<tool>)")
-	}
-	if *name != "" {
-		if err := checkServerName(*name); err != nil {
-			return fail(err)
-		}
-	}
-	if *out != "" && !*force {
-		if _, err := os.Stat(*out); err == nil {
-			return fail(fmt.Errorf("--out %s exists; pass --force to replace it, or name a new file", *out))
-		}
-	}
-
-	var (
-		connect manifests.Server // expanded, to connect with
-		write   manifests.Server // as the manifest should say it
-		source  string
-		log     = zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}).Level(zerolog.ErrorLevel)
-	)
-	if len(pos) == 1 {
-		e, err := load(commonFlags{config: *cfg, dataDir: *dataDir, logLevel: "error", logFormat: "console"}, stderr)
-		if err != nil {
-			return fail(err)
-		}
-		if connect, err = configServer(e, pos[0]); err != nil {
-			return fail(err)
-		}
-		for _, m := range e.snap.Manifests {
-			if m.Server.Name == pos[0] {
-				write = m.Server
-				source = fmt.Sprintf("upstream %s of %s (%s)", pos[0], e.cfgPath, m.File)
-			}
-		}
-		if *name != "" {
-			connect.Name, write.Name = *name, *name
-		}
-		log = e.log
-	} else {
-		write.Name = *name
-		if *command != "" {
-			argv, err := splitCommand(*command)
-			if err != nil {
-				return fail(fmt.Errorf("--command: %w", err))
-			}
-			write.Stdio = &manifests.StdioServer{Command: argv[0], Args: argv[1:]}
-			source = "command " + *command
-		} else {
-			write.HTTP = &manifests.HTTPServer{URL: *url}
-			source = "URL " + *url
-		}
-		connect = write
-		if connect.Stdio != nil {
-			c := *connect.Stdio
-			c.Dir, _ = os.Getwd()
-			connect.Stdio = &c
-		}
-	}
-
-	tools, closePool, err := listUpstream(connect, *timeout, log)
+	tools, closePool, err := listUpstream(up.connect, o.timeout, up.log)
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
 	closePool()
 	if len(tools) == 0 {
-		return fail(fmt.Errorf("upstream %s offers no tools; there is nothing to declare", connect.Name))
+		return c.fail(fmt.Errorf("upstream %s offers no tools; there is nothing to declare", up.connect.Name))
 	}
-	text, st := manifests.Skeleton(write, source, tools, time.Now())
+	text, st := manifests.Skeleton(up.write, up.source, tools, time.Now())
 	if st.Declared == 0 {
-		return fail(fmt.Errorf("upstream %s offers %d tool(s), none with a name airlock can expose (see the SKIPPED notes):\n%s", connect.Name, len(tools), text))
+		return c.fail(fmt.Errorf("upstream %s offers %d tool(s), none with a name airlock can expose (see the SKIPPED notes):\n%s", up.connect.Name, len(tools), text))
 	}
-	// The skeleton must load as it is: check it as `manifests validate` would.
-	file := *out
+	if err := o.checkSkeleton(up.write.Name, text); err != nil {
+		return c.fail(err)
+	}
+	where := "the skeleton"
+	if o.out == "" {
+		fmt.Fprint(c.Stdout, text)
+	} else if err := writeFileAtomic(o.out, []byte(text)); err != nil {
+		return c.fail(err)
+	} else {
+		where = o.out
+	}
+	fmt.Fprintf(c.Stderr, "%d tool(s) declared (%d skipped) for upstream %s; review every \"# REVIEW:\" line in %s, then add the file to manifests in the configuration and run airlock manifests validate\n",
+		st.Declared, st.Skipped, up.write.Name, where)
+	return 0
+}
+
+// check reports a mistake in the arguments before anything is started.
+func (o *scanOptions) check(c *Call) int {
+	usage := func(msg string) int {
+		fmt.Fprintf(c.Stderr, "%s: %s\n", c.Name, msg)
+		c.Flags.Usage()
+		return 2
+	}
+	pos := c.Args
+	switch {
+	case len(pos) > 1:
+		return usage(fmt.Sprintf("name one upstream (got %d arguments)", len(pos)))
+	case len(pos) == 1 && (o.command != "" || o.url != ""):
+		return usage("give either a SERVER of the configuration or --command/--url, not both")
+	case len(pos) == 0 && o.command == "" && o.url == "":
+		return usage("name a SERVER of the configuration, or give --command or --url with --name")
+	case o.command != "" && o.url != "":
+		return usage("give --command or --url, not both")
+	case len(pos) == 0 && o.name == "":
+		return usage("--name is required with --command and --url: it names the server in the manifest and the exposed tools (<name>__<tool>)")
+	}
+	if o.name != "" {
+		if err := checkServerName(o.name); err != nil {
+			return c.fail(err)
+		}
+	}
+	if o.out != "" && !o.force {
+		if _, err := os.Stat(o.out); err == nil {
+			return c.fail(fmt.Errorf("--out %s exists; pass --force to replace it, or name a new file", o.out))
+		}
+	}
+	return 0
+}
+
+// scanned is the upstream to scan: as to connect to it (variables
+// expanded) and as the manifest should say it.
+type scanned struct {
+	connect, write manifests.Server
+	source         string // where it came from, for the skeleton's header
+	log            zerolog.Logger
+}
+
+// upstream is the SERVER of the configuration, or the one --command or
+// --url give.
+func (o *scanOptions) upstream(c *Call) (scanned, error) {
+	up := scanned{log: zerolog.New(zerolog.ConsoleWriter{Out: c.Stderr, TimeFormat: time.TimeOnly}).Level(zerolog.ErrorLevel)}
+	if len(c.Args) == 1 {
+		return o.configUpstream(c, c.Args[0])
+	}
+	up.write.Name = o.name
+	if o.command != "" {
+		argv, err := splitCommand(o.command)
+		if err != nil {
+			return up, fmt.Errorf("--command: %w", err)
+		}
+		up.write.Stdio = &manifests.StdioServer{Command: argv[0], Args: argv[1:]}
+		up.source = "command " + o.command
+	} else {
+		up.write.HTTP = &manifests.HTTPServer{URL: o.url}
+		up.source = "URL " + o.url
+	}
+	up.connect = up.write
+	if up.connect.Stdio != nil {
+		s := *up.connect.Stdio
+		s.Dir, _ = os.Getwd()
+		up.connect.Stdio = &s
+	}
+	return up, nil
+}
+
+// configUpstream is the upstream named server in the configuration.
+func (o *scanOptions) configUpstream(c *Call, server string) (scanned, error) {
+	var up scanned
+	e, err := load(commonFlags{config: o.config, dataDir: o.dataDir, logLevel: "error", logFormat: "console"}, c.Stderr)
+	if err != nil {
+		return up, err
+	}
+	if up.connect, err = configServer(e, server); err != nil {
+		return up, err
+	}
+	for _, m := range e.snap.Manifests {
+		if m.Server.Name == server {
+			up.write = m.Server
+			up.source = fmt.Sprintf("upstream %s of %s (%s)", server, e.cfgPath, m.File)
+		}
+	}
+	if o.name != "" {
+		up.connect.Name, up.write.Name = o.name, o.name
+	}
+	up.log = e.log
+	return up, nil
+}
+
+// checkSkeleton checks that the skeleton loads as it is, as `manifests
+// validate` would.
+func (o *scanOptions) checkSkeleton(name, text string) error {
+	file := o.out
 	if file == "" {
-		file = write.Name + ".yaml"
+		file = name + ".yaml"
 	}
 	m, err := manifests.Parse(file, []byte(text))
 	if err == nil {
@@ -153,21 +200,9 @@ func runScan(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		return fail(fmt.Errorf("the skeleton does not validate, which is a bug in airlock manifests scan; please report it with this output:\n%v\n%s", err, text))
+		return fmt.Errorf("the skeleton does not validate, which is a bug in airlock manifests scan; please report it with this output:\n%v\n%s", err, text)
 	}
-
-	if *out == "" {
-		fmt.Fprint(stdout, text)
-	} else if err := writeFileAtomic(*out, []byte(text)); err != nil {
-		return fail(err)
-	}
-	where := "the skeleton"
-	if *out != "" {
-		where = *out
-	}
-	fmt.Fprintf(stderr, "%d tool(s) declared (%d skipped) for upstream %s; review every \"# REVIEW:\" line in %s, then add the file to manifests in the configuration and run airlock manifests validate\n",
-		st.Declared, st.Skipped, write.Name, where)
-	return 0
+	return nil
 }
 
 func checkServerName(name string) error {
