@@ -15,9 +15,26 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// UpstreamTool is what an upstream says about one of its tools (an entry
+// of MCP's tools/list), as far as a skeleton reads it. The command that
+// lists the tools fills it in; this package does not speak MCP.
+type UpstreamTool struct {
+	Name        string
+	Description string
+	Annotations *ToolHints // nil: the server gave none
+	InputSchema any        // the JSON Schema of the arguments
+}
+
+// ToolHints are MCP's tool annotations, named as MCP names them; nil
+// pointers are hints the server left unset (MCP's defaults apply).
+type ToolHints struct {
+	ReadOnlyHint    bool
+	DestructiveHint *bool
+	IdempotentHint  bool
+	OpenWorldHint   *bool
+}
 
 // bareYAML is a scalar that YAML reads as a string without quotes.
 var bareYAML = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
@@ -41,10 +58,10 @@ type toolGuess struct {
 
 // guessTool maps a tool's annotations to manifest values, conservatively:
 // a missing hint takes MCP's default (destructive, open world).
-func guessTool(t *mcp.Tool) toolGuess {
+func guessTool(t *UpstreamTool) toolGuess {
 	a := t.Annotations
 	if a == nil {
-		a = &mcp.ToolAnnotations{}
+		a = &ToolHints{}
 	}
 	var g toolGuess
 	switch {
@@ -105,8 +122,8 @@ func pathArgs(schema any) []string {
 // scan` prints it: every value a guess from the tools' annotations, with
 // "# REVIEW:" comments on what a person must check. source says where the
 // tools came from (a comment in the header).
-func Skeleton(srv Server, source string, tools []*mcp.Tool, now time.Time) (string, SkeletonStats) {
-	sorted := append([]*mcp.Tool(nil), tools...)
+func Skeleton(srv Server, source string, tools []*UpstreamTool, now time.Time) (string, SkeletonStats) {
+	sorted := append([]*UpstreamTool(nil), tools...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 
 	var body bytes.Buffer
@@ -132,7 +149,7 @@ func Skeleton(srv Server, source string, tools []*mcp.Tool, now time.Time) (stri
 
 // skeletonTool writes one tool's entry and reports whether it has path
 // arguments (which need the server's path_roots).
-func skeletonTool(body *bytes.Buffer, server string, t *mcp.Tool) (paths bool) {
+func skeletonTool(body *bytes.Buffer, server string, t *UpstreamTool) (paths bool) {
 	g := guessTool(t)
 	comment(body, "  ", descriptionOf(t))
 	comment(body, "  ", "annotations: "+annotationsOf(t.Annotations))
@@ -264,7 +281,7 @@ func unexposable(server, tool string) string {
 	return ""
 }
 
-func descriptionOf(t *mcp.Tool) string {
+func descriptionOf(t *UpstreamTool) string {
 	d := strings.TrimSpace(t.Description)
 	if d == "" {
 		return t.Name + ": (no description)"
@@ -277,7 +294,7 @@ func descriptionOf(t *mcp.Tool) string {
 	return t.Name + ": " + strings.Join(lines, "\n")
 }
 
-func annotationsOf(a *mcp.ToolAnnotations) string {
+func annotationsOf(a *ToolHints) string {
 	if a == nil {
 		return "none"
 	}

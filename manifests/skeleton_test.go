@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // parseSkeleton loads a skeleton as the gateway would and fails the test
@@ -29,20 +27,20 @@ func TestGuessTool(t *testing.T) {
 	yes, no := true, false
 	for _, tc := range []struct {
 		name     string
-		ann      *mcp.ToolAnnotations
+		ann      *ToolHints
 		ses      []SideEffect
 		risk     Risk
 		idem     bool
 		approval bool
 	}{
 		{"no annotations", nil, effects("write", "delete"), RiskHigh, false, true},
-		{"read only", &mcp.ToolAnnotations{ReadOnlyHint: true}, effects("read"), RiskLow, true, false},
-		{"read only, open world", &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &yes}, effects("read", "send"), RiskMedium, true, false},
-		{"additive, idempotent", &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}, effects("write"), RiskMedium, true, false},
-		{"destructive, open world", &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}, effects("write", "delete", "send"), RiskHigh, false, true},
-		{"hints unset but idempotent", &mcp.ToolAnnotations{IdempotentHint: true}, effects("write", "delete"), RiskHigh, true, true},
+		{"read only", &ToolHints{ReadOnlyHint: true}, effects("read"), RiskLow, true, false},
+		{"read only, open world", &ToolHints{ReadOnlyHint: true, OpenWorldHint: &yes}, effects("read", "send"), RiskMedium, true, false},
+		{"additive, idempotent", &ToolHints{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}, effects("write"), RiskMedium, true, false},
+		{"destructive, open world", &ToolHints{DestructiveHint: &yes, OpenWorldHint: &yes}, effects("write", "delete", "send"), RiskHigh, false, true},
+		{"hints unset but idempotent", &ToolHints{IdempotentHint: true}, effects("write", "delete"), RiskHigh, true, true},
 	} {
-		g := guessTool(&mcp.Tool{Name: "t", Annotations: tc.ann, InputSchema: map[string]any{"type": "object"}})
+		g := guessTool(&UpstreamTool{Name: "t", Annotations: tc.ann, InputSchema: map[string]any{"type": "object"}})
 		if !reflect.DeepEqual(g.sideEffects, tc.ses) || g.risk != tc.risk || g.idempotent != tc.idem || g.approval != tc.approval {
 			t.Errorf("%s: got %v %s idempotent=%v approval=%v; want %v %s %v %v", tc.name, g.sideEffects, g.risk, g.idempotent, g.approval, tc.ses, tc.risk, tc.idem, tc.approval)
 		}
@@ -53,7 +51,7 @@ func TestGuessTool(t *testing.T) {
 // (newlines, YAML syntax, terminal escapes, odd names), the skeleton still
 // loads, and names a manifest cannot declare are skipped with a note.
 func TestSkeletonHostileDefinitions(t *testing.T) {
-	tools := []*mcp.Tool{
+	tools := []*UpstreamTool{
 		{Name: "true", Description: "line one\nserver:\n  name: evil\n\x1b[8mhidden\u2028next\u0085nel\r\ntools: {}", InputSchema: map[string]any{"type": "object"}},
 		{Name: "dotted.name", Description: "not exposable", InputSchema: map[string]any{"type": "object"}},
 		{Name: "has space", InputSchema: map[string]any{"type": "object"}},

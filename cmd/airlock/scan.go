@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
 	"github.com/airlock-run/airlock/manifests"
@@ -74,7 +75,7 @@ func runScan(c *Call, o *scanOptions) int {
 	if len(tools) == 0 {
 		return c.fail(fmt.Errorf("upstream %s offers no tools; there is nothing to declare", up.connect.Name))
 	}
-	text, st := manifests.Skeleton(up.write, up.source, tools, time.Now())
+	text, st := manifests.Skeleton(up.write, up.source, upstreamTools(tools), time.Now())
 	if st.Declared == 0 {
 		return c.fail(fmt.Errorf("upstream %s offers %d tool(s), none with a name airlock can expose (see the SKIPPED notes):\n%s", up.connect.Name, len(tools), text))
 	}
@@ -92,6 +93,19 @@ func runScan(c *Call, o *scanOptions) int {
 	fmt.Fprintf(c.Stderr, "%d tool(s) declared (%d skipped) for upstream %s; review every \"# REVIEW:\" line in %s, then add the file to manifests in the configuration and run airlock manifests validate\n",
 		st.Declared, st.Skipped, up.write.Name, where)
 	return 0
+}
+
+// upstreamTools is what the skeleton reads of MCP's tool list.
+func upstreamTools(tools []*mcp.Tool) []*manifests.UpstreamTool {
+	out := make([]*manifests.UpstreamTool, len(tools))
+	for i, t := range tools {
+		out[i] = &manifests.UpstreamTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+		if a := t.Annotations; a != nil {
+			out[i].Annotations = &manifests.ToolHints{ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
+				IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+		}
+	}
+	return out
 }
 
 // check reports a mistake in the arguments before anything is started.
