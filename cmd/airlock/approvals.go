@@ -68,32 +68,28 @@ func approvalsFlags(fs *flag.FlagSet, o *approvalsOptions) {
 }
 
 // check reports a mistake in the arguments of subcommand sub before
-// anything is loaded or dialed.
-func (o *approvalsOptions) check(c *Call, sub string) (ok bool) {
+// anything is loaded or dialed (exit status 2), or returns 0.
+func (o *approvalsOptions) check(c *Call, sub string) int {
 	deciding := sub == "approve" || sub == "deny"
 	switch {
 	case sub == "list" && len(c.Args) > 0:
-		c.usage("unexpected argument %q (to see one request: airlock approvals show ID)", c.Args[0])
+		return c.usage("unexpected argument %q (to see one request: airlock approvals show ID)", c.Args[0])
 	case sub != "list" && len(c.Args) != 1:
-		c.usage("name one request ID (airlock approvals list shows them)")
+		return c.usage("name one request ID (airlock approvals list shows them)")
 	case o.asJSON && sub != "show":
-		c.usage("--json applies to show only")
+		return c.usage("--json applies to show only")
 	case !deciding && (o.comment != "" || o.digest != ""):
-		c.usage("--comment and --digest apply to approve and deny only")
-	default:
-		if sub != "list" {
-			if _, err := approver.TaskOf(c.Args[0]); err != nil {
-				c.usage("%v", err)
-				return false
-			}
-		}
-		if len(o.comment) > 1000 {
-			c.usage("--comment is %d bytes; keep it under 1000", len(o.comment))
-			return false
-		}
-		return true
+		return c.usage("--comment and --digest apply to approve and deny only")
 	}
-	return false
+	if sub != "list" {
+		if _, err := approver.TaskOf(c.Args[0]); err != nil {
+			return c.usage("%v", err)
+		}
+	}
+	if len(o.comment) > 1000 {
+		return c.usage("--comment is %d bytes; keep it under 1000", len(o.comment))
+	}
+	return 0
 }
 
 // connect reads the configuration (needed to authenticate a decision;
@@ -122,8 +118,8 @@ func (o *approvalsOptions) withLocal(c *Call, f func(ctx context.Context, local 
 }
 
 func approvalsList(c *Call, o *approvalsOptions) int {
-	if !o.check(c, "list") {
-		return 2
+	if code := o.check(c, "list"); code != 0 {
+		return code
 	}
 	if _, ok := o.connect(c, false); !ok {
 		return 1
@@ -141,8 +137,8 @@ func approvalsList(c *Call, o *approvalsOptions) int {
 }
 
 func approvalsShow(c *Call, o *approvalsOptions) int {
-	if !o.check(c, "show") {
-		return 2
+	if code := o.check(c, "show"); code != 0 {
+		return code
 	}
 	if _, ok := o.connect(c, false); !ok {
 		return 1
@@ -168,8 +164,8 @@ func approvalsShow(c *Call, o *approvalsOptions) int {
 func decideWith(approve bool) func(*Call, *approvalsOptions) int {
 	sub := map[bool]string{true: "approve", false: "deny"}[approve]
 	return func(c *Call, o *approvalsOptions) int {
-		if !o.check(c, sub) {
-			return 2
+		if code := o.check(c, sub); code != 0 {
+			return code
 		}
 		cfg, ok := o.connect(c, true)
 		if !ok {

@@ -102,12 +102,11 @@ func (o *tasksOptions) withTemporal(c *Call, f func(ctx context.Context, tc clie
 
 // taskID is the one TASK_ID argument, checked before dialing so a typo is
 // not reported as a connection problem.
-func taskID(c *Call) (string, bool) {
+func taskID(c *Call) (string, int) {
 	if len(c.Args) != 1 {
-		c.usage("name one TASK_ID (airlock tasks list shows them)")
-		return "", false
+		return "", c.usage("name one TASK_ID (airlock tasks list shows them)")
 	}
-	return c.Args[0], true
+	return c.Args[0], 0
 }
 
 func tasksList(c *Call, o *tasksOptions) int {
@@ -166,9 +165,9 @@ func (o *tasksOptions) listQuery(c *Call) (string, int) {
 }
 
 func tasksShow(c *Call, o *tasksOptions) int {
-	id, ok := taskID(c)
-	if !ok {
-		return 2
+	id, code := taskID(c)
+	if code != 0 {
+		return code
 	}
 	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
 		return showTask(ctx, c, tc, id, o.asJSON)
@@ -176,9 +175,9 @@ func tasksShow(c *Call, o *tasksOptions) int {
 }
 
 func tasksRollback(c *Call, o *tasksOptions) int {
-	id, ok := taskID(c)
-	if !ok {
-		return 2
+	id, code := taskID(c)
+	if code != 0 {
+		return code
 	}
 	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
 		rctx, rcancel := context.WithTimeout(ctx, o.wait)
@@ -204,9 +203,9 @@ func tasksRollback(c *Call, o *tasksOptions) int {
 }
 
 func tasksCancel(c *Call, o *tasksOptions) int {
-	id, ok := taskID(c)
-	if !ok {
-		return 2
+	id, code := taskID(c)
+	if code != 0 {
+		return code
 	}
 	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
 		if err := tc.CancelWorkflow(ctx, id, ""); err != nil {
@@ -218,9 +217,9 @@ func tasksCancel(c *Call, o *tasksOptions) int {
 }
 
 func tasksFinish(c *Call, o *tasksOptions) int {
-	id, ok := taskID(c)
-	if !ok {
-		return 2
+	id, code := taskID(c)
+	if code != 0 {
+		return code
 	}
 	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
 		if err := tc.SignalWorkflow(ctx, id, "", api.SignalFinish, nil); err != nil {
