@@ -3,12 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -104,14 +104,8 @@ func TestScanServerMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an npm server; skipped with -short")
 	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	js := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js")
-	if _, err := os.Stat(js); err != nil {
-		t.Skipf("server-memory not installed (npm ci): %v", err)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node not installed")
-	}
+	testenv.RequireNode(t)
+	js := testenv.NPMServer(t, "server-memory")
 	t.Setenv("MEMORY_FILE_PATH", filepath.Join(t.TempDir(), "memory.jsonl"))
 	code, out, errs := runCLI(t, "manifests", "scan", "--name", "memory", "--command", "node '"+js+"'")
 	if code != 0 {
@@ -142,14 +136,8 @@ func TestScanServerFilesystemPathArgs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an npm server; skipped with -short")
 	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	js := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
-	if _, err := os.Stat(js); err != nil {
-		t.Skipf("server-filesystem not installed (npm ci): %v", err)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node not installed")
-	}
+	testenv.RequireNode(t)
+	js := testenv.NPMServer(t, "server-filesystem")
 	code, out, errs := runCLI(t, "manifests", "scan", "--name", "fs", "--command", "node "+js+" "+t.TempDir())
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)

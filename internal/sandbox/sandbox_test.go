@@ -249,13 +249,19 @@ func TestLimits(t *testing.T) {
 	m := guest(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := m.Run(context.Background(), tt.call)
+			call, upper := tt.call, tt.max*slowdown
+			if call.Limits.Timeout == 0 {
+				// Under the race detector a memory bomb could reach the
+				// default timeout before its limit.
+				call.Limits.Timeout = DefaultTimeout * slowdown
+			}
+			r, err := m.Run(context.Background(), call)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v (stderr %q)", err, tt.wantErr, r.Stderr)
 			}
 			t.Logf("%v after %v", err, r.Duration)
-			if r.Duration < tt.min || r.Duration > tt.max {
-				t.Errorf("duration %v, want within [%v, %v]", r.Duration, tt.min, tt.max)
+			if r.Duration < tt.min || r.Duration > upper {
+				t.Errorf("duration %v, want within [%v, %v]", r.Duration, tt.min, upper)
 			}
 			if tt.check != nil {
 				tt.check(t, r, err)
@@ -291,7 +297,7 @@ func TestCallerCancellationIsNotATimeout(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	if r.Duration > 5*time.Second {
+	if r.Duration > 5*time.Second*slowdown {
 		t.Errorf("took %v to notice the cancellation", r.Duration)
 	}
 }

@@ -41,6 +41,8 @@ func TestParseOutput(t *testing.T) {
 	}
 }
 
+// repoRoot is the repository root (this file lives in
+// internal/sandbox/toolserver).
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
