@@ -159,6 +159,13 @@ func TestRetryAfterContinueAsNew(t *testing.T) {
 			if last := call(t, cs, "counter__append", map[string]any{"key": keys[len(keys)-1]}, keys[len(keys)-1]); appendCount(last) != 1 {
 				t.Errorf("the last key sent again answered %q; want its first result", text(last))
 			}
+			// airlock_await collects a call of an earlier run too (not
+			// sent again yet, so no Update of the current run: the
+			// task's memory answers).
+			aw := call(t, cs, gateway.ToolAwait, map[string]any{"call": "k-" + keys[1]}, "")
+			if !alreadyRan(aw) {
+				t.Errorf("%s for the second call answered %q; want that it already ran", gateway.ToolAwait, text(aw))
+			}
 			held, ran := resendAll(t, cs, keys, 8)
 			t.Logf("%d calls in %d runs; sent again: %d answered with their result, %d that they already ran", tc.calls, st.Runs, held, ran)
 			checkOnce(t, effects, keys)

@@ -90,6 +90,9 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 		workflow.UpdateHandlerOptions{Validator: t.validateCall}); err != nil {
 		return api.TaskResult{}, err
 	}
+	if err := workflow.SetQueryHandler(ctx, api.QueryCall, t.callQuery); err != nil {
+		return api.TaskResult{}, err
+	}
 
 	if in.Carried == nil {
 		if err := workflow.UpsertTypedSearchAttributes(ctx,
@@ -339,6 +342,16 @@ func (t *task) repeat(callID string) (api.CallResult, bool) {
 	}
 	run, o := t.ledger.Entry(i)
 	return t.ranBefore(callID, "", o, run), true
+}
+
+// callQuery answers QueryCall: a call that finished in an earlier run is
+// no Update of this one, so a client collecting its result (airlock_await)
+// asks the task's memory instead.
+func (t *task) callQuery(callID string) (api.CallResult, error) {
+	if res, ok := t.repeat(callID); ok {
+		return res, nil
+	}
+	return api.CallResult{}, fmt.Errorf("task %s has no record of call %s", t.in.TaskID, callID)
 }
 
 // ranBefore answers a repeated call whose result the task no longer
