@@ -15,8 +15,9 @@ import (
 	"github.com/airlock-run/airlock/manifests"
 )
 
-// recentKept is how many finished calls the task remembers (with results,
-// for deduplicating retried call IDs across continue-as-new).
+// recentKept is how many finished calls the task remembers with their
+// results, to answer a retried call ID with its first result across
+// continue-as-new (the ledger remembers every call, without results).
 const recentKept = 32
 
 // defaultContinueAsNewAfter: see Limits.ContinueAsNewAfter.
