@@ -109,6 +109,20 @@ func TestLedgerAnswersRepeatsAcrossRuns(t *testing.T) {
 	if res := got["c44"]; res.Outcome != api.OutcomeOK || res.Repeat != nil {
 		t.Errorf("c44, a new call: %+v", res)
 	}
+
+	// The call query (airlock_await's way to a call of an earlier run)
+	// answers the same way; it fails for a call the task does not know.
+	v, err := h3.env.QueryWorkflow(api.QueryCall, "c2")
+	var q api.CallResult
+	if err == nil {
+		err = v.Get(&q)
+	}
+	if err != nil || q.Repeat == nil || q.Repeat.Run != 1 || !strings.Contains(q.Reason, "c2 already ran") {
+		t.Errorf("query call c2: %v %+v", err, q)
+	}
+	if _, err := h3.env.QueryWorkflow(api.QueryCall, "never-sent"); err == nil {
+		t.Error("query call for an unknown call ID answered")
+	}
 }
 
 // TestRepeatAnsweredWhileDraining: while a run drains for continue-as-new,
