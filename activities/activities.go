@@ -30,6 +30,7 @@ import (
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/tick"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -227,20 +228,5 @@ func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 		every = 2 * time.Second
 	}
 	activity.RecordHeartbeat(ctx)
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	return func() { close(done) }
+	return tick.Every(ctx, every, func(int) { activity.RecordHeartbeat(ctx) })
 }

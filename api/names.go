@@ -61,9 +61,20 @@ const (
 	MaxReasonBytes   = 4 << 10
 )
 
-// ErrContinuingAsNew starts the message of an Update rejected because the
-// task is about to continue as new; callers retry the same Update, which
-// then reaches the next run.
+// Error types of the application errors with which the call_tool Update's
+// validator rejects a call. Callers branch on them with errors.As and
+// temporal.ApplicationError.Type(), never on the message.
+const (
+	// ErrTypeContinuingAsNew: the task is about to continue as new; callers
+	// retry the same Update, which then reaches the next run.
+	ErrTypeContinuingAsNew = "ContinuingAsNew"
+	// ErrTypeFinishing: the task is finishing and takes no new calls; the
+	// caller starts a new task.
+	ErrTypeFinishing = "Finishing"
+)
+
+// ErrContinuingAsNew starts the message of an Update rejected with
+// ErrTypeContinuingAsNew.
 const ErrContinuingAsNew = "task is continuing as new, retry the call"
 
 // Task states as shown in the status query and the AirlockStatus attribute.

@@ -678,7 +678,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		}
 		// The task is rolling over to a new run: the same Update ID goes
 		// to the new run.
-		if err != nil && strings.Contains(err.Error(), api.ErrContinuingAsNew) && wctx.Err() == nil {
+		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && wctx.Err() == nil {
 			select {
 			case <-time.After(50 * time.Millisecond):
 				continue
@@ -722,11 +722,20 @@ func (g *Gateway) explain(ctx, wctx context.Context, taskID, callID, tool string
 		return fmt.Sprintf("%s is still running in task %s after %s (call %s). Call the tool again with _meta {%q: %q} to collect its result without running it twice.",
 			tool, taskID, g.opts.InlineWait, callID, MetaIdempotencyKey, strings.TrimPrefix(callID, "k-"))
 	}
-	msg := err.Error()
-	if strings.Contains(msg, "is finishing") {
-		return msg
+	if fin := rejectedAs(err, api.ErrTypeFinishing); fin != nil {
+		return fin.Message()
 	}
 	return fmt.Sprintf("airlock could not run %s in task %s: %v", tool, taskID, err)
+}
+
+// rejectedAs returns the application error of type errType with which the
+// task's call_tool validator rejected an Update, or nil.
+func rejectedAs(err error, errType string) *temporal.ApplicationError {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == errType {
+		return appErr
+	}
+	return nil
 }
 
 // toMCP renders a workflow call result as an MCP tool result.

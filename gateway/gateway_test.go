@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/manifests"
@@ -230,7 +231,7 @@ func TestCallRejectsLongIdempotencyKey(t *testing.T) {
 func TestCallRetriesWhileTaskContinuesAsNew(t *testing.T) {
 	ft := &fakeTemporal{answer: func(_ sentUpdate, n int) (api.CallResult, error) {
 		if n < 3 {
-			return api.CallResult{}, errors.New(api.ErrContinuingAsNew + ": task x")
+			return api.CallResult{}, temporal.NewApplicationError(api.ErrContinuingAsNew+": task x", api.ErrTypeContinuingAsNew)
 		}
 		return okResult("done"), nil
 	}}
@@ -285,10 +286,15 @@ func TestCallFailuresAreExplained(t *testing.T) {
 		name string
 		err  error
 		want []string
+		// exact, when set, is the whole text the result must have.
+		exact string
 	}{
-		{"task ended", serviceerror.NewWorkflowExecutionAlreadyStarted("finished", "", ""), []string{"has ended", HeaderTask}},
-		{"other", errors.New("frontend unreachable"), []string{"could not run counter__echo", "frontend unreachable"}},
-		{"finishing", errors.New("task t is finishing; start a new task"), []string{"is finishing"}},
+		{"task ended", serviceerror.NewWorkflowExecutionAlreadyStarted("finished", "", ""), []string{"has ended", HeaderTask}, ""},
+		{"other", errors.New("frontend unreachable"), []string{"could not run counter__echo", "frontend unreachable"}, ""},
+		// The validator's own words, without the type the error carries.
+		{"finishing", temporal.NewApplicationError("task t is finishing; start a new task", api.ErrTypeFinishing), nil, "task t is finishing; start a new task"},
+		// Only the type decides: the words alone are an ordinary failure.
+		{"finishing words untyped", errors.New("task t is finishing; start a new task"), []string{"could not run counter__echo", "is finishing"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ft := &fakeTemporal{answer: func(sentUpdate, int) (api.CallResult, error) { return api.CallResult{}, tc.err }}
@@ -298,6 +304,9 @@ func TestCallFailuresAreExplained(t *testing.T) {
 				if !res.IsError || !strings.Contains(textOf(res), w) {
 					t.Fatalf("result isError=%v %q; want an error containing %q", res.IsError, textOf(res), w)
 				}
+			}
+			if tc.exact != "" && (!res.IsError || textOf(res) != tc.exact) {
+				t.Fatalf("result isError=%v %q; want an error saying exactly %q", res.IsError, textOf(res), tc.exact)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/tick"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 )
@@ -198,26 +199,11 @@ func (g *Gateway) progress(ctx context.Context, req *mcp.CallToolRequest, task, 
 	if every <= 0 {
 		every = 10 * time.Second
 	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for n := 1; ; n++ {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			msg := "running"
-			if a := g.pendingApproval(ctx, task, call); a != nil {
-				msg = fmt.Sprintf("waiting for approval by %q (request %s: %d of %d approvals)", a.Group, a.ID, a.Approvals(), a.Quorum)
-			}
-			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: msg})
+	return tick.Every(ctx, every, func(n int) {
+		msg := "running"
+		if a := g.pendingApproval(ctx, task, call); a != nil {
+			msg = fmt.Sprintf("waiting for approval by %q (request %s: %d of %d approvals)", a.Group, a.ID, a.Approvals(), a.Quorum)
 		}
-	}()
-	return func() { close(done); <-finished }
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: msg})
+	})
 }

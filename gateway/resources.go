@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -200,7 +201,7 @@ func (g *Gateway) refreshResources() {
 		g.server.RemovePrompts(removePrompts...)
 	}
 	published := map[string]*promptEntry{}
-	for _, name := range sortedKeys(wantPrompts) {
+	for _, name := range slices.Sorted(maps.Keys(wantPrompts)) {
 		e := wantPrompts[name]
 		if old, ok := g.res.prompts[name]; ok && old.server == e.server && old.level == e.level && (old.src == e.src || sameJSON(old.def, e.def)) {
 			published[name] = old
@@ -230,7 +231,7 @@ func (g *Gateway) publish(have, want map[string]*resourceEntry, what string, rem
 		remove(stale...)
 	}
 	out := map[string]*resourceEntry{}
-	for _, key := range sortedKeys(want) {
+	for _, key := range slices.Sorted(maps.Keys(want)) {
 		e := want[key]
 		if old, ok := have[key]; ok && old.same(e) {
 			out[key] = old
@@ -258,15 +259,6 @@ func recovered(f func()) (err error) {
 	return nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // resourceOwner finds the published resource or template that serves uri,
 // the way the SDK routes resources/read: the resource with that URI, else
 // the first matching template in URI template order.
@@ -280,7 +272,7 @@ func (g *Gateway) resourceOwnerLocked(uri string) *resourceEntry {
 	if e, ok := g.res.resources[uri]; ok {
 		return e
 	}
-	for _, key := range sortedKeys(g.res.templates) {
+	for _, key := range slices.Sorted(maps.Keys(g.res.templates)) {
 		if e := g.res.templates[key]; e.match.MatchString(uri) {
 			return e
 		}
@@ -523,7 +515,7 @@ func (g *Gateway) dropSubscriptions(ss *mcp.ServerSession) {
 	subs := g.res.subs[ss]
 	delete(g.res.subs, ss)
 	g.res.mu.Unlock()
-	for _, uri := range sortedKeys(subs) {
+	for _, uri := range slices.Sorted(maps.Keys(subs)) {
 		g.unsubscribeUpstream(subs[uri], uri)
 	}
 }

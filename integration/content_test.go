@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -42,14 +44,14 @@ func TestContentPassesThrough(t *testing.T) {
 	}
 	log := filepath.Join(t.TempDir(), "effects.log")
 	ms := []*manifests.Manifest{testupstreamManifest(t, log)}
-	everything := buildEverythingServer(t)
-	if everything != "" {
+	everything, everythingErr := buildEverythingServer(t)
+	if everythingErr == nil {
 		ms = append(ms, everythingManifest(t, everything))
 	}
 	s := newStack(t, stackOptions{manifests: ms})
 	cs := s.connect(t, nil)
 	want := []string{"counter__content", "counter__fail"}
-	if everything != "" {
+	if everythingErr == nil {
 		for _, name := range everythingContentTools {
 			want = append(want, "everything__"+name)
 		}
@@ -85,8 +87,8 @@ func TestContentPassesThrough(t *testing.T) {
 	})
 
 	t.Run("conformance everything-server", func(t *testing.T) {
-		if everything == "" {
-			t.Skip("the go-sdk conformance everything-server does not build in this module")
+		if everythingErr != nil {
+			testenv.Skipf(t, "the go-sdk conformance everything-server does not build in this module: %v", everythingErr)
 		}
 		direct := directSession(t, exec.Command(everything))
 		for _, name := range everythingContentTools {
@@ -103,14 +105,15 @@ func TestContentPassesThrough(t *testing.T) {
 }
 
 // buildEverythingServer builds the conformance server from the module
-// cache, or returns "" when it does not build with this module's go.sum
-// (the test then skips that part rather than adding dependencies).
-func buildEverythingServer(t *testing.T) string {
+// cache, or says why it does not build with this module's go.sum (the
+// test then skips that part rather than adding dependencies, and fails
+// under CI).
+func buildEverythingServer(t *testing.T) (string, error) {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if p, ok := built[everythingPkg]; ok {
-		return p
+		return p, everythingBuildErr
 	}
 	dir, err := os.MkdirTemp("", "airlock-bin-")
 	if err != nil {
@@ -120,12 +123,16 @@ func buildEverythingServer(t *testing.T) string {
 	cmd := exec.Command("go", "build", "-mod=readonly", "-o", out, everythingPkg)
 	cmd.Dir = repoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Logf("go build %s: %v\n%s", everythingPkg, err, b)
+		everythingBuildErr = fmt.Errorf("go build %s: %v\n%s", everythingPkg, err, b)
 		out = ""
 	}
 	built[everythingPkg] = out
-	return out
+	return out, everythingBuildErr
 }
+
+// everythingBuildErr is why the conformance server did not build (under
+// buildMu).
+var everythingBuildErr error
 
 // everythingManifest declares the conformance server's content tools.
 func everythingManifest(t *testing.T, bin string) *manifests.Manifest {

@@ -121,17 +121,6 @@ func sideEffects(t *testing.T, path, tool, key string) int {
 	return n
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestCrashAndResume kills `airlock dev` with SIGKILL while two slow calls
 // are in flight, restarts it on the same data dir and checks: the task
 // resumes and the agent reattaches; a call that had completed is answered

@@ -32,7 +32,6 @@ type npmStack struct {
 }
 
 func newNPMStack(t *testing.T, o stackOptions) *npmStack {
-	needNPM(t)
 	n := &npmStack{sandbox: t.TempDir(), trash: t.TempDir(), memFile: filepath.Join(t.TempDir(), "memory.jsonl")}
 	if err := os.WriteFile(filepath.Join(n.sandbox, "notes.txt"), []byte("original notes\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -132,7 +132,7 @@ func (f *fakeSlackAPI) list(method string, ok bool) []slackAPICall {
 func (f *fakeSlackAPI) waitPost(t testing.TB, n int) slackAPICall {
 	t.Helper()
 	var got slackAPICall
-	pollUntil(t, fmt.Sprintf("Slack post #%d", n), 60*time.Second, func() bool {
+	waitFor(t, fmt.Sprintf("Slack post #%d", n), 60*time.Second, func() bool {
 		posts := f.list("chat.postMessage", true)
 		if len(posts) >= n {
 			got = posts[n-1]
@@ -147,7 +147,7 @@ func (f *fakeSlackAPI) waitPost(t testing.TB, n int) slackAPICall {
 func (f *fakeSlackAPI) waitCall(t testing.TB, method, what string, ok func(slackAPICall) bool) slackAPICall {
 	t.Helper()
 	var got slackAPICall
-	pollUntil(t, what, 60*time.Second, func() bool {
+	waitFor(t, what, 60*time.Second, func() bool {
 		for _, c := range f.list(method, true) {
 			if ok(c) {
 				got = c
@@ -373,17 +373,6 @@ func result(t testing.TB, ch <-chan asyncResult) *mcp.CallToolResult {
 	}
 }
 
-func pollUntil(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestSlackApprovals runs approvals through Slack end to end: the real
 // embedded Temporal, worker and gateway, the real slack-go client against a
 // fake Slack Web API, and signed interaction payloads on the real
@@ -407,7 +396,7 @@ func TestSlackApprovals(t *testing.T) {
 			}
 		}
 		// The task records where it posted (once the activity returns).
-		pollUntil(t, "the posted message recorded with the request", 30*time.Second, func() bool {
+		waitFor(t, "the posted message recorded with the request", 30*time.Second, func() bool {
 			r := e.lookup(t, b.request)
 			return len(r.Messages) == 1
 		})
@@ -612,10 +601,10 @@ func TestSlackApprovals(t *testing.T) {
 			slackAPIFault{status: http.StatusServiceUnavailable})
 		call := callAsync(e.cs, "counter__append", map[string]any{"key": "slack-storm"})
 		// While Slack refuses, the request waits, unposted, and nothing runs.
-		pollUntil(t, "a rate-limited post", 30*time.Second, func() bool {
+		waitFor(t, "a rate-limited post", 30*time.Second, func() bool {
 			return len(e.api.list("chat.postMessage", false)) > before
 		})
-		pollUntil(t, "the request listed as pending and not yet posted", 30*time.Second, func() bool {
+		waitFor(t, "the request listed as pending and not yet posted", 30*time.Second, func() bool {
 			pending, err := approver.Pending(context.Background(), e.s.client, e.s.srv.Namespace())
 			if err != nil {
 				return false
@@ -643,7 +632,7 @@ func TestSlackApprovals(t *testing.T) {
 		for i := 1; i < len(tries); i++ {
 			t.Logf("post attempt %d (%d) after %s", i+1, tries[i-1].Status, tries[i].At.Sub(tries[i-1].At).Round(10*time.Millisecond))
 		}
-		pollUntil(t, "the delivered message recorded with the request", 30*time.Second, func() bool {
+		waitFor(t, "the delivered message recorded with the request", 30*time.Second, func() bool {
 			return len(e.lookup(t, b.request).Messages) == 1
 		})
 		if r := e.lookup(t, b.request); r.State != api.ApprovalPending {

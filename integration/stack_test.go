@@ -35,6 +35,7 @@ import (
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/sandbox"
 	"github.com/airlock-run/airlock/internal/sandbox/toolserver"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
@@ -44,36 +45,6 @@ import (
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Dir(filepath.Dir(file))
-}
-
-var (
-	npmOnce sync.Once
-	npmErr  error
-)
-
-// needNPM makes sure the npm reference servers are installed (npm ci from
-// the committed lockfile), so `go test ./...` works on a fresh clone.
-func needNPM(t testing.TB) {
-	t.Helper()
-	npmOnce.Do(func() {
-		if _, err := os.Stat(filepath.Join(repoRoot(), "node_modules", "@modelcontextprotocol", "server-memory")); err == nil {
-			return
-		}
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = repoRoot()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			npmErr = err
-			t.Logf("npm ci: %s", out)
-		}
-	})
-	if npmErr != nil {
-		t.Fatalf("installing the npm reference servers (npm ci in %s) failed: %v", repoRoot(), npmErr)
-	}
-}
-
-func npmServer(pkg string) string {
-	return filepath.Join(repoRoot(), "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
 }
 
 var (
@@ -104,14 +75,16 @@ func buildBinary(t testing.TB, pkg string) string {
 }
 
 // loadExample loads an example manifest and points its server at the
-// installed npm package (node, no npx: faster, and no registry).
+// installed npm package (node, no npx: faster, and no registry),
+// installing the npm packages first if they are missing.
 func loadExample(t testing.TB, name, pkg string, args []string, env map[string]string) *manifests.Manifest {
 	t.Helper()
 	m, err := manifests.Load(filepath.Join(repoRoot(), "manifests", "examples", name))
 	if err != nil {
 		t.Fatalf("example manifest %s: %v", name, err)
 	}
-	m.Server.Stdio = &manifests.StdioServer{Command: "node", Args: append([]string{npmServer(pkg)}, args...), Env: env}
+	testenv.RequireNode(t)
+	m.Server.Stdio = &manifests.StdioServer{Command: "node", Args: append([]string{testenv.NPMServer(t, pkg)}, args...), Env: env}
 	if len(m.Server.PathRoots) > 0 {
 		// The example confines paths to the directories the server serves.
 		m.Server.PathRoots = args
@@ -340,6 +313,18 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitTools waits until the gateway lists every name (upstreams connect in

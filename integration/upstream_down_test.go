@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -18,7 +19,7 @@ func pidsWithArg(t *testing.T, arg string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		t.Skipf("no /proc: %v", err)
+		testenv.Skipf(t, "no /proc to find the server's process in: %v", err)
 	}
 	var pids []int
 	for _, e := range entries {
@@ -40,12 +41,13 @@ func pidsWithArg(t *testing.T, arg string) []int {
 // keeps working; once the server can start again the pool reconnects and
 // the same task carries on with the data the server persisted.
 func TestUpstreamKilledMidTask(t *testing.T) {
-	needNPM(t)
+	testenv.RequireNode(t)
+	server := testenv.NPMServer(t, "server-memory")
 	dir := t.TempDir()
 	// The memory server is started through a symlink we can remove to keep
 	// it down (node resolves the real path for its imports).
 	link := filepath.Join(dir, "memory-server-under-test.js")
-	if err := os.Symlink(npmServer("server-memory"), link); err != nil {
+	if err := os.Symlink(server, link); err != nil {
 		t.Fatal(err)
 	}
 	mem := loadExample(t, "memory.yaml", "server-memory", nil, map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")})
@@ -101,7 +103,7 @@ func TestUpstreamKilledMidTask(t *testing.T) {
 	}
 
 	// Bring it back: the pool reconnects, the task carries on.
-	if err := os.Symlink(npmServer("server-memory"), link); err != nil {
+	if err := os.Symlink(server, link); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the pool to reconnect", 60*time.Second, func() bool {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -37,15 +38,13 @@ var (
 // declared tool exists there, and every tool there is declared, so the
 // examples cannot drift from the pinned version.
 func TestExamplesMatchUpstream(t *testing.T) {
-	for _, tt := range []struct{ manifest, source string }{
-		{"examples/filesystem.yaml", "../node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"},
-		{"examples/memory.yaml", "../node_modules/@modelcontextprotocol/server-memory/dist/index.js"},
+	for _, tt := range []struct{ manifest, server string }{
+		{"examples/filesystem.yaml", "server-filesystem"},
+		{"examples/memory.yaml", "server-memory"},
 	} {
 		t.Run(filepath.Base(tt.manifest), func(t *testing.T) {
-			src, err := os.ReadFile(tt.source)
-			if os.IsNotExist(err) {
-				t.Skipf("%s is not installed (run npm ci at the repository root)", tt.source)
-			}
+			source := testenv.NPMServer(t, tt.server)
+			src, err := os.ReadFile(source)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +63,7 @@ func TestExamplesMatchUpstream(t *testing.T) {
 			}
 			sort.Strings(declared)
 			if diff := cmp.Diff(upstream, declared); diff != "" {
-				t.Errorf("tools (-in %s +in %s):\n%s", tt.source, tt.manifest, diff)
+				t.Errorf("tools (-in %s +in %s):\n%s", source, tt.manifest, diff)
 			}
 			// A resources or prompts block exactly when the server offers them.
 			for _, kind := range []struct {

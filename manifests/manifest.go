@@ -18,7 +18,8 @@
 //
 // This package is a leaf: it reads files and returns values and errors. It
 // never logs and imports only gopkg.in/yaml.v3, internal/expr (to compile
-// the CEL of captures and compensations when validating) and the standard
+// the CEL of captures and compensations when validating), internal/redact
+// (to escape what a scanned upstream says in the skeleton) and the standard
 // library (never Temporal, MCP or the services). internal/config uses its
 // YAML decoder for airlock.yaml, and plans for plan files.
 package manifests

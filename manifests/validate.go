@@ -1,7 +1,9 @@
 package manifests
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -42,7 +44,7 @@ func (m *Manifest) Validate() []Problem {
 	v.passthrough("resources", m.Resources, "resources")
 	v.passthrough("prompts", m.Prompts, "prompts")
 	if len(m.Server.PathRoots) == 0 {
-		for _, name := range sortedToolNames(m) {
+		for _, name := range slices.Sorted(maps.Keys(m.Tools)) {
 			if t := m.Tools[name]; t != nil && len(t.PathArgs) > 0 {
 				v.add("server.path_roots", "is required because tools.%s declares path_args: list the directories its paths must stay inside, e.g. [\"${AIRLOCK_DATA_DIR}/sandbox\"]", name)
 				break
@@ -86,7 +88,7 @@ func crossProblems(ms []*Manifest) []Problem {
 		// Server names cannot contain "__", so with unique server names
 		// exposed names cannot collide; this guards against that rule being
 		// relaxed (or a manifest built in code skipping it).
-		for _, tool := range sortedTools(m) {
+		for _, tool := range slices.Sorted(maps.Keys(m.Tools)) {
 			en := ExposedName(name, tool)
 			if first, dup := exposed[en]; dup {
 				p := "tools." + tool
@@ -110,15 +112,6 @@ func where(m *Manifest, path string) string {
 		return fmt.Sprintf("%s:%d", file, n)
 	}
 	return file
-}
-
-func sortedTools(m *Manifest) []string {
-	names := make([]string, 0, len(m.Tools))
-	for n := range m.Tools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 type validator struct {
@@ -219,7 +212,7 @@ func (v *validator) tools(m *Manifest) {
 		}
 		return
 	}
-	names := sortedTools(m)
+	names := slices.Sorted(maps.Keys(m.Tools))
 	serverOK := serverNameRE.MatchString(m.Server.Name) && !strings.Contains(m.Server.Name, "__")
 	for _, name := range names {
 		v.tool(m, name, names, serverOK)
@@ -473,13 +466,13 @@ func (v *validator) celProblem(p string, kind expr.Kind, err error) {
 	msg := err.Error()
 	var hint string
 	switch {
-	case strings.Contains(msg, "not bool"):
+	case errors.Is(err, expr.ErrNotBool):
 		// expr.CompileBool's message says how already.
-	case strings.Contains(msg, "undeclared reference") && kind == expr.Capture:
+	case errors.Is(err, expr.ErrUndeclaredReference) && kind == expr.Capture:
 		hint = "a capture runs before the call, so it may use only " + celVariables(kind)
-	case strings.Contains(msg, "undeclared reference"):
+	case errors.Is(err, expr.ErrUndeclaredReference):
 		hint = "a " + kind.String() + " may use only " + celVariables(kind)
-	case strings.Contains(msg, "undefined field"):
+	case errors.Is(err, expr.ErrUndefinedField):
 		hint = "call has the fields id, task, tool and slug"
 	default:
 		hint = "write a CEL expression over " + celVariables(kind) + " (see https://cel.dev)"
@@ -488,15 +481,6 @@ func (v *validator) celProblem(p string, kind expr.Kind, err error) {
 		msg += "; " + hint
 	}
 	v.add(p, "%s", msg)
-}
-
-func sortedToolNames(m *Manifest) []string {
-	names := make([]string, 0, len(m.Tools))
-	for n := range m.Tools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // passthrough checks a resources or prompts block.

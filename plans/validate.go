@@ -3,6 +3,7 @@ package plans
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -39,7 +40,7 @@ func (p *Plan) Validate(tools []string) []manifests.Problem {
 	case !planNameRE.MatchString(p.Name):
 		v.add("name", "name", "%q is not a valid plan name; start with a lowercase letter or digit, then up to 63 lowercase letters, digits, '-' or '_'", p.Name)
 	}
-	for _, k := range sortedKeys(p.Vars) {
+	for _, k := range slices.Sorted(maps.Keys(p.Vars)) {
 		if !varNameRE.MatchString(k) {
 			v.add("vars."+k, "vars."+k, "%q cannot be read as vars.%s; use letters, digits and '_', starting with a letter or '_'", k, k)
 		}
@@ -236,16 +237,15 @@ func (v *validator) tool(field, linePath, tool string, tools []string) {
 		v.add(field, linePath, "%q is not a tool of the loaded manifests; server %q has %s", tool, server, strings.Join(ofServer, ", "))
 		return
 	}
-	v.add(field, linePath, "%q is not a tool of the loaded manifests, whose servers are %s", tool, strings.Join(sortedKeys(servers), ", "))
+	v.add(field, linePath, "%q is not a tool of the loaded manifests, whose servers are %s", tool, strings.Join(slices.Sorted(maps.Keys(servers)), ", "))
 }
 
 // celHint adds a hint to a compile error of a step expression.
 func celHint(err error) string {
-	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "undeclared reference"):
+	case errors.Is(err, expr.ErrUndeclaredReference):
 		return "; a step may use only " + strings.Join(expr.Step.Variables(), ", ")
-	case strings.Contains(msg, "undefined field"):
+	case errors.Is(err, expr.ErrUndefinedField):
 		return "; a step's entry has result, outcome and reason, task has id and plan"
 	}
 	return ""
@@ -255,7 +255,7 @@ func varHint(name string, vars map[string]any) string {
 	if len(vars) == 0 {
 		return "declare it under vars:"
 	}
-	return suggest(name, sortedKeys(vars), "declared are")
+	return suggest(name, slices.Sorted(maps.Keys(vars)), "declared are")
 }
 
 // suggest names the closest of known to name, or lists them.
@@ -266,20 +266,11 @@ func suggest(name string, known []string, listed string) string {
 	return listed + " " + strings.Join(known, ", ")
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func declared(vars map[string]any) string {
 	if len(vars) == 0 {
 		return "none"
 	}
-	return strings.Join(sortedKeys(vars), ", ")
+	return strings.Join(slices.Sorted(maps.Keys(vars)), ", ")
 }
 
 func joinOnFailures() string {

@@ -516,11 +516,11 @@ func (t *task) validateCall(req api.CallRequest) error {
 	case t.state == api.StateRollbackFailed:
 		return fmt.Errorf("task %s could not be rolled back completely; an operator must retry the rollback (airlock tasks rollback %s) or finish the task before it takes new calls", t.in.TaskID, t.in.TaskID)
 	case t.state != api.StateRunning || t.finish || t.canceled:
-		return fmt.Errorf("task %s is finishing; start a new task", t.in.TaskID)
+		return temporal.NewApplicationError(fmt.Sprintf("task %s is finishing; start a new task", t.in.TaskID), api.ErrTypeFinishing)
 	case t.rolling != nil:
 		return fmt.Errorf("task %s: %w", t.in.TaskID, errRollingBack)
 	case t.draining:
-		return fmt.Errorf("%s: task %s", api.ErrContinuingAsNew, t.in.TaskID)
+		return temporal.NewApplicationError(fmt.Sprintf("%s: task %s", api.ErrContinuingAsNew, t.in.TaskID), api.ErrTypeContinuingAsNew)
 	}
 	return nil
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,13 +18,7 @@ import (
 	"github.com/airlock-run/airlock/internal/identity"
 )
 
-const approvalsUsage = `Usage:
-  airlock approvals list                 pending requests
-  airlock approvals show [--json] ID     one request in full (arguments masked)
-  airlock approvals approve [--digest PREFIX] [--comment TEXT] ID
-  airlock approvals deny    [--digest PREFIX] [--comment TEXT] ID
-
-approve and deny decide as the principal whose API key is in AIRLOCK_API_KEY
+const approvalsLong = `approve and deny decide as the principal whose API key is in AIRLOCK_API_KEY
 (or in the file --key-file names), checked against --config. The task's
 workflow applies the same rules as to a Slack click: the approver must be
 in the request's group, may not approve their own call, and votes once.
@@ -34,174 +26,198 @@ in the request's group, may not approve their own call, and votes once.
 
 Talks to the Temporal of a running "airlock dev" (127.0.0.1:7233) unless
 --temporal-address, TEMPORAL_ADDRESS or temporal.address in the config says
-otherwise. The same requests are on the gateway's page /approvals.
-`
+otherwise. The same requests are on the gateway's page /approvals.`
+
+func approvalsCommand() *Command {
+	decide := "[--digest PREFIX] [--comment TEXT] ID"
+	return &Command{Name: "approvals", Short: "decide on calls waiting for approval", Long: approvalsLong,
+		Sub: []*Command{
+			{Name: "list", Short: "pending requests", Long: "Lists the pending requests.\n\n" + approvalsLong,
+				Flags: bind(approvalsFlags, approvalsList)},
+			{Name: "show", Usage: "[--json] ID", Short: "one request in full (arguments masked)",
+				Long: "Shows one request in full, its arguments masked, and its digest.\n\n" + approvalsLong, Flags: bind(approvalsFlags, approvalsShow)},
+			{Name: "approve", Usage: decide, Short: "approve the request as the principal of your API key",
+				Long: approvalsLong, Flags: bind(approvalsFlags, decideWith(true))},
+			{Name: "deny", Usage: decide, Short: "deny the request as the principal of your API key",
+				Long: approvalsLong, Flags: bind(approvalsFlags, decideWith(false))},
+		}}
+}
 
 // envAPIKey holds the key approve and deny decide with.
 const envAPIKey = "AIRLOCK_API_KEY"
 
-func runApprovals(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, approvalsUsage)
-		return 2
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, approvalsUsage)
-		return 0
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "list", "show", "approve", "deny":
-	default:
-		fmt.Fprintf(stderr, "airlock approvals: unknown subcommand %q\n%s", sub, approvalsUsage)
-		return 2
-	}
-	name := "airlock approvals " + sub
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgFlag := fs.String("config", defaultConfig, "configuration `file` (its principals authenticate the key; its temporal block is the default connection)")
-	addr := fs.String("temporal-address", os.Getenv("TEMPORAL_ADDRESS"), "Temporal frontend `host:port` (env TEMPORAL_ADDRESS; default: the config's, else 127.0.0.1:7233)")
-	ns := fs.String("namespace", os.Getenv("TEMPORAL_NAMESPACE"), "Temporal `namespace` (env TEMPORAL_NAMESPACE; default: the config's, else \"default\")")
-	keyFile := fs.String("key-file", "", "read the API key to decide with from this `file` (default: env "+envAPIKey+")")
-	asJSON := fs.Bool("json", false, "show: print JSON (arguments masked)")
-	comment := fs.String("comment", "", "approve, deny: a `comment` recorded with the vote (the agent sees it on a deny)")
-	digest := fs.String("digest", "", "approve, deny: refuse unless the request's digest starts with this `prefix` (from show)")
-	auditLog := fs.String("audit-log", "", "approve, deny: where the decision is audited: stdout, stderr, off or a `file` (default: audit.log in the config, else <data_dir>/audit.jsonl)")
-	var tf tlsFlags
-	tf.register(fs)
-	fs.Usage = func() { fmt.Fprint(stderr, approvalsUsage+"\nFlags:\n"); fs.PrintDefaults() }
-	pos, err := parseInterspersed(fs, rest)
-	if err != nil {
-		return parseExit(err)
-	}
+// approvalsOptions are the flags of every approvals subcommand.
+type approvalsOptions struct {
+	conn     temporalFlags
+	config   string
+	keyFile  string
+	asJSON   bool
+	comment  string
+	digest   string
+	auditLog string
+}
 
-	// Check the arguments before loading or dialing anything.
+func approvalsFlags(fs *flag.FlagSet, o *approvalsOptions) {
+	fs.StringVar(&o.config, "config", defaultConfig, "configuration `file` (its principals authenticate the key; its temporal block is the default connection)")
+	o.conn.registerOverConfig(fs)
+	fs.StringVar(&o.keyFile, "key-file", "", "read the API key to decide with from this `file` (default: env "+envAPIKey+")")
+	fs.BoolVar(&o.asJSON, "json", false, "show: print JSON (arguments masked)")
+	fs.StringVar(&o.comment, "comment", "", "approve, deny: a `comment` recorded with the vote (the agent sees it on a deny)")
+	fs.StringVar(&o.digest, "digest", "", "approve, deny: refuse unless the request's digest starts with this `prefix` (from show)")
+	fs.StringVar(&o.auditLog, "audit-log", "", "approve, deny: where the decision is audited: stdout, stderr, off or a `file` (default: audit.log in the config, else <data_dir>/audit.jsonl)")
+}
+
+// check reports a mistake in the arguments of subcommand sub before
+// anything is loaded or dialed (exit status 2), or returns 0.
+func (o *approvalsOptions) check(c *Call, sub string) int {
 	deciding := sub == "approve" || sub == "deny"
 	switch {
-	case sub == "list" && len(pos) > 0:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q (to see one request: airlock approvals show ID)\n", name, pos[0])
-		return 2
-	case sub != "list" && len(pos) != 1:
-		fmt.Fprintf(stderr, "%s: name one request ID (airlock approvals list shows them)\n", name)
-		return 2
-	case *asJSON && sub != "show":
-		fmt.Fprintf(stderr, "%s: --json applies to show only\n", name)
-		return 2
-	case !deciding && (*comment != "" || *digest != ""):
-		fmt.Fprintf(stderr, "%s: --comment and --digest apply to approve and deny only\n", name)
-		return 2
+	case sub == "list" && len(c.Args) > 0:
+		return c.usage("unexpected argument %q (to see one request: airlock approvals show ID)", c.Args[0])
+	case sub != "list" && len(c.Args) != 1:
+		return c.usage("name one request ID (airlock approvals list shows them)")
+	case o.asJSON && sub != "show":
+		return c.usage("--json applies to show only")
+	case !deciding && (o.comment != "" || o.digest != ""):
+		return c.usage("--comment and --digest apply to approve and deny only")
 	}
 	if sub != "list" {
-		if _, err := approver.TaskOf(pos[0]); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return 2
+		if _, err := approver.TaskOf(c.Args[0]); err != nil {
+			return c.usage("%v", err)
 		}
 	}
-	if len(*comment) > 1000 {
-		fmt.Fprintf(stderr, "%s: --comment is %d bytes; keep it under 1000\n", name, len(*comment))
-		return 2
+	if len(o.comment) > 1000 {
+		return c.usage("--comment is %d bytes; keep it under 1000", len(o.comment))
 	}
+	return 0
+}
 
-	// The configuration: needed to authenticate a decision; otherwise only
-	// its Temporal connection is read, and a missing default file is fine.
-	cfg, err := loadApprovalsConfig(*cfgFlag, deciding)
+// connect reads the configuration (needed to authenticate a decision;
+// otherwise only for its Temporal connection, and a missing default file
+// is fine) and fills in the connection it names.
+func (o *approvalsOptions) connect(c *Call, deciding bool) (*config.Config, bool) {
+	cfg, err := loadApprovalsConfig(o.config, deciding)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 1
+		c.fail(err)
+		return nil, false
 	}
-	var approverName string
-	if deciding {
-		key, src, err := readAPIKey(*keyFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return 2
-		}
-		p, err := approver.AuthenticateKey(identity.New(cfg), key)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: the key in %s: %v\n", name, src, err)
-			return 1
-		}
-		approverName = p.Name
-	}
-	address, namespace := firstNonEmpty(*addr, "127.0.0.1:7233"), firstNonEmpty(*ns, "default")
+	var addr, ns string
 	if cfg != nil {
-		address = firstNonEmpty(*addr, cfg.Temporal.Address, "127.0.0.1:7233")
-		namespace = firstNonEmpty(*ns, cfg.Temporal.Namespace, "default")
+		addr, ns = cfg.Temporal.Address, cfg.Temporal.Namespace
 	}
+	o.conn.address = firstNonEmpty(o.conn.address, addr, "127.0.0.1:7233")
+	o.conn.namespace = firstNonEmpty(o.conn.namespace, ns, "default")
+	return cfg, true
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer dcancel()
-	copts := client.Options{HostPort: address, Namespace: namespace, Logger: quietLogger{}}
-	if err := tf.clientOptions(&copts); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 2
+// withLocal dials and runs f with the local decider.
+func (o *approvalsOptions) withLocal(c *Call, f func(ctx context.Context, local *approver.Local) int) int {
+	return o.conn.run(c, 60*time.Second, func(ctx context.Context, tc client.Client) int {
+		return f(ctx, &approver.Local{Temporal: tc, Namespace: o.conn.namespace})
+	})
+}
+
+func approvalsList(c *Call, o *approvalsOptions) int {
+	if code := o.check(c, "list"); code != 0 {
+		return code
 	}
-	c, err := client.DialContext(dctx, copts)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: cannot connect to Temporal at %s (namespace %s): %v\nIs airlock dev running? For another cluster pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS).\n", name, address, namespace, err)
+	if _, ok := o.connect(c, false); !ok {
 		return 1
 	}
-	defer c.Close()
-	local := approver.Local{Temporal: c, Namespace: namespace}
-	now := time.Now()
-
-	switch sub {
-	case "list":
+	return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
 		reqs, err := local.List(ctx)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return 1
+		if err == nil {
+			err = approver.WriteList(c.Stdout, reqs, time.Now())
 		}
-		if err := approver.WriteList(stdout, reqs, now); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return 1
+		if err != nil {
+			return c.fail(err)
 		}
 		return 0
-	case "show":
-		r, err := local.Show(ctx, pos[0])
+	})
+}
+
+func approvalsShow(c *Call, o *approvalsOptions) int {
+	if code := o.check(c, "show"); code != 0 {
+		return code
+	}
+	if _, ok := o.connect(c, false); !ok {
+		return 1
+	}
+	return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
+		r, err := local.Show(ctx, c.Args[0])
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return 1
+			return c.fail(err)
 		}
-		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(approver.Redacted(r))
+		if o.asJSON {
+			printJSON(c.Stdout, approver.Redacted(r))
 			return 0
 		}
-		if err := approver.WriteRequest(stdout, r, now); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return 1
+		if err := approver.WriteRequest(c.Stdout, r, time.Now()); err != nil {
+			return c.fail(err)
 		}
 		return 0
+	})
+}
+
+// decideWith is approve (or deny): the decision of the principal whose key
+// is given, delivered to the task and written to the audit stream.
+func decideWith(approve bool) func(*Call, *approvalsOptions) int {
+	sub := map[bool]string{true: "approve", false: "deny"}[approve]
+	return func(c *Call, o *approvalsOptions) int {
+		if code := o.check(c, sub); code != 0 {
+			return code
+		}
+		cfg, ok := o.connect(c, true)
+		if !ok {
+			return 1
+		}
+		who, code := o.approver(c, cfg)
+		if who == "" {
+			return code
+		}
+		return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
+			return o.decide(ctx, c, cfg, local, approver.Decision{RequestID: c.Args[0], Approver: who, Approve: approve,
+				Via: "cli", Comment: strings.TrimSpace(o.comment), Digest: o.digest})
+		})
 	}
-	// The decision goes to the same audit stream as the services'.
+}
+
+// approver is the principal whose API key decides ("" after reporting
+// why there is none).
+func (o *approvalsOptions) approver(c *Call, cfg *config.Config) (string, int) {
+	key, src, err := readAPIKey(o.keyFile)
+	if err != nil {
+		return "", c.usage("%v", err)
+	}
+	p, err := approver.AuthenticateKey(identity.New(cfg), key)
+	if err != nil {
+		return "", c.fail(fmt.Errorf("the key in %s: %w", src, err))
+	}
+	return p.Name, 0
+}
+
+// decide delivers the decision, audited in the same stream as the
+// services'.
+func (o *approvalsOptions) decide(ctx context.Context, c *Call, cfg *config.Config, local *approver.Local, d approver.Decision) int {
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 1
+		return c.fail(err)
 	}
-	audit, closeAudit, err := auditstream.Open(firstNonEmpty(*auditLog, cfg.AuditLog(dataDir)), stdout, stderr)
+	audit, closeAudit, err := auditstream.Open(firstNonEmpty(o.auditLog, cfg.AuditLog(dataDir)), c.Stdout, c.Stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v (pass --audit-log off to decide without auditing)\n", name, err)
-		return 1
+		return c.fail(fmt.Errorf("%w (pass --audit-log off to decide without auditing)", err))
 	}
 	defer closeAudit.Close()
 	local.Audit = audit
-	res, err := local.Decide(ctx, approver.Decision{RequestID: pos[0], Approver: approverName, Approve: sub == "approve",
-		Via: "cli", Comment: strings.TrimSpace(*comment), Digest: *digest})
+	res, err := local.Decide(ctx, d)
 	var ref *approver.Refusal
 	if errors.As(err, &ref) {
-		fmt.Fprintf(stderr, "%s %s: refused: %s\n", name, pos[0], ref.Reason)
-		return 1
+		return c.failOn(d.RequestID, fmt.Errorf("refused: %s", ref.Reason))
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s %s: %v\n", name, pos[0], err)
-		return 1
+		return c.failOn(d.RequestID, err)
 	}
-	fmt.Fprintf(stdout, "%s (as %s): %s\n", res.RequestID, approverName, res.Message)
+	fmt.Fprintf(c.Stdout, "%s (as %s): %s\n", res.RequestID, d.Approver, res.Message)
 	return 0
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -26,22 +25,7 @@ import (
 // interactions unless --listen says otherwise (the gateway has 7400).
 const defaultApproverListen = "127.0.0.1:7401"
 
-func runApprover(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock approver", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f commonFlags
-	f.register(fs)
-	if l := fs.Lookup("listen"); l != nil {
-		l.Usage = "interaction endpoint's HTTP `address` (slack.mode http)"
-		l.DefValue = defaultApproverListen
-	}
-	if l := fs.Lookup("metrics-listen"); l != nil {
-		l.Usage = "serve Prometheus /metrics on a listener of its own at this `address` (\"off\": nowhere; default: at /metrics on --listen with slack.mode http, on " + defaultApproverListen + " with socket)"
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: airlock approver --temporal-address HOST:PORT [flags]
-
-Takes approvers' Slack clicks and delivers them to the waiting tasks. With
+const approverLong = `Takes approvers' Slack clicks and delivers them to the waiting tasks. With
 slack.mode http it serves Slack's interaction endpoint on
 http://<listen><slack.interactions_path> (point the Slack app's
 Interactivity Request URL at its public address); with slack.mode socket it
@@ -55,97 +39,116 @@ The secrets are read from the environment variables the slack block names
 
 Prometheus metrics (tasks waiting for approval, the Temporal SDK's) are at
 /metrics on its listener, or on --metrics-listen. Every decision delivered
-or refused is written to the audit stream (--audit-log).
+or refused is written to the audit stream (--audit-log).`
 
-Flags:
-`)
-		fs.PrintDefaults()
+func approverCommand() *Command {
+	return &Command{Name: "approver", Usage: "--temporal-address HOST:PORT [flags]",
+		Short: "take approvers' Slack clicks (interaction endpoint or Socket Mode)",
+		Long:  approverLong, NoArgs: true, Flags: bind(approverFlags, runApprover)}
+}
+
+func approverFlags(fs *flag.FlagSet, f *commonFlags) {
+	f.register(fs)
+	if l := fs.Lookup("listen"); l != nil {
+		l.Usage = "interaction endpoint's HTTP `address` (slack.mode http)"
+		l.DefValue = defaultApproverListen
 	}
-	if err := fs.Parse(args); err != nil {
-		return parseExit(err)
+	if l := fs.Lookup("metrics-listen"); l != nil {
+		l.Usage = "serve Prometheus /metrics on a listener of its own at this `address` (\"off\": nowhere; default: at /metrics on --listen with slack.mode http, on " + defaultApproverListen + " with socket)"
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "airlock approver: unexpected argument %q (flags only; see airlock approver -h)\n", fs.Arg(0))
-		return 2
-	}
-	listen := f.listen
-	e, err := load(f, stderr)
+}
+
+func runApprover(c *Call, f *commonFlags) int {
+	e, err := load(*f, c.Stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
-		return 1
+		return c.fail(err)
 	}
 	cfg := e.snap.Config
 	if cfg.Slack == nil {
-		fmt.Fprintf(stderr, "airlock approver: %s has no slack block: add one (slack: {mode: http}) and the approver groups' slack_channel; without Slack, decide with airlock approvals\n", e.cfgPath)
-		return 1
+		return c.fail(fmt.Errorf("%s has no slack block: add one (slack: {mode: http}) and the approver groups' slack_channel; without Slack, decide with airlock approvals", e.cfgPath))
 	}
 	if !e.external {
-		fmt.Fprintf(stderr, "airlock approver: no Temporal address: pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS, or temporal.address in %s); airlock dev serves Slack itself\n", e.cfgPath)
-		return 1
+		return c.fail(fmt.Errorf("no Temporal address: pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS, or temporal.address in %s); airlock dev serves Slack itself", e.cfgPath))
 	}
-	if listen == "" {
-		listen = defaultApproverListen
-	}
+	listen := firstNonEmpty(f.listen, defaultApproverListen)
 	if e.flags.metricsListen == "" && cfg.Slack.Mode == config.SlackModeSocket {
 		e.flags.metricsListen = listen // no interaction endpoint there
 	}
 	dir := identity.New(cfg)
 	if dir.Empty() {
-		fmt.Fprintf(stderr, "airlock approver: %s: no principals: approvers are principals with a slack_user_id\n", e.cfgPath)
-		return 1
+		return c.fail(fmt.Errorf("%s: no principals: approvers are principals with a slack_user_id", e.cfgPath))
 	}
-
 	if err := checkSlack(e, roles{gateway: true}); err != nil {
-		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
-		return 1
+		return c.fail(err)
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	c, err := dial(ctx, e.flags.address, e.ns, e.flags.tls, e.log)
+	tc, stop, err := startApprover(ctx, e)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
-		return 1
+		return c.fail(err)
 	}
-	defer c.Close()
-	closeAudit, err := openAudit(e, false)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
-		return 1
-	}
-	defer closeAudit()
-	stopMetrics, err := serveMetrics(e)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
-		return 1
-	}
-	defer stopMetrics()
-	defer watchPending(c, e.ns)()
-
+	defer stop()
 	app := approver.NewSlackApp(cfg, os.Getenv)
 	if app.Config.Mode == config.SlackModeSocket {
-		opts, err := interactionOptions(e, app, c, dir)
-		if err != nil {
-			fmt.Fprintf(stderr, "airlock approver: %v\n", err)
-			return 1
-		}
-		api, err := app.AppClient()
-		if err != nil {
-			fmt.Fprintf(stderr, "airlock approver: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "airlock approver taking Slack clicks over Socket Mode (Temporal %s, namespace %s)\n", e.flags.address, e.ns)
-		if err := approver.RunSocketMode(ctx, approver.SocketModeOptions{Client: api, Interactions: opts}); err != nil {
-			fmt.Fprintf(stderr, "airlock approver: %v\n", err)
-			return 1
-		}
-		return 0
+		return approveOverSocket(ctx, c, e, app, tc, dir)
 	}
+	return approveOverHTTP(ctx, c, e, app, tc, dir, listen)
+}
 
-	h, err := interactionHandler(e, app, c, dir)
+// startApprover dials Temporal and opens what the approver reports to: the
+// audit stream, /metrics, the count of tasks waiting for approval. stop
+// closes them.
+func startApprover(ctx context.Context, e *env) (client.Client, func(), error) {
+	var stops []func()
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	tc, err := dial(ctx, e.flags.address, e.ns, e.flags.tls, e.log)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock approver: %v\n", err)
-		return 1
+		return nil, nil, err
+	}
+	stops = append(stops, tc.Close)
+	closeAudit, err := openAudit(e, false)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	stops = append(stops, closeAudit)
+	stopMetrics, err := serveMetrics(e)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	stops = append(stops, stopMetrics, watchPending(tc, e.ns))
+	return tc, stop, nil
+}
+
+// approveOverSocket takes Slack clicks over Socket Mode until ctx ends.
+func approveOverSocket(ctx context.Context, c *Call, e *env, app *approver.SlackApp, tc client.Client, dir *identity.Directory) int {
+	opts, err := interactionOptions(e, app, tc, dir)
+	if err != nil {
+		return c.fail(err)
+	}
+	api, err := app.AppClient()
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.Stdout, "airlock approver taking Slack clicks over Socket Mode (Temporal %s, namespace %s)\n", e.flags.address, e.ns)
+	if err := approver.RunSocketMode(ctx, approver.SocketModeOptions{Client: api, Interactions: opts}); err != nil {
+		return c.fail(err)
+	}
+	return 0
+}
+
+// approveOverHTTP serves Slack's interaction endpoint on listen until a
+// signal (or the server failing).
+func approveOverHTTP(ctx context.Context, c *Call, e *env, app *approver.SlackApp, tc client.Client, dir *identity.Directory, listen string) int {
+	h, err := interactionHandler(e, app, tc, dir)
+	if err != nil {
+		return c.fail(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(app.Config.InteractionsPath, h)
@@ -155,13 +158,12 @@ Flags:
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock approver: cannot listen on %s: %v (pass --listen)\n", listen, err)
-		return 1
+		return c.fail(fmt.Errorf("cannot listen on %s: %v (pass --listen)", listen, err))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "airlock approver taking Slack clicks at http://%s%s (Temporal %s, namespace %s)\n",
+	fmt.Fprintf(c.Stdout, "airlock approver taking Slack clicks at http://%s%s (Temporal %s, namespace %s)\n",
 		ln.Addr(), app.Config.InteractionsPath, e.flags.address, e.ns)
 	code := 0
 	select {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,38 +24,48 @@ import (
 	"github.com/airlock-run/airlock/worker"
 )
 
-const auditUsage = `Usage:
-  airlock audit show [--json] [--run RUN_ID] [--config FILE] [--ui-url URL] TASK_ID
-  airlock audit export [--task TASK_ID | --since TIME] [--out FILE] [--config FILE]
-  airlock audit verify TASK_ID | FILE
-  airlock audit verify --history HISTORY.json
-
-  show    the task's timeline from its recorded history, all its runs: who
-          asked for what, the policy decision and its rule, who approved
-          and when, each result, compensations and rollbacks. --json prints
-          the timeline as JSON; --run shows one run only.
-  export  JSON lines for a SIEM, one record per event, oldest first, chained
-          by SHA-256 (each record's prev is the hash of the line before it,
-          its hash covers the record). --task exports one task; --since the
-          tasks with a run started after TIME (RFC 3339, a date such as
-          2026-11-29, or a duration back from now such as 24h), each whole;
-          neither exports every task.
-  verify  FILE (an argument naming an existing file): check an export's
-          chain; reports the first broken record.
-          TASK_ID: replay every run of the task against this binary's
-          workflow code; a failure means the workflow code changed without
-          workflow.GetVersion, or the history was altered.
-          --history: replay one history JSON file (as the Temporal CLI or
-          UI downloads it) the same way.
-
-Arguments are masked at the redact paths of the tools' manifests (from
+const auditRedactNote = `Arguments are masked at the redact paths of the tools' manifests (from
 --config; the default airlock.yaml is read when present) and at those
 recorded with approval requests; _meta and credential-named members are
-removed wherever they are.
+removed wherever they are.`
 
-Talks to the Temporal of a running "airlock dev" (127.0.0.1:7233) unless
---temporal-address or TEMPORAL_ADDRESS says otherwise.
-`
+func auditCommand() *Command {
+	return &Command{Name: "audit", Short: "a task's timeline; a hash-chained export; replay checks",
+		Long: auditRedactNote + "\n\n" + talksToDev,
+		Sub: []*Command{
+			{Name: "show", Usage: "[--json] [--run RUN_ID] [--config FILE] [--ui-url URL] TASK_ID",
+				Short: "the task's timeline from its recorded history, all its runs", Long: auditShowLong, Flags: bind(auditFlags, auditShow)},
+			{Name: "export", Usage: "[--task TASK_ID | --since TIME] [--out FILE] [--config FILE]",
+				Short: "JSON lines for a SIEM, one record per event, chained by SHA-256", Long: auditExportLong, Flags: bind(auditFlags, auditExport)},
+			{Name: "verify", Usage: "TASK_ID | FILE\n--history HISTORY.json",
+				Short: "check an export's chain, or replay a task's history against this binary", Long: auditVerifyLong, Flags: bind(auditFlags, auditVerify)},
+		}}
+}
+
+const auditShowLong = `Shows the task's timeline from its recorded history, all its runs: who asked
+for what, the policy decision and its rule, who approved and when, each
+result, compensations and rollbacks. --json prints the timeline as JSON;
+--run shows one run only.
+
+` + auditRedactNote + "\n\n" + talksToDev
+
+const auditExportLong = `Exports JSON lines for a SIEM, one record per event, oldest first, chained by
+SHA-256 (each record's prev is the hash of the line before it, its hash
+covers the record). --task exports one task; --since the tasks with a run
+started after TIME (RFC 3339, a date such as 2026-11-29, or a duration back
+from now such as 24h), each whole; neither exports every task.
+
+` + auditRedactNote + "\n\n" + talksToDev
+
+const auditVerifyLong = `FILE (an argument naming an existing file): checks an export's chain;
+reports the first broken record.
+TASK_ID: replays every run of the task against this binary's workflow code;
+a failure means the workflow code changed without workflow.GetVersion, or
+the history was altered.
+--history: replays one history JSON file (as the Temporal CLI or UI
+downloads it) the same way.
+
+` + talksToDev
 
 // envUIURL is where the Temporal Web UI is, for show's link.
 const envUIURL = "AIRLOCK_UI_URL"
@@ -64,131 +73,118 @@ const envUIURL = "AIRLOCK_UI_URL"
 // defaultUIURL is the Web UI that airlock dev serves.
 const defaultUIURL = "http://127.0.0.1:8233"
 
-func runAudit(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, auditUsage)
-		return 2
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "-h", "--help", "help":
-		fmt.Fprint(stderr, auditUsage)
-		return 0
-	case "show", "export", "verify":
-	default:
-		fmt.Fprintf(stderr, "airlock audit: unknown subcommand %q\n%s", sub, auditUsage)
-		return 2
-	}
-	name := "airlock audit " + sub
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var tc temporalFlags
-	tc.register(fs)
+// auditOptions are the flags of every audit subcommand.
+type auditOptions struct {
+	conn    temporalFlags
+	asJSON  bool
+	runID   string
+	config  string
+	uiURL   string
+	task    string
+	since   string
+	out     string
+	history string
+}
+
+func auditFlags(fs *flag.FlagSet, o *auditOptions) {
+	o.conn.register(fs)
 	uiDefault := defaultUIURL
 	if v, ok := os.LookupEnv(envUIURL); ok {
 		uiDefault = v
 	}
-	asJSON := fs.Bool("json", false, "show: print the timeline as JSON")
-	runID := fs.String("run", "", "show: only this `run` of the task")
-	cfgPath := fs.String("config", defaultConfig, "configuration `file` whose manifests give the redact paths (\"\" for none)")
-	uiURL := fs.String("ui-url", uiDefault, "show: the Temporal Web UI's base `URL` for the link (env "+envUIURL+"; \"\" for no link)")
-	task := fs.String("task", "", "export: only this `task`")
-	since := fs.String("since", "", "export: tasks with a run started after `TIME`")
-	out := fs.String("out", "", "export: write to this `file` (default: standard output)")
-	history := fs.String("history", "", "verify: replay this history JSON `file`")
-	fs.Usage = func() { fmt.Fprint(stderr, auditUsage); fs.PrintDefaults() }
-	if err := fs.Parse(rest); err != nil {
-		return parseExit(err)
-	}
+	fs.BoolVar(&o.asJSON, "json", false, "show: print the timeline as JSON")
+	fs.StringVar(&o.runID, "run", "", "show: only this `run` of the task")
+	fs.StringVar(&o.config, "config", defaultConfig, "configuration `file` whose manifests give the redact paths (\"\" for none)")
+	fs.StringVar(&o.uiURL, "ui-url", uiDefault, "show: the Temporal Web UI's base `URL` for the link (env "+envUIURL+"; \"\" for no link)")
+	fs.StringVar(&o.task, "task", "", "export: only this `task`")
+	fs.StringVar(&o.since, "since", "", "export: tasks with a run started after `TIME`")
+	fs.StringVar(&o.out, "out", "", "export: write to this `file` (default: standard output)")
+	fs.StringVar(&o.history, "history", "", "verify: replay this history JSON `file`")
+}
 
-	// Arguments first, so that a typo is not reported as a connection
-	// problem.
-	var sinceT time.Time
-	switch sub {
-	case "show":
-		if fs.NArg() != 1 {
-			fmt.Fprintf(stderr, "%s: name one TASK_ID (airlock tasks list shows them)\n", name)
-			return 2
-		}
-	case "export":
-		if fs.NArg() > 0 {
-			fmt.Fprintf(stderr, "%s: unexpected argument %q (one task: --task %s)\n", name, fs.Arg(0), fs.Arg(0))
-			return 2
-		}
-		if *task != "" && *since != "" {
-			fmt.Fprintf(stderr, "%s: --task and --since do not go together; give one\n", name)
-			return 2
-		}
-		if *since != "" {
-			t, err := parseSince(*since, time.Now())
-			if err != nil {
-				fmt.Fprintf(stderr, "%s: %v\n", name, err)
-				return 2
-			}
-			sinceT = t
-		}
-	case "verify":
-		if *history != "" {
-			if fs.NArg() > 0 {
-				fmt.Fprintf(stderr, "%s: --history takes the file; unexpected argument %q\n", name, fs.Arg(0))
-				return 2
-			}
-			return verifyHistoryFile(name, *history, stdout, stderr)
-		}
-		if fs.NArg() != 1 {
-			fmt.Fprintf(stderr, "%s: name one TASK_ID or export FILE\n", name)
-			return 2
-		}
-		if st, err := os.Stat(fs.Arg(0)); err == nil && st.Mode().IsRegular() {
-			return verifyFile(name, fs.Arg(0), stdout, stderr)
-		}
+// auditTimeout bounds an audit command that talks to Temporal.
+const auditTimeout = 10 * time.Minute
+
+// timelineOptions are the redact paths of the configuration's manifests
+// (nil after reporting why they cannot be read).
+func (o *auditOptions) timelineOptions(c *Call) *timeline.Options {
+	redact, err := loadRedact(o.config)
+	if err != nil {
+		c.fail(fmt.Errorf("%v\n(the redact paths come from the manifests; fix the configuration, or pass --config \"\" to mask only what the history records)", err))
+		return nil
 	}
-	var redact map[string][]string
-	if sub != "verify" {
-		r, err := loadRedact(*cfgPath)
+	return &timeline.Options{Redact: redact}
+}
+
+func auditShow(c *Call, o *auditOptions) int {
+	if len(c.Args) != 1 {
+		return c.usage("name one TASK_ID (airlock tasks list shows them)")
+	}
+	opts := o.timelineOptions(c)
+	if opts == nil {
+		return 1
+	}
+	id := c.Args[0]
+	return o.conn.run(c, auditTimeout, func(ctx context.Context, tc client.Client) int {
+		hists, err := fetchTask(ctx, tc, id, o.runID)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n(the redact paths come from the manifests; fix the configuration, or pass --config \"\" to mask only what the history records)\n", name, err)
-			return 1
-		}
-		redact = r
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	c, code := tc.dial(ctx, name, stderr)
-	if c == nil {
-		return code
-	}
-	defer c.Close()
-	opts := &timeline.Options{Redact: redact}
-
-	switch sub {
-	case "show":
-		id := fs.Arg(0)
-		hists, err := fetchTask(ctx, c, id, *runID)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s %s: %v\n", name, id, explainFetch(err, id, tc.namespace))
-			return 1
+			return c.failOn(id, explainFetch(err, id, o.conn.namespace))
 		}
 		tl, err := timeline.BuildChain(hists, opts)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s %s: %v\n", name, id, err)
-			return 1
+			return c.failOn(id, err)
 		}
-		if *asJSON {
-			printJSON(stdout, tl)
+		if o.asJSON {
+			printJSON(c.Stdout, tl)
 			return 0
 		}
-		if err := timeline.Render(stdout, tl, &timeline.RenderOptions{UIURL: *uiURL, Namespace: tc.namespace}); err != nil {
-			fmt.Fprintf(stderr, "%s %s: %v\n", name, id, err)
-			return 1
+		if err := timeline.Render(c.Stdout, tl, &timeline.RenderOptions{UIURL: o.uiURL, Namespace: o.conn.namespace}); err != nil {
+			return c.failOn(id, err)
 		}
 		return 0
-	case "export":
-		return exportTasks(ctx, c, name, tc.namespace, *task, *since, sinceT, *out, opts, stdout, stderr)
-	default: // verify TASK_ID
-		return replayTask(ctx, c, name, tc.namespace, fs.Arg(0), stdout, stderr)
+	})
+}
+
+func auditExport(c *Call, o *auditOptions) int {
+	if len(c.Args) > 0 {
+		return c.usage("unexpected argument %q (one task: --task %s)", c.Args[0], c.Args[0])
 	}
+	if o.task != "" && o.since != "" {
+		return c.usage("--task and --since do not go together; give one")
+	}
+	var since time.Time
+	if o.since != "" {
+		t, err := parseSince(o.since, time.Now())
+		if err != nil {
+			return c.usage("%v", err)
+		}
+		since = t
+	}
+	opts := o.timelineOptions(c)
+	if opts == nil {
+		return 1
+	}
+	return o.conn.run(c, auditTimeout, func(ctx context.Context, tc client.Client) int {
+		return exportTasks(ctx, c, tc, o, since, opts)
+	})
+}
+
+func auditVerify(c *Call, o *auditOptions) int {
+	if o.history != "" {
+		if len(c.Args) > 0 {
+			return c.usage("--history takes the file; unexpected argument %q", c.Args[0])
+		}
+		return verifyHistoryFile(c, o.history)
+	}
+	if len(c.Args) != 1 {
+		return c.usage("name one TASK_ID or export FILE")
+	}
+	if st, err := os.Stat(c.Args[0]); err == nil && st.Mode().IsRegular() {
+		return verifyFile(c, c.Args[0])
+	}
+	return o.conn.run(c, auditTimeout, func(ctx context.Context, tc client.Client) int {
+		return replayTask(ctx, c, tc, o.conn.namespace, c.Args[0])
+	})
 }
 
 // parseSince reads --since: RFC 3339, a date (midnight UTC) or a duration
@@ -258,112 +254,114 @@ func explainFetch(err error, id, namespace string) error {
 	return err
 }
 
+// exportRef is one task to export: run is the last run of its chain (""
+// for the latest), first and last the start times of its runs.
+type exportRef struct {
+	id, run     string
+	first, last time.Time
+}
+
 // exportTasks writes the chain of one task, or of every task with a run
 // started after since, oldest first.
-func exportTasks(ctx context.Context, c client.Client, name, namespace, task, sinceFlag string, since time.Time, outPath string,
-	opts *timeline.Options, stdout, stderr io.Writer) int {
-	type ref struct {
-		id, run     string // run: the last run of the chain ("" for the latest)
-		first, last time.Time
+func exportTasks(ctx context.Context, c *Call, tc client.Client, o *auditOptions, since time.Time, opts *timeline.Options) int {
+	refs := []exportRef{{id: o.task}}
+	if o.task == "" {
+		var err error
+		if refs, err = exportRefs(ctx, tc, o.conn.namespace, o.since != "", since); err != nil {
+			return c.fail(fmt.Errorf("listing tasks: %w", err))
+		}
 	}
-	var refs []ref
-	if task != "" {
-		refs = append(refs, ref{id: task})
-	} else {
-		q := taskKinds
-		if sinceFlag != "" {
-			q += " AND StartTime > '" + since.UTC().Format(time.RFC3339Nano) + "'"
-		}
-		byID := map[string]*ref{}
-		var token []byte
-		for {
-			resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: q, NextPageToken: token})
-			if err != nil {
-				fmt.Fprintf(stderr, "%s: listing tasks: %v\n", name, err)
-				return 1
-			}
-			for _, ex := range resp.GetExecutions() {
-				id, run, start := ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId(), ex.GetStartTime().AsTime()
-				r, ok := byID[id]
-				if !ok {
-					byID[id] = &ref{id: id, run: run, first: start, last: start}
-					continue
-				}
-				if start.Before(r.first) {
-					r.first = start
-				}
-				if start.After(r.last) {
-					r.run, r.last = run, start
-				}
-			}
-			token = resp.GetNextPageToken()
-			if len(token) == 0 {
-				break
-			}
-		}
-		for _, r := range byID {
-			refs = append(refs, *r)
-		}
-		sort.Slice(refs, func(i, j int) bool {
-			if !refs[i].first.Equal(refs[j].first) {
-				return refs[i].first.Before(refs[j].first)
-			}
-			return refs[i].id < refs[j].id
-		})
-	}
-
 	// Build every timeline before writing, so a failure leaves no half
 	// file behind.
 	var buf bytes.Buffer
 	x := timeline.NewExporter(&buf)
 	for _, r := range refs {
-		hists, err := timeline.FetchRuns(ctx, c, r.id, r.run)
+		hists, err := timeline.FetchRuns(ctx, tc, r.id, r.run)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: task %s: %v\n", name, r.id, explainFetch(err, r.id, namespace))
-			return 1
+			return c.fail(fmt.Errorf("task %s: %w", r.id, explainFetch(err, r.id, o.conn.namespace)))
 		}
 		tl, err := timeline.BuildChain(hists, opts)
 		if err == nil {
 			err = x.Write(tl)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: task %s: %v\n", name, r.id, err)
-			return 1
+			return c.fail(fmt.Errorf("task %s: %w", r.id, err))
 		}
 	}
 	dest := "standard output"
-	if outPath == "" || outPath == "-" {
-		if _, err := stdout.Write(buf.Bytes()); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return 1
+	if o.out == "" || o.out == "-" {
+		if _, err := c.Stdout.Write(buf.Bytes()); err != nil {
+			return c.fail(err)
 		}
 	} else {
-		if err := os.WriteFile(outPath, buf.Bytes(), 0o600); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return 1
+		if err := os.WriteFile(o.out, buf.Bytes(), 0o600); err != nil {
+			return c.fail(err)
 		}
-		dest = outPath
+		dest = o.out
 	}
-	fmt.Fprintf(stderr, "exported %d records of %d task(s) to %s; last hash %s\n", x.Records(), len(refs), dest, x.Last())
+	fmt.Fprintf(c.Stderr, "exported %d records of %d task(s) to %s; last hash %s\n", x.Records(), len(refs), dest, x.Last())
 	return 0
 }
 
+// exportRefs lists every task (with a run started after since, when
+// bySince), oldest first.
+func exportRefs(ctx context.Context, tc client.Client, namespace string, bySince bool, since time.Time) ([]exportRef, error) {
+	q := taskKinds
+	if bySince {
+		q += " AND StartTime > '" + since.UTC().Format(time.RFC3339Nano) + "'"
+	}
+	byID := map[string]*exportRef{}
+	var token []byte
+	for {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: q, NextPageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		for _, ex := range resp.GetExecutions() {
+			id, run, start := ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId(), ex.GetStartTime().AsTime()
+			r, ok := byID[id]
+			if !ok {
+				byID[id] = &exportRef{id: id, run: run, first: start, last: start}
+				continue
+			}
+			if start.Before(r.first) {
+				r.first = start
+			}
+			if start.After(r.last) {
+				r.run, r.last = run, start
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	var refs []exportRef
+	for _, r := range byID {
+		refs = append(refs, *r)
+	}
+	sort.Slice(refs, func(i, j int) bool {
+		if !refs[i].first.Equal(refs[j].first) {
+			return refs[i].first.Before(refs[j].first)
+		}
+		return refs[i].id < refs[j].id
+	})
+	return refs, nil
+}
+
 // verifyFile checks an export's chain.
-func verifyFile(name, path string, stdout, stderr io.Writer) int {
+func verifyFile(c *Call, path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 1
+		return c.fail(err)
 	}
 	if looksLikeHistory(b) {
-		return verifyHistory(name, path, b, stdout, stderr)
+		return verifyHistory(c, path, b)
 	}
 	res, err := timeline.Verify(bytes.NewReader(b))
 	if err != nil {
-		fmt.Fprintf(stderr, "%s %s: BROKEN at %v\n", name, path, err)
-		return 1
+		return c.failOn(path, fmt.Errorf("BROKEN at %v", err))
 	}
-	fmt.Fprintf(stdout, "OK: %s: %d records, the chain is intact; last hash %s\n", path, res.Records, res.Last)
+	fmt.Fprintf(c.Stdout, "OK: %s: %d records, the chain is intact; last hash %s\n", path, res.Records, res.Last)
 	return 0
 }
 
@@ -378,48 +376,43 @@ func looksLikeHistory(b []byte) bool {
 	return err == nil && t == "events"
 }
 
-func verifyHistoryFile(name, path string, stdout, stderr io.Writer) int {
+func verifyHistoryFile(c *Call, path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 1
+		return c.fail(err)
 	}
-	return verifyHistory(name, path, b, stdout, stderr)
+	return verifyHistory(c, path, b)
 }
 
 // verifyHistory replays a history JSON file against this binary's
 // workflows.
-func verifyHistory(name, path string, b []byte, stdout, stderr io.Writer) int {
+func verifyHistory(c *Call, path string, b []byte) int {
 	h, err := client.HistoryFromJSON(bytes.NewReader(b), client.HistoryJSONOptions{})
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %s is not a workflow history in JSON: %v\n", name, path, err)
-		return 1
+		return c.fail(fmt.Errorf("%s is not a workflow history in JSON: %v", path, err))
 	}
 	if err := replay(h); err != nil {
-		fmt.Fprintf(stderr, "%s: %s does NOT replay against this binary's workflow code: %v\n", name, path, err)
-		return 1
+		return c.fail(fmt.Errorf("%s does NOT replay against this binary's workflow code: %v", path, err))
 	}
-	fmt.Fprintf(stdout, "OK: %s (%d events) replays against this binary's workflow code\n", path, len(h.GetEvents()))
+	fmt.Fprintf(c.Stdout, "OK: %s (%d events) replays against this binary's workflow code\n", path, len(h.GetEvents()))
 	return 0
 }
 
 // replayTask replays every run of a task.
-func replayTask(ctx context.Context, c client.Client, name, namespace, id string, stdout, stderr io.Writer) int {
-	hists, err := timeline.FetchRuns(ctx, c, id, "")
+func replayTask(ctx context.Context, c *Call, tc client.Client, namespace, id string) int {
+	hists, err := timeline.FetchRuns(ctx, tc, id, "")
 	if err != nil {
-		fmt.Fprintf(stderr, "%s %s: %v\n", name, id, explainFetch(err, id, namespace))
-		return 1
+		return c.failOn(id, explainFetch(err, id, namespace))
 	}
 	events := 0
 	for i, h := range hists {
 		run := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()
 		if err := replay(h); err != nil {
-			fmt.Fprintf(stderr, "%s %s: run %d of %d (%s) does NOT replay against this binary's workflow code: %v\n", name, id, i+1, len(hists), run, err)
-			return 1
+			return c.failOn(id, fmt.Errorf("run %d of %d (%s) does NOT replay against this binary's workflow code: %v", i+1, len(hists), run, err))
 		}
 		events += len(h.GetEvents())
 	}
-	fmt.Fprintf(stdout, "OK: task %s: %d run(s), %d events, replay against this binary's workflow code\n", id, len(hists), events)
+	fmt.Fprintf(c.Stdout, "OK: task %s: %d run(s), %d events, replay against this binary's workflow code\n", id, len(hists), events)
 	return 0
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/airlock-run/airlock/internal/devui"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/worker"
 )
@@ -51,13 +52,18 @@ type stack struct {
 	ui      *devui.UI
 	client  client.Client
 	pool    *upstream.Pool
+	pins    *pin.Store
 	worker  sdkworker.Worker
-	gw      *gateway.Gateway
 	dir     *identity.Directory
 	http    *http.Server
 	httpErr chan error
 	addr    string
 	stops   []func()
+
+	// gw is the gateway once it is up; the pool's tool changes refresh it
+	// from the pool's goroutines.
+	gwMu sync.Mutex
+	gw   *gateway.Gateway
 }
 
 func (s *stack) stop() {
@@ -66,60 +72,58 @@ func (s *stack) stop() {
 	}
 }
 
-func runDev(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f commonFlags
-	f.register(fs)
-	stdio := fs.Bool("stdio", false, "serve MCP on stdin/stdout (for Claude Desktop) instead of HTTP")
-	task := fs.String("task", "", "with --stdio: attach to this task `ID` (reattach after a client restart)")
-	port := fs.Int("temporal-port", 7233, "`port` of the embedded Temporal frontend (127.0.0.1 only)")
-	uiPort := fs.Int("ui-port", devui.DefaultPort, "`port` of the embedded Temporal's Web UI (127.0.0.1 only; 0 picks a free port, -1 turns it off)")
-	noUI := fs.Bool("no-ui", false, "do not serve the Temporal Web UI")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: airlock dev [flags]
-
-Runs airlock in one process: an embedded Temporal server persisting to
+const devLong = `Runs airlock in one process: an embedded Temporal server persisting to
 <data-dir>/temporal.db (SQLite) with its Web UI on http://127.0.0.1:8233,
 the worker, and the MCP gateway on http://<listen>/mcp. Killing and
 restarting it on the same data dir resumes every task. With
 --temporal-address (or TEMPORAL_ADDRESS) it uses that Temporal (and no UI)
-instead of the embedded one.
+instead of the embedded one.`
 
-Flags:
-`)
-		fs.PrintDefaults()
+func devCommand() *Command {
+	return &Command{Name: "dev", Usage: "[flags]", Short: "run everything in one process (embedded Temporal on SQLite)",
+		Long: devLong, NoArgs: true, Flags: bind(devFlags, runDev)}
+}
+
+type devOptions struct {
+	common       commonFlags
+	stdio        bool
+	task         string
+	temporalPort int
+	uiPort       int
+	noUI         bool
+}
+
+func devFlags(fs *flag.FlagSet, o *devOptions) {
+	o.common.register(fs)
+	fs.BoolVar(&o.stdio, "stdio", false, "serve MCP on stdin/stdout (for Claude Desktop) instead of HTTP")
+	fs.StringVar(&o.task, "task", "", "with --stdio: attach to this task `ID` (reattach after a client restart)")
+	fs.IntVar(&o.temporalPort, "temporal-port", 7233, "`port` of the embedded Temporal frontend (127.0.0.1 only)")
+	fs.IntVar(&o.uiPort, "ui-port", devui.DefaultPort, "`port` of the embedded Temporal's Web UI (127.0.0.1 only; 0 picks a free port, -1 turns it off)")
+	fs.BoolVar(&o.noUI, "no-ui", false, "do not serve the Temporal Web UI")
+}
+
+func runDev(c *Call, o *devOptions) int {
+	if o.uiPort < -1 || o.uiPort > 65535 {
+		return c.usage("--ui-port %d: want 0-65535 (0 picks a free port) or -1 (no UI)", o.uiPort)
 	}
-	if err := fs.Parse(args); err != nil {
-		return parseExit(err)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "airlock dev: unexpected argument %q (flags only; see airlock dev -h)\n", fs.Arg(0))
-		return 2
-	}
-	if *uiPort < -1 || *uiPort > 65535 {
-		fmt.Fprintf(stderr, "airlock dev: --ui-port %d: want 0-65535 (0 picks a free port) or -1 (no UI)\n", *uiPort)
-		return 2
-	}
-	e, err := load(f, stderr)
+	e, err := load(o.common, c.Stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock dev: %v\n", err)
-		return 1
+		return c.fail(err)
 	}
-	r := roles{embedded: !e.external, worker: true, gateway: true, stdio: *stdio, ui: !*noUI && *uiPort >= 0, uiPort: *uiPort}
-	fs.Visit(func(f *flag.Flag) { r.uiFixed = r.uiFixed || f.Name == "ui-port" })
-	return serve(e, r, *port, *task, stdin, stdout, stderr)
+	r := roles{embedded: !e.external, worker: true, gateway: true, stdio: o.stdio,
+		ui: !o.noUI && o.uiPort >= 0, uiPort: o.uiPort, uiFixed: c.given("ui-port")}
+	return serve(c, e, r, o.temporalPort, o.task)
 }
 
 // serve starts the roles, prints how to connect, and runs until SIGINT or
 // SIGTERM (or stdin closing, with --stdio).
-func serve(e *env, r roles, temporalPort int, task string, stdin io.Reader, stdout, stderr io.Writer) int {
+func serve(c *Call, e *env, r roles, temporalPort int, task string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
 	s, err := start(ctx, e, r, temporalPort)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		fmt.Fprintf(c.Stderr, "airlock: %v\n", err)
 		if s != nil {
 			s.stop()
 		}
@@ -129,8 +133,8 @@ func serve(e *env, r roles, temporalPort int, task string, stdin io.Reader, stdo
 
 	if r.stdio {
 		// stdout belongs to MCP: everything for people goes to stderr.
-		banner(stderr, e, s, r)
-		err := s.gw.ServeStdio(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}, task)
+		banner(c.Stderr, e, s, r)
+		err := s.gw.ServeStdio(ctx, &mcp.IOTransport{Reader: io.NopCloser(c.Stdin), Writer: nopWriteCloser{c.Stdout}}, task)
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 			e.log.Error().Err(err).Msg("stdio session ended")
 		}
@@ -138,10 +142,16 @@ func serve(e *env, r roles, temporalPort int, task string, stdin io.Reader, stdo
 		return 0
 	}
 	if r.gateway {
-		banner(stdout, e, s, r)
+		banner(c.Stdout, e, s, r)
 	} else {
-		fmt.Fprintf(stdout, "airlock worker polling task queue %q on %s (namespace %s)\n", e.tq, e.flags.address, e.ns)
+		fmt.Fprintf(c.Stdout, "airlock worker polling task queue %q on %s (namespace %s)\n", e.tq, e.flags.address, e.ns)
 	}
+	return waitForSignal(ctx, e, s)
+}
+
+// waitForSignal runs until SIGINT or SIGTERM, or the gateway's HTTP server
+// failing.
+func waitForSignal(ctx context.Context, e *env, s *stack) int {
 	select {
 	case <-ctx.Done():
 		e.log.Info().Msg("shutting down (signal); calls in flight get 10s to finish")
@@ -165,135 +175,194 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	if err := checkSlack(e, r); err != nil {
 		return s, err
 	}
-	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
-		return s, fmt.Errorf("creating data dir: %w", err)
+	if err := makeDataDirs(e); err != nil {
+		return s, err
 	}
-	// The scratch directory the example filesystem upstream serves, and
-	// the directory its rollbacks move created files into. Both must exist
-	// before it starts: it drops a missing one with only a warning, and
-	// every rollback move into it would then be refused.
+	if err := s.connectTemporal(ctx, r, temporalPort); err != nil {
+		return s, err
+	}
+	if err := s.observe(r); err != nil {
+		return s, err
+	}
+	if err := s.startUpstreams(ctx); err != nil {
+		return s, err
+	}
+	if r.worker {
+		if err := s.startWorker(); err != nil {
+			return s, err
+		}
+	}
+	if !r.gateway {
+		return s, nil
+	}
+	if err := s.startGateway(r); err != nil {
+		return s, err
+	}
+	if r.stdio {
+		// Slack clicks over Socket Mode need no listener.
+		return s, s.startSlack(ctx, nil)
+	}
+	return s, s.serveHTTP(ctx)
+}
+
+// makeDataDirs creates the data dir, the scratch directory the example
+// filesystem upstream serves, and the directory its rollbacks move created
+// files into. They must exist before it starts: it drops a missing one
+// with only a warning, and every rollback move into it would then be
+// refused.
+func makeDataDirs(e *env) error {
+	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
 	for _, d := range []string{"sandbox", "rollback-trash"} {
 		if err := os.MkdirAll(filepath.Join(e.dataDir, d), 0o700); err != nil {
-			return s, fmt.Errorf("creating %s dir: %w", d, err)
+			return fmt.Errorf("creating %s dir: %w", d, err)
 		}
 	}
+	return nil
+}
 
-	hostPort := e.flags.address
+// connectTemporal starts the embedded Temporal (and its UI) when the roles
+// ask for it, else checks there is an external one, and dials it.
+func (s *stack) connectTemporal(ctx context.Context, r roles, temporalPort int) error {
+	e := s.env
 	if r.embedded {
-		srv, err := devserver.Start(ctx, devserver.Options{
-			DataDir:          e.dataDir,
-			Namespace:        e.ns,
-			Port:             temporalPort,
-			SearchAttributes: api.SearchAttributes(),
-			Logger:           e.log.With().Str("component", "temporal-server").Logger(),
-		})
-		if err != nil {
-			return s, fmt.Errorf("starting embedded Temporal: %w", err)
+		if err := s.startEmbedded(ctx, r, temporalPort); err != nil {
+			return err
 		}
-		s.srv = srv
-		s.stops = append(s.stops, func() {
-			if err := srv.Stop(); err != nil {
-				e.log.Warn().Err(err).Msg("stopping embedded Temporal")
-			}
-		})
-		hostPort = srv.HostPort()
-		e.flags.address = hostPort
-		if r.ui {
-			o := devui.Options{Port: r.uiPort, TemporalAddress: hostPort, Namespace: e.ns}
-			ui, err := devui.Start(ctx, o)
-			if err != nil && !r.uiFixed && errors.Is(err, syscall.EADDRINUSE) {
-				// Only the default is taken (another dev server, say): the
-				// banner prints where the UI went instead.
-				e.log.Warn().Err(err).Msg("Temporal UI's default port is taken; using a free one (choose with --ui-port)")
-				o.Port = 0
-				ui, err = devui.Start(ctx, o)
-			}
-			if err != nil {
-				return s, fmt.Errorf("%w (pass --ui-port to use another port, 0 for a free one, or --no-ui)", err)
-			}
-			s.ui = ui
-			s.stops = append(s.stops, ui.Stop)
-			e.uiURL = firstNonEmpty(e.uiURL, ui.URL()) // links in Slack messages
-		}
-	} else if hostPort == "" {
-		return s, errors.New("no Temporal to use: pass --temporal-address host:port (or set TEMPORAL_ADDRESS, or temporal.address in the config); only `airlock dev` embeds one")
+	} else if e.flags.address == "" {
+		return errors.New("no Temporal to use: pass --temporal-address host:port (or set TEMPORAL_ADDRESS, or temporal.address in the config); only `airlock dev` embeds one")
 	}
 	tf := e.flags.tls
 	if r.embedded {
 		tf = tlsFlags{} // the embedded server listens in plain text on 127.0.0.1
 	}
-	c, err := dial(ctx, hostPort, e.ns, tf, e.log)
+	c, err := dial(ctx, e.flags.address, e.ns, tf, e.log)
 	if err != nil {
-		return s, err
+		return err
 	}
 	s.client = c
 	s.stops = append(s.stops, c.Close)
 	if !r.embedded {
 		ensureSearchAttributes(ctx, c, e.ns, e.log)
 	}
-	if err := s.observe(r); err != nil {
-		return s, err
-	}
+	return nil
+}
 
+// startEmbedded starts the embedded Temporal server and, unless turned
+// off, its Web UI; the server's address becomes the one to dial.
+func (s *stack) startEmbedded(ctx context.Context, r roles, temporalPort int) error {
+	e := s.env
+	srv, err := devserver.Start(ctx, devserver.Options{
+		DataDir:          e.dataDir,
+		Namespace:        e.ns,
+		Port:             temporalPort,
+		SearchAttributes: api.SearchAttributes(),
+		Logger:           e.log.With().Str("component", "temporal-server").Logger(),
+	})
+	if err != nil {
+		return fmt.Errorf("starting embedded Temporal: %w", err)
+	}
+	s.srv = srv
+	s.stops = append(s.stops, func() {
+		if err := srv.Stop(); err != nil {
+			e.log.Warn().Err(err).Msg("stopping embedded Temporal")
+		}
+	})
+	e.flags.address = srv.HostPort()
+	if !r.ui {
+		return nil
+	}
+	return s.startUI(ctx, r)
+}
+
+// startUI serves the Temporal Web UI for the embedded server.
+func (s *stack) startUI(ctx context.Context, r roles) error {
+	e := s.env
+	o := devui.Options{Port: r.uiPort, TemporalAddress: e.flags.address, Namespace: e.ns}
+	ui, err := devui.Start(ctx, o)
+	if err != nil && !r.uiFixed && errors.Is(err, syscall.EADDRINUSE) {
+		// Only the default is taken (another dev server, say): the
+		// banner prints where the UI went instead.
+		e.log.Warn().Err(err).Msg("Temporal UI's default port is taken; using a free one (choose with --ui-port)")
+		o.Port = 0
+		ui, err = devui.Start(ctx, o)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (pass --ui-port to use another port, 0 for a free one, or --no-ui)", err)
+	}
+	s.ui = ui
+	s.stops = append(s.stops, ui.Stop)
+	e.uiURL = firstNonEmpty(e.uiURL, ui.URL()) // links in Slack messages
+	return nil
+}
+
+// startUpstreams starts the wasm servers and the pool of upstream
+// connections, and opens the pins.
+func (s *stack) startUpstreams(ctx context.Context) error {
+	e := s.env
 	nat, stopNative, err := startNative(ctx, e)
 	if err != nil {
-		return s, err
+		return err
 	}
 	s.stops = append(s.stops, stopNative)
-
-	var gwMu sync.Mutex
-	var gw *gateway.Gateway
 	s.pool = newPool(e, nat, func(string) {
-		gwMu.Lock()
-		g := gw
-		gwMu.Unlock()
+		s.gwMu.Lock()
+		g := s.gw
+		s.gwMu.Unlock()
 		if g != nil {
 			g.Refresh()
 		}
 	})
 	s.pool.Start(context.WithoutCancel(ctx))
 	s.stops = append(s.stops, func() { _ = s.pool.Close() })
+	s.pins, err = openPins(e)
+	return err
+}
 
-	pins, err := openPins(e)
+// startWorker starts the worker: the activities over the upstream pool,
+// the blob store and the notifiers.
+func (s *stack) startWorker() error {
+	e := s.env
+	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
+		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit}
+	blobsDir := e.snap.Config.BlobsDir
+	if blobsDir == "" {
+		blobsDir = filepath.Join(e.dataDir, "blobs")
+	}
+	var err error
+	if acts.Blobs, err = blob.New(blobsDir); err != nil {
+		return err
+	}
+	notifiers, err := slackNotifiers(e)
 	if err != nil {
-		return s, err
+		return err
 	}
-	if r.worker {
-		acts := &activities.Activities{Pins: pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
-			Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit}
-		blobsDir := e.snap.Config.BlobsDir
-		if blobsDir == "" {
-			blobsDir = filepath.Join(e.dataDir, "blobs")
-		}
-		if acts.Blobs, err = blob.New(blobsDir); err != nil {
-			return s, err
-		}
-		notifiers, err := slackNotifiers(e)
-		if err != nil {
-			return s, err
-		}
-		acts.Notifiers = append(acts.Notifiers, notifiers...)
-		w := worker.New(c, acts, worker.Options{TaskQueue: e.tq})
-		e.log.Info().Str("policy", e.snap.Policy.Version()).Int("rules", len(e.snap.Config.Policy.Rules)).Msg("policy loaded")
-		if err := w.Start(); err != nil {
-			return s, fmt.Errorf("starting worker: %w", err)
-		}
-		s.worker = w
-		s.stops = append(s.stops, w.Stop)
+	acts.Notifiers = append(acts.Notifiers, notifiers...)
+	w := worker.New(s.client, acts, worker.Options{TaskQueue: e.tq})
+	e.log.Info().Str("policy", e.snap.Policy.Version()).Int("rules", len(e.snap.Config.Policy.Rules)).Msg("policy loaded")
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("starting worker: %w", err)
 	}
-	if !r.gateway {
-		return s, nil
-	}
+	s.worker = w
+	s.stops = append(s.stops, w.Stop)
+	return nil
+}
+
+// startGateway makes the gateway over the principals of the
+// configuration; with --stdio its caller is the local principal.
+func (s *stack) startGateway(r roles) error {
+	e := s.env
 	cfg := e.snap.Config
 	dir := identity.New(cfg)
 	if dir.Empty() {
-		return s, fmt.Errorf("%s: no principals: the gateway serves only authenticated callers; add principals and roles (the example airlock.yaml shows how, with dev keys)", e.cfgPath)
+		return fmt.Errorf("%s: no principals: the gateway serves only authenticated callers; add principals and roles (the example airlock.yaml shows how, with dev keys)", e.cfgPath)
 	}
 	var local *identity.Principal
 	if r.stdio {
 		p, err := dir.Local()
 		if err != nil {
-			return s, fmt.Errorf("%s: %w", e.cfgPath, err)
+			return fmt.Errorf("%s: %w", e.cfgPath, err)
 		}
 		local = p
 	} else if p, err := dir.Local(); err == nil {
@@ -303,12 +372,12 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	g := gateway.New(gateway.Options{
 		Directory:       dir,
 		Local:           local,
-		Temporal:        c,
+		Temporal:        s.client,
 		TaskQueue:       e.tq,
 		Manifests:       e.snap.Manifests,
 		Upstreams:       s.pool,
 		ExposeUncovered: cfg.ExposeUncovered,
-		Pins:            pins,
+		Pins:            s.pins,
 		Policy:          e.snap.Policy,
 		MaxCalls:        cfg.Task.MaxCalls,
 		DeadlineAfter:   cfg.Task.Deadline.D(),
@@ -320,49 +389,51 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		Version:         version,
 		Audit:           e.audit,
 	})
-	gwMu.Lock()
-	gw = g
-	gwMu.Unlock()
-	g.Refresh()
+	s.gwMu.Lock()
 	s.gw = g
-	if r.stdio {
-		// Slack clicks over Socket Mode need no listener.
-		stop, err := startSlack(ctx, e, c, dir, nil)
-		if err != nil {
-			return s, err
-		}
-		if stop != nil {
-			s.stops = append(s.stops, stop)
-		}
-		return s, nil
-	}
+	s.gwMu.Unlock()
+	g.Refresh()
+	return nil
+}
 
+// startSlack takes Slack clicks for the gateway role (see startSlack).
+func (s *stack) startSlack(ctx context.Context, mux *http.ServeMux) error {
+	stop, err := startSlack(ctx, s.env, s.client, s.dir, mux)
+	if err != nil {
+		return err
+	}
+	if stop != nil {
+		s.stops = append(s.stops, stop)
+	}
+	return nil
+}
+
+// serveHTTP serves the gateway's listener: MCP, /metrics, /healthz, the
+// approvals page and Slack's interaction endpoint.
+func (s *stack) serveHTTP(ctx context.Context) error {
+	e := s.env
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", g.Handler())
+	mux.Handle("/mcp", s.gw.Handler())
 	if e.metricsOnMux() {
 		mux.Handle("/metrics", metrics.Handler())
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	// Approving without Slack: the page lists the requests a principal may
 	// decide, after a login with its API key.
-	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: c, Namespace: e.ns, Directory: dir, Audit: e.audit})
+	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit})
 	if err != nil {
-		return s, err
+		return err
 	}
 	mux.Handle("/approvals", approvals)
 	mux.Handle("/approvals/", approvals)
 	// Slack clicks: on this listener (slack.mode http) or over Socket Mode.
 	// Stopped after the HTTP server, so no click arrives once it closes.
-	stopSlack, err := startSlack(ctx, e, c, dir, mux)
-	if err != nil {
-		return s, err
-	}
-	if stopSlack != nil {
-		s.stops = append(s.stops, stopSlack)
+	if err := s.startSlack(ctx, mux); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", e.listen)
 	if err != nil {
-		return s, fmt.Errorf("gateway cannot listen on %s: %w (is another airlock running? pass --listen)", e.listen, err)
+		return fmt.Errorf("gateway cannot listen on %s: %w (is another airlock running? pass --listen)", e.listen, err)
 	}
 	s.addr = ln.Addr().String()
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -378,7 +449,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		defer cancel()
 		_ = s.http.Shutdown(sctx)
 	})
-	return s, nil
+	return nil
 }
 
 // devKey is the documented key of the example configuration.

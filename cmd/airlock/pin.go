@@ -18,10 +18,7 @@ import (
 	"github.com/airlock-run/airlock/manifests"
 )
 
-const pinUsage = `Usage:
-  airlock manifests pin [--config airlock.yaml] [--data-dir DIR] SERVER [TOOL]
-
-Connects to the upstream SERVER of the configuration, shows each of its
+const pinLong = `Connects to the upstream SERVER of the configuration, shows each of its
 tools as unchanged, new or CHANGED (with a diff of the definition against
 its pin), and pins the current definitions: every tool, or only TOOL.
 
@@ -32,8 +29,24 @@ refused) until you review the change here and accept it. A running airlock
 picks up the new pins without a restart.
 
 The pins are kept in pins_file of the configuration (relative to it), else
-<data dir>/pins.json.
-`
+<data dir>/pins.json.`
+
+func pinCommand() *Command {
+	return &Command{Name: "pin", Usage: "[--config airlock.yaml] [--data-dir DIR] SERVER [TOOL]",
+		Short: "show how an upstream's tool definitions differ from their pins, and accept them",
+		Long:  pinLong, Flags: bind(pinFlags, runPin)}
+}
+
+type pinOptions struct {
+	config, dataDir string
+	timeout         time.Duration
+}
+
+func pinFlags(fs *flag.FlagSet, o *pinOptions) {
+	fs.StringVar(&o.config, "config", defaultConfig, "configuration `file` naming the upstream's manifest")
+	fs.StringVar(&o.dataDir, "data-dir", "", "local state `dir`ectory holding pins.json (default: data_dir in the config, else .airlock)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the upstream to connect (at least its connect_timeout)")
+}
 
 // openPins opens the pins store of a serving command.
 func openPins(e *env) (*pin.Store, error) {
@@ -45,51 +58,54 @@ func openPins(e *env) (*pin.Store, error) {
 	return s, nil
 }
 
-func runPin(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock manifests pin", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := fs.String("config", defaultConfig, "configuration `file` naming the upstream's manifest")
-	dataDir := fs.String("data-dir", "", "local state `dir`ectory holding pins.json (default: data_dir in the config, else .airlock)")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the upstream to connect (at least its connect_timeout)")
-	fs.Usage = func() { fmt.Fprint(stderr, pinUsage+"\nFlags:\n"); fs.PrintDefaults() }
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return parseExit(err)
-	}
-	if len(pos) < 1 || len(pos) > 2 {
-		fmt.Fprintf(stderr, "airlock manifests pin: name one upstream, and optionally one of its tools (got %d arguments)\n%s", len(pos), pinUsage)
+func runPin(c *Call, o *pinOptions) int {
+	if len(c.Args) < 1 || len(c.Args) > 2 {
+		fmt.Fprintf(c.Stderr, "%s: name one upstream, and optionally one of its tools (got %d arguments)\n", c.Name, len(c.Args))
+		c.Flags.Usage()
 		return 2
 	}
-	server, only := pos[0], ""
-	if len(pos) == 2 {
-		only = pos[1]
+	server, only := c.Args[0], ""
+	if len(c.Args) == 2 {
+		only = c.Args[1]
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "airlock manifests pin: %v\n", err)
-		return 1
-	}
-
-	e, err := load(commonFlags{config: *cfg, dataDir: *dataDir, logLevel: "error", logFormat: "console"}, stderr)
+	e, err := load(commonFlags{config: o.config, dataDir: o.dataDir, logLevel: "error", logFormat: "console"}, c.Stderr)
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
 	srv, err := configServer(e, server)
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
 	if srv.WASM != nil {
-		return fail(fmt.Errorf("%s is a wasm server: its tools are pinned by the sha256 of their modules in the manifest, not here; after reviewing a new module, update its sha256", server))
+		return c.fail(fmt.Errorf("%s is a wasm server: its tools are pinned by the sha256 of their modules in the manifest, not here; after reviewing a new module, update its sha256", server))
 	}
 	store, err := openPins(e)
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
-	tools, closePool, err := listUpstream(srv, *timeout, e.log)
+	tools, closePool, err := listUpstream(srv, o.timeout, e.log)
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
 	defer closePool()
+	if err := reviewPins(c.Stdout, store, server, tools, only, coveredTools(e, server)); err != nil {
+		return c.fail(err)
+	}
+	changed, err := store.Pin(server, tools, only)
+	if err != nil {
+		return c.fail(err)
+	}
+	if len(changed) == 0 {
+		fmt.Fprintf(c.Stdout, "nothing to pin: %s already pins these definitions\n", store.Path())
+		return 0
+	}
+	fmt.Fprintf(c.Stdout, "pinned %d tool(s) of %s in %s: %s\n", len(changed), server, store.Path(), strings.Join(changed, ", "))
+	fmt.Fprintln(c.Stdout, "a running airlock uses them from its next tool list or call")
+	return 0
+}
 
+// coveredTools are the tools of server that a manifest declares.
+func coveredTools(e *env, server string) map[string]bool {
 	covered := map[string]bool{}
 	for _, m := range e.snap.Manifests {
 		if m.Server.Name == server {
@@ -98,20 +114,7 @@ func runPin(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	if err := reviewPins(stdout, store, server, tools, only, covered); err != nil {
-		return fail(err)
-	}
-	changed, err := store.Pin(server, tools, only)
-	if err != nil {
-		return fail(err)
-	}
-	if len(changed) == 0 {
-		fmt.Fprintf(stdout, "nothing to pin: %s already pins these definitions\n", store.Path())
-		return 0
-	}
-	fmt.Fprintf(stdout, "pinned %d tool(s) of %s in %s: %s\n", len(changed), server, store.Path(), strings.Join(changed, ", "))
-	fmt.Fprintln(stdout, "a running airlock uses them from its next tool list or call")
-	return 0
+	return covered
 }
 
 // reviewPins prints, for each tool (or only one), how its current
@@ -211,22 +214,5 @@ func listUpstream(srv manifests.Server, timeout time.Duration, log zerolog.Logge
 			return nil, nil, fmt.Errorf("upstream %s did not connect %s: %s; check its command or URL (and --timeout for a slow start)", srv.Name, what, reason)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// parseInterspersed parses flags anywhere among the positional arguments
-// ("pin memory --config x.yaml").
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
 	}
 }

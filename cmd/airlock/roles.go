@@ -1,23 +1,14 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 )
 
-func runGateway(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f commonFlags
-	f.register(fs)
-	stdio := fs.Bool("stdio", false, "serve MCP on stdin/stdout (for Claude Desktop) instead of HTTP")
-	task := fs.String("task", "", "with --stdio: attach to this task `ID`")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: airlock gateway --temporal-address HOST:PORT [flags]
+// The roles that run separately against a Temporal cluster: gateway and
+// worker here, approver in approver.go.
 
-Runs the MCP gateway: agents connect here (http://<listen>/mcp, or stdio with
+const gatewayLong = `Runs the MCP gateway: agents connect here (http://<listen>/mcp, or stdio with
 --stdio); each tools/call becomes an Update on the task's workflow, which a
 worker (airlock worker, or airlock dev) executes. Stateless: run as many
 replicas as needed.
@@ -25,35 +16,46 @@ replicas as needed.
 Prometheus metrics are at http://<listen>/metrics (calls answered by tool and
 outcome, refused callers, tasks waiting for approval, the Temporal SDK's),
 or on a listener of their own with --metrics-listen (needed with --stdio).
-Refused callers are written to the audit stream (--audit-log).
+Refused callers are written to the audit stream (--audit-log).`
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return parseExit(err)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "airlock gateway: unexpected argument %q (flags only; see airlock gateway -h)\n", fs.Arg(0))
-		return 2
-	}
-	e, err := load(f, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock gateway: %v\n", err)
-		return 1
-	}
-	if !e.external {
-		fmt.Fprintf(stderr, "airlock gateway: no Temporal address: pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS, or temporal.address in %s); only airlock dev runs an embedded Temporal\n", e.cfgPath)
-		return 1
-	}
-	return serve(e, roles{gateway: true, stdio: *stdio}, 0, *task, stdin, stdout, stderr)
+func gatewayCommand() *Command {
+	return &Command{Name: "gateway", Usage: "--temporal-address HOST:PORT [flags]", Short: "run the MCP gateway against a Temporal cluster",
+		Long: gatewayLong, NoArgs: true, Flags: bind(gatewayFlags, runGateway)}
 }
 
-func runWorker(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f commonFlags
+type gatewayOptions struct {
+	common commonFlags
+	stdio  bool
+	task   string
+}
+
+func gatewayFlags(fs *flag.FlagSet, o *gatewayOptions) {
+	o.common.register(fs)
+	fs.BoolVar(&o.stdio, "stdio", false, "serve MCP on stdin/stdout (for Claude Desktop) instead of HTTP")
+	fs.StringVar(&o.task, "task", "", "with --stdio: attach to this task `ID`")
+}
+
+func runGateway(c *Call, o *gatewayOptions) int {
+	e, code := loadExternal(c, o.common, "only airlock dev runs an embedded Temporal")
+	if e == nil {
+		return code
+	}
+	return serve(c, e, roles{gateway: true, stdio: o.stdio}, 0, o.task)
+}
+
+const workerLong = `Runs the worker: it polls the task queue and executes AgentTask workflows and
+their tool calls against the upstreams named in the manifests.
+
+It serves Prometheus metrics at http://<metrics-listen>/metrics (tool call
+attempts and durations, policy decisions, approval waits, compensations,
+and the Temporal SDK's own) and writes the audit stream (--audit-log).`
+
+func workerCommand() *Command {
+	return &Command{Name: "worker", Usage: "--temporal-address HOST:PORT [flags]", Short: "run the worker (tool calls) against a Temporal cluster",
+		Long: workerLong, NoArgs: true, Flags: bind(workerFlags, runWorker)}
+}
+
+func workerFlags(fs *flag.FlagSet, f *commonFlags) {
 	f.register(fs)
 	// The worker has no HTTP listener of its own: /metrics gets one.
 	if l := fs.Lookup("metrics-listen"); l != nil {
@@ -61,45 +63,27 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		l.DefValue = defaultWorkerMetrics
 		_ = l.Value.Set(defaultWorkerMetrics)
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: airlock worker --temporal-address HOST:PORT [flags]
-
-Runs the worker: it polls the task queue and executes AgentTask workflows and
-their tool calls against the upstreams named in the manifests.
-
-It serves Prometheus metrics at http://<metrics-listen>/metrics (tool call
-attempts and durations, policy decisions, approval waits, compensations,
-and the Temporal SDK's own) and writes the audit stream (--audit-log).
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return parseExit(err)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "airlock worker: unexpected argument %q (flags only; see airlock worker -h)\n", fs.Arg(0))
-		return 2
-	}
-	e, err := load(f, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock worker: %v\n", err)
-		return 1
-	}
-	if !e.external {
-		fmt.Fprintf(stderr, "airlock worker: no Temporal address: pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS, or temporal.address in %s); only airlock dev runs an embedded Temporal\n", e.cfgPath)
-		return 1
-	}
-	return serve(e, roles{worker: true}, 0, "", nil, stdout, stderr)
 }
 
-// parseExit is the exit code for a flag parsing error: 0 when help was
-// asked for (-h, --help), 2 for a usage error (the flag package has already
-// printed what is wrong and the usage).
-func parseExit(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+func runWorker(c *Call, f *commonFlags) int {
+	e, code := loadExternal(c, *f, "only airlock dev runs an embedded Temporal")
+	if e == nil {
+		return code
 	}
-	return 2
+	c.Stdin = nil
+	return serve(c, e, roles{worker: true}, 0, "")
+}
+
+// loadExternal loads the configuration of a role that runs against a
+// Temporal cluster, and refuses without its address; why says what to do
+// instead. On failure it has reported why and returns the exit status.
+func loadExternal(c *Call, f commonFlags, why string) (*env, int) {
+	e, err := load(f, c.Stderr)
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	if !e.external {
+		return nil, c.fail(fmt.Errorf("no Temporal address: pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS, or temporal.address in %s); %s", e.cfgPath, why))
+	}
+	return e, 0
 }

@@ -26,9 +26,7 @@ import (
 	"github.com/airlock-run/airlock/plans"
 )
 
-const runUsage = `Usage: airlock run [flags] PLAN.yaml
-
-Starts the plan as a durable task and follows it: each step goes through the
+const runLong = `Starts the plan as a durable task and follows it: each step goes through the
 same policy, approvals, capture and compensation as an agent's call. A step
 that fails rolls the plan back unless its on_failure says stop or continue.
 
@@ -37,10 +35,12 @@ The plan keeps running if this command stops (Ctrl-C detaches; so does
 rollback ID", stop and undo it with "airlock tasks cancel ID".
 
 Exit status: 0 when the plan completed, 1 when it stopped, was rolled back or
-failed, 2 for a bad plan or flag.
+failed, 2 for a bad plan or flag.`
 
-Flags:
-`
+func runCommand() *Command {
+	return &Command{Name: "run", Usage: "[flags] PLAN.yaml", Short: "run a plan (declared steps) as a durable task",
+		Long: runLong, Flags: bind(runFlags, runPlan)}
+}
 
 // varFlags collects repeated --var name=value flags.
 type varFlags map[string]string
@@ -56,70 +56,90 @@ func (v varFlags) Set(s string) error {
 	return nil
 }
 
-func runRun(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f commonFlags
-	f.register(fs)
-	as := fs.String("as", "", "`principal` the plan runs as (default: the plan's principal, else local_principal)")
-	id := fs.String("id", "", "task `ID` (default: plan-<name>-<random>); starting an ID that exists is refused")
-	detach := fs.Bool("detach", false, "start the plan and return at once, printing its task ID")
-	vars := varFlags{}
-	fs.Var(vars, "var", "override a plan var: `name=value` (repeatable)")
-	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
-	files, err := parseInterspersed(fs, args)
+type runOptions struct {
+	common commonFlags
+	as, id string
+	detach bool
+	vars   varFlags
+}
+
+func runFlags(fs *flag.FlagSet, o *runOptions) {
+	o.common.register(fs)
+	fs.StringVar(&o.as, "as", "", "`principal` the plan runs as (default: the plan's principal, else local_principal)")
+	fs.StringVar(&o.id, "id", "", "task `ID` (default: plan-<name>-<random>); starting an ID that exists is refused")
+	fs.BoolVar(&o.detach, "detach", false, "start the plan and return at once, printing its task ID")
+	o.vars = varFlags{}
+	fs.Var(o.vars, "var", "override a plan var: `name=value` (repeatable)")
+}
+
+func runPlan(c *Call, o *runOptions) int {
+	if len(c.Args) != 1 {
+		return c.usage("name one plan file, e.g. airlock run plans/examples/seed-project.yaml")
+	}
+	o.common.logLevel, o.common.logFormat = "warn", "console"
+	e, err := load(o.common, c.Stderr)
 	if err != nil {
-		return parseExit(err)
+		return c.usage("%v", err)
 	}
-	if len(files) != 1 {
-		fmt.Fprint(stderr, "airlock run: name one plan file, e.g. airlock run plans/examples/seed-project.yaml\n")
-		return 2
+	in, code := planInput(c, e, o)
+	if in == nil {
+		return code
 	}
-	f.logLevel, f.logFormat = "warn", "console"
-	e, err := load(f, stderr)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tf := temporalFlags{address: firstNonEmpty(e.flags.address, "127.0.0.1:7233"), namespace: e.ns, tls: o.common.tls}
+	tc, code := tf.dial(ctx, c)
+	if tc == nil {
+		return code
+	}
+	defer tc.Close()
+	if code := startPlan(ctx, c, tc, e.tq, in); code != 0 {
+		return code
+	}
+	fmt.Fprintf(c.Stdout, "plan %s started as task %s (principal %s, %d steps)\n", in.Plan.Name, in.TaskID, in.Principal, len(in.Plan.Steps))
+	if o.detach {
+		fmt.Fprintf(c.Stdout, "follow it with: airlock tasks show %s\n", in.TaskID)
+		return 0
+	}
+	return followPlan(ctx, tc, in.TaskID, c.Stdout, c.Stderr)
+}
+
+// planInput reads, checks and resolves the plan file for the principal it
+// runs as; nil after reporting a problem (every problem at once, the tool
+// names included).
+func planInput(c *Call, e *env, o *runOptions) (*api.PlanInput, int) {
+	data, err := os.ReadFile(c.Args[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock run: %v\n", err)
-		return 2
+		return nil, c.usage("%v", manifests.ReadProblem(c.Args[0], err))
 	}
-	data, err := os.ReadFile(files[0])
+	p, err := plans.Parse(c.Args[0], data)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock run: %v\n", manifests.ReadProblem(files[0], err))
-		return 2
+		return nil, c.usage("%v", err)
 	}
-	p, err := plans.Parse(files[0], data)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock run: %v\n", err)
-		return 2
-	}
-	// Every problem at once, the tool names included.
 	if probs := p.Validate(exposedTools(e.snap.Manifests)); len(probs) > 0 {
-		fmt.Fprintf(stderr, "airlock run: %v\n", manifests.Problems(probs))
-		return 2
+		return nil, c.usage("%v", manifests.Problems(probs))
 	}
-	resolved, err := p.ResolveVars(vars)
+	resolved, err := p.ResolveVars(o.vars)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock run: --var: %v\n", err)
-		return 2
+		return nil, c.usage("--var: %v", err)
 	}
-	dir := identity.New(e.snap.Config)
-	who := firstNonEmpty(*as, p.Principal, e.snap.Config.LocalPrincipal)
+	who := firstNonEmpty(o.as, p.Principal, e.snap.Config.LocalPrincipal)
 	if who == "" {
-		fmt.Fprint(stderr, "airlock run: who does the plan run as? pass --as PRINCIPAL, set principal: in the plan, or local_principal in the configuration\n")
-		return 2
+		return nil, c.usage("who does the plan run as? pass --as PRINCIPAL, set principal: in the plan, or local_principal in the configuration")
 	}
-	pr, ok := dir.Lookup(who)
+	pr, ok := identity.New(e.snap.Config).Lookup(who)
 	if !ok {
-		fmt.Fprintf(stderr, "airlock run: principal %q is not one of the configuration's principals\n", who)
-		return 2
+		return nil, c.usage("principal %q is not one of the configuration's principals", who)
 	}
-	taskID := *id
+	taskID := o.id
 	if taskID == "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
 		taskID = "plan-" + p.Name + "-" + hex.EncodeToString(b[:])
 	}
 	cfg := e.snap.Config
-	in := api.PlanInput{TaskID: taskID, Principal: pr.Name, Plan: p, Vars: resolved,
+	in := &api.PlanInput{TaskID: taskID, Principal: pr.Name, Plan: p, Vars: resolved,
 		Identity: &api.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
 			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
 		Limits:         api.Limits{MaxCalls: firstPositive(p.MaxCalls(), pr.MaxCalls, cfg.Task.MaxCalls)},
@@ -128,37 +148,26 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if d := firstPositiveDur(p.Deadline(), pr.Deadline, cfg.Task.Deadline.D()); d > 0 {
 		in.Limits.Deadline = time.Now().Add(d).UTC()
 	}
+	return in, 0
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	tf := temporalFlags{address: firstNonEmpty(e.flags.address, "127.0.0.1:7233"), namespace: e.ns, tls: f.tls}
-	c, code := tf.dial(ctx, "airlock run", stderr)
-	if c == nil {
-		return code
-	}
-	defer c.Close()
-	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: taskID, TaskQueue: e.tq,
+// startPlan starts the plan's workflow; an ID that exists is refused.
+func startPlan(ctx context.Context, c *Call, tc client.Client, taskQueue string, in *api.PlanInput) int {
+	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: in.TaskID, TaskQueue: taskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			api.SAPrincipal.ValueSet(pr.Name), api.SAStatus.ValueSet(api.StateRunning)),
-	}, api.PlanName, in)
-	if err != nil {
-		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		if errors.As(err, &started) {
-			fmt.Fprintf(stderr, "airlock run: task %s already exists; pick another --id\n", taskID)
-			return 2
-		}
-		fmt.Fprintf(stderr, "airlock run: starting plan %s: %v\n", p.Name, err)
-		return 1
+			api.SAPrincipal.ValueSet(in.Principal), api.SAStatus.ValueSet(api.StateRunning)),
+	}, api.PlanName, *in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &started):
+		return c.usage("task %s already exists; pick another --id", in.TaskID)
+	case err != nil:
+		return c.fail(fmt.Errorf("starting plan %s: %w", in.Plan.Name, err))
 	}
-	fmt.Fprintf(stdout, "plan %s started as task %s (principal %s, %d steps)\n", p.Name, taskID, pr.Name, len(p.Steps))
-	if *detach {
-		fmt.Fprintf(stdout, "follow it with: airlock tasks show %s\n", taskID)
-		return 0
-	}
-	return followPlan(ctx, c, taskID, stdout, stderr)
+	return 0
 }
 
 // followPlan prints each step as it changes and the plan's end.
@@ -166,38 +175,7 @@ func followPlan(ctx context.Context, c client.Client, taskID string, stdout, std
 	done := make(chan error, 1)
 	var res api.TaskResult
 	go func() { done <- c.GetWorkflow(ctx, taskID, "").Get(ctx, &res) }()
-	shown := map[string]string{}
-	asked := map[string]bool{}
-	show := func() {
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		st, err := queryStatus(qctx, c, taskID)
-		if err != nil || st.Plan == nil {
-			return
-		}
-		for _, s := range st.Plan.Steps {
-			if shown[s.ID] == s.State || s.State == api.StepPending {
-				continue
-			}
-			shown[s.ID] = s.State
-			line := fmt.Sprintf("  %-8s %-20s %s", s.State, s.ID, s.Tool)
-			if s.Reason != "" && s.State != api.StepOK {
-				line += ": " + s.Reason
-			}
-			fmt.Fprintln(stdout, line)
-		}
-		if v, err := c.QueryWorkflow(qctx, taskID, "", api.QueryApprovals); err == nil {
-			var reqs []api.ApprovalRequest
-			if v.Get(&reqs) == nil {
-				for _, a := range reqs {
-					if a.State == api.ApprovalPending && !asked[a.ID] {
-						asked[a.ID] = true
-						fmt.Fprintf(stdout, "  waiting  %s needs approval by %q: airlock approvals approve %s (or in Slack)\n", a.Tool, a.Group, a.ID)
-					}
-				}
-			}
-		}
-	}
+	w := &planWatch{c: c, taskID: taskID, out: stdout, shown: map[string]string{}, asked: map[string]bool{}}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -206,7 +184,7 @@ func followPlan(ctx context.Context, c client.Client, taskID string, stdout, std
 			if ctx.Err() != nil {
 				break
 			}
-			show()
+			w.show(ctx)
 			if err != nil {
 				fmt.Fprintf(stderr, "airlock run: task %s: %v\n", taskID, err)
 				return 1
@@ -220,12 +198,56 @@ func followPlan(ctx context.Context, c client.Client, taskID string, stdout, std
 			}
 			return 1
 		case <-tick.C:
-			show()
+			w.show(ctx)
 			continue
 		case <-ctx.Done():
 		}
 		fmt.Fprintf(stdout, "detached; plan %s keeps running. airlock tasks show %s follows it, airlock tasks cancel %s stops and undoes it\n", taskID, taskID, taskID)
 		return 1
+	}
+}
+
+// planWatch prints what changed in a running plan since it last looked:
+// steps that moved on, approvals newly asked for.
+type planWatch struct {
+	c      client.Client
+	taskID string
+	out    io.Writer
+	shown  map[string]string // step ID: the state last printed
+	asked  map[string]bool   // approval request IDs printed
+}
+
+func (w *planWatch) show(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := queryStatus(qctx, w.c, w.taskID)
+	if err != nil || st.Plan == nil {
+		return
+	}
+	for _, s := range st.Plan.Steps {
+		if w.shown[s.ID] == s.State || s.State == api.StepPending {
+			continue
+		}
+		w.shown[s.ID] = s.State
+		line := fmt.Sprintf("  %-8s %-20s %s", s.State, s.ID, s.Tool)
+		if s.Reason != "" && s.State != api.StepOK {
+			line += ": " + s.Reason
+		}
+		fmt.Fprintln(w.out, line)
+	}
+	v, err := w.c.QueryWorkflow(qctx, w.taskID, "", api.QueryApprovals)
+	if err != nil {
+		return
+	}
+	var reqs []api.ApprovalRequest
+	if v.Get(&reqs) != nil {
+		return
+	}
+	for _, a := range reqs {
+		if a.State == api.ApprovalPending && !w.asked[a.ID] {
+			w.asked[a.ID] = true
+			fmt.Fprintf(w.out, "  waiting  %s needs approval by %q: airlock approvals approve %s (or in Slack)\n", a.Tool, a.Group, a.ID)
+		}
 	}
 }
 

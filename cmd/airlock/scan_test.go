@@ -3,15 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -107,14 +104,8 @@ func TestScanServerMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an npm server; skipped with -short")
 	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	js := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js")
-	if _, err := os.Stat(js); err != nil {
-		t.Skipf("server-memory not installed (npm ci): %v", err)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node not installed")
-	}
+	testenv.RequireNode(t)
+	js := testenv.NPMServer(t, "server-memory")
 	t.Setenv("MEMORY_FILE_PATH", filepath.Join(t.TempDir(), "memory.jsonl"))
 	code, out, errs := runCLI(t, "manifests", "scan", "--name", "memory", "--command", "node '"+js+"'")
 	if code != 0 {
@@ -145,14 +136,8 @@ func TestScanServerFilesystemPathArgs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an npm server; skipped with -short")
 	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	js := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
-	if _, err := os.Stat(js); err != nil {
-		t.Skipf("server-filesystem not installed (npm ci): %v", err)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node not installed")
-	}
+	testenv.RequireNode(t)
+	js := testenv.NPMServer(t, "server-filesystem")
 	code, out, errs := runCLI(t, "manifests", "scan", "--name", "fs", "--command", "node "+js+" "+t.TempDir())
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
@@ -204,59 +189,5 @@ func TestSplitCommand(t *testing.T) {
 	}
 	if _, err := splitCommand("   "); err == nil {
 		t.Error("an empty command splits")
-	}
-}
-
-func TestGuessTool(t *testing.T) {
-	yes, no := true, false
-	for _, tc := range []struct {
-		name     string
-		ann      *mcp.ToolAnnotations
-		ses      []manifests.SideEffect
-		risk     manifests.Risk
-		idem     bool
-		approval bool
-	}{
-		{"no annotations", nil, sideEffects("write", "delete"), manifests.RiskHigh, false, true},
-		{"read only", &mcp.ToolAnnotations{ReadOnlyHint: true}, sideEffects("read"), manifests.RiskLow, true, false},
-		{"read only, open world", &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &yes}, sideEffects("read", "send"), manifests.RiskMedium, true, false},
-		{"additive, idempotent", &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}, sideEffects("write"), manifests.RiskMedium, true, false},
-		{"destructive, open world", &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}, sideEffects("write", "delete", "send"), manifests.RiskHigh, false, true},
-		{"hints unset but idempotent", &mcp.ToolAnnotations{IdempotentHint: true}, sideEffects("write", "delete"), manifests.RiskHigh, true, true},
-	} {
-		g := guessTool(&mcp.Tool{Name: "t", Annotations: tc.ann, InputSchema: map[string]any{"type": "object"}})
-		if !reflect.DeepEqual(g.sideEffects, tc.ses) || g.risk != tc.risk || g.idempotent != tc.idem || g.approval != tc.approval {
-			t.Errorf("%s: got %v %s idempotent=%v approval=%v; want %v %s %v %v", tc.name, g.sideEffects, g.risk, g.idempotent, g.approval, tc.ses, tc.risk, tc.idem, tc.approval)
-		}
-	}
-}
-
-// TestSkeletonHostileDefinitions: whatever the server says about its tools
-// (newlines, YAML syntax, terminal escapes, odd names), the skeleton still
-// loads, and names a manifest cannot declare are skipped with a note.
-func TestSkeletonHostileDefinitions(t *testing.T) {
-	tools := []*mcp.Tool{
-		{Name: "true", Description: "line one\nserver:\n  name: evil\n\x1b[8mhidden\u2028next\u0085nel\r\ntools: {}", InputSchema: map[string]any{"type": "object"}},
-		{Name: "dotted.name", Description: "not exposable", InputSchema: map[string]any{"type": "object"}},
-		{Name: "has space", InputSchema: map[string]any{"type": "object"}},
-		{Name: "ok-tool", Description: "# not a comment: \"quotes\" and 'single' & {braces}", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}}},
-	}
-	srv := manifests.Server{Name: "odd", Stdio: &manifests.StdioServer{Command: "npx", Args: []string{"-y", "pkg: with colon", "yes"}, Env: map[string]string{"TOKEN": "${TOKEN}"}}}
-	text, st := skeleton(srv, "test", tools, time.Unix(0, 0))
-	m := parseSkeleton(t, text)
-	if st.declared != 2 || st.skipped != 2 {
-		t.Fatalf("declared %d skipped %d, want 2 and 2\n%s", st.declared, st.skipped, text)
-	}
-	if _, ok := m.Tools["true"]; !ok {
-		t.Errorf("tool named true missing:\n%s", text)
-	}
-	if m.Server.Name != "odd" || !reflect.DeepEqual(m.Server.Stdio.Args, []string{"-y", "pkg: with colon", "yes"}) || m.Server.Stdio.Env["TOKEN"] != "${TOKEN}" {
-		t.Errorf("server = %+v", m.Server.Stdio)
-	}
-	if strings.Contains(text, "\x1b") || strings.Contains(text, "\u2028") || strings.Contains(text, "\u0085") {
-		t.Errorf("skeleton carries raw control characters:\n%q", text)
-	}
-	if !strings.Contains(text, "SKIPPED \"dotted.name\"") || !strings.Contains(text, "pin the package version") {
-		t.Errorf("skeleton lacks the skip or version notes:\n%s", text)
 	}
 }

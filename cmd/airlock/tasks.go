@@ -6,8 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -19,189 +17,217 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
 )
 
-const tasksUsage = `Usage:
-  airlock tasks list [--status running|completed|...] [--state STATE] [--principal NAME]
-                     [--tool TOOL] [--pending-approval] [--limit N]
-  airlock tasks show [--json] TASK_ID
-  airlock tasks rollback [--reason TEXT] TASK_ID
-  airlock tasks cancel TASK_ID
-  airlock tasks finish TASK_ID
+// talksToDev says where the one-shot commands find Temporal.
+const talksToDev = `Talks to the Temporal of a running "airlock dev" (127.0.0.1:7233) unless
+--temporal-address or TEMPORAL_ADDRESS says otherwise.`
 
-Agent tasks and plans alike:
-  list      the newest tasks, with their state; the filters combine (AND):
-            --status the Temporal execution status, --state airlock's own
-            (running, finished, rolled_back, rollback_failed, ...),
-            --principal who started it, --tool a tool it called (exposed
-            name, e.g. filesystem__write_file), --pending-approval waiting
-            for an approval now
-  show      one task: calls, plan steps, pending compensations
-  rollback  undo the task's changes (compensations, newest first, each once);
-            waits for it and prints what was undone and what was not. Also
-            retries a rollback that failed, and undoes a task that has
-            ended (a completed plan), once, as workflow rollback-TASK_ID.
-  cancel    cancel the task: it rolls back, then ends
-  finish    end the task once its running calls are done, without rolling
-            back (also how an operator closes a task whose rollback failed,
-            after fixing what remained by hand)
+func tasksCommand() *Command {
+	return &Command{Name: "tasks", Short: "inspect, undo, stop agent tasks and plans",
+		Long: "Agent tasks and plans alike.\n\n" + talksToDev,
+		Sub: []*Command{
+			{Name: "list", Usage: "[--status running|completed|...] [--state STATE] [--principal NAME]\n [--tool TOOL] [--pending-approval] [--limit N]",
+				Short: "the newest tasks, with their state", Long: tasksListLong, Flags: bind(tasksFlags, tasksList)},
+			{Name: "show", Usage: "[--json] TASK_ID", Short: "one task: calls, plan steps, pending compensations",
+				Long: "Shows one task: its calls, plan steps and pending compensations.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksShow)},
+			{Name: "rollback", Usage: "[--reason TEXT] TASK_ID", Short: "undo the task's changes (compensations, newest first, each once)",
+				Long: tasksRollbackLong, Flags: bind(tasksFlags, tasksRollback)},
+			{Name: "cancel", Usage: "TASK_ID", Short: "cancel the task: it rolls back, then ends",
+				Long: "Cancels the task: it rolls back, then ends.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksCancel)},
+			{Name: "finish", Usage: "TASK_ID", Short: "end the task once its running calls are done, without rolling back",
+				Long: tasksFinishLong, Flags: bind(tasksFlags, tasksFinish)},
+		}}
+}
 
-Talks to the Temporal of a running "airlock dev" (127.0.0.1:7233) unless
---temporal-address or TEMPORAL_ADDRESS says otherwise.
-`
+const tasksListLong = `Lists the newest tasks, agent tasks and plans alike, with their state. The
+filters combine (AND): --status the Temporal execution status, --state
+airlock's own (running, finished, rolled_back, rollback_failed, ...),
+--principal who started it, --tool a tool it called (exposed name, e.g.
+filesystem__write_file), --pending-approval waiting for an approval now.
+
+` + talksToDev
+
+const tasksRollbackLong = `Undoes the task's changes (compensations, newest first, each once); waits for
+it and prints what was undone and what was not. Also retries a rollback that
+failed, and undoes a task that has ended (a completed plan), once, as
+workflow rollback-TASK_ID.
+
+` + talksToDev
+
+const tasksFinishLong = `Ends the task once its running calls are done, without rolling back (also
+how an operator closes a task whose rollback failed, after fixing what
+remained by hand).
+
+` + talksToDev
 
 // taskKinds is the visibility query for every kind of task.
 var taskKinds = "(WorkflowType = '" + api.AgentTaskName + "' OR WorkflowType = '" + api.PlanName +
 	"' OR WorkflowType = '" + api.RollbackTaskName + "')"
 
-func runTasks(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, tasksUsage)
-		return 2
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, tasksUsage)
-		return 0
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "list", "show", "rollback", "cancel", "finish":
-	default:
-		fmt.Fprintf(stderr, "airlock tasks: unknown subcommand %q\n%s", sub, tasksUsage)
-		return 2
-	}
-	fs := flag.NewFlagSet("airlock tasks "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var tc temporalFlags
-	tc.register(fs)
-	status := fs.String("status", "", "list only tasks in this execution `status` (running, completed, failed, canceled, terminated, timedout)")
-	state := fs.String("state", "", "list only tasks in this airlock `state` ("+strings.Join(taskStates, ", ")+")")
-	principal := fs.String("principal", "", "list only tasks of this `principal`")
-	tool := fs.String("tool", "", "list only tasks that called this `tool` (exposed name, server__tool)")
-	pendingApproval := fs.Bool("pending-approval", false, "list only tasks waiting for an approval")
-	limit := fs.Int("limit", 50, "list at most `N` tasks")
-	asJSON := fs.Bool("json", false, "print JSON")
-	reason := fs.String("reason", "", "why (rollback; kept in the task's record)")
-	wait := fs.Duration("wait", 10*time.Minute, "how long rollback waits for the compensations to run")
-	fs.Usage = func() { fmt.Fprint(stderr, tasksUsage); fs.PrintDefaults() }
-	args, err := parseInterspersed(fs, rest)
-	if err != nil {
-		return parseExit(err)
-	}
-	// Check the arguments before dialing, so a typo is not reported as a
-	// connection problem.
-	q := taskKinds
-	switch sub {
-	case "list":
-		if len(args) > 0 {
-			fmt.Fprintf(stderr, "airlock tasks list: unexpected argument %q (to see one task: airlock tasks show TASK_ID)\n", args[0])
-			return 2
-		}
-		if *limit < 1 {
-			fmt.Fprintf(stderr, "airlock tasks list: --limit %d: must be at least 1\n", *limit)
-			return 2
-		}
-		if *status != "" {
-			s := strings.ToLower(*status)
-			names := map[string]string{"running": "Running", "completed": "Completed", "failed": "Failed", "canceled": "Canceled",
-				"terminated": "Terminated", "timedout": "TimedOut", "continuedasnew": "ContinuedAsNew"}
-			v, ok := names[s]
-			if !ok {
-				fmt.Fprintf(stderr, "airlock tasks list: --status %q: use running, completed, failed, canceled, terminated or timedout\n", *status)
-				return 2
-			}
-			q += " AND ExecutionStatus = '" + v + "'"
-		}
-		if *state != "" && !slices.Contains(taskStates, *state) {
-			fmt.Fprintf(stderr, "airlock tasks list: --state %q: use one of %s\n", *state, strings.Join(taskStates, ", "))
-			return 2
-		}
-		for _, f := range []struct {
-			flag, value string
-			attr        string
-		}{
-			{"state", *state, api.SAStatus.GetName()},
-			{"principal", *principal, api.SAPrincipal.GetName()},
-			{"tool", *tool, api.SATools.GetName()}, // a keyword list: = means "contains"
-		} {
-			if f.value == "" {
-				continue
-			}
-			lit, err := queryLiteral(f.value)
-			if err != nil {
-				fmt.Fprintf(stderr, "airlock tasks list: --%s %q: %v\n", f.flag, f.value, err)
-				return 2
-			}
-			q += " AND " + f.attr + " = " + lit
-		}
-		if *pendingApproval {
-			q += " AND " + api.SAApproval.GetName() + " = '" + api.ApprovalPending + "'"
-		}
-	default:
-		if len(args) != 1 {
-			fmt.Fprintf(stderr, "airlock tasks %s: name one TASK_ID (airlock tasks list shows them)\n", sub)
-			return 2
-		}
-	}
+// tasksOptions are the flags of every tasks subcommand.
+type tasksOptions struct {
+	conn            temporalFlags
+	status, state   string
+	principal, tool string
+	pendingApproval bool
+	limit           int
+	asJSON          bool
+	reason          string
+	wait            time.Duration
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+*wait)
-	defer cancel()
-	c, code := tc.dial(ctx, "airlock tasks", stderr)
-	if c == nil {
+func tasksFlags(fs *flag.FlagSet, o *tasksOptions) {
+	o.conn.register(fs)
+	fs.StringVar(&o.status, "status", "", "list only tasks in this execution `status` (running, completed, failed, canceled, terminated, timedout)")
+	fs.StringVar(&o.state, "state", "", "list only tasks in this airlock `state` ("+strings.Join(taskStates, ", ")+")")
+	fs.StringVar(&o.principal, "principal", "", "list only tasks of this `principal`")
+	fs.StringVar(&o.tool, "tool", "", "list only tasks that called this `tool` (exposed name, server__tool)")
+	fs.BoolVar(&o.pendingApproval, "pending-approval", false, "list only tasks waiting for an approval")
+	fs.IntVar(&o.limit, "limit", 50, "list at most `N` tasks")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	fs.StringVar(&o.reason, "reason", "", "why (rollback; kept in the task's record)")
+	fs.DurationVar(&o.wait, "wait", 10*time.Minute, "how long rollback waits for the compensations to run")
+}
+
+// withTemporal dials and runs f, the whole bounded by the longest a
+// subcommand may take (rollback's --wait, and some).
+func (o *tasksOptions) withTemporal(c *Call, f func(ctx context.Context, tc client.Client) int) int {
+	return o.conn.run(c, 30*time.Second+o.wait, f)
+}
+
+// taskID is the one TASK_ID argument, checked before dialing so a typo is
+// not reported as a connection problem.
+func taskID(c *Call) (string, int) {
+	if len(c.Args) != 1 {
+		return "", c.usage("name one TASK_ID (airlock tasks list shows them)")
+	}
+	return c.Args[0], 0
+}
+
+func tasksList(c *Call, o *tasksOptions) int {
+	if len(c.Args) > 0 {
+		return c.usage("unexpected argument %q (to see one task: airlock tasks show TASK_ID)", c.Args[0])
+	}
+	q, code := o.listQuery(c)
+	if q == "" {
 		return code
 	}
-	defer c.Close()
+	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
+		return listTasks(ctx, c, tc, o.conn.namespace, q, o.limit)
+	})
+}
 
-	id := ""
-	if len(args) > 0 {
-		id = args[0]
+// listQuery is the visibility query of the filters ("" after reporting a
+// bad one).
+func (o *tasksOptions) listQuery(c *Call) (string, int) {
+	if o.limit < 1 {
+		return "", c.usage("--limit %d: must be at least 1", o.limit)
 	}
-	switch sub {
-	case "list":
-		return listTasks(ctx, c, tc.namespace, q, *limit, stdout, stderr)
-	case "show":
-		return showTask(ctx, c, id, *asJSON, stdout, stderr)
-	case "rollback":
-		rctx, rcancel := context.WithTimeout(ctx, *wait)
+	q := taskKinds
+	if o.status != "" {
+		names := map[string]string{"running": "Running", "completed": "Completed", "failed": "Failed", "canceled": "Canceled",
+			"terminated": "Terminated", "timedout": "TimedOut", "continuedasnew": "ContinuedAsNew"}
+		v, ok := names[strings.ToLower(o.status)]
+		if !ok {
+			return "", c.usage("--status %q: use running, completed, failed, canceled, terminated or timedout", o.status)
+		}
+		q += " AND ExecutionStatus = '" + v + "'"
+	}
+	if o.state != "" && !slices.Contains(taskStates, o.state) {
+		return "", c.usage("--state %q: use one of %s", o.state, strings.Join(taskStates, ", "))
+	}
+	for _, f := range []struct {
+		flag, value string
+		attr        string
+	}{
+		{"state", o.state, api.SAStatus.GetName()},
+		{"principal", o.principal, api.SAPrincipal.GetName()},
+		{"tool", o.tool, api.SATools.GetName()}, // a keyword list: = means "contains"
+	} {
+		if f.value == "" {
+			continue
+		}
+		lit, err := queryLiteral(f.value)
+		if err != nil {
+			return "", c.usage("--%s %q: %v", f.flag, f.value, err)
+		}
+		q += " AND " + f.attr + " = " + lit
+	}
+	if o.pendingApproval {
+		q += " AND " + api.SAApproval.GetName() + " = '" + api.ApprovalPending + "'"
+	}
+	return q, 0
+}
+
+func tasksShow(c *Call, o *tasksOptions) int {
+	id, code := taskID(c)
+	if code != 0 {
+		return code
+	}
+	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
+		return showTask(ctx, c, tc, id, o.asJSON)
+	})
+}
+
+func tasksRollback(c *Call, o *tasksOptions) int {
+	id, code := taskID(c)
+	if code != 0 {
+		return code
+	}
+	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
+		rctx, rcancel := context.WithTimeout(ctx, o.wait)
 		defer rcancel()
-		req := api.RollbackRequest{By: "operator", Reason: *reason}
-		res, err := rollbackTask(rctx, c, id, req, tc.taskQueue)
+		req := api.RollbackRequest{By: "operator", Reason: o.reason}
+		res, err := rollbackTask(rctx, tc, id, req, o.conn.taskQueue)
 		if err != nil {
 			if rctx.Err() != nil {
-				fmt.Fprintf(stderr, "airlock tasks rollback %s: still running after %s; it goes on without you (airlock tasks show %s)\n", id, *wait, id)
-				return 1
+				return c.failOn(id, fmt.Errorf("still running after %s; it goes on without you (airlock tasks show %s)", o.wait, id))
 			}
-			fmt.Fprintf(stderr, "airlock tasks rollback %s: %v\n", id, err)
-			return 1
+			return c.failOn(id, err)
 		}
-		if *asJSON {
-			printJSON(stdout, res)
+		if o.asJSON {
+			printJSON(c.Stdout, res)
 		} else {
-			fmt.Fprintln(stdout, gateway.DescribeRollback(res))
+			fmt.Fprintln(c.Stdout, gateway.DescribeRollback(res))
 		}
 		if res.State == api.StateRollbackFailed {
 			return 1
 		}
 		return 0
-	case "cancel":
-		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
-			fmt.Fprintf(stderr, "airlock tasks cancel %s: %v\n", id, err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "cancel requested: task %s rolls back what it changed, then ends (airlock tasks show %s)\n", id, id)
-		return 0
-	case "finish":
-		if err := c.SignalWorkflow(ctx, id, "", api.SignalFinish, nil); err != nil {
-			fmt.Fprintf(stderr, "airlock tasks finish %s: %v\n", id, err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "finish requested: task %s ends once its running calls are done\n", id)
-		return 0
+	})
+}
+
+func tasksCancel(c *Call, o *tasksOptions) int {
+	id, code := taskID(c)
+	if code != 0 {
+		return code
 	}
-	return 2
+	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
+		if err := tc.CancelWorkflow(ctx, id, ""); err != nil {
+			return c.failOn(id, err)
+		}
+		fmt.Fprintf(c.Stdout, "cancel requested: task %s rolls back what it changed, then ends (airlock tasks show %s)\n", id, id)
+		return 0
+	})
+}
+
+func tasksFinish(c *Call, o *tasksOptions) int {
+	id, code := taskID(c)
+	if code != 0 {
+		return code
+	}
+	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
+		if err := tc.SignalWorkflow(ctx, id, "", api.SignalFinish, nil); err != nil {
+			return c.failOn(id, err)
+		}
+		fmt.Fprintf(c.Stdout, "finish requested: task %s ends once its running calls are done\n", id)
+		return 0
+	})
 }
 
 // taskStates are the values of AirlockStatus (agent tasks and plans).
@@ -230,17 +256,35 @@ func rollbackTask(ctx context.Context, c client.Client, id string, req api.Rollb
 		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted}
 	h, err := c.UpdateWorkflow(ctx, uo)
 	if err == nil {
-		if err = h.Get(ctx, &res); err == nil || !strings.Contains(err.Error(), "has ended") {
+		if err = h.Get(ctx, &res); err == nil {
+			return res, nil
+		}
+		// Refused: because the task has ended (and its workflow has yet
+		// to close), or for a reason that is the answer.
+		var refused *temporal.ApplicationError
+		if !errors.As(err, &refused) {
 			return res, err
 		}
-	} else if !isCompleted(err) {
+		if st, qerr := queryStatus(ctx, c, id); qerr == nil && st.Ended {
+			return rollbackEnded(ctx, c, id, st, uo, taskQueue)
+		}
 		return res, err
 	}
-	// The task has ended: what did it leave undone?
+	if !isCompleted(err) {
+		return res, err
+	}
+	// The workflow has closed: what did it leave undone?
 	st, qerr := queryStatus(ctx, c, id)
 	if qerr != nil {
 		return res, fmt.Errorf("the task has ended and its state cannot be read: %w", qerr)
 	}
+	return rollbackEnded(ctx, c, id, st, uo, taskQueue)
+}
+
+// rollbackEnded undoes what an ended task left, by the RollbackTask
+// workflow of that task.
+func rollbackEnded(ctx context.Context, c client.Client, id string, st api.Status, uo client.UpdateWorkflowOptions, taskQueue string) (api.RollbackResult, error) {
+	var res api.RollbackResult
 	if len(st.Saga) == 0 {
 		return api.RollbackResult{TaskID: id, State: api.RollbackNothing,
 			Reason: "the task has ended (" + st.State + ") and left no pending compensation"}, nil
@@ -252,7 +296,7 @@ func rollbackTask(ctx context.Context, c client.Client, id string, req api.Rollb
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, api.RollbackTaskName, api.RollbackTaskInput{TaskID: id, Principal: st.Principal, Saga: st.Saga})
 	uo.WorkflowID = rid
-	h, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: uo})
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: uo})
 	if err == nil {
 		err = h.Get(ctx, &res)
 	}
@@ -263,20 +307,19 @@ func rollbackTask(ctx context.Context, c client.Client, id string, req api.Rollb
 	return res, err
 }
 
-// isCompleted reports an error saying the workflow is no longer running.
+// isCompleted reports an error saying the workflow is no longer running
+// (the server's "workflow execution already completed" is a NotFound).
 func isCompleted(err error) bool {
 	var nf *serviceerror.NotFound
-	return err != nil && (errors.As(err, &nf) || strings.Contains(err.Error(), "already completed") ||
-		strings.Contains(err.Error(), "workflow execution already finished"))
+	return errors.As(err, &nf)
 }
 
-func listTasks(ctx context.Context, c client.Client, ns, q string, limit int, stdout, stderr io.Writer) int {
-	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, Query: q, PageSize: int32(limit)})
+func listTasks(ctx context.Context, c *Call, tc client.Client, ns, q string, limit int) int {
+	resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, Query: q, PageSize: int32(limit)})
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock tasks list: %v\n", err)
-		return 1
+		return c.fail(err)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tKIND\tSTATUS\tSTATE\tPRINCIPAL\tSTARTED\tTOOLS")
 	for _, ex := range resp.GetExecutions() {
 		sa := ex.GetSearchAttributes().GetIndexedFields()
@@ -304,12 +347,12 @@ func listTasks(ctx context.Context, c client.Client, ns, q string, limit int, st
 	return 0
 }
 
-func showTask(ctx context.Context, c client.Client, id string, asJSON bool, stdout, stderr io.Writer) int {
-	st, err := queryStatus(ctx, c, id)
+func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON bool) int {
+	st, err := queryStatus(ctx, tc, id)
 	if err != nil {
-		fmt.Fprintf(stderr, "airlock tasks show %s: %v\n", id, err)
-		return 1
+		return c.failOn(id, err)
 	}
+	stdout := c.Stdout
 	if asJSON {
 		printJSON(stdout, st)
 		return 0
@@ -364,54 +407,3 @@ func queryStatus(ctx context.Context, c client.Client, id string) (api.Status, e
 	}
 	return st, nil
 }
-
-func printJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-// temporalFlags are the connection flags of the one-shot commands that
-// talk to Temporal (tasks, run).
-type temporalFlags struct {
-	address, namespace string
-	// taskQueue is where workflows these commands start run (tasks
-	// rollback of an ended task).
-	taskQueue string
-	tls       tlsFlags
-}
-
-func (t *temporalFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.address, "temporal-address", firstNonEmpty(os.Getenv("TEMPORAL_ADDRESS"), "127.0.0.1:7233"), "Temporal frontend `host:port`")
-	fs.StringVar(&t.namespace, "namespace", firstNonEmpty(os.Getenv("TEMPORAL_NAMESPACE"), "default"), "Temporal `namespace`")
-	fs.StringVar(&t.taskQueue, "task-queue", api.DefaultTaskQueue, "the workers' task `queue` (rolling back a task that has ended starts a workflow there)")
-	t.tls.register(fs)
-}
-
-// dial connects, or reports why not and returns the exit code.
-func (t *temporalFlags) dial(ctx context.Context, cmd string, stderr io.Writer) (client.Client, int) {
-	// Dialing has its own bound, shorter than the command's, so a host that
-	// accepts connections but never answers is reported quickly (the SDK's
-	// own health check gives up after about 5s).
-	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer dcancel()
-	copts := client.Options{HostPort: t.address, Namespace: t.namespace, Logger: quietLogger{}}
-	if err := t.tls.clientOptions(&copts); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return nil, 2
-	}
-	c, err := client.DialContext(dctx, copts)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: cannot connect to Temporal at %s (namespace %s): %v\nIs airlock dev running? For another cluster pass --temporal-address HOST:PORT (or set TEMPORAL_ADDRESS).\n", cmd, t.address, t.namespace, err)
-		return nil, 1
-	}
-	return c, 0
-}
-
-// quietLogger drops the SDK's client logs in one-shot commands.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...interface{}) {}
-func (quietLogger) Info(string, ...interface{})  {}
-func (quietLogger) Warn(string, ...interface{})  {}
-func (quietLogger) Error(string, ...interface{}) {}

@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -202,12 +202,24 @@ func dial(ctx context.Context, hostPort, ns string, tf tlsFlags, log zerolog.Log
 
 // ensureSearchAttributes registers airlock's search attributes on an
 // external cluster. Best effort: a cluster whose operator API is locked down
-// has them registered by its admins (see deploy/).
+// has them registered by its admins (see deploy/). Only the missing ones are
+// added, so an error is a real one; AlreadyExists is a replica that added
+// them first (older servers also answer it for ones that exist).
 func ensureSearchAttributes(ctx context.Context, c client.Client, ns string, log zerolog.Logger) {
+	want := api.SearchAttributes()
+	if have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns}); err == nil {
+		for name := range have.GetCustomAttributes() {
+			delete(want, name)
+		}
+		if len(want) == 0 {
+			return
+		}
+	}
 	_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: ns, SearchAttributes: api.SearchAttributes(),
+		Namespace: ns, SearchAttributes: want,
 	})
-	if err != nil && !strings.Contains(err.Error(), "already") {
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
 		log.Warn().Err(err).Msg("could not register search attributes; ask the cluster admin to add them (see deploy/README.md)")
 	}
 }

@@ -3,11 +3,13 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,7 +209,7 @@ func (c *Config) validateIdentity(v *validator) {
 		}
 		for j, r := range p.Roles {
 			if _, ok := c.Roles[r]; !ok {
-				v.add(fmt.Sprintf("%s.roles[%d]", at, j), "role %q is not defined; add it under roles or fix the name (defined: %s)", r, strings.Join(sortedKeys(c.Roles), ", "))
+				v.add(fmt.Sprintf("%s.roles[%d]", at, j), "role %q is not defined; add it under roles or fix the name (defined: %s)", r, strings.Join(slices.Sorted(maps.Keys(c.Roles)), ", "))
 			}
 		}
 		for j, k := range p.APIKeySHA256 {
@@ -225,7 +227,7 @@ func (c *Config) validateIdentity(v *validator) {
 	if c.LocalPrincipal != "" && !names[c.LocalPrincipal] {
 		v.add("local_principal", "%q is not one of principals; name the principal stdio sessions run as", c.LocalPrincipal)
 	}
-	for _, name := range sortedKeys(c.Roles) {
+	for _, name := range slices.Sorted(maps.Keys(c.Roles)) {
 		r := c.Roles[name]
 		at := "roles." + name
 		if r == nil {
@@ -255,7 +257,7 @@ func (c *Config) validateIdentity(v *validator) {
 			v.add(at+".deadline", "must not be negative; omit it for the task default")
 		}
 	}
-	for _, name := range sortedKeys(c.ApproverGroups) {
+	for _, name := range slices.Sorted(maps.Keys(c.ApproverGroups)) {
 		g := c.ApproverGroups[name]
 		at := "approver_groups." + name
 		if g == nil || len(g.Members) == 0 {
@@ -269,7 +271,7 @@ func (c *Config) validateIdentity(v *validator) {
 		}
 	}
 	if g := c.Task.RollbackNotify; g != "" && c.ApproverGroups[g] == nil {
-		v.add("task.rollback_notify", "%q is not one of approver_groups (%s); name a group, or remove it", g, strings.Join(sortedKeys(c.ApproverGroups), ", "))
+		v.add("task.rollback_notify", "%q is not one of approver_groups (%s); name a group, or remove it", g, strings.Join(slices.Sorted(maps.Keys(c.ApproverGroups)), ", "))
 	}
 	if c.Policy.MaxArgBytes < 0 {
 		v.add("policy.max_arg_bytes", "must not be negative; omit it for the default 262144")
@@ -314,15 +316,6 @@ func validLevel(l manifests.DataLevel) bool {
 		return true
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func (v *validator) hostPort(path, addr, example string) {

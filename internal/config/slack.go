@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -121,7 +122,7 @@ func (c *Config) validateSlack(v *validator) {
 			v.add("slack.api_url", "must end with \"/\" (e.g. %s/)", s.APIURL)
 		}
 	}
-	for _, name := range sortedKeys(c.ApproverGroups) {
+	for _, name := range slices.Sorted(maps.Keys(c.ApproverGroups)) {
 		g := c.ApproverGroups[name]
 		if g != nil && g.SlackChannel != "" && strings.TrimSpace(g.SlackChannel) != g.SlackChannel {
 			v.add("approver_groups."+name+".slack_channel", "%q has surrounding spaces; write the channel ID, e.g. C0123ABCD", g.SlackChannel)

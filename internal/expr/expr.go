@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -279,7 +280,10 @@ func CompileBool(k Kind, src string) (*Program, error) {
 		return nil, err
 	}
 	if !p.out.IsExactType(cel.BoolType) && !p.out.IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("the condition is of type %s, not bool; compare it, e.g. %s", p.out, boolExample[k])
+		return nil, &compileError{
+			msg:      fmt.Sprintf("the condition is of type %s, not bool; compare it, e.g. %s", p.out, boolExample[k]),
+			mistakes: []error{ErrNotBool},
+		}
 	}
 	return p, nil
 }
@@ -291,16 +295,48 @@ var boolExample = map[Kind]string{
 	Step:         `steps.write.outcome == "ok"`,
 }
 
-// issuesError joins the messages of iss without their positions.
+// Mistakes a compile error may name, for callers that add a hint to it;
+// test for them with errors.Is. One error may name several.
+var (
+	// ErrUndeclaredReference: the expression uses a variable its kind does
+	// not have.
+	ErrUndeclaredReference = errors.New("undeclared reference")
+	// ErrUndefinedField: the expression selects a field the type of call,
+	// task or a step does not have.
+	ErrUndefinedField = errors.New("undefined field")
+	// ErrNotBool: CompileBool's expression is not a condition.
+	ErrNotBool = errors.New("not bool")
+)
+
+// compileError has the message of a compile failure and matches, with
+// errors.Is, the mistakes it names.
+type compileError struct {
+	msg      string
+	mistakes []error
+}
+
+func (e *compileError) Error() string   { return e.msg }
+func (e *compileError) Unwrap() []error { return e.mistakes }
+
+// issuesError joins the messages of iss without their positions. cel-go
+// reports what its checker found as text only, so the mistakes are told
+// apart here, once, by the checker's wording.
 func issuesError(iss *cel.Issues) error {
 	var msgs []string
+	var mistakes []error
 	for _, e := range iss.Errors() {
-		msgs = append(msgs, strings.TrimSuffix(e.Message, " (in container '')"))
+		msg := strings.TrimSuffix(e.Message, " (in container '')")
+		msgs = append(msgs, msg)
+		for _, m := range []error{ErrUndeclaredReference, ErrUndefinedField} {
+			if strings.Contains(msg, m.Error()) && !slices.Contains(mistakes, m) {
+				mistakes = append(mistakes, m)
+			}
+		}
 	}
 	if len(msgs) == 0 {
 		return iss.Err()
 	}
-	return errors.New(strings.Join(msgs, "; "))
+	return &compileError{msg: strings.Join(msgs, "; "), mistakes: mistakes}
 }
 
 // Kind is the kind the program was compiled for.

@@ -2,6 +2,7 @@ package expr
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,12 @@ func TestCheck(t *testing.T) {
 			case err != nil && strings.Contains(err.Error(), "<input>:"):
 				t.Fatalf("error has a position: %v", err)
 			}
+			// The mistakes a message names are also its types.
+			for _, m := range []error{ErrUndeclaredReference, ErrUndefinedField} {
+				if want := tt.want != "" && strings.HasPrefix(tt.want, m.Error()); errors.Is(err, m) != want {
+					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, m, !want, want)
+				}
+			}
 		})
 	}
 }
@@ -68,8 +75,8 @@ func TestCompileBool(t *testing.T) {
 		}
 	}
 	_, err := CompileBool(Compensation, "args.path + 'x'")
-	if want := "the condition is of type string, not bool; compare it, e.g. before != null"; err == nil || err.Error() != want {
-		t.Errorf("CompileBool(string) = %v, want %q", err, want)
+	if want := "the condition is of type string, not bool; compare it, e.g. before != null"; err == nil || err.Error() != want || !errors.Is(err, ErrNotBool) {
+		t.Errorf("CompileBool(string) = %v, want %q (ErrNotBool)", err, want)
 	}
 }
 

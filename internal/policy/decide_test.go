@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -132,7 +133,7 @@ func newFS(t testing.TB) fsFixture {
 	}
 	for name, target := range links {
 		if err := os.Symlink(target, filepath.Join(fx.root, name)); err != nil {
-			t.Skipf("symlinks unavailable: %v", err)
+			testenv.Skipf(t, "symlinks unavailable: %v", err)
 		}
 	}
 	return fx

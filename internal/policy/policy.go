@@ -81,6 +81,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -265,7 +266,7 @@ func Compile(cfg Config) (*Policy, error) {
 	for r, e := range defaultRiskEffects {
 		p.riskDefaults[r] = e
 	}
-	for _, r := range sortedKeys(cfg.RiskDefaults) {
+	for _, r := range slices.Sorted(maps.Keys(cfg.RiskDefaults)) {
 		e := cfg.RiskDefaults[r]
 		if _, ok := defaultRiskEffects[r]; !ok {
 			errs = append(errs, fmt.Errorf("%s: risk_defaults: %q is not a risk tier; use low, medium, high or critical", file, r))
@@ -360,13 +361,4 @@ func version(cfg Config, p *Policy) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
-}
-
-func sortedKeys[K ~string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

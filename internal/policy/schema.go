@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -123,7 +124,7 @@ func validateArgs(e schemaEntry, args map[string]any) error {
 		return err
 	}
 	one := make(map[string]any, 1)
-	for _, k := range sortedKeys(args) {
+	for _, k := range slices.Sorted(maps.Keys(args)) {
 		clear(one)
 		one[k] = args[k]
 		if kerr := safeValidate(e.perKey, one); kerr != nil {

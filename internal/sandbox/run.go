@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -137,9 +138,9 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 	pages := pagesFor(lim.MemoryBytes)
 	r, cm, err := m.s.compile(ctx, m, pages)
 	if err != nil {
-		// wazero refuses at compile time a module whose declared minimum
-		// memory is already over the limit.
-		if strings.Contains(err.Error(), "over limit of") {
+		// wazero refuses at compile time a module whose declared memory is
+		// already over the limit (unless the caller gave up first).
+		if m.overLimit(pages) && !errors.Is(err, ctx.Err()) {
 			return Result{}, fmt.Errorf("sandbox: %s: %w: module needs more than %s: %v",
 				m.name, ErrMemoryLimit, mib(lim.MemoryBytes), err)
 		}
@@ -177,12 +178,7 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 			}
 		}).
 		WithRandSource(rand.Reader)
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		mc = mc.WithEnv(k, c.Env[k])
 	}
 

@@ -18,12 +18,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -120,6 +123,22 @@ type Module struct {
 	name string // argv[0]
 	hash [sha256.Size]byte
 	wasm []byte // kept to compile for other memory limits
+	// mems are the memories the module declares (a WASI command exports
+	// its memory), to tell a limit too small for them from other
+	// compile failures.
+	mems []api.MemoryDefinition
+}
+
+// overLimit reports whether a memory the module declares does not fit
+// pages: its initial size, or a maximum it declares, is larger. wazero
+// refuses to compile such a module for that limit.
+func (m *Module) overLimit(pages uint32) bool {
+	for _, d := range m.mems {
+		if max, ok := d.Max(); d.Min() > pages || (ok && max > pages) {
+			return true
+		}
+	}
+	return false
 }
 
 // Name is the program name the guest sees as argv[0]: the file name
@@ -166,6 +185,7 @@ func (s *Sandbox) Load(ctx context.Context, path, sha256hex string) (*Module, er
 	if _, ok := cm.ExportedFunctions()["_start"]; !ok {
 		return nil, fmt.Errorf("sandbox: load %s: not a WASI command: no _start export", path)
 	}
+	m.mems = append(cm.ImportedMemories(), slices.Collect(maps.Values(cm.ExportedMemories()))...)
 	return m, nil
 }
 

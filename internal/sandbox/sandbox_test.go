@@ -249,13 +249,19 @@ func TestLimits(t *testing.T) {
 	m := guest(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := m.Run(context.Background(), tt.call)
+			call, upper := tt.call, tt.max*slowdown
+			if call.Limits.Timeout == 0 {
+				// Under the race detector a memory bomb could reach the
+				// default timeout before its limit.
+				call.Limits.Timeout = DefaultTimeout * slowdown
+			}
+			r, err := m.Run(context.Background(), call)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v (stderr %q)", err, tt.wantErr, r.Stderr)
 			}
 			t.Logf("%v after %v", err, r.Duration)
-			if r.Duration < tt.min || r.Duration > tt.max {
-				t.Errorf("duration %v, want within [%v, %v]", r.Duration, tt.min, tt.max)
+			if r.Duration < tt.min || r.Duration > upper {
+				t.Errorf("duration %v, want within [%v, %v]", r.Duration, tt.min, upper)
 			}
 			if tt.check != nil {
 				tt.check(t, r, err)
@@ -268,6 +274,22 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// TestModuleOverMemoryLimit: a module whose declared memory does not fit
+// the limit is refused before it runs (wazero will not compile it for that
+// limit), as ErrMemoryLimit, and still runs under a limit it fits.
+func TestModuleOverMemoryLimit(t *testing.T) {
+	m := guest(t)
+	// A Go guest declares more than one page of initial memory.
+	_, err := m.Run(context.Background(), Call{Args: []string{"echo"}, Limits: Limits{MemoryBytes: 64 << 10}})
+	if !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "module needs more than 65536 bytes") {
+		t.Fatalf("err = %v, want %v saying the module needs more than 65536 bytes", err, ErrMemoryLimit)
+	}
+	r, err := m.Run(context.Background(), Call{Args: []string{"echo"}, Stdin: []byte("fits")})
+	if err != nil || string(r.Stdout) != "fits" {
+		t.Fatalf("under the default limit: %q, %v", r.Stdout, err)
+	}
+}
+
 func TestCallerCancellationIsNotATimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
@@ -275,7 +297,7 @@ func TestCallerCancellationIsNotATimeout(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	if r.Duration > 5*time.Second {
+	if r.Duration > 5*time.Second*slowdown {
 		t.Errorf("took %v to notice the cancellation", r.Duration)
 	}
 }

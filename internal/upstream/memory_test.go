@@ -3,29 +3,19 @@ package upstream
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
 // TestMemoryServer talks to the real @modelcontextprotocol/server-memory
 // from the repository's node_modules.
 func TestMemoryServer(t *testing.T) {
-	script, err := filepath.Abs(filepath.Join("..", "..", "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skipf("server-memory is not installed (run npm ci in the repository root): %v", err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skipf("node is not on PATH: %v", err)
-	}
+	node := testenv.RequireNode(t)
+	script := testenv.NPMServer(t, "server-memory")
 
 	p := startPool(t, []manifests.Server{{
 		Name: "memory",

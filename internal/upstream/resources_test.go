@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -400,17 +399,8 @@ func TestMemoryServerResource(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts node; skipped with -short")
 	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skipf("server-memory is not installed (run npm ci in the repository root): %v", err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skipf("node is not on PATH: %v", err)
-	}
+	node := testenv.RequireNode(t)
+	script := testenv.NPMServer(t, "server-memory")
 	opts, ev := withResourceEvents(testOptions())
 	p := startPool(t, []manifests.Server{{Name: "memory", Stdio: &manifests.StdioServer{
 		Command: node, Args: []string{script},

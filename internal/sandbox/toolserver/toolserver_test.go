@@ -41,9 +41,11 @@ func TestParseOutput(t *testing.T) {
 	}
 }
 
+// repoRoot is the repository root (this file lives in
+// internal/sandbox/toolserver).
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // TestModuleMismatchRefusesToLoad: a manifest whose sha256 does not match

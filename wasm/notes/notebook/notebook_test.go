@@ -154,18 +154,3 @@ func TestErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestReadOnlyRoot(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root writes into read-only directories")
-	}
-	root := t.TempDir()
-	if err := os.Chmod(root, 0o555); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Chmod(root, 0o755) })
-	_, err := notebook.New(root).Write("todo", "x")
-	if err == nil || !strings.Contains(err.Error(), "must be mounted writable (mode: rw)") {
-		t.Errorf("write into a read-only root: %v, want advice to mount it rw", err)
-	}
-}
