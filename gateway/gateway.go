@@ -87,6 +87,9 @@ type Options struct {
 	MaxCalls      int
 	DeadlineAfter time.Duration
 	IdleTimeout   time.Duration
+	// ContinueAsNewAfter is api.Limits.ContinueAsNewAfter of new tasks
+	// (0: the workflow's default).
+	ContinueAsNewAfter int
 	// RollbackOnDeny rolls a task back when one of its calls is denied;
 	// RollbackNotify is the approver group told when a rollback fails.
 	RollbackOnDeny bool
@@ -618,7 +621,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		TaskID: taskID, Principal: pr.Name, Client: clientName,
 		Identity: &api.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
 			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
-		Limits:         api.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout},
+		Limits:         api.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout, ContinueAsNewAfter: g.opts.ContinueAsNewAfter},
 		RollbackOnDeny: g.opts.RollbackOnDeny, RollbackNotify: g.opts.RollbackNotify,
 	}
 	if pr.MaxCalls > 0 {

@@ -132,6 +132,9 @@ type stackOptions struct {
 	dataDir   string
 	manifests []*manifests.Manifest
 	maxCalls  int
+	// continueAsNewAfter makes tasks continue as new after this many
+	// calls per run (default: the workflow's).
+	continueAsNewAfter int
 	// directory, when set, makes the gateway authenticate callers.
 	directory *identity.Directory
 	// pins, when set, makes the gateway block tools whose definition
@@ -244,7 +247,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	s.gw = gateway.New(gateway.Options{
 		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
-		MaxCalls: o.maxCalls, IdleTimeout: time.Hour, Logger: log,
+		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 	})
 	gwMu.Unlock()
