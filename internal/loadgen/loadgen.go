@@ -87,6 +87,10 @@ type Options struct {
 	OnResult func(target, session int, res *mcp.CallToolResult)
 }
 
+// Check reports what is wrong with the targets and options (every problem
+// at once), as Open would, without connecting.
+func Check(targets []Target, o Options) error { return o.check(targets) }
+
 // check validates the options against the bounds and fills in defaults.
 func (o *Options) check(targets []Target) error {
 	var errs []error
@@ -207,14 +211,14 @@ func (b *Bench) connect(ctx context.Context, t *target) error {
 			}
 			cs, err := c.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: hc}, nil)
 			if err != nil {
-				errs[i] = fmt.Errorf("%s: connecting to %s: %w", t.Name, t.URL, err)
+				errs[i] = fmt.Errorf("connecting to %s: %w", t.URL, err)
 				return
 			}
 			t.sessions[i] = &session{cs: cs}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := distinct(errs); err != nil {
 		return err
 	}
 	return checkTool(ctx, t)
@@ -239,9 +243,9 @@ func checkTool(ctx context.Context, t *target) error {
 		}
 	}
 	if len(like) > 0 {
-		return fmt.Errorf("%s: %s has no tool %q; did you mean %s?", t.Name, t.URL, t.Tool, strings.Join(like, " or "))
+		return fmt.Errorf("%s has no tool %q; did you mean %s?", t.URL, t.Tool, strings.Join(like, " or "))
 	}
-	return fmt.Errorf("%s: %s has no tool %q (it has %d: %s)", t.Name, t.URL, t.Tool, len(names), abbreviate(names, 8))
+	return fmt.Errorf("%s has no tool %q (it has %d: %s)", t.URL, t.Tool, len(names), abbreviate(names, 8))
 }
 
 func abbreviate(names []string, n int) string {
@@ -264,17 +268,31 @@ func (b *Bench) warmup(ctx context.Context, ti int, t *target) error {
 				res, err := b.call(ctx, ti, t, si, s)
 				switch {
 				case err != nil:
-					errs[si] = fmt.Errorf("%s: warm-up call of %s: %w", t.Name, t.Tool, err)
+					errs[si] = fmt.Errorf("warm-up call of %s on %s: %w", t.Tool, t.URL, err)
 					return
 				case res.IsError:
-					errs[si] = fmt.Errorf("%s: warm-up call of %s answered isError: %s (--warmup 0 measures it anyway)", t.Name, t.Tool, resultText(res))
+					errs[si] = fmt.Errorf("warm-up call of %s on %s answered isError: %s (no warm-up measures it anyway)", t.Tool, t.URL, resultText(res))
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return distinct(errs)
+}
+
+// distinct joins the sessions' errors, each message once: 32 sessions
+// refused the same way are one problem.
+func distinct(errs []error) error {
+	var out []error
+	seen := map[string]bool{}
+	for _, err := range errs {
+		if err != nil && !seen[err.Error()] {
+			seen[err.Error()] = true
+			out = append(out, err)
+		}
+	}
+	return errors.Join(out...)
 }
 
 // call makes one call on session si of target t.

@@ -59,18 +59,27 @@ type Latency struct {
 	P50, P95, P99, Max, Mean time.Duration
 }
 
+// latencyMS is Latency in JSON: milliseconds, to the microsecond.
+type latencyMS struct {
+	P50  float64 `json:"p50"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
 func (l Latency) MarshalJSON() ([]byte, error) {
 	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
-	return json.Marshal(map[string]float64{"p50": ms(l.P50), "p95": ms(l.P95), "p99": ms(l.P99), "max": ms(l.Max), "mean": ms(l.Mean)})
+	return json.Marshal(latencyMS{ms(l.P50), ms(l.P95), ms(l.P99), ms(l.Max), ms(l.Mean)})
 }
 
 func (l *Latency) UnmarshalJSON(b []byte) error {
-	var m map[string]float64
+	var m latencyMS
 	if err := json.Unmarshal(b, &m); err != nil {
 		return err
 	}
 	d := func(ms float64) time.Duration { return time.Duration(math.Round(ms * 1e6)) }
-	*l = Latency{P50: d(m["p50"]), P95: d(m["p95"]), P99: d(m["p99"]), Max: d(m["max"]), Mean: d(m["mean"])}
+	*l = Latency{P50: d(m.P50), P95: d(m.P95), P99: d(m.P99), Max: d(m.Max), Mean: d(m.Mean)}
 	return nil
 }
 
