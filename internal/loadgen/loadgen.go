@@ -271,7 +271,7 @@ func (b *Bench) warmup(ctx context.Context, ti int, t *target) error {
 					errs[si] = fmt.Errorf("warm-up call of %s on %s: %w", t.Tool, t.URL, err)
 					return
 				case res.IsError:
-					errs[si] = fmt.Errorf("warm-up call of %s on %s answered isError: %s (no warm-up measures it anyway)", t.Tool, t.URL, resultText(res))
+					errs[si] = fmt.Errorf("warm-up call of %s on %s answered isError: %s (set the warm-up to 0 to measure it anyway)", t.Tool, t.URL, resultText(res))
 					return
 				}
 			}
