@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
 
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -290,15 +290,17 @@ func jsonTypeName(v any) string {
 
 // evalRules runs the rules in order; ok is false when none matched.
 func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Decision, bool) {
-	act, err := cel.NewActivation(map[string]any{
-		"principal": celPrincipal{
+	// The variables become CEL values once here, not in every rule that
+	// reads them.
+	vars := map[string]any{
+		"principal": p.adapter.NativeToValue(celPrincipal{
 			Name:        in.Principal.Name,
 			Roles:       in.Principal.Roles,
 			Permissions: in.Principal.Permissions,
 			DataLevel:   string(in.Principal.DataLevel),
 			SlackUserID: in.Principal.SlackUserID,
-		},
-		"tool": celTool{
+		}),
+		"tool": p.adapter.NativeToValue(celTool{
 			Name:                in.Tool.Name,
 			Server:              in.Tool.Server,
 			Upstream:            in.Tool.Upstream,
@@ -308,21 +310,30 @@ func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Deci
 			Risk:                string(facts.risk),
 			Idempotent:          facts.idempotent,
 			Covered:             facts.covered,
-		},
-		"task": celTask{
+		}),
+		"task": p.adapter.NativeToValue(celTask{
 			ID:             in.Task.ID,
 			Calls:          int64(in.Task.Calls),
 			ElapsedSeconds: in.Task.Elapsed.Seconds(),
-		},
-		"args": args,
-	})
-	if err != nil {
-		return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: the policy rules cannot see this call (%v); report this to an operator", err)), true
+		}),
+		"args": p.adapter.NativeToValue(args),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ruleEvalTimeout)
-	defer cancel()
-	for _, r := range p.rules {
-		matched, err := evalRule(ctx, r.prg, act)
+	for _, name := range []string{"principal", "tool", "task", "args"} {
+		if err, ok := vars[name].(*types.Err); ok {
+			return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: the policy rules cannot see this call (%s: %v); report this to an operator", name, err)), true
+		}
+	}
+	// One deadline bounds all the comprehensions of a decision; it is
+	// started by the first rule that has one.
+	var ctx context.Context
+	for i := range p.rules {
+		r := &p.rules[i]
+		if r.loops && ctx == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.Background(), ruleEvalTimeout)
+			defer cancel()
+		}
+		matched, err := r.eval(ctx, vars)
 		if err != nil {
 			return p.decision(Deny, CheckError, r.Name, fmt.Sprintf("denied: policy rule %q could not be evaluated for this call (%s); if the rule expects an argument this call lacks, supply it, otherwise ask an operator to fix the rule",
 				r.Name, clip(err.Error()))), true

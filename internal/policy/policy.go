@@ -85,6 +85,8 @@ import (
 	"strings"
 	"time"
 
+	"cel.dev/cel-go/common/types"
+
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -217,6 +219,8 @@ type Policy struct {
 	approvalGrp  string
 	version      string
 	schemas      *schemaCache
+	// adapter turns the rule variables into CEL values, once per decision.
+	adapter types.Adapter
 }
 
 // RuleError is a problem with one rule of a Config.
@@ -283,6 +287,7 @@ func Compile(cfg Config) (*Policy, error) {
 		// The environment is fixed by this package: failing here is a bug.
 		return nil, fmt.Errorf("policy: building the CEL environment: %w", err)
 	}
+	p.adapter = env.CELTypeAdapter()
 	seen := make(map[string]int, len(cfg.Rules))
 	for i, r := range cfg.Rules {
 		switch {
@@ -306,12 +311,12 @@ func Compile(cfg Config) (*Policy, error) {
 			ruleErr(i, r.Name, `when is empty; write a CEL condition, e.g. when: 'tool.risk == "critical"'`)
 			continue
 		}
-		prg, err := compileRule(env, r.When)
+		cr, err := compileRule(env, r)
 		if err != nil {
 			ruleErr(i, r.Name, "%v", err)
 			continue
 		}
-		p.rules = append(p.rules, compiledRule{Rule: r, prg: prg})
+		p.rules = append(p.rules, cr)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

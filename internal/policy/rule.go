@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
 )
 
@@ -85,33 +87,50 @@ func newEnv() (*cel.Env, error) {
 type compiledRule struct {
 	Rule
 	prg cel.Program
+	// loops is true when the condition has a comprehension (all, exists,
+	// map, filter...). Comprehensions are the only part of an evaluation
+	// that checks the context, so only these rules are given one.
+	loops bool
 }
 
 // compileRule parses and type-checks one condition, which must be a bool.
-func compileRule(env *cel.Env, expr string) (cel.Program, error) {
-	ast, iss := env.Compile(expr)
+func compileRule(env *cel.Env, r Rule) (compiledRule, error) {
+	ast, iss := env.Compile(r.When)
 	if iss.Err() != nil {
-		return nil, iss.Err()
+		return compiledRule{}, iss.Err()
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
-		return nil, fmt.Errorf("condition is of type %s, not bool; compare it, e.g. args.?force.orValue(false) == true", ast.OutputType())
+		return compiledRule{}, fmt.Errorf("condition is of type %s, not bool; compare it, e.g. args.?force.orValue(false) == true", ast.OutputType())
 	}
-	return env.Program(ast,
+	prg, err := env.Program(ast,
 		cel.EvalOptions(cel.OptOptimize),
 		cel.CostLimit(ruleCostLimit),
 		cel.InterruptCheckFrequency(100),
 	)
+	if err != nil {
+		return compiledRule{}, err
+	}
+	nav := celast.NavigateAST(ast.NativeRep())
+	loops := len(celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind))) > 0
+	return compiledRule{Rule: r, prg: prg, loops: loops}, nil
 }
 
-// evalRule evaluates one rule's condition. A panic inside cel-go is turned
-// into an error so that it denies like any other evaluation failure.
-func evalRule(ctx context.Context, prg cel.Program, act any) (matched bool, err error) {
+// eval evaluates the rule's condition over vars. ctx bounds the time of
+// comprehensions and is used only by a rule with loops. A panic inside
+// cel-go is turned into an error so that it denies like any other
+// evaluation failure.
+func (r *compiledRule) eval(ctx context.Context, vars map[string]any) (matched bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			matched, err = false, fmt.Errorf("internal error in the CEL evaluator: %v", r)
 		}
 	}()
-	out, _, err := prg.ContextEval(ctx, act)
+	var out ref.Val
+	if r.loops {
+		out, _, err = r.prg.ContextEval(ctx, vars)
+	} else {
+		out, _, err = r.prg.Eval(vars)
+	}
 	if err != nil {
 		return false, err
 	}
