@@ -5,26 +5,13 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/airlock-run/airlock/manifests"
 )
 
 // BenchmarkDecide measures a call that passes every check and is decided by
 // the last of n rules, so that every rule is evaluated. The tool has no path
 // arguments (path confinement costs system calls, not policy work).
 func BenchmarkDecide(b *testing.B) {
-	tool := Tool{
-		Name:     "filesystem__read_text_file",
-		Server:   "filesystem",
-		Upstream: "read_text_file",
-		Decl: &manifests.Tool{
-			SideEffects:         []manifests.SideEffect{manifests.SideEffectRead},
-			DataAccessLevel:     manifests.DataInternal,
-			RequiredPermissions: []string{"filesystem.read"},
-			Risk:                manifests.RiskLow,
-			Idempotent:          true,
-		},
-	}
+	tool := readTextFile()
 	schema := json.RawMessage(`{
 		"type": "object",
 		"properties": {

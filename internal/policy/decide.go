@@ -9,8 +9,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"cel.dev/cel-go/common/types"
-
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -290,42 +288,14 @@ func jsonTypeName(v any) string {
 
 // evalRules runs the rules in order; ok is false when none matched.
 func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Decision, bool) {
-	// The variables become CEL values once here, not in every rule that
-	// reads them.
-	vars := map[string]any{
-		"principal": p.adapter.NativeToValue(celPrincipal{
-			Name:        in.Principal.Name,
-			Roles:       in.Principal.Roles,
-			Permissions: in.Principal.Permissions,
-			DataLevel:   string(in.Principal.DataLevel),
-			SlackUserID: in.Principal.SlackUserID,
-		}),
-		"tool": p.adapter.NativeToValue(celTool{
-			Name:                in.Tool.Name,
-			Server:              in.Tool.Server,
-			Upstream:            in.Tool.Upstream,
-			SideEffects:         facts.sideEffects,
-			DataAccessLevel:     string(facts.level),
-			RequiredPermissions: facts.perms,
-			Risk:                string(facts.risk),
-			Idempotent:          facts.idempotent,
-			Covered:             facts.covered,
-		}),
-		"task": p.adapter.NativeToValue(celTask{
-			ID:             in.Task.ID,
-			Calls:          int64(in.Task.Calls),
-			ElapsedSeconds: in.Task.Elapsed.Seconds(),
-		}),
-		"args": p.adapter.NativeToValue(args),
-	}
-	for _, name := range []string{"principal", "tool", "task", "args"} {
-		if err, ok := vars[name].(*types.Err); ok {
-			return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: the policy rules cannot see this call (%s: %v); report this to an operator", name, err)), true
-		}
+	vars, err := ruleVars(p.adapter, in, facts, args)
+	if err != nil {
+		return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: the policy rules cannot see this call (%v); report this to an operator", err)), true
 	}
 	// One deadline bounds all the comprehensions of a decision; it is
 	// started by the first rule that has one.
 	var ctx context.Context
+	size := inputSizeBound(in, facts)
 	for i := range p.rules {
 		r := &p.rules[i]
 		if r.loops && ctx == nil {
@@ -333,7 +303,7 @@ func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Deci
 			ctx, cancel = context.WithTimeout(context.Background(), ruleEvalTimeout)
 			defer cancel()
 		}
-		matched, err := r.eval(ctx, vars)
+		matched, err := r.eval(ctx, vars, size)
 		if err != nil {
 			return p.decision(Deny, CheckError, r.Name, fmt.Sprintf("denied: policy rule %q could not be evaluated for this call (%s); if the rule expects an argument this call lacks, supply it, otherwise ask an operator to fix the rule",
 				r.Name, clip(err.Error()))), true

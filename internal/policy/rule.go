@@ -10,6 +10,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
 )
@@ -84,9 +85,66 @@ func newEnv() (*cel.Env, error) {
 	)
 }
 
+// ruleVars are the variables of the rules for one call, converted to CEL
+// values once here rather than by every rule that reads them.
+func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (map[string]any, error) {
+	vars := map[string]any{
+		"principal": a.NativeToValue(celPrincipal{
+			Name:        in.Principal.Name,
+			Roles:       in.Principal.Roles,
+			Permissions: in.Principal.Permissions,
+			DataLevel:   string(in.Principal.DataLevel),
+			SlackUserID: in.Principal.SlackUserID,
+		}),
+		"tool": a.NativeToValue(celTool{
+			Name:                in.Tool.Name,
+			Server:              in.Tool.Server,
+			Upstream:            in.Tool.Upstream,
+			SideEffects:         facts.sideEffects,
+			DataAccessLevel:     string(facts.level),
+			RequiredPermissions: facts.perms,
+			Risk:                string(facts.risk),
+			Idempotent:          facts.idempotent,
+			Covered:             facts.covered,
+		}),
+		"task": a.NativeToValue(celTask{
+			ID:             in.Task.ID,
+			Calls:          int64(in.Task.Calls),
+			ElapsedSeconds: in.Task.Elapsed.Seconds(),
+		}),
+		"args": celArgs(a, args),
+	}
+	for _, name := range ruleVariables {
+		if err, ok := vars[name].(*types.Err); ok {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return vars, nil
+}
+
+// celArgs converts the arguments. Their top-level values are converted
+// once here, where a map[string]any would convert a value every time a
+// rule reads it; nested lists and objects are converted as they are read.
+func celArgs(a types.Adapter, args map[string]any) ref.Val {
+	m := make(map[string]ref.Val, len(args))
+	for k, v := range args {
+		cv := a.NativeToValue(v)
+		if types.IsError(cv) {
+			return cv
+		}
+		m[k] = cv
+	}
+	return types.NewMap(a, m)
+}
+
 type compiledRule struct {
 	Rule
-	prg cel.Program
+	// tracked counts the cost of an evaluation and stops it at
+	// ruleCostLimit; fast does not, and is used only for inputs within
+	// sizeBound, where the cost is bounded before evaluation (see cost.go).
+	// fast is nil when sizeBound is 0.
+	tracked, fast cel.Program
+	sizeBound     uint64
 	// loops is true when the condition has a comprehension (all, exists,
 	// map, filter...). Comprehensions are the only part of an evaluation
 	// that checks the context, so only these rules are given one.
@@ -102,34 +160,41 @@ func compileRule(env *cel.Env, r Rule) (compiledRule, error) {
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return compiledRule{}, fmt.Errorf("condition is of type %s, not bool; compare it, e.g. args.?force.orValue(false) == true", ast.OutputType())
 	}
-	prg, err := env.Program(ast,
-		cel.EvalOptions(cel.OptOptimize),
-		cel.CostLimit(ruleCostLimit),
-		cel.InterruptCheckFrequency(100),
-	)
-	if err != nil {
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
+	cr := compiledRule{Rule: r, sizeBound: staticSizeBound(env, ast)}
+	var err error
+	if cr.tracked, err = env.Program(ast, append(opts, cel.CostLimit(ruleCostLimit))...); err != nil {
 		return compiledRule{}, err
 	}
+	if cr.sizeBound > 0 {
+		if cr.fast, err = env.Program(ast, opts...); err != nil {
+			return compiledRule{}, err
+		}
+	}
 	nav := celast.NavigateAST(ast.NativeRep())
-	loops := len(celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind))) > 0
-	return compiledRule{Rule: r, prg: prg, loops: loops}, nil
+	cr.loops = len(celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind))) > 0
+	return cr, nil
 }
 
-// eval evaluates the rule's condition over vars. ctx bounds the time of
-// comprehensions and is used only by a rule with loops. A panic inside
-// cel-go is turned into an error so that it denies like any other
-// evaluation failure.
-func (r *compiledRule) eval(ctx context.Context, vars map[string]any) (matched bool, err error) {
+// eval evaluates the rule's condition over vars. size is the input's
+// inputSizeBound. ctx bounds the time of comprehensions and is used only by
+// a rule with loops. A panic inside cel-go is turned into an error so that
+// it denies like any other evaluation failure.
+func (r *compiledRule) eval(ctx context.Context, vars map[string]any, size uint64) (matched bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			matched, err = false, fmt.Errorf("internal error in the CEL evaluator: %v", r)
 		}
 	}()
+	prg := r.tracked
+	if size <= r.sizeBound {
+		prg = r.fast
+	}
 	var out ref.Val
 	if r.loops {
-		out, _, err = r.prg.ContextEval(ctx, vars)
+		out, _, err = prg.ContextEval(ctx, vars)
 	} else {
-		out, _, err = r.prg.Eval(vars)
+		out, _, err = prg.Eval(vars)
 	}
 	if err != nil {
 		return false, err
