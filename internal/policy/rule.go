@@ -13,6 +13,7 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
+	"cel.dev/cel-go/interpreter"
 )
 
 // Limits on rule evaluation. The cost limit is what bounds a rule in
@@ -87,16 +88,16 @@ func newEnv() (*cel.Env, error) {
 
 // ruleVars are the variables of the rules for one call, converted to CEL
 // values once here rather than by every rule that reads them.
-func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (map[string]any, error) {
-	vars := map[string]any{
-		"principal": a.NativeToValue(celPrincipal{
+func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (*ruleActivation, error) {
+	vars := &ruleActivation{
+		principal: a.NativeToValue(celPrincipal{
 			Name:        in.Principal.Name,
 			Roles:       in.Principal.Roles,
 			Permissions: in.Principal.Permissions,
 			DataLevel:   string(in.Principal.DataLevel),
 			SlackUserID: in.Principal.SlackUserID,
 		}),
-		"tool": a.NativeToValue(celTool{
+		tool: a.NativeToValue(celTool{
 			Name:                in.Tool.Name,
 			Server:              in.Tool.Server,
 			Upstream:            in.Tool.Upstream,
@@ -107,34 +108,71 @@ func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (
 			Idempotent:          facts.idempotent,
 			Covered:             facts.covered,
 		}),
-		"task": a.NativeToValue(celTask{
+		task: a.NativeToValue(celTask{
 			ID:             in.Task.ID,
 			Calls:          int64(in.Task.Calls),
 			ElapsedSeconds: in.Task.Elapsed.Seconds(),
 		}),
-		"args": celArgs(a, args),
+	}
+	var err error
+	if vars.args, err = celArgs(a, args); err != nil {
+		return nil, fmt.Errorf("args: %w", err)
 	}
 	for _, name := range ruleVariables {
-		if err, ok := vars[name].(*types.Err); ok {
+		v, _ := vars.ResolveName(name)
+		if err, ok := v.(*types.Err); ok {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return vars, nil
 }
 
-// celArgs converts the arguments. Their top-level values are converted
-// once here, where a map[string]any would convert a value every time a
-// rule reads it; nested lists and objects are converted as they are read.
-func celArgs(a types.Adapter, args map[string]any) ref.Val {
-	m := make(map[string]ref.Val, len(args))
-	for k, v := range args {
-		cv := a.NativeToValue(v)
-		if types.IsError(cv) {
-			return cv
-		}
-		m[k] = cv
+// ruleActivation holds the ruleVariables of one call. A struct rather than
+// a map: every rule resolves its variables by name, and a switch over four
+// names is cheaper than hashing.
+type ruleActivation struct {
+	principal, tool, task ref.Val
+	args                  map[string]any
+}
+
+var _ interpreter.Activation = (*ruleActivation)(nil)
+
+func (a *ruleActivation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "args":
+		return a.args, true
+	case "tool":
+		return a.tool, true
+	case "principal":
+		return a.principal, true
+	case "task":
+		return a.task, true
 	}
-	return types.NewMap(a, m)
+	return nil, false
+}
+
+func (a *ruleActivation) Parent() interpreter.Activation { return nil }
+
+// celArgs converts the arguments. A map[string]any is the one map that
+// cel-go's field selection reads directly (args.path, args.?path); its
+// top-level scalars are converted to CEL values once here rather than
+// every time a rule reads them. Lists and objects stay as decoded and are
+// converted as they are read.
+func celArgs(a types.Adapter, args map[string]any) (map[string]any, error) {
+	m := make(map[string]any, len(args))
+	for k, v := range args {
+		switch v.(type) {
+		case []any, map[string]any:
+			m[k] = v
+		default:
+			cv := a.NativeToValue(v)
+			if err, ok := cv.(*types.Err); ok {
+				return nil, err
+			}
+			m[k] = cv
+		}
+	}
+	return m, nil
 }
 
 type compiledRule struct {
@@ -180,7 +218,7 @@ func compileRule(env *cel.Env, r Rule) (compiledRule, error) {
 // inputSizeBound. ctx bounds the time of comprehensions and is used only by
 // a rule with loops. A panic inside cel-go is turned into an error so that
 // it denies like any other evaluation failure.
-func (r *compiledRule) eval(ctx context.Context, vars map[string]any, size uint64) (matched bool, err error) {
+func (r *compiledRule) eval(ctx context.Context, vars *ruleActivation, size uint64) (matched bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			matched, err = false, fmt.Errorf("internal error in the CEL evaluator: %v", r)
