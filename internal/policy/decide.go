@@ -286,7 +286,8 @@ func jsonTypeName(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// evalRules runs the rules in order; ok is false when none matched.
+// evalRules runs the rules in order, skipping those the index shows cannot
+// match the tool; ok is false when none matched.
 func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Decision, bool) {
 	vars, err := ruleVars(p.adapter, in, facts, args)
 	if err != nil {
@@ -296,7 +297,8 @@ func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Deci
 	// started by the first rule that has one.
 	var ctx context.Context
 	size := inputSizeBound(in, facts)
-	for i := range p.rules {
+	var buf [32]int
+	for _, i := range p.index.candidates(in.Tool.Name, buf[:]) {
 		r := &p.rules[i]
 		if r.loops && ctx == nil {
 			var cancel context.CancelFunc

@@ -214,6 +214,7 @@ const engineVersion = "airlock.policy/1"
 // Policy is a compiled Config. It is immutable and safe for concurrent use.
 type Policy struct {
 	rules        []compiledRule
+	index        ruleIndex
 	maxArgBytes  int
 	riskDefaults map[manifests.Risk]Effect
 	approvalGrp  string
@@ -321,6 +322,7 @@ func Compile(cfg Config) (*Policy, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	p.index = newRuleIndex(p.rules)
 	p.version = version(cfg, p)
 	return p, nil
 }

@@ -187,6 +187,10 @@ type compiledRule struct {
 	// map, filter...). Comprehensions are the only part of an evaluation
 	// that checks the context, so only these rules are given one.
 	loops bool
+	// restricted is true when the rule can match only the tools named by
+	// tools (see index.go).
+	restricted bool
+	tools      toolNames
 }
 
 // compileRule parses and type-checks one condition, which must be a bool.
@@ -211,6 +215,7 @@ func compileRule(env *cel.Env, r Rule) (compiledRule, error) {
 	}
 	nav := celast.NavigateAST(ast.NativeRep())
 	cr.loops = len(celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind))) > 0
+	cr.tools, cr.restricted = ruleToolNames(ast.NativeRep().Expr())
 	return cr, nil
 }
 
