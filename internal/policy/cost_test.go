@@ -79,13 +79,17 @@ func TestStaticCostBoundHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(12, 1))
+	calls := 30
+	if testing.Short() {
+		calls = 8
+	}
 	var fast, tracked int
 	for _, when := range costRules {
 		r, err := compileRule(env, Rule{Name: "r", When: when, Effect: Deny})
 		if err != nil {
 			t.Fatalf("%s: %v", when, err)
 		}
-		for range 40 {
+		for range calls {
 			in, facts, argv := randomCall(rng)
 			size := inputSizeBound(in, facts)
 			vars, err := ruleVars(env.CELTypeAdapter(), in, facts, argv)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/airlock-run/airlock/manifests"
@@ -293,8 +294,10 @@ func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Deci
 	if err != nil {
 		return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: the policy rules cannot see this call (%v); report this to an operator", err)), true
 	}
-	// One deadline bounds all the comprehensions of a decision; it is
-	// started by the first rule that has one.
+	// One deadline, ruleEvalTimeout after the rules start, bounds all the
+	// comprehensions of a decision (only they check it). Its context is
+	// made when the first rule with a comprehension needs it.
+	deadline := time.Now().Add(ruleEvalTimeout)
 	var ctx context.Context
 	size := inputSizeBound(in, facts)
 	var buf [32]int
@@ -302,7 +305,7 @@ func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Deci
 		r := &p.rules[i]
 		if r.loops && ctx == nil {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.Background(), ruleEvalTimeout)
+			ctx, cancel = context.WithDeadline(context.Background(), deadline)
 			defer cancel()
 		}
 		matched, err := r.eval(ctx, vars, size)

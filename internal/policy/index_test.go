@@ -226,9 +226,14 @@ func TestIndexMatchesLinearEvaluation(t *testing.T) {
 		`principal.roles.exists(r, r == "dev")`,
 		`has(args.mode) && args.mode.size() > 0`,
 		`args.?a.orValue("").contains(args.?b.orValue(""))`, // out of cost for long a and b
+		// The variables read whole and through each kind of access.
+		`size(args) > 1`, `"mode" in args`, `args == {"path": "/srv/a/x"}`,
+		`args.exists(k, k == "mode")`, `args.?missing.orValue(1.0) == 1.0`,
+		`args.path.matches("^/srv/a/.*$")`, `tool.side_effects == ["read"]`,
+		`principal.name == "alice" && task.elapsed_seconds >= 0.0`,
 	}
 	long := strings.Repeat("a", 20000)
-	sets := 200
+	sets := 150
 	if testing.Short() {
 		sets = 40
 	}

@@ -44,7 +44,12 @@
 // evaluation error, which denies the call: guard optional arguments with
 // has(args.mode) or args.?mode.orValue(""). Numbers of different types
 // compare (task.elapsed_seconds > 60). Each evaluation is bounded by a CEL
-// cost limit and a short timeout.
+// cost limit, and the comprehensions of a decision by a short timeout. The
+// limit is checked before evaluation for a rule whose worst-case cost is
+// within it given the sizes of the call's values, and counted during
+// evaluation otherwise (see cost.go). Rules that can match only some tools
+// (their condition starts with a test of tool.name) are skipped for other
+// tools, which decides exactly as evaluating them would (see index.go).
 //
 // A tool no manifest covers (Tool.Decl == nil) is treated as writing,
 // high-risk and restricted. Every Decision names the check that decided,
