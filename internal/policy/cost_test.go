@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -166,5 +167,28 @@ func TestDecideOverTheSizeBound(t *testing.T) {
 		if tt.want.Effect == Deny && !strings.Contains(got.Reason, "cost limit exceeded") {
 			t.Errorf("n=%d: reason %q does not name the cost limit", tt.n, got.Reason)
 		}
+	}
+}
+
+// TestEvalWithoutABound: a rule with no size bound is evaluated with the
+// tracker even for an input of size 0.
+func TestEvalWithoutABound(t *testing.T) {
+	env, err := newEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := compileRule(env, Rule{Name: "r", When: `args.?l.orValue([]).exists(x, args.?l.orValue([]).exists(y, x != y))`, Effect: Deny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.sizeBound != 0 || r.fast != nil {
+		t.Fatalf("sizeBound = %d, want 0 and no untracked program", r.sizeBound)
+	}
+	vars, err := ruleVars(env.CELTypeAdapter(), Input{}, toolFacts{}, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if matched, err := r.eval(context.Background(), vars, 0); matched || err != nil {
+		t.Errorf("eval = %v, %v; want false, nil", matched, err)
 	}
 }

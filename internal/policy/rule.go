@@ -230,7 +230,7 @@ func (r *compiledRule) eval(ctx context.Context, vars *ruleActivation, size uint
 		}
 	}()
 	prg := r.tracked
-	if size <= r.sizeBound {
+	if r.fast != nil && size <= r.sizeBound {
 		prg = r.fast
 	}
 	var out ref.Val
