@@ -91,6 +91,23 @@ func readMultiple(roots ...string) Tool {
 	}
 }
 
+// readTextFile is a low-risk reading tool without path arguments, so that
+// deciding a call to it reads no file system.
+func readTextFile() Tool {
+	return Tool{
+		Name:     "filesystem__read_text_file",
+		Server:   "filesystem",
+		Upstream: "read_text_file",
+		Decl: &manifests.Tool{
+			SideEffects:         []manifests.SideEffect{manifests.SideEffectRead},
+			DataAccessLevel:     manifests.DataInternal,
+			RequiredPermissions: []string{"filesystem.read"},
+			Risk:                manifests.RiskLow,
+			Idempotent:          true,
+		},
+	}
+}
+
 func mustCompile(t testing.TB, cfg Config) *Policy {
 	t.Helper()
 	p, err := Compile(cfg)
