@@ -88,6 +88,7 @@ func ResolveOrphans(ctx context.Context, c client.Client, o OrphanOptions) ([]Or
 	if tq == "" {
 		tq = api.DefaultTaskQueue
 	}
+	begun := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	runs, err := runningWorkflows(ctx, c, o.Namespace, tq)
@@ -125,7 +126,7 @@ func ResolveOrphans(ctx context.Context, c client.Client, o OrphanOptions) ([]Or
 	}
 	if len(orphans) > 0 || len(errs) > 0 {
 		o.Logger.Info().Int("running_workflows", len(runs)).Int("ended", len(orphans)).Int("problems", len(errs)).
-			Msg("answered the calls in flight when airlock last stopped")
+			Dur("took", time.Since(begun)).Msg("answered the calls in flight when airlock last stopped")
 	}
 	return orphans, errors.Join(errs...)
 }
