@@ -160,6 +160,8 @@ type stackOptions struct {
 	// vars are the manifests' ${VAR}s for native (wasm) tools, whose
 	// modules are loaded into a sandbox when any manifest has them.
 	vars map[string]string
+	// workerIdentity is the worker's identity (default the SDK's).
+	workerIdentity string
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -237,7 +239,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		}
 	}
 	s.worker = worker.New(c, &activities.Activities{Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
-		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{})
+		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}

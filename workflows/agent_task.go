@@ -23,6 +23,23 @@ const recentKept = 32
 // defaultContinueAsNewAfter: see Limits.ContinueAsNewAfter.
 const defaultContinueAsNewAfter = 500
 
+// timeoutGrace is added to a tool's timeout for its activity.
+const timeoutGrace = 2 * time.Second
+
+// heartbeatTimeout is how long a running call may go without a heartbeat
+// before Temporal declares its worker dead, in runs from before
+// changeHeartbeat.
+const heartbeatTimeout = 10 * time.Second
+
+// changeHeartbeat versions the calls' heartbeat timeout: each tool's own
+// (ToolSpec.HeartbeatTimeout, from its manifest) instead of heartbeatTimeout
+// for every tool.
+const changeHeartbeat = "heartbeat-timeout"
+
+// heartbeatFor is the heartbeat timeout of an activity that may run for d,
+// in runs from before changeHeartbeat. A call shorter than the heartbeat
+// timeout needs none: its start-to-close timeout notices a dead worker as
+// soon.
 func heartbeatFor(d time.Duration) time.Duration {
 	if d <= heartbeatTimeout {
 		return 0
@@ -30,12 +47,18 @@ func heartbeatFor(d time.Duration) time.Duration {
 	return heartbeatTimeout
 }
 
-// timeoutGrace is added to a tool's timeout for its activity.
-const timeoutGrace = 2 * time.Second
-
-// heartbeatTimeout is how long a running call may go without a heartbeat
-// before Temporal declares its worker dead.
-const heartbeatTimeout = 10 * time.Second
+// toolHeartbeat is the heartbeat timeout of a call of a tool whose spec
+// says hb (zero: the default for its timeout) and whose activity may run
+// for d; none when d is as short, for the same reason as heartbeatFor.
+func toolHeartbeat(hb, timeout, d time.Duration) time.Duration {
+	if hb <= 0 {
+		hb = manifests.DefaultHeartbeatTimeout(timeout)
+	}
+	if d <= hb {
+		return 0
+	}
+	return hb
+}
 
 // task is the in-memory state of one AgentTask run.
 type task struct {
@@ -687,8 +710,10 @@ func (t *task) record(req api.CallRequest, started, finished time.Time, res api.
 
 // execute runs the tool as an activity, retrying by the manifest's policy.
 // Retries live here rather than in the activity's retry policy so that a
-// call whose worker died mid-flight (an activity timeout) is visible to the
-// workflow, which re-runs it only for idempotent tools.
+// call whose worker died mid-flight (an activity timeout, or the
+// OutcomeUnknown failure with which a restarted airlock dev answers the
+// calls it was running when it died) is visible to the workflow, which
+// re-runs it only for idempotent tools.
 func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult {
 	spec := req.Spec
 	rp := spec.Retry
@@ -705,14 +730,20 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
+	// Versioned: a marker once per run, at its first call (GetVersion
+	// answers later calls from the first).
+	hb := heartbeatFor(timeout + timeoutGrace)
+	if workflow.GetVersion(ctx, changeHeartbeat, workflow.DefaultVersion, 1) >= 1 {
+		hb = toolHeartbeat(spec.HeartbeatTimeout, timeout, timeout+timeoutGrace)
+	}
 	ao := workflow.ActivityOptions{
 		// A little past the tool's own timeout, so that a tool that
 		// enforces it (a native tool's sandbox) answers why it stopped
 		// before the activity gives up on it.
 		StartToCloseTimeout: timeout + timeoutGrace,
-		// A call shorter than the heartbeat timeout needs none: its
-		// start-to-close timeout notices a dead worker as soon.
-		HeartbeatTimeout: heartbeatFor(timeout + timeoutGrace),
+		// How soon a worker that died mid-call is noticed, when it did
+		// not come back to say so (see worker.ResolveOrphans).
+		HeartbeatTimeout: hb,
 		// Retries are this loop's job (see above).
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:     req.Tool,
