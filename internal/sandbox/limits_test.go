@@ -221,8 +221,9 @@ func TestMountQuotaCredits(t *testing.T) {
 }
 
 // wasmModule assembles a WASI command whose memory starts at minPages and
-// whose _start writes "ok\n" to stdout from the top of that memory.
-func wasmModule(minPages uint32) []byte {
+// whose _start writes "ok\n" to stdout from the top of that memory. The
+// memory is exported, as WASI commands do, unless hidden.
+func wasmModule(minPages uint32, hidden bool) []byte {
 	uleb := func(v uint64) []byte {
 		var b []byte
 		for {
@@ -266,13 +267,17 @@ func wasmModule(minPages uint32) []byte {
 		code = append(code, op...)
 	}
 	body := append([]byte{0}, code...) // no locals
+	exports := [][]byte{uleb(2), name("_start"), {0, 1}, name("memory"), {2, 0}}
+	if hidden {
+		exports = [][]byte{uleb(1), name("_start"), {0, 1}}
+	}
 	return bytes.Join([][]byte{
 		{0, 'a', 's', 'm', 1, 0, 0, 0},
 		section(1, uleb(2), []byte{0x60, 4, 0x7f, 0x7f, 0x7f, 0x7f, 1, 0x7f}, []byte{0x60, 0, 0}),
 		section(2, uleb(1), name("wasi_snapshot_preview1"), name("fd_write"), []byte{0, 0}),
 		section(3, uleb(1), uleb(1)),
 		section(5, uleb(1), []byte{0}, uleb(uint64(minPages))),
-		section(7, uleb(2), name("_start"), []byte{0, 1}, name("memory"), []byte{2, 0}),
+		section(7, exports...),
 		section(10, uleb(1), uleb(uint64(len(body))), body),
 	}, nil)
 }
@@ -282,30 +287,35 @@ func wasmModule(minPages uint32) []byte {
 // one it does not.
 func TestLargeInitialMemory(t *testing.T) {
 	ctx := context.Background()
-	b := wasmModule(2048) // 128 MiB
-	p := filepath.Join(t.TempDir(), "big.wasm")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
 	s, err := New(ctx, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
-	m, err := s.Load(ctx, p, hex.EncodeToString(sum[:]))
-	if err != nil {
-		t.Fatalf("load: %v", err)
-	}
-	for _, limit := range []int64{128 << 20, 256 << 20} {
-		r, err := m.Run(ctx, Call{Limits: Limits{MemoryBytes: limit}})
-		if err != nil || r.ExitCode != 0 || string(r.Stdout) != "ok\n" {
-			t.Errorf("under %s: %q, exit %d, %v", mib(limit), r.Stdout, r.ExitCode, err)
+	dir := t.TempDir()
+	// A memory the module does not export is checked too (wazero does not
+	// report it, and would panic instantiating it over the limit).
+	for _, hidden := range []bool{false, true} {
+		b := wasmModule(2048, hidden) // 128 MiB
+		p := filepath.Join(dir, fmt.Sprintf("big-%v.wasm", hidden))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
 		}
-	}
-	_, err = m.Run(ctx, Call{})
-	if !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "module needs more than 64 MiB") {
-		t.Errorf("under the default limit: err = %v, want %v saying the module needs more than 64 MiB", err, ErrMemoryLimit)
+		sum := sha256.Sum256(b)
+		m, err := s.Load(ctx, p, hex.EncodeToString(sum[:]))
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		for _, limit := range []int64{128 << 20, 256 << 20} {
+			r, err := m.Run(ctx, Call{Limits: Limits{MemoryBytes: limit}})
+			if err != nil || r.ExitCode != 0 || string(r.Stdout) != "ok\n" {
+				t.Errorf("hidden %v, under %s: %q, exit %d, %v", hidden, mib(limit), r.Stdout, r.ExitCode, err)
+			}
+		}
+		_, err = m.Run(ctx, Call{})
+		if !errors.Is(err, ErrMemoryLimit) || !strings.Contains(err.Error(), "module needs more than 64 MiB") {
+			t.Errorf("hidden %v, under the default limit: err = %v, want %v saying the module needs more than 64 MiB", hidden, err, ErrMemoryLimit)
+		}
 	}
 }
 

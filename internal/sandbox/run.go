@@ -141,7 +141,8 @@ func (l Limits) withDefaults() (Limits, error) {
 	return l, nil
 }
 
-// pagesFor is the wazero page limit for a byte limit, 0 meaning the default.
+// pagesFor is the call's limit in wasm pages for a byte limit, 0 meaning
+// the default.
 func pagesFor(memoryBytes int64) uint32 {
 	if memoryBytes == 0 {
 		memoryBytes = DefaultMemoryBytes
