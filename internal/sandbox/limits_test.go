@@ -143,6 +143,16 @@ func TestMountQuotas(t *testing.T) {
 			want: &QuotaError{Mount: "/data", Files: true, Limit: 5},
 		},
 		{name: "writing within the quota", args: []string{"write", "/data/new.txt"}, maxBytes: 64, maxFiles: 2},
+		{
+			name: "a mount at its file quota still takes a file replaced", args: []string{"write", "/data/1"}, maxFiles: 2,
+			prefill: func(t *testing.T, dir string) {
+				for i := range 2 {
+					if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), []byte("old"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+		},
 	}
 	m := guest(t)
 	for _, tt := range tests {

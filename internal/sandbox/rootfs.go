@@ -256,7 +256,7 @@ func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
-	return r.addEntry(func() experimentalsys.Errno {
+	return r.addEntry(p, func() experimentalsys.Errno {
 		e := errno(r.root.Mkdir(rel(p), perm))
 		if e == experimentalsys.ENOTDIR {
 			e = experimentalsys.ENOENT // what wazero's own DirFS reports
@@ -265,14 +265,18 @@ func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 	})
 }
 
-// addEntry runs op, which adds one entry to the mount if it succeeds,
-// within the mount's file quota.
-func (r *rootFS) addEntry(op func() experimentalsys.Errno) experimentalsys.Errno {
+// addEntry runs op, which adds the entry p to the mount if it succeeds,
+// within the mount's file quota. At the quota, an op bound to fail because
+// p exists fails with its own errno (EEXIST), not the quota's.
+func (r *rootFS) addEntry(p string, op func() experimentalsys.Errno) experimentalsys.Errno {
 	if r.quota == nil {
 		return op()
 	}
 	defer r.lockQuota()()
 	if !r.quota.addFile(r.maxFiles) {
+		if _, err := r.root.Lstat(rel(p)); err == nil {
+			return op()
+		}
 		return r.refuse(true)
 	}
 	e := op()
@@ -348,7 +352,7 @@ func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
-	return r.addEntry(func() experimentalsys.Errno {
+	return r.addEntry(newPath, func() experimentalsys.Errno {
 		return errno(r.root.Link(rel(oldPath), rel(newPath)))
 	})
 }
@@ -363,7 +367,7 @@ func (r *rootFS) Symlink(oldPath, linkName string) experimentalsys.Errno {
 	if len(oldPath) > 0 && oldPath[0] == '/' {
 		return experimentalsys.EPERM
 	}
-	return r.addEntry(func() experimentalsys.Errno {
+	return r.addEntry(linkName, func() experimentalsys.Errno {
 		return errno(r.root.Symlink(oldPath, rel(linkName)))
 	})
 }
