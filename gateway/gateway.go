@@ -530,6 +530,12 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 				if st.State != upstream.StateConnected {
 					e.avail = unavailableReason(m.Server.Name, st)
 				}
+				// A wasm server lists a tool whose module failed to load,
+				// saying why; its other tools work.
+				if reason, _ := t.Meta[upstream.MetaUnavailable].(string); reason != "" && m.Server.WASM != nil {
+					e.avail = reason
+					def.Description = fmt.Sprintf("[unavailable: %s] %s", reason, decl.Description)
+				}
 			} else {
 				if len(st.Tools) > 0 {
 					e.avail = fmt.Sprintf("upstream %s does not offer a tool named %q; check %s", m.Server.Name, name, m.File)

@@ -205,7 +205,10 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sb.Close(context.Background()) })
-		nat, err := toolserver.New(ctx, sb, o.manifests, o.vars, os.Getenv)
+		nat, err := toolserver.New(ctx, sb, o.manifests, toolserver.Options{Vars: o.vars, Getenv: os.Getenv,
+			Report: func(server, tool string, err error) {
+				t.Logf("native tool %s of %s unavailable: %v", tool, server, err)
+			}})
 		if err != nil {
 			t.Fatalf("native tools: %v", err)
 		}
