@@ -105,6 +105,20 @@ func TestLoadProblems(t *testing.T) {
 			want: []string{`DIR/airlock.yaml:1: manifests: is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`},
 		},
 		{
+			name: "empty configuration",
+			cfg:  "",
+			want: []string{`DIR/airlock.yaml:1: manifests: is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`},
+		},
+		{
+			name:  "empty and binary manifests",
+			files: map[string]string{"m/a.yaml": "", "m/b.yaml": "\x00\x00\x00"},
+			cfg:   "manifests: [m/*.yaml]\n",
+			want: []string{
+				"DIR/m/a.yaml:1: the file declares nothing (it is empty, or holds only comments); a manifest declares a server and its tools: write them, or have `airlock manifests scan --name NAME --command CMD` write a skeleton",
+				"DIR/m/b.yaml:1: the file is not YAML text: it holds the control character U+0000 at column 1; remove it (is this a binary file?)",
+			},
+		},
+		{
 			name:  "unknown field",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\ntask:\n  max_call: 5\n",
