@@ -640,3 +640,38 @@ func TestDiffOfAStoredDefinition(t *testing.T) {
 		t.Fatalf("Diff of a definition against its stored self:\n%s", d)
 	}
 }
+
+// FuzzDiff: whatever two descriptions hold, the diff between their
+// definitions shows only printable ASCII (every other character by its
+// code point), and a definition does not differ from itself.
+func FuzzDiff(f *testing.F) {
+	f.Add("Read a file.", "Re\u0430d a file.")                  // Cyrillic a
+	f.Add("Read a file.", "Read a\u200bfile.")                  // zero-width space
+	f.Add("Read a file.", "Read a \u202eelif.")                 // bidi override
+	f.Add("Read a file.", "Read a file.\U000E0041")             // tag character
+	f.Add("Read a file.", "Read a file.\x1b[2J\x7f")            // terminal escape, DEL
+	f.Add("Echo <text> & back.", "Echo <text> & back.\xff\xfe") // invalid UTF-8
+	f.Add(`Re\u0430d`, "Re\u0430d")                             // a literal backslash-u
+	f.Fuzz(func(t *testing.T, a, b string) {
+		old, err := Canonical(echoTool(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, err := Canonical(echoTool(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := Diff(old, old); d != "" {
+			t.Fatalf("a definition differs from itself:\n%s", d)
+		}
+		d := Diff(old, cur)
+		for i := 0; i < len(d); i++ {
+			if c := d[i]; (c < 0x20 && c != '\n') || c > 0x7E {
+				t.Fatalf("Diff holds byte %#x unescaped:\n%q", c, d)
+			}
+		}
+		if (d == "") != (a == b || Hash(echoTool(a)) == Hash(echoTool(b))) {
+			t.Fatalf("Diff is %q for descriptions %q and %q", d, a, b)
+		}
+	})
+}
