@@ -182,7 +182,10 @@ func New(opts Options) *Gateway {
 // Server is the MCP server, for in-memory and stdio transports.
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
-// Handler serves MCP over streamable HTTP.
+// Handler serves MCP over streamable HTTP. Serve it with an
+// httplimit.Server (as cmd/airlock does): it answers a request without a
+// valid key before reading its body, and net/http alone would then wait
+// for that body, at the client's pace, before closing the connection.
 func (g *Gateway) Handler() http.Handler {
 	h := g.mcpHandler()
 	if g.opts.Directory != nil {
