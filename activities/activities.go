@@ -66,7 +66,11 @@ type Activities struct {
 	// MaxResultBytes bounds one call's result (default
 	// DefaultMaxResultBytes); a larger one is replaced by an error result.
 	MaxResultBytes int
-	// HeartbeatEvery is how often a running call heartbeats (default 2s).
+	// HeartbeatEvery is how often a running call heartbeats when its
+	// activity has no heartbeat timeout (default 2s). With one, it
+	// heartbeats four times per timeout: the SDK sends at most one
+	// heartbeat per 0.8 × the timeout, and this keeps one waiting to be
+	// sent at each of those.
 	HeartbeatEvery time.Duration
 	// Audit receives a line per decision point (nil: none).
 	Audit *auditstream.Log
@@ -217,16 +221,25 @@ func classify(in api.CallToolInput, err error) error {
 	}
 }
 
-// heartbeat records one heartbeat now and then one every HeartbeatEvery
+// heartbeat records one heartbeat now and then one every heartbeatEvery
 // until the returned stop function is called.
 func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
-	every := a.HeartbeatEvery
-	if every <= 0 {
-		every = 2 * time.Second
-	}
+	every := heartbeatEvery(activity.GetInfo(ctx).HeartbeatTimeout, a.HeartbeatEvery)
 	activity.RecordHeartbeat(ctx)
 	return tick.Every(ctx, every, func(int) { activity.RecordHeartbeat(ctx) })
+}
+
+// heartbeatEvery is how often a call whose activity has heartbeat timeout
+// hb records a heartbeat (see Activities.HeartbeatEvery).
+func heartbeatEvery(hb, configured time.Duration) time.Duration {
+	if hb > 0 {
+		return hb / 4
+	}
+	if configured > 0 {
+		return configured
+	}
+	return 2 * time.Second
 }

@@ -19,11 +19,12 @@ import (
 func TestSpecUncoveredToolIsConservative(t *testing.T) {
 	got := api.SpecFor(nil)
 	want := api.ToolSpec{
-		Timeout:     time.Minute,
-		Retry:       api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
-		Idempotent:  false,
-		SideEffects: []string{"write"},
-		Risk:        "high",
+		Timeout:          time.Minute,
+		HeartbeatTimeout: 10 * time.Second,
+		Retry:            api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+		Idempotent:       false,
+		SideEffects:      []string{"write"},
+		Risk:             "high",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("SpecFor(nil) (-want +got):\n%s", diff)
@@ -40,10 +41,11 @@ func TestSpecFromManifest(t *testing.T) {
 			name: "defaults",
 			decl: &manifests.Tool{SideEffects: []manifests.SideEffect{manifests.SideEffectRead}, DataAccessLevel: manifests.DataPublic, Risk: manifests.RiskLow},
 			want: api.ToolSpec{
-				Timeout:     manifests.DefaultToolTimeout,
-				Retry:       api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
-				SideEffects: []string{"read"},
-				Risk:        "low",
+				Timeout:          manifests.DefaultToolTimeout,
+				HeartbeatTimeout: 10 * time.Second,
+				Retry:            api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+				SideEffects:      []string{"read"},
+				Risk:             "low",
 			},
 		},
 		{
@@ -56,12 +58,37 @@ func TestSpecFromManifest(t *testing.T) {
 					MaxInterval: manifests.Duration(time.Minute), Backoff: 1.5, NonRetryable: []string{"Rejected"}},
 			},
 			want: api.ToolSpec{
-				Timeout: 5 * time.Minute,
+				Timeout:          5 * time.Minute,
+				HeartbeatTimeout: 10 * time.Second,
 				Retry: api.RetrySpec{MaxAttempts: 7, InitialInterval: 2 * time.Second, MaxInterval: time.Minute,
 					Backoff: 1.5, NonRetryable: []string{"Rejected"}},
 				Idempotent:  true,
 				SideEffects: []string{"write", "send"},
 				Risk:        "critical",
+			},
+		},
+		{
+			name: "short tool: shorter heartbeat timeout",
+			decl: &manifests.Tool{SideEffects: []manifests.SideEffect{manifests.SideEffectRead}, Risk: manifests.RiskLow,
+				Timeout: manifests.Duration(6 * time.Second)},
+			want: api.ToolSpec{
+				Timeout:          6 * time.Second,
+				HeartbeatTimeout: 5 * time.Second,
+				Retry:            api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+				SideEffects:      []string{"read"},
+				Risk:             "low",
+			},
+		},
+		{
+			name: "declared heartbeat timeout",
+			decl: &manifests.Tool{SideEffects: []manifests.SideEffect{manifests.SideEffectRead}, Risk: manifests.RiskLow,
+				Timeout: manifests.Duration(time.Hour), HeartbeatTimeout: manifests.Duration(30 * time.Second)},
+			want: api.ToolSpec{
+				Timeout:          time.Hour,
+				HeartbeatTimeout: 30 * time.Second,
+				Retry:            api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+				SideEffects:      []string{"read"},
+				Risk:             "low",
 			},
 		},
 	} {
@@ -134,5 +161,25 @@ func TestBlobStoreKeepsLargeValuesOutOfHistory(t *testing.T) {
 	_, err = a.CallTool(context.Background(), api.CallToolInput{CallID: "undo-c2", Server: "s", Tool: "write", ArgumentsRef: blob.Prefix + strings.Repeat("0", 64)})
 	if err == nil || !strings.Contains(err.Error(), "every worker must share") {
 		t.Fatalf("missing blob: %v", err)
+	}
+}
+
+func TestHeartbeatEvery(t *testing.T) {
+	for _, tc := range []struct {
+		hb, configured, want time.Duration
+	}{
+		{hb: 10 * time.Second, want: 2500 * time.Millisecond},
+		{hb: 2 * time.Second, configured: 5 * time.Second, want: 500 * time.Millisecond}, // the timeout wins
+		{want: 2 * time.Second},
+		{configured: time.Second, want: time.Second},
+	} {
+		if got := heartbeatEvery(tc.hb, tc.configured); got != tc.want {
+			t.Errorf("heartbeatEvery(%s, %s) = %s, want %s", tc.hb, tc.configured, got, tc.want)
+		}
+		// The SDK sends at most one heartbeat per 0.8 × the timeout: one
+		// must be waiting at each send.
+		if tc.hb > 0 && heartbeatEvery(tc.hb, tc.configured) >= tc.hb*8/10 {
+			t.Errorf("heartbeatEvery(%s, %s) is not well under 0.8 × the timeout", tc.hb, tc.configured)
+		}
 	}
 }

@@ -26,6 +26,10 @@ const (
 	SignalFinish = "finish"
 	// QueryStatus returns the task's Status.
 	QueryStatus = "status"
+	// QueryCall answers a call ID the task has already run, as a retry of
+	// it would be answered (a CallResult with Repeat set, for calls of
+	// earlier runs too); it fails for a call the task does not know.
+	QueryCall = "call"
 
 	// DefaultTaskQueue is the task queue workers poll by default.
 	DefaultTaskQueue = "airlock"

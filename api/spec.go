@@ -9,11 +9,15 @@ import (
 
 // ToolSpec is what a workflow needs to know of a tool's manifest to run it.
 type ToolSpec struct {
-	Timeout     time.Duration
-	Retry       RetrySpec
-	Idempotent  bool
-	SideEffects []string `json:",omitempty"`
-	Risk        string   `json:",omitempty"`
+	Timeout time.Duration
+	// HeartbeatTimeout is the manifest's heartbeat_timeout or its default
+	// (manifests.Tool.EffectiveHeartbeatTimeout). Zero (a spec from a
+	// gateway older than the field) means the default for Timeout.
+	HeartbeatTimeout time.Duration `json:",omitempty"`
+	Retry            RetrySpec
+	Idempotent       bool
+	SideEffects      []string `json:",omitempty"`
+	Risk             string   `json:",omitempty"`
 }
 
 // RetrySpec is a manifest retry policy.
@@ -29,14 +33,15 @@ type RetrySpec struct {
 // tool. Tools no manifest declares get the conservative defaults.
 func SpecFor(decl *manifests.Tool) ToolSpec {
 	if decl == nil {
-		return ToolSpec{Timeout: time.Minute, Retry: RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
+		return ToolSpec{Timeout: time.Minute, HeartbeatTimeout: manifests.DefaultHeartbeatTimeout(time.Minute), Retry: RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
 			Idempotent: false, SideEffects: []string{string(manifests.SideEffectWrite)}, Risk: string(manifests.RiskHigh)}
 	}
 	r := decl.EffectiveRetry()
 	s := ToolSpec{
-		Timeout:    decl.EffectiveTimeout(),
-		Idempotent: decl.Idempotent,
-		Risk:       string(decl.Risk),
+		Timeout:          decl.EffectiveTimeout(),
+		HeartbeatTimeout: decl.EffectiveHeartbeatTimeout(),
+		Idempotent:       decl.Idempotent,
+		Risk:             string(decl.Risk),
 		Retry: RetrySpec{MaxAttempts: r.MaxAttempts, InitialInterval: r.InitialInterval.D(),
 			MaxInterval: r.MaxInterval.D(), Backoff: r.Backoff, NonRetryable: r.NonRetryable},
 	}

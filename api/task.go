@@ -59,6 +59,9 @@ type Carried struct {
 	Undone         []SagaEntry `json:",omitempty"`
 	Rollbacks      int         `json:",omitempty"`
 	RollbackFailed bool        `json:",omitempty"`
+	// Ledger records every call the task has run, in all its runs (nil
+	// in tasks from before it).
+	Ledger *CallLedger `json:",omitempty"`
 }
 
 // CallRequest asks the task to run one tool call. The gateway fills the
@@ -132,6 +135,22 @@ type CallResult struct {
 	Attempts  int
 	// Decision is the policy decision (nil in calls before policy existed).
 	Decision *Decision `json:",omitempty"`
+	// Repeat is set when the call ID had already run in the task, which
+	// answered without running the tool again.
+	Repeat *Repeat `json:",omitempty"`
+}
+
+// Repeat says where a repeated call ran.
+type Repeat struct {
+	// Run is the number of the run whose history records the call (1 for
+	// the task's first; 0 when unknown: it ran before the task kept a
+	// ledger); RunID is its run ID.
+	Run   int    `json:",omitempty"`
+	RunID string `json:",omitempty"`
+	// Held: the task still held the call's result, and Result is it.
+	// Otherwise Result (and Reason) say that the call ran, its outcome,
+	// and where its result is recorded.
+	Held bool `json:",omitempty"`
 }
 
 // CallRecord is the short trace of a call kept in the task state.

@@ -88,6 +88,9 @@ type Options struct {
 	MaxCalls      int
 	DeadlineAfter time.Duration
 	IdleTimeout   time.Duration
+	// ContinueAsNewAfter is api.Limits.ContinueAsNewAfter of new tasks
+	// (0: the workflow's default).
+	ContinueAsNewAfter int
 	// RollbackOnDeny rolls a task back when one of its calls is denied;
 	// RollbackNotify is the approver group told when a rollback fails.
 	RollbackOnDeny bool
@@ -524,6 +527,12 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 				if st.State != upstream.StateConnected {
 					e.avail = unavailableReason(m.Server.Name, st)
 				}
+				// A wasm server lists a tool whose module failed to load,
+				// saying why; its other tools work.
+				if reason, _ := t.Meta[upstream.MetaUnavailable].(string); reason != "" && m.Server.WASM != nil {
+					e.avail = reason
+					def.Description = fmt.Sprintf("[unavailable: %s] %s", reason, decl.Description)
+				}
 			} else {
 				if len(st.Tools) > 0 {
 					e.avail = fmt.Sprintf("upstream %s does not offer a tool named %q; check %s", m.Server.Name, name, m.File)
@@ -646,7 +655,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		TaskID: taskID, Principal: pr.Name, Client: clientName,
 		Identity: &api.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
 			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
-		Limits:         api.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout},
+		Limits:         api.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout, ContinueAsNewAfter: g.opts.ContinueAsNewAfter},
 		RollbackOnDeny: g.opts.RollbackOnDeny, RollbackNotify: g.opts.RollbackNotify,
 	}
 	if pr.MaxCalls > 0 {

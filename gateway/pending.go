@@ -112,6 +112,13 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	if in.TimeoutSeconds > 0 && time.Duration(in.TimeoutSeconds)*time.Second < wait {
 		wait = time.Duration(in.TimeoutSeconds) * time.Second
 	}
+	// A finished call is answered from the task's memory: one that
+	// finished in an earlier run of the task (before it continued as new)
+	// is no Update of the current run, whose handle would wait for it in
+	// vain.
+	if res, ok := g.finishedCall(ctx, task, in.Call, wait); ok {
+		return toMCP(task, res), nil, nil
+	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	stop := g.progress(ctx, req, task, in.Call)
@@ -125,6 +132,20 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 		return errorResult(task, in.Call, fmt.Sprintf("no result for call %s in task %s: %v (see %s)", in.Call, task, err, ToolStatus)), nil, nil
 	}
 	return toMCP(task, res), nil, nil
+}
+
+// finishedCall asks the task (query QueryCall) for a call it has
+// finished, in any of its runs; false when it does not know the call
+// (running, unknown) or does not answer within wait (at most 5s).
+func (g *Gateway) finishedCall(ctx context.Context, task, call string, wait time.Duration) (api.CallResult, bool) {
+	qctx, cancel := context.WithTimeout(ctx, min(wait, 5*time.Second))
+	defer cancel()
+	var res api.CallResult
+	v, err := g.opts.Temporal.QueryWorkflow(qctx, task, "", api.QueryCall, call)
+	if err != nil || v.Get(&res) != nil {
+		return api.CallResult{}, false
+	}
+	return res, true
 }
 
 // approvals reads the task's approval requests (best effort).

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -81,9 +82,10 @@ func TestNativeToolsThroughGateway(t *testing.T) {
 	}
 }
 
-// TestNativeToolLimitsThroughGateway: a guest that spins forever is
-// stopped at its timeout with a clear error, one that floods stdout is cut
-// at its output limit, and the next call works.
+// TestNativeToolLimitsThroughGateway: a tool whose module does not match
+// its sha256 is listed as unavailable and says why when called, a guest
+// that spins forever is stopped at its timeout with a clear error, one
+// that floods stdout is cut at its output limit, and the next call works.
 func TestNativeToolLimitsThroughGateway(t *testing.T) {
 	guest := filepath.Join(repoRoot(), "internal", "sandbox", "testdata", "guest.wasm")
 	b, err := os.ReadFile(guest)
@@ -107,15 +109,39 @@ func TestNativeToolLimitsThroughGateway(t *testing.T) {
       input_schema: {type: object}
 ` + extra
 	}
+	// A module that does not match its sha256 makes only its own tool
+	// unavailable.
+	broken := strings.Replace(tool("broken", "echo", ""), hex.EncodeToString(sum[:]), strings.Repeat("0", 64), 1)
 	m, err := manifests.Parse(filepath.Join(t.TempDir(), "bad.yaml"), []byte("server:\n  name: bad\n  wasm: {}\ntools:\n"+
-		tool("loop", "loop", "")+tool("flood", "flood", "      output_limit: 64KiB\n")+tool("echo", "echo", "")))
+		tool("loop", "loop", "")+tool("flood", "flood", "      output_limit: 64KiB\n")+tool("echo", "echo", "")+broken))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "bad__loop", "bad__flood", "bad__echo")
-	res := call(t, cs, "bad__loop", map[string]any{}, "")
+	const reason = "its module does not match the sha256 pinned in its manifest"
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := false
+	for _, tl := range lt.Tools {
+		if tl.Name == "bad__broken" {
+			listed = true
+			if !strings.HasPrefix(tl.Description, "[unavailable: "+reason+"] ") {
+				t.Errorf("broken's description %q: want it to say why it is unavailable", tl.Description)
+			}
+		}
+	}
+	if !listed {
+		t.Error("bad__broken is not listed")
+	}
+	res := call(t, cs, "bad__broken", map[string]any{}, "")
+	if !res.IsError || !strings.Contains(text(res), reason) {
+		t.Fatalf("broken: %s", text(res))
+	}
+	res = call(t, cs, "bad__loop", map[string]any{}, "")
 	if !res.IsError || !strings.Contains(text(res), "time limit of 1s") {
 		t.Fatalf("loop: %s", text(res))
 	}

@@ -28,7 +28,8 @@ var record = flag.Bool("record", false, "write the recorded histories to workflo
 
 // TestRecordHistory runs an AgentTask through every path of the call
 // pipeline on the real server (approval, ok, tool error, unavailable
-// upstream, policy denial, limit, continue-as-new, finish), then replays its histories against the current
+// upstream, policy denial, limit, continue-as-new, a call retried after
+// continue-as-new, finish), then replays its histories against the current
 // workflow code. With -record it also writes them to workflows/testdata,
 // where workflows' replay test keeps checking them.
 func TestRecordHistory(t *testing.T) {
@@ -68,11 +69,14 @@ tools:
 		{CallID: "c2", Tool: "counter__fail", Server: "counter", UpstreamTool: "fail", Arguments: json.RawMessage(`{"text":"x"}`), Spec: spec},
 		// continue-as-new happens here (ContinueAsNewAfter: 2)
 		{CallID: "c3", Tool: "down__echo", Server: "down", UpstreamTool: "echo", Arguments: json.RawMessage(`{}`), Spec: spec},
+		// continue-as-new again: c1 of run 1, retried in run 3, is
+		// answered from the task's memory (the call ledger), not run
+		{CallID: "c1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`), Spec: spec},
 		{CallID: "c4", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"again"}`), Spec: spec},
 		{CallID: "c5", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"secret"}`), Spec: spec},
 		{CallID: "c6", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"over"}`), Spec: spec},
 	}
-	want := []api.Outcome{api.OutcomeOK, api.OutcomeOK, api.OutcomeToolError, api.OutcomeUnavailable, api.OutcomeOK, api.OutcomeDenied, api.OutcomeLimit}
+	want := []api.Outcome{api.OutcomeOK, api.OutcomeOK, api.OutcomeToolError, api.OutcomeUnavailable, api.OutcomeOK, api.OutcomeOK, api.OutcomeDenied, api.OutcomeLimit}
 	for i, c := range calls {
 		if c.CallID == "c0" {
 			// Approved by bob while the call waits.
@@ -106,6 +110,9 @@ tools:
 		if res.Outcome != want[i] {
 			t.Fatalf("call %s: outcome %q (%s), want %q", c.CallID, res.Outcome, res.Reason, want[i])
 		}
+		if repeat := i == 4; (res.Repeat != nil) != repeat || repeat && (res.Repeat.Run != 1 || !res.Repeat.Held) {
+			t.Fatalf("call %s (send %d): repeat %+v", c.CallID, i+1, res.Repeat)
+		}
 	}
 	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
 		t.Fatal(err)
@@ -118,7 +125,7 @@ tools:
 		t.Fatalf("task result %+v", out)
 	}
 
-	replayRuns(t, s, taskID, run.GetRunID(), "agent_task_v3")
+	replayRuns(t, s, taskID, run.GetRunID(), "agent_task_v4")
 }
 
 // replayRuns replays every run of a workflow, following the continue-as-new

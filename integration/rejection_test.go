@@ -83,10 +83,18 @@ func TestCallRejectionsAreTyped(t *testing.T) {
 		want(rejection(put("c2"), withStart), api.ErrTypeContinuingAsNew, fmt.Sprintf("%s: task %s", api.ErrContinuingAsNew, taskID))
 	}
 
-	// Asked to finish, it refuses new calls as finishing.
+	// Asked to finish, it refuses new calls as finishing. The signal and an
+	// Update sent right after it may reach the workflow in either order, so
+	// wait until a call is refused as finishing, then check both ways.
 	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
 		t.Fatal(err)
 	}
+	n := 0
+	waitFor(t, "the finish signal to reach the task", time.Minute, func() bool {
+		n++
+		var appErr *temporal.ApplicationError
+		return errors.As(rejection(put(fmt.Sprintf("c3-%d", n)), false), &appErr) && appErr.Type() == api.ErrTypeFinishing
+	})
 	for _, withStart := range []bool{false, true} {
 		want(rejection(put("c3"), withStart), api.ErrTypeFinishing, fmt.Sprintf("task %s is finishing; start a new task", taskID))
 	}

@@ -132,6 +132,9 @@ type stackOptions struct {
 	dataDir   string
 	manifests []*manifests.Manifest
 	maxCalls  int
+	// continueAsNewAfter makes tasks continue as new after this many
+	// calls per run (default: the workflow's).
+	continueAsNewAfter int
 	// directory, when set, makes the gateway authenticate callers.
 	directory *identity.Directory
 	// pins, when set, makes the gateway block tools whose definition
@@ -157,6 +160,8 @@ type stackOptions struct {
 	// vars are the manifests' ${VAR}s for native (wasm) tools, whose
 	// modules are loaded into a sandbox when any manifest has them.
 	vars map[string]string
+	// workerIdentity is the worker's identity (default the SDK's).
+	workerIdentity string
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -200,7 +205,10 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sb.Close(context.Background()) })
-		nat, err := toolserver.New(ctx, sb, o.manifests, o.vars, os.Getenv)
+		nat, err := toolserver.New(ctx, sb, o.manifests, toolserver.Options{Vars: o.vars, Getenv: os.Getenv,
+			Report: func(server, tool string, err error) {
+				t.Logf("native tool %s of %s unavailable: %v", tool, server, err)
+			}})
 		if err != nil {
 			t.Fatalf("native tools: %v", err)
 		}
@@ -234,7 +242,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		}
 	}
 	s.worker = worker.New(c, &activities.Activities{Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
-		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{})
+		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +252,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	s.gw = gateway.New(gateway.Options{
 		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
-		MaxCalls: o.maxCalls, IdleTimeout: time.Hour, Logger: log,
+		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 	})
 	gwMu.Unlock()

@@ -27,6 +27,34 @@ func (t *Tool) EffectiveTimeout() time.Duration {
 	return t.Timeout.D()
 }
 
+// Heartbeat timeouts. A worker sends a running call's heartbeats at most
+// once per 0.8 × the heartbeat timeout (the Temporal SDK batches them), so
+// a heartbeat may be late by 0.2 × the timeout before Temporal gives the
+// call up although its worker is alive: the floor of the default keeps
+// that margin at a second; a manifest may go down to MinHeartbeatTimeout.
+const (
+	MinHeartbeatTimeout        = time.Second
+	DefaultHeartbeatTimeoutMin = 5 * time.Second
+	DefaultHeartbeatTimeoutMax = 10 * time.Second
+)
+
+// DefaultHeartbeatTimeout is the heartbeat timeout of a tool with the
+// given timeout that declares none: a third of the timeout, at least 5s
+// and at most 10s. Short tools notice a dead worker sooner; long ones keep
+// the 10s that costs one heartbeat every 8s per running call.
+func DefaultHeartbeatTimeout(timeout time.Duration) time.Duration {
+	return min(DefaultHeartbeatTimeoutMax, max(DefaultHeartbeatTimeoutMin, timeout/3))
+}
+
+// EffectiveHeartbeatTimeout is the declared heartbeat timeout, or
+// DefaultHeartbeatTimeout of the effective timeout.
+func (t *Tool) EffectiveHeartbeatTimeout() time.Duration {
+	if t != nil && t.HeartbeatTimeout > 0 {
+		return t.HeartbeatTimeout.D()
+	}
+	return DefaultHeartbeatTimeout(t.EffectiveTimeout())
+}
+
 // EffectiveRetry is the declared retry policy with every zero field set to
 // its default: 3 attempts, 1s initial interval, backoff 2, 30s max interval.
 // When only initial_interval is set and it exceeds the default cap, the cap

@@ -34,6 +34,45 @@ func TestEffectiveTimeout(t *testing.T) {
 	}
 }
 
+func TestDefaultHeartbeatTimeout(t *testing.T) {
+	tests := []struct {
+		timeout, want time.Duration
+	}{
+		{time.Second, 5 * time.Second}, // floor (the call's own timeout is then the sooner)
+		{6 * time.Second, 5 * time.Second},
+		{15 * time.Second, 5 * time.Second},
+		{21 * time.Second, 7 * time.Second},
+		{30 * time.Second, 10 * time.Second},
+		{manifests.DefaultToolTimeout, 10 * time.Second}, // as before the setting existed
+		{24 * time.Hour, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := manifests.DefaultHeartbeatTimeout(tt.timeout); got != tt.want {
+			t.Errorf("DefaultHeartbeatTimeout(%s) = %s, want %s", tt.timeout, got, tt.want)
+		}
+	}
+}
+
+func TestEffectiveHeartbeatTimeout(t *testing.T) {
+	var nilTool *manifests.Tool
+	tests := []struct {
+		name string
+		tool *manifests.Tool
+		want time.Duration
+	}{
+		{"no tool", nilTool, 10 * time.Second},
+		{"defaults", &manifests.Tool{}, 10 * time.Second},
+		{"derived from a short timeout", &manifests.Tool{Timeout: d("18s")}, 6 * time.Second},
+		{"declared", &manifests.Tool{Timeout: d("1h"), HeartbeatTimeout: d("30s")}, 30 * time.Second},
+		{"declared below the default's floor", &manifests.Tool{Timeout: d("10s"), HeartbeatTimeout: d("2s")}, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := tt.tool.EffectiveHeartbeatTimeout(); got != tt.want {
+			t.Errorf("%s: EffectiveHeartbeatTimeout = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestEffectiveRetry(t *testing.T) {
 	def := manifests.Retry{MaxAttempts: 3, InitialInterval: d("1s"), Backoff: 2, MaxInterval: d("30s")}
 	tests := []struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/airlock-run/airlock/manifests"
@@ -28,6 +29,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("\x89PNG\r\n\x1a\n"))
 	f.Add([]byte("server:\n  name: caf\xe9\n"))
 	f.Add([]byte{0xFF, 0xFE, 's', 0, ':', 0, ' ', 0, '1', 0})
+	// Quotas of wasm tools: out of range, negative, on a read-only mount,
+	// not numbers.
+	f.Add([]byte("server: {name: w, wasm: {}}\ntools:\n  t:\n    description: d\n    wasm:\n      module: m.wasm\n" +
+		"      sha256: " + strings.Repeat("0", 64) + "\n      input_schema: {type: object}\n      max_open_files: -1\n" +
+		"      mounts: [{host: a, guest: /a, max_files: 0}, {host: b, guest: /b, mode: rw, max_bytes: 1024GiB, max_files: many}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := manifests.Parse("f.yaml", data)
 		if err != nil {

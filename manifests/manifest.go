@@ -5,7 +5,7 @@
 // command or a streamable HTTP URL) and the tools of that upstream that
 // airlock exposes, each with its side effects, data access level, required
 // permissions, risk and approval rule, timeout, retry policy, idempotency,
-// redaction, pre-image capture and compensation. Optional resources and
+// heartbeat timeout, redaction, pre-image capture and compensation. Optional resources and
 // prompts blocks pass the upstream's resources and prompts through, to
 // principals cleared for the block's data access level.
 //
@@ -155,7 +155,13 @@ type Tool struct {
 	// Timeout bounds one attempt of the call (default 60s, at most 24h; see
 	// EffectiveTimeout).
 	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	Retry   *Retry   `yaml:"retry,omitempty" json:"retry,omitempty"`
+	// HeartbeatTimeout is how long a running call may go without a
+	// heartbeat from its worker before Temporal declares the worker dead
+	// and the call's outcome unknown (re-run only if idempotent). It must
+	// be at least 1s and shorter than Timeout. Default: a third of the
+	// timeout, at least 5s and at most 10s (see EffectiveHeartbeatTimeout).
+	HeartbeatTimeout Duration `yaml:"heartbeat_timeout,omitempty" json:"heartbeat_timeout,omitempty"`
+	Retry            *Retry   `yaml:"retry,omitempty" json:"retry,omitempty"`
 
 	// Idempotent says a call may safely run twice with the same arguments.
 	// Only idempotent calls are re-run when the worker died mid-call; for

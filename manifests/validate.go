@@ -279,6 +279,14 @@ func (v *validator) tool(m *Manifest, name string, names []string, serverOK bool
 			v.add(tp, "%s is longer than 24h, the most one attempt may run; lower it", t.Timeout)
 		}
 	}
+	if hp := p + ".heartbeat_timeout"; v.set(hp, t.HeartbeatTimeout) {
+		switch hb := t.HeartbeatTimeout.D(); {
+		case hb < MinHeartbeatTimeout:
+			v.add(hp, "must be at least %s, got %s; omit it for the default (a third of the timeout, between %s and %s)", MinHeartbeatTimeout, t.HeartbeatTimeout, DefaultHeartbeatTimeoutMin, DefaultHeartbeatTimeoutMax)
+		case hb >= t.EffectiveTimeout():
+			v.add(hp, "%s is not shorter than the timeout (%s), which notices a dead worker as soon; lower it or remove it", t.HeartbeatTimeout, t.EffectiveTimeout())
+		}
+	}
 	v.retry(p+".retry", t.Retry)
 	v.nonEmpty(p+".redact", t.Redact, `an argument path such as "content" or "auth.token"`)
 	v.nonEmpty(p+".path_args", t.PathArgs, `an argument name such as "path"`)

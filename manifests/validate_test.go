@@ -229,6 +229,35 @@ func TestValidate(t *testing.T) {
 			want: []string{`m.yaml:10: tools.read.timeout: 48h0m0s is longer than 24h, the most one attempt may run; lower it`},
 		},
 		{
+			name: "heartbeat timeout zero",
+			src:  head + readTool + "    heartbeat_timeout: 0s\n",
+			want: []string{`m.yaml:10: tools.read.heartbeat_timeout: must be at least 1s, got 0s; omit it for the default (a third of the timeout, between 5s and 10s)`},
+		},
+		{
+			name: "heartbeat timeout under a second",
+			src:  head + readTool + "    heartbeat_timeout: 500ms\n",
+			want: []string{`m.yaml:10: tools.read.heartbeat_timeout: must be at least 1s, got 500ms; omit it for the default (a third of the timeout, between 5s and 10s)`},
+		},
+		{
+			name: "heartbeat timeout not shorter than the timeout",
+			src:  head + readTool + "    timeout: 20s\n    heartbeat_timeout: 20s\n",
+			want: []string{`m.yaml:11: tools.read.heartbeat_timeout: 20s is not shorter than the timeout (20s), which notices a dead worker as soon; lower it or remove it`},
+		},
+		{
+			name: "heartbeat timeout not shorter than the default timeout",
+			src:  head + readTool + "    heartbeat_timeout: 2m\n",
+			want: []string{`m.yaml:10: tools.read.heartbeat_timeout: 2m0s is not shorter than the timeout (1m0s), which notices a dead worker as soon; lower it or remove it`},
+		},
+		{
+			name: "heartbeat timeout without a unit",
+			src:  head + readTool + "    heartbeat_timeout: 30\n",
+			want: []string{`m.yaml:10: tools.read.heartbeat_timeout: 30 has no unit; write a duration such as "30s" (s, m or h)`},
+		},
+		{
+			name: "heartbeat timeout valid",
+			src:  head + readTool + "    timeout: 1h\n    heartbeat_timeout: 30s\n",
+		},
+		{
 			name: "retry values",
 			src:  head + readTool + "    retry:\n      max_attempts: -1\n      backoff: 0.5\n      initial_interval: -1s\n",
 			want: []string{

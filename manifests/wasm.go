@@ -39,7 +39,11 @@ type WASMTool struct {
 	// OutputLimit caps stdout (default 1MiB, at most 64MiB); more is an
 	// error, never a truncated result.
 	OutputLimit ByteSize `yaml:"output_limit,omitempty" json:"output_limit,omitempty"`
-	Mounts      []Mount  `yaml:"mounts,omitempty" json:"mounts,omitempty"`
+	// MaxOpenFiles caps the files and directories a call has open at once
+	// in its mounts (default 64, at most 1024); opening one more stops the
+	// call with an error naming the limit.
+	MaxOpenFiles int     `yaml:"max_open_files,omitempty" json:"max_open_files,omitempty"`
+	Mounts       []Mount `yaml:"mounts,omitempty" json:"mounts,omitempty"`
 	// Env names the host environment variables the guest sees (their
 	// values are read at start-up); nothing else is passed.
 	Env []string `yaml:"env,omitempty" json:"env,omitempty"`
@@ -54,18 +58,57 @@ type Mount struct {
 	Guest string `yaml:"guest" json:"guest"`
 	// Mode is "ro" (the default) or "rw".
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	// MaxBytes and MaxFiles are the quotas of a read-write mount: what the
+	// directory may hold in all, counting what was there before the call,
+	// in bytes of regular files (default 64MiB) and in entries — files,
+	// directories and links — below it (default 1000). A write or create
+	// past either fails and stops the call with an error naming the quota.
+	// Every call walks the directory once when it starts (up to MaxFiles
+	// entries), so MaxFiles is at most 1000000.
+	MaxBytes ByteSize `yaml:"max_bytes,omitempty" json:"max_bytes,omitempty"`
+	MaxFiles int      `yaml:"max_files,omitempty" json:"max_files,omitempty"`
 }
 
 // ReadOnly reports whether the mount is read-only (the default).
 func (m Mount) ReadOnly() bool { return m.Mode != "rw" }
 
+// EffectiveMaxBytes is max_bytes or its default.
+func (m Mount) EffectiveMaxBytes() ByteSize {
+	if m.MaxBytes > 0 {
+		return m.MaxBytes
+	}
+	return DefaultMountBytes
+}
+
+// EffectiveMaxFiles is max_files or its default.
+func (m Mount) EffectiveMaxFiles() int {
+	if m.MaxFiles > 0 {
+		return m.MaxFiles
+	}
+	return DefaultMountFiles
+}
+
 // Defaults and bounds of WASM tools.
 const (
-	DefaultWASMMemory = ByteSize(64 << 20)
-	MaxWASMMemory     = ByteSize(4 << 30)
-	DefaultWASMOutput = ByteSize(1 << 20)
-	MaxWASMOutput     = ByteSize(64 << 20)
+	DefaultWASMMemory    = ByteSize(64 << 20)
+	MaxWASMMemory        = ByteSize(4 << 30)
+	DefaultWASMOutput    = ByteSize(1 << 20)
+	MaxWASMOutput        = ByteSize(64 << 20)
+	DefaultWASMOpenFiles = 64
+	MaxWASMOpenFiles     = 1024
+	DefaultMountBytes    = ByteSize(64 << 20)
+	MaxMountBytes        = ByteSize(1 << 40)
+	DefaultMountFiles    = 1000
+	MaxMountFiles        = 1_000_000
 )
+
+// EffectiveMaxOpenFiles is max_open_files or its default.
+func (w *WASMTool) EffectiveMaxOpenFiles() int {
+	if w.MaxOpenFiles > 0 {
+		return w.MaxOpenFiles
+	}
+	return DefaultWASMOpenFiles
+}
 
 // EffectiveMemoryLimit is memory_limit or its default.
 func (w *WASMTool) EffectiveMemoryLimit() ByteSize {
@@ -200,6 +243,9 @@ func (v *validator) wasmTool(m *Manifest, p string, t *Tool) {
 	if v.lines.Has(wp+".output_limit") && (w.OutputLimit < 1 || w.OutputLimit > MaxWASMOutput) {
 		v.add(wp+".output_limit", "%s is out of range; use 1B to 64MiB (default %s)", w.OutputLimit, DefaultWASMOutput)
 	}
+	if v.lines.Has(wp+".max_open_files") && (w.MaxOpenFiles < 1 || w.MaxOpenFiles > MaxWASMOpenFiles) {
+		v.add(wp+".max_open_files", "%d is out of range; use 1 to %d (default %d)", w.MaxOpenFiles, MaxWASMOpenFiles, DefaultWASMOpenFiles)
+	}
 	guests := map[string]bool{}
 	for i, mt := range w.Mounts {
 		mp := fmt.Sprintf("%s.mounts[%d]", wp, i)
@@ -217,6 +263,17 @@ func (v *validator) wasmTool(m *Manifest, p string, t *Tool) {
 		guests[mt.Guest] = true
 		if mt.Mode != "" && mt.Mode != "ro" && mt.Mode != "rw" {
 			v.add(mp+".mode", `%q is not a mode; use "ro" (read-only, the default) or "rw"`, mt.Mode)
+		}
+		for _, q := range []string{"max_bytes", "max_files"} {
+			if v.lines.Has(mp+"."+q) && (mt.Mode == "" || mt.Mode == "ro") {
+				v.add(mp+"."+q, `is a quota of read-write mounts; remove it, or make the mount "rw"`)
+			}
+		}
+		if v.lines.Has(mp+".max_bytes") && (mt.MaxBytes < 1 || mt.MaxBytes > MaxMountBytes) {
+			v.add(mp+".max_bytes", "%s is out of range; use 1B to %s (default %s)", mt.MaxBytes, MaxMountBytes, DefaultMountBytes)
+		}
+		if v.lines.Has(mp+".max_files") && (mt.MaxFiles < 1 || mt.MaxFiles > MaxMountFiles) {
+			v.add(mp+".max_files", "%d is out of range; use 1 to %d (default %d)", mt.MaxFiles, MaxMountFiles, DefaultMountFiles)
 		}
 	}
 	for i, e := range w.Env {

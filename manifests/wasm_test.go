@@ -32,8 +32,9 @@ tools:
         required: [json, path]
       memory_limit: 32MiB
       output_limit: 512KiB
-      mounts: [{host: "${AIRLOCK_DATA_DIR}/data", guest: /data}, {host: out, guest: /out, mode: rw}]
+      mounts: [{host: "${AIRLOCK_DATA_DIR}/data", guest: /data}, {host: out, guest: /out, mode: rw, max_bytes: 1MiB, max_files: 10}]
       env: [LANG]
+      max_open_files: 16
 `
 	tests := []struct {
 		name string
@@ -61,6 +62,18 @@ tools:
 				`m.yaml:22: tools.q.wasm.mounts[1].mode: "rwx" is not a mode; use "ro" (read-only, the default) or "rw"`,
 				`m.yaml:23: tools.q.wasm.env[0]: "LANG=C" is not an environment variable name; list names only (values come from the host)`,
 			}},
+		{name: "quotas out of range or on a read-only mount", src: strings.NewReplacer(
+			"guest: /data}", "guest: /data, max_files: 5}",
+			"max_bytes: 1MiB, max_files: 10", "max_bytes: 0B, max_files: 2000000",
+			"max_open_files: 16", "max_open_files: 0").Replace(good),
+			want: []string{
+				`m.yaml:22: tools.q.wasm.mounts[0].max_files: is a quota of read-write mounts; remove it, or make the mount "rw"`,
+				`m.yaml:22: tools.q.wasm.mounts[1].max_bytes: 0B is out of range; use 1B to 1024GiB (default 64MiB)`,
+				`m.yaml:22: tools.q.wasm.mounts[1].max_files: 2000000 is out of range; use 1 to 1000000 (default 1000)`,
+				`m.yaml:24: tools.q.wasm.max_open_files: 0 is out of range; use 1 to 1024 (default 64)`,
+			}},
+		{name: "a quota that is not a number", src: strings.Replace(good, "max_files: 10", "max_files: many", 1),
+			want: []string{`m.yaml:22: tools.q.wasm.mounts[1].max_files: expected a whole number, got "many"`}},
 		{name: "size without unit", src: strings.Replace(good, "output_limit: 512KiB", "output_limit: 512", 1),
 			want: []string{`m.yaml:21: tools.q.wasm.output_limit: "512" is not a size; write a number and a unit, e.g. "64MiB" (B, KiB, MiB, GiB, KB, MB, GB)`}},
 		{name: "schema not an object", src: strings.Replace(good, "        type: object\n", "        type: array\n", 1),
@@ -84,6 +97,21 @@ func TestWASMResolve(t *testing.T) {
 	}
 	if w.Mounts[0].Host != "${AIRLOCK_DATA_DIR}/notes" {
 		t.Fatal("Resolve changed its receiver's mounts")
+	}
+}
+
+func TestWASMDefaults(t *testing.T) {
+	var w WASMTool
+	if got := w.EffectiveMaxOpenFiles(); got != 64 {
+		t.Errorf("max_open_files defaults to %d, want 64", got)
+	}
+	var m Mount
+	if m.EffectiveMaxBytes() != 64<<20 || m.EffectiveMaxFiles() != 1000 {
+		t.Errorf("mount quotas default to %s and %d, want 64MiB and 1000", m.EffectiveMaxBytes(), m.EffectiveMaxFiles())
+	}
+	w = WASMTool{MaxOpenFiles: 8, Mounts: []Mount{{MaxBytes: 1 << 10, MaxFiles: 3}}}
+	if w.EffectiveMaxOpenFiles() != 8 || w.Mounts[0].EffectiveMaxBytes() != 1<<10 || w.Mounts[0].EffectiveMaxFiles() != 3 {
+		t.Errorf("set values not kept: %+v", w)
 	}
 }
 

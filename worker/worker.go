@@ -1,6 +1,11 @@
 // Package worker registers airlock's workflows and activities on a Temporal
-// worker. Registration and worker options only: what the workflows and
-// activities do lives in their own packages.
+// worker: registration and worker options; what the workflows and
+// activities do lives in their own packages. orphans.go is what a worker
+// that is the only one of its Temporal (airlock dev) does at start-up:
+// it ends the activities its previous process was running when it died.
+//
+// It imports the workflows, the activities, api and the Temporal SDK; only
+// commands and tests import it.
 package worker
 
 import (
@@ -23,6 +28,9 @@ type Options struct {
 	// MaxConcurrentCalls bounds tool calls run at once by this worker
 	// (default 64).
 	MaxConcurrentCalls int
+	// Identity is the worker's identity (default: the SDK's, pid@host).
+	// The only worker of its Temporal server uses SoleIdentity.
+	Identity string
 }
 
 // New returns a worker with every workflow and activity registered under
@@ -41,6 +49,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 		// Finish calls in flight on shutdown rather than abandoning them
 		// to the heartbeat timeout.
 		WorkerStopTimeout: 10 * time.Second,
+		Identity:          opts.Identity,
 	})
 	Register(w, acts)
 	return w

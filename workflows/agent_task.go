@@ -15,13 +15,31 @@ import (
 	"github.com/airlock-run/airlock/manifests"
 )
 
-// recentKept is how many finished calls the task remembers (with results,
-// for deduplicating retried call IDs across continue-as-new).
+// recentKept is how many finished calls the task remembers with their
+// results, to answer a retried call ID with its first result across
+// continue-as-new (the ledger remembers every call, without results).
 const recentKept = 32
 
 // defaultContinueAsNewAfter: see Limits.ContinueAsNewAfter.
 const defaultContinueAsNewAfter = 500
 
+// timeoutGrace is added to a tool's timeout for its activity.
+const timeoutGrace = 2 * time.Second
+
+// heartbeatTimeout is how long a running call may go without a heartbeat
+// before Temporal declares its worker dead, in runs from before
+// changeHeartbeat.
+const heartbeatTimeout = 10 * time.Second
+
+// changeHeartbeat versions the calls' heartbeat timeout: each tool's own
+// (ToolSpec.HeartbeatTimeout, from its manifest) instead of heartbeatTimeout
+// for every tool.
+const changeHeartbeat = "heartbeat-timeout"
+
+// heartbeatFor is the heartbeat timeout of an activity that may run for d,
+// in runs from before changeHeartbeat. A call shorter than the heartbeat
+// timeout needs none: its start-to-close timeout notices a dead worker as
+// soon.
 func heartbeatFor(d time.Duration) time.Duration {
 	if d <= heartbeatTimeout {
 		return 0
@@ -29,12 +47,18 @@ func heartbeatFor(d time.Duration) time.Duration {
 	return heartbeatTimeout
 }
 
-// timeoutGrace is added to a tool's timeout for its activity.
-const timeoutGrace = 2 * time.Second
-
-// heartbeatTimeout is how long a running call may go without a heartbeat
-// before Temporal declares its worker dead.
-const heartbeatTimeout = 10 * time.Second
+// toolHeartbeat is the heartbeat timeout of a call of a tool whose spec
+// says hb (zero: the default for its timeout) and whose activity may run
+// for d; none when d is as short, for the same reason as heartbeatFor.
+func toolHeartbeat(hb, timeout, d time.Duration) time.Duration {
+	if hb <= 0 {
+		hb = manifests.DefaultHeartbeatTimeout(timeout)
+	}
+	if d <= hb {
+		return 0
+	}
+	return hb
+}
 
 // task is the in-memory state of one AgentTask run.
 type task struct {
@@ -59,6 +83,14 @@ type task struct {
 	canceled     bool // the task was cancelled (its context is done)
 	plan         *api.PlanStatus
 	ended        bool
+
+	// ledger records every call the task has run, in all its runs, so a
+	// retried call ID is never run again (nil in runs from before
+	// changeCallLedger, and in plans); seen finds a call in it by key
+	// (lookup only, never iterated). runID is this run's ID.
+	ledger *api.CallLedger
+	seen   map[api.LedgerKey]int
+	runID  string
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -68,6 +100,11 @@ type task struct {
 // large, carrying its state.
 func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	t := newTask(ctx, in)
+	// Once per run, not per call: a run decides at its start whether it
+	// keeps the ledger (runs recorded before it replay without one).
+	if workflow.GetVersion(ctx, changeCallLedger, workflow.DefaultVersion, 1) >= 1 {
+		t.keepLedger(ctx)
+	}
 
 	// Handlers first, before anything blocks.
 	if err := t.registerShared(ctx); err != nil {
@@ -75,6 +112,9 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateCallTool, t.callTool,
 		workflow.UpdateHandlerOptions{Validator: t.validateCall}); err != nil {
+		return api.TaskResult{}, err
+	}
+	if err := workflow.SetQueryHandler(ctx, api.QueryCall, t.callQuery); err != nil {
 		return api.TaskResult{}, err
 	}
 
@@ -239,6 +279,129 @@ func newTask(ctx workflow.Context, in api.TaskInput) *task {
 	return t
 }
 
+// changeCallLedger versions the call ledger: a task remembers every call
+// it ran across continue-as-new, not only its recent ones.
+const changeCallLedger = "call-ledger"
+
+// keepLedger starts this run's ledger from the one carried in; a task
+// continued from a run that kept none starts it from the recent calls it
+// carried (their run unknown).
+func (t *task) keepLedger(ctx workflow.Context) {
+	t.runID = workflow.GetInfo(ctx).WorkflowExecution.RunID
+	t.ledger = &api.CallLedger{}
+	if c := t.in.Carried; c != nil {
+		if c.Ledger != nil {
+			t.ledger = c.Ledger.Clone()
+		} else {
+			for _, r := range c.Recent {
+				if r.Outcome != api.OutcomeLimit {
+					t.ledger.Add(0, "", r.CallID, r.Outcome)
+				}
+			}
+		}
+	}
+	t.seen = make(map[api.LedgerKey]int, t.ledger.Len())
+	for i := range t.ledger.Len() {
+		t.seen[t.ledger.Key(i)] = i
+	}
+}
+
+// ledgerEntryJSON is what one more call adds to the ledger's JSON at most
+// (13 bytes in base64), and ledgerRunJSON what one more run adds.
+const (
+	ledgerEntryJSON = 18
+	ledgerRunJSON   = 120
+)
+
+// ledgerFull reports that the ledger cannot take one more call (counting
+// those running now) within api.MaxTaskCalls and api.MaxLedgerBytes.
+func (t *task) ledgerFull() bool {
+	n := len(t.inFlight) + 1
+	return t.ledger.Len()+n > api.MaxTaskCalls ||
+		t.ledger.Size()+n*ledgerEntryJSON+ledgerRunJSON > api.MaxLedgerBytes
+}
+
+// known reports whether the task would answer callID as a repeat.
+func (t *task) known(callID string) bool {
+	if slices.ContainsFunc(t.recent, func(r api.CallRecord) bool { return r.CallID == callID }) {
+		return true
+	}
+	_, ok := t.seen[api.LedgerKeyOf(callID)]
+	return ok
+}
+
+// repeat answers a call ID the task has already run, without running it
+// again: from the recent calls with its first result, else from the
+// ledger with its outcome and where its result is recorded.
+func (t *task) repeat(callID string) (api.CallResult, bool) {
+	for _, r := range t.recent {
+		if r.CallID != callID {
+			continue
+		}
+		res := api.CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision}
+		if t.ledger == nil || r.Outcome == api.OutcomeLimit { // a limit: the call never ran
+			if r.ResultDropped {
+				res.Result = t.droppedResult(r)
+			}
+			return res, true
+		}
+		var run api.LedgerRun
+		if i, ok := t.seen[api.LedgerKeyOf(callID)]; ok {
+			run, _ = t.ledger.Entry(i)
+		}
+		if r.ResultDropped {
+			res = t.ranBefore(callID, r.Tool, r.Outcome, run)
+			res.Attempts, res.Decision = r.Attempts, r.Decision
+			return res, true
+		}
+		res.Repeat = &api.Repeat{Run: run.N, RunID: run.ID, Held: true}
+		return res, true
+	}
+	if t.ledger == nil {
+		return api.CallResult{}, false
+	}
+	i, ok := t.seen[api.LedgerKeyOf(callID)]
+	if !ok {
+		return api.CallResult{}, false
+	}
+	run, o := t.ledger.Entry(i)
+	return t.ranBefore(callID, "", o, run), true
+}
+
+// callQuery answers QueryCall: a call that finished in an earlier run is
+// no Update of this one, so a client collecting its result (airlock_await)
+// asks the task's memory instead.
+func (t *task) callQuery(callID string) (api.CallResult, error) {
+	if res, ok := t.repeat(callID); ok {
+		return res, nil
+	}
+	return api.CallResult{}, fmt.Errorf("task %s has no record of call %s", t.in.TaskID, callID)
+}
+
+// ranBefore answers a repeated call whose result the task no longer
+// holds: it says that the call ran, its outcome, and which run's history
+// records its result.
+func (t *task) ranBefore(callID, tool string, o api.Outcome, run api.LedgerRun) api.CallResult {
+	what := "call " + callID
+	if tool != "" {
+		what += " (" + tool + ")"
+	}
+	where, show := "in an earlier run", "airlock audit show "+t.in.TaskID
+	if run.N > 0 {
+		where = fmt.Sprintf("in run %d (%s)", run.N, run.ID)
+		show = fmt.Sprintf("airlock audit show --run %s %s", run.ID, t.in.TaskID)
+	}
+	outcome := string(o)
+	if o == "" {
+		outcome = "not recorded"
+	}
+	text := fmt.Sprintf("%s already ran in task %s, %s, with outcome %s, and was not run again. The task no longer holds its result; that run's history records it: %s",
+		what, t.in.TaskID, where, outcome, show)
+	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}, "isError": o != api.OutcomeOK})
+	return api.CallResult{CallID: callID, Tool: tool, Outcome: o, Reason: text, Result: b,
+		Repeat: &api.Repeat{Run: run.N, RunID: run.ID}}
+}
+
 // nextWake returns when the task must next check its deadline or idle
 // timeout, and which of the two that is. Zero means never.
 func (t *task) nextWake() (time.Time, string) {
@@ -325,6 +488,7 @@ func (t *task) carry() *api.Carried {
 		Undone:         slices.Clone(t.undone),
 		Rollbacks:      t.rollbacks,
 		RollbackFailed: t.state == api.StateRollbackFailed,
+		Ledger:         t.ledger.Clone(),
 	}
 }
 
@@ -366,14 +530,18 @@ func (t *task) validateCall(req api.CallRequest) error {
 		return fmt.Errorf("call_tool: the arguments are %d bytes, more than the %d a task's history keeps; send less", len(req.Arguments), api.MaxArgumentBytes)
 	case req.Tool == "" || req.Server == "" || req.UpstreamTool == "":
 		return errors.New("call_tool: Tool, Server and UpstreamTool must be set")
+	case req.Principal != "" && req.Principal != t.in.Principal:
+		return fmt.Errorf("task %s belongs to another principal; call in your own task", t.in.TaskID)
+	case t.ledger != nil && t.known(req.CallID):
+		// A repeat is answered at once whatever the task is doing
+		// (finishing, rolling back, draining for continue-as-new).
+		return nil
 	case t.state == api.StateRollbackFailed:
 		return fmt.Errorf("task %s could not be rolled back completely; an operator must retry the rollback (airlock tasks rollback %s) or finish the task before it takes new calls", t.in.TaskID, t.in.TaskID)
 	case t.state != api.StateRunning || t.finish || t.canceled:
 		return temporal.NewApplicationError(fmt.Sprintf("task %s is finishing; start a new task", t.in.TaskID), api.ErrTypeFinishing)
 	case t.rolling != nil:
 		return fmt.Errorf("task %s: %w", t.in.TaskID, errRollingBack)
-	case req.Principal != "" && req.Principal != t.in.Principal:
-		return fmt.Errorf("task %s belongs to another principal; call in your own task", t.in.TaskID)
 	case t.draining:
 		return temporal.NewApplicationError(fmt.Sprintf("%s: task %s", api.ErrContinuingAsNew, t.in.TaskID), api.ErrTypeContinuingAsNew)
 	}
@@ -383,16 +551,11 @@ func (t *task) validateCall(req api.CallRequest) error {
 // callTool is the call pipeline: limits, (policy decision, approval wait and
 // capture come with their issues), execute, record.
 func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResult, error) {
-	// A call ID seen in an earlier run (before continue-as-new) answers
-	// with its recorded result instead of running again.
-	for _, r := range t.recent {
-		if r.CallID == req.CallID {
-			res := api.CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision}
-			if r.ResultDropped {
-				res.Result = t.droppedResult(r)
-			}
-			return res, nil
-		}
+	// A call ID seen in an earlier run (before continue-as-new) is
+	// answered, not run again. (Temporal itself deduplicates Update IDs
+	// within a run.)
+	if res, ok := t.repeat(req.CallID); ok {
+		return res, nil
 	}
 	started := workflow.Now(ctx)
 	t.lastActivity = started
@@ -404,6 +567,10 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	if dl := t.in.Limits.Deadline; !dl.IsZero() && !started.Before(dl) {
 		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
 			Reason: fmt.Sprintf("task %s passed its deadline (%s); start a new task", t.in.TaskID, dl.UTC().Format(time.RFC3339))}), nil
+	}
+	if t.ledger != nil && t.ledgerFull() {
+		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
+			Reason: fmt.Sprintf("task %s has run %d tool calls, the most one task can remember to keep a retried call from running twice; finish this task and start a new one", t.in.TaskID, t.ledger.Len())}), nil
 	}
 
 	t.calls++
@@ -533,13 +700,20 @@ func (t *task) record(req api.CallRequest, started, finished time.Time, res api.
 	if len(t.recent) > recentKept {
 		t.recent = slices.Delete(t.recent, 0, len(t.recent)-recentKept)
 	}
+	// Every call that counted goes in the ledger; a limit outcome is a
+	// call refused before it counted, which a retry meets again.
+	if t.ledger != nil && res.Outcome != api.OutcomeLimit {
+		t.seen[api.LedgerKeyOf(req.CallID)] = t.ledger.Add(t.runs, t.runID, req.CallID, res.Outcome)
+	}
 	return res
 }
 
 // execute runs the tool as an activity, retrying by the manifest's policy.
 // Retries live here rather than in the activity's retry policy so that a
-// call whose worker died mid-flight (an activity timeout) is visible to the
-// workflow, which re-runs it only for idempotent tools.
+// call whose worker died mid-flight (an activity timeout, or the
+// OutcomeUnknown failure with which a restarted airlock dev answers the
+// calls it was running when it died) is visible to the workflow, which
+// re-runs it only for idempotent tools.
 func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult {
 	spec := req.Spec
 	rp := spec.Retry
@@ -556,14 +730,20 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
+	// Versioned: a marker once per run, at its first call (GetVersion
+	// answers later calls from the first).
+	hb := heartbeatFor(timeout + timeoutGrace)
+	if workflow.GetVersion(ctx, changeHeartbeat, workflow.DefaultVersion, 1) >= 1 {
+		hb = toolHeartbeat(spec.HeartbeatTimeout, timeout, timeout+timeoutGrace)
+	}
 	ao := workflow.ActivityOptions{
 		// A little past the tool's own timeout, so that a tool that
 		// enforces it (a native tool's sandbox) answers why it stopped
 		// before the activity gives up on it.
 		StartToCloseTimeout: timeout + timeoutGrace,
-		// A call shorter than the heartbeat timeout needs none: its
-		// start-to-close timeout notices a dead worker as soon.
-		HeartbeatTimeout: heartbeatFor(timeout + timeoutGrace),
+		// How soon a worker that died mid-call is noticed, when it did
+		// not come back to say so (see worker.ResolveOrphans).
+		HeartbeatTimeout: hb,
 		// Retries are this loop's job (see above).
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:     req.Tool,

@@ -185,7 +185,8 @@ func TestReplayCatchesUnversionedChange(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "agent_task_*.json"))
 	saga, _ := filepath.Glob(filepath.Join("testdata", "saga_*.json"))
 	approvals, _ := filepath.Glob(filepath.Join("testdata", "approvals_*.json"))
-	files = append(append(files, saga...), approvals...)
+	heartbeat, _ := filepath.Glob(filepath.Join("testdata", "heartbeat_*.json"))
+	files = append(append(append(files, saga...), approvals...), heartbeat...)
 	if len(files) == 0 {
 		t.Fatal("no recorded agent task histories")
 	}

@@ -189,7 +189,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		return s, err
 	}
 	if r.worker {
-		if err := s.startWorker(); err != nil {
+		if err := s.startWorker(ctx); err != nil {
 			return s, err
 		}
 	}
@@ -323,7 +323,7 @@ func (s *stack) startUpstreams(ctx context.Context) error {
 
 // startWorker starts the worker: the activities over the upstream pool,
 // the blob store and the notifiers.
-func (s *stack) startWorker() error {
+func (s *stack) startWorker(ctx context.Context) error {
 	e := s.env
 	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
 		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit}
@@ -340,7 +340,16 @@ func (s *stack) startWorker() error {
 		return err
 	}
 	acts.Notifiers = append(acts.Notifiers, notifiers...)
-	w := worker.New(s.client, acts, worker.Options{TaskQueue: e.tq})
+	wo := worker.Options{TaskQueue: e.tq}
+	if s.srv != nil {
+		// The only worker of its own Temporal: what an earlier process
+		// was running when it died is dead; answer it before polling.
+		wo.Identity = worker.SoleIdentity()
+		if _, err := worker.ResolveOrphans(ctx, s.client, worker.OrphanOptions{Namespace: e.ns, TaskQueue: e.tq, Identity: wo.Identity, Logger: e.log}); err != nil {
+			e.log.Warn().Err(err).Msg("some calls in flight when airlock last stopped wait for their heartbeat timeout")
+		}
+	}
+	w := worker.New(s.client, acts, wo)
 	e.log.Info().Str("policy", e.snap.Policy.Version()).Int("rules", len(e.snap.Config.Policy.Rules)).Msg("policy loaded")
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)

@@ -262,9 +262,11 @@ func newPool(e *env, nat *toolserver.Servers, onChange func(string)) *upstream.P
 }
 
 // startNative prepares the wasm servers over a sandbox whose compilation
-// cache lives under the data dir (nil when there are none). A module whose
-// sha256 does not match its manifest stops start-up; compiling happens when
-// the upstream pool first connects, in the background.
+// cache lives under the data dir (nil when there are none). A module that
+// is missing, does not match its sha256 or does not compile makes its own
+// tools unavailable (listed with the reason, calls fail) and is logged as
+// an error; the other tools are served. Compiling happens when the
+// upstream pool first connects, in the background.
 func startNative(ctx context.Context, e *env) (*toolserver.Servers, func(), error) {
 	wasm := false
 	for _, m := range e.snap.Manifests {
@@ -283,11 +285,15 @@ func startNative(ctx context.Context, e *env) (*toolserver.Servers, func(), erro
 	}
 	stop := func() { _ = sb.Close(context.Background()) }
 	t0 := time.Now()
-	nat, err := toolserver.New(ctx, sb, e.snap.Manifests, vars, os.Getenv)
+	nat, err := toolserver.New(ctx, sb, e.snap.Manifests, toolserver.Options{Vars: vars, Getenv: os.Getenv,
+		Report: func(server, tool string, err error) {
+			e.log.Error().Str("server", server).Str("tool", tool).Err(err).
+				Msg("native tool unavailable: its module could not be loaded; the server's other tools are served")
+		}})
 	if err != nil {
 		stop()
 		return nil, nil, err
 	}
-	e.log.Info().Dur("took", time.Since(t0)).Msg("wasm modules match their sha256; they compile in the background (cached under the data dir)")
+	e.log.Info().Dur("took", time.Since(t0)).Msg("wasm modules checked against their sha256; they compile in the background (cached under the data dir)")
 	return nat, stop, nil
 }

@@ -4,8 +4,9 @@
 // which needs both.
 //
 // It reads files only; it never logs and never dials anything. It imports
-// packages manifests and policy (to compile the rules at load) and the
-// standard library.
+// packages manifests and policy (to compile the rules at load), api (for
+// the bounds the workflows set, such as api.MaxTaskCalls) and the standard
+// library.
 package config
 
 import (

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -184,6 +185,9 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	if c.Task.MaxCalls < 1 {
 		v.add("task.max_calls", "must be at least 1, got %d; it caps the tool calls of one task (default %d)", c.Task.MaxCalls, DefaultMaxCalls)
 	}
+	if c.Task.MaxCalls > api.MaxTaskCalls {
+		v.add("task.max_calls", "is %d, more than the %d calls one task can remember to keep retries from running twice; split the work into more tasks", c.Task.MaxCalls, api.MaxTaskCalls)
+	}
 	if c.Task.Deadline <= 0 {
 		v.add("task.deadline", `must be positive, got %s; write how long a task may run, e.g. "24h"`, c.Task.Deadline)
 	}
@@ -293,6 +297,9 @@ func (c *Config) validateIdentity(v *validator) {
 		}
 		if r.MaxCalls < 0 {
 			v.add(at+".max_calls", "must not be negative; omit it for the task default")
+		}
+		if r.MaxCalls > api.MaxTaskCalls {
+			v.add(at+".max_calls", "is %d, more than the %d calls one task can remember to keep retries from running twice", r.MaxCalls, api.MaxTaskCalls)
 		}
 		if r.Deadline < 0 {
 			v.add(at+".deadline", "must not be negative; omit it for the task default")

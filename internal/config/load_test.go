@@ -162,6 +162,12 @@ http:
 			want:  []string{`DIR/airlock.yaml:3: task.max_call: unknown field; did you mean "max_calls"?`},
 		},
 		{
+			name:  "max_calls beyond what a task can remember",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ntask:\n  max_calls: 25001\n",
+			want:  []string{`DIR/airlock.yaml:3: task.max_calls: is 25001, more than the 25000 calls one task can remember to keep retries from running twice; split the work into more tasks`},
+		},
+		{
 			name:  "bare number duration",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\ntask:\n  deadline: 30\n",

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 	"unicode/utf8"
-
-	"cel.dev/cel-go/cel"
 
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -288,41 +287,28 @@ func jsonTypeName(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// evalRules runs the rules in order; ok is false when none matched.
+// evalRules runs the rules in order, skipping those the index shows cannot
+// match the tool; ok is false when none matched.
 func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Decision, bool) {
-	act, err := cel.NewActivation(map[string]any{
-		"principal": celPrincipal{
-			Name:        in.Principal.Name,
-			Roles:       in.Principal.Roles,
-			Permissions: in.Principal.Permissions,
-			DataLevel:   string(in.Principal.DataLevel),
-			SlackUserID: in.Principal.SlackUserID,
-		},
-		"tool": celTool{
-			Name:                in.Tool.Name,
-			Server:              in.Tool.Server,
-			Upstream:            in.Tool.Upstream,
-			SideEffects:         facts.sideEffects,
-			DataAccessLevel:     string(facts.level),
-			RequiredPermissions: facts.perms,
-			Risk:                string(facts.risk),
-			Idempotent:          facts.idempotent,
-			Covered:             facts.covered,
-		},
-		"task": celTask{
-			ID:             in.Task.ID,
-			Calls:          int64(in.Task.Calls),
-			ElapsedSeconds: in.Task.Elapsed.Seconds(),
-		},
-		"args": args,
-	})
+	vars, err := ruleVars(p.adapter, in, facts, args)
 	if err != nil {
 		return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: the policy rules cannot see this call (%v); report this to an operator", err)), true
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ruleEvalTimeout)
-	defer cancel()
-	for _, r := range p.rules {
-		matched, err := evalRule(ctx, r.prg, act)
+	// One deadline, ruleEvalTimeout after the rules start, bounds all the
+	// comprehensions of a decision (only they check it). Its context is
+	// made when the first rule with a comprehension needs it.
+	deadline := time.Now().Add(ruleEvalTimeout)
+	var ctx context.Context
+	size := inputSizeBound(in, facts)
+	var buf [32]int
+	for _, i := range p.index.candidates(in.Tool.Name, buf[:]) {
+		r := &p.rules[i]
+		if r.loops && ctx == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+		}
+		matched, err := r.eval(ctx, vars, size)
 		if err != nil {
 			return p.decision(Deny, CheckError, r.Name, fmt.Sprintf("denied: policy rule %q could not be evaluated for this call (%s); if the rule expects an argument this call lacks, supply it, otherwise ask an operator to fix the rule",
 				r.Name, clip(err.Error()))), true

@@ -91,6 +91,23 @@ func readMultiple(roots ...string) Tool {
 	}
 }
 
+// readTextFile is a low-risk reading tool without path arguments, so that
+// deciding a call to it reads no file system.
+func readTextFile() Tool {
+	return Tool{
+		Name:     "filesystem__read_text_file",
+		Server:   "filesystem",
+		Upstream: "read_text_file",
+		Decl: &manifests.Tool{
+			SideEffects:         []manifests.SideEffect{manifests.SideEffectRead},
+			DataAccessLevel:     manifests.DataInternal,
+			RequiredPermissions: []string{"filesystem.read"},
+			Risk:                manifests.RiskLow,
+			Idempotent:          true,
+		},
+	}
+}
+
 func mustCompile(t testing.TB, cfg Config) *Policy {
 	t.Helper()
 	p, err := Compile(cfg)
@@ -156,6 +173,11 @@ func args(kv ...any) json.RawMessage {
 var decisionOpts = cmpopts.IgnoreFields(Decision{}, "Reason", "Version")
 
 func TestDecide(t *testing.T) {
+	// The cost limit, not the time backstop, must decide "rule/cost limit
+	// denies": on a loaded machine (CI, -race) the nested comprehension can
+	// take longer than the backstop's 100 ms before its cost runs out.
+	defer func(d time.Duration) { ruleEvalTimeout = d }(ruleEvalTimeout)
+	ruleEvalTimeout = time.Minute
 	fx := newFS(t)
 	root := fx.root
 	in := func(edit ...func(*Input)) Input {

@@ -44,7 +44,12 @@
 // evaluation error, which denies the call: guard optional arguments with
 // has(args.mode) or args.?mode.orValue(""). Numbers of different types
 // compare (task.elapsed_seconds > 60). Each evaluation is bounded by a CEL
-// cost limit and a short timeout.
+// cost limit, and the comprehensions of a decision by a short timeout. The
+// limit is checked before evaluation for a rule whose worst-case cost is
+// within it given the sizes of the call's values, and counted during
+// evaluation otherwise (see cost.go). Rules that can match only some tools
+// (their condition starts with a test of tool.name) are skipped for other
+// tools, which decides exactly as evaluating them would (see index.go).
 //
 // A tool no manifest covers (Tool.Decl == nil) is treated as writing,
 // high-risk and restricted. Every Decision names the check that decided,
@@ -85,6 +90,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"cel.dev/cel-go/common/types"
 
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -213,11 +220,14 @@ const engineVersion = "airlock.policy/1"
 // Policy is a compiled Config. It is immutable and safe for concurrent use.
 type Policy struct {
 	rules        []compiledRule
+	index        ruleIndex
 	maxArgBytes  int
 	riskDefaults map[manifests.Risk]Effect
 	approvalGrp  string
 	version      string
 	schemas      *schemaCache
+	// adapter turns the rule variables into CEL values, once per decision.
+	adapter types.Adapter
 }
 
 // RuleError is a problem with one rule of a Config.
@@ -284,6 +294,7 @@ func Compile(cfg Config) (*Policy, error) {
 		// The environment is fixed by this package: failing here is a bug.
 		return nil, fmt.Errorf("policy: building the CEL environment: %w", err)
 	}
+	p.adapter = env.CELTypeAdapter()
 	seen := make(map[string]int, len(cfg.Rules))
 	for i, r := range cfg.Rules {
 		switch {
@@ -307,16 +318,17 @@ func Compile(cfg Config) (*Policy, error) {
 			ruleErr(i, r.Name, `when is empty; write a CEL condition, e.g. when: 'tool.risk == "critical"'`)
 			continue
 		}
-		prg, err := compileRule(env, r.When)
+		cr, err := compileRule(env, r)
 		if err != nil {
 			ruleErr(i, r.Name, "%v", err)
 			continue
 		}
-		p.rules = append(p.rules, compiledRule{Rule: r, prg: prg})
+		p.rules = append(p.rules, cr)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	p.index = newRuleIndex(p.rules)
 	p.version = version(cfg, p)
 	return p, nil
 }

@@ -9,7 +9,11 @@ import (
 	"time"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
+	"cel.dev/cel-go/interpreter"
 )
 
 // Limits on rule evaluation. The cost limit is what bounds a rule in
@@ -17,11 +21,14 @@ import (
 // model that underestimates, and only it can make Decide depend on the
 // machine's speed.
 const (
-	ruleCostLimit   = 100_000
-	ruleEvalTimeout = 100 * time.Millisecond
+	ruleCostLimit = 100_000
 	// ruleMaxExprBytes bounds the text of one rule.
 	ruleMaxExprBytes = 16 << 10
 )
+
+// ruleEvalTimeout is a variable only so that a test of the cost limit can
+// lift it on a loaded machine, where the backstop would fire first.
+var ruleEvalTimeout = 100 * time.Millisecond
 
 // The CEL variables of a rule. They are Go structs exposed through
 // ext.NativeTypes, so that the checker knows their fields: a misspelt field
@@ -82,36 +89,159 @@ func newEnv() (*cel.Env, error) {
 	)
 }
 
+// ruleVars are the variables of the rules for one call, converted to CEL
+// values once here rather than by every rule that reads them.
+func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (*ruleActivation, error) {
+	vars := &ruleActivation{
+		principal: a.NativeToValue(celPrincipal{
+			Name:        in.Principal.Name,
+			Roles:       in.Principal.Roles,
+			Permissions: in.Principal.Permissions,
+			DataLevel:   string(in.Principal.DataLevel),
+			SlackUserID: in.Principal.SlackUserID,
+		}),
+		tool: a.NativeToValue(celTool{
+			Name:                in.Tool.Name,
+			Server:              in.Tool.Server,
+			Upstream:            in.Tool.Upstream,
+			SideEffects:         facts.sideEffects,
+			DataAccessLevel:     string(facts.level),
+			RequiredPermissions: facts.perms,
+			Risk:                string(facts.risk),
+			Idempotent:          facts.idempotent,
+			Covered:             facts.covered,
+		}),
+		task: a.NativeToValue(celTask{
+			ID:             in.Task.ID,
+			Calls:          int64(in.Task.Calls),
+			ElapsedSeconds: in.Task.Elapsed.Seconds(),
+		}),
+	}
+	var err error
+	if vars.args, err = celArgs(a, args); err != nil {
+		return nil, fmt.Errorf("args: %w", err)
+	}
+	for _, name := range ruleVariables {
+		v, _ := vars.ResolveName(name)
+		if err, ok := v.(*types.Err); ok {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return vars, nil
+}
+
+// ruleActivation holds the ruleVariables of one call. A struct rather than
+// a map: every rule resolves its variables by name, and a switch over four
+// names is cheaper than hashing.
+type ruleActivation struct {
+	principal, tool, task ref.Val
+	args                  map[string]any
+}
+
+var _ interpreter.Activation = (*ruleActivation)(nil)
+
+func (a *ruleActivation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "args":
+		return a.args, true
+	case "tool":
+		return a.tool, true
+	case "principal":
+		return a.principal, true
+	case "task":
+		return a.task, true
+	}
+	return nil, false
+}
+
+func (a *ruleActivation) Parent() interpreter.Activation { return nil }
+
+// celArgs converts the arguments. A map[string]any is the one map that
+// cel-go's field selection reads directly (args.path, args.?path); its
+// top-level scalars are converted to CEL values once here rather than
+// every time a rule reads them. Lists and objects stay as decoded and are
+// converted as they are read.
+func celArgs(a types.Adapter, args map[string]any) (map[string]any, error) {
+	m := make(map[string]any, len(args))
+	for k, v := range args {
+		switch v.(type) {
+		case []any, map[string]any:
+			m[k] = v
+		default:
+			cv := a.NativeToValue(v)
+			if err, ok := cv.(*types.Err); ok {
+				return nil, err
+			}
+			m[k] = cv
+		}
+	}
+	return m, nil
+}
+
 type compiledRule struct {
 	Rule
-	prg cel.Program
+	// tracked counts the cost of an evaluation and stops it at
+	// ruleCostLimit; fast does not, and is used only for inputs within
+	// sizeBound, where the cost is bounded before evaluation (see cost.go).
+	// fast is nil when sizeBound is 0.
+	tracked, fast cel.Program
+	sizeBound     uint64
+	// loops is true when the condition has a comprehension (all, exists,
+	// map, filter...). Comprehensions are the only part of an evaluation
+	// that checks the context, so only these rules are given one.
+	loops bool
+	// restricted is true when the rule can match only the tools named by
+	// tools (see index.go).
+	restricted bool
+	tools      toolNames
 }
 
 // compileRule parses and type-checks one condition, which must be a bool.
-func compileRule(env *cel.Env, expr string) (cel.Program, error) {
-	ast, iss := env.Compile(expr)
+func compileRule(env *cel.Env, r Rule) (compiledRule, error) {
+	ast, iss := env.Compile(r.When)
 	if iss.Err() != nil {
-		return nil, iss.Err()
+		return compiledRule{}, iss.Err()
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
-		return nil, fmt.Errorf("condition is of type %s, not bool; compare it, e.g. args.?force.orValue(false) == true", ast.OutputType())
+		return compiledRule{}, fmt.Errorf("condition is of type %s, not bool; compare it, e.g. args.?force.orValue(false) == true", ast.OutputType())
 	}
-	return env.Program(ast,
-		cel.EvalOptions(cel.OptOptimize),
-		cel.CostLimit(ruleCostLimit),
-		cel.InterruptCheckFrequency(100),
-	)
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
+	cr := compiledRule{Rule: r, sizeBound: staticSizeBound(env, ast)}
+	var err error
+	if cr.tracked, err = env.Program(ast, append(opts, cel.CostLimit(ruleCostLimit))...); err != nil {
+		return compiledRule{}, err
+	}
+	if cr.sizeBound > 0 {
+		if cr.fast, err = env.Program(ast, opts...); err != nil {
+			return compiledRule{}, err
+		}
+	}
+	nav := celast.NavigateAST(ast.NativeRep())
+	cr.loops = len(celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind))) > 0
+	cr.tools, cr.restricted = ruleToolNames(ast.NativeRep().Expr())
+	return cr, nil
 }
 
-// evalRule evaluates one rule's condition. A panic inside cel-go is turned
-// into an error so that it denies like any other evaluation failure.
-func evalRule(ctx context.Context, prg cel.Program, act any) (matched bool, err error) {
+// eval evaluates the rule's condition over vars. size is the input's
+// inputSizeBound. ctx bounds the time of comprehensions and is used only by
+// a rule with loops. A panic inside cel-go is turned into an error so that
+// it denies like any other evaluation failure.
+func (r *compiledRule) eval(ctx context.Context, vars *ruleActivation, size uint64) (matched bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			matched, err = false, fmt.Errorf("internal error in the CEL evaluator: %v", r)
 		}
 	}()
-	out, _, err := prg.ContextEval(ctx, act)
+	prg := r.tracked
+	if r.fast != nil && size <= r.sizeBound {
+		prg = r.fast
+	}
+	var out ref.Val
+	if r.loops {
+		out, _, err = prg.ContextEval(ctx, vars)
+	} else {
+		out, _, err = prg.Eval(vars)
+	}
 	if err != nil {
 		return false, err
 	}

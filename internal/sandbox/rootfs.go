@@ -23,10 +23,48 @@ import (
 // directory and refuses any symlink or ".." that would leave it, for reads
 // and writes alike, so both mount kinds go through this one type; read-only
 // mounts refuse every change with EROFS before touching the host.
+//
+// It also enforces the call's limits: every file it opens counts against
+// the call's open files, and on a read-write mount every change that adds
+// an entry or bytes is checked against the mount's quota, with the quota's
+// lock held from the check to the change so that concurrent calls sharing
+// the directory cannot both take the last of it.
 type rootFS struct {
 	experimentalsys.UnimplementedFS
 	root     *os.Root
 	readOnly bool
+	call     *callState
+	guest    string // where the guest sees it, for errors
+	// quota and its limits; read-write mounts only.
+	quota              *quota
+	maxBytes, maxFiles int64
+}
+
+// errLimit is the errno of an operation refused for a limit. EDQUOT,
+// ENOSPC and EMFILE would say more, but wazero's errno set has none of
+// them and would turn them into EIO anyway; the call's result names the
+// limit (callState.fail).
+const errLimit = experimentalsys.EIO
+
+// refuse records that the guest hit the mount's file quota (files) or its
+// byte quota, stopping the call, and returns the errno for the operation.
+func (r *rootFS) refuse(files bool) experimentalsys.Errno {
+	limit := r.maxBytes
+	if files {
+		limit = r.maxFiles
+	}
+	r.call.fail(&QuotaError{Mount: r.guest, Files: files, Limit: limit})
+	return errLimit
+}
+
+// lockQuota locks the mount's quota, if it has one, and returns the
+// unlock.
+func (r *rootFS) lockQuota() func() {
+	if r.quota == nil {
+		return func() {}
+	}
+	r.quota.mu.Lock()
+	return r.quota.mu.Unlock
 }
 
 var _ experimentalsys.FS = (*rootFS)(nil)
@@ -57,15 +95,54 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 			return nil, experimentalsys.ELOOP
 		}
 	}
+	if !r.call.acquire() {
+		return nil, errLimit
+	}
+	f, e := r.open(name, flag, perm)
+	if e != 0 {
+		r.call.release()
+		return nil, e
+	}
+	return f, 0
+}
+
+// open opens a file for OpenFile, which has counted it, and accounts for
+// a file it creates or truncates.
+func (r *rootFS) open(name string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	var created bool
+	var truncated int64 // the size a truncating open discards
+	if r.quota != nil && flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC) != 0 {
+		defer r.lockQuota()()
+		// Stat, not Lstat: creating through a dangling symlink creates
+		// its target.
+		fi, err := r.root.Stat(name)
+		switch {
+		case err == nil:
+			if flag&experimentalsys.O_TRUNC != 0 && fi.Mode().IsRegular() {
+				truncated = fi.Size()
+			}
+		case errors.Is(err, fs.ErrNotExist) && flag&experimentalsys.O_CREAT != 0:
+			if !r.quota.addFile(r.maxFiles) {
+				return nil, r.refuse(true)
+			}
+			created = true
+		}
+	}
 	o := &opener{root: r.root, flag: osFlag(flag), perm: perm}
 	f, e := (&sysfs.AdaptFS{FS: o}).OpenFile(name, flag, perm)
 	if e != 0 {
 		if o.err != nil {
 			e = errno(o.err)
 		}
+		if created {
+			r.quota.files--
+		}
 		return nil, e
 	}
-	file := &rootFile{File: f, o: o, name: name, flag: flag}
+	if truncated > 0 {
+		r.quota.adjust(-truncated)
+	}
+	file := &rootFile{File: f, fs: r, o: o, name: name, flag: flag}
 	// wazero's adapter neither checks O_DIRECTORY nor keeps a trailing
 	// slash, both of which mean "must be a directory".
 	if flag&experimentalsys.O_DIRECTORY != 0 || strings.HasSuffix(name, "/") {
@@ -179,9 +256,32 @@ func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
-	e := errno(r.root.Mkdir(rel(p), perm))
-	if e == experimentalsys.ENOTDIR {
-		e = experimentalsys.ENOENT // what wazero's own DirFS reports
+	return r.addEntry(p, func() experimentalsys.Errno {
+		e := errno(r.root.Mkdir(rel(p), perm))
+		if e == experimentalsys.ENOTDIR {
+			e = experimentalsys.ENOENT // what wazero's own DirFS reports
+		}
+		return e
+	})
+}
+
+// addEntry runs op, which adds the entry p to the mount if it succeeds,
+// within the mount's file quota. At the quota, an op bound to fail because
+// p exists fails with its own errno (EEXIST), not the quota's.
+func (r *rootFS) addEntry(p string, op func() experimentalsys.Errno) experimentalsys.Errno {
+	if r.quota == nil {
+		return op()
+	}
+	defer r.lockQuota()()
+	if !r.quota.addFile(r.maxFiles) {
+		if _, err := r.root.Lstat(rel(p)); err == nil {
+			return op()
+		}
+		return r.refuse(true)
+	}
+	e := op()
+	if e != 0 {
+		r.quota.files--
 	}
 	return e
 }
@@ -193,48 +293,68 @@ func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	return errno(r.root.Chmod(rel(p), perm))
 }
 
+// Rename onto an existing entry removes that entry, and its bytes if it
+// was a file's last link.
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
-	return errno(r.root.Rename(rel(from), rel(to)))
+	defer r.lockQuota()()
+	var replaced *sys.Stat_t
+	if r.quota != nil {
+		src, err1 := r.root.Lstat(rel(from))
+		dst, err2 := r.root.Lstat(rel(to))
+		if err1 == nil && err2 == nil && !os.SameFile(src, dst) {
+			st := sys.NewStat_t(dst)
+			replaced = &st
+		}
+	}
+	e := errno(r.root.Rename(rel(from), rel(to)))
+	if e == 0 && replaced != nil {
+		r.quota.removeFile(*replaced)
+	}
+	return e
 }
 
 // Rmdir and Unlink both map to Root.Remove, which takes either kind, so the
 // kind is checked first to give the errno POSIX would.
 func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
-	if r.readOnly {
-		return experimentalsys.EROFS
-	}
-	fi, err := r.root.Lstat(rel(p))
-	if err != nil {
-		return errno(err)
-	}
-	if !fi.IsDir() {
-		return experimentalsys.ENOTDIR
-	}
-	return errno(r.root.Remove(rel(p)))
+	return r.remove(p, true)
 }
 
 func (r *rootFS) Unlink(p string) experimentalsys.Errno {
+	return r.remove(p, false)
+}
+
+func (r *rootFS) remove(p string, dir bool) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
+	defer r.lockQuota()()
 	fi, err := r.root.Lstat(rel(p))
-	if err != nil {
+	switch {
+	case err != nil:
 		return errno(err)
-	}
-	if fi.IsDir() {
+	case dir && !fi.IsDir():
+		return experimentalsys.ENOTDIR
+	case !dir && fi.IsDir():
 		return experimentalsys.EISDIR
 	}
-	return errno(r.root.Remove(rel(p)))
+	e := errno(r.root.Remove(rel(p)))
+	if e == 0 && r.quota != nil {
+		r.quota.removeFile(sys.NewStat_t(fi))
+	}
+	return e
 }
 
+// Link adds an entry but no bytes: the file's are counted once.
 func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
-	return errno(r.root.Link(rel(oldPath), rel(newPath)))
+	return r.addEntry(newPath, func() experimentalsys.Errno {
+		return errno(r.root.Link(rel(oldPath), rel(newPath)))
+	})
 }
 
 // Symlink refuses absolute targets as wazero's DirFS does (WASI path
@@ -247,7 +367,9 @@ func (r *rootFS) Symlink(oldPath, linkName string) experimentalsys.Errno {
 	if len(oldPath) > 0 && oldPath[0] == '/' {
 		return experimentalsys.EPERM
 	}
-	return errno(r.root.Symlink(oldPath, rel(linkName)))
+	return r.addEntry(linkName, func() experimentalsys.Errno {
+		return errno(r.root.Symlink(oldPath, rel(linkName)))
+	})
 }
 
 func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
@@ -266,12 +388,66 @@ func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 }
 
 // rootFile completes wazero's adapter file with what it leaves
-// unimplemented for an fs.File: truncate, sync and append mode.
+// unimplemented for an fs.File: truncate, sync and append mode. It also
+// checks what writes add against the mount's quota, and gives back its
+// place among the call's open files when closed.
 type rootFile struct {
 	experimentalsys.File
-	o    *opener
-	name string // relative to the Root
-	flag experimentalsys.Oflag
+	fs     *rootFS
+	o      *opener
+	name   string // relative to the Root
+	flag   experimentalsys.Oflag
+	closed bool
+}
+
+func (f *rootFile) Close() experimentalsys.Errno {
+	if !f.closed {
+		f.closed = true
+		f.fs.call.release()
+	}
+	return f.File.Close()
+}
+
+func (f *rootFile) Write(buf []byte) (int, experimentalsys.Errno) {
+	return f.write(buf, -1, f.File.Write)
+}
+
+func (f *rootFile) Pwrite(buf []byte, off int64) (int, experimentalsys.Errno) {
+	return f.write(buf, off, func(b []byte) (int, experimentalsys.Errno) { return f.File.Pwrite(b, off) })
+}
+
+// write runs a write of buf at off (-1: the current offset) within the
+// mount's byte quota: what it would add past the end of the file must
+// fit. A seek far past the end counts the hole too, as the walk counts
+// sizes, so a sparse file cannot hide bytes.
+func (f *rootFile) write(buf []byte, off int64, op func([]byte) (int, experimentalsys.Errno)) (int, experimentalsys.Errno) {
+	q := f.fs.quota
+	if q == nil || len(buf) == 0 {
+		return op(buf)
+	}
+	defer f.fs.lockQuota()()
+	fi, err := f.o.f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return op(buf) // let the file report what is wrong
+	}
+	size := fi.Size()
+	switch {
+	case f.IsAppend(): // O_APPEND writes at the end whatever the offset
+		off = size
+	case off < 0:
+		if off, err = f.o.f.Seek(0, io.SeekCurrent); err != nil {
+			return op(buf)
+		}
+	}
+	grows := max(0, off+int64(len(buf))-size)
+	if !q.grow(grows, f.fs.maxBytes) {
+		return 0, f.fs.refuse(q.full)
+	}
+	n, e := op(buf)
+	if n < len(buf) { // give back what was not written
+		q.adjust(max(0, off+int64(n)-size) - grows)
+	}
+	return n, e
 }
 
 func (f *rootFile) IsAppend() bool { return f.flag&experimentalsys.O_APPEND != 0 }
@@ -323,7 +499,24 @@ func (f *rootFile) Truncate(size int64) experimentalsys.Errno {
 		}
 		return e
 	}
-	return errno(f.o.f.Truncate(size))
+	q := f.fs.quota
+	if q == nil {
+		return errno(f.o.f.Truncate(size))
+	}
+	defer f.fs.lockQuota()()
+	fi, err := f.o.f.Stat()
+	if err != nil {
+		return errno(err)
+	}
+	delta := size - fi.Size()
+	if !q.grow(delta, f.fs.maxBytes) {
+		return f.fs.refuse(q.full)
+	}
+	e := errno(f.o.f.Truncate(size))
+	if e != 0 {
+		q.adjust(-delta)
+	}
+	return e
 }
 
 func (f *rootFile) Sync() experimentalsys.Errno {
@@ -339,21 +532,49 @@ func (f *rootFile) Datasync() experimentalsys.Errno { return f.Sync() }
 // Without it a Go guest resolving a path outside every mount finds no
 // preopen and reports EBADF ("bad file number"); with it the path plainly
 // does not exist, and creating one is refused as on a read-only mount.
-type emptyRoot struct{ experimentalsys.FS }
+// Opening it counts against the call's open files like any other.
+type emptyRoot struct {
+	experimentalsys.FS
+	call *callState
+}
 
-func newEmptyRoot() experimentalsys.FS {
-	return emptyRoot{&sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: emptyDir{}}}}
+func newEmptyRoot(cs *callState) emptyRoot {
+	return emptyRoot{FS: &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: emptyDir{}}}, call: cs}
 }
 
 func (r emptyRoot) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
 	switch {
 	case rel(p) == ".":
-		return r.FS.OpenFile(p, flag, perm)
+		if !r.call.acquire() {
+			return nil, errLimit
+		}
+		f, e := r.FS.OpenFile(p, flag, perm)
+		if e != 0 {
+			r.call.release()
+			return nil, e
+		}
+		return &countedFile{File: f, call: r.call}, 0
 	case flag&experimentalsys.O_CREAT != 0:
 		return nil, experimentalsys.EROFS
 	default:
 		return nil, experimentalsys.ENOENT
 	}
+}
+
+// countedFile gives back its place among the call's open files when
+// closed.
+type countedFile struct {
+	experimentalsys.File
+	call   *callState
+	closed bool
+}
+
+func (f *countedFile) Close() experimentalsys.Errno {
+	if !f.closed {
+		f.closed = true
+		f.call.release()
+	}
+	return f.File.Close()
 }
 
 // emptyDir is an fs.FS holding nothing but its own empty root.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -23,6 +24,14 @@ type Mount struct {
 	HostDir   string // must exist and be a directory
 	GuestPath string // absolute, e.g. "/data"
 	ReadOnly  bool
+	// Quotas of a read-write mount, for everything in the directory, not
+	// only what this call adds: MaxBytes of regular files (a file with
+	// several names counted once) and MaxFiles entries (files,
+	// directories, links) below it. Zero takes the defaults; read-only
+	// mounts ignore them. A change past either fails and stops the call
+	// with a *QuotaError.
+	MaxBytes int64 // default 64 MiB
+	MaxFiles int   // default 1000
 }
 
 // Limits bound one call. Zero fields take the defaults.
@@ -30,13 +39,20 @@ type Limits struct {
 	MemoryBytes int64         // guest memory cap (rounded up to 64 KiB pages; default 64 MiB)
 	Timeout     time.Duration // default 30s; enforced by context cancellation
 	OutputBytes int           // stdout cap (default 1 MiB); stderr is capped too (e.g. 64 KiB, truncated, not an error)
+	// OpenFiles caps the files and directories the guest has open at once
+	// in its mounts (default 64; stdin, stdout and stderr not counted).
+	// Opening one more fails and stops the call with ErrOpenFiles.
+	OpenFiles int
 }
 
-// Defaults for zero Limits fields, and the fixed stderr cap.
+// Defaults for zero Limits and Mount fields, and the fixed stderr cap.
 const (
 	DefaultMemoryBytes = 64 << 20
 	DefaultTimeout     = 30 * time.Second
 	DefaultOutputBytes = 1 << 20
+	DefaultOpenFiles   = 64
+	DefaultMountBytes  = 64 << 20
+	DefaultMountFiles  = 1000
 	// StderrBytes is how much stderr a call keeps. Stderr is diagnostics,
 	// so more is dropped silently rather than failing the call.
 	StderrBytes = 64 << 10
@@ -79,10 +95,32 @@ var (
 	// ErrTrap: the guest crashed in a way the wasm engine caught (an
 	// unreachable instruction, an out-of-bounds access) instead of exiting.
 	ErrTrap = errors.New("trapped")
+	// ErrOpenFiles: the guest tried to have more than Limits.OpenFiles
+	// files open at once and was stopped.
+	ErrOpenFiles = errors.New("open file limit reached")
+	// ErrQuota: the guest tried to put more in a read-write mount than its
+	// quota allows and was stopped; errors.As gives the *QuotaError.
+	ErrQuota = errors.New("mount quota exceeded")
 )
 
+// QuotaError says which quota of which mount a call hit.
+type QuotaError struct {
+	Mount string // the guest path
+	Files bool   // the entry count (Mount.MaxFiles), not the bytes (Mount.MaxBytes)
+	Limit int64
+}
+
+func (e *QuotaError) Error() string {
+	if e.Files {
+		return fmt.Sprintf("%s: mount %s may hold at most %d files", ErrQuota, e.Mount, e.Limit)
+	}
+	return fmt.Sprintf("%s: mount %s may hold at most %s", ErrQuota, e.Mount, mib(e.Limit))
+}
+
+func (e *QuotaError) Unwrap() error { return ErrQuota }
+
 func (l Limits) withDefaults() (Limits, error) {
-	if l.MemoryBytes < 0 || l.Timeout < 0 || l.OutputBytes < 0 {
+	if l.MemoryBytes < 0 || l.Timeout < 0 || l.OutputBytes < 0 || l.OpenFiles < 0 {
 		return l, fmt.Errorf("negative limit in %+v", l)
 	}
 	if l.MemoryBytes > maxPages*pageSize {
@@ -97,10 +135,14 @@ func (l Limits) withDefaults() (Limits, error) {
 	if l.OutputBytes == 0 {
 		l.OutputBytes = DefaultOutputBytes
 	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = DefaultOpenFiles
+	}
 	return l, nil
 }
 
-// pagesFor is the wazero page limit for a byte limit, 0 meaning the default.
+// pagesFor is the call's limit in wasm pages for a byte limit, 0 meaning
+// the default.
 func pagesFor(memoryBytes int64) uint32 {
 	if memoryBytes == 0 {
 		memoryBytes = DefaultMemoryBytes
@@ -111,9 +153,9 @@ func pagesFor(memoryBytes int64) uint32 {
 // Run instantiates the module afresh and runs it to completion.
 //
 // It returns an error for a bad Call, for ErrTimeout, ErrMemoryLimit,
-// ErrOutputLimit and ErrTrap, and when ctx is cancelled (then the error
-// wraps ctx.Err(), not ErrTimeout, so callers can tell their own
-// cancellation from the tool's time limit).
+// ErrOutputLimit, ErrOpenFiles, ErrQuota and ErrTrap, and when ctx is
+// cancelled (then the error wraps ctx.Err(), not ErrTimeout, so callers can
+// tell their own cancellation from the tool's time limit).
 func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 	lim, err := c.Limits.withDefaults()
 	if err != nil {
@@ -129,31 +171,34 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 			return Result{}, fmt.Errorf("sandbox: %s: argument %q contains NUL", m.name, a)
 		}
 	}
-	fsc, closeMounts, err := mountAll(c.Mounts)
+	pages := pagesFor(lim.MemoryBytes)
+	if m.minPages > pages {
+		return Result{}, fmt.Errorf("sandbox: %s: %w: module needs more than %s: it declares %d pages of initial memory",
+			m.name, ErrMemoryLimit, mib(lim.MemoryBytes), m.minPages)
+	}
+	r, err := m.s.runtimeForRun()
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: %s: %w", m.name, err)
+	}
+	cs := &callState{maxOpen: lim.OpenFiles}
+	fsc, closeMounts, err := m.s.mountAll(c.Mounts, cs)
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: %s: %w", m.name, err)
 	}
 	defer closeMounts()
-
-	pages := pagesFor(lim.MemoryBytes)
-	r, cm, err := m.s.compile(ctx, m, pages)
-	if err != nil {
-		// wazero refuses at compile time a module whose declared memory is
-		// already over the limit (unless the caller gave up first).
-		if m.overLimit(pages) && !errors.Is(err, ctx.Err()) {
-			return Result{}, fmt.Errorf("sandbox: %s: %w: module needs more than %s: %v",
-				m.name, ErrMemoryLimit, mib(lim.MemoryBytes), err)
-		}
-		return Result{}, fmt.Errorf("sandbox: %s: %w", m.name, err)
-	}
 
 	// Timed from here, so that Duration is never less than the time the
 	// guest was allowed when it hits its timeout.
 	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
+	cs.stop = cancel
 	stdout := &capWriter{max: lim.OutputBytes, onFull: cancel}
 	stderr := &capWriter{max: StderrBytes, watch: []byte("out of memory")}
+	mem := &callMemory{limit: uint64(pages) * pageSize}
+	// After the guest has returned and its instance is closed (deferred
+	// calls run last in, first out): see callMemory.
+	defer mem.release()
 
 	mc := wazero.NewModuleConfig().
 		WithName(""). // names must be unique per runtime; "" lets instances run concurrently
@@ -182,7 +227,7 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 		mc = mc.WithEnv(k, c.Env[k])
 	}
 
-	mod, err := r.InstantiateModule(runCtx, cm, mc)
+	mod, err := r.InstantiateModule(experimental.WithMemoryAllocator(runCtx, mem), m.cm, mc)
 	res := Result{Duration: time.Since(start)}
 	if mod != nil {
 		_ = mod.Close(ctx)
@@ -190,10 +235,12 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 	res.Stdout, res.Stderr = stdout.buf, stderr.buf
 
 	var exit *sys.ExitError
-	switch {
+	switch hit := cs.limitHit(); {
 	// First, because the guest may exit on its own after its write failed.
 	case stdout.full:
 		return res, fmt.Errorf("sandbox: %s: %w: stdout over %d bytes", m.name, ErrOutputLimit, lim.OutputBytes)
+	case hit != nil:
+		return res, fmt.Errorf("sandbox: %s: %w", m.name, hit)
 	case err == nil:
 		return res, nil
 	case ctx.Err() != nil:
@@ -228,13 +275,28 @@ func (s *Sandbox) isClosed() bool {
 	return s.closed
 }
 
-// mountAll validates the mounts and opens each host directory as an
-// *os.Root. The returned func closes them; call it once the guest is done.
-func mountAll(mounts []Mount) (wazero.FSConfig, func(), error) {
+// runtimeForRun is the Runtime modules were compiled by, or ErrClosed.
+func (s *Sandbox) runtimeForRun() (wazero.Runtime, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.rt == nil {
+		return nil, ErrClosed
+	}
+	return s.rt, nil
+}
+
+// mountAll validates the mounts, opens each host directory as an *os.Root
+// and takes the quota of each read-write one. The returned func closes and
+// releases them; call it once the guest is done.
+func (s *Sandbox) mountAll(mounts []Mount, cs *callState) (wazero.FSConfig, func(), error) {
 	var roots []*os.Root
+	var quotas []*quota
 	closeAll := func() {
 		for _, r := range roots {
 			_ = r.Close()
+		}
+		for _, q := range quotas {
+			s.releaseQuota(q)
 		}
 	}
 	fsc := wazero.NewFSConfig()
@@ -251,6 +313,10 @@ func mountAll(mounts []Mount) (wazero.FSConfig, func(), error) {
 			return nil, nil, fmt.Errorf("mount %s: guest path %s mounted twice", mt.HostDir, gp)
 		}
 		seen[gp] = true
+		if mt.MaxBytes < 0 || mt.MaxFiles < 0 {
+			closeAll()
+			return nil, nil, fmt.Errorf("mount %s: negative quota", mt.HostDir)
+		}
 		fi, err := os.Stat(mt.HostDir)
 		if err == nil && !fi.IsDir() {
 			err = errors.New("not a directory")
@@ -265,11 +331,23 @@ func mountAll(mounts []Mount) (wazero.FSConfig, func(), error) {
 			return nil, nil, fmt.Errorf("mount host dir %s: %w", mt.HostDir, err)
 		}
 		roots = append(roots, root)
-		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(&rootFS{root: root, readOnly: mt.ReadOnly}, gp)
+		rfs := &rootFS{root: root, readOnly: mt.ReadOnly, call: cs, guest: gp}
+		if !mt.ReadOnly {
+			rfs.maxBytes, rfs.maxFiles = int64(mt.MaxBytes), int64(mt.MaxFiles)
+			if rfs.maxBytes == 0 {
+				rfs.maxBytes = DefaultMountBytes
+			}
+			if rfs.maxFiles == 0 {
+				rfs.maxFiles = DefaultMountFiles
+			}
+			rfs.quota = s.acquireQuota(root, fi, rfs.maxFiles)
+			quotas = append(quotas, rfs.quota)
+		}
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(rfs, gp)
 	}
 	// Added last so the mounts keep the first descriptors (3, 4, ...).
 	if !seen["/"] {
-		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(newEmptyRoot(), "/")
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(newEmptyRoot(cs), "/")
 	}
 	return fsc, closeAll, nil
 }

@@ -4,8 +4,10 @@
 // A call sees only what its Call gives it: argv, stdin, exactly the listed
 // environment variables, and the listed directory mounts. There are no
 // sockets, clocks are real, random numbers come from crypto/rand, and each
-// call is bounded in memory, wall time and output (see Limits). A tool that
-// exits non-zero is not an error here: Result.ExitCode says so, and the
+// call is bounded in memory, wall time, output and open files (see Limits);
+// each read-write mount in the bytes and entries it may hold (see Mount). A
+// guest's memory lives outside the Go heap where the OS allows and is
+// returned when its call ends. A tool that exits non-zero is not an error here: Result.ExitCode says so, and the
 // caller decides what it means for the agent.
 //
 // sandbox is a leaf package: it imports only wazero and the standard
@@ -18,15 +20,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -41,56 +40,58 @@ type Options struct {
 
 // Sandbox compiles and runs WASI modules. It is safe for concurrent use.
 //
-// wazero fixes the memory limit per Runtime, so a Sandbox keeps one Runtime
-// per distinct page limit, all sharing one CompilationCache, and compiles a
-// module at most once per Runtime.
+// It keeps one wazero Runtime, allowing a guest the most a wasm32 memory
+// can hold, and compiles each distinct module (by hash) once; a call's own
+// memory limit is enforced by the memory allocator each call gets (see
+// callMemory), not by the Runtime. Between calls it keeps only that
+// compiled code: a call's instance, memory and open files go with it.
 type Sandbox struct {
-	cache wazero.CompilationCache
+	cache wazero.CompilationCache // nil without Options.CacheDir
 
 	mu       sync.Mutex
 	closed   bool
-	runtimes map[uint32]wazero.Runtime
-	compiled map[compileKey]*compileEntry
-}
-
-type compileKey struct {
-	pages uint32
-	hash  [sha256.Size]byte
+	rt       wazero.Runtime // created on first use
+	compiled map[[sha256.Size]byte]*compileEntry
+	quotas   map[string]*quota // read-write mounts of calls in progress
 }
 
 // compileEntry lets concurrent callers wait for one compilation instead of
 // racing to do the same work (wazero's cache does not deduplicate them).
 type compileEntry struct {
 	done chan struct{}
-	r    wazero.Runtime
 	cm   wazero.CompiledModule
 	err  error
 }
 
 // New returns a Sandbox. Close it to release compiled code.
 func New(ctx context.Context, o Options) (*Sandbox, error) {
-	var cache wazero.CompilationCache
+	s := &Sandbox{
+		compiled: map[[sha256.Size]byte]*compileEntry{},
+		quotas:   map[string]*quota{},
+	}
 	if o.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(o.CacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: compilation cache %s: %w", o.CacheDir, err)
 		}
-		cache = c
-	} else {
-		cache = wazero.NewCompilationCache()
+		s.cache = c
 	}
-	return &Sandbox{
-		cache:    cache,
-		runtimes: map[uint32]wazero.Runtime{},
-		compiled: map[compileKey]*compileEntry{},
-	}, nil
+	return s, nil
 }
 
-// ErrClosed is returned by Load and Run after Close.
-var ErrClosed = errors.New("sandbox: closed")
+// Errors Load returns, wrapped with detail; test them with errors.Is.
+var (
+	// ErrClosed is returned by Load and Run after Close.
+	ErrClosed = errors.New("sandbox: closed")
+	// ErrMismatch: the module's SHA-256 is not the one it was pinned to.
+	ErrMismatch = errors.New("sha256 mismatch")
+	// ErrInvalidModule: the file is not a WASI command module the sandbox
+	// can run (not wasm, imports beyond WASI, no _start).
+	ErrInvalidModule = errors.New("not a usable WASI command module")
+)
 
-// Close stops running calls and releases every runtime and the in-memory
-// cache. The on-disk cache, if any, stays for the next process.
+// Close stops running calls and releases the runtime and compiled code.
+// The on-disk cache, if any, stays for the next process.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -98,18 +99,20 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
-	runtimes := s.runtimes
-	s.runtimes = nil
+	rt := s.rt
+	s.rt = nil
 	s.compiled = nil
 	s.mu.Unlock()
 
 	var errs []error
-	for _, r := range runtimes {
+	if rt != nil {
 		// A non-zero code makes calls still running fail (Run reports
 		// ErrClosed) instead of looking like a clean exit.
-		errs = append(errs, r.CloseWithExitCode(ctx, 1))
+		errs = append(errs, rt.CloseWithExitCode(ctx, 1))
 	}
-	errs = append(errs, s.cache.Close(ctx))
+	if s.cache != nil {
+		errs = append(errs, s.cache.Close(ctx))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sandbox: close: %w", err)
 	}
@@ -121,35 +124,23 @@ func (s *Sandbox) Close(ctx context.Context) error {
 type Module struct {
 	s    *Sandbox
 	name string // argv[0]
-	hash [sha256.Size]byte
-	wasm []byte // kept to compile for other memory limits
-	// mems are the memories the module declares (a WASI command exports
-	// its memory), to tell a limit too small for them from other
-	// compile failures.
-	mems []api.MemoryDefinition
-}
-
-// overLimit reports whether a memory the module declares does not fit
-// pages: its initial size, or a maximum it declares, is larger. wazero
-// refuses to compile such a module for that limit.
-func (m *Module) overLimit(pages uint32) bool {
-	for _, d := range m.mems {
-		if max, ok := d.Max(); d.Min() > pages || (ok && max > pages) {
-			return true
-		}
-	}
-	return false
+	cm   wazero.CompiledModule
+	// minPages is the largest initial size of a memory the module
+	// defines, to refuse a call whose limit it does not fit before
+	// instantiating it.
+	minPages uint32
 }
 
 // Name is the program name the guest sees as argv[0]: the file name
 // without its extension.
 func (m *Module) Name() string { return m.name }
 
-// Load reads the module at path, checks its SHA-256 (hex) — a mismatch is an
-// error naming the file, the expected and the actual hash, and nothing is
-// compiled — and compiles it once (later Loads of the same hash reuse it).
-// It is compiled for the default memory limit here, so an invalid module
-// fails at Load rather than at its first call.
+// Load reads the module at path, checks its SHA-256 (hex) — a mismatch is
+// ErrMismatch naming the file, the expected and the actual hash, and
+// nothing is compiled — and compiles it once (later Loads of the same hash
+// reuse it). A module that cannot run is ErrInvalidModule, here rather than
+// at its first call. How much memory the module declares is checked
+// against each call's limit, not here.
 func (s *Sandbox) Load(ctx context.Context, path, sha256hex string) (*Module, error) {
 	want, err := hex.DecodeString(strings.TrimSpace(sha256hex))
 	if err != nil || len(want) != sha256.Size {
@@ -161,16 +152,10 @@ func (s *Sandbox) Load(ctx context.Context, path, sha256hex string) (*Module, er
 	}
 	got := sha256.Sum256(b)
 	if [sha256.Size]byte(want) != got {
-		return nil, fmt.Errorf("sandbox: load %s: sha256 mismatch: expected %x, actual %x",
-			path, want, got)
+		return nil, fmt.Errorf("sandbox: load %s: %w: expected %x, actual %x",
+			path, ErrMismatch, want, got)
 	}
-	m := &Module{
-		s:    s,
-		name: strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)),
-		hash: got,
-		wasm: b,
-	}
-	_, cm, err := s.compile(ctx, m, pagesFor(0))
+	cm, err := s.compile(ctx, got, b)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: load %s: %w", path, err)
 	}
@@ -178,77 +163,145 @@ func (s *Sandbox) Load(ctx context.Context, path, sha256hex string) (*Module, er
 	// a puzzling error on every call.
 	for _, f := range cm.ImportedFunctions() {
 		if mod, name, _ := f.Import(); mod != wasi_snapshot_preview1.ModuleName {
-			return nil, fmt.Errorf("sandbox: load %s: imports %s.%s; only %s is provided",
-				path, mod, name, wasi_snapshot_preview1.ModuleName)
+			return nil, fmt.Errorf("sandbox: load %s: %w: imports %s.%s; only %s is provided",
+				path, ErrInvalidModule, mod, name, wasi_snapshot_preview1.ModuleName)
 		}
 	}
-	if _, ok := cm.ExportedFunctions()["_start"]; !ok {
-		return nil, fmt.Errorf("sandbox: load %s: not a WASI command: no _start export", path)
+	if len(cm.ImportedMemories()) > 0 {
+		return nil, fmt.Errorf("sandbox: load %s: %w: imports a memory; a WASI command defines its own", path, ErrInvalidModule)
 	}
-	m.mems = append(cm.ImportedMemories(), slices.Collect(maps.Values(cm.ExportedMemories()))...)
-	return m, nil
+	if _, ok := cm.ExportedFunctions()["_start"]; !ok {
+		return nil, fmt.Errorf("sandbox: load %s: %w: no _start export", path, ErrInvalidModule)
+	}
+	return &Module{
+		s:        s,
+		name:     strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)),
+		cm:       cm,
+		minPages: memoryMinPages(b),
+	}, nil
 }
 
-// runtime returns the Runtime for a page limit, creating it on first use.
-// Callers hold s.mu.
-func (s *Sandbox) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error) {
-	if r, ok := s.runtimes[pages]; ok {
-		return r, nil
+// runtime returns the Runtime, creating it on first use. Callers hold s.mu.
+func (s *Sandbox) runtime(ctx context.Context) (wazero.Runtime, error) {
+	if s.rt != nil {
+		return s.rt, nil
 	}
 	rc := wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(pages).
+		// The most a wasm32 memory can hold: each call's limit is its
+		// allocator's (callMemory), so one Runtime and one compiled copy
+		// of a module serve every limit.
+		WithMemoryLimitPages(maxPages).
 		// Without this a timeout cancels the context but the guest keeps
 		// spinning: wazero only checks the context at function boundaries
 		// and loop headers when asked to.
-		WithCloseOnContextDone(true).
-		WithCompilationCache(s.cache)
+		WithCloseOnContextDone(true)
+	if s.cache != nil {
+		rc = rc.WithCompilationCache(s.cache)
+	}
 	r := wazero.NewRuntimeWithConfig(ctx, rc)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		_ = r.Close(ctx)
 		return nil, fmt.Errorf("wasi: %w", err)
 	}
-	s.runtimes[pages] = r
+	s.rt = r
 	return r, nil
 }
 
-// compile returns the runtime for the given page limit and m compiled for
-// it, compiling on first use.
-func (s *Sandbox) compile(ctx context.Context, m *Module, pages uint32) (wazero.Runtime, wazero.CompiledModule, error) {
-	key := compileKey{pages: pages, hash: m.hash}
+// compile returns the module with this hash compiled, compiling it on
+// first use.
+func (s *Sandbox) compile(ctx context.Context, hash [sha256.Size]byte, wasm []byte) (wazero.CompiledModule, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, nil, ErrClosed
+		return nil, ErrClosed
 	}
-	if e, ok := s.compiled[key]; ok {
+	if e, ok := s.compiled[hash]; ok {
 		s.mu.Unlock()
 		select {
 		case <-e.done:
-			return e.r, e.cm, e.err
+			return e.cm, e.err
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
-	r, err := s.runtime(ctx, pages)
+	r, err := s.runtime(ctx)
 	if err != nil {
 		s.mu.Unlock()
-		return nil, nil, err
+		return nil, err
 	}
-	e := &compileEntry{done: make(chan struct{}), r: r}
-	s.compiled[key] = e
+	e := &compileEntry{done: make(chan struct{})}
+	s.compiled[hash] = e
 	s.mu.Unlock()
 
-	e.cm, e.err = r.CompileModule(ctx, m.wasm)
+	e.cm, e.err = r.CompileModule(ctx, wasm)
 	if e.err != nil {
-		e.err = fmt.Errorf("compile: %w", e.err)
+		e.err = fmt.Errorf("%w: compile: %w", ErrInvalidModule, e.err)
+		if ctx.Err() != nil {
+			e.err = fmt.Errorf("compile: %w", ctx.Err())
+		}
 		// Forget the failure so a later call may try again (the context may
 		// have been what failed); waiters already holding e still see it.
 		s.mu.Lock()
-		if s.compiled != nil && s.compiled[key] == e {
-			delete(s.compiled, key)
+		if s.compiled != nil && s.compiled[hash] == e {
+			delete(s.compiled, hash)
 		}
 		s.mu.Unlock()
 	}
 	close(e.done)
-	return e.r, e.cm, e.err
+	return e.cm, e.err
+}
+
+// memoryMinPages is the largest initial size, in pages, of a memory the
+// module's binary defines (0 when it defines none). wazero reports only
+// imported and exported memories, and would panic instantiating a memory
+// whose initial size its allocator refuses, so Run checks this first. The
+// module has compiled, so its sections are well formed.
+func memoryMinPages(wasm []byte) uint32 {
+	const memorySection = 5
+	var most uint32
+	b := wasm[min(8, len(wasm)):] // magic and version
+	for len(b) > 0 {
+		id := b[0]
+		size, n := uleb(b[1:])
+		if n == 0 || uint64(len(b)-1-n) < size {
+			return most
+		}
+		sec := b[1+n : 1+n+int(size)]
+		b = b[1+n+int(size):]
+		if id != memorySection {
+			continue
+		}
+		count, n := uleb(sec)
+		sec = sec[n:]
+		for range count {
+			if len(sec) == 0 {
+				return most
+			}
+			flags := sec[0]
+			minimum, n := uleb(sec[1:])
+			if n == 0 {
+				return most
+			}
+			most = max(most, uint32(min(minimum, maxPages)))
+			sec = sec[1+n:]
+			if flags&1 != 0 { // has a maximum
+				_, n := uleb(sec)
+				sec = sec[n:]
+			}
+		}
+	}
+	return most
+}
+
+// uleb decodes an unsigned LEB128 number, returning it and its length (0
+// when b does not hold one).
+func uleb(b []byte) (uint64, int) {
+	var v uint64
+	for i := 0; i < len(b) && i < 10; i++ {
+		v |= uint64(b[i]&0x7f) << (7 * i)
+		if b[i]&0x80 == 0 {
+			return v, i + 1
+		}
+	}
+	return 0, 0
 }

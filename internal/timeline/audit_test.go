@@ -59,6 +59,7 @@ var tasks = []struct {
 	{"plan_v1", []string{"plan_v1_run1"}},
 	{"approvals_v1", []string{"approvals_v1_run1"}},
 	{"rollback_task_v1", []string{"rollback_task_v1_run1"}},
+	{"agent_task_v4", []string{"agent_task_v4_run1", "agent_task_v4_run2", "agent_task_v4_run3", "agent_task_v4_run4"}},
 }
 
 func build(t testing.TB, runs []string, opts *Options) *Timeline {

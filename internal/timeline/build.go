@@ -424,11 +424,15 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 		if len(res.Result) > 0 {
 			cs.text = api.ResultText(res.Result)
 		}
-		if b.repeated(cs) {
+		if res.Repeat != nil || b.repeated(cs) {
 			// Answered from the task's memory: the call that ran is the
 			// earlier one, which compensations and rollbacks refer to.
+			// (Tasks with a call ledger say so in the result; older ones
+			// are recognised by the answer matching the earlier call's.)
 			cs.c.Repeat = true
-			b.calls[cs.c.ID] = cs.prev
+			if cs.prev != nil {
+				b.calls[cs.c.ID] = cs.prev
+			}
 		}
 	case "vote":
 		ap := ref.cs.c.Approval

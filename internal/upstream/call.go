@@ -237,6 +237,14 @@ func (u *upstream) classify(ctx context.Context, s *session, tool string, err, c
 // delivery (a retry after a worker died) into an exactly-once effect.
 const MetaIdempotencyKey = "airlock.dev/idempotency-key"
 
+// MetaUnavailable is the _meta key under which a wasm server (package
+// internal/sandbox/toolserver) marks a tool it lists but cannot run, with
+// the reason as its value: its module failed to load, and the server's
+// other tools are served. The gateway shows the reason in the tool's
+// description. It is honoured for wasm servers only, which are airlock's
+// own; an upstream cannot use it to put text in a description.
+const MetaUnavailable = "airlock.dev/unavailable"
+
 type idemKey struct{}
 
 // WithIdempotencyKey makes CallTool send key as the call's idempotency key.

@@ -8,10 +8,19 @@
 // Protocol of a module: the call's JSON arguments on stdin; on stdout
 // either a CallToolResult JSON object (with a content list) or plain text;
 // a non-zero exit is an isError result carrying stderr. A module that hits
-// its time, memory or output limit gives an isError result saying which.
+// its time, memory, output, open-file or mount limit gives an isError
+// result saying which, and naming the manifest field that sets it.
 //
-// This package may import manifests, internal/sandbox and the MCP SDK. It
-// does not log: failures are results or errors.
+// A module that cannot be loaded (its file unreadable, its sha256 not the
+// pinned one, not a WASI command) makes only its own tools unavailable:
+// they are still listed, their description and _meta
+// (upstream.MetaUnavailable) saying why, and a call to one is an isError
+// result with the reason; Options.Report hears the whole error for the
+// log. The server's other tools are served.
+//
+// This package may import manifests, internal/sandbox, internal/upstream
+// (for the _meta key) and the MCP SDK. It does not log: failures are
+// results, errors or reports.
 package toolserver
 
 import (
@@ -22,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,6 +42,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/sandbox"
+	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -55,19 +66,42 @@ type tool struct {
 	name   string
 	decl   *manifests.Tool
 	wasm   manifests.WASMTool // resolved paths
-	module *sandbox.Module
+	module *sandbox.Module    // nil when unavailable
 	env    map[string]string
+	// unavailable says, for the agent, why the module could not be
+	// loaded; "" when it was.
+	unavailable string
+}
+
+// Options are what New needs besides the sandbox and the manifests.
+type Options struct {
+	// Vars are airlock's own ${VAR}s (AIRLOCK_DATA_DIR,
+	// AIRLOCK_CONFIG_DIR) for module paths and mounts.
+	Vars map[string]string
+	// Getenv supplies the values of each tool's env allowlist; nil reads
+	// none.
+	Getenv func(string) string
+	// Report, when set, hears once of each tool that cannot be served and
+	// why, with the manifest and the paths: from New for a module that
+	// cannot be read or does not match its sha256, from the server's
+	// first connection for one that does not compile.
+	Report func(server, tool string, err error)
 }
 
 // New checks every module of the wasm manifests among ms against its
-// SHA-256 (a mismatch, or a missing file, is an error naming the manifest
-// and tool, and nothing is served) and prepares their servers, which
-// compile the modules when first connected. vars are airlock's own ${VAR}s
-// (AIRLOCK_DATA_DIR, AIRLOCK_CONFIG_DIR); getenv supplies the values of
-// each tool's env allowlist.
-func New(ctx context.Context, sb *sandbox.Sandbox, ms []*manifests.Manifest, vars map[string]string, getenv func(string) string) (*Servers, error) {
+// SHA-256 and prepares their servers, which compile the modules when first
+// connected. A module that is missing or does not match makes only its
+// own tools unavailable (see the package doc); New reports it and goes on.
+func New(ctx context.Context, sb *sandbox.Sandbox, ms []*manifests.Manifest, o Options) (*Servers, error) {
+	if o.Getenv == nil {
+		o.Getenv = func(string) string { return "" }
+	}
+	report := func(server, tool string, err error) {
+		if o.Report != nil {
+			o.Report(server, tool, err)
+		}
+	}
 	n := &Servers{servers: map[string]*lazyServer{}}
-	var errs []error
 	for _, m := range ms {
 		if m.Server.WASM == nil {
 			continue
@@ -83,13 +117,13 @@ func New(ctx context.Context, sb *sandbox.Sandbox, ms []*manifests.Manifest, var
 			if decl.WASM == nil {
 				continue // the manifest validator reports it
 			}
-			t := &tool{name: name, decl: decl, wasm: decl.WASM.Resolve(filepath.Dir(m.File), vars), env: map[string]string{}}
+			t := &tool{name: name, decl: decl, wasm: decl.WASM.Resolve(filepath.Dir(m.File), o.Vars), env: map[string]string{}}
 			for _, e := range t.wasm.Env {
-				t.env[e] = getenv(e)
+				t.env[e] = o.Getenv(e)
 			}
 			if err := verify(t.wasm.Module, t.wasm.SHA256); err != nil {
-				errs = append(errs, fmt.Errorf("%s: tools.%s.wasm: %w", m.File, name, err))
-				continue
+				t.unavailable = unavailableReason(err)
+				report(m.Server.Name, name, fmt.Errorf("%s: tools.%s.wasm: %w", m.File, name, err))
 			}
 			tools = append(tools, t)
 		}
@@ -97,21 +131,27 @@ func New(ctx context.Context, sb *sandbox.Sandbox, ms []*manifests.Manifest, var
 		n.servers[server] = &lazyServer{build: func() (*mcp.Server, error) {
 			srv := mcp.NewServer(&mcp.Implementation{Name: "airlock-native-" + server, Version: "1"}, nil)
 			for _, t := range tools {
-				mod, err := sb.Load(context.WithoutCancel(ctx), t.wasm.Module, t.wasm.SHA256)
-				if err != nil {
-					return nil, fmt.Errorf("%s: tools.%s.wasm: %w", file, t.name, err)
+				if t.unavailable == "" {
+					mod, err := sb.Load(context.WithoutCancel(ctx), t.wasm.Module, t.wasm.SHA256)
+					if errors.Is(err, sandbox.ErrClosed) {
+						return nil, fmt.Errorf("native server %s: %w", server, err)
+					}
+					if err != nil {
+						t.unavailable = unavailableReason(err)
+						report(server, t.name, fmt.Errorf("%s: tools.%s.wasm: %w", file, t.name, err))
+					}
+					t.module = mod
 				}
-				t.module = mod
 				srv.AddTool(t.mcpTool(), t.handle)
 			}
 			return srv, nil
 		}}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
 	return n, nil
 }
+
+// errMismatch is verify's mismatch, to tell it apart for the agent.
+var errMismatch = errors.New("does not match its sha256")
 
 // verify checks a module file against its pinned SHA-256 without compiling
 // it (the sandbox checks again when it loads it).
@@ -122,9 +162,24 @@ func verify(path, want string) error {
 	}
 	sum := sha256.Sum256(b)
 	if got := hex.EncodeToString(sum[:]); got != strings.ToLower(strings.TrimSpace(want)) {
-		return fmt.Errorf("%s does not match its sha256: expected %s, actual %s; review the module, then update sha256", path, want, got)
+		return fmt.Errorf("%s %w: expected %s, actual %s; review the module, then update sha256", path, errMismatch, want, got)
 	}
 	return nil
+}
+
+// unavailableReason says why a module could not be loaded, for agents:
+// without host paths or hashes, which the operator's log has.
+func unavailableReason(err error) string {
+	switch {
+	case errors.Is(err, errMismatch) || errors.Is(err, sandbox.ErrMismatch):
+		return "its module does not match the sha256 pinned in its manifest"
+	case errors.Is(err, sandbox.ErrInvalidModule):
+		return "its module is not a WASI command module airlock can run"
+	case errors.Is(err, fs.ErrNotExist):
+		return "its module file does not exist"
+	default:
+		return "its module could not be loaded"
+	}
 }
 
 // Has reports whether server is a native server.
@@ -168,12 +223,20 @@ func (t *tool) mcpTool() *mcp.Tool {
 	if !readOnly {
 		ann.DestructiveHint = ptr(destructive)
 	}
-	return &mcp.Tool{Name: t.name, Description: t.decl.Description, InputSchema: t.wasm.InputSchema, Annotations: ann}
+	def := &mcp.Tool{Name: t.name, Description: t.decl.Description, InputSchema: t.wasm.InputSchema, Annotations: ann}
+	if t.unavailable != "" {
+		def.Description = fmt.Sprintf("[unavailable: %s] %s", t.unavailable, t.decl.Description)
+		def.Meta = mcp.Meta{upstream.MetaUnavailable: t.unavailable}
+	}
+	return def
 }
 
 func ptr[T any](v T) *T { return &v }
 
 func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if t.unavailable != "" {
+		return toolError("%s is unavailable: %s. The operator's log has the details; this server's other tools are not affected.", t.name, t.unavailable), nil
+	}
 	args := []byte(req.Params.Arguments)
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = []byte("{}")
@@ -182,11 +245,14 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 		MemoryBytes: int64(t.wasm.EffectiveMemoryLimit()),
 		Timeout:     t.decl.EffectiveTimeout(),
 		OutputBytes: int(t.wasm.EffectiveOutputLimit()),
+		OpenFiles:   t.wasm.EffectiveMaxOpenFiles(),
 	}}
 	for _, m := range t.wasm.Mounts {
-		call.Mounts = append(call.Mounts, sandbox.Mount{HostDir: m.Host, GuestPath: m.Guest, ReadOnly: m.ReadOnly()})
+		call.Mounts = append(call.Mounts, sandbox.Mount{HostDir: m.Host, GuestPath: m.Guest, ReadOnly: m.ReadOnly(),
+			MaxBytes: int64(m.EffectiveMaxBytes()), MaxFiles: m.EffectiveMaxFiles()})
 	}
 	res, err := t.module.Run(ctx, call)
+	var quota *sandbox.QuotaError
 	switch {
 	case errors.Is(err, sandbox.ErrTimeout):
 		return toolError("%s was stopped at its time limit of %s; nothing it did after that point was kept. Try a smaller input.", t.name, call.Limits.Timeout), nil
@@ -194,6 +260,12 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 		return toolError("%s ran out of memory at its limit of %s. Try a smaller input.", t.name, t.wasm.EffectiveMemoryLimit()), nil
 	case errors.Is(err, sandbox.ErrOutputLimit):
 		return toolError("%s produced more than its output limit of %s, so its result was dropped. Ask for less (a narrower query or a smaller input).", t.name, t.wasm.EffectiveOutputLimit()), nil
+	case errors.Is(err, sandbox.ErrOpenFiles):
+		return toolError("%s hit its limit of %d open files (max_open_files) and was stopped.", t.name, call.Limits.OpenFiles), nil
+	case errors.As(err, &quota) && quota.Files:
+		return toolError("%s hit the limit of %d files in its mount %s (max_files) and was stopped; what it wrote until then was kept. Remove files there, or ask the operator to raise the limit.", t.name, quota.Limit, quota.Mount), nil
+	case errors.As(err, &quota):
+		return toolError("%s hit the limit of %s in its mount %s (max_bytes) and was stopped; what it wrote until then was kept. Remove files there, or ask the operator to raise the limit.", t.name, manifests.ByteSize(quota.Limit), quota.Mount), nil
 	case err != nil:
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

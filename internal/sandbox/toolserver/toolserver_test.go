@@ -2,15 +2,21 @@ package toolserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/sandbox"
+	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -48,23 +54,212 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
-// TestModuleMismatchRefusesToLoad: a manifest whose sha256 does not match
-// its module stops New, naming the manifest and the tool.
-func TestModuleMismatchRefusesToLoad(t *testing.T) {
-	m, err := manifests.Load(filepath.Join(repoRoot(), "manifests", "examples", "native.yaml"))
+// cacheDir is a compilation cache the tests share, so that the guest is
+// compiled once.
+var cacheDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "toolserver-test-cache-")
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	m.Tools["json_query"].WASM.SHA256 = strings.Repeat("0", 64)
+	cacheDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// guestTool is a tool of the sandbox's adversarial test guest, in mode.
+func guestTool(module, sha, mode, extra string) string {
+	return `  ` + mode + `:
+    description: guest in mode ` + mode + `
+    side_effects: [write]
+    data_access_level: public
+    risk: low
+    timeout: 20s
+    wasm:
+      module: ` + module + `
+      sha256: ` + sha + `
+      args: [` + mode + `, /data]
+      input_schema: {type: object}
+` + extra
+}
+
+// connect serves the manifest's wasm server and returns a client session.
+func connect(t *testing.T, src string, reports *[]string) *mcp.ClientSession {
+	t.Helper()
 	ctx := context.Background()
-	sb, err := sandbox.New(ctx, sandbox.Options{})
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "g.yaml"), []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sb.Close(ctx)
-	vars := map[string]string{"AIRLOCK_DATA_DIR": t.TempDir()}
-	_, err = New(ctx, sb, []*manifests.Manifest{m}, vars, os.Getenv)
-	if err == nil || !strings.Contains(err.Error(), "tools.json_query.wasm") || !strings.Contains(err.Error(), strings.Repeat("0", 64)) {
-		t.Fatalf("New = %v; want a mismatch naming tools.json_query.wasm and the expected hash", err)
+	if ps := m.Validate(); len(ps) > 0 {
+		t.Fatalf("manifest: %v", ps)
+	}
+	sb, err := sandbox.New(ctx, sandbox.Options{CacheDir: cacheDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	var mu sync.Mutex
+	n, err := New(ctx, sb, []*manifests.Manifest{m}, Options{Report: func(server, tool string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		*reports = append(*reports, fmt.Sprintf("%s/%s: %v", server, tool, err))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := n.Transport(ctx, m.Server.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func guestModule(t *testing.T) (path, sha string) {
+	t.Helper()
+	path = filepath.Join(repoRoot(), "internal", "sandbox", "testdata", "guest.wasm")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return path, hex.EncodeToString(sum[:])
+}
+
+func resultText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestBadModuleIsolated: in one wasm server, a tool whose module does not
+// match its sha256, one whose module is not wasm and one whose module is
+// missing are listed as unavailable with the reason, and calling them says
+// why, while the tool beside them works; each is reported once, naming
+// the manifest and the tool.
+func TestBadModuleIsolated(t *testing.T) {
+	guest, sha := guestModule(t)
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.wasm")
+	if err := os.WriteFile(garbage, []byte("not wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gsum := sha256.Sum256([]byte("not wasm"))
+	tool := func(name, module, sha string) string {
+		return strings.Replace(guestTool(module, sha, "echo", ""), "  echo:", "  "+name+":", 1)
+	}
+	src := "server: {name: g, wasm: {}}\ntools:\n" +
+		tool("good", guest, sha) +
+		tool("mismatch", guest, strings.Repeat("0", 64)) +
+		tool("garbage", garbage, hex.EncodeToString(gsum[:])) +
+		tool("missing", filepath.Join(dir, "missing.wasm"), sha)
+	var reports []string
+	cs := connect(t, src, &reports)
+	ctx := context.Background()
+
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"good":     "",
+		"mismatch": "its module does not match the sha256 pinned in its manifest",
+		"garbage":  "its module is not a WASI command module airlock can run",
+		"missing":  "its module file does not exist",
+	}
+	if len(lt.Tools) != len(want) {
+		t.Errorf("listed %d tools, want %d", len(lt.Tools), len(want))
+	}
+	for _, tl := range lt.Tools {
+		reason, listed := want[tl.Name]
+		if !listed {
+			t.Errorf("unexpected tool %s", tl.Name)
+			continue
+		}
+		got, _ := tl.Meta[upstream.MetaUnavailable].(string)
+		if got != reason || reason != "" && !strings.HasPrefix(tl.Description, "[unavailable: "+reason+"] ") {
+			t.Errorf("%s: description %q, _meta %v; want the reason %q", tl.Name, tl.Description, tl.Meta, reason)
+		}
+		if strings.Contains(tl.Description, dir) || strings.Contains(tl.Description, repoRoot()) {
+			t.Errorf("%s: description %q shows a host path", tl.Name, tl.Description)
+		}
+	}
+	for name, reason := range want {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"x": 1}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		switch {
+		case reason == "" && (r.IsError || resultText(r) != `{"x":1}`):
+			t.Errorf("%s beside the bad modules: isError=%v %q", name, r.IsError, resultText(r))
+		case reason != "" && (!r.IsError || !strings.Contains(resultText(r), name+" is unavailable: "+reason)):
+			t.Errorf("%s: isError=%v %q; want the reason %q", name, r.IsError, resultText(r), reason)
+		}
+	}
+	sort.Strings(reports)
+	wantReports := []string{"g/garbage: ", "g/mismatch: ", "g/missing: "}
+	if len(reports) != len(wantReports) {
+		t.Fatalf("reports %q, want one for each bad tool", reports)
+	}
+	for i, r := range reports {
+		if !strings.HasPrefix(r, wantReports[i]) || !strings.Contains(r, "g.yaml: tools.") {
+			t.Errorf("report %q, want it to start %q and name the manifest", r, wantReports[i])
+		}
+	}
+}
+
+// TestLimitResults: a guest that hits its open-file limit or a quota of
+// its read-write mount gets an isError result naming the limit and the
+// manifest field that sets it, and the mount holds no more than its quota.
+func TestLimitResults(t *testing.T) {
+	guest, sha := guestModule(t)
+	data := t.TempDir()
+	mount := "      mounts: [{host: " + data + ", guest: /data, mode: rw, max_bytes: 2MiB, max_files: 20}]\n"
+	src := "server: {name: g, wasm: {}}\ntools:\n" +
+		guestTool(guest, sha, "fdbomb", "      max_open_files: 16\n"+mount) +
+		guestTool(guest, sha, "fill", mount) +
+		guestTool(guest, sha, "files", mount) +
+		guestTool(guest, sha, "echo", "")
+	var reports []string
+	cs := connect(t, src, &reports)
+	ctx := context.Background()
+	for _, tc := range []struct{ tool, want string }{
+		{"fdbomb", "fdbomb hit its limit of 16 open files (max_open_files)"},
+		{"fill", "fill hit the limit of 2MiB in its mount /data (max_bytes)"},
+		{"files", "files hit the limit of 20 files in its mount /data (max_files)"},
+	} {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.IsError || !strings.Contains(resultText(r), tc.want) {
+			t.Errorf("%s: isError=%v %q; want %q", tc.tool, r.IsError, resultText(r), tc.want)
+		}
+		var size int64
+		es, _ := os.ReadDir(data)
+		for _, e := range es {
+			if fi, err := e.Info(); err == nil {
+				size += fi.Size()
+			}
+		}
+		if size > 2<<20 || len(es) > 20 {
+			t.Errorf("after %s the mount holds %d bytes in %d files", tc.tool, size, len(es))
+		}
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"after": true}})
+	if err != nil || r.IsError {
+		t.Fatalf("echo after the bombs: %v %q", err, resultText(r))
 	}
 }

@@ -42,6 +42,20 @@ func main() {
 		time.Sleep(time.Hour)
 	case "bomb":
 		bomb()
+	case "hog":
+		hog()
+	case "fdbomb":
+		fdbomb(arg)
+	case "fill":
+		fill(arg)
+	case "files":
+		files(arg)
+	case "churn":
+		churn(arg)
+	case "sparse":
+		sparse(arg, false)
+	case "stretch":
+		sparse(arg, true)
 	case "passwd":
 		b, err := os.ReadFile("/etc/passwd")
 		if err != nil {
@@ -141,6 +155,117 @@ func bomb() {
 		}
 		hoard = append(hoard, b)
 	}
+}
+
+// hog is a faster memory bomb: it commits memory by touching one byte
+// per 4 KiB page rather than every byte.
+func hog() {
+	for {
+		b := make([]byte, 16<<20)
+		for i := 0; i < len(b); i += 4 << 10 {
+			b[i] = 1
+		}
+		hoard = append(hoard, b)
+	}
+}
+
+// fdbomb opens the directory dir again and again without closing it, as a
+// guest that exhausted the host's descriptors did, and keeps trying after
+// opens fail. It reports the first failure on stdout.
+func fdbomb(dir string) {
+	var open []*os.File
+	reported := false
+	for range 1_000_000 {
+		f, err := os.Open(dir)
+		if err != nil {
+			if !reported {
+				fmt.Printf("fdbomb: %d open, then: %v\n", len(open), err)
+				reported = true
+			}
+			continue
+		}
+		open = append(open, f)
+	}
+	fmt.Printf("fdbomb: %d open\n", len(open))
+}
+
+// fill writes 1 GiB into a new file in dir in 1 MiB pieces, ignoring
+// failures as a careless tool would, and reports the first failure on
+// stdout. Calls filling the same directory at once write different files.
+func fill(dir string) {
+	f, err := os.CreateTemp(dir, "fill-")
+	if err != nil {
+		fail("fill: %v", err)
+	}
+	chunk := make([]byte, 1<<20)
+	reported := false
+	for range 1024 {
+		if _, err := f.Write(chunk); err != nil && !reported {
+			fmt.Println("fill: write:", err)
+			reported = true
+		}
+	}
+	f.Close()
+}
+
+// files creates 20,000 empty files in dir, ignoring failures, and reports
+// the first failure on stdout.
+func files(dir string) {
+	reported := false
+	for i := range 20_000 {
+		f, err := os.Create(fmt.Sprintf("%s/f%05d", dir, i))
+		if err != nil {
+			if !reported {
+				fmt.Println("files:", err)
+				reported = true
+			}
+			continue
+		}
+		f.Close()
+	}
+}
+
+// churn writes, replaces, links and removes files in dir a hundred times,
+// never holding more than two entries and 2 KiB at once.
+func churn(dir string) {
+	kib := make([]byte, 1<<10)
+	a, b, l, d := dir+"/a", dir+"/b", dir+"/l", dir+"/d"
+	for i := range 100 {
+		for _, step := range []func() error{
+			func() error { return os.WriteFile(a, kib, 0o644) },
+			func() error { return os.WriteFile(a, kib, 0o644) }, // truncates first
+			func() error { return os.Link(a, l) },
+			func() error { return os.Remove(l) },
+			func() error { return os.WriteFile(b, kib, 0o644) },
+			func() error { return os.Rename(b, a) }, // replaces a
+			func() error { return os.Remove(a) },
+			func() error { return os.Mkdir(d, 0o755) },
+			func() error { return os.Symlink("d", l) },
+			func() error { return os.Remove(l) },
+			func() error { return os.Remove(d) },
+		} {
+			if err := step(); err != nil {
+				fail("churn: round %d: %v", i, err)
+			}
+		}
+	}
+	fmt.Println("churn: ok")
+}
+
+// sparse tries to take 1 GiB without writing it: one byte written at
+// 1 GiB into an empty file, or (stretch) the file truncated up to 1 GiB.
+func sparse(dir string, stretch bool) {
+	f, err := os.Create(dir + "/sparse")
+	if err != nil {
+		fail("sparse: %v", err)
+	}
+	if stretch {
+		err = f.Truncate(1 << 30)
+	} else {
+		_, err = f.WriteAt([]byte("x"), 1<<30)
+	}
+	fmt.Println("sparse:", err)
+	f.Close()
 }
 
 // escape tries to leave the first mount (preopened as fd 3) with a raw
