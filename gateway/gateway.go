@@ -67,8 +67,9 @@ type Options struct {
 	Upstreams *upstream.Pool
 	// ExposeUncovered exposes upstream tools no manifest declares.
 	ExposeUncovered bool
-	// Pins blocks manifest tools whose upstream definition changed since
-	// it was pinned (nil: no pinning).
+	// Pins blocks the tools whose upstream definition changed since it was
+	// pinned, covered and (with ExposeUncovered) uncovered alike (nil: no
+	// pinning).
 	Pins *pin.Store
 	// Policy, when set, hides from tools/list the tools a principal may not
 	// call (allowlist, permissions, data level); the worker still judges
@@ -184,7 +185,10 @@ func New(opts Options) *Gateway {
 // Server is the MCP server, for in-memory and stdio transports.
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
-// Handler serves MCP over streamable HTTP.
+// Handler serves MCP over streamable HTTP. Serve it with an
+// httplimit.Server (as cmd/airlock does): it answers a request without a
+// valid key before reading its body, and net/http alone would then wait
+// for that body, at the client's pace, before closing the connection.
 func (g *Gateway) Handler() http.Handler {
 	h := g.mcpHandler()
 	if g.opts.Directory != nil {
@@ -509,16 +513,9 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 			e := &toolEntry{exposed: manifests.ExposedName(m.Server.Name, name), server: m.Server.Name, upstream: name, decl: decl}
 			// Pinning: a changed definition is not shown (it may carry a
 			// prompt injection); a placeholder says why, and calls fail.
-			if t, ok := offered[name]; ok && g.opts.Pins != nil && m.Server.WASM == nil { // a wasm tool is pinned by its sha256
-				if r := g.opts.Pins.Inspect(m.Server.Name, t); r.Verdict == pin.Changed {
-					if r.Transition {
-						g.log.Warn().Str("server", m.Server.Name).Str("tool", name).Msg(r.Reason)
-					}
-					e.avail, e.blocked = r.Reason, true
-					e.def = &mcp.Tool{Name: e.exposed, Description: fmt.Sprintf("[unavailable: %s] %s", r.Reason, decl.Description), InputSchema: map[string]any{"type": "object"}}
-					out[e.exposed] = e
-					continue
-				}
+			if t, ok := offered[name]; ok && g.pinBlocked(m, e, t) {
+				out[e.exposed] = e
+				continue
 			}
 			if t, ok := offered[name]; ok {
 				def := *t
@@ -556,13 +553,44 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 				if _, ok := out[exposed]; ok {
 					continue
 				}
-				def := *t
-				def.Name = exposed
-				out[exposed] = &toolEntry{exposed: exposed, server: m.Server.Name, upstream: name, def: &def}
+				e := &toolEntry{exposed: exposed, server: m.Server.Name, upstream: name}
+				// An uncovered tool is pinned like a covered one: its
+				// definition goes to the agent just the same.
+				if !g.pinBlocked(m, e, t) {
+					def := *t
+					def.Name = exposed
+					e.def = &def
+				}
+				out[exposed] = e
 			}
 		}
 	}
 	return out
+}
+
+// pinBlocked checks t, the upstream's definition of e, against its pin.
+// When it changed since it was pinned, it makes e a blocked placeholder
+// (the reason, the manifest's description if any, an empty schema; nothing
+// of the new definition) and reports true. Tools of wasm servers are pinned
+// by the sha256 of their modules in the manifest instead.
+func (g *Gateway) pinBlocked(m *manifests.Manifest, e *toolEntry, t *mcp.Tool) bool {
+	if g.opts.Pins == nil || m.Server.WASM != nil {
+		return false
+	}
+	r := g.opts.Pins.Inspect(m.Server.Name, t)
+	if r.Verdict != pin.Changed {
+		return false
+	}
+	if r.Transition {
+		g.log.Warn().Str("server", m.Server.Name).Str("tool", e.upstream).Bool("covered", e.decl != nil).Msg(r.Reason)
+	}
+	desc := "[unavailable: " + r.Reason + "]"
+	if e.decl != nil && e.decl.Description != "" {
+		desc += " " + e.decl.Description
+	}
+	e.avail, e.blocked = r.Reason, true
+	e.def = &mcp.Tool{Name: e.exposed, Description: desc, InputSchema: map[string]any{"type": "object"}}
+	return true
 }
 
 func unavailableReason(server string, st upstream.Status) string {

@@ -1,6 +1,7 @@
 package manifests_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,14 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(head + readTool + "    approval: &a {group: ops}\n  w:\n    approval: *a\n"))
 	f.Add([]byte("a: &a [*a]"))
+	// Issue 13 item 8: relative path roots; files that are not YAML text.
+	f.Add([]byte("server:\n  name: fs\n  stdio: {command: x}\n  path_roots: [sandbox, \"~/x\", ../up, \"${HOME}\"]\ntools:\n  read: {side_effects: [read], data_access_level: internal, risk: low, path_args: [path]}\n"))
+	f.Add([]byte{})
+	f.Add([]byte("# only a comment\n"))
+	f.Add([]byte("\x00\x01\x02binary"))
+	f.Add([]byte("\x89PNG\r\n\x1a\n"))
+	f.Add([]byte("server:\n  name: caf\xe9\n"))
+	f.Add([]byte{0xFF, 0xFE, 's', 0, ':', 0, ' ', 0, '1', 0})
 	// Quotas of wasm tools: out of range, negative, on a read-only mount,
 	// not numbers.
 	f.Add([]byte("server: {name: w, wasm: {}}\ntools:\n  t:\n    description: d\n    wasm:\n      module: m.wasm\n" +
@@ -30,6 +39,14 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error")
+			}
+			var ps manifests.Problems
+			if errors.As(err, &ps) {
+				for _, p := range ps {
+					if p.Line < 1 {
+						t.Fatalf("problem without a line: %v", p)
+					}
+				}
 			}
 			return
 		}

@@ -26,6 +26,11 @@ func parse(file string, data []byte) (*Manifest, []Problem) {
 	if lines == nil {
 		return nil, ps
 	}
+	if len(ps) == 0 && len(lines) <= 1 {
+		// Nothing but comments, "{}" or "null": say so once rather than
+		// list every required field.
+		return nil, []Problem{{File: file, Line: 1, Msg: "the file declares nothing (it is empty, or holds only comments); a manifest declares a server and its tools: write them, or have `airlock manifests scan --name NAME --command CMD` write a skeleton"}}
+	}
 	m.File = file
 	m.Lines = lines
 	return m, ps

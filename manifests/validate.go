@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -177,13 +178,37 @@ func (v *validator) server(s Server) {
 		v.httpURL(u)
 	}
 	for i, r := range s.PathRoots {
-		if strings.TrimSpace(r) == "" {
-			v.add(fmt.Sprintf("server.path_roots[%d]", i), "is empty; name a directory, e.g. \"${AIRLOCK_DATA_DIR}/sandbox\"")
+		at := fmt.Sprintf("server.path_roots[%d]", i)
+		switch {
+		case strings.TrimSpace(r) == "":
+			v.add(at, "is empty; name a directory, e.g. \"${AIRLOCK_DATA_DIR}/sandbox\"")
+		case !RootIsAbsolute(r):
+			v.add(at, "%q is a relative path, and policy denies every call whose paths must lie under a relative root (the upstream resolves paths against a working directory airlock cannot know); write an absolute path, e.g. %q or %q", r, "/srv/"+relExample(r), "${AIRLOCK_DATA_DIR}/"+relExample(r))
 		}
 	}
 	if v.set("server.connect_timeout", s.ConnectTimeout) && s.ConnectTimeout <= 0 {
 		v.add("server.connect_timeout", "must be positive, got %s; omit it for the default %s", s.ConnectTimeout, DefaultConnectTimeout)
 	}
+}
+
+// RootIsAbsolute reports whether a path root, as written in a manifest,
+// names an absolute directory: an absolute path, or one that starts with a
+// ${VAR} reference (airlock's ${AIRLOCK_DATA_DIR} and ${AIRLOCK_CONFIG_DIR}
+// are absolute; an environment variable must hold an absolute path, which
+// only the expanded value can show). "~" is not expanded, so "~/data" is
+// relative.
+func RootIsAbsolute(root string) bool {
+	return filepath.IsAbs(root) || strings.HasPrefix(root, "${")
+}
+
+// relExample is a relative root made presentable for the "write e.g."
+// part of a message: "./data/" becomes "data", "~/x" becomes "x".
+func relExample(root string) string {
+	r := filepath.ToSlash(filepath.Clean(strings.TrimPrefix(strings.TrimPrefix(root, "~"), "/")))
+	if r == "." || r == ".." || strings.HasPrefix(r, "../") {
+		return "sandbox"
+	}
+	return r
 }
 
 func (v *validator) httpURL(raw string) {

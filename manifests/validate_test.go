@@ -656,3 +656,80 @@ func TestCompensable(t *testing.T) {
 		}
 	}
 }
+
+// TestRelativePathRootsRefused: a relative path root passes no call at
+// run time (policy refuses to guess the upstream's working directory), so
+// validation refuses it, at its line, with an absolute example.
+func TestRelativePathRootsRefused(t *testing.T) {
+	src := func(root string) string {
+		return "server:\n  name: fs\n  stdio: {command: x}\n  path_roots:\n    - /srv/ok\n    - " + root + "\ntools:\n  read: {side_effects: [read], data_access_level: internal, risk: low, path_args: [path]}\n"
+	}
+	for _, tt := range []struct {
+		root, want string
+	}{
+		{`sandbox`, `m.yaml:6: server.path_roots[1]: "sandbox" is a relative path, and policy denies every call whose paths must lie under a relative root (the upstream resolves paths against a working directory airlock cannot know); write an absolute path, e.g. "/srv/sandbox" or "${AIRLOCK_DATA_DIR}/sandbox"`},
+		{`./data/files/`, `m.yaml:6: server.path_roots[1]: "./data/files/" is a relative path, and policy denies every call whose paths must lie under a relative root (the upstream resolves paths against a working directory airlock cannot know); write an absolute path, e.g. "/srv/data/files" or "${AIRLOCK_DATA_DIR}/data/files"`},
+		{`"~/notes"`, `m.yaml:6: server.path_roots[1]: "~/notes" is a relative path, and policy denies every call whose paths must lie under a relative root (the upstream resolves paths against a working directory airlock cannot know); write an absolute path, e.g. "/srv/notes" or "${AIRLOCK_DATA_DIR}/notes"`},
+		{`../up`, `m.yaml:6: server.path_roots[1]: "../up" is a relative path, and policy denies every call whose paths must lie under a relative root (the upstream resolves paths against a working directory airlock cannot know); write an absolute path, e.g. "/srv/sandbox" or "${AIRLOCK_DATA_DIR}/sandbox"`},
+		{`/srv/data`, ``},
+		{`"${AIRLOCK_DATA_DIR}/sandbox"`, ``},
+		{`"${HOME}"`, ``},
+	} {
+		t.Run(tt.root, func(t *testing.T) {
+			var want []string
+			if tt.want != "" {
+				want = []string{tt.want}
+			}
+			if diff := cmp.Diff(want, problemsOf(t, src(tt.root))); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEveryFileProblemHasALine: an empty, comment-only, binary or
+// non-UTF-8 manifest is reported at a line (line 1 where nothing better is
+// known), in the file:line: shape editors and CI annotators read, through
+// the loader `airlock manifests validate` uses.
+func TestEveryFileProblemHasALine(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		data []byte
+		want []string
+	}{
+		{"empty", nil, []string{"m.yaml:1: the file declares nothing (it is empty, or holds only comments); a manifest declares a server and its tools: write them, or have `airlock manifests scan --name NAME --command CMD` write a skeleton"}},
+		{"blank lines", []byte("\n \n\n"), []string{"m.yaml:1: the file declares nothing (it is empty, or holds only comments); a manifest declares a server and its tools: write them, or have `airlock manifests scan --name NAME --command CMD` write a skeleton"}},
+		{"comments only", []byte("# a manifest\n# to be written\n"), []string{"m.yaml:1: the file declares nothing (it is empty, or holds only comments); a manifest declares a server and its tools: write them, or have `airlock manifests scan --name NAME --command CMD` write a skeleton"}},
+		{"binary", []byte("\x00\x01\x02\x03binary"), []string{"m.yaml:1: the file is not YAML text: it holds the control character U+0000 at column 1; remove it (is this a binary file?)"}},
+		{"png", []byte("\x89PNG\r\n\x1a\n\x00\x00"), []string{"m.yaml:1: the file is not UTF-8 text: byte 0x89 at column 1 is not UTF-8; save the file as UTF-8 (a manifest is YAML text, not a binary file)"}},
+		{"latin-1 on line 2", []byte("server:\n  name: caf\xe9\n"), []string{"m.yaml:2: the file is not UTF-8 text: byte 0xE9 at column 12 is not UTF-8; save the file as UTF-8 (a manifest is YAML text, not a binary file)"}},
+		{"escape character", []byte(head + "  read:\n    risk: low\x1b[2J\n"), []string{"m.yaml:7: the file is not YAML text: it holds the control character U+001B at column 14; remove it (is this a binary file?)"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.yaml")
+			if err := os.WriteFile(path, tt.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := manifests.LoadFiles([]string{path})
+			if err == nil {
+				t.Fatal("loaded, want problems")
+			}
+			got := errorLines(t, err)
+			for i := range got {
+				got[i] = strings.TrimPrefix(got[i], filepath.Dir(path)+string(filepath.Separator))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// A UTF-16 file (with its byte order mark) is YAML that yaml.v3 reads:
+	// it is not refused as binary.
+	utf16 := []byte{0xFF, 0xFE}
+	for _, r := range head + readTool {
+		utf16 = append(utf16, byte(r), 0)
+	}
+	if _, err := manifests.Parse("m.yaml", utf16); err != nil {
+		t.Errorf("a UTF-16 manifest: %v", err)
+	}
+}

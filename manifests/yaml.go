@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -77,11 +78,16 @@ func DecodeYAML(file string, data []byte, out any) (Lines, []Problem) {
 		return nil, []Problem{{File: file, Msg: fmt.Sprintf("internal error: cannot decode into %T", out)}}
 	}
 
+	if p, ok := notText(file, data); !ok {
+		return nil, []Problem{p}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return Lines{}, nil // empty file: every required field will be reported missing
+			// An empty file: every required field is reported missing, at
+			// line 1 since there is no better one.
+			return Lines{"": 1}, nil
 		}
 		return nil, []Problem{syntaxProblem(file, err)}
 	}
@@ -95,7 +101,7 @@ func DecodeYAML(file string, data []byte, out any) (Lines, []Problem) {
 	doc := &root
 	if doc.Kind == yaml.DocumentNode {
 		if len(doc.Content) == 0 {
-			return Lines{}, nil
+			return Lines{"": 1}, nil
 		}
 		doc = doc.Content[0]
 	}
@@ -140,7 +146,50 @@ func syntaxProblem(file string, err error) Problem {
 		n, _ := strconv.Atoi(m[1])
 		return Problem{File: file, Line: n, Msg: "invalid YAML: " + m[2]}
 	}
-	return Problem{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	// yaml.v3 names no line for some errors (bad encodings, mostly caught
+	// before by notText); line 1 is where an editor should look first.
+	return Problem{File: file, Line: 1, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+}
+
+// notText finds the first thing that makes data not YAML text, a byte that
+// is not UTF-8 or a control character YAML forbids, and reports it at its
+// line and column; yaml.v3 reports either without a line. A UTF-16 file,
+// which starts with its byte order mark, is left to yaml.v3, which reads it.
+func notText(file string, data []byte) (Problem, bool) {
+	if bytes.HasPrefix(data, []byte{0xFE, 0xFF}) || bytes.HasPrefix(data, []byte{0xFF, 0xFE}) {
+		return Problem{}, true
+	}
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return Problem{File: file, Line: line, Msg: fmt.Sprintf(
+				"the file is not UTF-8 text: byte 0x%02X at column %d is not UTF-8; save the file as UTF-8 (a manifest is YAML text, not a binary file)", data[i], col)}, false
+		case r == '\n':
+			line, col = line+1, 0
+		case forbiddenInYAML(r):
+			return Problem{File: file, Line: line, Msg: fmt.Sprintf(
+				"the file is not YAML text: it holds the control character U+%04X at column %d; remove it (is this a binary file?)", r, col)}, false
+		}
+		i += size
+		col++
+	}
+	return Problem{}, true
+}
+
+// forbiddenInYAML reports the characters YAML 1.2 does not allow in a
+// stream (its c-printable production excludes them).
+func forbiddenInYAML(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r' || r == 0x85:
+		return false
+	case r < 0x20 || r == 0x7F || (r >= 0x80 && r <= 0x9F):
+		return true
+	case r >= 0xD800 && r <= 0xDFFF, r == 0xFFFE, r == 0xFFFF:
+		return true
+	}
+	return false
 }
 
 func decodeErrorProblems(file string, err error) []Problem {
@@ -150,7 +199,7 @@ func decodeErrorProblems(file string, err error) []Problem {
 	}
 	var ps []Problem
 	for _, e := range te.Errors {
-		p := Problem{File: file, Msg: e}
+		p := Problem{File: file, Line: 1, Msg: e}
 		if m := yamlLineRE.FindStringSubmatch(e); m != nil {
 			p.Line, _ = strconv.Atoi(m[1])
 			p.Msg = m[2]

@@ -496,6 +496,10 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("name: p\nvars: &v {a: *v}\nsteps: []\n"))
 	f.Add([]byte("steps:\n  - args: {a: \"${{ steps.x.result.map(k, {k: 1}) }}\"}\n"))
+	// Issue 13 item 8: files that are not YAML text.
+	f.Add([]byte{})
+	f.Add([]byte("\x00\x01binary"))
+	f.Add([]byte("name: caf\xe9\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := plans.Parse("f.yaml", data)
 		if err != nil {

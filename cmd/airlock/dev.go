@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/devui"
+	"github.com/airlock-run/airlock/internal/httplimit"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
@@ -55,7 +56,7 @@ type stack struct {
 	pins    *pin.Store
 	worker  sdkworker.Worker
 	dir     *identity.Directory
-	http    *http.Server
+	http    *httplimit.Server
 	httpErr chan error
 	addr    string
 	stops   []func()
@@ -445,7 +446,9 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 		return fmt.Errorf("gateway cannot listen on %s: %w (is another airlock running? pass --listen)", e.listen, err)
 	}
 	s.addr = ln.Addr().String()
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Bounded reads and a cap on unauthenticated connections: a client
+	// without a key must not hold connections (file descriptors) open.
+	s.http = limitedServer(mux, e.snap.Config, s.dir, e.log)
 	go func() {
 		err := s.http.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {

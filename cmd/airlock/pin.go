@@ -23,10 +23,20 @@ tools as unchanged, new or CHANGED (with a diff of the definition against
 its pin), and pins the current definitions: every tool, or only TOOL.
 
 airlock pins the definition (name, title, description, schemas,
-annotations) of every upstream tool the first time it sees it. A tool whose
-definition changes afterwards is blocked (listed as unavailable, calls
-refused) until you review the change here and accept it. A running airlock
-picks up the new pins without a restart.
+annotations, icons and _meta: everything an agent is shown) of every
+upstream tool the first time it sees it, whether a manifest covers it or
+expose_uncovered shows it. A tool whose definition changes afterwards is
+blocked (listed as unavailable, calls refused) until you review the change
+here and accept it. A running airlock picks up the new pins without a
+restart.
+
+In the diff, every character outside printable ASCII is shown by its code
+point (\uXXXX), so a look-alike letter or an invisible character cannot
+pass for an unchanged one.
+
+Pins made by an airlock that did not pin icons and _meta still hold for
+tools without them; a tool that has them shows as CHANGED (the rest of
+its definition unchanged) and is blocked until pinned again here.
 
 The pins are kept in pins_file of the configuration (relative to it), else
 <data dir>/pins.json.`
@@ -148,12 +158,19 @@ func reviewPins(w io.Writer, store *pin.Store, server string, tools []*mcp.Tool,
 			}
 			fmt.Fprintf(w, "  CHANGED    %s%s (changed: %s; pinned %s by %s)\n", redact.VisibleLine(t.Name), note, what,
 				old.PinnedAt.Local().Format(time.DateTime), orUnknown(old.By))
+			if pin.Legacy(old, t) {
+				fmt.Fprintln(w, "      (only its icons and _meta differ: its pin does not cover them, because the upstream added them since or an earlier airlock did not pin them; review them below)")
+			}
 			if len(old.Definition) == 0 {
 				fmt.Fprintln(w, "      (the pins file kept only the old hash, not the old definition: no diff)")
 				continue
 			}
-			for _, line := range strings.Split(strings.TrimRight(pin.Diff(old.Definition, def), "\n"), "\n") {
+			diff := pin.Diff(old.Definition, def)
+			for _, line := range strings.Split(strings.TrimRight(diff, "\n"), "\n") {
 				fmt.Fprintf(w, "      %s\n", redact.VisibleLine(line))
+			}
+			if strings.Contains(diff, `\u`) || strings.Contains(diff, `\U`) {
+				fmt.Fprintln(w, "      (\\uXXXX is a character outside printable ASCII, by its code point: look for letters from other scripts and invisible characters)")
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/pin"
 )
@@ -185,5 +188,92 @@ tools:
 	}
 	if b, _ := os.ReadFile(pinsPath); string(b) != "{not json" {
 		t.Fatalf("corrupt pins file was overwritten: %q", b)
+	}
+}
+
+// TestReviewPinsMetaIconsAndHomoglyphs: what `airlock manifests pin` shows
+// for the changes of issue 13 item 4: a changed _meta or icons is CHANGED
+// (it used to read "unchanged"), a look-alike letter in the new _meta is
+// shown by its code point, and a pin made before icons and _meta were
+// pinned says that only they differ.
+func TestReviewPinsMetaIconsAndHomoglyphs(t *testing.T) {
+	tool := func(name, hint, icon string) *mcp.Tool {
+		return &mcp.Tool{Name: name, Description: "Echo text back.", InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"vendor/hint": hint}, Icons: []mcp.Icon{{Source: icon}}}
+	}
+	store, err := pin.Open(filepath.Join(t.TempDir(), "pins.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const server = "review"
+	if _, err := store.Pin(server, []*mcp.Tool{
+		tool("meta", "Say hello.", "https://example.com/a.png"),
+		tool("icon", "Say hello.", "https://example.com/a.png"),
+		tool("same", "Say hello.", "https://example.com/a.png"),
+	}, ""); err != nil {
+		t.Fatal(err)
+	}
+	now := []*mcp.Tool{
+		tool("meta", "S\u0430y hello.", "https://example.com/a.png"), // Cyrillic a
+		tool("icon", "Say hello.", "https://examp\u0131e.com/a.png"), // dotless i
+		tool("same", "Say hello.", "https://example.com/a.png"),
+	}
+	var out strings.Builder
+	if err := reviewPins(&out, store, server, now, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"CHANGED    meta (changed: _meta;",
+		`-     "vendor/hint": "Say hello."`,
+		`+     "vendor/hint": "S\u0430y hello."`,
+		"CHANGED    icon (changed: icons;",
+		`+       "src": "https://examp\u0131e.com/a.png"`,
+		`(\uXXXX is a character outside printable ASCII, by its code point`,
+		"unchanged  same",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, r := range out.String() {
+		if r > 0x7E {
+			t.Fatalf("output holds %U unescaped:\n%s", r, out.String())
+		}
+	}
+	changed, err := store.Pin(server, now, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(changed, ",") != "icon,meta" {
+		t.Fatalf("Pin accepted %v, want icon and meta", changed)
+	}
+
+	// A pins file written before icons and _meta were pinned: the pin of
+	// the definition without them.
+	legacy := tool("old", "Say hello.", "https://example.com/a.png")
+	bare := *legacy
+	bare.Meta, bare.Icons = nil, nil
+	def, err := pin.Canonical(&bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := fmt.Sprintf(`{"version": 1, "servers": {%q: {"old": {"sha256": %q, "definition": %s, "pinned_at": "2025-01-02T03:04:05Z", "by": "airlock manifests pin"}}}}`,
+		server, pin.Hash(&bare), def)
+	path := filepath.Join(t.TempDir(), "pins.json")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old, err := pin.Open(path)
+	if err != nil {
+		t.Fatalf("a pins file from before icons and _meta: %v", err)
+	}
+	out.Reset()
+	if err := reviewPins(&out, old, server, []*mcp.Tool{legacy}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"CHANGED    old (changed: icons, _meta;", "(only its icons and _meta differ: its pin does not cover them"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output for an old pin lacks %q:\n%s", want, out.String())
+		}
 	}
 }

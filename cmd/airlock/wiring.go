@@ -128,12 +128,34 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 	vars := e.vars()
 	for _, m := range snap.Manifests {
 		s := m.Server.Expand(vars)
+		if err := expandedRootsAbsolute(m, s); err != nil {
+			return nil, err
+		}
 		if s.Stdio != nil && s.Stdio.Dir == "" {
 			s.Stdio.Dir = filepath.Dir(m.File)
 		}
 		e.servers = append(e.servers, s)
 	}
 	return e, nil
+}
+
+// expandedRootsAbsolute refuses a path root that is relative once its
+// ${VAR}s are expanded (validation accepts any root that starts with one):
+// policy would deny every call under it.
+func expandedRootsAbsolute(m *manifests.Manifest, s manifests.Server) error {
+	var ps manifests.Problems
+	for i, r := range s.PathRoots {
+		if r == "" || filepath.IsAbs(r) {
+			continue
+		}
+		at := fmt.Sprintf("server.path_roots[%d]", i)
+		ps = append(ps, manifests.Problem{File: m.File, Line: max(1, m.Lines.Line(at)), Field: at,
+			Msg: fmt.Sprintf("%q expands to %q, a relative path, under which policy would deny every call; make the variable hold an absolute path, or write one", m.Server.PathRoots[i], r)})
+	}
+	if len(ps) > 0 {
+		return ps
+	}
+	return nil
 }
 
 // vars are airlock's own ${VAR}s for manifests.

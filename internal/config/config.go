@@ -31,6 +31,9 @@ type Config struct {
 
 	// Listen is the gateway's HTTP address. Default "127.0.0.1:7400".
 	Listen string `yaml:"listen,omitempty"`
+	// HTTP bounds what clients may hold on the gateway's listener (and
+	// airlock approver's).
+	HTTP HTTP `yaml:"http,omitempty"`
 
 	// Manifests lists manifest files or globs, relative to the config file.
 	Manifests []string `yaml:"manifests"`
@@ -73,6 +76,30 @@ type Config struct {
 
 	// Audit configures the audit stream (one JSON line per decision point).
 	Audit Audit `yaml:"audit,omitempty"`
+}
+
+// HTTP bounds requests and connections on airlock's HTTP listeners, above
+// all those of clients that have not authenticated (see package httplimit).
+// Responses are not bounded in time: MCP sessions keep streams open.
+type HTTP struct {
+	// ReadHeaderTimeout bounds reading a request's headers (default 10s).
+	ReadHeaderTimeout manifests.Duration `yaml:"read_header_timeout,omitempty"`
+	// ReadTimeout bounds reading a whole request, headers and body
+	// (default 30s).
+	ReadTimeout manifests.Duration `yaml:"read_timeout,omitempty"`
+	// IdleTimeout closes a kept-alive connection without a new request
+	// (default 2m).
+	IdleTimeout manifests.Duration `yaml:"idle_timeout,omitempty"`
+	// MaxHeaderBytes bounds a request's headers (default 64KiB).
+	MaxHeaderBytes manifests.ByteSize `yaml:"max_header_bytes,omitempty"`
+	// MaxUnauthenticatedBody bounds the body of a request without a valid
+	// API key (default 256KiB): the approvals page's forms and Slack's
+	// clicks fit; an MCP request without a key is refused (401) unread.
+	MaxUnauthenticatedBody manifests.ByteSize `yaml:"max_unauthenticated_body,omitempty"`
+	// MaxUnauthenticatedConns bounds the connections that have not sent a
+	// request with a valid API key (default 1024); past it the oldest is
+	// closed for each new one. Authenticated connections are not counted.
+	MaxUnauthenticatedConns int `yaml:"max_unauthenticated_conns,omitempty"`
 }
 
 // Audit configures the audit stream (package auditlog).

@@ -29,6 +29,14 @@ const (
 	DefaultMaxCalls    = 1000
 	DefaultDeadline    = 24 * time.Hour
 	DefaultIdleTimeout = time.Hour
+
+	// HTTP limits (package httplimit has the same defaults).
+	DefaultHTTPReadHeaderTimeout       = 10 * time.Second
+	DefaultHTTPReadTimeout             = 30 * time.Second
+	DefaultHTTPIdleTimeout             = 2 * time.Minute
+	DefaultHTTPMaxHeaderBytes          = 64 << 10
+	DefaultHTTPMaxUnauthenticatedBody  = 256 << 10
+	DefaultHTTPMaxUnauthenticatedConns = 1024
 )
 
 // Load reads the configuration at path, applies defaults, and loads and
@@ -133,6 +141,19 @@ func applyDefaults(c *Config, lines manifests.Lines) {
 	}
 	dur("task.deadline", &c.Task.Deadline, DefaultDeadline)
 	dur("task.idle_timeout", &c.Task.IdleTimeout, DefaultIdleTimeout)
+	dur("http.read_header_timeout", &c.HTTP.ReadHeaderTimeout, DefaultHTTPReadHeaderTimeout)
+	dur("http.read_timeout", &c.HTTP.ReadTimeout, DefaultHTTPReadTimeout)
+	dur("http.idle_timeout", &c.HTTP.IdleTimeout, DefaultHTTPIdleTimeout)
+	size := func(p string, f *manifests.ByteSize, def int64) {
+		if *f == 0 && !lines.Has(p) {
+			*f = manifests.ByteSize(def)
+		}
+	}
+	size("http.max_header_bytes", &c.HTTP.MaxHeaderBytes, DefaultHTTPMaxHeaderBytes)
+	size("http.max_unauthenticated_body", &c.HTTP.MaxUnauthenticatedBody, DefaultHTTPMaxUnauthenticatedBody)
+	if c.HTTP.MaxUnauthenticatedConns == 0 && !lines.Has("http.max_unauthenticated_conns") {
+		c.HTTP.MaxUnauthenticatedConns = DefaultHTTPMaxUnauthenticatedConns
+	}
 	applySlackDefaults(c)
 }
 
@@ -182,9 +203,36 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	if len(c.Manifests) == 0 {
 		v.add("manifests", `is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`)
 	}
+	c.validateHTTP(v)
 	c.validateIdentity(v)
 	c.validateSlack(v)
 	return v.problems
+}
+
+func (c *Config) validateHTTP(v *validator) {
+	h := c.HTTP
+	if h.ReadHeaderTimeout <= 0 {
+		v.add("http.read_header_timeout", `must be positive, got %s; write how long a client may take to send a request's headers, e.g. "10s" (the default)`, h.ReadHeaderTimeout)
+	}
+	if h.ReadTimeout <= 0 {
+		v.add("http.read_timeout", `must be positive, got %s; write how long a client may take to send a whole request, e.g. "30s" (the default); it does not limit streamed answers`, h.ReadTimeout)
+	} else if h.ReadHeaderTimeout > 0 && h.ReadTimeout < h.ReadHeaderTimeout {
+		v.add("http.read_timeout", "%s is less than http.read_header_timeout (%s): it bounds the headers and the body together; make it at least as long", h.ReadTimeout, h.ReadHeaderTimeout)
+	}
+	if h.IdleTimeout <= 0 {
+		v.add("http.idle_timeout", `must be positive, got %s; write how long an idle connection stays open, e.g. "2m" (the default)`, h.IdleTimeout)
+	}
+	if h.MaxHeaderBytes < 4<<10 {
+		v.add("http.max_header_bytes", `must be at least 4KiB, got %s; write e.g. "64KiB" (the default)`, h.MaxHeaderBytes)
+	} else if h.MaxHeaderBytes > 1<<30 {
+		v.add("http.max_header_bytes", "%s is more than 1GiB; lower it (headers carry keys and session IDs, not data)", h.MaxHeaderBytes)
+	}
+	if h.MaxUnauthenticatedBody < 1<<10 {
+		v.add("http.max_unauthenticated_body", `must be at least 1KiB, got %s: the approvals page's login and Slack's clicks send bodies before airlock knows the caller; write e.g. "256KiB" (the default)`, h.MaxUnauthenticatedBody)
+	}
+	if h.MaxUnauthenticatedConns < 1 {
+		v.add("http.max_unauthenticated_conns", "must be at least 1, got %d; it caps the connections that have not sent a valid API key (default %d)", h.MaxUnauthenticatedConns, DefaultHTTPMaxUnauthenticatedConns)
+	}
 }
 
 var (

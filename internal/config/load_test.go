@@ -67,6 +67,14 @@ func TestLoadDefaultsAndRelativeManifests(t *testing.T) {
 			Deadline:    manifests.Duration(24 * time.Hour),
 			IdleTimeout: manifests.Duration(time.Hour),
 		},
+		HTTP: config.HTTP{
+			ReadHeaderTimeout:       manifests.Duration(10 * time.Second),
+			ReadTimeout:             manifests.Duration(30 * time.Second),
+			IdleTimeout:             manifests.Duration(2 * time.Minute),
+			MaxHeaderBytes:          64 << 10,
+			MaxUnauthenticatedBody:  256 << 10,
+			MaxUnauthenticatedConns: 1024,
+		},
 	}
 	if diff := cmp.Diff(want, snap.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -103,6 +111,49 @@ func TestLoadProblems(t *testing.T) {
 			name: "manifests missing",
 			cfg:  "listen: 127.0.0.1:1\n",
 			want: []string{`DIR/airlock.yaml:1: manifests: is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`},
+		},
+		{
+			name:  "http limits",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg: `manifests: [m.yaml]
+http:
+  read_header_timeout: 20s
+  read_timeout: 5s
+  idle_timeout: 0s
+  max_header_bytes: 1KiB
+  max_unauthenticated_body: 0B
+  max_unauthenticated_conns: 0
+`,
+			want: []string{
+				`DIR/airlock.yaml:4: http.read_timeout: 5s is less than http.read_header_timeout (20s): it bounds the headers and the body together; make it at least as long`,
+				`DIR/airlock.yaml:5: http.idle_timeout: must be positive, got 0s; write how long an idle connection stays open, e.g. "2m" (the default)`,
+				`DIR/airlock.yaml:6: http.max_header_bytes: must be at least 4KiB, got 1KiB; write e.g. "64KiB" (the default)`,
+				`DIR/airlock.yaml:7: http.max_unauthenticated_body: must be at least 1KiB, got 0B: the approvals page's login and Slack's clicks send bodies before airlock knows the caller; write e.g. "256KiB" (the default)`,
+				`DIR/airlock.yaml:8: http.max_unauthenticated_conns: must be at least 1, got 0; it caps the connections that have not sent a valid API key (default 1024)`,
+			},
+		},
+		{
+			name:  "http limits of the wrong kind",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nhttp:\n  read_timeout: 30\n  max_unauthenticated_body: 64\n",
+			want: []string{
+				`DIR/airlock.yaml:3: http.read_timeout: 30 has no unit; write a duration such as "30s" (s, m or h)`,
+				`DIR/airlock.yaml:4: http.max_unauthenticated_body: "64" is not a size; write a number and a unit, e.g. "64MiB" (B, KiB, MiB, GiB, KB, MB, GB)`,
+			},
+		},
+		{
+			name: "empty configuration",
+			cfg:  "",
+			want: []string{`DIR/airlock.yaml:1: manifests: is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`},
+		},
+		{
+			name:  "empty and binary manifests",
+			files: map[string]string{"m/a.yaml": "", "m/b.yaml": "\x00\x00\x00"},
+			cfg:   "manifests: [m/*.yaml]\n",
+			want: []string{
+				"DIR/m/a.yaml:1: the file declares nothing (it is empty, or holds only comments); a manifest declares a server and its tools: write them, or have `airlock manifests scan --name NAME --command CMD` write a skeleton",
+				"DIR/m/b.yaml:1: the file is not YAML text: it holds the control character U+0000 at column 1; remove it (is this a binary file?)",
+			},
 		},
 		{
 			name:  "unknown field",

@@ -3,7 +3,9 @@ package pin
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // diffContext is how many unchanged lines Diff shows around each change.
@@ -13,6 +15,12 @@ const diffContext = 3
 // unified-style line diff of the indented JSON: "-" lines were removed, "+"
 // lines added, and up to three unchanged lines ("  ") surround each change;
 // "@@" separates distant changes. It is "" when they are equal.
+//
+// Every character outside printable ASCII is shown by its code point, as
+// \uXXXX (\UXXXXXXXX above U+FFFF): a Cyrillic a (U+0430) in place of a
+// Latin one, a zero-width space or a bidi override would otherwise look unchanged, or
+// reorder the line. Since JSON writes a backslash in a string as "\\", an
+// escape here always stands for one character.
 func Diff(oldDef, newDef []byte) string {
 	a, b := lines(oldDef), lines(newDef)
 	ops := diffLines(a, b)
@@ -55,16 +63,61 @@ func Diff(oldDef, newDef []byte) string {
 	return sb.String()
 }
 
-// lines indents canonical JSON, one line per member.
+// lines indents canonical JSON, one line per member, with every character
+// outside printable ASCII escaped. The JSON is encoded afresh first: a
+// definition read back from the pins file has "<" written as "\u003c"
+// (the file is written with HTML escaping), which must not show as a change.
 func lines(def []byte) []string {
 	if len(bytes.TrimSpace(def)) == 0 {
 		return nil
 	}
 	var buf bytes.Buffer
-	if err := json.Indent(&buf, def, "", "  "); err != nil {
-		return strings.Split(string(def), "\n")
+	var v any
+	if json.Unmarshal(def, &v) == nil {
+		if b, err := encode(v); err == nil {
+			def = b
+		}
 	}
-	return strings.Split(buf.String(), "\n")
+	if err := json.Indent(&buf, def, "", "  "); err != nil {
+		buf.Reset()
+		buf.Write(def)
+	}
+	out := strings.Split(buf.String(), "\n")
+	for i, l := range out {
+		out[i] = escapeNonASCII(l)
+	}
+	return out
+}
+
+// escapeNonASCII writes every character outside printable ASCII (and the
+// bytes of invalid UTF-8) as its code point.
+func escapeNonASCII(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7F {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var sb strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&sb, "\\x%02x", s[i]) // not UTF-8: the byte
+		case r >= 0x20 && r < 0x7F:
+			sb.WriteRune(r)
+		case r <= 0xFFFF:
+			fmt.Fprintf(&sb, "\\u%04x", r)
+		default:
+			fmt.Fprintf(&sb, "\\U%08x", r)
+		}
+		i += size
+	}
+	return sb.String()
 }
 
 type diffOp struct {

@@ -1,7 +1,9 @@
 // Package pin guards against upstream tool definitions that change under
-// airlock ("rug pulls"): a tool's name, title, description, schemas and
-// annotations are what the model reads and trusts, so a changed description
-// can carry a prompt injection and a changed schema can smuggle arguments.
+// airlock ("rug pulls"): every field of a tool definition that reaches the
+// agent (name, title, description, schemas, annotations, icons and _meta)
+// is read and trusted by the model or its client, so a changed description
+// can carry a prompt injection, a changed schema can smuggle arguments and
+// a changed _meta or icon can carry either to a client that shows them.
 //
 // Each tool's definition is hashed (Hash) and the hash is pinned in a JSON
 // file (Store). The first time a tool is seen its hash is recorded (trust on
@@ -10,6 +12,13 @@
 // `airlock manifests pin SERVER [TOOL]` (Store.Pin). The store notices when
 // another process rewrote the file, so a running gateway picks up a new pin
 // without a restart.
+//
+// Pins made before icons and _meta were pinned stay valid for tools that
+// have neither (their canonical form, and so their hash, is unchanged); a
+// tool that has either is blocked, with a reason that says the pin does not
+// cover these fields and the rest is unchanged (Legacy), until it is pinned
+// again: they were never reviewed, and trusting them now would let a change
+// made before the upgrade through.
 package pin
 
 import (
@@ -22,6 +31,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -40,16 +50,31 @@ const DefaultFile = "pins.json"
 const fileVersion = 1
 
 // Fields are the parts of a tool definition that are pinned, in the order
-// messages list them.
-var Fields = []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}
+// messages list them: every field of the MCP SDK's mcp.Tool, which is what
+// the gateway sends to agents (an upstream's fields the SDK does not know
+// are dropped when the definition is decoded, so they never reach an
+// agent).
+var Fields = []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta"}
+
+// legacyFields are the Fields pinned before icons and _meta were.
+var legacyFields = Fields[:6]
 
 // Canonical returns the canonical JSON of the pinned parts of t: an object
 // with the keys of Fields (empty ones left out), every object's keys sorted,
-// schemas normalised by a round trip through map[string]any (so a
-// json.RawMessage, a *jsonschema.Schema and a map[string]any describing the
-// same schema encode the same), numbers in Go's float64 form and no HTML
-// escaping. Meta and icons are not part of it.
+// schemas, icons and _meta normalised by a round trip through plain Go
+// values (so a json.RawMessage, a *jsonschema.Schema and a map[string]any
+// describing the same schema encode the same), numbers in Go's float64 form
+// and no HTML escaping.
 func Canonical(t *mcp.Tool) ([]byte, error) {
+	m, err := canonicalMap(t)
+	if err != nil {
+		return nil, err
+	}
+	return encode(m)
+}
+
+// canonicalMap is Canonical before encoding.
+func canonicalMap(t *mcp.Tool) (map[string]any, error) {
 	if t == nil {
 		return nil, errors.New("no tool definition")
 	}
@@ -77,7 +102,44 @@ func Canonical(t *mcp.Tool) ([]byte, error) {
 	if a := annotations(t.Annotations); a != nil {
 		m["annotations"] = a
 	}
-	return encode(m)
+	if len(t.Icons) > 0 {
+		icons, err := normalise(t.Icons)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: icons: %w", t.Name, err)
+		}
+		m["icons"] = icons
+	}
+	if len(t.Meta) > 0 {
+		meta, err := normalise(t.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: _meta: %w", t.Name, err)
+		}
+		m["_meta"] = meta
+	}
+	return m, nil
+}
+
+// Legacy reports whether t differs from its pin old only by icons or _meta
+// that old does not cover: the hash of t without them is old's. That is the
+// case of every pin made before airlock pinned these fields, of a tool that
+// has them (and of a tool whose upstream added them since). Such a tool is
+// still blocked (its icons and _meta were never reviewed); messages say
+// that the rest is unchanged.
+func Legacy(old Pin, t *mcp.Tool) bool {
+	if t == nil || (len(t.Icons) == 0 && len(t.Meta) == 0) {
+		return false
+	}
+	m, err := canonicalMap(t)
+	if err != nil {
+		return false
+	}
+	for k := range m {
+		if !slices.Contains(legacyFields, k) {
+			delete(m, k)
+		}
+	}
+	b, err := encode(m)
+	return err == nil && hashOf(b) == old.SHA256
 }
 
 // Hash is the hex SHA-256 of Canonical(t). It is "" when t cannot be
@@ -487,7 +549,7 @@ func (s *Store) Inspect(server string, t *mcp.Tool) Result {
 		}
 		if cur := s.pins[server][name]; cur.SHA256 != h {
 			// Another process pinned a different definition first.
-			return s.blockLocked(server, name, k, h, changedReason(server, name, cur, canonical))
+			return s.blockLocked(server, name, k, h, changedReason(server, name, cur, t, canonical))
 		}
 		delete(s.blocked, k)
 		return Result{Verdict: New}
@@ -495,7 +557,7 @@ func (s *Store) Inspect(server string, t *mcp.Tool) Result {
 		delete(s.blocked, k)
 		return Result{Verdict: Pinned}
 	default:
-		return s.blockLocked(server, name, k, h, changedReason(server, name, old, canonical))
+		return s.blockLocked(server, name, k, h, changedReason(server, name, old, t, canonical))
 	}
 }
 
@@ -518,14 +580,18 @@ func setPin(m map[string]map[string]Pin, server, tool string, p Pin) {
 
 // changedReason names what changed (by field, never by content) and how to
 // accept it.
-func changedReason(server, tool string, old Pin, canonical []byte) string {
-	what := "its definition changed"
-	if fields := ChangedFields(old.Definition, canonical); len(fields) > 0 {
-		what = "changed: " + strings.Join(fields, ", ")
-	}
+func changedReason(server, tool string, old Pin, t *mcp.Tool, canonical []byte) string {
 	since := ""
 	if !old.PinnedAt.IsZero() {
 		since = " on " + old.PinnedAt.UTC().Format(time.DateOnly)
+	}
+	if Legacy(old, t) {
+		return fmt.Sprintf("blocked: tool %s of upstream %s now has icons or _meta that its pin%s does not cover (the upstream added them since, or the pin was made by an airlock that did not pin these fields); the rest of its definition is unchanged; review them and pin the tool again with: airlock manifests pin %s %s",
+			tool, server, since, server, tool)
+	}
+	what := "its definition changed"
+	if fields := ChangedFields(old.Definition, canonical); len(fields) > 0 {
+		what = "changed: " + strings.Join(fields, ", ")
 	}
 	return fmt.Sprintf("blocked: upstream %s changed tool %s since it was pinned%s (%s); review the change and accept it with: airlock manifests pin %s %s",
 		server, tool, since, what, server, tool)
