@@ -601,9 +601,11 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if callID == "" {
 		callID = newCallID()
 	}
-	args := req.Params.Arguments
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
+	args, err := callArguments(e.exposed, req.Params.Arguments)
+	if err != nil {
+		log := g.log.With().Str("task", taskID).Str("call", callID).Str("tool", e.exposed).Logger()
+		log.Warn().Err(err).Msg("call refused: arguments")
+		return errorResult(taskID, callID, err.Error()), nil
 	}
 	// Arguments too large for the task's history must never reach its
 	// workflow. (Below that, the policy's max_arg_bytes denies them, and
