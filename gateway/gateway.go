@@ -210,6 +210,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string
 		if err != nil {
 			return err
 		}
+		if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
+			return fmt.Errorf("--task: %w", err)
+		}
 		if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
 			return err
 		}
@@ -256,6 +259,9 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if taskID != "" {
 			if !taskIDPattern.MatchString(taskID) {
 				return nil, fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, taskID)
+			}
+			if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
+				return nil, fmt.Errorf("header %s: %w", HeaderTask, err)
 			}
 			if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
 				return nil, err
@@ -377,8 +383,9 @@ func taskOwner(sa *commonpb.SearchAttributes) string {
 // taskFor returns the task of the session making req:
 //   - the task bound to the session (at initialize, or at its first call);
 //   - for stateless HTTP requests (no session of their own), the
-//     Airlock-Task header, else the principal's default task
-//     "<principal>-default";
+//     Airlock-Task header (not one reserved for another principal, see
+//     api.ClaimTaskID), else the principal's default task
+//     api.DefaultTaskID ("<principal>-default");
 //   - for a connection without HTTP headers (stdio, in-memory) that skipped
 //     initialize (protocol 2026-07-28), a task bound to the connection now.
 func (g *Gateway) taskFor(req *mcp.CallToolRequest, principal string) (taskID, clientName string, err error) {
@@ -395,9 +402,12 @@ func (g *Gateway) taskFor(req *mcp.CallToolRequest, principal string) (taskID, c
 			if !taskIDPattern.MatchString(h) {
 				return "", "", fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, h)
 			}
+			if err := api.ClaimTaskID(h, principal); err != nil {
+				return "", "", fmt.Errorf("header %s: %w", HeaderTask, err)
+			}
 			return h, "", nil
 		}
-		return principal + "-default", "", nil
+		return api.DefaultTaskID(principal), "", nil
 	}
 	s := g.bindLocked(req.Session, g.newSessionTaskLocked(nil), principal)
 	return s.taskID, s.client, nil
