@@ -101,8 +101,14 @@ type Options struct {
 	// ProgressEvery is the interval of progress notifications while a call
 	// waits (default 10s), sent when the client gave a progress token.
 	ProgressEvery time.Duration
-	Logger        zerolog.Logger
-	Version       string
+	// SessionIdle closes an HTTP session that has had no request for this
+	// long (default DefaultSessionIdle); MaxSessionsPerPrincipal caps a
+	// principal's open sessions (default DefaultMaxSessionsPerPrincipal).
+	// See session.go.
+	SessionIdle             time.Duration
+	MaxSessionsPerPrincipal int
+	Logger                  zerolog.Logger
+	Version                 string
 	// Audit receives a line for each HTTP caller refused (nil: none).
 	Audit *auditstream.Log
 }
@@ -140,6 +146,8 @@ type session struct {
 	taskID    string
 	client    string
 	principal string
+	last      time.Time // the last request began or ended
+	inflight  int       // requests being handled
 }
 
 // New builds a gateway; call Refresh (or let the pool's OnToolsChanged call
@@ -195,7 +203,8 @@ func (g *Gateway) Handler() http.Handler {
 
 func (g *Gateway) mcpHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
-		Logger: slog.New(zerolog.NewSlogHandler(g.log)),
+		Logger:         slog.New(zerolog.NewSlogHandler(g.log)),
+		SessionTimeout: g.sessionIdle(),
 	})
 }
 
@@ -233,6 +242,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string
 // them when they end.
 func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		defer g.track(req)() // a session's use, for the cap (session.go)
 		if method == "tools/list" {
 			// The pool reports tool list changes only, not an upstream
 			// failing (or recovering) with the same tools: republish so the
@@ -274,6 +284,10 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		g.mu.Lock()
 		s, exists := g.sessions[ir.Session]
 		if !exists {
+			if err := g.makeRoomLocked(ir.Session, pr.Name); err != nil {
+				g.mu.Unlock()
+				return nil, err
+			}
 			if taskID == "" {
 				taskID = g.newSessionTaskLocked(ir.Extra)
 			}
@@ -423,7 +437,7 @@ func (g *Gateway) newSessionTaskLocked(extra *mcp.RequestExtra) string {
 
 // bindLocked binds a session to a task until the session ends.
 func (g *Gateway) bindLocked(ss *mcp.ServerSession, taskID, principal string) *session {
-	s := &session{taskID: taskID, principal: principal}
+	s := &session{taskID: taskID, principal: principal, last: time.Now()}
 	g.sessions[ss] = s
 	if ss != nil {
 		go func() { _ = ss.Wait(); g.forget(ss) }()

@@ -29,6 +29,10 @@ const (
 	DefaultMaxCalls    = 1000
 	DefaultDeadline    = 24 * time.Hour
 	DefaultIdleTimeout = time.Hour
+	// DefaultSessionIdleTimeout and DefaultMaxSessionsPerPrincipal are
+	// gateway.DefaultSessionIdle and gateway.DefaultMaxSessionsPerPrincipal.
+	DefaultSessionIdleTimeout      = 30 * time.Minute
+	DefaultMaxSessionsPerPrincipal = 100
 )
 
 // Load reads the configuration at path, applies defaults, and loads and
@@ -133,6 +137,10 @@ func applyDefaults(c *Config, lines manifests.Lines) {
 	}
 	dur("task.deadline", &c.Task.Deadline, DefaultDeadline)
 	dur("task.idle_timeout", &c.Task.IdleTimeout, DefaultIdleTimeout)
+	dur("gateway.session_idle_timeout", &c.Gateway.SessionIdleTimeout, DefaultSessionIdleTimeout)
+	if c.Gateway.MaxSessionsPerPrincipal == 0 && !lines.Has("gateway.max_sessions_per_principal") {
+		c.Gateway.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
+	}
 	applySlackDefaults(c)
 }
 
@@ -172,6 +180,12 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	if c.Task.IdleTimeout <= 0 {
 		v.add("task.idle_timeout", `must be positive, got %s; write how long a task may wait for its agent, e.g. "1h"`, c.Task.IdleTimeout)
+	}
+	if c.Gateway.SessionIdleTimeout <= 0 {
+		v.add("gateway.session_idle_timeout", `must be positive, got %s; write how long an unused MCP session stays open, e.g. "30m"`, c.Gateway.SessionIdleTimeout)
+	}
+	if c.Gateway.MaxSessionsPerPrincipal < 1 {
+		v.add("gateway.max_sessions_per_principal", "must be at least 1, got %d; it caps the open MCP sessions of one principal (default %d)", c.Gateway.MaxSessionsPerPrincipal, DefaultMaxSessionsPerPrincipal)
 	}
 	if lines.Has("pins_file") && strings.TrimSpace(c.PinsFile) == "" {
 		v.add("pins_file", "is empty; omit it for <data_dir>/pins.json or name a file (relative to this configuration file)")
