@@ -19,6 +19,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(head + readTool + "    approval: &a {group: ops}\n  w:\n    approval: *a\n"))
 	f.Add([]byte("a: &a [*a]"))
+	f.Add([]byte(head + readTool + "    path_args: [path]\n    path_args: [other]\n")) // a key twice (issue 13 item 1)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := manifests.Parse("f.yaml", data)
 		if err != nil {

@@ -496,6 +496,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("name: p\nvars: &v {a: *v}\nsteps: []\n"))
 	f.Add([]byte("steps:\n  - args: {a: \"${{ steps.x.result.map(k, {k: 1}) }}\"}\n"))
+	// Issue 13 item 1: a key twice, in YAML and in JSON flow style.
+	f.Add([]byte("name: p\nsteps:\n  - id: a\n    tool: fs__read\n    args: {path: secret.env, path: ok.txt}\n"))
+	f.Add([]byte(`{"name":"p","steps":[{"id":"a","tool":"fs__read","args":{"path":"secret.env","path":"ok.txt"}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := plans.Parse("f.yaml", data)
 		if err != nil {
