@@ -379,26 +379,28 @@ func (s *stack) startGateway(r roles) error {
 	}
 	s.dir = dir
 	g := gateway.New(gateway.Options{
-		Directory:               dir,
-		Local:                   local,
-		Temporal:                s.client,
-		TaskQueue:               e.tq,
-		Manifests:               e.snap.Manifests,
-		Upstreams:               s.pool,
-		ExposeUncovered:         cfg.ExposeUncovered,
-		Pins:                    s.pins,
-		Policy:                  e.snap.Policy,
-		MaxCalls:                cfg.Task.MaxCalls,
-		DeadlineAfter:           cfg.Task.Deadline.D(),
-		IdleTimeout:             cfg.Task.IdleTimeout.D(),
-		RollbackOnDeny:          cfg.Task.RollbackOnDeny,
-		RollbackNotify:          cfg.Task.RollbackNotify,
-		InlineWait:              cfg.Approvals.InlineWait.D(),
+		Directory:       dir,
+		Local:           local,
+		Temporal:        s.client,
+		TaskQueue:       e.tq,
+		Manifests:       e.snap.Manifests,
+		Upstreams:       s.pool,
+		ExposeUncovered: cfg.ExposeUncovered,
+		Pins:            s.pins,
+		Policy:          e.snap.Policy,
+		MaxCalls:        cfg.Task.MaxCalls,
+		DeadlineAfter:   cfg.Task.Deadline.D(),
+		IdleTimeout:     cfg.Task.IdleTimeout.D(),
+		RollbackOnDeny:  cfg.Task.RollbackOnDeny,
+		RollbackNotify:  cfg.Task.RollbackNotify,
+		InlineWait:      cfg.Approvals.InlineWait.D(),
+		Logger:          e.log,
+		Version:         version,
+		Audit:           e.audit,
+
+		// Idle HTTP sessions end; a principal's open sessions are capped.
 		SessionIdle:             cfg.Gateway.SessionIdleTimeout.D(),
 		MaxSessionsPerPrincipal: cfg.Gateway.MaxSessionsPerPrincipal,
-		Logger:                  e.log,
-		Version:                 version,
-		Audit:                   e.audit,
 	})
 	s.gwMu.Lock()
 	s.gw = g
