@@ -102,8 +102,14 @@ type Options struct {
 	// ProgressEvery is the interval of progress notifications while a call
 	// waits (default 10s), sent when the client gave a progress token.
 	ProgressEvery time.Duration
-	Logger        zerolog.Logger
-	Version       string
+	// SessionIdle closes an HTTP session that has had no request for this
+	// long (default DefaultSessionIdle); MaxSessionsPerPrincipal caps a
+	// principal's open sessions (default DefaultMaxSessionsPerPrincipal).
+	// See session.go.
+	SessionIdle             time.Duration
+	MaxSessionsPerPrincipal int
+	Logger                  zerolog.Logger
+	Version                 string
 	// Audit receives a line for each HTTP caller refused (nil: none).
 	Audit *auditstream.Log
 }
@@ -141,6 +147,8 @@ type session struct {
 	taskID    string
 	client    string
 	principal string
+	last      time.Time // the last request began or ended
+	inflight  int       // requests being handled
 }
 
 // New builds a gateway; call Refresh (or let the pool's OnToolsChanged call
@@ -199,7 +207,8 @@ func (g *Gateway) Handler() http.Handler {
 
 func (g *Gateway) mcpHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
-		Logger: slog.New(zerolog.NewSlogHandler(g.log)),
+		Logger:         slog.New(zerolog.NewSlogHandler(g.log)),
+		SessionTimeout: g.sessionIdle(),
 	})
 }
 
@@ -213,6 +222,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string
 		pr, err := g.principalFor(nil)
 		if err != nil {
 			return err
+		}
+		if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
+			return fmt.Errorf("--task: %w", err)
 		}
 		if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
 			return err
@@ -234,6 +246,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string
 // them when they end.
 func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		defer g.track(req)() // a session's use, for the cap (session.go)
 		if method == "tools/list" {
 			// The pool reports tool list changes only, not an upstream
 			// failing (or recovering) with the same tools: republish so the
@@ -261,6 +274,9 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if !taskIDPattern.MatchString(taskID) {
 				return nil, fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, taskID)
 			}
+			if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
+				return nil, fmt.Errorf("header %s: %w", HeaderTask, err)
+			}
 			if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
 				return nil, err
 			}
@@ -272,6 +288,10 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		g.mu.Lock()
 		s, exists := g.sessions[ir.Session]
 		if !exists {
+			if err := g.makeRoomLocked(ir.Session, pr.Name); err != nil {
+				g.mu.Unlock()
+				return nil, err
+			}
 			if taskID == "" {
 				taskID = g.newSessionTaskLocked(ir.Extra)
 			}
@@ -381,8 +401,9 @@ func taskOwner(sa *commonpb.SearchAttributes) string {
 // taskFor returns the task of the session making req:
 //   - the task bound to the session (at initialize, or at its first call);
 //   - for stateless HTTP requests (no session of their own), the
-//     Airlock-Task header, else the principal's default task
-//     "<principal>-default";
+//     Airlock-Task header (not one reserved for another principal, see
+//     api.ClaimTaskID), else the principal's default task
+//     api.DefaultTaskID ("<principal>-default");
 //   - for a connection without HTTP headers (stdio, in-memory) that skipped
 //     initialize (protocol 2026-07-28), a task bound to the connection now.
 func (g *Gateway) taskFor(req *mcp.CallToolRequest, principal string) (taskID, clientName string, err error) {
@@ -399,9 +420,12 @@ func (g *Gateway) taskFor(req *mcp.CallToolRequest, principal string) (taskID, c
 			if !taskIDPattern.MatchString(h) {
 				return "", "", fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, h)
 			}
+			if err := api.ClaimTaskID(h, principal); err != nil {
+				return "", "", fmt.Errorf("header %s: %w", HeaderTask, err)
+			}
 			return h, "", nil
 		}
-		return principal + "-default", "", nil
+		return api.DefaultTaskID(principal), "", nil
 	}
 	s := g.bindLocked(req.Session, g.newSessionTaskLocked(nil), principal)
 	return s.taskID, s.client, nil
@@ -417,7 +441,7 @@ func (g *Gateway) newSessionTaskLocked(extra *mcp.RequestExtra) string {
 
 // bindLocked binds a session to a task until the session ends.
 func (g *Gateway) bindLocked(ss *mcp.ServerSession, taskID, principal string) *session {
-	s := &session{taskID: taskID, principal: principal}
+	s := &session{taskID: taskID, principal: principal, last: time.Now()}
 	g.sessions[ss] = s
 	if ss != nil {
 		go func() { _ = ss.Wait(); g.forget(ss) }()
@@ -635,9 +659,11 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if callID == "" {
 		callID = newCallID()
 	}
-	args := req.Params.Arguments
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
+	args, err := callArguments(e.exposed, req.Params.Arguments)
+	if err != nil {
+		log := g.log.With().Str("task", taskID).Str("call", callID).Str("tool", e.exposed).Logger()
+		log.Warn().Err(err).Msg("call refused: arguments")
+		return errorResult(taskID, callID, err.Error()), nil
 	}
 	// Arguments too large for the task's history must never reach its
 	// workflow. (Below that, the policy's max_arg_bytes denies them, and

@@ -140,6 +140,9 @@ func TestTaskForStatelessRequests(t *testing.T) {
 		{"no header: principal's default task", hdr("X-Other", "v"), "alice-default", ""},
 		{"invalid header", hdr(HeaderTask, "bad id!"), "", "header Airlock-Task"},
 		{"too long", hdr(HeaderTask, strings.Repeat("a", 129)), "", "at most 128"},
+		{"own default task named", hdr(HeaderTask, "alice-default"), "alice-default", ""},
+		{"another principal's default task", hdr(HeaderTask, "bob-default"), "", `"bob-default" is reserved`},
+		{"a rollback's ID", hdr(HeaderTask, "rollback-alice-default"), "", "reserved"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _, err := g.taskFor(tc.req, "alice")
@@ -377,6 +380,13 @@ func TestHTTPSessionsBindTasks(t *testing.T) {
 		_, err := connectHTTP(srv.URL, &headerRT{h: map[string]string{HeaderTask: "bad id!"}})
 		if err == nil || !strings.Contains(err.Error(), HeaderTask) {
 			t.Fatalf("connect: %v; want an error naming %s", err, HeaderTask)
+		}
+	})
+	t.Run("another principal's default task", func(t *testing.T) {
+		// Squatting: starting bob's default task first would lock bob out.
+		_, err := connectHTTP(srv.URL, &headerRT{h: map[string]string{HeaderTask: "bob-default"}})
+		if err == nil || !strings.Contains(err.Error(), `"bob-default" is reserved`) {
+			t.Fatalf("connect: %v; want an error saying bob-default is reserved", err)
 		}
 	})
 	t.Run("ended task", func(t *testing.T) {

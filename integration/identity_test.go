@@ -109,3 +109,53 @@ func httpServer(t *testing.T, h http.Handler) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// TestDefaultTaskCannotBeSquatted: issue 13 item 7. bob tries to start
+// alice's default task before alice does, by session and by stateless
+// request; both are refused before any workflow starts, and alice's own
+// stateless call then runs in alice-default, which belongs to her. A task
+// alice names herself stays hers: bob calling in it is refused.
+func TestDefaultTaskCannotBeSquatted(t *testing.T) {
+	m := testupstreamManifest(t, filepath.Join(t.TempDir(), "effects.log"))
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: twoPrincipals()})
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.gw.Server() }, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv := httpServer(t, twoPrincipals().Guard(stateless))
+
+	// bob's session naming alice-default.
+	c := mcp.NewClient(&mcp.Implementation{Name: "bob", Version: "1"}, nil)
+	hc := &http.Client{Transport: headerRT{headers: map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: "alice-default"}}}
+	if _, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil); err == nil ||
+		!strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("bob's session naming alice-default: %v; want it refused as reserved", err)
+	}
+	// bob's stateless call naming alice-default.
+	bob := connectURL(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: "alice-default"})
+	waitTools(t, bob, "counter__echo")
+	res := call(t, bob, "counter__echo", map[string]any{"text": "squat"}, "")
+	if !res.IsError || !strings.Contains(text(res), "reserved") {
+		t.Fatalf("bob's stateless call in alice-default: isError=%v %q; want it refused as reserved", res.IsError, text(res))
+	}
+	if _, err := s.client.DescribeWorkflowExecution(context.Background(), "alice-default", ""); err == nil {
+		t.Fatal("alice-default exists after bob's attempts; want no workflow started")
+	}
+
+	// alice's default task is hers.
+	alice := connectURL(t, srv, bearer("alice-key"))
+	res = call(t, alice, "counter__echo", map[string]any{"text": "mine"}, "")
+	if res.IsError || res.Meta[gateway.MetaTask] != "alice-default" {
+		t.Fatalf("alice's call: isError=%v task=%v %q; want it run in alice-default", res.IsError, res.Meta[gateway.MetaTask], text(res))
+	}
+	if st := taskStatus(t, s, "alice-default"); st.Principal != "alice" {
+		t.Fatalf("alice-default belongs to %q, want alice", st.Principal)
+	}
+
+	// A task alice names is hers too: bob cannot call in it.
+	alice2 := connectURL(t, srv, map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: "alice-named"})
+	if res = call(t, alice2, "counter__echo", map[string]any{"text": "named"}, ""); res.IsError {
+		t.Fatalf("alice's named task: %q", text(res))
+	}
+	bob2 := connectURL(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: "alice-named"})
+	if res = call(t, bob2, "counter__echo", map[string]any{"text": "theirs"}, ""); !res.IsError || !strings.Contains(text(res), "belongs to another principal") {
+		t.Fatalf("bob calling in alice-named: isError=%v %q", res.IsError, text(res))
+	}
+}

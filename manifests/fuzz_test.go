@@ -34,6 +34,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("server: {name: w, wasm: {}}\ntools:\n  t:\n    description: d\n    wasm:\n      module: m.wasm\n" +
 		"      sha256: " + strings.Repeat("0", 64) + "\n      input_schema: {type: object}\n      max_open_files: -1\n" +
 		"      mounts: [{host: a, guest: /a, max_files: 0}, {host: b, guest: /b, mode: rw, max_bytes: 1024GiB, max_files: many}]\n"))
+	f.Add([]byte(head + readTool + "    path_args: [path]\n    path_args: [other]\n")) // a key twice (issue 13 item 1)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := manifests.Parse("f.yaml", data)
 		if err != nil {

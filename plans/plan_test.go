@@ -500,6 +500,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("\x00\x01binary"))
 	f.Add([]byte("name: caf\xe9\n"))
+	// Issue 13 item 1: a key twice, in YAML and in JSON flow style.
+	f.Add([]byte("name: p\nsteps:\n  - id: a\n    tool: fs__read\n    args: {path: secret.env, path: ok.txt}\n"))
+	f.Add([]byte(`{"name":"p","steps":[{"id":"a","tool":"fs__read","args":{"path":"secret.env","path":"ok.txt"}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := plans.Parse("f.yaml", data)
 		if err != nil {

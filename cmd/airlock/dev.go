@@ -398,6 +398,10 @@ func (s *stack) startGateway(r roles) error {
 		Logger:          e.log,
 		Version:         version,
 		Audit:           e.audit,
+
+		// Idle HTTP sessions end; a principal's open sessions are capped.
+		SessionIdle:             cfg.Gateway.SessionIdleTimeout.D(),
+		MaxSessionsPerPrincipal: cfg.Gateway.MaxSessionsPerPrincipal,
 	})
 	s.gwMu.Lock()
 	s.gw = g

@@ -133,6 +133,11 @@ func planInput(c *Call, e *env, o *runOptions) (*api.PlanInput, int) {
 		return nil, c.usage("principal %q is not one of the configuration's principals", who)
 	}
 	taskID := o.id
+	if taskID != "" {
+		if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
+			return nil, c.usage("--id: %v", err)
+		}
+	}
 	if taskID == "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])

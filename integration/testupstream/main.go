@@ -1,7 +1,8 @@
 // Command testupstream is an MCP server for airlock's end-to-end tests and
 // benchmarks: a cheap tool (echo), slow tools that record every execution in
 // a side-effect log (append is declared non-idempotent, put idempotent), and
-// a tool returning every content type, and a resource, a resource template
+// a tool returning every content type, one returning its raw arguments
+// (rawargs), and a resource, a resource template
 // and a prompt (resources.go). It serves stdio, or streamable HTTP with
 // -http.
 //
@@ -170,6 +171,23 @@ func newServer() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always reports a tool error."},
 		func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {
 			return nil, nil, fmt.Errorf("the disk is full")
+		})
+	// rawargs answers with the arguments exactly as they arrived, and
+	// appends them to RAW_ARGS_LOG when it is set: what a parser that is
+	// not encoding/json would act on.
+	s.AddTool(&mcp.Tool{Name: "rawargs", Description: "Returns its raw arguments.", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			raw := string(req.Params.Arguments)
+			if p := os.Getenv("RAW_ARGS_LOG"); p != "" {
+				logMu.Lock()
+				f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+				if err == nil {
+					_, _ = f.WriteString(raw + "\n")
+					_ = f.Close()
+				}
+				logMu.Unlock()
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: raw}}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "content", Description: "Returns every content type.", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

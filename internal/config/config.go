@@ -50,6 +50,8 @@ type Config struct {
 
 	Temporal Temporal `yaml:"temporal,omitempty"`
 	Task     Task     `yaml:"task,omitempty"`
+	// Gateway configures the MCP gateway's HTTP sessions.
+	Gateway Gateway `yaml:"gateway,omitempty"`
 
 	// Principals are the identities that may call tools. HTTP callers
 	// present an API key (Authorization: Bearer KEY, or X-API-Key: KEY);
@@ -248,6 +250,20 @@ type Task struct {
 	// changes remain undone. Default: nobody (logged, and the task shows
 	// rollback_failed).
 	RollbackNotify string `yaml:"rollback_notify,omitempty"`
+}
+
+// Gateway configures the MCP gateway.
+type Gateway struct {
+	// SessionIdleTimeout closes an HTTP MCP session that has had no
+	// request for this long; its client gets 404 "session not found" and
+	// initializes again (reattaching to its task with the Airlock-Task
+	// header). Default 30m.
+	SessionIdleTimeout manifests.Duration `yaml:"session_idle_timeout,omitempty"`
+	// MaxSessionsPerPrincipal caps the open HTTP MCP sessions of one
+	// principal: a new session over it closes the principal's least
+	// recently used idle session (and is refused when all are busy).
+	// Default 100.
+	MaxSessionsPerPrincipal int `yaml:"max_sessions_per_principal,omitempty"`
 }
 
 // Snapshot is a loaded, validated configuration with its manifests.

@@ -37,6 +37,10 @@ const (
 	DefaultHTTPMaxHeaderBytes          = 64 << 10
 	DefaultHTTPMaxUnauthenticatedBody  = 256 << 10
 	DefaultHTTPMaxUnauthenticatedConns = 1024
+	// DefaultSessionIdleTimeout and DefaultMaxSessionsPerPrincipal are
+	// gateway.DefaultSessionIdle and gateway.DefaultMaxSessionsPerPrincipal.
+	DefaultSessionIdleTimeout      = 30 * time.Minute
+	DefaultMaxSessionsPerPrincipal = 100
 )
 
 // Load reads the configuration at path, applies defaults, and loads and
@@ -154,6 +158,10 @@ func applyDefaults(c *Config, lines manifests.Lines) {
 	if c.HTTP.MaxUnauthenticatedConns == 0 && !lines.Has("http.max_unauthenticated_conns") {
 		c.HTTP.MaxUnauthenticatedConns = DefaultHTTPMaxUnauthenticatedConns
 	}
+	dur("gateway.session_idle_timeout", &c.Gateway.SessionIdleTimeout, DefaultSessionIdleTimeout)
+	if c.Gateway.MaxSessionsPerPrincipal == 0 && !lines.Has("gateway.max_sessions_per_principal") {
+		c.Gateway.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
+	}
 	applySlackDefaults(c)
 }
 
@@ -193,6 +201,12 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	if c.Task.IdleTimeout <= 0 {
 		v.add("task.idle_timeout", `must be positive, got %s; write how long a task may wait for its agent, e.g. "1h"`, c.Task.IdleTimeout)
+	}
+	if c.Gateway.SessionIdleTimeout <= 0 {
+		v.add("gateway.session_idle_timeout", `must be positive, got %s; write how long an unused MCP session stays open, e.g. "30m"`, c.Gateway.SessionIdleTimeout)
+	}
+	if c.Gateway.MaxSessionsPerPrincipal < 1 {
+		v.add("gateway.max_sessions_per_principal", "must be at least 1, got %d; it caps the open MCP sessions of one principal (default %d)", c.Gateway.MaxSessionsPerPrincipal, DefaultMaxSessionsPerPrincipal)
 	}
 	if lines.Has("pins_file") && strings.TrimSpace(c.PinsFile) == "" {
 		v.add("pins_file", "is empty; omit it for <data_dir>/pins.json or name a file (relative to this configuration file)")

@@ -75,6 +75,7 @@ func TestLoadDefaultsAndRelativeManifests(t *testing.T) {
 			MaxUnauthenticatedBody:  256 << 10,
 			MaxUnauthenticatedConns: 1024,
 		},
+		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100},
 	}
 	if diff := cmp.Diff(want, snap.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -166,6 +167,15 @@ http:
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\ntask:\n  max_calls: 25001\n",
 			want:  []string{`DIR/airlock.yaml:3: task.max_calls: is 25001, more than the 25000 calls one task can remember to keep retries from running twice; split the work into more tasks`},
+		},
+		{
+			name:  "gateway session limits",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ngateway:\n  session_idle_timeout: 0s\n  max_sessions_per_principal: 0\n",
+			want: []string{
+				`DIR/airlock.yaml:3: gateway.session_idle_timeout: must be positive, got 0s; write how long an unused MCP session stays open, e.g. "30m"`,
+				`DIR/airlock.yaml:4: gateway.max_sessions_per_principal: must be at least 1, got 0; it caps the open MCP sessions of one principal (default 100)`,
+			},
 		},
 		{
 			name:  "bare number duration",

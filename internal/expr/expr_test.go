@@ -359,6 +359,9 @@ func FuzzEval(f *testing.F) {
 	f.Add("before.?a.orValue(1) + 1", `{"a": 1}`)
 	f.Add(`roots[1] + "/" + call.slug`, `{}`)
 	f.Add("{before: 1}", `"k"`)
+	// A key twice in a result (issue 13 item 1): read as encoding/json reads it.
+	f.Add("result.path", `{"path":"secret.env","path":"ok.txt"}`)
+	f.Add(`{"path": before.o.path}`, `{"o":{"path":"a","path":"b"}}`)
 	f.Fuzz(func(t *testing.T, src, data string) {
 		p, err := Compile(Compensation, src)
 		if err != nil {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/airlock-run/airlock/internal/jsoncanon"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -252,6 +254,14 @@ func decodeArgs(tool string, raw json.RawMessage) (map[string]any, string) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, fmt.Sprintf("denied: the arguments to %s are not valid JSON (%s); send a JSON object", tool, clip(err.Error()))
+	}
+	// A repeated key decodes to its last value here, while an upstream's
+	// parser may keep the first: the decision would be about other
+	// arguments than the ones that run. The gateway refuses these before
+	// the call is recorded; this catches any other way in.
+	var dup *jsoncanon.DuplicateKeyError
+	if err := jsoncanon.CheckDuplicates(raw); errors.As(err, &dup) {
+		return nil, fmt.Sprintf("denied: the arguments to %s are ambiguous: %s (JSON parsers disagree on which value counts); send each key once", tool, clip(dup.Error()))
 	}
 	m, ok := v.(map[string]any)
 	if !ok {

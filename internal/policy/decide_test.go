@@ -260,6 +260,11 @@ func TestDecide(t *testing.T) {
 			want: Decision{Effect: Deny, Check: CheckJSON}, reason: "not valid JSON"},
 		{name: "json/trailing data", in: in(func(i *Input) { i.Args = json.RawMessage(`{} {}`) }),
 			want: Decision{Effect: Deny, Check: CheckJSON}},
+		{name: "json/duplicate key", in: in(func(i *Input) { i.Args = json.RawMessage(`{"path":"/etc/passwd","path":"/srv/sandbox/a.txt"}`) }),
+			want: Decision{Effect: Deny, Check: CheckJSON}, reason: `the key "path" appears more than once in the object at $`},
+		{name: "json/nested duplicate key", in: in(func(i *Input) {
+			i.Args = json.RawMessage(`{"path":"/srv/sandbox/a.txt","opts":[{"mode":"r","mode":"w"}]}`)
+		}), want: Decision{Effect: Deny, Check: CheckJSON}, reason: `the key "mode" appears more than once in the object at $.opts[0]`},
 		{name: "json/empty means no arguments", in: in(func(i *Input) { i.Args = nil }),
 			want: Decision{Effect: Allow, Check: CheckDefault}},
 		{name: "json/null means no arguments", in: in(func(i *Input) { i.Args = json.RawMessage(` null `) }),

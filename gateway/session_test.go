@@ -1,0 +1,216 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawSession speaks just enough streamable HTTP to open a session, so the
+// test's own client holds no goroutines of its own per session (a go-sdk
+// client keeps a stream open for each).
+type rawSession struct {
+	url, id string
+	hc      *http.Client
+}
+
+func (r *rawSession) post(t *testing.T, body string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", r.url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if r.id != "" {
+		req.Header.Set("Mcp-Session-Id", r.id)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// open initializes a session (header: e.g. Airlock-Task) and returns the
+// initialize response's body.
+func (r *rawSession) open(t *testing.T, header map[string]string) string {
+	t.Helper()
+	r.id = ""
+	resp, body := r.post(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, header)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	r.id = resp.Header.Get("Mcp-Session-Id")
+	if resp, body := r.post(t, `{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", resp.StatusCode, body)
+	}
+	return body
+}
+
+// ping sends a request in the session and returns its HTTP status.
+func (r *rawSession) ping(t *testing.T) int {
+	t.Helper()
+	resp, _ := r.post(t, `{"jsonrpc":"2.0","id":2,"method":"ping","params":{}}`, nil)
+	return resp.StatusCode
+}
+
+func settled(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s", what, within)
+		}
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// TestIdleSessionsExpire: issue 13 item 3. Sessions left idle (clients that
+// vanished without ending them) are closed after the idle time: the
+// gateway forgets them, the goroutines and heap they held return, a client
+// that comes back gets 404 "session not found", and initializing again
+// with the Airlock-Task header reattaches it to its task.
+func TestIdleSessionsExpire(t *testing.T) {
+	const idle = 2 * time.Second
+	const n = 200
+	g := newTestGateway(t, &fakeTemporal{}, Options{Principal: "alice", SessionIdle: idle, MaxSessionsPerPrincipal: n + 1})
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+
+	// Warm up (one session come and gone), then measure.
+	(&rawSession{url: srv.URL, hc: hc}).open(t, nil)
+	settled(t, "the warm-up session expired", 10*time.Second, func() bool { return g.sessionCount("") == 0 })
+	hc.CloseIdleConnections()
+	goroutines, heap := runtime.NumGoroutine(), heapInUse()
+
+	keep := &rawSession{url: srv.URL, hc: hc}
+	if body := keep.open(t, map[string]string{HeaderTask: "t-keep"}); !strings.Contains(body, `"airlock.dev/task":"t-keep"`) {
+		t.Fatalf("initialize with %s: t-keep: %s", HeaderTask, body)
+	}
+	for range n - 1 {
+		(&rawSession{url: srv.URL, hc: hc}).open(t, nil)
+	}
+	if got := g.sessionCount("alice"); got != n {
+		t.Fatalf("%d sessions open, want %d", got, n)
+	}
+	t.Logf("%d open sessions: %d goroutines (%d before), heap in use %d KiB (%d before)",
+		n, runtime.NumGoroutine(), goroutines, heapInUse()>>10, heap>>10)
+
+	// A session in use does not expire.
+	for range 3 {
+		time.Sleep(idle / 2)
+		if code := keep.ping(t); code != http.StatusOK {
+			t.Fatalf("a session in use expired: ping %d", code)
+		}
+	}
+
+	settled(t, "idle sessions closed and forgotten", 10*time.Second, func() bool { return g.sessionCount("") == 0 })
+	hc.CloseIdleConnections()
+	settled(t, "goroutines back to where they were", 10*time.Second, func() bool {
+		return runtime.NumGoroutine() <= goroutines+5
+	})
+	if after := heapInUse(); after > heap+2<<20 {
+		t.Errorf("heap in use %d KiB after the sessions expired, %d KiB before they opened; want it back within 2 MiB", after>>10, heap>>10)
+	}
+
+	// The client comes back: 404, then a new session on its task.
+	if code := keep.ping(t); code != http.StatusNotFound {
+		t.Fatalf("request in an expired session: %d, want 404 (session not found)", code)
+	}
+	if body := keep.open(t, map[string]string{HeaderTask: "t-keep"}); !strings.Contains(body, `"airlock.dev/task":"t-keep"`) {
+		t.Fatalf("re-initialize with %s: t-keep did not reattach: %s", HeaderTask, body)
+	}
+}
+
+// TestSessionCapPerPrincipal: a principal over its cap of open sessions
+// loses its least recently used one (404 on its next request), the others
+// work, and another principal's sessions are not counted.
+func TestSessionCapPerPrincipal(t *testing.T) {
+	const max = 3
+	g := newTestGateway(t, &fakeTemporal{}, Options{Principal: "alice", MaxSessionsPerPrincipal: max})
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+
+	var ss []*rawSession
+	for i := range max + 2 {
+		s := &rawSession{url: srv.URL, hc: hc}
+		s.open(t, map[string]string{HeaderTask: fmt.Sprintf("t-%d", i)})
+		ss = append(ss, s)
+		if i == 1 {
+			// Session 0 is used after 1 was opened: 1 is the least recently used.
+			if code := ss[0].ping(t); code != http.StatusOK {
+				t.Fatalf("ping 0: %d", code)
+			}
+		}
+	}
+	settled(t, "the cap enforced", 5*time.Second, func() bool { return g.sessionCount("alice") == max })
+	// 1 went first (least recently used), then 0.
+	for i, want := range []int{http.StatusNotFound, http.StatusNotFound, http.StatusOK, http.StatusOK, http.StatusOK} {
+		if code := ss[i].ping(t); code != want {
+			t.Errorf("session %d: ping %d, want %d", i, code, want)
+		}
+	}
+}
+
+// TestSessionCapNeverClosesABusySession: at the cap with every session in
+// a call, a new session is refused (CodeTooManySessions) rather than one
+// closed under its call.
+func TestSessionCapNeverClosesABusySession(t *testing.T) {
+	g := newTestGateway(t, &fakeTemporal{block: true}, Options{Principal: "alice", MaxSessionsPerPrincipal: 1, InlineWait: 3 * time.Second})
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+
+	busy := &rawSession{url: srv.URL, hc: hc}
+	busy.open(t, nil)
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := busy.post(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"counter__echo","arguments":{}}}`, nil)
+		done <- resp.StatusCode
+	}()
+	settled(t, "the call in flight", 5*time.Second, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, s := range g.sessions {
+			if s.inflight > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	resp, body := (&rawSession{url: srv.URL, hc: hc}).post(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+	if !strings.Contains(body, fmt.Sprint(CodeTooManySessions)) || !strings.Contains(body, "too many sessions") {
+		t.Fatalf("initialize over the cap with the only session busy: %d %s; want error %d", resp.StatusCode, body, CodeTooManySessions)
+	}
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("the busy session's call: %d", code)
+	}
+	if code := busy.ping(t); code != http.StatusOK {
+		t.Fatalf("the busy session was closed: ping %d", code)
+	}
+}

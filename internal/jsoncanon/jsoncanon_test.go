@@ -1,0 +1,138 @@
+package jsoncanon
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestCheckDuplicates(t *testing.T) {
+	tests := []struct {
+		name, in  string
+		path, key string // want a *DuplicateKeyError with these
+		invalid   bool   // want another error
+	}{
+		{name: "top level", in: `{"path":"secret.env","path":"ok.txt"}`, path: "$", key: "path"},
+		{name: "top level, spaced", in: " {\"path\" : 1 ,\n \"a\": 2, \"path\": 3} ", path: "$", key: "path"},
+		{name: "escaped spelling of the same key", in: `{"path":"secret.env","\u0070ath":"ok.txt"}`, path: "$", key: "path"},
+		{name: "nested object", in: `{"opts":{"mode":"r","mode":"w"}}`, path: "$.opts", key: "mode"},
+		{name: "in an array", in: `{"edits":[{"a":1},{"old":"x","old":"y"}]}`, path: "$.edits[1]", key: "old"},
+		{name: "deep", in: `[[{"k":[{"x":{"y":1,"y":2}}]}]]`, path: "$[0][0].k[0].x", key: "y"},
+		{name: "odd key names in the path", in: `{"a b":{"":{"c":1,"c":1}}}`, path: `$["a b"][""]`, key: "c"},
+		{name: "same value twice is still refused", in: `{"a":1,"a":1}`, path: "$", key: "a"},
+		{name: "invalid UTF-8 keys decode to the same key", in: "{\"\xff\":1,\"\xfe\":2}", path: "$", key: "\ufffd"},
+		{name: "after a nested value", in: `{"a":{"b":[1,{"c":2}]},"d":3,"a":4}`, path: "$", key: "a"},
+		{name: "no duplicates", in: `{"path":"ok.txt","opts":{"path":"x"},"list":[{"path":1},{"path":2}]}`},
+		{name: "same key in sibling objects", in: `[{"a":1},{"a":2}]`},
+		{name: "case differs", in: `{"a":1,"A":2}`},
+		{name: "scalar", in: `"x"`},
+		{name: "empty object", in: `{}`},
+		{name: "big number", in: `{"n":1e400}`},
+		{name: "empty", in: ``, invalid: true},
+		{name: "truncated", in: `{"a":1`, invalid: true},
+		{name: "two values", in: `{} {}`, invalid: true},
+		{name: "trailing garbage", in: `{"a":1}x`, invalid: true},
+		{name: "not JSON", in: `{a:1}`, invalid: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckDuplicates([]byte(tt.in))
+			var dup *DuplicateKeyError
+			switch {
+			case tt.key != "":
+				if !errors.As(err, &dup) || dup.Path != tt.path || dup.Key != tt.key {
+					t.Fatalf("CheckDuplicates(%s) = %v; want key %q at %s", tt.in, err, tt.key, tt.path)
+				}
+				if !strings.Contains(err.Error(), tt.path) {
+					t.Errorf("error %q does not name the path %s", err, tt.path)
+				}
+			case tt.invalid:
+				if err == nil || errors.As(err, &dup) {
+					t.Fatalf("CheckDuplicates(%q) = %v; want a syntax error", tt.in, err)
+				}
+			default:
+				if err != nil {
+					t.Fatalf("CheckDuplicates(%s) = %v; want nil", tt.in, err)
+				}
+			}
+		})
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{ "b" : 1, "a" : [ 1 , 2 ] }`, `{"a":[1,2],"b":1}`},
+		{`{"n": 9007199254740993, "f": 1.50, "e": 1E+2}`, `{"e":1E+2,"f":1.50,"n":9007199254740993}`},
+		{`{"s": "<a&b>", "u": "\u00e9"}`, `{"s":"<a&b>","u":"é"}`},
+		{"{\"bad\": \"\xff\"}", `{"bad":"` + "\ufffd" + `"}`},
+		{`null`, `null`},
+		{`[]`, `[]`},
+	}
+	for _, tt := range tests {
+		got, err := Canonical([]byte(tt.in))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("Canonical(%q) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+	if _, err := Canonical([]byte(`{"path":"secret.env","path":"ok.txt"}`)); err == nil {
+		t.Error("Canonical accepted a duplicate key")
+	}
+}
+
+// FuzzCanonical: CheckDuplicates and Canonical never panic; what Canonical
+// accepts has no duplicate key, decodes (with encoding/json, as policy
+// decodes) to what the input decodes to, and is its own canonical form;
+// what it refuses for a duplicate key really repeats a key.
+func FuzzCanonical(f *testing.F) {
+	for _, s := range []string{
+		`{"path":"secret.env","path":"ok.txt"}`,
+		`{"path":"ok.txt","path":"secret.env"}`,
+		`{"path":"secret.env","\u0070ath":"ok.txt"}`,
+		`{"opts":{"mode":"r","mode":"w"}}`,
+		`{"edits":[{"old":"x","old":"y"}]}`,
+		`{"a":1,"A":2}`,
+		"{\"\xff\":1,\"\xfe\":2}",
+		`{"n":1e400,"m":9007199254740993}`,
+		`{"s":"<>&\u2028"}`,
+		`[[[[{"a":{"b":{"c":[1,2,{"d":null,"d":true}]}}}]]]]`,
+		`{} {}`, `{"a":1`, ``, `null`, `"x"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dupErr := CheckDuplicates(data)
+		canon, err := Canonical(data)
+		if (err == nil) != (dupErr == nil) {
+			t.Fatalf("CheckDuplicates = %v but Canonical = %v", dupErr, err)
+		}
+		var dup *DuplicateKeyError
+		if errors.As(err, &dup) {
+			if !json.Valid(data) {
+				t.Fatalf("duplicate key reported in invalid JSON %q", data)
+			}
+			return
+		}
+		if err != nil {
+			if json.Valid(data) {
+				t.Fatalf("Canonical refused valid JSON %q without a duplicate key: %v", data, err)
+			}
+			return
+		}
+		var a, b any
+		if err := json.Unmarshal(data, &a); err != nil {
+			return // e.g. a number encoding/json cannot hold as float64: policy denies it either way
+		}
+		if err := json.Unmarshal(canon, &b); err != nil {
+			t.Fatalf("canonical form %s does not decode: %v", canon, err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%q decodes to %#v, its canonical form %s to %#v", data, a, canon, b)
+		}
+		again, err := Canonical(canon)
+		if err != nil || string(again) != string(canon) {
+			t.Fatalf("Canonical is not idempotent: %s -> %s, %v", canon, again, err)
+		}
+	})
+}
