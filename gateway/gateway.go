@@ -506,7 +506,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 			offered[t.Name] = t
 		}
 		for name, decl := range m.Tools {
-			e := &toolEntry{exposed: manifests.ExposedName(m.Server.Name, name), server: m.Server.Name, upstream: name, decl: decl}
+			e := &toolEntry{exposed: m.Exposed(name), server: m.Server.Name, upstream: name, decl: decl}
 			// Pinning: a changed definition is not shown (it may carry a
 			// prompt injection); a placeholder says why, and calls fail.
 			if t, ok := offered[name]; ok && g.opts.Pins != nil && m.Server.WASM == nil { // a wasm tool is pinned by its sha256
@@ -546,7 +546,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 		}
 		if g.opts.ExposeUncovered {
 			for name, t := range offered {
-				exposed := manifests.ExposedName(m.Server.Name, name)
+				exposed := m.Exposed(name)
 				if _, ok := out[exposed]; ok {
 					continue
 				}

@@ -7,7 +7,8 @@ package gateway
 // access level a principal needs to see them; without a block they are not
 // exposed. Resource URIs are global identifiers and pass unchanged (when two
 // upstreams offer the same URI or URI template, the first server in name
-// order owns it); prompts are renamed "<server>__<prompt>" like tools.
+// order owns it); prompts are renamed like tools (server.prefix + name,
+// by default "<server>__<prompt>").
 // Reads and prompt gets go straight to the owning upstream over the pool,
 // not through a task workflow: they have no side effects to approve or undo.
 //
@@ -87,7 +88,7 @@ type promptEntry struct {
 	server   string
 	upstream string
 	level    manifests.DataLevel
-	def      *mcp.Prompt // as listed: named "<server>__<prompt>"
+	def      *mcp.Prompt // as listed: named m.Exposed(name)
 	src      *mcp.Prompt // as the pool listed it
 }
 
@@ -166,7 +167,13 @@ func (g *Gateway) refreshResources() {
 		if m.Prompts != nil {
 			for _, p := range cat.Prompts {
 				def := *p
-				def.Name = manifests.ExposedName(server, p.Name)
+				def.Name = m.Exposed(p.Name)
+				if first, dup := wantPrompts[def.Name]; dup {
+					// Possible with server.prefix: the first server in name
+					// order keeps it, as with resources.
+					conflicts = append(conflicts, fmt.Sprintf("prompt %s is offered by upstreams %s and %s; %s serves it (set a server.prefix to expose both)", def.Name, first.server, server, first.server))
+					continue
+				}
 				wantPrompts[def.Name] = &promptEntry{server: server, upstream: p.Name, level: m.Prompts.DataAccessLevel, def: &def, src: p}
 			}
 		}
