@@ -172,6 +172,10 @@ func New(opts Options) *Gateway {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		// Resource subscriptions are forwarded upstream (resources.go).
 		SubscribeHandler: g.subscribe, UnsubscribeHandler: g.unsubscribe,
+		// completion/complete goes to the upstream owning the prompt or
+		// template (resources.go); declaring it makes the SDK announce the
+		// completions capability.
+		CompletionHandler: g.complete,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
 	g.addBuiltins()

@@ -554,3 +554,57 @@ func (g *Gateway) upstreamResourceUpdated(server, uri string) {
 		}
 	}()
 }
+
+// complete forwards completion/complete to the upstream that owns the
+// prompt (named as the upstream names it: the exposed name maps back
+// through the published entry, never by cutting a prefix) or the resource
+// template, for callers cleared for the block's data access level, like
+// prompts/get and resources/read.
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	pr, err := g.principalFor(req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	params := *req.Params
+	ref := *params.Ref // the SDK rejects a request without one
+	var (
+		server string
+		level  manifests.DataLevel
+		what   string
+	)
+	g.res.mu.Lock()
+	switch ref.Type {
+	case "ref/prompt":
+		if e := g.res.prompts[ref.Name]; e != nil {
+			server, level, what = e.server, e.level, "prompt "+ref.Name
+			ref.Name = e.upstream
+		}
+	case "ref/resource":
+		e := g.res.templates[ref.URI]
+		if e == nil {
+			e = g.resourceOwnerLocked(ref.URI)
+		}
+		if e != nil {
+			server, level, what = e.server, e.level, "resource "+ref.URI
+		}
+	default:
+		g.res.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("completion/complete: unknown ref type %q; use ref/prompt or ref/resource", ref.Type)}
+	}
+	g.res.mu.Unlock()
+	if server == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("completion/complete: no %s %q is served here", strings.TrimPrefix(ref.Type, "ref/"), ref.Name+ref.URI)}
+	}
+	log := g.log.With().Str("principal", pr.Name).Str("server", server).Str("ref", what).Logger()
+	if !levelCovers(pr.DataLevel, level) {
+		log.Info().Msg("completion denied: data access level")
+		return nil, accessDenied(pr, server, level, what)
+	}
+	params.Ref = &ref
+	res, err := g.opts.Upstreams.Complete(ctx, server, &params)
+	if err != nil {
+		log.Warn().Err(err).Msg("completion failed")
+		return nil, upstreamError(err)
+	}
+	return res, nil
+}

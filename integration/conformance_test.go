@@ -32,10 +32,6 @@ import (
 // when one of them starts passing, so that the list shrinks as the gaps
 // close and never hides a fixed one.
 var knownGaps = map[string]string{
-	// The gateway declares no completions capability and does not forward
-	// completion/complete to the upstream that owns the prompt or
-	// template. Issue 14, item 2 (completion).
-	"completion-complete": "completion/complete answers -32601",
 	// Upstream notifications/message sent during a call are not relayed to
 	// the client of the task. Issue 14, item 2 (logging).
 	"tools-call-with-logging": "upstream log messages are not relayed",
@@ -77,7 +73,11 @@ func TestConformance(t *testing.T) {
 	m := everythingFullManifest(t, everything, directURL)
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: allGrants(nil, "tester")})
 	cs := s.connect(t, map[string]string{"Authorization": "Bearer tester-key"})
-	waitTools(t, cs, slices.Sorted(maps.Keys(m.Tools))...)
+	var exposed []string
+	for _, name := range slices.Sorted(maps.Keys(m.Tools)) {
+		exposed = append(exposed, m.Exposed(name))
+	}
+	waitTools(t, cs, exposed...)
 	via := runConformance(t, runner, keyProxy(t, s.url, "tester-key"))
 
 	names := slices.Sorted(maps.Keys(direct))
