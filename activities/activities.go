@@ -179,7 +179,11 @@ const compensationPrefix = "undo-"
 func (a *Activities) observeCall(in api.CallToolInput, out api.CallToolOutput, err error, took time.Duration) {
 	tool := in.ExposedName
 	if tool == "" {
-		tool = manifests.ExposedName(in.Server, in.Tool)
+		var names *manifests.Names // nil: the default prefix
+		if c, ok := a.Catalog.(*Catalog); ok && c != nil {
+			names = c.names
+		}
+		tool = names.Expose(in.Server, in.Tool)
 	}
 	result, errType := "ok", ""
 	switch {

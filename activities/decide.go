@@ -123,6 +123,7 @@ type Catalog struct {
 	pool     *upstream.Pool
 	uncover  bool
 	manifest map[string]*manifests.Manifest // by server, for uncovered tools
+	names    *manifests.Names               // exposed names <-> (server, tool)
 	exprs    compiled
 }
 
@@ -138,7 +139,7 @@ var _ ToolCatalog = (*Catalog)(nil)
 // (same order). exposeUncovered admits tools no manifest declares, judged
 // as the policy judges uncovered tools.
 func NewCatalog(ms []*manifests.Manifest, servers []manifests.Server, pool *upstream.Pool, exposeUncovered bool) *Catalog {
-	c := &Catalog{tools: map[string]catalogEntry{}, pool: pool, uncover: exposeUncovered, manifest: map[string]*manifests.Manifest{}}
+	c := &Catalog{tools: map[string]catalogEntry{}, pool: pool, uncover: exposeUncovered, manifest: map[string]*manifests.Manifest{}, names: manifests.NewNames(ms)}
 	for i, m := range ms {
 		roots := m.Server.PathRoots
 		if i < len(servers) {
@@ -151,7 +152,7 @@ func NewCatalog(ms []*manifests.Manifest, servers []manifests.Server, pool *upst
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			c.tools[manifests.ExposedName(m.Server.Name, n)] = catalogEntry{server: m.Server.Name, upstream: n, decl: m.Tools[n], roots: roots}
+			c.tools[m.Exposed(n)] = catalogEntry{server: m.Server.Name, upstream: n, decl: m.Tools[n], roots: roots}
 		}
 	}
 	return c
@@ -164,7 +165,7 @@ func (c *Catalog) Tool(exposed string) (policy.Tool, bool) {
 		if !c.uncover {
 			return policy.Tool{}, false
 		}
-		server, tool, found := cutExposed(exposed)
+		server, tool, found := c.names.Resolve(exposed)
 		if !found || c.manifest[server] == nil {
 			return policy.Tool{}, false
 		}
@@ -184,11 +185,5 @@ func (c *Catalog) Tool(exposed string) (policy.Tool, bool) {
 	return t, true
 }
 
-func cutExposed(name string) (server, tool string, ok bool) {
-	for i := 0; i+1 < len(name); i++ {
-		if name[i] == '_' && name[i+1] == '_' {
-			return name[:i], name[i+2:], true
-		}
-	}
-	return "", "", false
-}
+// exposed is the name the gateway exposes server's tool under.
+func (c *Catalog) exposed(server, tool string) string { return c.names.Expose(server, tool) }

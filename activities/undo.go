@@ -94,7 +94,7 @@ func rootVars(roots []string) []any {
 // evalCall follows a call's when/else chain and evaluates the arguments of
 // the branch taken. It returns nil and why when no branch applies.
 func (c *Catalog) evalCall(e catalogEntry, field string, call *manifests.Call, kind expr.Kind, vars map[string]any) (*api.ToolCall, string, error) {
-	exposed := manifests.ExposedName(e.server, e.upstream)
+	exposed := c.exposed(e.server, e.upstream)
 	for call != nil {
 		if call.When != "" {
 			ok, err := c.program(kind, call.When).evalBool(vars)
@@ -121,7 +121,7 @@ func (c *Catalog) evalCall(e catalogEntry, field string, call *manifests.Call, k
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: tools.%s.%s.args: %w", e.server, e.upstream, field, err)
 		}
-		target := manifests.ExposedName(e.server, call.Tool)
+		target := c.exposed(e.server, call.Tool)
 		te, ok := c.tools[target]
 		if !ok {
 			return nil, "", fmt.Errorf("%s: tools.%s.%s.tool: %s is not declared on this worker", e.server, e.upstream, field, target)

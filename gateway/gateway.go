@@ -181,6 +181,10 @@ func New(opts Options) *Gateway {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		// Resource subscriptions are forwarded upstream (resources.go).
 		SubscribeHandler: g.subscribe, UnsubscribeHandler: g.unsubscribe,
+		// completion/complete goes to the upstream owning the prompt or
+		// template (resources.go); declaring it makes the SDK announce the
+		// completions capability.
+		CompletionHandler: g.complete,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
 	g.addBuiltins()
@@ -534,7 +538,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 			offered[t.Name] = t
 		}
 		for name, decl := range m.Tools {
-			e := &toolEntry{exposed: manifests.ExposedName(m.Server.Name, name), server: m.Server.Name, upstream: name, decl: decl}
+			e := &toolEntry{exposed: m.Exposed(name), server: m.Server.Name, upstream: name, decl: decl}
 			// Pinning: a changed definition is not shown (it may carry a
 			// prompt injection); a placeholder says why, and calls fail.
 			if t, ok := offered[name]; ok && g.pinBlocked(m, e, t) {
@@ -573,7 +577,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 		}
 		if g.opts.ExposeUncovered {
 			for name, t := range offered {
-				exposed := manifests.ExposedName(m.Server.Name, name)
+				exposed := m.Exposed(name)
 				if _, ok := out[exposed]; ok {
 					continue
 				}

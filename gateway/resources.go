@@ -7,7 +7,8 @@ package gateway
 // access level a principal needs to see them; without a block they are not
 // exposed. Resource URIs are global identifiers and pass unchanged (when two
 // upstreams offer the same URI or URI template, the first server in name
-// order owns it); prompts are renamed "<server>__<prompt>" like tools.
+// order owns it); prompts are renamed like tools (server.prefix + name,
+// by default "<server>__<prompt>").
 // Reads and prompt gets go straight to the owning upstream over the pool,
 // not through a task workflow: they have no side effects to approve or undo.
 //
@@ -87,7 +88,7 @@ type promptEntry struct {
 	server   string
 	upstream string
 	level    manifests.DataLevel
-	def      *mcp.Prompt // as listed: named "<server>__<prompt>"
+	def      *mcp.Prompt // as listed: named m.Exposed(name)
 	src      *mcp.Prompt // as the pool listed it
 }
 
@@ -166,7 +167,13 @@ func (g *Gateway) refreshResources() {
 		if m.Prompts != nil {
 			for _, p := range cat.Prompts {
 				def := *p
-				def.Name = manifests.ExposedName(server, p.Name)
+				def.Name = m.Exposed(p.Name)
+				if first, dup := wantPrompts[def.Name]; dup {
+					// Possible with server.prefix: the first server in name
+					// order keeps it, as with resources.
+					conflicts = append(conflicts, fmt.Sprintf("prompt %s is offered by upstreams %s and %s; %s serves it (set a server.prefix to expose both)", def.Name, first.server, server, first.server))
+					continue
+				}
 				wantPrompts[def.Name] = &promptEntry{server: server, upstream: p.Name, level: m.Prompts.DataAccessLevel, def: &def, src: p}
 			}
 		}
@@ -546,4 +553,58 @@ func (g *Gateway) upstreamResourceUpdated(server, uri string) {
 			g.log.Warn().Err(err).Str("uri", uri).Msg("relaying resources/updated failed")
 		}
 	}()
+}
+
+// complete forwards completion/complete to the upstream that owns the
+// prompt (named as the upstream names it: the exposed name maps back
+// through the published entry, never by cutting a prefix) or the resource
+// template, for callers cleared for the block's data access level, like
+// prompts/get and resources/read.
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	pr, err := g.principalFor(req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	params := *req.Params
+	ref := *params.Ref // the SDK rejects a request without one
+	var (
+		server string
+		level  manifests.DataLevel
+		what   string
+	)
+	g.res.mu.Lock()
+	switch ref.Type {
+	case "ref/prompt":
+		if e := g.res.prompts[ref.Name]; e != nil {
+			server, level, what = e.server, e.level, "prompt "+ref.Name
+			ref.Name = e.upstream
+		}
+	case "ref/resource":
+		e := g.res.templates[ref.URI]
+		if e == nil {
+			e = g.resourceOwnerLocked(ref.URI)
+		}
+		if e != nil {
+			server, level, what = e.server, e.level, "resource "+ref.URI
+		}
+	default:
+		g.res.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("completion/complete: unknown ref type %q; use ref/prompt or ref/resource", ref.Type)}
+	}
+	g.res.mu.Unlock()
+	if server == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("completion/complete: no %s %q is served here", strings.TrimPrefix(ref.Type, "ref/"), ref.Name+ref.URI)}
+	}
+	log := g.log.With().Str("principal", pr.Name).Str("server", server).Str("ref", what).Logger()
+	if !levelCovers(pr.DataLevel, level) {
+		log.Info().Msg("completion denied: data access level")
+		return nil, accessDenied(pr, server, level, what)
+	}
+	params.Ref = &ref
+	res, err := g.opts.Upstreams.Complete(ctx, server, &params)
+	if err != nil {
+		log.Warn().Err(err).Msg("completion failed")
+		return nil, upstreamError(err)
+	}
+	return res, nil
 }

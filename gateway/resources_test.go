@@ -69,6 +69,12 @@ func newResUpstream(t *testing.T, build func(*mcp.Server)) *resUpstream {
 	u.srv = mcp.NewServer(&mcp.Implementation{Name: "res-upstream", Version: "1"}, &mcp.ServerOptions{
 		SubscribeHandler:   func(_ context.Context, r *mcp.SubscribeRequest) error { return count(r.Params.URI, 1) },
 		UnsubscribeHandler: func(_ context.Context, r *mcp.UnsubscribeRequest) error { return count(r.Params.URI, -1) },
+		// Completions say what they were asked, as the upstream saw it.
+		CompletionHandler: func(_ context.Context, r *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			ref := r.Params.Ref
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{
+				Values: []string{ref.Type + " " + ref.Name + ref.URI + " " + r.Params.Argument.Name + "=" + r.Params.Argument.Value}}}, nil
+		},
 	})
 	build(u.srv)
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.srv }, nil))
@@ -500,5 +506,47 @@ func TestResourcesFollowTheUpstream(t *testing.T) {
 	}
 	if _, err := high.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "beta__hello"}); err == nil {
 		t.Error("a removed prompt can still be got")
+	}
+}
+
+// completion/complete reaches the upstream that owns the prompt (under the
+// upstream's own name) or the resource template, and is refused to a
+// principal below the block's data access level.
+func TestCompletionForwarded(t *testing.T) {
+	f := newResFixture(t)
+	high := f.connect(t, "restricted")
+	waitResListing(t, high, resListing{
+		resources: []string{"mem://a", "mem://b", "mem://shared"}, templates: []string{"mem://items/{id}"}, prompts: []string{"beta__hello"},
+	})
+	if caps := high.InitializeResult().Capabilities; caps.Completions == nil {
+		t.Error("the gateway does not announce the completions capability")
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		ref  *mcp.CompleteReference
+		arg  string
+		want string
+	}{
+		{&mcp.CompleteReference{Type: "ref/prompt", Name: "beta__hello"}, "who", "ref/prompt hello who=a"},
+		{&mcp.CompleteReference{Type: "ref/resource", URI: "mem://items/{id}"}, "id", "ref/resource mem://items/{id} id=a"},
+	} {
+		res, err := high.Complete(ctx, &mcp.CompleteParams{Ref: tc.ref, Argument: mcp.CompleteParamsArgument{Name: tc.arg, Value: "a"}})
+		if err != nil {
+			t.Errorf("complete %s: %v", tc.ref.Name+tc.ref.URI, err)
+			continue
+		}
+		if got := res.Completion.Values; len(got) != 1 || got[0] != tc.want {
+			t.Errorf("complete %s = %q, want [%q]", tc.ref.Name+tc.ref.URI, got, tc.want)
+		}
+	}
+
+	_, err := high.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "hello"}, Argument: mcp.CompleteParamsArgument{Name: "who"}})
+	if resWireCode(err) != jsonrpc.CodeInvalidParams {
+		t.Errorf("complete of the unexposed name hello: %v (code %d), want invalid params", err, resWireCode(err))
+	}
+	low := f.connect(t, "public")
+	_, err = low.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "beta__hello"}, Argument: mcp.CompleteParamsArgument{Name: "who"}})
+	if resWireCode(err) != CodeAccessDenied || !strings.Contains(err.Error(), "prompt beta__hello of upstream beta needs data access level confidential") {
+		t.Errorf("public principal's completion: %v (code %d), want access denied", err, resWireCode(err))
 	}
 }

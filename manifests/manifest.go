@@ -51,8 +51,9 @@ type Manifest struct {
 	// level. Absent, the upstream's resources are not exposed (fail closed).
 	Resources *Passthrough `yaml:"resources,omitempty" json:"resources,omitempty"`
 
-	// Prompts, when set, exposes the upstream's prompts, named
-	// "<server>__<prompt>", to principals cleared for its data access level.
+	// Prompts, when set, exposes the upstream's prompts, named like tools
+	// (server.prefix + the upstream's name, by default "<server>__<prompt>"),
+	// to principals cleared for its data access level.
 	// Absent, the upstream's prompts are not exposed (fail closed).
 	Prompts *Passthrough `yaml:"prompts,omitempty" json:"prompts,omitempty"`
 }
@@ -68,9 +69,15 @@ type Passthrough struct {
 // Server says where the tools of a manifest live. Exactly one of Stdio and
 // HTTP is set.
 type Server struct {
-	// Name is the upstream's name; exposed tools are named
-	// "<server>__<tool>". Lowercase letters, digits, '-' and '_'.
+	// Name is the upstream's name. Lowercase letters, digits, '-' and '_'.
 	Name string `yaml:"name" json:"name"`
+
+	// Prefix is put before each of the upstream's tool and prompt names to
+	// make the name the gateway exposes. Absent, it is "<name>__"; the
+	// empty string exposes the upstream's names unchanged, so a client sees
+	// the server as it would directly (names must still be unique across
+	// manifests; ValidateAll checks). See ExposedPrefix and Names.
+	Prefix *string `yaml:"prefix,omitempty" json:"prefix,omitempty"`
 
 	Stdio *StdioServer `yaml:"stdio,omitempty" json:"stdio,omitempty"`
 	HTTP  *HTTPServer  `yaml:"http,omitempty" json:"http,omitempty"`
@@ -283,5 +290,18 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ExposedName is the name under which the gateway exposes an upstream tool.
-func ExposedName(server, tool string) string { return server + "__" + tool }
+// ExposedPrefix is what the gateway puts before the upstream's tool and
+// prompt names: server.prefix when set (even to ""), else "<name>__".
+func (s Server) ExposedPrefix() string {
+	if s.Prefix != nil {
+		return *s.Prefix
+	}
+	return DefaultPrefix(s.Name)
+}
+
+// DefaultPrefix is the prefix of a server whose manifest sets none.
+func DefaultPrefix(server string) string { return server + "__" }
+
+// Exposed is the name under which the gateway exposes the upstream's tool
+// or prompt name.
+func (m *Manifest) Exposed(name string) string { return m.Server.ExposedPrefix() + name }

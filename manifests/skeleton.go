@@ -270,7 +270,7 @@ func permissionVerb(g toolGuess) string {
 
 // unexposable says why a tool cannot be declared, or "".
 func unexposable(server, tool string) string {
-	en := ExposedName(server, tool)
+	en := DefaultPrefix(server) + tool // a skeleton sets no prefix
 	switch {
 	case !toolNameRE.MatchString(tool):
 		return "the name is not 1 to 64 letters, digits, '_', '.' or '-', so a manifest cannot declare it"

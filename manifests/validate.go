@@ -26,6 +26,7 @@ var (
 	serverNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,30}$`)
 	toolNameRE    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 	exposedNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	prefixRE      = regexp.MustCompile(`^[a-zA-Z0-9_-]{0,63}$`)
 	varRefRE      = regexp.MustCompile(`\$\{[^}]*\}`)
 )
 
@@ -59,7 +60,8 @@ func (m *Manifest) Validate() []Problem {
 }
 
 // ValidateAll validates each manifest and then checks them against each
-// other: server names and exposed tool names must be unique across files.
+// other: server names and exposed tool names (server.prefix + tool) must be
+// unique across files.
 func ValidateAll(ms []*Manifest) []Problem {
 	var ps []Problem
 	for _, m := range ms {
@@ -71,7 +73,7 @@ func ValidateAll(ms []*Manifest) []Problem {
 func crossProblems(ms []*Manifest) []Problem {
 	var ps []Problem
 	servers := map[string]*Manifest{}
-	exposed := map[string]*Manifest{}
+	exposed := map[string]exposedBy{}
 	for _, m := range ms {
 		if m == nil {
 			continue
@@ -86,21 +88,27 @@ func crossProblems(ms []*Manifest) []Problem {
 			continue // its tools would all collide too; one problem is enough
 		}
 		servers[name] = m
-		// Server names cannot contain "__", so with unique server names
-		// exposed names cannot collide; this guards against that rule being
-		// relaxed (or a manifest built in code skipping it).
+		// With prefixes (server.prefix, "" included) two servers can expose
+		// the same name; the gateway would show only one of them.
 		for _, tool := range slices.Sorted(maps.Keys(m.Tools)) {
-			en := ExposedName(name, tool)
+			en := m.Exposed(tool)
 			if first, dup := exposed[en]; dup {
 				p := "tools." + tool
 				ps = append(ps, Problem{File: m.File, Line: m.Lines.Line(p), Field: p,
-					Msg: fmt.Sprintf("exposed name %q is also exposed by %s; rename a server", en, where(first, "server.name"))})
+					Msg: fmt.Sprintf("exposed name %q is also exposed by server %q (%s); exposed names must be unique across manifests, so set a different server.prefix in one of them (here %q, there %q)",
+						en, first.m.Server.Name, where(first.m, "tools."+first.tool), m.Server.ExposedPrefix(), first.m.Server.ExposedPrefix())})
 				continue
 			}
-			exposed[en] = m
+			exposed[en] = exposedBy{m, tool}
 		}
 	}
 	return ps
+}
+
+// exposedBy is the manifest and tool that first exposed a name.
+type exposedBy struct {
+	m    *Manifest
+	tool string
 }
 
 // where names a file and line for a message about another manifest.
@@ -146,6 +154,10 @@ func (v *validator) server(s Server) {
 		if strings.Contains(s.Name, "__") {
 			v.add("server.name", `%q contains "__", which separates server and tool in exposed names; use a single '_' or '-'`, s.Name)
 		}
+	}
+
+	if s.Prefix != nil && !prefixRE.MatchString(*s.Prefix) {
+		v.add("server.prefix", `%q is not a valid prefix; exposed names may only have letters, digits, '_' and '-' (common MCP clients reject others), so use up to 63 of those, e.g. "fs_", or "" for the upstream's names unchanged`, *s.Prefix)
 	}
 
 	// "stdio:" with nothing under it decodes to nil; count it as chosen so
@@ -238,23 +250,26 @@ func (v *validator) tools(m *Manifest) {
 		return
 	}
 	names := slices.Sorted(maps.Keys(m.Tools))
-	serverOK := serverNameRE.MatchString(m.Server.Name) && !strings.Contains(m.Server.Name, "__")
+	// The exposed name is checked only when its prefix is valid, so one
+	// mistake makes one problem.
+	prefixOK := prefixRE.MatchString(m.Server.ExposedPrefix())
+	if m.Server.Prefix == nil {
+		prefixOK = serverNameRE.MatchString(m.Server.Name) && !strings.Contains(m.Server.Name, "__")
+	}
 	for _, name := range names {
-		v.tool(m, name, names, serverOK)
+		v.tool(m, name, names, prefixOK)
 	}
 }
 
-func (v *validator) tool(m *Manifest, name string, names []string, serverOK bool) {
+func (v *validator) tool(m *Manifest, name string, names []string, prefixOK bool) {
 	p := "tools." + name
 	if !toolNameRE.MatchString(name) {
 		v.add(p, "%q is not a valid tool name; use the upstream's name for it: 1 to 64 letters, digits, '_', '.' or '-'", name)
-	} else if serverOK {
-		// Checked only when both parts are valid, so one mistake makes one
-		// problem.
-		en := ExposedName(m.Server.Name, name)
+	} else if prefixOK {
+		en := m.Exposed(name)
 		switch {
 		case len(en) > 64:
-			v.add(p, "exposed name %q is %d characters; common MCP clients (Claude, OpenAI) reject tool names longer than 64, so shorten the server name", en, len(en))
+			v.add(p, "exposed name %q is %d characters; common MCP clients (Claude, OpenAI) reject tool names longer than 64, so shorten the server name or set a shorter server.prefix", en, len(en))
 		case !exposedNameRE.MatchString(en):
 			v.add(p, "exposed name %q has characters other than letters, digits, '_' and '-', which common MCP clients (Claude, OpenAI) reject; remove the tool from the manifest", en)
 		}

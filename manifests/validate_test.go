@@ -133,7 +133,7 @@ func TestValidate(t *testing.T) {
 		{
 			name: "exposed name too long",
 			src:  head + strings.Replace(readTool, "read:", strings.Repeat("r", 63)+":", 1),
-			want: []string{`m.yaml:6: tools.` + strings.Repeat("r", 63) + `: exposed name "fs__` + strings.Repeat("r", 63) + `" is 67 characters; common MCP clients (Claude, OpenAI) reject tool names longer than 64, so shorten the server name`},
+			want: []string{`m.yaml:6: tools.` + strings.Repeat("r", 63) + `: exposed name "fs__` + strings.Repeat("r", 63) + `" is 67 characters; common MCP clients (Claude, OpenAI) reject tool names longer than 64, so shorten the server name or set a shorter server.prefix`},
 		},
 		{
 			name: "exposed name with dot",
@@ -419,7 +419,7 @@ func TestDecodeProblems(t *testing.T) {
 		{
 			name: "unknown field lists known ones",
 			src:  "server:\n  name: fs\n  command: npx\n",
-			want: []string{`m.yaml:3: server.command: unknown field; known fields are name, stdio, http, wasm, connect_timeout, path_roots`},
+			want: []string{`m.yaml:3: server.command: unknown field; known fields are name, prefix, stdio, http, wasm, connect_timeout, path_roots`},
 		},
 		{
 			name: "loader-only field is unknown in a file",
@@ -591,7 +591,7 @@ func TestValidateAllExposedNames(t *testing.T) {
 	}
 	want := []string{
 		`a.yaml: server.name: "a__b" contains "__", which separates server and tool in exposed names; use a single '_' or '-'`,
-		`b.yaml: tools.b__c: exposed name "a__b__c" is also exposed by a.yaml; rename a server`,
+		`b.yaml: tools.b__c: exposed name "a__b__c" is also exposed by server "a__b" (a.yaml); exposed names must be unique across manifests, so set a different server.prefix in one of them (here "a__", there "a__b__")`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
@@ -731,5 +731,96 @@ func TestEveryFileProblemHasALine(t *testing.T) {
 	}
 	if _, err := manifests.Parse("m.yaml", utf16); err != nil {
 		t.Errorf("a UTF-16 manifest: %v", err)
+	}
+}
+
+// server.prefix: absent means "<server>__", "" the upstream's names
+// unchanged; a prefix must keep exposed names valid, and exposed names
+// unique across manifests (the message names both files and lines).
+func TestPrefix(t *testing.T) {
+	withPrefix := func(p string) string {
+		return strings.Replace(head, "  name: fs\n", "  name: fs\n  prefix: "+p+"\n", 1)
+	}
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{name: "empty", src: withPrefix(`""`) + readTool},
+		{name: "other", src: withPrefix(`fs_`) + readTool},
+		{name: "invalid characters", src: withPrefix(`"fs."`) + readTool,
+			want: []string{`m.yaml:3: server.prefix: "fs." is not a valid prefix; exposed names may only have letters, digits, '_' and '-' (common MCP clients reject others), so use up to 63 of those, e.g. "fs_", or "" for the upstream's names unchanged`}},
+		{name: "exposed name too long", src: withPrefix(strings.Repeat("p", 62)) + readTool,
+			want: []string{`m.yaml:7: tools.read: exposed name "` + strings.Repeat("p", 62) + `read" is 66 characters; common MCP clients (Claude, OpenAI) reject tool names longer than 64, so shorten the server name or set a shorter server.prefix`}},
+		{name: "tool name with a dot, unprefixed", src: withPrefix(`""`) + strings.Replace(readTool, "read:", "a.read:", 1),
+			want: []string{`m.yaml:7: tools.a.read: exposed name "a.read" has characters other than letters, digits, '_' and '-', which common MCP clients (Claude, OpenAI) reject; remove the tool from the manifest`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, problemsOf(t, tt.src)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("exposed names", func(t *testing.T) {
+		m, err := manifests.Parse("m.yaml", []byte(head+readTool))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Exposed("read"); got != "fs__read" {
+			t.Errorf("default Exposed(read) = %q, want fs__read", got)
+		}
+		m, err = manifests.Parse("m.yaml", []byte(withPrefix(`""`)+readTool))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Exposed("read"); got != "read" {
+			t.Errorf("unprefixed Exposed(read) = %q, want read", got)
+		}
+	})
+
+	t.Run("clash across manifests", func(t *testing.T) {
+		dir := t.TempDir()
+		a := writeFile(t, dir, "a.yaml", strings.Replace(withPrefix(`""`), "name: fs", "name: plain", 1)+strings.Replace(readTool, "read:", "fs__read:", 1))
+		b := writeFile(t, dir, "b.yaml", head+readTool)
+		_, err := manifests.LoadFiles([]string{a, b})
+		want := []string{b + `:6: tools.read: exposed name "fs__read" is also exposed by server "plain" (` + a + `:7); exposed names must be unique across manifests, so set a different server.prefix in one of them (here "fs__", there "")`}
+		if diff := cmp.Diff(want, errorLines(t, err)); diff != "" {
+			t.Errorf("problems (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestNames(t *testing.T) {
+	empty, short := "", "x_"
+	ms := []*manifests.Manifest{
+		{Server: manifests.Server{Name: "plain", Prefix: &empty}},
+		{Server: manifests.Server{Name: "fs"}},
+		{Server: manifests.Server{Name: "x", Prefix: &short}},
+	}
+	n := manifests.NewNames(ms)
+	for _, tt := range []struct{ server, name, exposed string }{
+		{"plain", "read", "read"},
+		{"fs", "read", "fs__read"},
+		{"x", "read", "x_read"},
+		{"unknown", "read", "unknown__read"},
+	} {
+		if got := n.Expose(tt.server, tt.name); got != tt.exposed {
+			t.Errorf("Expose(%s, %s) = %q, want %q", tt.server, tt.name, got, tt.exposed)
+		}
+	}
+	for _, tt := range []struct{ exposed, server, name string }{
+		{"fs__read", "fs", "read"},
+		{"x_read", "x", "read"},
+		{"read", "plain", "read"},
+		{"fs__", "plain", "fs__"}, // fs's prefix leaves no name
+	} {
+		s, name, ok := n.Resolve(tt.exposed)
+		if !ok || s != tt.server || name != tt.name {
+			t.Errorf("Resolve(%s) = %s, %s, %v; want %s, %s", tt.exposed, s, name, ok, tt.server, tt.name)
+		}
+	}
+	if _, _, ok := manifests.NewNames(ms[1:]).Resolve("read"); ok {
+		t.Error("Resolve(read) found a server although every server has a prefix")
 	}
 }

@@ -23,7 +23,7 @@ func exampleTools(t *testing.T) []string {
 	var tools []string
 	for _, m := range ms {
 		for name := range m.Tools {
-			tools = append(tools, manifests.ExposedName(m.Server.Name, name))
+			tools = append(tools, m.Exposed(name))
 		}
 	}
 	return tools

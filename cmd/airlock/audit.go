@@ -20,7 +20,6 @@ import (
 
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/timeline"
-	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
 )
 
@@ -227,7 +226,7 @@ func loadRedact(path string) (map[string][]string, error) {
 	for _, m := range snap.Manifests {
 		for name, t := range m.Tools {
 			if t != nil && len(t.Redact) > 0 {
-				redact[manifests.ExposedName(m.Server.Name, name)] = t.Redact
+				redact[m.Exposed(name)] = t.Redact
 			}
 		}
 	}

@@ -261,7 +261,7 @@ func exposedTools(ms []*manifests.Manifest) []string {
 	var out []string
 	for _, m := range ms {
 		for name := range m.Tools {
-			out = append(out, manifests.ExposedName(m.Server.Name, name))
+			out = append(out, m.Exposed(name))
 		}
 	}
 	sort.Strings(out)

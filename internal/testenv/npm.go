@@ -69,6 +69,18 @@ func NPMServer(t testing.TB, name string) string {
 	return script
 }
 
+// NPMBin returns the path of node_modules/.bin/name, a command that a
+// package of package.json installs (the conformance runner), installing
+// node_modules first when it is missing (NodeModules).
+func NPMBin(t testing.TB, name string) string {
+	t.Helper()
+	bin := filepath.Join(NodeModules(t), ".bin", name)
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("node_modules/.bin/%s is missing although package.json's packages are installed: %v", name, err)
+	}
+	return bin
+}
+
 // installNodeModules makes sure root/node_modules holds every dependency
 // of root/package.json (see NodeModules). It returns why it could not
 // (skip), or an error when the repository or the install is broken.
@@ -133,20 +145,26 @@ func incomplete(root string, missing []string) string {
 		root, strings.Join(missing, ", "), root)
 }
 
-// dependencies lists the dependencies of root/package.json.
+// dependencies lists the dependencies and devDependencies of
+// root/package.json: the test tools (the conformance runner) are
+// devDependencies, and npm ci installs both.
 func dependencies(root string) ([]string, error) {
 	b, err := os.ReadFile(filepath.Join(root, "package.json"))
 	if err != nil {
 		return nil, err
 	}
 	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
+		Dependencies    map[string]string `json:"dependencies"`
+		DevDependencies map[string]string `json:"devDependencies"`
 	}
 	if err := json.Unmarshal(b, &pkg); err != nil {
 		return nil, fmt.Errorf("%s/package.json: %w", root, err)
 	}
 	var deps []string
 	for name := range pkg.Dependencies {
+		deps = append(deps, name)
+	}
+	for name := range pkg.DevDependencies {
 		deps = append(deps, name)
 	}
 	slices.Sort(deps)

@@ -69,12 +69,13 @@ func TestFindRoot(t *testing.T) {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// fakeRepo is a repository root whose package.json depends on a and @s/b;
+// fakeRepo is a repository root whose package.json depends on a and
+// (a devDependency) @s/b;
 // node_modules holds the packages in installed.
 func fakeRepo(t *testing.T, installed ...string) string {
 	t.Helper()
 	root := t.TempDir()
-	pkg := `{"name": "x", "dependencies": {"a": "1.0.0", "@s/b": "2.0.0"}}`
+	pkg := `{"name": "x", "dependencies": {"a": "1.0.0"}, "devDependencies": {"@s/b": "2.0.0"}}`
 	if err := os.WriteFile(filepath.Join(root, "package.json"), []byte(pkg), 0o644); err != nil {
 		t.Fatal(err)
 	}

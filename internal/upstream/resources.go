@@ -277,6 +277,24 @@ func (p *Pool) GetPrompt(ctx context.Context, server, name string, args map[stri
 	return res, nil
 }
 
+// Complete asks server for completions of a prompt's or resource
+// template's argument (completion/complete). The caller maps names: params
+// must name the prompt as the upstream does.
+func (p *Pool) Complete(ctx context.Context, server string, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	var res *mcp.CompleteResult
+	err := p.request(ctx, server, "completion/complete", func(ctx context.Context, s *session) (err error) {
+		if caps := serverCaps(s.cs); caps.Completions == nil {
+			return newCallError(ErrNotSent, nil, "upstream %s offers no completions", server)
+		}
+		res, err = s.cs.Complete(ctx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // Subscribe asks server for notifications/resources/updated about uri
 // (delivered to Options.OnResourceUpdated and the watchers). Subscriptions
 // are counted: only the first for a URI reaches the upstream, and each
