@@ -8,9 +8,9 @@ func TestClaimTaskID(t *testing.T) {
 		ok            bool
 	}{
 		{"alice-default", "alice", true},
-		{"alice-default", "bob", false},            // squatting alice's default task
-		{"alice-default", "alice-x", false},        // a principal whose name extends alice's
-		{"alice-x-default", "alice", false},        // ... and the other way round
+		{"alice-default", "bob", false},     // squatting alice's default task
+		{"alice-default", "alice-x", false}, // a principal whose name extends alice's
+		{"alice-x-default", "alice", false}, // ... and the other way round
 		{"alice-default-default", "alice-default", true},
 		{"-default", "bob", false},
 		{"my-task", "bob", true},
