@@ -294,6 +294,13 @@ func (h *Interactions) process(c Click, problem string) {
 		h.ephemeral(c, fmt.Sprintf(":warning: Your decision on request `%s` was not recorded: %s", slackEscape(c.Decision.RequestID), slackEscape(why)))
 		return
 	}
+	if why := mismatch(c.Decision, res); why != "" {
+		log.Info().Str("reason", why).Msg("Slack decision refused")
+		audit.Refused = why
+		h.opts.Audit.ApprovalDecision(audit)
+		h.ephemeral(c, fmt.Sprintf(":warning: Your decision on request `%s` was not recorded: %s", slackEscape(c.Decision.RequestID), slackEscape(why)))
+		return
+	}
 	log.Info().Str("state", res.State).Msg("Slack decision recorded")
 	audit.State = res.State
 	h.opts.Audit.ApprovalDecision(audit)
