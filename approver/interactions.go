@@ -361,7 +361,8 @@ func (h *Interactions) process(c Click, problem string) {
 func refusal(err error) bool {
 	var nf *serviceerror.NotFound
 	var ae *temporal.ApplicationError
-	return errors.As(err, &ae) || errors.As(err, &nf)
+	var nt *NoTaskError
+	return errors.As(err, &ae) || errors.As(err, &nf) || errors.As(err, &nt)
 }
 
 // Explain words a delivery error for the person who clicked: the task's
@@ -369,9 +370,12 @@ func refusal(err error) bool {
 func Explain(err error) string {
 	var nf *serviceerror.NotFound
 	var ae *temporal.ApplicationError
+	var nt *NoTaskError
 	switch {
 	case errors.As(err, &ae):
 		return ae.Message()
+	case errors.As(err, &nt):
+		return "no task " + nt.Task + " exists, so there is no such request to decide (check the request ID)"
 	case errors.As(err, &nf):
 		return "its task has ended, so the request can no longer be decided"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

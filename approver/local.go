@@ -176,6 +176,10 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, error)
 		if errors.As(err, &app) {
 			return res, &Refusal{RequestID: r.ID, Reason: app.Message()}
 		}
+		var nt *NoTaskError
+		if errors.As(err, &nt) {
+			return res, &Refusal{RequestID: r.ID, Reason: Explain(err)}
+		}
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			return res, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf("task %s has ended, so request %s is closed", r.TaskID, r.ID)}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -32,6 +33,27 @@ type fakeTemporal struct {
 	// done holds the outcome of each Update ID, as Temporal does: a
 	// repeated ID gets the first outcome and changes nothing.
 	done map[string]api.DecideResult
+	// ended are tasks that ran and completed: Describe finds them, an
+	// Update gets NotFound.
+	ended map[string]bool
+}
+
+func (f *fakeTemporal) exists(task string) bool {
+	for _, r := range f.reqs {
+		if r.TaskID == task {
+			return true
+		}
+	}
+	return f.ended[task]
+}
+
+func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.exists(id) {
+		return nil, serviceerror.NewNotFound("workflow not found for ID: " + id)
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{}, nil
 }
 
 func (f *fakeTemporal) ListWorkflow(_ context.Context, _ *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
@@ -68,6 +90,9 @@ func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflow
 	defer f.mu.Unlock()
 	f.updates = append(f.updates, o)
 	d := o.Args[0].(api.DecideRequest)
+	if f.ended[o.WorkflowID] || !f.exists(o.WorkflowID) {
+		return nil, serviceerror.NewNotFound("workflow execution already completed")
+	}
 	if res, ok := f.done[o.UpdateID]; ok {
 		return updateHandle{res: res}, nil
 	}
@@ -235,5 +260,22 @@ func TestSecondDecisionRefused(t *testing.T) {
 				t.Fatalf("audit: %s", audit.String())
 			}
 		})
+	}
+}
+
+// TestDeliverNoSuchTask: Temporal answers an Update to an ended task and to
+// one that never existed alike (NotFound); the person is told which.
+func TestDeliverNoSuchTask(t *testing.T) {
+	ft := &fakeTemporal{ended: map[string]bool{"task-8": true}}
+	ctx := context.Background()
+	d := api.DecideRequest{RequestID: "task-9~call-1", Approver: "bob", Approve: true, Via: "slack"}
+	_, err := Deliver(ctx, ft, "slack:1:U", d)
+	if why := Explain(err); !strings.Contains(why, "no task task-9 exists") || !refusal(err) {
+		t.Errorf("never existed: %q", why)
+	}
+	d.RequestID = "task-8~call-1"
+	_, err = Deliver(ctx, ft, "slack:2:U", d)
+	if why := Explain(err); !strings.Contains(why, "its task has ended") || !refusal(err) {
+		t.Errorf("ended: %q", why)
 	}
 }
