@@ -355,3 +355,29 @@ func TestRedeliveredClickOnce(t *testing.T) {
 		t.Errorf("delivered %d times, want the failed deny retried (3 in all)", len(got))
 	}
 }
+
+// TestClickAnsweredWithAnotherVote: a result that is not the clicked vote
+// (Temporal answered an earlier decision) is reported and audited as a
+// refusal, not as "recorded".
+func TestClickAnsweredWithAnotherVote(t *testing.T) {
+	f := newSlackFake(t)
+	d := &slackDelivery{answer: func(_ context.Context, _ string, dr api.DecideRequest) (api.DecideResult, error) {
+		return api.DecideResult{RequestID: dr.RequestID, State: api.ApprovalApproved, Message: "approved: 1 of 1 approvals", Approver: dr.Approver, Approve: true}, nil
+	}}
+	var audit bytes.Buffer
+	h := InteractionHandler(InteractionOptions{
+		SigningSecret: slackSecret, Slack: f.client(), Users: slackTestUsers(), Deliver: d.deliver,
+		Timeout: 5 * time.Second, Logger: zerolog.New(zerolog.NewTestWriter(t)), Audit: auditstream.New(&audit),
+	})
+	t.Cleanup(func() { _ = h.Close() })
+	deny := slackClickBody("U_BOB", "deny", slackRequest, slackDigest, "1700000000.000009")
+	postSlack(h, deny, slackSign(slackSecret, time.Now(), deny))
+	h.Wait()
+	eph := f.ok("chat.postEphemeral")
+	if len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "was not recorded") || !strings.Contains(eph[0].Form.Get("text"), "already approved") {
+		t.Errorf("ephemerals %+v", eph)
+	}
+	if !strings.Contains(audit.String(), "approval_refused") || strings.Contains(audit.String(), "approval_decided") {
+		t.Errorf("audit:\n%s", audit.String())
+	}
+}
