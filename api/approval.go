@@ -128,6 +128,12 @@ type DecideResult struct {
 	State     string
 	// Message says what the decision did ("approved: 1 of 2 approvals").
 	Message string
+	// Approver and Approve are the vote this Update recorded. Temporal
+	// answers a repeated Update ID with the first outcome, so a caller
+	// compares them with what it asked for. Empty Approver: a result
+	// recorded before these fields existed.
+	Approver string `json:",omitempty"`
+	Approve  bool   `json:",omitempty"`
 }
 
 // RequestDigest binds an approval to exactly one call: the task, the call

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/airlock-run/airlock/api"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -40,9 +41,29 @@ func Deliver(ctx context.Context, c client.Client, updateID string, d api.Decide
 		err = h.Get(ctx, &res)
 	}
 	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) && !taskExists(ctx, c, task) {
+			err = &NoTaskError{Task: task}
+		}
 		return res, fmt.Errorf("decision on %s not recorded: %w", d.RequestID, err)
 	}
 	return res, nil
+}
+
+// NoTaskError is a decision on a request whose task never existed (a
+// mistyped or forged request ID), as opposed to one whose task has ended:
+// Temporal answers both Updates with NotFound.
+type NoTaskError struct{ Task string }
+
+func (e *NoTaskError) Error() string { return "no task " + e.Task + " exists" }
+
+// taskExists tells a task that has ended (Describe still finds it, until
+// the namespace's retention removes it) from one that never existed. Any
+// other answer counts as existing, so the refusal stays "ended".
+func taskExists(ctx context.Context, c client.Client, task string) bool {
+	_, err := c.DescribeWorkflowExecution(ctx, task, "")
+	var nf *serviceerror.NotFound
+	return !errors.As(err, &nf)
 }
 
 // Lookup returns one request, as its task holds it now.

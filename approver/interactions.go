@@ -63,7 +63,10 @@ type InteractionOptions struct {
 // Interactions processes Slack clicks: it acknowledges at once and
 // delivers each decision in the background, as the Update "decide" with an
 // update ID derived from the click, so a redelivered payload changes
-// nothing. It holds no state beyond the deliveries in flight.
+// nothing in the task. It remembers the update IDs it has answered for a
+// while, so a redelivered payload is not audited or confirmed again either:
+// Temporal answers a repeated Update ID with the first outcome and does not
+// say it is a repeat, so only the approver can tell.
 type Interactions struct {
 	opts   InteractionOptions
 	log    zerolog.Logger
@@ -73,7 +76,15 @@ type Interactions struct {
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
+	// seen holds the update IDs delivered or being delivered, with when
+	// they were first accepted.
+	seen map[string]time.Time
 }
+
+// redeliveryWindow is how long a click's update ID is remembered. Slack
+// retries an unacknowledged interaction within minutes; an hour is ample
+// and keeps the set small.
+const redeliveryWindow = time.Hour
 
 // InteractionHandler returns the HTTP endpoint Slack posts interactions to
 // (the app's Interactivity Request URL). Close it (or Shutdown) to wait for
@@ -254,6 +265,11 @@ func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
 		h.log.Warn().Str("request", c.Decision.RequestID).Msg("Slack click dropped: shutting down")
 		return func() {}
 	}
+	if h.repeat(c.UpdateID, time.Now()) {
+		h.mu.Unlock()
+		h.log.Info().Str("request", c.Decision.RequestID).Str("update_id", c.UpdateID).Msg("Slack click redelivered: already answered")
+		return func() {}
+	}
 	h.wg.Add(1)
 	h.mu.Unlock()
 	return func() {
@@ -262,6 +278,32 @@ func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
 			h.process(c, problem)
 		}()
 	}
+}
+
+// repeat reports whether id was accepted within the redelivery window, and
+// remembers it otherwise. h.mu must be held.
+func (h *Interactions) repeat(id string, now time.Time) bool {
+	if h.seen == nil {
+		h.seen = map[string]time.Time{}
+	}
+	for k, at := range h.seen {
+		if now.Sub(at) > redeliveryWindow {
+			delete(h.seen, k)
+		}
+	}
+	if _, ok := h.seen[id]; ok {
+		return true
+	}
+	h.seen[id] = now
+	return false
+}
+
+// forget lets a redelivery of id be delivered again: the first delivery
+// did not reach the task, so nothing was recorded or answered.
+func (h *Interactions) forget(id string) {
+	h.mu.Lock()
+	delete(h.seen, id)
+	h.mu.Unlock()
 }
 
 func (h *Interactions) process(c Click, problem string) {
@@ -290,7 +332,16 @@ func (h *Interactions) process(c Click, problem string) {
 		if refusal(err) {
 			audit.Refused = why
 			h.opts.Audit.ApprovalDecision(audit)
+		} else {
+			h.forget(c.UpdateID)
 		}
+		h.ephemeral(c, fmt.Sprintf(":warning: Your decision on request `%s` was not recorded: %s", slackEscape(c.Decision.RequestID), slackEscape(why)))
+		return
+	}
+	if why := mismatch(c.Decision, res); why != "" {
+		log.Info().Str("reason", why).Msg("Slack decision refused")
+		audit.Refused = why
+		h.opts.Audit.ApprovalDecision(audit)
 		h.ephemeral(c, fmt.Sprintf(":warning: Your decision on request `%s` was not recorded: %s", slackEscape(c.Decision.RequestID), slackEscape(why)))
 		return
 	}
@@ -310,7 +361,8 @@ func (h *Interactions) process(c Click, problem string) {
 func refusal(err error) bool {
 	var nf *serviceerror.NotFound
 	var ae *temporal.ApplicationError
-	return errors.As(err, &ae) || errors.As(err, &nf)
+	var nt *NoTaskError
+	return errors.As(err, &ae) || errors.As(err, &nf) || errors.As(err, &nt)
 }
 
 // Explain words a delivery error for the person who clicked: the task's
@@ -318,9 +370,12 @@ func refusal(err error) bool {
 func Explain(err error) string {
 	var nf *serviceerror.NotFound
 	var ae *temporal.ApplicationError
+	var nt *NoTaskError
 	switch {
 	case errors.As(err, &ae):
 		return ae.Message()
+	case errors.As(err, &nt):
+		return "no task " + nt.Task + " exists, so there is no such request to decide (check the request ID)"
 	case errors.As(err, &nf):
 		return "its task has ended, so the request can no longer be decided"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -37,8 +37,8 @@ type Decision struct {
 	// Approver is the principal name; the caller has authenticated it.
 	Approver string
 	Approve  bool
-	// Via is "cli" or "web". With RequestID and Approver it makes the
-	// Update ID, so repeating the same decision changes nothing.
+	// Via is "cli" or "web". With RequestID, Approver and Approve it makes
+	// the Update ID, so repeating the same decision changes nothing.
 	Via     string
 	Comment string
 	// Digest is the request digest the approver saw, or a prefix of it (at
@@ -58,10 +58,37 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return "refused: " + r.Reason }
 
-// UpdateID is the Update ID of a local decision: one per request, approver
-// and path.
-func UpdateID(via, requestID, approver string) string {
-	return via + ":" + requestID + ":" + approver
+// UpdateID is the Update ID of a local decision: one per request, approver,
+// path and decision. The decision is part of it so that repeating the same
+// decision is the same Update (Temporal answers it with the first outcome
+// and changes nothing), while the opposite decision is a new Update that
+// the workflow's validator refuses. Without it, Deny after Approve would get
+// the approval's outcome back and look recorded.
+func UpdateID(via, requestID, approver string, approve bool) string {
+	return via + ":" + requestID + ":" + approver + ":" + verdict(approve)
+}
+
+func verdict(approve bool) string {
+	if approve {
+		return "approve"
+	}
+	return "deny"
+}
+
+// mismatch says why res, the outcome Temporal returned for d, is not d's
+// own (it is the outcome of an earlier decision), or "" when it is.
+func mismatch(d api.DecideRequest, res api.DecideResult) string {
+	if res.Approver == "" { // a result recorded before DecideResult named its vote
+		return ""
+	}
+	if res.Approver != d.Approver || res.Approve != d.Approve {
+		past := "approved"
+		if !res.Approve {
+			past = "denied"
+		}
+		return fmt.Sprintf("%s already %s request %s; a decision cannot be changed", res.Approver, past, d.RequestID)
+	}
+	return ""
 }
 
 // AuthenticateKey finds the principal of an API key, as the gateway does
@@ -110,10 +137,10 @@ func (l Local) Decide(ctx context.Context, d Decision) (api.DecideResult, error)
 	switch {
 	case err == nil:
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: res.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: UpdateID(d.Via, res.RequestID, d.Approver), State: res.State})
+			UpdateID: UpdateID(d.Via, res.RequestID, d.Approver, d.Approve), State: res.State})
 	case errors.As(err, &ref):
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: UpdateID(d.Via, ref.RequestID, d.Approver), Refused: ref.Reason})
+			UpdateID: UpdateID(d.Via, ref.RequestID, d.Approver, d.Approve), Refused: ref.Reason})
 	}
 	return res, err
 }
@@ -140,19 +167,27 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, error)
 			"request %s has digest %s, not the %s you decided on; it is not the call you saw: run airlock approvals show %s and decide again",
 			r.ID, short(r.Digest), want, r.ID)}
 	}
-	res, err := Deliver(ctx, l.Temporal, UpdateID(d.Via, r.ID, d.Approver), api.DecideRequest{
+	dr := api.DecideRequest{
 		RequestID: r.ID, Digest: r.Digest, Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment,
-	})
+	}
+	res, err := Deliver(ctx, l.Temporal, UpdateID(d.Via, r.ID, d.Approver, d.Approve), dr)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) {
 			return res, &Refusal{RequestID: r.ID, Reason: app.Message()}
+		}
+		var nt *NoTaskError
+		if errors.As(err, &nt) {
+			return res, &Refusal{RequestID: r.ID, Reason: Explain(err)}
 		}
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			return res, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf("task %s has ended, so request %s is closed", r.TaskID, r.ID)}
 		}
 		return res, err
+	}
+	if why := mismatch(dr, res); why != "" {
+		return api.DecideResult{}, &Refusal{RequestID: r.ID, Reason: why}
 	}
 	return res, nil
 }

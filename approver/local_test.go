@@ -1,9 +1,11 @@
 package approver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -27,6 +30,30 @@ type fakeTemporal struct {
 	reqs    []api.ApprovalRequest
 	refuse  func(api.DecideRequest) error
 	updates []client.UpdateWorkflowOptions
+	// done holds the outcome of each Update ID, as Temporal does: a
+	// repeated ID gets the first outcome and changes nothing.
+	done map[string]api.DecideResult
+	// ended are tasks that ran and completed: Describe finds them, an
+	// Update gets NotFound.
+	ended map[string]bool
+}
+
+func (f *fakeTemporal) exists(task string) bool {
+	for _, r := range f.reqs {
+		if r.TaskID == task {
+			return true
+		}
+	}
+	return f.ended[task]
+}
+
+func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.exists(id) {
+		return nil, serviceerror.NewNotFound("workflow not found for ID: " + id)
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{}, nil
 }
 
 func (f *fakeTemporal) ListWorkflow(_ context.Context, _ *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
@@ -63,6 +90,17 @@ func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflow
 	defer f.mu.Unlock()
 	f.updates = append(f.updates, o)
 	d := o.Args[0].(api.DecideRequest)
+	if f.ended[o.WorkflowID] || !f.exists(o.WorkflowID) {
+		return nil, serviceerror.NewNotFound("workflow execution already completed")
+	}
+	if res, ok := f.done[o.UpdateID]; ok {
+		return updateHandle{res: res}, nil
+	}
+	for _, r := range f.reqs {
+		if r.ID == d.RequestID && r.State != api.ApprovalPending {
+			return nil, temporal.NewApplicationError("request "+r.ID+" is already "+r.State, "")
+		}
+	}
 	if f.refuse != nil {
 		if err := f.refuse(d); err != nil {
 			return nil, temporal.NewApplicationError(err.Error(), "")
@@ -78,7 +116,12 @@ func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflow
 			f.reqs[i].Votes = append(f.reqs[i].Votes, api.Vote{Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment})
 		}
 	}
-	return updateHandle{res: api.DecideResult{RequestID: d.RequestID, State: state, Message: state + ": 1 of 1 approvals"}}, nil
+	res := api.DecideResult{RequestID: d.RequestID, State: state, Message: state + ": 1 of 1 approvals", Approver: d.Approver, Approve: d.Approve}
+	if f.done == nil {
+		f.done = map[string]api.DecideResult{}
+	}
+	f.done[o.UpdateID] = res
+	return updateHandle{res: res}, nil
 }
 
 func (f *fakeTemporal) sent() []client.UpdateWorkflowOptions {
@@ -165,7 +208,7 @@ func TestLocalDecide(t *testing.T) {
 	}
 	u := ft.sent()[0]
 	d := u.Args[0].(api.DecideRequest)
-	if u.UpdateID != "cli:task-1~call-1:bob" || u.WorkflowID != "task-1" || u.UpdateName != api.UpdateDecide ||
+	if u.UpdateID != "cli:task-1~call-1:bob:approve" || u.WorkflowID != "task-1" || u.UpdateName != api.UpdateDecide ||
 		d.Digest != "0123456789abcdef0123456789abcdef" || d.Approver != "bob" || d.Via != "cli" || !d.Approve || d.Comment != "fine" {
 		t.Fatalf("update sent: %+v %+v", u, d)
 	}
@@ -184,5 +227,55 @@ func TestLocalDecide(t *testing.T) {
 	}
 	if _, err := l.Decide(ctx, Decision{RequestID: "nonsense", Approver: "bob", Via: "cli"}); err == nil || !strings.Contains(err.Error(), "not an approval request ID") {
 		t.Fatalf("malformed ID: %v", err)
+	}
+}
+
+// TestSecondDecisionRefused: the page open in two tabs, Approve in one and
+// then Deny in the other (or approvals deny after approvals approve). The
+// deny must be refused and audited as refused, not reported as recorded;
+// repeating the approve stays idempotent.
+func TestSecondDecisionRefused(t *testing.T) {
+	for _, via := range []string{"web", "cli"} {
+		t.Run(via, func(t *testing.T) {
+			ft := &fakeTemporal{reqs: []api.ApprovalRequest{testRequest("task-1", time.Now())}}
+			var audit bytes.Buffer
+			l := Local{Temporal: ft, Namespace: "default", Audit: auditstream.New(&audit)}
+			ctx := context.Background()
+			if _, err := l.Decide(ctx, Decision{RequestID: "task-1~call-1", Approver: "bob", Approve: true, Via: via}); err != nil {
+				t.Fatalf("approve: %v", err)
+			}
+			res, err := l.Decide(ctx, Decision{RequestID: "task-1~call-1", Approver: "bob", Approve: false, Via: via})
+			var ref *Refusal
+			if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "already approved") {
+				t.Fatalf("deny after approve: %+v %v, want a refusal saying it is already approved", res, err)
+			}
+			if res, err := l.Decide(ctx, Decision{RequestID: "task-1~call-1", Approver: "bob", Approve: true, Via: via}); err != nil || res.State != api.ApprovalApproved {
+				t.Fatalf("approve again: %+v %v, want the first outcome", res, err)
+			}
+			if v := ft.reqs[0].Votes; len(v) != 1 || !v[0].Approve {
+				t.Fatalf("votes: %+v", v)
+			}
+			lines := strings.Split(strings.TrimSpace(audit.String()), "\n")
+			if len(lines) != 3 || !strings.Contains(lines[1], "refused") || strings.Contains(lines[1], `"state"`) {
+				t.Fatalf("audit: %s", audit.String())
+			}
+		})
+	}
+}
+
+// TestDeliverNoSuchTask: Temporal answers an Update to an ended task and to
+// one that never existed alike (NotFound); the person is told which.
+func TestDeliverNoSuchTask(t *testing.T) {
+	ft := &fakeTemporal{ended: map[string]bool{"task-8": true}}
+	ctx := context.Background()
+	d := api.DecideRequest{RequestID: "task-9~call-1", Approver: "bob", Approve: true, Via: "slack"}
+	_, err := Deliver(ctx, ft, "slack:1:U", d)
+	if why := Explain(err); !strings.Contains(why, "no task task-9 exists") || !refusal(err) {
+		t.Errorf("never existed: %q", why)
+	}
+	d.RequestID = "task-8~call-1"
+	_, err = Deliver(ctx, ft, "slack:2:U", d)
+	if why := Explain(err); !strings.Contains(why, "its task has ended") || !refusal(err) {
+		t.Errorf("ended: %q", why)
 	}
 }

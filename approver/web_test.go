@@ -256,7 +256,7 @@ func TestWebCSRF(t *testing.T) {
 		t.Fatalf("%d updates", len(sent))
 	}
 	d := sent[0].Args[0].(api.DecideRequest)
-	if sent[0].UpdateID != "web:task-1~call-1:bob" || d.Approver != "bob" || d.Via != "web" || !d.Approve || d.Digest != "0123456789abcdef0123456789abcdef" {
+	if sent[0].UpdateID != "web:task-1~call-1:bob:approve" || d.Approver != "bob" || d.Via != "web" || !d.Approve || d.Digest != "0123456789abcdef0123456789abcdef" {
 		t.Fatalf("update %+v %+v", sent[0], d)
 	}
 	if _, body, _ := e.page(bob); !strings.Contains(body, "approved: 1 of 1 approvals") || strings.Contains(body, `value="task-1~call-1"`) {

@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,8 +47,9 @@ tools:
 	writeFile(t, cfg, "manifests: [counter.yaml]\n"+identityYAML)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	uiPort := freePort(t)
+	temporalPort := freePort(t)
 	p := startDev(t, bin, "--config", cfg, "--data-dir", filepath.Join(dir, "data"), "--listen", listen,
-		"--temporal-port", fmt.Sprint(freePort(t)), "--ui-port", fmt.Sprint(uiPort), "--log-format", "json")
+		"--temporal-port", fmt.Sprint(temporalPort), "--ui-port", fmt.Sprint(uiPort), "--log-format", "json")
 	p.waitHealthy(t, "http://"+listen)
 	ui := fmt.Sprintf("http://127.0.0.1:%d", uiPort)
 	if !strings.Contains(p.output(), "Temporal UI:   "+ui) {
@@ -115,6 +119,19 @@ tools:
 		}
 		if err := json.Unmarshal(hist.History.Events[0].Attrs, &started); err != nil || started.WorkflowType.Name != api.AgentTaskName {
 			t.Errorf("started event: workflow type %q (%v), want %q", started.WorkflowType.Name, err, api.AgentTaskName)
+		}
+	})
+
+	// audit show links to the UI this dev serves (its --ui-port), found
+	// through the data dir, not to the default port.
+	t.Run("audit show link", func(t *testing.T) {
+		show := filepath.Join(dir, "show.yaml")
+		writeFile(t, show, "manifests: [counter.yaml]\ndata_dir: "+filepath.Join(dir, "data")+"\n"+identityYAML)
+		cmd := exec.Command(bin, "audit", "show", "--config", show, "--temporal-address", fmt.Sprintf("127.0.0.1:%d", temporalPort), task)
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "AIRLOCK_UI_URL=") })
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "ui:        "+ui+"/namespaces/") {
+			t.Errorf("audit show: %v, want a link to %s:\n%s", err, ui, out)
 		}
 	})
 

@@ -192,7 +192,11 @@ func (t *task) validateDecide(ctx workflow.Context, d api.DecideRequest) error {
 	}
 	for _, v := range ar.Votes {
 		if v.Approver == d.Approver {
-			return fmt.Errorf("%s has already decided on request %s", d.Approver, ar.ID)
+			past := "approved"
+			if !v.Approve {
+				past = "denied"
+			}
+			return fmt.Errorf("%s already %s request %s; a decision cannot be changed", d.Approver, past, ar.ID)
 		}
 	}
 	return nil
@@ -214,7 +218,7 @@ func (t *task) decide(ctx workflow.Context, d api.DecideRequest) (api.DecideResu
 		ar.DecidedAt = workflow.Now(ctx)
 	}
 	msg := fmt.Sprintf("%s: %d of %d approvals", ar.State, approvals, ar.Quorum)
-	return api.DecideResult{RequestID: ar.ID, State: ar.State, Message: msg}, nil
+	return api.DecideResult{RequestID: ar.ID, State: ar.State, Message: msg, Approver: d.Approver, Approve: d.Approve}, nil
 }
 
 func (t *task) approvalsQuery() ([]api.ApprovalRequest, error) {

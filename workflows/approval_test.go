@@ -198,13 +198,13 @@ func TestApprovalQuorumAndValidator(t *testing.T) {
 	h.run(in)
 
 	want := map[string]string{"self": "may not approve", "outsider": "not in approver group", "changed-args": "digest mismatch",
-		"unknown": "no approval request", "bob-again": "already decided", "after-close": "already approved"}
+		"unknown": "no approval request", "bob-again": "bob already approved", "after-close": "already approved"}
 	for id, sub := range want {
 		if err := *rejections[id]; err == nil || !strings.Contains(err.Error(), sub) {
 			t.Errorf("%s: rejection %v, want %q", id, err, sub)
 		}
 	}
-	if first.State != api.ApprovalPending || second.State != api.ApprovalApproved || res.Outcome != api.OutcomeOK || h.tools.calls() != 1 {
+	if first.State != api.ApprovalPending || first.Approver != "bob" || !first.Approve || second.State != api.ApprovalApproved || res.Outcome != api.OutcomeOK || h.tools.calls() != 1 {
 		t.Fatalf("first %+v second %+v call %+v runs %d", first, second, res, h.tools.calls())
 	}
 	// The query shows the request with both votes.

@@ -222,6 +222,12 @@ func TestApprovalsCLI(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the approved call did not finish")
 	}
+	// Deny after approve by the same approver is refused, not reported as
+	// the approval's outcome.
+	code, stdout, stderr = runCLI(t, append([]string{"approvals", "deny", id}, temporal...)...)
+	if code != 1 || !strings.Contains(stderr, "refused:") || !strings.Contains(stderr, "already approved") {
+		t.Fatalf("bob denying after approving: %d %s %s", code, stdout, stderr)
+	}
 	b, _ := os.ReadFile(effects)
 	if n := strings.Count(string(b), "append cli-secret\n"); n != 1 {
 		t.Fatalf("the approved call ran %d times, want 1", n)
@@ -250,6 +256,7 @@ func TestApprovalsCLI(t *testing.T) {
 		"approval_refused bob approve cli ",
 		"approval_decided bob approve cli approved",
 		"approval_decided bob approve cli approved",
+		"approval_refused bob deny cli ",
 	}
 	if !slices.Equal(decisions, want) || strings.Contains(string(audit), "cli-secret") {
 		t.Errorf("audited decisions %q, want %q, and no argument value:\n%s", decisions, want, audit)

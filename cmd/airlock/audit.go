@@ -69,9 +69,6 @@ downloads it) the same way.
 // envUIURL is where the Temporal Web UI is, for show's link.
 const envUIURL = "AIRLOCK_UI_URL"
 
-// defaultUIURL is the Web UI that airlock dev serves.
-const defaultUIURL = "http://127.0.0.1:8233"
-
 // auditOptions are the flags of every audit subcommand.
 type auditOptions struct {
 	conn    temporalFlags
@@ -87,14 +84,10 @@ type auditOptions struct {
 
 func auditFlags(fs *flag.FlagSet, o *auditOptions) {
 	o.conn.register(fs)
-	uiDefault := defaultUIURL
-	if v, ok := os.LookupEnv(envUIURL); ok {
-		uiDefault = v
-	}
 	fs.BoolVar(&o.asJSON, "json", false, "show: print the timeline as JSON")
 	fs.StringVar(&o.runID, "run", "", "show: only this `run` of the task")
 	fs.StringVar(&o.config, "config", defaultConfig, "configuration `file` whose manifests give the redact paths (\"\" for none)")
-	fs.StringVar(&o.uiURL, "ui-url", uiDefault, "show: the Temporal Web UI's base `URL` for the link (env "+envUIURL+"; \"\" for no link)")
+	fs.StringVar(&o.uiURL, "ui-url", os.Getenv(envUIURL), "show: the Temporal Web UI's base `URL` for the link (env "+envUIURL+"; default: the config's temporal.ui_url, else the UI airlock dev serves, else no link)")
 	fs.StringVar(&o.task, "task", "", "export: only this `task`")
 	fs.StringVar(&o.since, "since", "", "export: tasks with a run started after `TIME`")
 	fs.StringVar(&o.out, "out", "", "export: write to this `file` (default: standard output)")
@@ -137,7 +130,7 @@ func auditShow(c *Call, o *auditOptions) int {
 			printJSON(c.Stdout, tl)
 			return 0
 		}
-		if err := timeline.Render(c.Stdout, tl, &timeline.RenderOptions{UIURL: o.uiURL, Namespace: o.conn.namespace}); err != nil {
+		if err := timeline.Render(c.Stdout, tl, &timeline.RenderOptions{UIURL: o.linkURL(c), Namespace: o.conn.namespace}); err != nil {
 			return c.failOn(id, err)
 		}
 		return 0
@@ -231,6 +224,35 @@ func loadRedact(path string) (map[string][]string, error) {
 		}
 	}
 	return redact, nil
+}
+
+// linkURL is the Web UI that show links to: --ui-url or AIRLOCK_UI_URL
+// when set, else the configuration's temporal.ui_url, else the UI that the
+// airlock dev using the configuration's data dir serves for this Temporal;
+// "" (no link) when none is known, rather than a port that may serve
+// nothing.
+func (o *auditOptions) linkURL(c *Call) string {
+	_, env := os.LookupEnv(envUIURL)
+	return o.showLink(env || c.given("ui-url"))
+}
+
+func (o *auditOptions) showLink(asked bool) string {
+	if asked {
+		return o.uiURL
+	}
+	dataDir := ".airlock"
+	if o.config != "" {
+		if abs, err := filepath.Abs(o.config); err == nil {
+			if snap, err := config.Load(abs); err == nil {
+				if snap.Config.Temporal.UIURL != "" {
+					return snap.Config.Temporal.UIURL
+				}
+				dataDir = firstNonEmpty(snap.Config.DataDir, dataDir)
+			}
+		}
+	}
+	url, _ := readServedUI(dataDir, o.conn.address)
+	return url
 }
 
 // fetchTask is every run of a task, or the one run asked for.

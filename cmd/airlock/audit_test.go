@@ -189,3 +189,41 @@ func TestAuditVerifyHistory(t *testing.T) {
 		}
 	})
 }
+
+// TestShowLink: audit show links to the Web UI the dev process actually
+// serves (any --ui-port), to none under --no-ui or when nothing says where
+// a UI is, and to --ui-url when given.
+func TestShowLink(t *testing.T) {
+	t.Chdir(t.TempDir()) // the default data dir, .airlock, is relative
+	if err := os.MkdirAll(".airlock", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const addr = "127.0.0.1:7233"
+	for _, tc := range []struct {
+		name     string
+		recorded *servedUI
+		asked    string // --ui-url, when given
+		address  string
+		want     string
+	}{
+		{name: "nothing recorded", address: addr, want: ""},
+		{name: "dev with --ui-port", recorded: &servedUI{addr, "http://127.0.0.1:9999"}, address: addr, want: "http://127.0.0.1:9999"},
+		{name: "dev with --no-ui", recorded: &servedUI{addr, ""}, address: addr, want: ""},
+		{name: "another Temporal", recorded: &servedUI{"127.0.0.1:7300", "http://127.0.0.1:9999"}, address: addr, want: ""},
+		{name: "--ui-url", recorded: &servedUI{addr, "http://127.0.0.1:9999"}, asked: "http://ui.example", address: addr, want: "http://ui.example"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			removeServedUI(".airlock")
+			if tc.recorded != nil {
+				if err := writeServedUI(".airlock", *tc.recorded); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o := &auditOptions{uiURL: tc.asked}
+			o.conn.address = tc.address
+			if got := o.showLink(tc.asked != ""); got != tc.want {
+				t.Errorf("link %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -271,10 +271,21 @@ func (s *stack) startEmbedded(ctx context.Context, r roles, temporalPort int) er
 		}
 	})
 	e.flags.address = srv.HostPort()
+	s.stops = append(s.stops, func() { removeServedUI(e.dataDir) })
 	if !r.ui {
-		return nil
+		return s.recordUI("")
 	}
 	return s.startUI(ctx, r)
+}
+
+// recordUI tells audit show which Web UI, if any, serves the embedded
+// Temporal (a failure only costs the link).
+func (s *stack) recordUI(url string) error {
+	e := s.env
+	if err := writeServedUI(e.dataDir, servedUI{TemporalAddress: e.flags.address, UIURL: url}); err != nil {
+		e.log.Warn().Err(err).Msg("could not record the Web UI's address for airlock audit show")
+	}
+	return nil
 }
 
 // startUI serves the Temporal Web UI for the embedded server.
@@ -295,7 +306,7 @@ func (s *stack) startUI(ctx context.Context, r roles) error {
 	s.ui = ui
 	s.stops = append(s.stops, ui.Stop)
 	e.uiURL = firstNonEmpty(e.uiURL, ui.URL()) // links in Slack messages
-	return nil
+	return s.recordUI(ui.URL())
 }
 
 // startUpstreams starts the wasm servers and the pool of upstream
