@@ -91,6 +91,7 @@ type devOptions struct {
 	temporalPort int
 	uiPort       int
 	noUI         bool
+	pprof        string
 }
 
 func devFlags(fs *flag.FlagSet, o *devOptions) {
@@ -100,6 +101,7 @@ func devFlags(fs *flag.FlagSet, o *devOptions) {
 	fs.IntVar(&o.temporalPort, "temporal-port", 7233, "`port` of the embedded Temporal frontend (127.0.0.1 only)")
 	fs.IntVar(&o.uiPort, "ui-port", devui.DefaultPort, "`port` of the embedded Temporal's Web UI (127.0.0.1 only; 0 picks a free port, -1 turns it off)")
 	fs.BoolVar(&o.noUI, "no-ui", false, "do not serve the Temporal Web UI")
+	fs.StringVar(&o.pprof, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `address` (default: none)")
 }
 
 func runDev(c *Call, o *devOptions) int {
@@ -112,6 +114,13 @@ func runDev(c *Call, o *devOptions) int {
 	}
 	r := roles{embedded: !e.external, worker: true, gateway: true, stdio: o.stdio,
 		ui: !o.noUI && o.uiPort >= 0, uiPort: o.uiPort, uiFixed: c.given("ui-port")}
+	if o.pprof != "" {
+		stop, err := servePprof(e, o.pprof)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer stop()
+	}
 	return serve(c, e, r, o.temporalPort, o.task)
 }
 
