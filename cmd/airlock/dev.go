@@ -246,7 +246,13 @@ func (s *stack) connectTemporal(ctx context.Context, r roles, temporalPort int) 
 	if r.embedded {
 		tf = tlsFlags{} // the embedded server listens in plain text on 127.0.0.1
 	}
-	c, err := dial(ctx, e.flags.address, e.ns, tf, e.log)
+	var c client.Client
+	var err error
+	if r.embedded {
+		c, err = dialEmbedded(ctx, e.flags.address, e.ns, e.log)
+	} else {
+		c, err = dial(ctx, e.flags.address, e.ns, tf, e.log)
+	}
 	if err != nil {
 		return err
 	}
