@@ -217,8 +217,12 @@ func classify(in api.CallToolInput, err error) error {
 	}
 }
 
-// heartbeat records one heartbeat now and then one every HeartbeatEvery
-// until the returned stop function is called.
+// heartbeat records one heartbeat every HeartbeatEvery until the returned
+// stop function is called. Not one at once: the SDK sends a first
+// heartbeat synchronously, a round trip and a write of the task's state
+// on the server for every call, most of which finish long before the
+// heartbeat timeout (10 s) could matter; that timeout counts from the
+// activity's start either way.
 func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
@@ -227,6 +231,5 @@ func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 	if every <= 0 {
 		every = 2 * time.Second
 	}
-	activity.RecordHeartbeat(ctx)
 	return tick.Every(ctx, every, func(int) { activity.RecordHeartbeat(ctx) })
 }
