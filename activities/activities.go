@@ -224,7 +224,9 @@ func classify(in api.CallToolInput, err error) error {
 // heartbeat timeout (10 s) could matter; that timeout counts from the
 // activity's start either way.
 func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
+	// A local activity (the fast path) has no heartbeat: it ends within
+	// its workflow task.
+	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).IsLocalActivity {
 		return func() {}
 	}
 	every := a.HeartbeatEvery
