@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -40,10 +41,11 @@ func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		// As the CallTool activity: a little past the tool's own timeout.
 		StartToCloseTimeout: req.Spec.Timeout + timeoutGrace,
-		// As judge's: a failed call is reported in the output, not as an
-		// error, so a retry re-runs only a decision that failed (or a call
-		// whose worker died mid-way, which is idempotent here).
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{api.ErrTypeInternal}},
+		// One attempt: a failed call is reported in the output, not as an
+		// error; what is left (a timeout, a decision that failed) is
+		// handled below rather than by running the call again here, which
+		// would hold the workflow task for another timeout.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 	in := api.DecideAndCallInput{
 		Decide: t.decideInput(req, now),
@@ -53,6 +55,14 @@ func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time
 	}
 	var o api.DecideAndCallOutput
 	if err := workflow.ExecuteLocalActivity(lctx, api.DecideAndCallName, in).Get(ctx, &o); err != nil {
+		var toErr *temporal.TimeoutError
+		if errors.As(err, &toErr) {
+			// The tool may have run and hung: it is idempotent, so the
+			// regular pipeline decides again and runs it as an activity,
+			// with the manifest's retries.
+			d, out := t.judge(ctx, req, now)
+			return d, out, nil
+		}
 		return undecided(err), api.DecideOutput{}, nil
 	}
 	d := decisionOf(o.Decision)

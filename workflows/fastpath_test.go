@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -58,6 +59,10 @@ func (f *fastHarness) DecideAndCall(ctx context.Context, in api.DecideAndCallInp
 	}
 	out.Ran = true
 	res, err := f.fast.CallTool(ctx, in.Call)
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return out, err // the local activity itself timed out
+	}
 	if err != nil {
 		var ae *temporal.ApplicationError
 		if !errors.As(err, &ae) {
@@ -222,5 +227,19 @@ func TestFastPathRejectedIsNotRetried(t *testing.T) {
 	h.run(baseInput())
 	if res.Outcome != api.OutcomeRejected || res.Attempts != 1 || h.tools.calls() != 0 {
 		t.Fatalf("result %+v, CallTool ran %d times", res, h.tools.calls())
+	}
+}
+
+func TestFastPathTimeoutFallsBackToTheRegularPath(t *testing.T) {
+	h := withFastPath(newHarness(t, respond(okOutput(`{"content":[]}`), nil)),
+		respond(api.CallToolOutput{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)))
+	var res api.CallResult
+	h.callAt(time.Second, lowRisk(req("c1", true)), &res, nil)
+	h.finishAt(time.Hour)
+	h.run(baseInput())
+	local, regular := h.ran()
+	if res.Outcome != api.OutcomeOK || !slices.Equal(local, []string{api.DecideAndCallName, api.DecideName}) ||
+		!slices.Equal(regular, []string{api.CallToolName}) {
+		t.Fatalf("result %+v, local %q, activities %q; want ok through Decide and CallTool", res, local, regular)
 	}
 }
