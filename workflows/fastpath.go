@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -55,6 +56,12 @@ func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time
 	}
 	var o api.DecideAndCallOutput
 	if err := workflow.ExecuteLocalActivity(lctx, api.DecideAndCallName, in).Get(ctx, &o); err != nil {
+		if temporal.IsCanceledError(err) || ctx.Err() != nil {
+			// The task was cancelled while the call may have been running.
+			res := api.CallResult{Outcome: api.OutcomeUnknown, Attempts: 1,
+				Reason: fmt.Sprintf("the task was cancelled while %s was being decided and run; it may or may not have taken effect", req.Tool)}
+			return api.Decision{}, api.DecideOutput{}, &res
+		}
 		var toErr *temporal.TimeoutError
 		if errors.As(err, &toErr) {
 			// The tool may have run and hung: it is idempotent, so the
