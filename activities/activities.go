@@ -225,14 +225,19 @@ func classify(in api.CallToolInput, err error) error {
 	}
 }
 
-// heartbeat records one heartbeat now and then one every heartbeatEvery
-// until the returned stop function is called.
+// heartbeat records one heartbeat every heartbeatEvery until the returned
+// stop function is called. Not one at once: the SDK sends a first
+// heartbeat synchronously, a round trip and a write of the task's state on
+// the server for every call, most of which finish long before the
+// heartbeat timeout could matter; that timeout counts from the activity's
+// start either way.
 func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
+	// A local activity (the fast path) has no heartbeat: it ends within
+	// its workflow task.
+	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).IsLocalActivity {
 		return func() {}
 	}
 	every := heartbeatEvery(activity.GetInfo(ctx).HeartbeatTimeout, a.HeartbeatEvery)
-	activity.RecordHeartbeat(ctx)
 	return tick.Every(ctx, every, func(int) { activity.RecordHeartbeat(ctx) })
 }
 

@@ -261,3 +261,28 @@ type CompensationOutput struct {
 	// CallID echoes the input's (for audits of the history).
 	CallID string `json:",omitempty"`
 }
+
+// DecideAndCallName is the wire name of the fast path's local activity: the
+// policy decision and, when policy allows the call outright and the tool
+// is idempotent, low-risk and needs no capture or compensation, the call
+// itself, both in the workflow task that accepted the call.
+const DecideAndCallName = "DecideAndCall"
+
+// DecideAndCallInput is one call to judge and, if the worker finds it may
+// take the fast path, to run.
+type DecideAndCallInput struct {
+	Decide DecideInput
+	Call   CallToolInput
+}
+
+// DecideAndCallOutput is the recorded decision and, when Ran, the call's
+// result (Call) or why it failed (ErrorType, one of the ErrType
+// constants, and Error). When not Ran the workflow continues the regular
+// pipeline with the decision.
+type DecideAndCallOutput struct {
+	Decision  DecideOutput
+	Ran       bool            `json:",omitempty"`
+	Call      *CallToolOutput `json:",omitempty"`
+	ErrorType string          `json:",omitempty"`
+	Error     string          `json:",omitempty"`
+}

@@ -61,7 +61,11 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := api.ToolSpec{Timeout: 30 * time.Second, Idempotent: true,
+	// Low-risk and idempotent, as the manifests declare echo and fail: those
+	// calls take the fast path (DecideAndCall) when policy allows them; the
+	// approved put and the denied echo show its decision-only answers, and
+	// the unavailable upstream its fallback to the CallTool activity.
+	spec := api.ToolSpec{Timeout: 30 * time.Second, Idempotent: true, Risk: "low",
 		Retry: api.RetrySpec{MaxAttempts: 2, InitialInterval: 100 * time.Millisecond, Backoff: 2}}
 	calls := []api.CallRequest{
 		{CallID: "c0", Tool: "counter__put", Server: "counter", UpstreamTool: "put", Arguments: json.RawMessage(`{"key":"approved"}`), Spec: spec},
@@ -125,7 +129,7 @@ tools:
 		t.Fatalf("task result %+v", out)
 	}
 
-	replayRuns(t, s, taskID, run.GetRunID(), "agent_task_v4")
+	replayRuns(t, s, taskID, run.GetRunID(), "agent_task_v5")
 }
 
 // replayRuns replays every run of a workflow, following the continue-as-new

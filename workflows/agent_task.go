@@ -91,6 +91,9 @@ type task struct {
 	ledger *api.CallLedger
 	seen   map[api.LedgerKey]int
 	runID  string
+
+	// fast: this run may take the fast path (changeFastPath).
+	fast bool
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -105,6 +108,9 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	if workflow.GetVersion(ctx, changeCallLedger, workflow.DefaultVersion, 1) >= 1 {
 		t.keepLedger(ctx)
 	}
+	// Also once per run: whether auto-allowed calls may decide and run in
+	// one local activity (runs recorded before it replay without).
+	t.fast = workflow.GetVersion(ctx, changeFastPath, workflow.DefaultVersion, 1) >= 1
 
 	// Handlers first, before anything blocks.
 	if err := t.registerShared(ctx); err != nil {
@@ -588,7 +594,15 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	var out api.DecideOutput
 	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) >= 1 {
 		var d api.Decision
-		d, out = t.judge(ctx, req, started)
+		if t.fastEligible(req) {
+			var done *api.CallResult
+			if d, out, done = t.decideAndCall(ctx, req, started); done != nil {
+				t.lastActivity = workflow.Now(ctx)
+				return t.record(req, started, t.lastActivity, *done), nil
+			}
+		} else {
+			d, out = t.judge(ctx, req, started)
+		}
 		decision = &d
 		approved := false
 		// 2 approval wait
@@ -672,6 +686,27 @@ func (t *task) judge(ctx workflow.Context, req api.CallRequest, now time.Time) (
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{api.ErrTypeInternal}},
 	})
+	var d api.DecideOutput
+	if err := workflow.ExecuteLocalActivity(lctx, api.DecideName, t.decideInput(req, now)).Get(ctx, &d); err != nil {
+		return undecided(err), api.DecideOutput{}
+	}
+	return decisionOf(d), d
+}
+
+// undecided is the decision when the policy could not be evaluated.
+func undecided(err error) api.Decision {
+	return api.Decision{Effect: string(policy.Deny), Check: policy.CheckError,
+		Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}
+}
+
+// decisionOf is the decision a call records.
+func decisionOf(d api.DecideOutput) api.Decision {
+	return api.Decision{Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, Reason: d.Reason,
+		PolicyVersion: d.Version, Group: d.Group, Quorum: d.Quorum}
+}
+
+// decideInput is what the worker needs to judge req.
+func (t *task) decideInput(req api.CallRequest, now time.Time) api.DecideInput {
 	in := api.DecideInput{
 		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Arguments: req.Arguments,
 		Calls: t.calls - 1, Elapsed: now.Sub(t.startedAt),
@@ -682,13 +717,7 @@ func (t *task) judge(ctx workflow.Context, req api.CallRequest, now time.Time) (
 			DataLevel: manifests.DataLevel(id.DataLevel), SlackUserID: id.SlackUserID}
 		in.AllowTools = id.AllowTools
 	}
-	var d api.DecideOutput
-	if err := workflow.ExecuteLocalActivity(lctx, api.DecideName, in).Get(ctx, &d); err != nil {
-		return api.Decision{Effect: string(policy.Deny), Check: policy.CheckError,
-			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}, api.DecideOutput{}
-	}
-	return api.Decision{Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, Reason: d.Reason,
-		PolicyVersion: d.Version, Group: d.Group, Quorum: d.Quorum}, d
+	return in
 }
 
 func (t *task) record(req api.CallRequest, started, finished time.Time, res api.CallResult) api.CallResult {

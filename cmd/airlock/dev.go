@@ -92,6 +92,7 @@ type devOptions struct {
 	temporalPort int
 	uiPort       int
 	noUI         bool
+	pprof        string
 }
 
 func devFlags(fs *flag.FlagSet, o *devOptions) {
@@ -101,6 +102,7 @@ func devFlags(fs *flag.FlagSet, o *devOptions) {
 	fs.IntVar(&o.temporalPort, "temporal-port", 7233, "`port` of the embedded Temporal frontend (127.0.0.1 only)")
 	fs.IntVar(&o.uiPort, "ui-port", devui.DefaultPort, "`port` of the embedded Temporal's Web UI (127.0.0.1 only; 0 picks a free port, -1 turns it off)")
 	fs.BoolVar(&o.noUI, "no-ui", false, "do not serve the Temporal Web UI")
+	fs.StringVar(&o.pprof, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `address` (default: none)")
 }
 
 func runDev(c *Call, o *devOptions) int {
@@ -113,6 +115,13 @@ func runDev(c *Call, o *devOptions) int {
 	}
 	r := roles{embedded: !e.external, worker: true, gateway: true, stdio: o.stdio,
 		ui: !o.noUI && o.uiPort >= 0, uiPort: o.uiPort, uiFixed: c.given("ui-port")}
+	if o.pprof != "" {
+		stop, err := servePprof(e, o.pprof)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer stop()
+	}
 	return serve(c, e, r, o.temporalPort, o.task)
 }
 
@@ -238,7 +247,13 @@ func (s *stack) connectTemporal(ctx context.Context, r roles, temporalPort int) 
 	if r.embedded {
 		tf = tlsFlags{} // the embedded server listens in plain text on 127.0.0.1
 	}
-	c, err := dial(ctx, e.flags.address, e.ns, tf, e.log)
+	var c client.Client
+	var err error
+	if r.embedded {
+		c, err = dialEmbedded(ctx, e.flags.address, e.ns, e.log)
+	} else {
+		c, err = dial(ctx, e.flags.address, e.ns, tf, e.log)
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,60 @@
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// DecideAndCall is the fast path of a call (a local activity): the policy
+// decision, recorded as Decide records it, and, when the decision is a
+// plain allow for a tool this worker's manifest declares idempotent and
+// low-risk, with no capture and no compensation, the call itself. A local
+// activity runs again if the worker dies before its workflow task
+// completes, so only a tool that may run twice takes this path; every
+// other call returns the decision alone and continues the regular
+// pipeline (approval, capture, the CallTool activity, compensation).
+//
+// A failed call is not an error of the local activity (which would run
+// the decision and the call again): it is reported in the output, for the
+// workflow to classify and retry as it does CallTool's failures.
+func (a *Activities) DecideAndCall(ctx context.Context, in api.DecideAndCallInput) (api.DecideAndCallOutput, error) {
+	d, err := a.Decide(ctx, in.Decide)
+	if err != nil {
+		return api.DecideAndCallOutput{}, err
+	}
+	out := api.DecideAndCallOutput{Decision: d}
+	if !a.fastPath(in.Decide.Tool, d) {
+		return out, nil
+	}
+	out.Ran = true
+	res, err := a.CallTool(ctx, in.Call)
+	if err != nil {
+		out.ErrorType, out.Error = api.ErrTypeInternal, err.Error()
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			out.ErrorType, out.Error = appErr.Type(), appErr.Message()
+		}
+		return out, nil
+	}
+	out.Call = &res
+	return out, nil
+}
+
+// fastPath reports whether a call so decided may run inside its local
+// activity: allowed outright, and its tool declared (in this worker's own
+// manifests, not the caller's view) idempotent and low-risk, with no
+// capture and no compensation.
+func (a *Activities) fastPath(tool string, d api.DecideOutput) bool {
+	if d.Effect != policy.Allow || d.Approval != nil || d.Capture != nil || d.CaptureError != "" || d.Compensable {
+		return false
+	}
+	t, ok := a.Catalog.Tool(tool)
+	return ok && t.Decl != nil && t.Decl.Idempotent && t.Decl.Risk == manifests.RiskLow &&
+		t.Decl.Compensation == nil && t.Decl.Capture == nil
+}

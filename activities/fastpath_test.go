@@ -1,0 +1,78 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+type countingCaller struct{ calls []string }
+
+func (c *countingCaller) CallTool(_ context.Context, server, tool string, _ json.RawMessage) (*mcp.CallToolResult, error) {
+	c.calls = append(c.calls, server+"/"+tool)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+}
+
+// TestDecideAndCallRunsOnlyWhatItMay: the worker runs a call in the local
+// activity only when its own manifest declares the tool idempotent and
+// low-risk and policy allows it outright; every other call gets its
+// decision alone, and nothing runs.
+func TestDecideAndCallRunsOnlyWhatItMay(t *testing.T) {
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "fs.yaml"), []byte(`server:
+  name: fs
+  stdio: {command: /bin/true}
+tools:
+  read: {side_effects: [read], data_access_level: public, risk: low, idempotent: true}
+  append: {side_effects: [write], data_access_level: public, risk: low, idempotent: false}
+  put: {side_effects: [write], data_access_level: public, risk: medium, idempotent: true}
+  purge: {side_effects: [delete], data_access_level: public, risk: high, idempotent: true}
+  secret: {side_effects: [read], data_access_level: public, risk: low, idempotent: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Compile(policy.Config{ApprovalGroup: "ops", Rules: []policy.Rule{
+		{Name: "no-secret", When: `tool.upstream == "secret"`, Effect: policy.Deny, Reason: "no"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tool   string
+		ran    bool
+		effect policy.Effect
+	}{
+		{tool: "fs__read", ran: true, effect: policy.Allow},
+		{tool: "fs__append", effect: policy.Allow},          // not idempotent
+		{tool: "fs__put", effect: policy.Allow},             // not low-risk
+		{tool: "fs__purge", effect: policy.RequireApproval}, // needs approval
+		{tool: "fs__secret", effect: policy.Deny},           // denied
+		{tool: "fs__missing", effect: policy.Deny},          // no manifest
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			caller := &countingCaller{}
+			a := &Activities{Tools: caller, Policy: pol, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, false)}
+			out, err := a.DecideAndCall(context.Background(), api.DecideAndCallInput{
+				Decide: api.DecideInput{TaskID: "t1", CallID: "c1", Tool: tc.tool, Arguments: json.RawMessage(`{}`), AllowTools: []string{"*"},
+					Principal: policy.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}},
+				Call: api.CallToolInput{TaskID: "t1", CallID: "c1", Attempt: 1, Server: "fs", Tool: tc.tool[len("fs__"):], Arguments: json.RawMessage(`{}`)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Decision.Effect != tc.effect || out.Ran != tc.ran || (len(caller.calls) == 1) != tc.ran {
+				t.Fatalf("effect %s (%s), ran %v, upstream calls %q; want %s, ran %v", out.Decision.Effect, out.Decision.Reason, out.Ran, caller.calls, tc.effect, tc.ran)
+			}
+			if tc.ran && (out.Call == nil || out.Call.IsError) {
+				t.Fatalf("result %+v", out.Call)
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// changeFastPath versions the fast path: a call that policy allows outright,
+// to an idempotent, low-risk tool with no capture and no compensation, is
+// decided and run in one local activity (DecideAndCall), inside the
+// workflow task that accepted its Update: one workflow task and six history
+// events per call instead of two and twelve. Taken once per run.
+const changeFastPath = "fast-path"
+
+// fastPathMaxTimeout bounds the tools that may run in a local activity:
+// one holds its workflow task while it runs, so a long one belongs in an
+// activity of its own.
+const fastPathMaxTimeout = time.Minute
+
+// fastEligible reports whether req may try the fast path. This is the
+// workflow's view (the gateway's copy of the manifest); the worker checks
+// its own manifests and the decision before it runs anything.
+func (t *task) fastEligible(req api.CallRequest) bool {
+	s := req.Spec
+	return t.fast && s.Idempotent && s.Risk == string(manifests.RiskLow) &&
+		req.ArgumentsRef == "" && s.Timeout > 0 && s.Timeout <= fastPathMaxTimeout
+}
+
+// decideAndCall runs DecideAndCall. It returns the decision and, when the
+// worker ran the call, its result; nil means the call is not done and
+// continues the regular pipeline under the decision (approval, capture,
+// CallTool, compensation, or its denial).
+func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time.Time) (api.Decision, api.DecideOutput, *api.CallResult) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		// As the CallTool activity: a little past the tool's own timeout.
+		StartToCloseTimeout: req.Spec.Timeout + timeoutGrace,
+		// One attempt: a failed call is reported in the output, not as an
+		// error; what is left (a timeout, a decision that failed) is
+		// handled below rather than by running the call again here, which
+		// would hold the workflow task for another timeout.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	in := api.DecideAndCallInput{
+		Decide: t.decideInput(req, now),
+		Call: api.CallToolInput{TaskID: t.in.TaskID, CallID: req.CallID, Attempt: 1,
+			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments,
+			Idempotent: req.Spec.Idempotent, ExposedName: req.Tool},
+	}
+	var o api.DecideAndCallOutput
+	if err := workflow.ExecuteLocalActivity(lctx, api.DecideAndCallName, in).Get(ctx, &o); err != nil {
+		if temporal.IsCanceledError(err) || ctx.Err() != nil {
+			// The task was cancelled while the call may have been running.
+			res := api.CallResult{Outcome: api.OutcomeUnknown, Attempts: 1,
+				Reason: fmt.Sprintf("the task was cancelled while %s was being decided and run; it may or may not have taken effect", req.Tool)}
+			return api.Decision{}, api.DecideOutput{}, &res
+		}
+		var toErr *temporal.TimeoutError
+		if errors.As(err, &toErr) {
+			// The tool may have run and hung: it is idempotent, so the
+			// regular pipeline decides again and runs it as an activity,
+			// with the manifest's retries.
+			d, out := t.judge(ctx, req, now)
+			return d, out, nil
+		}
+		return undecided(err), api.DecideOutput{}, nil
+	}
+	d := decisionOf(o.Decision)
+	if !o.Ran {
+		return d, o.Decision, nil
+	}
+	res := t.fastResult(ctx, req, o)
+	res.Decision = &d
+	return d, o.Decision, &res
+}
+
+// fastResult turns the fast path's call into the call's result. A failure
+// the regular path would retry (the tool is idempotent: not sent, or no
+// answer) is retried there, with the CallTool activity and the manifest's
+// attempts and backoff, after the manifest's first interval.
+func (t *task) fastResult(ctx workflow.Context, req api.CallRequest, o api.DecideAndCallOutput) api.CallResult {
+	if c := o.Call; c != nil {
+		oc := api.OutcomeOK
+		if c.IsError {
+			oc = api.OutcomeToolError
+		}
+		return api.CallResult{Outcome: oc, Result: c.Result, ResultRef: c.ResultRef, Attempts: 1}
+	}
+	rp := req.Spec.Retry
+	retryable := (o.ErrorType == api.ErrTypeNotSent || o.ErrorType == api.ErrTypeOutcomeUnknown) &&
+		!slices.Contains(rp.NonRetryable, o.ErrorType) && rp.MaxAttempts > 1
+	if !retryable {
+		return api.CallResult{Outcome: outcomeFor(o.ErrorType, true), Attempts: 1,
+			Reason: reasonFor(o.ErrorType, req, 1, o.Error)}
+	}
+	interval := rp.InitialInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	if err := workflow.Sleep(ctx, interval); err != nil {
+		return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: 1, Reason: "the task was cancelled while retrying " + req.Tool}
+	}
+	// The regular loop, one attempt fewer (the fast path made the first).
+	rest := req
+	rest.Spec.Retry.MaxAttempts--
+	res := t.execute(ctx, rest)
+	res.Attempts++
+	return res
+}
