@@ -43,7 +43,47 @@ func startDev(t *testing.T, bin string, args ...string) *devProcess {
 	cmd := exec.Command(bin, append([]string{"dev"}, args...)...)
 	out := &lockedWriter{w: &bytes.Buffer{}}
 	cmd.Stdout, cmd.Stderr = out, out
+	// A killed airlock's upstream may outlive it, holding the output pipe:
+	// don't wait for it.
+	cmd.WaitDelay = time.Second
 	return startProc(t, cmd, out)
+}
+
+// slowCall is a tool call kept in flight on the upstream (testupstream's
+// sleep_ms) while a test kills the process that runs it.
+type slowCall struct{ tool, effect, key string }
+
+// killDuringSlowCalls sends calls through cs with the upstream sleeping
+// sleepMs in each, waits until every one has reached the upstream (its
+// side effect is logged), kills p with SIGKILL and waits for it and for the
+// abandoned calls to return. It returns when the kill happened.
+func killDuringSlowCalls(t *testing.T, p *devProcess, cs *mcp.ClientSession, effects string, calls []slowCall, sleepMs int) time.Time {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{"key": c.key, "sleep_ms": sleepMs},
+				Meta: mcp.Meta{gateway.MetaIdempotencyKey: "key-" + c.key}})
+		}()
+	}
+	waitFor(t, "the slow calls to reach the upstream", 30*time.Second, func() bool {
+		for _, c := range calls {
+			if sideEffects(t, effects, c.effect, c.key) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	wg.Wait()
+	return time.Now()
 }
 
 // startProc starts cmd, whose output goes to out, and kills it at cleanup
@@ -165,26 +205,8 @@ tools:
 	taskID, _ := done.Meta[gateway.MetaTask].(string)
 
 	// Two slow calls in flight; the process dies under them.
-	var wg sync.WaitGroup
-	for _, c := range []struct{ tool, key string }{{"counter__append", "k2"}, {"counter__put", "k3"}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{"key": c.key, "sleep_ms": 8000},
-				Meta: mcp.Meta{gateway.MetaIdempotencyKey: "key-" + c.key}})
-		}()
-	}
-	waitFor(t, "both slow calls to reach the upstream", 30*time.Second, func() bool {
-		return sideEffects(t, effects, "append", "k2") == 1 && sideEffects(t, effects, "put", "k3") == 1
-	})
-	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p1.exited
-	wg.Wait()
-	killedAt := time.Now()
+	killedAt := killDuringSlowCalls(t, p1, cs, effects,
+		[]slowCall{{"counter__append", "append", "k2"}, {"counter__put", "put", "k3"}}, 8000)
 
 	// Restart on the same data dir; the agent reattaches to its task.
 	p2 := startDev(t, bin, args...)

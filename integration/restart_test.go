@@ -1,14 +1,10 @@
 package integration
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,17 +60,7 @@ func TestRestartAnswersCallsInFlight(t *testing.T) {
 	args := []string{"--config", filepath.Join(dir, "airlock.yaml"), "--data-dir", filepath.Join(dir, "data"),
 		"--listen", listen, "--temporal-port", fmt.Sprint(freePort(t)), "--no-ui", "--log-format", "json"}
 	base := "http://" + listen
-	dev := func() *devProcess {
-		cmd := exec.Command(bin, append([]string{"dev"}, args...)...)
-		out := &lockedWriter{w: &bytes.Buffer{}}
-		cmd.Stdout, cmd.Stderr = out, out
-		// A killed airlock's upstream may outlive it, holding the output
-		// pipe: don't wait for it.
-		cmd.WaitDelay = time.Second
-		return startProc(t, cmd, out)
-	}
-
-	p1 := dev()
+	p1 := startDev(t, bin, args...)
 	p1.waitHealthy(t, base)
 	cs := connectURL(t, base+"/mcp", nil)
 	waitTools(t, cs, "counter__append", "counter__put")
@@ -84,34 +70,16 @@ func TestRestartAnswersCallsInFlight(t *testing.T) {
 	}
 	taskID, _ := first.Meta[gateway.MetaTask].(string)
 
-	slow := []struct{ tool, key string }{{"counter__append", "a1"}, {"counter__put", "p1"}}
-	var wg sync.WaitGroup
-	for _, c := range slow {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{"key": c.key, "sleep_ms": 120000},
-				Meta: mcp.Meta{gateway.MetaIdempotencyKey: "key-" + c.key}})
-		}()
-	}
-	waitFor(t, "both slow calls to reach the upstream", 30*time.Second, func() bool {
-		return sideEffects(t, effects, "append", "a1") == 1 && sideEffects(t, effects, "put", "p1") == 1
-	})
-	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p1.exited
-	wg.Wait()
-	killedAt := time.Now()
+	slow := []slowCall{{"counter__append", "append", "a1"}, {"counter__put", "put", "p1"}}
+	killedAt := killDuringSlowCalls(t, p1, cs, effects, slow, 120000)
 
-	p2 := dev()
+	p2 := startDev(t, bin, args...)
 	p2.waitHealthy(t, base)
 	healthyAt := time.Now()
 	t.Logf("kill to healthy: %s", healthyAt.Sub(killedAt).Round(time.Millisecond))
 
 	cs2 := connectURL(t, base+"/mcp", map[string]string{gateway.HeaderTask: taskID})
+	var wg sync.WaitGroup
 	results := make([]*mcp.CallToolResult, len(slow))
 	took := make([]time.Duration, len(slow))
 	for i, c := range slow {
