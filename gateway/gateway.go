@@ -25,6 +25,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -112,6 +113,10 @@ type Options struct {
 	Version                 string
 	// Audit receives a line for each HTTP caller refused (nil: none).
 	Audit *auditstream.Log
+	// Tracer, when set, makes a span of every MCP request, which the
+	// Temporal client's tracing interceptor carries into the task (see
+	// trace.go). Nil: no tracing, no middleware.
+	Tracer trace.TracerProvider
 }
 
 // Gateway is the MCP server in front of the upstreams.
@@ -190,6 +195,9 @@ func New(opts Options) *Gateway {
 	g.addBuiltins()
 	g.addRollbackTool()
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
+	if opts.Tracer != nil {
+		g.server.AddReceivingMiddleware(g.traceMiddleware) // added last: outermost (trace.go)
+	}
 	g.Refresh()
 	return g
 }
@@ -663,6 +671,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if callID == "" {
 		callID = newCallID()
 	}
+	traceCall(ctx, taskID, callID, pr.Name)
 	args, err := callArguments(e.exposed, req.Params.Arguments)
 	if err != nil {
 		log := g.log.With().Str("task", taskID).Str("call", callID).Str("tool", e.exposed).Logger()

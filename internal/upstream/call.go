@@ -10,6 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/tracing"
 )
 
 // Every error from [Pool.CallTool] wraps exactly one of these.
@@ -66,7 +68,9 @@ func newCallError(kind, cause error, format string, args ...any) error {
 // ErrOutcomeUnknown; see their docs. Requests that provably never left
 // (a closed connection, a refused HTTP dial) are retried on the next
 // session within the same wait.
-func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (res *mcp.CallToolResult, err error) {
+	ctx, endSpan := traceCall(ctx, server, tool) // trace.go
+	defer func() { endSpan(res, err) }()
 	u := p.byName[server]
 	if u == nil {
 		return nil, newCallError(ErrNotSent, nil, "unknown upstream %q", server)
@@ -185,6 +189,8 @@ func (s *session) callTool(ctx context.Context, tool string, args json.RawMessag
 	if k := IdempotencyKey(ctx); k != "" {
 		params.Meta = mcp.Meta{MetaIdempotencyKey: k}
 	}
+	// SEP-414: the upstream's own spans can join the call's trace.
+	params.Meta = tracing.InjectMeta(ctx, params.Meta)
 	func() {
 		defer func() {
 			if r := recover(); r != nil {

@@ -9,8 +9,10 @@
 // safe), [ErrRejected] (the upstream refused it with a protocol error) or
 // [ErrOutcomeUnknown] (it may or may not have run).
 //
-// The package imports the manifests types and the MCP SDK only; it knows
-// nothing about Temporal, policy or the downstream MCP server.
+// The package imports the manifests types, the MCP SDK and internal/tracing
+// (a call carries its caller's trace context to the upstream, trace.go)
+// only; it knows nothing about Temporal, policy or the downstream MCP
+// server.
 package upstream
 
 import (

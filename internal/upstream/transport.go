@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/tracing"
 )
 
 // stderrTailBytes is how much of a stdio child's stderr is kept for the
@@ -117,6 +119,7 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		})
 	}
 	r := req.Clone(ctx)
+	tracing.InjectHeader(ctx, r.Header) // the call's trace, for HTTP-aware upstreams
 	for k, v := range t.headers {
 		if strings.EqualFold(k, "Host") {
 			r.Host = v
