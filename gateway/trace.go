@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"reflect"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,9 +32,9 @@ func (g *Gateway) traceMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if extra := req.GetExtra(); extra != nil {
 			ctx = tracing.ExtractHeader(ctx, extra.Header)
 		}
-		if p := req.GetParams(); p != nil {
-			// _meta is the request's own; it wins over the connection's
-			// header.
+		// _meta is the request's own; it wins over the connection's header.
+		// (Params may be a typed nil: tools/list without params.)
+		if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
 			ctx = tracing.ExtractMeta(ctx, p.GetMeta())
 		}
 		name := method
