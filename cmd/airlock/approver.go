@@ -106,8 +106,14 @@ func startApprover(ctx context.Context, e *env) (client.Client, func(), error) {
 			stops[i]()
 		}
 	}
-	tc, err := dial(ctx, e.flags.address, e.ns, e.flags.tls, e.log)
+	stopTracing, err := startTracing(ctx, e, roleApprover) // tracing.go
 	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, stopTracing)
+	tc, err := dial(ctx, e.flags.address, e.ns, e.flags.tls, e.log, e.tracing.ClientInterceptors()...)
+	if err != nil {
+		stop()
 		return nil, nil, err
 	}
 	stops = append(stops, tc.Close)

@@ -188,6 +188,9 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 	if err := makeDataDirs(e); err != nil {
 		return s, err
 	}
+	if err := s.startTracing(ctx, r); err != nil { // tracing.go
+		return s, err
+	}
 	if err := s.connectTemporal(ctx, r, temporalPort); err != nil {
 		return s, err
 	}
@@ -250,9 +253,9 @@ func (s *stack) connectTemporal(ctx context.Context, r roles, temporalPort int) 
 	var c client.Client
 	var err error
 	if r.embedded {
-		c, err = dialEmbedded(ctx, e.flags.address, e.ns, e.log)
+		c, err = dialEmbedded(ctx, e.flags.address, e.ns, e.log, e.tracing.ClientInterceptors()...)
 	} else {
-		c, err = dial(ctx, e.flags.address, e.ns, tf, e.log)
+		c, err = dial(ctx, e.flags.address, e.ns, tf, e.log, e.tracing.ClientInterceptors()...)
 	}
 	if err != nil {
 		return err
@@ -424,6 +427,7 @@ func (s *stack) startGateway(r roles) error {
 		Logger:          e.log,
 		Version:         version,
 		Audit:           e.audit,
+		Tracer:          e.tracing.TracerProvider(), // nil: off
 
 		// Idle HTTP sessions end; a principal's open sessions are capped.
 		SessionIdle:             cfg.Gateway.SessionIdleTimeout.D(),

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/airlock-run/airlock/api"
@@ -24,6 +25,7 @@ import (
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/sandbox"
 	"github.com/airlock-run/airlock/internal/sandbox/toolserver"
+	"github.com/airlock-run/airlock/internal/telemetry"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -82,6 +84,9 @@ type env struct {
 	// audit is the audit stream, once a serving command has opened it
 	// (nil: off).
 	audit *auditstream.Log
+	// tracing is set when a serving command turned tracing on (tracing.go;
+	// nil: off).
+	tracing *telemetry.Tracing
 }
 
 // load reads the configuration and applies flags over it. Errors name the
@@ -199,8 +204,8 @@ func sdkLogger(log zerolog.Logger) sdklog.Logger {
 // dial connects to Temporal, retrying for up to a minute so a cluster that
 // starts after airlock is waited for. The SDK's own metrics (requests,
 // polls, task latencies) go to airlock's Prometheus registry.
-func dial(ctx context.Context, hostPort, ns string, tf tlsFlags, log zerolog.Logger) (client.Client, error) {
-	opts := client.Options{HostPort: hostPort, Namespace: ns, Logger: sdkLogger(log), MetricsHandler: metrics.SDK}
+func dial(ctx context.Context, hostPort, ns string, tf tlsFlags, log zerolog.Logger, ics ...interceptor.ClientInterceptor) (client.Client, error) {
+	opts := client.Options{HostPort: hostPort, Namespace: ns, Logger: sdkLogger(log), MetricsHandler: metrics.SDK, Interceptors: ics}
 	if err := tf.clientOptions(&opts); err != nil {
 		return nil, err
 	}
@@ -211,8 +216,8 @@ func dial(ctx context.Context, hostPort, ns string, tf tlsFlags, log zerolog.Log
 // gzip: the SDK compresses every request (and the server every answer) by
 // default, which buys nothing on loopback and cost ~5% of airlock dev's CPU
 // under load (issue 12).
-func dialEmbedded(ctx context.Context, hostPort, ns string, log zerolog.Logger) (client.Client, error) {
-	opts := client.Options{HostPort: hostPort, Namespace: ns, Logger: sdkLogger(log), MetricsHandler: metrics.SDK,
+func dialEmbedded(ctx context.Context, hostPort, ns string, log zerolog.Logger, ics ...interceptor.ClientInterceptor) (client.Client, error) {
+	opts := client.Options{HostPort: hostPort, Namespace: ns, Logger: sdkLogger(log), MetricsHandler: metrics.SDK, Interceptors: ics,
 		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}}
 	return dialWith(ctx, opts, log)
 }

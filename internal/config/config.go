@@ -78,6 +78,10 @@ type Config struct {
 
 	// Audit configures the audit stream (one JSON line per decision point).
 	Audit Audit `yaml:"audit,omitempty"`
+
+	// Telemetry configures OpenTelemetry tracing (telemetry.go); off by
+	// default.
+	Telemetry Telemetry `yaml:"telemetry,omitempty"`
 }
 
 // HTTP bounds requests and connections on airlock's HTTP listeners, above

@@ -220,6 +220,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	c.validateHTTP(v)
 	c.validateIdentity(v)
 	c.validateSlack(v)
+	c.validateTelemetry(v)
 	return v.problems
 }
 
