@@ -49,9 +49,10 @@ type Options struct {
 	// Endpoint is the collector's base URL: http://host:4318 (OTLP/HTTP
 	// posts to <endpoint>/v1/traces unless the URL has a path of its own)
 	// or, with ProtocolGRPC, http://host:4317. http:// is plain text,
-	// https:// TLS. Empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
-	// OTEL_EXPORTER_OTLP_ENDPOINT, as the exporters read them; neither set:
-	// tracing is off.
+	// https:// TLS. Empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as it
+	// is), else OTEL_EXPORTER_OTLP_ENDPOINT (a base URL, as above); none
+	// set: tracing is off. The exporters read the other OTEL_EXPORTER_OTLP_*
+	// variables (headers, certificates, timeout) themselves.
 	Endpoint string
 	// Protocol is ProtocolGRPC or ProtocolHTTP ("http" is taken for the
 	// latter). Empty: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, then
@@ -131,42 +132,49 @@ func New(ctx context.Context, o Options) (*Tracing, error) {
 // otlpExporter makes the OTLP exporter, or returns nil when no endpoint is
 // configured or in the environment.
 func otlpExporter(ctx context.Context, o Options, getenv func(string) string) (sdktrace.SpanExporter, string, error) {
-	endpoint := strings.TrimSpace(o.Endpoint)
-	if endpoint == "" {
-		endpoint = firstNonEmpty(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
-		if endpoint == "" {
-			return nil, "", nil
+	proto := firstNonEmpty(o.Protocol, getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), ProtocolHTTP)
+	if proto == "http" {
+		proto = ProtocolHTTP
+	}
+	if proto != ProtocolGRPC && proto != ProtocolHTTP {
+		return nil, "", fmt.Errorf("telemetry: protocol %q: use %s or %s", proto, ProtocolGRPC, ProtocolHTTP)
+	}
+	// target is the URL the exporter sends to: the configured endpoint
+	// (OTLP/HTTP adds /v1/traces unless it has a path), else
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else
+	// OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP adds /v1/traces).
+	endpoint, target := strings.TrimSpace(o.Endpoint), ""
+	switch sig, base := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")), strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); {
+	case endpoint != "":
+		target = endpoint
+		if proto == ProtocolHTTP {
+			target = HTTPTracesURL(endpoint)
 		}
-		// The exporters read the variables themselves (with their rules
-		// for paths and TLS); only the configured endpoint is passed.
-		o.Endpoint = ""
-	} else if err := CheckEndpoint(endpoint); err != nil {
+	case sig != "":
+		endpoint, target = sig, sig
+	case base != "":
+		endpoint, target = base, base
+		if proto == ProtocolHTTP {
+			target = strings.TrimRight(base, "/") + "/v1/traces"
+		}
+	default:
+		return nil, "", nil
+	}
+	if err := CheckEndpoint(endpoint); err != nil {
 		return nil, "", fmt.Errorf("telemetry endpoint: %w", err)
 	}
-	proto := firstNonEmpty(o.Protocol, getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), ProtocolHTTP)
-	switch proto {
-	case ProtocolGRPC:
-		var opts []otlptracegrpc.Option
-		if o.Endpoint != "" {
-			opts = append(opts, otlptracegrpc.WithEndpointURL(o.Endpoint))
-		}
-		exp, err := otlptracegrpc.New(ctx, opts...)
+	if proto == ProtocolGRPC {
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(target))
 		if err != nil {
 			return nil, "", fmt.Errorf("telemetry: OTLP/gRPC exporter to %s: %w", endpoint, err)
 		}
 		return exp, "OTLP/gRPC to " + endpoint, nil
-	case ProtocolHTTP, "http":
-		var opts []otlptracehttp.Option
-		if o.Endpoint != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(HTTPTracesURL(o.Endpoint)))
-		}
-		exp, err := otlptracehttp.New(ctx, opts...)
-		if err != nil {
-			return nil, "", fmt.Errorf("telemetry: OTLP/HTTP exporter to %s: %w", endpoint, err)
-		}
-		return exp, "OTLP/HTTP to " + endpoint, nil
 	}
-	return nil, "", fmt.Errorf("telemetry: protocol %q: use %s or %s", proto, ProtocolGRPC, ProtocolHTTP)
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(target))
+	if err != nil {
+		return nil, "", fmt.Errorf("telemetry: OTLP/HTTP exporter to %s: %w", target, err)
+	}
+	return exp, "OTLP/HTTP to " + target, nil
 }
 
 // CheckEndpoint says what is wrong with a configured collector URL, or nil.
