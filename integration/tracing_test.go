@@ -208,6 +208,22 @@ func TestTracingFollowsACallToTheUpstream(t *testing.T) {
 		t.Fatalf("upstream saw %d calls, want 2: %+v", len(got), got)
 	}
 
+	// An HTTP client that sends the W3C traceparent header instead of
+	// _meta: the gateway's span continues that trace too.
+	hdrCtx, hdrSpan := agentTP.Tracer("agent").Start(context.Background(), "agent over http")
+	hdr := http.Header{}
+	tracing.InjectHeader(hdrCtx, hdr)
+	hdrSpan.End()
+	cs2 := connectURL(t, url, map[string]string{"traceparent": hdr.Get("traceparent")})
+	callWithMeta(t, cs2, "recorder__lookup", nil)
+	waitFor(t, "the third call's span", 30*time.Second, func() bool { return len(named(exp.GetSpans(), "tools/call lookup")) == 2 })
+	third := named(exp.GetSpans(), "tools/call lookup")[1]
+	if chain := ancestry(exp.GetSpans(), third); chain[len(chain)-1].Name != "tools/call recorder__lookup" ||
+		chain[len(chain)-1].Parent.SpanID() != hdrSpan.SpanContext().SpanID() || third.SpanContext.TraceID() != hdrSpan.SpanContext().TraceID() {
+		t.Errorf("a call with a traceparent header: gateway span %q has parent %v, want the agent's span %v",
+			chain[len(chain)-1].Name, chain[len(chain)-1].Parent, hdrSpan.SpanContext())
+	}
+
 	for i, tc := range []struct {
 		tool, exposed string
 		parent        trace.SpanContext // the gateway span's parent (invalid: a root)
