@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ type recordingUpstream struct {
 	got []seenCall
 }
 
-func newRecordingUpstream(t *testing.T) *recordingUpstream {
+func newRecordingUpstream(t testing.TB) *recordingUpstream {
 	t.Helper()
 	ru := &recordingUpstream{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "recorder", Version: "1"}, nil)
@@ -81,7 +82,7 @@ func (ru *recordingUpstream) calls() []seenCall {
 // tracedStack is airlock in-process (embedded Temporal, worker, gateway
 // over HTTP) wired as cmd/airlock wires it when tracing is on (tp non-nil:
 // the Temporal interceptor on the client, the tracer on the gateway) or off.
-func tracedStack(t *testing.T, tp *sdktrace.TracerProvider, upstreamURL string) string {
+func tracedStack(t testing.TB, tp *sdktrace.TracerProvider, upstreamURL string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
@@ -157,7 +158,7 @@ tools:
 
 // callWithMeta calls tool with the given _meta and fails the test on an
 // error result.
-func callWithMeta(t *testing.T, cs *mcp.ClientSession, tool string, meta mcp.Meta) {
+func callWithMeta(t testing.TB, cs *mcp.ClientSession, tool string, meta mcp.Meta) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -345,4 +346,46 @@ func spanList(spans tracetest.SpanStubs) string {
 		b.WriteString("\n  " + s.Name + " " + s.SpanContext.SpanID().String() + " <- " + s.Parent.SpanID().String())
 	}
 	return b.String()
+}
+
+// BenchmarkTracingOverhead is the cost of tracing on the fast path
+// (auto-allowed, idempotent, low risk: one local activity): the same call
+// through the in-process stack with tracing off and on (every span
+// recorded, batched to an exporter that drops them).
+//
+//	go test ./integration -run '^$' -bench TracingOverhead -benchtime 300x
+func BenchmarkTracingOverhead(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		var tp *sdktrace.TracerProvider
+		if on {
+			name = "on"
+			tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		}
+		b.Run(name, func(b *testing.B) {
+			ru := newRecordingUpstream(b)
+			cs := connectURL(b, tracedStack(b, tp, ru.url), nil)
+			waitTools(b, cs, "recorder__lookup")
+			callWithMeta(b, cs, "recorder__lookup", nil) // the task exists
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				callWithMeta(b, cs, "recorder__lookup", nil)
+			}
+			b.StopTimer()
+			// CPU of the whole process (gateway, worker, embedded Temporal,
+			// upstream) per call: steadier than wall time on a loaded machine.
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
+		})
+	}
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(t testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
