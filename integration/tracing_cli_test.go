@@ -1,23 +1,29 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/tracing"
 )
 
@@ -142,5 +148,92 @@ tools:
 	}
 	if got := ru.calls(); len(got) != 1 || len(got[0].metaParent) != 55 || got[0].metaParent[3:35] != tid {
 		t.Errorf("upstream saw %+v; want one call whose _meta.traceparent is in trace %s", got, tid)
+	}
+}
+
+// TestTracingAcrossRoles runs the production shape, `airlock worker` and
+// `airlock gateway` as separate processes against a Temporal server the
+// test owns, with the collector named only by OTEL_EXPORTER_OTLP_ENDPOINT
+// and the configuration's service_name: one call is one trace across both
+// processes, the gateway's spans under <service_name>-gateway, the
+// worker's (update handler, activity, upstream call) under
+// <service_name>-worker.
+func TestTracingAcrossRoles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess test; skipped with -short")
+	}
+	bin := buildBinary(t, "./cmd/airlock")
+	srv, err := devserver.Start(context.Background(), devserver.Options{DataDir: t.TempDir(), Namespace: "traced",
+		SearchAttributes: api.SearchAttributes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	ru := newRecordingUpstream(t)
+	rcv := newOTLPReceiver(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "recorder.yaml"), `server:
+  name: recorder
+  http:
+    url: `+ru.url+`
+tools:
+  write: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false, timeout: 60s}
+`)
+	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [recorder.yaml]\ntemporal: {namespace: traced}\n"+identityYAML+"telemetry: {service_name: acme}\n")
+	cfg := filepath.Join(dir, "airlock.yaml")
+	env := append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.url, "TEMPORAL_ADDRESS="+srv.HostPort(), "OTEL_SERVICE_NAME=")
+
+	wcmd := exec.Command(bin, "worker", "--config", cfg, "--data-dir", filepath.Join(dir, "worker-data"), "--metrics-listen", "off")
+	wcmd.Env = env
+	wout := &lockedWriter{w: new(bytes.Buffer)}
+	wcmd.Stdout, wcmd.Stderr = wout, wout
+	wp := startProc(t, wcmd, wout)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	gcmd := exec.Command(bin, "gateway", "--config", cfg, "--listen", listen, "--data-dir", filepath.Join(dir, "gateway-data"))
+	gcmd.Env = env
+	gout := &lockedWriter{w: new(bytes.Buffer)}
+	gcmd.Stdout, gcmd.Stderr = gout, gout
+	gp := startProc(t, gcmd, gout)
+	gp.waitHealthy(t, "http://"+listen)
+
+	cs := connectURL(t, "http://"+listen+"/mcp", nil)
+	waitTools(t, cs, "recorder__write")
+	callWithMeta(t, cs, "recorder__write", nil)
+	_ = cs.Close()
+	for _, p := range []*devProcess{gp, wp} { // SIGTERM flushes each exporter
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.exited:
+		case <-time.After(60 * time.Second):
+			t.Fatal("a role did not exit within 60s of SIGTERM")
+		}
+	}
+
+	var gwSpan exportedSpan
+	for _, s := range rcv.got() {
+		if s.name == "tools/call recorder__write" {
+			gwSpan = s
+		}
+	}
+	if gwSpan.traceID == "" {
+		t.Fatalf("no gateway span exported; received %+v", rcv.got())
+	}
+	want := map[string]string{"tools/call recorder__write": "acme-gateway", "UpdateWithStartWorkflow:call_tool": "acme-gateway",
+		"HandleUpdate:call_tool": "acme-worker", "RunActivity:CallTool": "acme-worker", "tools/call write": "acme-worker"}
+	got := map[string]string{}
+	for _, s := range rcv.got() {
+		if s.traceID == gwSpan.traceID {
+			if _, ok := want[s.name]; ok {
+				got[s.name] = s.service
+			}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("spans of the call's trace by service (-want +got):\n%s\nreceived: %+v", diff, rcv.got())
+	}
+	if calls := ru.calls(); len(calls) != 1 || len(calls[0].metaParent) != 55 || calls[0].metaParent[3:35] != gwSpan.traceID {
+		t.Errorf("upstream saw %+v; want one call whose _meta.traceparent is in trace %s", calls, gwSpan.traceID)
 	}
 }
