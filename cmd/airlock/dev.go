@@ -460,7 +460,7 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	// Approving without Slack: the page lists the requests a principal may
 	// decide, after a login with its API key.
-	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit})
+	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit, Groups: e.snap.Config.GroupMembers()})
 	if err != nil {
 		return err
 	}
