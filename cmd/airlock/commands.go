@@ -111,6 +111,7 @@ func commands() []*Command {
 		approvalsCommand(),
 		manifestsCommand(),
 		keysCommand(),
+		slackCommand(),
 		auditCommand(),
 		benchCommand(),
 		{Name: "version", Short: "print the version", Flags: bind(nil, func(c *Call, _ *noFlags) int {
