@@ -30,7 +30,9 @@ type SlackFinding struct {
 // reports every problem, not only the first.
 func (a *SlackApp) Check(ctx context.Context, cfg *config.Config) []SlackFinding {
 	var out []SlackFinding
-	ok := func(format string, args ...any) { out = append(out, SlackFinding{OK: true, What: fmt.Sprintf(format, args...)}) }
+	ok := func(format string, args ...any) {
+		out = append(out, SlackFinding{OK: true, What: fmt.Sprintf(format, args...)})
+	}
 	bad := func(fix, format string, args ...any) {
 		out = append(out, SlackFinding{What: fmt.Sprintf(format, args...), Fix: fix})
 	}
