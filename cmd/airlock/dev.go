@@ -361,7 +361,7 @@ func (s *stack) startWorker(ctx context.Context) error {
 	if acts.Blobs, err = blob.New(blobsDir); err != nil {
 		return err
 	}
-	notifiers, err := slackNotifiers(e)
+	notifiers, err := approvalNotifiers(e)
 	if err != nil {
 		return err
 	}
@@ -466,6 +466,9 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	}
 	mux.Handle("/approvals", approvals)
 	mux.Handle("/approvals/", approvals)
+	if err := mountWebhookDecisions(e, s.client, s.dir, mux); err != nil {
+		return err
+	}
 	// Slack clicks: on this listener (slack.mode http) or over Socket Mode.
 	// Stopped after the HTTP server, so no click arrives once it closes.
 	if err := s.startSlack(ctx, mux); err != nil {
