@@ -436,4 +436,3 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 		}
 	})
 }
-

@@ -12,7 +12,6 @@ import (
 
 var channelName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
-
 // approvalChannels checks approval_channels.
 func (v *validator) approvalChannels(c *Config) {
 	seen := map[string]bool{}
