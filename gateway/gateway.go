@@ -112,6 +112,10 @@ type Options struct {
 	Version                 string
 	// Audit receives a line for each HTTP caller refused (nil: none).
 	Audit *auditstream.Log
+	// Approvals, when set, offers airlock_approvals_list and
+	// airlock_approvals_decide to principals in an approver group
+	// (approvals.go).
+	Approvals Approvals
 }
 
 // Gateway is the MCP server in front of the upstreams.
@@ -189,6 +193,7 @@ func New(opts Options) *Gateway {
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
 	g.addBuiltins()
 	g.addRollbackTool()
+	g.addApprovalTools()
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	g.Refresh()
 	return g
@@ -337,6 +342,12 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 	for _, t := range tools {
 		if t.Name == ToolStatus || t.Name == ToolAwait || t.Name == ToolRollback {
 			out = append(out, t)
+			continue
+		}
+		if t.Name == ToolApprovalsList || t.Name == ToolApprovalsDecide {
+			if g.approvalToolVisible(pr.Name) {
+				out = append(out, t)
+			}
 			continue
 		}
 		e, ok := g.tools[t.Name]

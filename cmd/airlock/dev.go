@@ -424,6 +424,8 @@ func (s *stack) startGateway(r roles) error {
 		Logger:          e.log,
 		Version:         version,
 		Audit:           e.audit,
+		// Approvers decide from an MCP client too (airlock_approvals_*).
+		Approvals: mcpApprovals{local: approver.Local{Temporal: s.client, Namespace: e.ns, Audit: e.audit}, groups: cfg.GroupMembers()},
 
 		// Idle HTTP sessions end; a principal's open sessions are capped.
 		SessionIdle:             cfg.Gateway.SessionIdleTimeout.D(),
