@@ -112,6 +112,7 @@ func commands() []*Command {
 		manifestsCommand(),
 		keysCommand(),
 		slackCommand(),
+		schedulesCommand(),
 		auditCommand(),
 		benchCommand(),
 		{Name: "version", Short: "print the version", Flags: bind(nil, func(c *Call, _ *noFlags) int {
