@@ -362,4 +362,3 @@ func schedulesList(c *Call, o *scheduleOptions) int {
 		return 0
 	})
 }
-
