@@ -1,6 +1,10 @@
 package api
 
-import "github.com/airlock-run/airlock/plans"
+import (
+	"time"
+
+	"github.com/airlock-run/airlock/plans"
+)
 
 // PlanName is the wire name of the Plan workflow.
 const PlanName = "Plan"
@@ -32,6 +36,12 @@ type PlanInput struct {
 	Vars           map[string]any `json:",omitempty"`
 	Limits         Limits
 	RollbackNotify string `json:",omitempty"`
+	// A scheduled plan's input serves every run: TaskID is empty (each run
+	// is its workflow ID) and its deadline is DeadlineAfter from the run's
+	// start, since Limits.Deadline is absolute.
+	DeadlineAfter time.Duration `json:",omitempty"`
+	// Schedule names the schedule that starts it ("" when run by hand).
+	Schedule string `json:",omitempty"`
 }
 
 // PlanStatus is a plan's progress, part of Status.

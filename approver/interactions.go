@@ -124,6 +124,8 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := VerifySlackRequest(r.Header, body, h.opts.SigningSecret); err != nil {
 		h.log.Warn().Str("remote", r.RemoteAddr).Str("reason", err.Error()).Msg("rejected a Slack interaction request: bad signature or timestamp")
+		h.opts.Audit.AuthFailed(auditstream.AuthFailure{Channel: "slack", Status: http.StatusUnauthorized, Reason: err.Error(),
+			Method: r.Method, Path: r.URL.Path, Remote: r.RemoteAddr})
 		http.Error(w, "invalid Slack request signature or timestamp", http.StatusUnauthorized)
 		return
 	}

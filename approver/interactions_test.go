@@ -3,6 +3,7 @@ package approver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -85,7 +86,12 @@ func postSlack(h http.Handler, body string, header http.Header) *httptest.Respon
 func TestInteractionSignature(t *testing.T) {
 	f := newSlackFake(t)
 	d := &slackDelivery{}
-	h := newSlackHandler(t, f, d)
+	var audit bytes.Buffer
+	h := InteractionHandler(InteractionOptions{
+		SigningSecret: slackSecret, Slack: f.client(), Users: slackTestUsers(), Deliver: d.deliver,
+		Timeout: 5 * time.Second, Logger: zerolog.New(zerolog.NewTestWriter(t)), Audit: auditstream.New(&audit),
+	})
+	t.Cleanup(func() { _ = h.Close() })
 	body := slackClickBody("U_BOB", "approve", slackRequest, slackDigest, "1700000000.000001")
 	now := time.Now()
 	noSig := slackSign(slackSecret, now, body)
@@ -123,6 +129,24 @@ func TestInteractionSignature(t *testing.T) {
 	h.Wait()
 	if got := d.got(); len(got) != 1 {
 		t.Errorf("delivered %d decisions, want only the valid one: %+v", len(got), got)
+	}
+	// Each request refused for its signature left one auth_failed line on
+	// channel slack, with the reason and never the body.
+	failed := 0
+	for _, l := range auditLines(t, &audit) {
+		if l["event"] != auditstream.EventAuthFailed {
+			continue
+		}
+		failed++
+		if b, _ := json.Marshal(l); strings.Contains(string(b), "U_BOB") || strings.Contains(string(b), "payload") {
+			t.Errorf("auth_failed line holds the body: %s", b)
+		}
+		if l["channel"] != "slack" || l["status"] != 401.0 || !strings.Contains(l["reason"].(string), "Slack signature") {
+			t.Errorf("auth_failed line %v", l)
+		}
+	}
+	if failed != 9 {
+		t.Errorf("%d auth_failed lines, want 9 (one per refused signature)", failed)
 	}
 
 	// Not POST; too large.

@@ -132,7 +132,15 @@ func (l Local) Show(ctx context.Context, requestID string) (api.ApprovalRequest,
 // d.Digest when given). A decision the workflow refuses comes back as a
 // *Refusal. Recorded and refused decisions are audited.
 func (l Local) Decide(ctx context.Context, d Decision) (api.DecideResult, error) {
-	res, err := l.decide(ctx, d)
+	res, _, err := l.DecideOn(ctx, d)
+	return res, err
+}
+
+// DecideOn is Decide that also returns the request as it was read before
+// the decision (zero when it could not be read), so a caller can say what
+// was decided: its tool, task and arguments.
+func (l Local) DecideOn(ctx context.Context, d Decision) (api.DecideResult, api.ApprovalRequest, error) {
+	res, r, err := l.decide(ctx, d)
 	var ref *Refusal
 	switch {
 	case err == nil:
@@ -142,28 +150,28 @@ func (l Local) Decide(ctx context.Context, d Decision) (api.DecideResult, error)
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
 			UpdateID: UpdateID(d.Via, ref.RequestID, d.Approver, d.Approve), Refused: ref.Reason})
 	}
-	return res, err
+	return res, r, err
 }
 
-func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, error) {
+func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.ApprovalRequest, error) {
 	if strings.TrimSpace(d.Approver) == "" {
-		return api.DecideResult{}, errors.New("the decision names no approver")
+		return api.DecideResult{}, api.ApprovalRequest{}, errors.New("the decision names no approver")
 	}
 	if d.Via == "" {
-		return api.DecideResult{}, errors.New("the decision names no path (cli or web)")
+		return api.DecideResult{}, api.ApprovalRequest{}, errors.New("the decision names no path (cli or web)")
 	}
 	want := strings.ToLower(strings.TrimSpace(d.Digest))
 	if want != "" {
 		if len(want) < MinDigestPrefix || strings.Trim(want, "0123456789abcdef") != "" {
-			return api.DecideResult{}, fmt.Errorf("digest %q: give at least %d hex digits of the digest that airlock approvals show prints", d.Digest, MinDigestPrefix)
+			return api.DecideResult{}, api.ApprovalRequest{}, fmt.Errorf("digest %q: give at least %d hex digits of the digest that airlock approvals show prints", d.Digest, MinDigestPrefix)
 		}
 	}
 	r, err := l.Show(ctx, d.RequestID)
 	if err != nil {
-		return api.DecideResult{}, err
+		return api.DecideResult{}, api.ApprovalRequest{}, err
 	}
 	if want != "" && !strings.HasPrefix(r.Digest, want) {
-		return api.DecideResult{}, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf(
+		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf(
 			"request %s has digest %s, not the %s you decided on; it is not the call you saw: run airlock approvals show %s and decide again",
 			r.ID, short(r.Digest), want, r.ID)}
 	}
@@ -174,22 +182,22 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, error)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) {
-			return res, &Refusal{RequestID: r.ID, Reason: app.Message()}
+			return res, r, &Refusal{RequestID: r.ID, Reason: app.Message()}
 		}
 		var nt *NoTaskError
 		if errors.As(err, &nt) {
-			return res, &Refusal{RequestID: r.ID, Reason: Explain(err)}
+			return res, r, &Refusal{RequestID: r.ID, Reason: Explain(err)}
 		}
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return res, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf("task %s has ended, so request %s is closed", r.TaskID, r.ID)}
+			return res, r, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf("task %s has ended, so request %s is closed", r.TaskID, r.ID)}
 		}
-		return res, err
+		return res, r, err
 	}
 	if why := mismatch(dr, res); why != "" {
-		return api.DecideResult{}, &Refusal{RequestID: r.ID, Reason: why}
+		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: why}
 	}
-	return res, nil
+	return res, r, nil
 }
 
 // MayDecide says why name may not decide on r, or nil when it may. The

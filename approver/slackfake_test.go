@@ -105,6 +105,24 @@ func (f *slackFake) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": form.Get("channel"), "ts": form.Get("ts"), "text": form.Get("text")})
 	case "chat.postEphemeral":
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "message_ts": ts})
+	case "auth.test":
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "team": "Example", "team_id": "T1", "user": "airlock", "user_id": "U_AIRLOCK", "bot_id": "B1"})
+	case "apps.connections.open":
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "url": "wss://example.invalid/link"})
+	case "conversations.info":
+		ch, ok := slackFakeChannels[form.Get("channel")]
+		if !ok {
+			_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "channel_not_found"})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": ch})
+	case "users.info":
+		u, ok := slackFakeUsers[form.Get("user")]
+		if !ok {
+			_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "user_not_found"})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "user": u})
 	default:
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "unknown_method"})
 	}
@@ -210,3 +228,19 @@ func slackClickBody(user, action, requestID, digest, actionTS string) string {
 	b, _ := json.Marshal(p)
 	return "payload=" + url.QueryEscape(string(b))
 }
+
+// The fake workspace's channels and users, for conversations.info and
+// users.info.
+var (
+	slackFakeChannels = map[string]map[string]any{
+		"C_OPS":  {"id": "C_OPS", "name": "ops", "is_channel": true, "is_member": true},
+		"C_OUT":  {"id": "C_OUT", "name": "security", "is_channel": true, "is_member": false},
+		"C_GONE": {"id": "C_GONE", "name": "old-ops", "is_channel": true, "is_member": true, "is_archived": true},
+	}
+	slackFakeUsers = map[string]map[string]any{
+		"U_BOB":   {"id": "U_BOB", "name": "bob"},
+		"U_CAROL": {"id": "U_CAROL", "name": "carol"},
+		"U_BOT":   {"id": "U_BOT", "name": "somebot", "is_bot": true},
+		"U_LEFT":  {"id": "U_LEFT", "name": "dave", "deleted": true},
+	}
+)

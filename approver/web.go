@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,8 +40,19 @@ type WebOptions struct {
 	Secret []byte
 	// Now is the clock (tests).
 	Now func() time.Time
-	// Audit receives a line per decision made on the page (nil: none).
+	// Audit receives a line per decision made on the page and per failed
+	// login (nil: none).
 	Audit *auditstream.Log
+	// Groups are the approver groups' members (config GroupMembers), so the
+	// page can tell a principal in no group why its list is empty. Nil:
+	// not said.
+	Groups map[string][]string
+	// FailedLogins bounds failed logins per client address: at most this
+	// many in a burst (default 5), refilled one per FailedLoginEvery
+	// (default 1 minute). Over it, logins from that address get 429 with
+	// Retry-After until a token is back.
+	FailedLogins     int
+	FailedLoginEvery time.Duration
 }
 
 // Cookie names; both are scoped to the page's path.
@@ -85,12 +97,20 @@ func WebHandler(o WebOptions) (http.Handler, error) {
 	} else if len(o.Secret) < 16 {
 		return nil, errors.New("approvals page: the session secret must be at least 16 bytes")
 	}
-	return &web{o: o, local: Local{Temporal: o.Temporal, Namespace: o.Namespace, Audit: o.Audit}}, nil
+	if o.FailedLogins <= 0 {
+		o.FailedLogins = 5
+	}
+	if o.FailedLoginEvery <= 0 {
+		o.FailedLoginEvery = time.Minute
+	}
+	return &web{o: o, local: Local{Temporal: o.Temporal, Namespace: o.Namespace, Audit: o.Audit},
+		logins: newLoginLimiter(o.FailedLogins, o.FailedLoginEvery)}, nil
 }
 
 type web struct {
-	o     WebOptions
-	local Local
+	o      WebOptions
+	local  Local
+	logins *loginLimiter
 }
 
 // session is what the session cookie holds, signed.
@@ -120,24 +140,26 @@ func (h *web) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.page(w, r)
-	case h.o.Path + "/login":
-		if r.Method != http.MethodPost {
+	case h.o.Path + "/login", h.o.Path + "/decide", h.o.Path + "/logout":
+		switch {
+		case r.Method == http.MethodPost:
+		case r.Method == http.MethodGet || r.Method == http.MethodHead:
+			// A reload or a bookmark of a form's address (after a failed
+			// login the address bar shows /login): show the page.
+			http.Redirect(w, r, h.o.Path, http.StatusSeeOther)
+			return
+		default:
 			h.methodNotAllowed(w, "POST")
 			return
 		}
-		h.login(w, r)
-	case h.o.Path + "/decide":
-		if r.Method != http.MethodPost {
-			h.methodNotAllowed(w, "POST")
-			return
+		switch strings.TrimPrefix(strings.TrimSuffix(r.URL.Path, "/"), h.o.Path) {
+		case "/login":
+			h.login(w, r)
+		case "/decide":
+			h.decide(w, r)
+		default:
+			h.logout(w, r)
 		}
-		h.decide(w, r)
-	case h.o.Path + "/logout":
-		if r.Method != http.MethodPost {
-			h.methodNotAllowed(w, "POST")
-			return
-		}
-		h.logout(w, r)
 	default:
 		h.render(w, http.StatusNotFound, view{Path: h.o.Path, Error: "no such page; the approvals are at " + h.o.Path})
 	}
@@ -168,6 +190,10 @@ func (h *web) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Principal, v.CSRF = s.Principal, h.csrf(cookie)
+	if h.o.Groups != nil {
+		v.InGroups = h.groupsOf(s.Principal)
+		v.NoGroup = len(v.InGroups) == 0
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
 	reqs, err := h.local.List(ctx)
@@ -201,6 +227,7 @@ func (h *web) item(r api.ApprovalRequest, now time.Time) item {
 		SideEffects: strings.Join(r.SideEffects, ", "), DataLevel: r.DataLevel, Risk: r.Risk,
 		Rule: r.Rule, Reason: redact.Visible(r.Reason), Group: r.Group, Quorum: r.Quorum, Approvals: r.Approvals(),
 		ExpiresIn: ExpiresIn(r, now), OnTimeout: r.OnTimeout, Digest: r.Digest, ShortDigest: short(r.Digest),
+		RequestedAt: stamp(r.RequestedAt), ExpiresAt: stamp(r.ExpiresAt), RequestedAgo: ago(r.RequestedAt, now),
 		Arguments: args, Redact: strings.Join(r.Redact, ", "),
 	}
 }
@@ -212,6 +239,15 @@ func (h *web) login(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusForbidden, v)
 		return
 	}
+	addr := clientAddr(r)
+	if wait := h.logins.locked(addr, h.o.Now()); wait > 0 {
+		secs := int(wait.Seconds() + 0.999)
+		h.authFailed(r, http.StatusTooManyRequests, "too many failed logins from this address")
+		w.Header().Set("Retry-After", fmt.Sprint(secs))
+		v.Error = fmt.Sprintf("too many failed logins from your address: wait %d s before trying again", secs)
+		h.render(w, http.StatusTooManyRequests, v)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
 		v.Error = "cannot read the form: " + err.Error()
@@ -220,14 +256,19 @@ func (h *web) login(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := AuthenticateKey(h.o.Directory, r.PostForm.Get("key"))
 	if err != nil {
+		reason := "login failed"
 		switch {
 		case errors.Is(err, identity.ErrNoCredentials):
+			reason = "no API key entered"
 			v.Error = "enter your API key (the key your agent sends as Authorization: Bearer <key>)"
 		case errors.Is(err, identity.ErrUnknownKey):
+			reason = "unknown API key"
 			v.Error = "that API key is not recognised: check it, or ask an operator to add its SHA-256 to principals[].api_key_sha256 (airlock keys hash KEY prints it)"
 		default:
 			v.Error = "login failed: " + err.Error()
 		}
+		h.logins.failed(addr, h.o.Now())
+		h.authFailed(r, http.StatusUnauthorized, reason)
 		h.render(w, http.StatusUnauthorized, v)
 		return
 	}
@@ -277,7 +318,7 @@ func (h *web) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	res, err := h.local.Decide(ctx, Decision{RequestID: id, Approver: s.Principal, Approve: approve, Via: "web", Comment: comment, Digest: digest})
+	res, req, err := h.local.DecideOn(ctx, Decision{RequestID: id, Approver: s.Principal, Approve: approve, Via: "web", Comment: comment, Digest: digest})
 	var ref *Refusal
 	switch {
 	case errors.As(err, &ref):
@@ -285,7 +326,71 @@ func (h *web) decide(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		h.redirect(w, r, flash{Msg: "Not recorded: " + err.Error()})
 	default:
-		h.redirect(w, r, flash{OK: true, Msg: fmt.Sprintf("Your %s of %s is recorded: %s", verb(approve), res.RequestID, res.Message)})
+		h.redirect(w, r, flash{OK: true, Msg: decidedNotice(approve, res, req)})
+	}
+}
+
+// decidedNotice says what a recorded decision did: which call (tool, task,
+// arguments as shown, masked) and what happens to it now.
+func decidedNotice(approve bool, res api.DecideResult, r api.ApprovalRequest) string {
+	what := res.RequestID
+	if r.Tool != "" {
+		args := redact.Visible(string(redact.Arguments(r.Arguments, r.Redact)))
+		if len(args) > 300 {
+			args = args[:300] + "…"
+		}
+		what = fmt.Sprintf("%s %s (request %s, task %s)", r.Tool, args, res.RequestID, r.TaskID)
+	}
+	var next string
+	switch res.State {
+	case api.ApprovalApproved:
+		next = "The call runs now; its result goes to the agent."
+	case api.ApprovalDenied:
+		next = "The call will not run; the agent is told it was denied."
+	case api.ApprovalPending:
+		next = "The call still waits for the other approvals it needs."
+	}
+	return strings.TrimSpace(fmt.Sprintf("Your %s of %s is recorded: %s. %s", verb(approve), what, res.Message, next))
+}
+
+// groupsOf lists the approver groups name belongs to, sorted.
+func (h *web) groupsOf(name string) []string {
+	var out []string
+	for g, members := range h.o.Groups {
+		if slices.Contains(members, name) {
+			out = append(out, g)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// authFailed records a refused login (never the key) in the audit stream.
+func (h *web) authFailed(r *http.Request, status int, reason string) {
+	h.o.Audit.AuthFailed(auditstream.AuthFailure{Channel: "web", Status: status, Reason: reason, Method: r.Method, Path: r.URL.Path, Remote: r.RemoteAddr})
+}
+
+// stamp prints an absolute time the way the CLI does, in UTC.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// ago says how long before now t was, to the minute (seconds under one).
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Second:
+		return "just now"
+	case d < time.Minute:
+		return d.Truncate(time.Second).String() + " ago"
+	default:
+		return strings.TrimSuffix(d.Truncate(time.Minute).String(), "0s") + " ago"
 	}
 }
 
@@ -450,6 +555,10 @@ type view struct {
 	Error     string
 	Requests  []item
 	Others    int // pending requests this principal may not decide
+	// InGroups are the approver groups of the principal; NoGroup is set
+	// when the page knows the groups and the principal is in none.
+	InGroups []string
+	NoGroup  bool
 }
 
 type item struct {
@@ -459,6 +568,7 @@ type item struct {
 	Quorum, Approvals                         int
 	ExpiresIn, OnTimeout, Digest, ShortDigest string
 	Arguments, Redact                         string
+	RequestedAt, RequestedAgo, ExpiresAt      string
 }
 
 func (h *web) render(w http.ResponseWriter, code int, v view) {
@@ -474,23 +584,34 @@ var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>airlock approvals</title>
 <style>
-body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 60rem; padding: 1rem 1.5rem; color: #1b1b1b; }
-header { display: flex; justify-content: space-between; align-items: center; border-bottom: 1px solid #ddd; margin-bottom: 1rem; }
-h1 { font-size: 1.3rem; }
-.notice { background: #e8f5e9; border: 1px solid #a5d6a7; padding: .6rem .8rem; }
-.error { background: #fdecea; border: 1px solid #f5a9a1; padding: .6rem .8rem; }
+*, *::before, *::after { box-sizing: border-box; }
+body { font: 16px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 60rem; padding: .75rem 1.5rem; color: #1b1b1b; }
+header { display: flex; flex-wrap: wrap; gap: .5rem; justify-content: space-between; align-items: center; border-bottom: 1px solid #ddd; margin-bottom: 1rem; }
+header form { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }
+h1 { font-size: 1.3rem; margin: .5rem 0; }
+.notice { background: #e8f5e9; border: 1px solid #a5d6a7; padding: .6rem .8rem; overflow-wrap: anywhere; }
+.error { background: #fdecea; border: 1px solid #f5a9a1; padding: .6rem .8rem; overflow-wrap: anywhere; }
+.warn { background: #fff8e1; border: 1px solid #ffe082; padding: .6rem .8rem; }
 .req { border: 1px solid #ccc; border-radius: 6px; padding: .8rem 1rem; margin: 1rem 0; }
-.req h2 { font-size: 1.1rem; margin: 0 0 .5rem; }
-dl { display: grid; grid-template-columns: 9rem 1fr; gap: .2rem .8rem; margin: 0 0 .6rem; }
+.req h2 { font-size: 1.1rem; margin: 0 0 .5rem; overflow-wrap: anywhere; }
+dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: .2rem .8rem; margin: 0 0 .6rem; }
 dt { color: #555; }
-dd { margin: 0; overflow-wrap: anywhere; }
-pre { background: #f6f6f6; padding: .6rem; overflow: auto; max-height: 24rem; }
-code { font-size: .9em; }
-textarea { width: 100%; box-sizing: border-box; }
-button { font-size: 1rem; padding: .35rem 1rem; margin-right: .5rem; }
+dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
+pre { background: #f6f6f6; padding: .6rem; margin: .3rem 0 .6rem; white-space: pre-wrap; overflow-wrap: anywhere; overflow-y: auto; max-height: 24rem; border: 1px solid #ddd; scrollbar-gutter: stable; }
+code { font-size: .9em; overflow-wrap: anywhere; }
+input[type=password] { width: 100%; max-width: 32rem; font-size: 1rem; padding: .5rem; }
+textarea { width: 100%; font-size: 1rem; }
+button { font-size: 1rem; min-height: 2.75rem; padding: .35rem 1.2rem; margin: .25rem .5rem .25rem 0; }
 .approve { background: #2e7d32; color: #fff; border: 0; border-radius: 4px; }
 .deny { background: #c62828; color: #fff; border: 0; border-radius: 4px; }
 .muted { color: #666; }
+@media (max-width: 30rem) {
+  body { padding: .5rem .75rem; }
+  dl { grid-template-columns: minmax(0, 1fr); gap: 0; }
+  dt { font-size: .85rem; margin-top: .35rem; }
+  .req { padding: .6rem .7rem; }
+  .actions button { width: 100%; margin: .3rem 0; }
+}
 </style>
 </head>
 <body>
@@ -504,12 +625,13 @@ button { font-size: 1rem; padding: .35rem 1rem; margin-right: .5rem; }
 {{if not .Principal}}
 <form method="post" action="{{.Path}}/login">
 <p><label for="key">Your API key</label><br>
-<input id="key" name="key" type="password" autocomplete="current-password" size="50" required autofocus></p>
+<input id="key" name="key" type="password" autocomplete="current-password" required autofocus></p>
 <p class="muted">The key of a principal in an approver group (the configuration holds only its hash). It is checked once; the page then keeps a signed session cookie, never the key.</p>
 <p><button type="submit">Log in</button></p>
 </form>
 {{else}}
-{{if not .Requests}}<p>Nothing waits for your decision.{{if .Others}} <span class="muted">({{.Others}} pending request(s) are for other approvers, or your own.)</span>{{end}}</p>
+{{if .NoGroup}}<p class="warn" role="status">You are logged in as {{.Principal}}, which is in no approver group, so no request can be yours to decide. Ask an operator to add {{.Principal}} to the members of an approver group (approver_groups.&lt;group&gt;.members in the configuration).</p>
+{{else if not .Requests}}<p>Nothing waits for your decision.{{if .Others}} <span class="muted">({{.Others}} pending request(s) are for other approvers, or your own.)</span>{{end}}</p>
 {{else}}{{if .Others}}<p class="muted">{{.Others}} other pending request(s) are for other approvers, or your own.</p>{{end}}{{end}}
 {{range .Requests}}
 <section class="req">
@@ -524,7 +646,8 @@ button { font-size: 1rem; padding: .35rem 1rem; margin-right: .5rem; }
 {{if .Rule}}<dt>rule</dt><dd>{{.Rule}}</dd>{{end}}
 {{if .Reason}}<dt>why</dt><dd>{{.Reason}}</dd>{{end}}
 <dt>group</dt><dd>{{.Group}}: {{.Approvals}} of {{.Quorum}} approval(s)</dd>
-<dt>expires in</dt><dd>{{.ExpiresIn}} (then {{.OnTimeout}})</dd>
+{{if .RequestedAt}}<dt>requested</dt><dd>{{.RequestedAt}} ({{.RequestedAgo}})</dd>{{end}}
+<dt>expires</dt><dd>{{.ExpiresAt}}, in {{.ExpiresIn}} (then {{.OnTimeout}})</dd>
 <dt>digest</dt><dd><code>{{.ShortDigest}}</code></dd>
 </dl>
 <div>arguments{{if .Redact}} <span class="muted">(masked: {{.Redact}})</span>{{end}}</div>
@@ -534,8 +657,8 @@ button { font-size: 1rem; padding: .35rem 1rem; margin-right: .5rem; }
 <input type="hidden" name="id" value="{{.ID}}">
 <input type="hidden" name="digest" value="{{.Digest}}">
 <p><label>Comment (optional; the agent sees it on a deny)<br><textarea name="comment" rows="2" maxlength="1000"></textarea></label></p>
-<button class="approve" type="submit" name="action" value="approve">Approve</button>
-<button class="deny" type="submit" name="action" value="deny">Deny</button>
+<div class="actions"><button class="approve" type="submit" name="action" value="approve">Approve</button>
+<button class="deny" type="submit" name="action" value="deny">Deny</button></div>
 </form>
 </section>
 {{end}}

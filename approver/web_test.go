@@ -34,11 +34,18 @@ type webEnv struct {
 	now time.Time
 }
 
-func newWebEnv(t *testing.T) *webEnv {
+func newWebEnv(t *testing.T) *webEnv { return newWebEnvWith(t, nil) }
+
+// newWebEnvWith is newWebEnv with options changed by edit (nil: none).
+func newWebEnvWith(t *testing.T, edit func(*WebOptions)) *webEnv {
 	t.Helper()
 	e := &webEnv{t: t, now: time.Now()}
 	e.ft = &fakeTemporal{reqs: []api.ApprovalRequest{testRequest("task-1", e.now)}}
-	h, err := WebHandler(WebOptions{Temporal: e.ft, Namespace: "default", Directory: testDirectory(), Now: func() time.Time { return e.now }})
+	o := WebOptions{Temporal: e.ft, Namespace: "default", Directory: testDirectory(), Now: func() time.Time { return e.now }}
+	if edit != nil {
+		edit(&o)
+	}
+	h, err := WebHandler(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +268,17 @@ func TestWebCSRF(t *testing.T) {
 	}
 	if _, body, _ := e.page(bob); !strings.Contains(body, "approved: 1 of 1 approvals") || strings.Contains(body, `value="task-1~call-1"`) {
 		t.Errorf("page after approving:\n%s", body)
+	} else {
+		// The notice names the call that was decided (tool, task, masked
+		// arguments) and what happens to it, not only the request ID.
+		for _, want := range []string{"Your approval of counter__append", "k1", "task task-1", "The call runs now"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("notice lacks %q:\n%s", want, body)
+			}
+		}
+		if strings.Contains(body, "s3cret") {
+			t.Errorf("notice shows a masked argument:\n%s", body)
+		}
 	}
 
 	// Logout ends the session.

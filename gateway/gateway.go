@@ -117,6 +117,10 @@ type Options struct {
 	// Temporal client's tracing interceptor carries into the task (see
 	// trace.go). Nil: no tracing, no middleware.
 	Tracer trace.TracerProvider
+	// Approvals, when set, offers airlock_approvals_list and
+	// airlock_approvals_decide to principals in an approver group
+	// (approvals.go).
+	Approvals Approvals
 }
 
 // Gateway is the MCP server in front of the upstreams.
@@ -194,6 +198,7 @@ func New(opts Options) *Gateway {
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
 	g.addBuiltins()
 	g.addRollbackTool()
+	g.addApprovalTools()
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	if opts.Tracer != nil {
 		g.server.AddReceivingMiddleware(g.traceMiddleware) // added last: outermost (trace.go)
@@ -345,6 +350,12 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 	for _, t := range tools {
 		if t.Name == ToolStatus || t.Name == ToolAwait || t.Name == ToolRollback {
 			out = append(out, t)
+			continue
+		}
+		if t.Name == ToolApprovalsList || t.Name == ToolApprovalsDecide {
+			if g.approvalToolVisible(pr.Name) {
+				out = append(out, t)
+			}
 			continue
 		}
 		e, ok := g.tools[t.Name]

@@ -137,10 +137,16 @@ tools:
 // to workflows/testdata as <name>_run<N>.json.
 func replayRuns(t *testing.T, s *stack, id, runID, name string) {
 	t.Helper()
+	replayClientRuns(t, s.client, id, runID, name)
+}
+
+// replayClientRuns is replayRuns with the histories read through c.
+func replayClientRuns(t *testing.T, c client.Client, id, runID, name string) {
+	t.Helper()
 	replayer := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflows(replayer)
 	for i := 1; runID != ""; i++ {
-		hist := fetchHistory(t, s.client, id, runID)
+		hist := fetchHistory(t, c, id, runID)
 		if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
 			t.Fatalf("replaying run %d against the current code: %v", i, err)
 		}

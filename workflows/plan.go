@@ -20,6 +20,16 @@ func Plan(ctx workflow.Context, in api.PlanInput) (api.TaskResult, error) {
 	if in.Plan == nil || len(in.Plan.Steps) == 0 {
 		return api.TaskResult{}, temporal.NewNonRetryableApplicationError("the plan has no steps", "InvalidPlan", nil)
 	}
+	if in.TaskID == "" {
+		// Started by a schedule: one input serves every run, and Temporal
+		// gives each run its own workflow ID (the action's ID and the
+		// time), which is the task's. Earlier histories always carry a
+		// TaskID, so they never take this branch and replay unchanged.
+		in.TaskID = workflow.GetInfo(ctx).WorkflowExecution.ID
+		if in.DeadlineAfter > 0 && in.Limits.Deadline.IsZero() {
+			in.Limits.Deadline = workflow.Now(ctx).Add(in.DeadlineAfter).UTC()
+		}
+	}
 	t := newTask(ctx, api.TaskInput{TaskID: in.TaskID, Principal: in.Principal, Identity: in.Identity, Limits: in.Limits,
 		RollbackOnDeny: in.Plan.RollbackOnDeny, RollbackNotify: in.RollbackNotify})
 	t.plan = &api.PlanStatus{Name: in.Plan.Name}

@@ -158,6 +158,9 @@ func approveOverHTTP(ctx context.Context, c *Call, e *env, app *approver.SlackAp
 	}
 	mux := http.NewServeMux()
 	mux.Handle(app.Config.InteractionsPath, h)
+	if err := mountWebhookDecisions(e, tc, dir, mux); err != nil {
+		return c.fail(err)
+	}
 	if e.metricsOnMux() {
 		mux.Handle("/metrics", metrics.Handler())
 	}
@@ -223,19 +226,43 @@ func checkSlack(e *env, r roles) error {
 	return nil
 }
 
-// slackNotifiers are the worker's notifiers: Slack when the configuration
-// has a slack block and approvals.notify (if given) names slack. A missing
-// bot token is an error naming its variable.
-func slackNotifiers(e *env) ([]activities.Notifier, error) {
+// approvalNotifiers are the worker's notifiers: Slack when the
+// configuration has a slack block and approvals.notify (if given) names
+// slack, and each webhook approval channel. A missing secret is an error
+// naming its variable.
+func approvalNotifiers(e *env) ([]activities.Notifier, error) {
 	cfg := e.snap.Config
-	if !cfg.NotifiesSlack() {
-		return nil, nil
+	var out []activities.Notifier
+	if cfg.NotifiesSlack() {
+		n, err := approver.NewSlackApp(cfg, os.Getenv).Notifier()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
+		}
+		out = append(out, n.WithTaskLinks(e.uiURL, e.ns))
 	}
-	n, err := approver.NewSlackApp(cfg, os.Getenv).Notifier()
+	chans, err := approver.WebhookChannels(cfg, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
 	}
-	return []activities.Notifier{n.WithTaskLinks(e.uiURL, e.ns)}, nil
+	for _, ch := range chans {
+		out = append(out, approver.NewWebhookNotifier(ch, nil))
+	}
+	return out, nil
+}
+
+// mountWebhookDecisions serves approver.WebhookDecisionPath on mux when the
+// configuration has webhook approval channels.
+func mountWebhookDecisions(e *env, c client.Client, dir *identity.Directory, mux *http.ServeMux) error {
+	chans, err := approver.WebhookChannels(e.snap.Config, os.Getenv)
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.cfgPath, err)
+	}
+	if len(chans) == 0 {
+		return nil
+	}
+	mux.Handle(approver.WebhookDecisionPath, approver.WebhookDecisions(approver.WebhookDecisionOptions{
+		Channels: chans, Directory: dir, Local: approver.Local{Temporal: c, Namespace: e.ns, Audit: e.audit}, Audit: e.audit}))
+	return nil
 }
 
 func interactionOptions(e *env, app *approver.SlackApp, c client.Client, dir *identity.Directory) (approver.InteractionOptions, error) {

@@ -111,6 +111,8 @@ func commands() []*Command {
 		approvalsCommand(),
 		manifestsCommand(),
 		keysCommand(),
+		slackCommand(),
+		schedulesCommand(),
 		auditCommand(),
 		benchCommand(),
 		{Name: "version", Short: "print the version", Flags: bind(nil, func(c *Call, _ *noFlags) int {

@@ -364,7 +364,7 @@ func (s *stack) startWorker(ctx context.Context) error {
 	if acts.Blobs, err = blob.New(blobsDir); err != nil {
 		return err
 	}
-	notifiers, err := slackNotifiers(e)
+	notifiers, err := approvalNotifiers(e)
 	if err != nil {
 		return err
 	}
@@ -428,6 +428,8 @@ func (s *stack) startGateway(r roles) error {
 		Version:         version,
 		Audit:           e.audit,
 		Tracer:          e.tracing.TracerProvider(), // nil: off
+		// Approvers decide from an MCP client too (airlock_approvals_*).
+		Approvals: mcpApprovals{local: approver.Local{Temporal: s.client, Namespace: e.ns, Audit: e.audit}, groups: cfg.GroupMembers()},
 
 		// Idle HTTP sessions end; a principal's open sessions are capped.
 		SessionIdle:             cfg.Gateway.SessionIdleTimeout.D(),
@@ -464,12 +466,15 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	// Approving without Slack: the page lists the requests a principal may
 	// decide, after a login with its API key.
-	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit})
+	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit, Groups: e.snap.Config.GroupMembers()})
 	if err != nil {
 		return err
 	}
 	mux.Handle("/approvals", approvals)
 	mux.Handle("/approvals/", approvals)
+	if err := mountWebhookDecisions(e, s.client, s.dir, mux); err != nil {
+		return err
+	}
 	// Slack clicks: on this listener (slack.mode http) or over Socket Mode.
 	// Stopped after the HTTP server, so no click arrives once it closes.
 	if err := s.startSlack(ctx, mux); err != nil {

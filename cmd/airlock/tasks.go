@@ -320,7 +320,7 @@ func listTasks(ctx context.Context, c *Call, tc client.Client, ns, q string, lim
 		return c.fail(err)
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tKIND\tSTATUS\tSTATE\tPRINCIPAL\tSTARTED\tTOOLS")
+	fmt.Fprintln(tw, "TASK\tKIND\tSTATUS\tSTATE\tPRINCIPAL\tSTARTED\tTOOLS\tSCHEDULE")
 	for _, ex := range resp.GetExecutions() {
 		sa := ex.GetSearchAttributes().GetIndexedFields()
 		principal, state, tools := "", "", ""
@@ -335,13 +335,18 @@ func listTasks(ctx context.Context, c *Call, tc client.Client, ns, q string, lim
 			_ = json.Unmarshal(p.GetData(), &ts)
 			tools = strings.Join(ts, ",")
 		}
+		// Temporal marks the runs a schedule starts with its ID.
+		schedule := "-"
+		if p, ok := sa["TemporalScheduledById"]; ok {
+			_ = json.Unmarshal(p.GetData(), &schedule)
+		}
 		kind := map[string]string{api.PlanName: "plan", api.RollbackTaskName: "rollback"}[ex.GetType().GetName()]
 		if kind == "" {
 			kind = "agent"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ex.GetExecution().GetWorkflowId(), kind,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ex.GetExecution().GetWorkflowId(), kind,
 			strings.ToLower(strings.TrimPrefix(ex.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
-			state, principal, ex.GetStartTime().AsTime().Local().Format(time.DateTime), tools)
+			state, principal, ex.GetStartTime().AsTime().Local().Format(time.DateTime), tools, schedule)
 	}
 	_ = tw.Flush()
 	return 0

@@ -253,9 +253,13 @@ func (a *Log) RollbackFailed(r RollbackFailure) {
 		Str("requested_by", r.RequestedBy).Int("remaining", len(r.Remaining)).Strs("calls", r.Remaining).Strs("tools", r.Tools).Send()
 }
 
-// AuthFailure is an HTTP request the gateway refused.
+// AuthFailure is an HTTP request refused for its credentials.
 type AuthFailure struct {
-	Status int // 401 or 403
+	// Channel is where it came: "mcp" (the gateway's endpoint; the
+	// default), "web" (a login on the approvals page) or "slack" (an
+	// interaction whose signature did not verify).
+	Channel string
+	Status  int // 401, 403, or 429 for a rate-limited login
 	// Principal is who the credentials name (403: a session of another
 	// principal), "" when they name nobody.
 	Principal string
@@ -267,7 +271,11 @@ type AuthFailure struct {
 
 // AuthFailed writes an auth_failed line.
 func (a *Log) AuthFailed(f AuthFailure) {
-	a.event(EventAuthFailed).Int("status", f.Status).Str("principal", f.Principal).Str("reason", truncate(f.Reason)).
+	ch := f.Channel
+	if ch == "" {
+		ch = "mcp"
+	}
+	a.event(EventAuthFailed).Str("channel", ch).Int("status", f.Status).Str("principal", f.Principal).Str("reason", truncate(f.Reason)).
 		Str("method", f.Method).Str("path", f.Path).Str("remote", f.Remote).Send()
 }
 

@@ -70,7 +70,7 @@ func TestEvents(t *testing.T) {
 			"principal": "alice", "outcome": "approved", "approvers": []any{"bob"}, "waited_seconds": 90.0},
 		{"audit": true, "ts": ts, "event": "rollback_failed", "task": "t1", "principal": "alice", "group": "ops", "requested_by": "operator",
 			"remaining": 1.0, "calls": []any{"c1"}, "tools": []any{"fs__write"}},
-		{"audit": true, "ts": ts, "event": "auth_failed", "status": 401.0, "principal": "", "reason": "unknown API key", "method": "POST",
+		{"audit": true, "ts": ts, "event": "auth_failed", "channel": "mcp", "status": 401.0, "principal": "", "reason": "unknown API key", "method": "POST",
 			"path": "/mcp", "remote": "10.0.0.1:5000"},
 	}
 	if diff := cmp.Diff(want, lines(t, buf.Bytes())); diff != "" {

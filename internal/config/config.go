@@ -70,6 +70,11 @@ type Config struct {
 	// manifests' approval.group and rules' group refer to these).
 	ApproverGroups map[string]*ApproverGroup `yaml:"approver_groups,omitempty"`
 
+	// ApprovalChannels are further ways to ask approvers, beside Slack and
+	// the local page: a webhook posts each request as signed JSON and
+	// takes signed decisions back (bridges to Teams, PagerDuty, e-mail).
+	ApprovalChannels []ApprovalChannel `yaml:"approval_channels,omitempty"`
+
 	// Approvals configures how people are asked and how long agents wait.
 	Approvals Approvals `yaml:"approvals,omitempty"`
 	// Slack connects approvals to a Slack app. Secrets are named by the
@@ -184,6 +189,26 @@ func (c *Config) GroupMembers() map[string][]string {
 	}
 	return out
 }
+
+// ApprovalChannel is one approval_channels entry.
+type ApprovalChannel struct {
+	// Name identifies the channel in logs, message references and the
+	// decisions it sends back.
+	Name string `yaml:"name"`
+	// Kind is "webhook" (the only kind; Slack has its own slack block).
+	Kind string `yaml:"kind"`
+	// URL is where requests are posted (https, or http to a loopback
+	// address).
+	URL string `yaml:"url"`
+	// SecretEnv names the environment variable holding the shared secret
+	// that signs both directions (HMAC-SHA256 over timestamp and body).
+	SecretEnv string `yaml:"secret_env"`
+	// Groups limits the channel to these approver groups (default: all).
+	Groups []string `yaml:"groups,omitempty"`
+}
+
+// ApprovalChannelWebhook is the kind of a webhook approval channel.
+const ApprovalChannelWebhook = "webhook"
 
 // Principal is one caller identity.
 type Principal struct {

@@ -333,6 +333,7 @@ func (c *Config) validateIdentity(v *validator) {
 			}
 		}
 	}
+	v.approvalChannels(c)
 	if g := c.Task.RollbackNotify; g != "" && c.ApproverGroups[g] == nil {
 		v.add("task.rollback_notify", "%q is not one of approver_groups (%s); name a group, or remove it", g, strings.Join(slices.Sorted(maps.Keys(c.ApproverGroups)), ", "))
 	}

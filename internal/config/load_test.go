@@ -344,3 +344,50 @@ approver_groups:
 		}
 	}
 }
+
+func TestApprovalChannels(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("fs"))
+	head := `manifests: [m.yaml]
+principals:
+  - {name: alice, roles: [r]}
+roles:
+  r: {tools: ["*"]}
+approver_groups:
+  ops: {members: [alice]}
+`
+	good := write(t, filepath.Join(dir, "good.yaml"), head+`approval_channels:
+  - {name: teams, kind: webhook, url: "https://bridge.example.com/airlock", secret_env: TEAMS_SECRET, groups: [ops]}
+  - {name: local-bridge, kind: webhook, url: "http://127.0.0.1:9000/in", secret_env: LOCAL_SECRET}
+`)
+	snap, err := config.Load(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(snap.Config.ApprovalChannels); n != 2 || snap.Config.ApprovalChannels[0].URL != "https://bridge.example.com/airlock" {
+		t.Errorf("channels %+v", snap.Config.ApprovalChannels)
+	}
+	bad := write(t, filepath.Join(dir, "bad.yaml"), head+`approval_channels:
+  - {name: Teams!, kind: email, url: "http://bridge.example.com/x", secret_env: "sk-123 456", groups: [nope]}
+  - {name: dup, kind: webhook, url: "https://u:p@bridge.example.com", secret_env: A}
+  - {name: dup, kind: webhook, url: "", secret_env: B}
+`)
+	_, err = config.Load(bad)
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	for _, want := range []string{
+		`bad.yaml:9: approval_channels[0].name: "Teams!" is not a channel name`,
+		`approval_channels[0].kind: "email" is not a channel kind; use webhook`,
+		`approval_channels[0].url: "http://bridge.example.com/x": requests carry call arguments, so they go over https`,
+		`approval_channels[0].secret_env: "sk-123 456" is not an environment variable name`,
+		`approval_channels[0].groups[0]: "nope" is not one of approver_groups (ops)`,
+		`approval_channels[1].url: "https://u:p@bridge.example.com" holds credentials`,
+		`approval_channels[2].name: "dup" is used by another approval channel`,
+		`approval_channels[2].url: is required`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}

@@ -1,0 +1,438 @@
+package approver
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/activities"
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/auditstream"
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/redact"
+)
+
+// Webhook headers. Both directions are signed the way Slack signs its
+// requests: X-Airlock-Signature is "v0=" + hex HMAC-SHA256 of
+// "v0:<timestamp>:<body>" with the channel's secret, and the timestamp
+// (unix seconds) must be within WebhookMaxSkew of the receiver's clock.
+const (
+	WebhookTimestampHeader = "X-Airlock-Request-Timestamp"
+	WebhookSignatureHeader = "X-Airlock-Signature"
+	WebhookChannelHeader   = "X-Airlock-Channel"
+	WebhookEventHeader     = "X-Airlock-Event"
+	WebhookDeliveryHeader  = "X-Airlock-Delivery"
+	WebhookMaxSkew         = 5 * time.Minute
+	// WebhookDecisionPath is where a bridge posts decisions back, on the
+	// gateway's (or the approver role's) listener.
+	WebhookDecisionPath = "/approvals/webhook"
+)
+
+// Webhook events (X-Airlock-Event and the body's "event").
+const (
+	WebhookApprovalRequested = "approval_requested"
+	WebhookApprovalUpdated   = "approval_updated"
+	WebhookApprovalClosed    = "approval_closed"
+	WebhookRollbackFailed    = "rollback_failed"
+)
+
+// Error types of WebhookNotifier's application errors.
+const (
+	ErrTypeWebhookUnavailable = "WebhookUnavailable"
+	ErrTypeWebhookRejected    = "WebhookRejected"
+)
+
+// maxWebhookBody bounds a decision posted to WebhookDecisionPath.
+const maxWebhookBody = 64 << 10
+
+// SignWebhook returns the signature headers of body at ts.
+func SignWebhook(secret string, ts time.Time, body []byte) http.Header {
+	stamp := strconv.FormatInt(ts.Unix(), 10)
+	m := hmac.New(sha256.New, []byte(secret))
+	fmt.Fprintf(m, "v0:%s:", stamp)
+	m.Write(body)
+	h := http.Header{}
+	h.Set(WebhookTimestampHeader, stamp)
+	h.Set(WebhookSignatureHeader, "v0="+hex.EncodeToString(m.Sum(nil)))
+	return h
+}
+
+// VerifyWebhook checks a signed body against secret at now.
+func VerifyWebhook(h http.Header, body []byte, secret string, now time.Time) error {
+	stamp, sig := h.Get(WebhookTimestampHeader), h.Get(WebhookSignatureHeader)
+	if stamp == "" || sig == "" {
+		return fmt.Errorf("missing %s or %s header", WebhookTimestampHeader, WebhookSignatureHeader)
+	}
+	sec, err := strconv.ParseInt(stamp, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s %q is not unix seconds", WebhookTimestampHeader, stamp)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > WebhookMaxSkew || d < -WebhookMaxSkew {
+		return fmt.Errorf("timestamp is %s from this server's clock (more than %s): a replay, or a clock to fix", d.Round(time.Second), WebhookMaxSkew)
+	}
+	got, ok := strings.CutPrefix(sig, "v0=")
+	raw, err := hex.DecodeString(got)
+	if !ok || err != nil {
+		return errors.New("signature is not v0=<hex>")
+	}
+	want := SignWebhook(secret, time.Unix(sec, 0), body).Get(WebhookSignatureHeader)
+	wantRaw, _ := hex.DecodeString(strings.TrimPrefix(want, "v0="))
+	if !hmac.Equal(raw, wantRaw) {
+		return errors.New("invalid signature")
+	}
+	return nil
+}
+
+// WebhookChannel is an approval channel of kind webhook with its secret.
+type WebhookChannel struct {
+	Name   string
+	URL    string
+	Secret string
+	// Groups it serves; empty: all.
+	Groups []string
+}
+
+// WebhookChannels reads cfg's webhook channels, getenv giving the
+// environment; a channel whose secret variable is unset is an error.
+func WebhookChannels(cfg *config.Config, getenv func(string) string) ([]WebhookChannel, error) {
+	var out []WebhookChannel
+	for _, ch := range cfg.ApprovalChannels {
+		if ch.Kind != config.ApprovalChannelWebhook {
+			continue
+		}
+		secret := strings.TrimSpace(getenv(ch.SecretEnv))
+		if secret == "" {
+			return nil, fmt.Errorf("approval channel %s: environment variable %s is not set (approval_channels[].secret_env names it): export the secret shared with the bridge", ch.Name, ch.SecretEnv)
+		}
+		out = append(out, WebhookChannel{Name: ch.Name, URL: ch.URL, Secret: secret, Groups: ch.Groups})
+	}
+	return out, nil
+}
+
+func (c WebhookChannel) serves(group string) bool {
+	return len(c.Groups) == 0 || slices.Contains(c.Groups, group)
+}
+
+// WebhookNotifier posts approval requests, their updates and rollback
+// failures to a webhook channel as signed JSON. A delivery that fails is
+// retried a few times with backoff inside the activity, then by Temporal
+// (429 and 5xx; other 4xx are the bridge refusing and are not retried).
+type WebhookNotifier struct {
+	ch     WebhookChannel
+	client *http.Client
+	now    func() time.Time
+	// backoff is the wait before each in-activity retry.
+	backoff []time.Duration
+}
+
+var _ activities.Notifier = (*WebhookNotifier)(nil)
+
+// NewWebhookNotifier posts to ch with client (nil: a 15 s timeout client).
+func NewWebhookNotifier(ch WebhookChannel, client *http.Client) *WebhookNotifier {
+	if client == nil {
+		client = &http.Client{Timeout: 15 * time.Second}
+	}
+	return &WebhookNotifier{ch: ch, client: client, now: time.Now, backoff: []time.Duration{500 * time.Millisecond, 2 * time.Second}}
+}
+
+// Name is the MessageRef.Notifier of this notifier's deliveries.
+func (w *WebhookNotifier) Name() string { return "webhook:" + w.ch.Name }
+
+// WebhookRequest is the request part of a webhook event: what an approver
+// needs to decide, arguments masked by the manifest's redact paths.
+type WebhookRequest struct {
+	ID          string          `json:"id"`
+	Task        string          `json:"task"`
+	Call        string          `json:"call"`
+	Tool        string          `json:"tool"`
+	Principal   string          `json:"principal"`
+	Client      string          `json:"client,omitempty"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+	Digest      string          `json:"digest"`
+	SideEffects []string        `json:"side_effects"`
+	DataLevel   string          `json:"data_level"`
+	Risk        string          `json:"risk"`
+	Rule        string          `json:"rule,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	Group       string          `json:"group"`
+	Quorum      int             `json:"quorum"`
+	RequestedAt *time.Time      `json:"requested_at,omitempty"`
+	ExpiresAt   time.Time       `json:"expires_at"`
+	Escalation  bool            `json:"escalation,omitempty"`
+	State       string          `json:"state,omitempty"`
+	Votes       []WebhookVote   `json:"votes,omitempty"`
+}
+
+// WebhookVote is one decision in an update.
+type WebhookVote struct {
+	Approver string    `json:"approver"`
+	Approve  bool      `json:"approve"`
+	At       time.Time `json:"at"`
+}
+
+// WebhookEvent is the body of every delivery.
+type WebhookEvent struct {
+	Event    string          `json:"event"`
+	Channel  string          `json:"channel"`
+	Delivery string          `json:"delivery"`
+	Request  *WebhookRequest `json:"request,omitempty"`
+	Rollback *struct {
+		Task      string   `json:"task"`
+		Principal string   `json:"principal"`
+		Group     string   `json:"group"`
+		Reason    string   `json:"reason"`
+		Remaining []string `json:"remaining_calls"`
+	} `json:"rollback,omitempty"`
+	// DecidePath is where the bridge posts decisions back (on the gateway).
+	DecidePath string `json:"decide_path,omitempty"`
+}
+
+func webhookRequest(n api.ApprovalNotice) *WebhookRequest {
+	r := &WebhookRequest{
+		ID: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal, Client: n.Client,
+		Arguments: redact.Arguments(n.Arguments, n.Redact), Digest: n.Digest, SideEffects: n.SideEffects, DataLevel: n.DataLevel,
+		Risk: n.Risk, Rule: n.Rule, Reason: n.Reason, Group: n.Group, Quorum: n.Quorum, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, State: n.State,
+	}
+	if !n.RequestedAt.IsZero() {
+		t := n.RequestedAt
+		r.RequestedAt = &t
+	}
+	for _, v := range n.Votes {
+		r.Votes = append(r.Votes, WebhookVote{Approver: v.Approver, Approve: v.Approve, At: v.At})
+	}
+	return r
+}
+
+// Post delivers approval_requested when the channel serves the group.
+func (w *WebhookNotifier) Post(ctx context.Context, n api.ApprovalNotice) ([]api.MessageRef, error) {
+	if !w.ch.serves(n.Group) {
+		return nil, activities.ErrNoChannel
+	}
+	ev := WebhookEvent{Event: WebhookApprovalRequested, Request: webhookRequest(n), DecidePath: WebhookDecisionPath}
+	id, err := w.deliver(ctx, ev, n.RequestID+":"+WebhookApprovalRequested+":"+n.Group)
+	if err != nil {
+		return nil, err
+	}
+	return []api.MessageRef{{Notifier: w.Name(), Channel: w.ch.Name, TS: id, Group: n.Group}}, nil
+}
+
+// Update delivers approval_updated (still pending) or approval_closed to a
+// channel that was told about the request.
+func (w *WebhookNotifier) Update(ctx context.Context, n api.ApprovalNotice) error {
+	told := slices.ContainsFunc(n.Messages, func(m api.MessageRef) bool { return m.Notifier == w.Name() })
+	if !told {
+		return activities.ErrNoChannel
+	}
+	event := WebhookApprovalClosed
+	if n.State == api.ApprovalPending || n.State == "" {
+		event = WebhookApprovalUpdated
+	}
+	_, err := w.deliver(ctx, WebhookEvent{Event: event, Request: webhookRequest(n)}, fmt.Sprintf("%s:%s:%d", n.RequestID, event, len(n.Votes)))
+	return err
+}
+
+// Alert delivers rollback_failed for the groups the channel serves.
+func (w *WebhookNotifier) Alert(ctx context.Context, n api.RollbackNotice) error {
+	if !w.ch.serves(n.Group) {
+		return activities.ErrNoChannel
+	}
+	ev := WebhookEvent{Event: WebhookRollbackFailed}
+	ev.Rollback = &struct {
+		Task      string   `json:"task"`
+		Principal string   `json:"principal"`
+		Group     string   `json:"group"`
+		Reason    string   `json:"reason"`
+		Remaining []string `json:"remaining_calls"`
+	}{Task: n.TaskID, Principal: n.Principal, Group: n.Group, Reason: n.Reason}
+	for _, r := range n.Remaining {
+		ev.Rollback.Remaining = append(ev.Rollback.Remaining, r.CallID)
+	}
+	_, err := w.deliver(ctx, ev, n.TaskID+":"+WebhookRollbackFailed)
+	return err
+}
+
+// deliver posts ev, signed, retrying with backoff; the delivery ID is
+// stable per event (key), so a bridge can drop repeats.
+func (w *WebhookNotifier) deliver(ctx context.Context, ev WebhookEvent, key string) (string, error) {
+	sum := sha256.Sum256([]byte(w.ch.Name + "\x00" + key))
+	ev.Channel, ev.Delivery = w.ch.Name, hex.EncodeToString(sum[:12])
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return "", temporal.NewNonRetryableApplicationError("encoding the webhook event", ErrTypeWebhookRejected, err)
+	}
+	what := fmt.Sprintf("delivering %s to approval channel %s (%s)", ev.Event, w.ch.Name, w.ch.URL)
+	var last error
+	for attempt := 0; ; attempt++ {
+		retry, err := w.post(ctx, ev, body)
+		if err == nil {
+			return ev.Delivery, nil
+		}
+		last = err
+		if !retry || attempt >= len(w.backoff) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", temporal.NewApplicationErrorWithCause(what+": "+ctx.Err().Error(), ErrTypeWebhookUnavailable, last)
+		case <-time.After(w.backoff[attempt]):
+		}
+	}
+	var rej *webhookRejected
+	if errors.As(last, &rej) {
+		return "", temporal.NewNonRetryableApplicationError(what+": "+last.Error(), ErrTypeWebhookRejected, last)
+	}
+	return "", temporal.NewApplicationErrorWithCause(what+": "+last.Error()+"; retrying", ErrTypeWebhookUnavailable, last)
+}
+
+type webhookRejected struct{ status string }
+
+func (e *webhookRejected) Error() string {
+	return "the bridge refused it: " + e.status + " (check the channel's url and the bridge's secret)"
+}
+
+func (w *WebhookNotifier) post(ctx context.Context, ev WebhookEvent, body []byte) (retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.ch.URL, bytes.NewReader(body))
+	if err != nil {
+		return false, &webhookRejected{status: err.Error()}
+	}
+	for k, v := range SignWebhook(w.ch.Secret, w.now(), body) {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "airlock-webhook")
+	req.Header.Set(WebhookChannelHeader, w.ch.Name)
+	req.Header.Set(WebhookEventHeader, ev.Event)
+	req.Header.Set(WebhookDeliveryHeader, ev.Delivery)
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return true, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return false, nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode >= 500:
+		return true, fmt.Errorf("the bridge answered %s", resp.Status)
+	default:
+		return false, &webhookRejected{status: resp.Status}
+	}
+}
+
+// WebhookDecision is what a bridge posts to WebhookDecisionPath, signed
+// with its channel's secret and naming the channel in X-Airlock-Channel.
+type WebhookDecision struct {
+	Request  string `json:"request"`
+	Digest   string `json:"digest"`
+	Approver string `json:"approver"`
+	// Decision is "approve" or "deny".
+	Decision string `json:"decision"`
+	Comment  string `json:"comment,omitempty"`
+}
+
+// WebhookDecisionOptions configure the decision endpoint.
+type WebhookDecisionOptions struct {
+	Channels  []WebhookChannel
+	Directory *identity.Directory
+	Local     Local
+	Audit     *auditstream.Log
+	Now       func() time.Time
+}
+
+// WebhookDecisions serves WebhookDecisionPath: a signed decision from a
+// bridge is delivered like a CLI or web decision (Via "webhook:<channel>"),
+// with the same refusals; the answer is JSON: 200 {"recorded":true,...},
+// 409 {"recorded":false,"refused":...}, 401 for a bad signature (audited
+// as auth_failed on channel webhook), 400 for a malformed body.
+func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	byName := map[string]WebhookChannel{}
+	for _, c := range o.Channels {
+		byName[c.Name] = c
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answer := func(code int, v map[string]any) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			_ = json.NewEncoder(w).Encode(v)
+		}
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			answer(http.StatusMethodNotAllowed, map[string]any{"error": "POST a signed decision here"})
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWebhookBody))
+		if err != nil {
+			answer(http.StatusRequestEntityTooLarge, map[string]any{"error": "body too large or unreadable"})
+			return
+		}
+		name := r.Header.Get(WebhookChannelHeader)
+		ch, ok := byName[name]
+		if !ok {
+			err = fmt.Errorf("%s %q names no webhook approval channel", WebhookChannelHeader, name)
+		} else {
+			err = VerifyWebhook(r.Header, body, ch.Secret, o.Now())
+		}
+		if err != nil {
+			o.Audit.AuthFailed(auditstream.AuthFailure{Channel: "webhook", Status: http.StatusUnauthorized, Reason: err.Error(),
+				Method: r.Method, Path: r.URL.Path, Remote: r.RemoteAddr})
+			answer(http.StatusUnauthorized, map[string]any{"error": err.Error()})
+			return
+		}
+		var d WebhookDecision
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&d); err != nil {
+			answer(http.StatusBadRequest, map[string]any{"error": "the decision is not valid JSON of the documented shape: " + err.Error()})
+			return
+		}
+		var approve bool
+		switch d.Decision {
+		case "approve":
+			approve = true
+		case "deny":
+		default:
+			answer(http.StatusBadRequest, map[string]any{"error": fmt.Sprintf("decision %q: use approve or deny", d.Decision)})
+			return
+		}
+		if d.Request == "" || d.Digest == "" || d.Approver == "" {
+			answer(http.StatusBadRequest, map[string]any{"error": "request, digest and approver are required"})
+			return
+		}
+		if o.Directory != nil {
+			if _, ok := o.Directory.Lookup(d.Approver); !ok {
+				answer(http.StatusConflict, map[string]any{"recorded": false, "refused": fmt.Sprintf("approver %q is not one of the configured principals", d.Approver)})
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		res, err := o.Local.Decide(ctx, Decision{RequestID: d.Request, Approver: d.Approver, Approve: approve,
+			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest})
+		var ref *Refusal
+		switch {
+		case errors.As(err, &ref):
+			answer(http.StatusConflict, map[string]any{"recorded": false, "request": d.Request, "refused": ref.Reason})
+		case err != nil:
+			answer(http.StatusServiceUnavailable, map[string]any{"recorded": false, "request": d.Request, "error": err.Error()})
+		default:
+			answer(http.StatusOK, map[string]any{"recorded": true, "request": res.RequestID, "state": res.State, "message": res.Message})
+		}
+	})
+}

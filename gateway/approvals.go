@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/redact"
+)
+
+// Built-in tools with which an approver decides from an MCP client (Claude
+// Desktop, an IDE): offered only to principals in an approver group.
+const (
+	ToolApprovalsList   = "airlock_approvals_list"
+	ToolApprovalsDecide = "airlock_approvals_decide"
+)
+
+// Approvals is what the approval tools need from the approver side (the
+// gateway does not import a role; cmd/airlock adapts approver.Local). The
+// task's workflow is the authority on every rule: group, no
+// self-approval, digest binding, one vote.
+type Approvals interface {
+	// Groups returns the approver groups name belongs to (none: the tools
+	// are hidden from it and refuse it).
+	Groups(name string) []string
+	// Decidable lists the pending requests name may decide now.
+	Decidable(ctx context.Context, name string) ([]api.ApprovalRequest, error)
+	// Decide records name's vote, bound to the digest (a prefix of at
+	// least 8 hex digits). A refusal is an error whose text says why.
+	Decide(ctx context.Context, d MCPDecision) (api.DecideResult, error)
+}
+
+// MCPDecision is one decision made with airlock_approvals_decide.
+type MCPDecision struct {
+	RequestID, Approver, Digest, Comment string
+	Approve                              bool
+}
+
+// ApprovalView is one request as airlock_approvals_list shows it: the
+// arguments with the manifest's redact paths masked.
+type ApprovalView struct {
+	ID          string    `json:"id"`
+	Task        string    `json:"task"`
+	Tool        string    `json:"tool"`
+	RequestedBy string    `json:"requested_by"`
+	Arguments   any       `json:"arguments,omitempty" jsonschema:"the call's arguments, sensitive fields masked"`
+	Digest      string    `json:"digest"`
+	SideEffects []string  `json:"side_effects"`
+	DataLevel   string    `json:"data_level"`
+	Risk        string    `json:"risk"`
+	Rule        string    `json:"rule,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Group       string    `json:"group"`
+	Approvals   int       `json:"approvals"`
+	Quorum      int       `json:"quorum"`
+	RequestedAt time.Time `json:"requested_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	OnTimeout   string    `json:"on_timeout"`
+}
+
+type approvalsListOut struct {
+	Requests []ApprovalView `json:"requests"`
+}
+
+type approvalsDecideIn struct {
+	RequestID string `json:"request_id" jsonschema:"the request's id, from airlock_approvals_list"`
+	Decision  string `json:"decision" jsonschema:"approve or deny"`
+	Digest    string `json:"digest" jsonschema:"the request's digest from airlock_approvals_list (at least its first 8 hex digits): binds your decision to the call you saw"`
+	Comment   string `json:"comment,omitempty" jsonschema:"optional; the agent sees it on a deny"`
+}
+
+type approvalsDecideOut struct {
+	Request string `json:"request"`
+	State   string `json:"state"`
+	Message string `json:"message"`
+}
+
+func (g *Gateway) addApprovalTools() {
+	if g.opts.Approvals == nil {
+		return
+	}
+	mcp.AddTool(g.server, &mcp.Tool{Name: ToolApprovalsList, Title: "airlock: calls waiting for your approval",
+		Description: "Lists the calls waiting for a decision that you may make (you are in their approver group and did not ask for them), " +
+			"with their arguments (sensitive fields masked), risk, rule and digest. Read-only.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, g.approvalsListTool)
+	mcp.AddTool(g.server, &mcp.Tool{Name: ToolApprovalsDecide, Title: "airlock: approve or deny a call",
+		Description: "Approves or denies one waiting call as you, bound to the digest airlock_approvals_list showed (so you decide on the call you saw). " +
+			"You may not decide on your own calls, and you vote once.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}}, g.approvalsDecideTool)
+}
+
+// approverName is the caller when it is in an approver group.
+func (g *Gateway) approverName(req *mcp.CallToolRequest) (string, error) {
+	pr, err := g.principalFor(req.Extra)
+	if err != nil {
+		return "", err
+	}
+	if len(g.opts.Approvals.Groups(pr.Name)) == 0 {
+		return "", fmt.Errorf("%s is in no approver group, so it decides on no request; an operator adds approvers to approver_groups.<group>.members", pr.Name)
+	}
+	return pr.Name, nil
+}
+
+func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, approvalsListOut, error) {
+	name, err := g.approverName(req)
+	if err != nil {
+		return errorResult("", "", err.Error()), approvalsListOut{}, nil
+	}
+	reqs, err := g.opts.Approvals.Decidable(ctx, name)
+	if err != nil {
+		return errorResult("", "", "cannot read the pending requests: "+err.Error()), approvalsListOut{}, nil
+	}
+	out := approvalsListOut{Requests: []ApprovalView{}}
+	var b strings.Builder
+	if len(reqs) == 0 {
+		b.WriteString("Nothing waits for your decision.")
+	}
+	for _, r := range reqs {
+		masked := redact.Arguments(r.Arguments, r.Redact)
+		var args any
+		_ = json.Unmarshal(masked, &args) // redact.Arguments always gives JSON
+		v := ApprovalView{ID: r.ID, Task: r.TaskID, Tool: r.Tool, RequestedBy: r.Principal, Arguments: args,
+			Digest: r.Digest, SideEffects: r.SideEffects, DataLevel: r.DataLevel, Risk: r.Risk, Rule: r.Rule, Reason: r.Reason,
+			Group: r.Group, Approvals: r.Approvals(), Quorum: r.Quorum, RequestedAt: r.RequestedAt, ExpiresAt: r.ExpiresAt, OnTimeout: r.OnTimeout}
+		out.Requests = append(out.Requests, v)
+		fmt.Fprintf(&b, "%s: %s by %s, risk %s, %s, group %s %d/%d, expires %s (then %s), digest %s, arguments %s\n",
+			v.ID, v.Tool, v.RequestedBy, v.Risk, strings.Join(v.SideEffects, "+"), v.Group, v.Approvals, v.Quorum,
+			v.ExpiresAt.UTC().Format(time.RFC3339), v.OnTimeout, shortDigest(v.Digest), masked)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(b.String())}}}, out, nil
+}
+
+func (g *Gateway) approvalsDecideTool(ctx context.Context, req *mcp.CallToolRequest, in approvalsDecideIn) (*mcp.CallToolResult, approvalsDecideOut, error) {
+	name, err := g.approverName(req)
+	if err != nil {
+		return errorResult("", "", err.Error()), approvalsDecideOut{}, nil
+	}
+	var approve bool
+	switch strings.ToLower(strings.TrimSpace(in.Decision)) {
+	case "approve":
+		approve = true
+	case "deny":
+	default:
+		return errorResult("", "", fmt.Sprintf("decision %q: say approve or deny", in.Decision)), approvalsDecideOut{}, nil
+	}
+	if strings.TrimSpace(in.RequestID) == "" || len(strings.TrimSpace(in.Digest)) < 8 {
+		return errorResult("", "", "give request_id and digest (at least 8 hex digits) as airlock_approvals_list shows them"), approvalsDecideOut{}, nil
+	}
+	if len(in.Comment) > api.MaxReasonBytes {
+		return errorResult("", "", fmt.Sprintf("comment is %d bytes; keep it under %d", len(in.Comment), api.MaxReasonBytes)), approvalsDecideOut{}, nil
+	}
+	res, err := g.opts.Approvals.Decide(ctx, MCPDecision{RequestID: strings.TrimSpace(in.RequestID), Approver: name, Approve: approve,
+		Digest: strings.TrimSpace(in.Digest), Comment: in.Comment})
+	if err != nil {
+		return errorResult("", "", "not recorded: "+err.Error()), approvalsDecideOut{}, nil
+	}
+	verb := "denial"
+	if approve {
+		verb = "approval"
+	}
+	out := approvalsDecideOut{Request: res.RequestID, State: res.State, Message: res.Message}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Your %s of %s is recorded: %s", verb, res.RequestID, res.Message)}}}, out, nil
+}
+
+func shortDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}
+
+// approvalToolVisible says whether a principal sees the approval tools.
+func (g *Gateway) approvalToolVisible(name string) bool {
+	return g.opts.Approvals != nil && len(g.opts.Approvals.Groups(name)) > 0
+}
