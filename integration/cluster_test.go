@@ -748,7 +748,7 @@ func runREADMEOperatorCommands(t *testing.T, hostPort, only string) []string {
 	if only == "" && !mapsEqualSA(created, api.SearchAttributes()) {
 		t.Errorf("deploy/README.md's search-attribute create commands register %v; airlock needs %v (api.SearchAttributes)", created, api.SearchAttributes())
 	}
-	if len(ran) == 0 {
+	if len(ran) == 0 && only == "" {
 		t.Fatalf("deploy/README.md has no temporal %s commands", only)
 	}
 	return ran

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -281,7 +282,7 @@ func StartTemporal(t testing.TB, pg *Postgres, bins *TemporalBinaries) *Temporal
 
 	ports := map[string]int{"PG": pg.Port}
 	for _, k := range []string{"Frontend", "FrontendM", "HTTP", "Matching", "MatchingM", "History", "HistoryM", "Worker", "WorkerM", "Metrics"} {
-		ports[k] = FreePort(t)
+		ports[k] = lowPort(t)
 	}
 	dyn := filepath.Join(dir, "dynamicconfig.yaml")
 	if err := os.WriteFile(dyn, []byte(temporalDynamicConfig), 0o644); err != nil {
@@ -328,8 +329,7 @@ func StartTemporal(t testing.TB, pg *Postgres, bins *TemporalBinaries) *Temporal
 	for {
 		select {
 		case <-s.exited:
-			b, _ := os.ReadFile(s.LogPath)
-			t.Fatalf("temporal-server exited during start-up:\n%s", tail(b, 4000))
+			t.Fatalf("temporal-server exited during start-up (its log follows)")
 		default:
 		}
 		resp, err := http.Get(url)
@@ -345,6 +345,23 @@ func StartTemporal(t testing.TB, pg *Postgres, bins *TemporalBinaries) *Temporal
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// lowPort returns a free port below 32768: Temporal's SQL schema stores
+// membership ports as smallint, and the kernel's ephemeral ports (what
+// FreePort gets) start at 32768.
+func lowPort(t testing.TB) int {
+	t.Helper()
+	for range 1000 {
+		p := 10000 + rand.IntN(22000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port below 32768")
+	return 0
 }
 
 func tail(b []byte, n int) []byte {
