@@ -52,7 +52,11 @@ import (
 // TODO(lead): set to false once the wt-sessions branch (gateway replicas
 // without session affinity: signed session IDs) is merged, so that every
 // request is spread round-robin, session or not.
-const sessionAffinity = true
+const sessionAffinity = false
+
+// clusterSessionKey is the session key the gateways share
+// (gateway.session_key_env's default variable, AIRLOCK_SESSION_KEY).
+const clusterSessionKey = "cluster-test-session-key-0123456789abcdef"
 
 // clusterNamespace is the namespace deploy/README.md creates.
 const clusterNamespace = "airlock"
@@ -323,7 +327,9 @@ slack:
 func (c *clusterRoles) start(t *testing.T, r *roleProc) {
 	t.Helper()
 	cmd := exec.Command(c.bin, r.args...)
-	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS=", "SLACK_BOT_TOKEN=xoxb-cluster-test", "SLACK_SIGNING_SECRET="+slackSecret)
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS=", "SLACK_BOT_TOKEN=xoxb-cluster-test", "SLACK_SIGNING_SECRET="+slackSecret,
+		// Every gateway replica signs and checks session IDs with the same key.
+		"AIRLOCK_SESSION_KEY="+clusterSessionKey)
 	out := &lockedWriter{w: &bytes.Buffer{}}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second
