@@ -92,7 +92,7 @@ func TestClusterKillBattery(t *testing.T) {
 	c := newClusterRoles(t, bin, upstreamBin, srv.HostPort)
 	t1 := time.Now()
 	c.startAll(t)
-	probe := c.newAgent("battery-probe")
+	probe := c.newAgent("battery-probe", sessionProtocol)
 	if err := probe.connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestClusterKillBattery(t *testing.T) {
 	runREADMEOperatorCommands(t, srv.HostPort, "task-queue")
 
 	// The call that waits for approval, made before the load.
-	appr := c.newAgent("battery-approval")
+	appr := c.newAgent("battery-approval", sessionProtocol)
 	if err := appr.connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestClusterKillBattery(t *testing.T) {
 		t.Fatalf("Slack post for %q, want %q", button.request, reqID)
 	}
 
-	// The load, and the kills.
+	// The load, and the kills: 16 agents, 8 of them on MCP sessions.
 	const sessions = 16
 	const loadFor = 24 * time.Second
 	seed := time.Now().UnixNano()
@@ -134,7 +134,12 @@ func TestClusterKillBattery(t *testing.T) {
 	stop := make(chan struct{})
 	results := make(chan agentReport, sessions)
 	for i := range sessions {
-		a := c.newAgent(fmt.Sprintf("battery-agent-%02d", i))
+		// Half the agents hold MCP sessions, half are stateless.
+		proto := ""
+		if i%2 == 0 {
+			proto = sessionProtocol
+		}
+		a := c.newAgent(fmt.Sprintf("battery-agent-%02d", i), proto)
 		go func() { results <- a.run(stop, int64(i)) }()
 	}
 	type kill struct {
@@ -236,8 +241,16 @@ func TestClusterKillBattery(t *testing.T) {
 	replayed := replayNamespace(t, tc)
 
 	calls := len(total.ok) + len(total.unknown)
-	t.Logf("kill battery: %d sessions, %d calls answered in %s (%.1f calls/s through 2 gateways + 2 workers on PostgreSQL), %d unknown (in flight on the killed worker), %d failed, %d duplicate side effects, %d reconnects",
-		sessions, calls, loadTime.Round(time.Millisecond), float64(calls)/loadTime.Seconds(), len(total.unknown), len(total.failures), dups, total.reconnects)
+	t.Logf("kill battery: %d sessions, %d calls answered in %s (%.1f calls/s through 2 gateways + 2 workers on PostgreSQL), %d unknown (in flight on the killed worker), %d failed, %d duplicate side effects",
+		sessions, calls, loadTime.Round(time.Millisecond), float64(calls)/loadTime.Seconds(), len(total.unknown), len(total.failures), dups)
+	c.proxy.mu.Lock()
+	served, crossed := append([]int{}, c.proxy.served...), c.proxy.crossed
+	c.proxy.mu.Unlock()
+	t.Logf("load balancer: requests answered per gateway %v; %d requests of a session answered by the gateway that did not create it; %d calls failed in transport and were sent again (%d new sessions)",
+		served, crossed, total.transportErrors, total.reconnects)
+	if !sessionAffinity && crossed == 0 {
+		t.Errorf("no session was served by a second gateway: the round-robin did not spread sessions")
+	}
 	for _, k := range killLog {
 		t.Logf("kill -9 %s", k)
 	}
@@ -372,13 +385,21 @@ func (c *clusterRoles) inFlight() int {
 // load balancer (with the Airlock-Task header, to reattach) whenever its
 // session fails, and retrying the call with the same idempotency key.
 type clusterAgent struct {
-	c    *clusterRoles
-	task string
+	c        *clusterRoles
+	task     string
+	protocol string // "": the client's latest (2026-07-28, stateless); else a session-based revision
 	cs   *mcp.ClientSession
-	recs int
+	recs int // sessions replaced
+	errs int // calls that failed in transport (then sent again)
 }
 
-func (c *clusterRoles) newAgent(task string) *clusterAgent { return &clusterAgent{c: c, task: task} }
+// sessionProtocol is the MCP revision of the agents that open sessions
+// (Mcp-Session-Id); the others speak 2026-07-28, which has none.
+const sessionProtocol = "2025-11-25"
+
+func (c *clusterRoles) newAgent(task, protocol string) *clusterAgent {
+	return &clusterAgent{c: c, task: task, protocol: protocol}
+}
 
 func (a *clusterAgent) connect(ctx context.Context) error {
 	hc := newHeaderClient(map[string]string{"Authorization": "Bearer " + testKey, gateway.HeaderTask: a.task})
@@ -386,7 +407,11 @@ func (a *clusterAgent) connect(ctx context.Context) error {
 	var err error
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		a.cs, err = cl.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: a.c.url, HTTPClient: hc, MaxRetries: -1}, nil)
+		var opts *mcp.ClientSessionOptions
+		if a.protocol != "" {
+			opts = &mcp.ClientSessionOptions{ProtocolVersion: a.protocol}
+		}
+		a.cs, err = cl.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: a.c.url, HTTPClient: hc, MaxRetries: -1}, opts)
 		cancel()
 		if err == nil {
 			return nil
@@ -420,6 +445,12 @@ func (a *clusterAgent) call(ctx context.Context, tool string, args map[string]an
 			return res, nil
 		}
 		lastErr = err
+		a.errs++
+		if !sessionAffinity && a.errs%2 == 1 {
+			// Any replica serves the session: send the call again on it.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		_ = a.cs.Close()
 		a.cs = nil
 		a.recs++
@@ -459,6 +490,7 @@ func (a *clusterAgent) mustAppend(t *testing.T, key string) outcome {
 type agentReport struct {
 	ok, unknown, failures []string
 	reconnects            int
+	transportErrors       int
 	durations             []time.Duration
 	slowest, longestGap   time.Duration
 }
@@ -468,6 +500,7 @@ func (r *agentReport) add(o agentReport) {
 	r.unknown = append(r.unknown, o.unknown...)
 	r.failures = append(r.failures, o.failures...)
 	r.reconnects += o.reconnects
+	r.transportErrors += o.transportErrors
 	r.durations = append(r.durations, o.durations...)
 	r.slowest = max(r.slowest, o.slowest)
 	r.longestGap = max(r.longestGap, o.longestGap)
@@ -494,7 +527,7 @@ func (a *clusterAgent) run(stop <-chan struct{}, seed int64) agentReport {
 			if a.cs != nil {
 				_ = a.cs.Close()
 			}
-			r.reconnects = a.recs
+			r.reconnects, r.transportErrors = a.recs, a.errs
 			return r
 		default:
 		}
@@ -535,11 +568,13 @@ type rrProxy struct {
 	backends []string
 	mu       sync.Mutex
 	next     int
-	sticky   map[string]int
+	sticky   map[string]int // session ID -> the gateway that created it
+	served   []int          // requests answered per gateway
+	crossed  int            // requests of a session answered by a gateway that did not create it
 }
 
 func newRRProxy(backends []string) *rrProxy {
-	return &rrProxy{backends: backends, sticky: map[string]int{}}
+	return &rrProxy{backends: backends, sticky: map[string]int{}, served: make([]int, len(backends))}
 }
 
 func (p *rrProxy) order(session string) []int {
@@ -578,11 +613,15 @@ func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
-			p.mu.Lock()
+		p.mu.Lock()
+		p.served[i]++
+		if s := resp.Header.Get("Mcp-Session-Id"); s != "" && r.Header.Get("Mcp-Session-Id") == "" {
 			p.sticky[s] = i
-			p.mu.Unlock()
 		}
+		if at, ok := p.sticky[r.Header.Get("Mcp-Session-Id")]; ok && at != i && resp.StatusCode < 300 {
+			p.crossed++
+		}
+		p.mu.Unlock()
 		for k, v := range resp.Header {
 			w.Header()[k] = v
 		}
