@@ -80,7 +80,7 @@ func TestClusterKillBattery(t *testing.T) {
 	t0 := time.Now()
 	pg := testenv.StartPostgres(t)
 	tPG := time.Since(t0)
-	srv := testenv.StartTemporal(t, pg, bins)
+	srv := testenv.StartTemporal(t, pg, bins, readmeSchemaCommands(t))
 	tTemporal := time.Since(t0)
 	ops := runREADMEOperatorCommands(t, srv.HostPort, "")
 	tc := dialTest(t, srv.HostPort, clusterNamespace)
@@ -260,6 +260,56 @@ func TestClusterKillBattery(t *testing.T) {
 	if calls < sessions {
 		t.Errorf("only %d calls answered: the load did not run", calls)
 	}
+
+	t.Run("deploy README commands", func(t *testing.T) {
+		runREADMEAirlockCommands(t, c, "battery-agent-01")
+	})
+}
+
+// runREADMEAirlockCommands runs deploy/README.md's remaining commands (the
+// roles and the temporal commands ran at bring-up) against the cluster:
+// every `airlock` command, on task for TASK_ID, in the README's order,
+// from a directory holding the configuration and a plans/nightly.yaml,
+// with the environment of the README's airlock.env lines; each must exit
+// 0. The host installation commands (install, systemctl, journalctl) need
+// a systemd host and are not run.
+func runREADMEAirlockCommands(t *testing.T, c *clusterRoles, task string) {
+	if err := os.MkdirAll(filepath.Join(c.dir, "plans"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(c.dir, "plans", "nightly.yaml"), `name: nightly
+principal: tester
+steps:
+  - id: count
+    tool: counter__append
+    args: {key: nightly}
+`)
+	env := os.Environ()
+	var run, notRun []string
+	for _, line := range readmeCommands(t, "") {
+		word, _, _ := strings.Cut(line, " ")
+		switch {
+		case envLine.MatchString(line): // airlock.env
+			env = append(env, c.onThisHost(line))
+		case word == "temporal" || word == "temporal-sql-tool" || strings.HasPrefix(line, "export SQL_"),
+			strings.HasPrefix(line, "airlock worker "), strings.HasPrefix(line, "airlock gateway "), strings.HasPrefix(line, "airlock approver "):
+			// ran at bring-up
+		case word == "install" || word == "systemctl" || word == "journalctl":
+			notRun = append(notRun, line)
+		case word == "airlock":
+			args := strings.Fields(strings.ReplaceAll(c.onThisHost(line), "TASK_ID", task))[1:]
+			cmd := exec.Command(c.bin, args...)
+			cmd.Dir, cmd.Env = c.dir, env
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("deploy/README.md: %q: %v\n%s", line, err, out)
+			}
+			run = append(run, line)
+		default:
+			t.Errorf("deploy/README.md: %q: this test does not know how to run %q: teach runREADMEAirlockCommands", line, word)
+		}
+	}
+	t.Logf("deploy/README.md: %d airlock commands run against the cluster; not run (need a systemd host): %q", len(run), notRun)
 }
 
 // clusterRoles are airlock's roles as processes, and what they share.
@@ -316,9 +366,24 @@ approver_groups:
 slack:
   api_url: `+c.slack.srv.URL+`/
 `)
+	// The roles run deploy/README.md's commands, on this host's paths.
 	common := func(role, data string) []string {
-		return []string{role, "--temporal-address", hostPort, "--namespace", clusterNamespace, "--config", c.cfg,
-			"--data-dir", filepath.Join(dir, data), "--log-format", "json"}
+		args := []string{role, "--temporal-address", hostPort, "--namespace", clusterNamespace, "--config", c.cfg, "--log-format", "json"}
+		if lines := readmeCommands(t, "airlock "+role+" "); len(lines) > 0 {
+			args = strings.Fields(c.onThisHost(lines[0]))[1:]
+		} else {
+			t.Logf("deploy/README.md has no `airlock %s` command; running %s with %v", role, role, args)
+		}
+		// Each replica gets its own data dir and listener here.
+		var out []string
+		for i := 0; i < len(args); i++ {
+			if (args[i] == "--data-dir" || args[i] == "--listen") && i+1 < len(args) {
+				i++
+				continue
+			}
+			out = append(out, args[i])
+		}
+		return append(out, "--data-dir", filepath.Join(dir, data))
 	}
 	var backends []string
 	for i := 1; i <= 2; i++ {
@@ -335,6 +400,12 @@ slack:
 	c.proxy = newRRProxy(backends)
 	c.url = httpServer(t, c.proxy) + "/mcp"
 	return c
+}
+
+// onThisHost rewrites a deploy/README.md command for this test's cluster
+// and files.
+func (c *clusterRoles) onThisHost(line string) string {
+	return strings.NewReplacer("temporal-frontend.internal:7233", c.hostPort, "/etc/airlock/airlock.yaml", c.cfg).Replace(line)
 }
 
 func (c *clusterRoles) start(t *testing.T, r *roleProc) {
@@ -688,6 +759,25 @@ func readmeCommands(t *testing.T, prefix string) []string {
 	return cmds
 }
 
+// readmeSchemaCommands are deploy/README.md's temporal-sql-tool commands,
+// as argument lists; the README sets the connection in the tool's SQL_*
+// variables, which the test sets to its own PostgreSQL.
+func readmeSchemaCommands(t *testing.T) [][]string {
+	t.Helper()
+	var out [][]string
+	for _, line := range readmeCommands(t, "temporal-sql-tool ") {
+		out = append(out, strings.Fields(line)[1:])
+	}
+	exports := strings.Join(readmeCommands(t, "export SQL_"), " ")
+	if !strings.Contains(exports, "SQL_PLUGIN=postgres12") {
+		t.Errorf("deploy/README.md: the schema commands' exports %q do not set SQL_PLUGIN=postgres12", exports)
+	}
+	if len(out) == 0 {
+		t.Fatal("deploy/README.md has no temporal-sql-tool commands")
+	}
+	return out
+}
+
 var saTypes = map[string]enumspb.IndexedValueType{
 	"Keyword": enumspb.INDEXED_VALUE_TYPE_KEYWORD, "KeywordList": enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 	"Text": enumspb.INDEXED_VALUE_TYPE_TEXT, "Int": enumspb.INDEXED_VALUE_TYPE_INT, "Double": enumspb.INDEXED_VALUE_TYPE_DOUBLE,
@@ -826,6 +916,8 @@ func waitSearchAttributes(t *testing.T, tc client.Client) {
 		return err == nil
 	})
 }
+
+var envLine = regexp.MustCompile(`^[A-Z_]+=\S+$`)
 
 var runIDLine = regexp.MustCompile(`^[0-9a-f-]{36}$`)
 

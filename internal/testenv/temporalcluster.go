@@ -254,12 +254,27 @@ system.forceSearchAttributesCacheRefreshOnRead:
     constraints: {}
 `
 
-// StartTemporal creates Temporal's two databases on pg with the SQL tool's
-// embedded schemas (postgresql/v12), starts temporal-server on free ports
-// and waits until its frontend serves the system namespace. The server is
-// stopped at the end of the test. The namespace airlock uses is not
-// created: that is the operator's step (deploy/README.md).
-func StartTemporal(t testing.TB, pg *Postgres, bins *TemporalBinaries) *TemporalServer {
+// DefaultSchemaCommands create Temporal's two databases with the SQL
+// tool's embedded schemas (postgresql/v12): the arguments of
+// temporal-sql-tool, the connection coming from its SQL_* environment
+// variables. deploy/README.md shows the same commands.
+var DefaultSchemaCommands = [][]string{
+	{"--db", "temporal", "create"},
+	{"--db", "temporal", "setup-schema", "-v", "0.0"},
+	{"--db", "temporal", "update-schema", "--schema-name", "postgresql/v12/temporal"},
+	{"--db", "temporal_visibility", "create"},
+	{"--db", "temporal_visibility", "setup-schema", "-v", "0.0"},
+	{"--db", "temporal_visibility", "update-schema", "--schema-name", "postgresql/v12/visibility"},
+}
+
+// StartTemporal creates Temporal's two databases on pg by running the SQL
+// tool with each of schema's argument lists (nil: DefaultSchemaCommands),
+// its connection given as SQL_PLUGIN, SQL_HOST, SQL_PORT, SQL_USER and
+// SQL_PASSWORD (user and password temporal); starts temporal-server on free
+// ports and waits until its frontend serves the system namespace. The
+// server is stopped at the end of the test. The namespace airlock uses is
+// not created: that is the operator's step (deploy/README.md).
+func StartTemporal(t testing.TB, pg *Postgres, bins *TemporalBinaries, schema [][]string) *TemporalServer {
 	t.Helper()
 	dir := filepath.Join(pg.Dir, "temporal")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -270,13 +285,16 @@ func StartTemporal(t testing.TB, pg *Postgres, bins *TemporalBinaries) *Temporal
 	if out, err := psql.CombinedOutput(); err != nil {
 		t.Fatalf("creating the temporal database user: %v\n%s", err, out)
 	}
-	for db, schema := range map[string]string{"temporal": "postgresql/v12/temporal", "temporal_visibility": "postgresql/v12/visibility"} {
-		for _, step := range [][]string{{"create"}, {"setup-schema", "-v", "0.0"}, {"update-schema", "--schema-name", schema}} {
-			args := append([]string{"--ep", "127.0.0.1", "-p", strconv.Itoa(pg.Port), "-u", "temporal", "--pw", "temporal",
-				"--pl", "postgres12", "--db", db}, step...)
-			if out, err := exec.Command(bins.SQLTool, args...).CombinedOutput(); err != nil {
-				t.Fatalf("temporal-sql-tool %s: %v\n%s", strings.Join(args, " "), err, tail(out, 4000))
-			}
+	if schema == nil {
+		schema = DefaultSchemaCommands
+	}
+	for _, args := range schema {
+		cmd := exec.Command(bins.SQLTool, args...)
+		// The connection, as the tool's environment variables.
+		cmd.Env = append(os.Environ(), "SQL_PLUGIN=postgres12", "SQL_HOST=127.0.0.1", "SQL_PORT="+strconv.Itoa(pg.Port),
+			"SQL_USER=temporal", "SQL_PASSWORD=temporal")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("temporal-sql-tool %s: %v\n%s", strings.Join(args, " "), err, tail(out, 4000))
 		}
 	}
 
