@@ -459,9 +459,9 @@ type clusterAgent struct {
 	c        *clusterRoles
 	task     string
 	protocol string // "": the client's latest (2026-07-28, stateless); else a session-based revision
-	cs   *mcp.ClientSession
-	recs int // sessions replaced
-	errs int // calls that failed in transport (then sent again)
+	cs       *mcp.ClientSession
+	recs     int // sessions replaced
+	errs     int // calls that failed in transport (then sent again)
 }
 
 // sessionProtocol is the MCP revision of the agents that open sessions
