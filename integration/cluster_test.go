@@ -126,7 +126,7 @@ func TestClusterKillBattery(t *testing.T) {
 
 	// The load, and the kills: 16 agents, 8 of them on MCP sessions.
 	const sessions = 16
-	const loadFor = 24 * time.Second
+	const loadFor = 26 * time.Second
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	t.Logf("kill schedule seed %d", seed)
@@ -147,10 +147,16 @@ func TestClusterKillBattery(t *testing.T) {
 		at, back time.Duration
 		when     time.Time
 	}
+	// One kill at a time, each at a random moment of its window, the
+	// worker's last: a call in flight on it waits for its heartbeat timeout
+	// (10 s).
+	window := func(from, width time.Duration) time.Duration {
+		return from + time.Duration(rng.Int64N(int64(width)))
+	}
 	kills := []kill{
-		{c.gateways[rng.IntN(2)], 3*time.Second + time.Duration(rng.Int64N(int64(4*time.Second))), 0, time.Time{}},
-		{c.workers[rng.IntN(2)], 8*time.Second + time.Duration(rng.Int64N(int64(5*time.Second))), 0, time.Time{}},
-		{c.approver, 14*time.Second + time.Duration(rng.Int64N(int64(4*time.Second))), 0, time.Time{}},
+		{c.approver, window(2*time.Second, 3*time.Second), 0, time.Time{}},
+		{c.gateways[rng.IntN(2)], window(7*time.Second, 4*time.Second), 0, time.Time{}},
+		{c.workers[rng.IntN(2)], window(14*time.Second, 4*time.Second), 0, time.Time{}},
 	}
 	for i := range kills {
 		k := &kills[i]
@@ -244,8 +250,8 @@ func TestClusterKillBattery(t *testing.T) {
 	c.proxy.mu.Lock()
 	served, crossed := append([]int{}, c.proxy.served...), c.proxy.crossed
 	c.proxy.mu.Unlock()
-	t.Logf("load balancer: requests answered per gateway %v; %d requests of a session answered by the gateway that did not create it; %d calls failed in transport and were sent again (%d new sessions)",
-		served, crossed, total.transportErrors, total.reconnects)
+	t.Logf("load balancer: requests answered per gateway %v; %d requests of a session answered by the gateway that did not create it; %d calls failed in transport and were sent again (%d new sessions), answered at most %s after the failure",
+		served, crossed, total.transportErrors, total.reconnects, total.afterErr.Round(time.Millisecond))
 	if !sessionAffinity && crossed == 0 {
 		t.Errorf("no session was served by a second gateway: the round-robin did not spread sessions")
 	}
@@ -453,6 +459,9 @@ type clusterAgent struct {
 	cs       *mcp.ClientSession
 	recs     int // sessions replaced
 	errs     int // calls that failed in transport (then sent again)
+	// afterErr is the longest a call took to be answered after its first
+	// transport failure.
+	afterErr time.Duration
 }
 
 // sessionProtocol is the MCP revision of the agents that open sessions
@@ -491,6 +500,12 @@ func (a *clusterAgent) call(ctx context.Context, tool string, args map[string]an
 		p.Meta = mcp.Meta{gateway.MetaIdempotencyKey: key}
 	}
 	var lastErr error
+	var firstErr time.Time
+	defer func() {
+		if !firstErr.IsZero() {
+			a.afterErr = max(a.afterErr, time.Since(firstErr))
+		}
+	}()
 	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
 		if a.cs == nil {
 			if err := a.connect(ctx); err != nil {
@@ -507,6 +522,9 @@ func (a *clusterAgent) call(ctx context.Context, tool string, args map[string]an
 			return res, nil
 		}
 		lastErr = err
+		if firstErr.IsZero() {
+			firstErr = time.Now()
+		}
 		a.errs++
 		if !sessionAffinity && a.errs%2 == 1 {
 			// Any replica serves the session: send the call again on it.
@@ -553,6 +571,7 @@ type agentReport struct {
 	ok, unknown, failures []string
 	reconnects            int
 	transportErrors       int
+	afterErr              time.Duration
 	durations             []time.Duration
 	spans                 [][2]time.Time // each call's start and answer
 	slowest, longestGap   time.Duration
@@ -578,6 +597,7 @@ func (r *agentReport) add(o agentReport) {
 	r.failures = append(r.failures, o.failures...)
 	r.reconnects += o.reconnects
 	r.transportErrors += o.transportErrors
+	r.afterErr = max(r.afterErr, o.afterErr)
 	r.durations = append(r.durations, o.durations...)
 	r.spans = append(r.spans, o.spans...)
 	r.slowest = max(r.slowest, o.slowest)
@@ -605,7 +625,7 @@ func (a *clusterAgent) run(stop <-chan struct{}, seed int64) agentReport {
 			if a.cs != nil {
 				_ = a.cs.Close()
 			}
-			r.reconnects, r.transportErrors = a.recs, a.errs
+			r.reconnects, r.transportErrors, r.afterErr = a.recs, a.errs, a.afterErr
 			return r
 		default:
 		}
