@@ -278,7 +278,8 @@ func TestClusterKillBattery(t *testing.T) {
 // from a directory holding the configuration and a plans/nightly.yaml,
 // with the environment of the README's airlock.env lines; each must exit
 // 0. The host installation commands (install, systemctl, journalctl) need
-// a systemd host and are not run.
+// a systemd host, and docker, kubectl and helm are not installed here:
+// those are not run, and listed in the log.
 func runREADMEAirlockCommands(t *testing.T, c *clusterRoles, task string) {
 	if err := os.MkdirAll(filepath.Join(c.dir, "plans"), 0o755); err != nil {
 		t.Fatal(err)
@@ -301,7 +302,14 @@ steps:
 			strings.HasPrefix(line, "airlock worker "), strings.HasPrefix(line, "airlock gateway "), strings.HasPrefix(line, "airlock approver "):
 			// ran at bring-up
 		case word == "install" || word == "systemctl" || word == "journalctl":
-			notRun = append(notRun, line)
+			notRun = append(notRun, line) // a systemd host
+		case word == "docker" || word == "kubectl" || word == "helm":
+			notRun = append(notRun, line) // not installed here; deploy/'s own tests parse those files
+		case word == "openssl":
+			if out, err := exec.Command("sh", "-c", line).CombinedOutput(); err != nil {
+				t.Errorf("deploy/README.md: %q: %v\n%s", line, err, out)
+			}
+			run = append(run, line)
 		case word == "airlock":
 			args := strings.Fields(strings.ReplaceAll(c.onThisHost(line), "TASK_ID", task))[1:]
 			cmd := exec.Command(c.bin, args...)
@@ -315,7 +323,7 @@ steps:
 			t.Errorf("deploy/README.md: %q: this test does not know how to run %q: teach runREADMEAirlockCommands", line, word)
 		}
 	}
-	t.Logf("deploy/README.md: %d airlock commands run against the cluster; not run (need a systemd host): %q", len(run), notRun)
+	t.Logf("deploy/README.md: %d commands run against the cluster; not run (a systemd host, or docker/kubectl/helm): %q", len(run), notRun)
 }
 
 // clusterRoles are airlock's roles as processes, and what they share.
@@ -827,6 +835,16 @@ func runREADMEOperatorCommands(t *testing.T, hostPort, only string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmds := readmeCommands(t, "temporal ")
+	if only == "task-queue" {
+		// The README names this check in its prose.
+		b, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range inlineTaskQueue.FindAllStringSubmatch(string(b), -1) {
+			cmds = append(cmds, strings.Join(strings.Fields(m[1]), " "))
+		}
+	}
 	created := map[string]enumspb.IndexedValueType{}
 	var ran []string
 	for _, line := range cmds {
@@ -896,6 +914,7 @@ func runREADMEOperatorCommands(t *testing.T, hostPort, only string) []string {
 				pollers = resp.GetPollers()
 				return err == nil && len(pollers) >= 2
 			})
+			t.Logf("deploy/README.md: %q: %d pollers", line, len(pollers))
 		default:
 			t.Errorf("deploy/README.md: %q: this test does not know the command %q: teach runREADMEOperatorCommands its operator API equivalent", line, v)
 			continue
@@ -938,6 +957,8 @@ func waitSearchAttributes(t *testing.T, tc client.Client) {
 		return err == nil
 	})
 }
+
+var inlineTaskQueue = regexp.MustCompile("`(temporal task-queue describe[^`]*)`")
 
 var envLine = regexp.MustCompile(`^[A-Z_]+=\S+$`)
 
