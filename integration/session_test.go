@@ -193,7 +193,7 @@ func tryConnect(url string, headers map[string]string) (*mcp.ClientSession, erro
 	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}, sessionProtocol)
 }
 
 func taskStatus(t *testing.T, s *stack, taskID string) api.Status {

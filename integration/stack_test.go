@@ -298,13 +298,19 @@ func connectURL(t testing.TB, url string, headers map[string]string) *mcp.Client
 	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, sessionProtocol)
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", url, err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
+
+// sessionProtocol makes a go-sdk v1.8.0 client open an MCP session
+// (2025-11-25); left to itself it speaks the sessionless 2026-07-28, which
+// puts every call of a client without Airlock-Task in the principal's
+// default task (replica_test.go covers that revision).
+var sessionProtocol = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 
 type headerRT struct{ headers map[string]string }
 
