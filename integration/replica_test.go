@@ -80,6 +80,7 @@ type served struct {
 	method  string // the JSON-RPC method (POST), or the HTTP method
 	session string // its Mcp-Session-Id
 	status  int
+	header  http.Header
 }
 
 // rrProxy hands requests to its backends in turn (skipping dead ones, as a
@@ -145,7 +146,7 @@ func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	p.mu.Lock()
-	p.log = append(p.log, served{backend: i, method: method, session: r.Header.Get("Mcp-Session-Id"), status: resp.StatusCode})
+	p.log = append(p.log, served{backend: i, method: method, session: r.Header.Get("Mcp-Session-Id"), status: resp.StatusCode, header: r.Header.Clone()})
 	p.mu.Unlock()
 	for k, v := range resp.Header {
 		w.Header()[k] = v
@@ -165,6 +166,19 @@ func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// requests returns what the proxy passed on of method.
+func (p *rrProxy) requests(method string) []served {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []served
+	for _, s := range p.log {
+		if s.method == method {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // servedBy returns the backends that served method in session sid.
