@@ -198,13 +198,15 @@ func (p *rrProxy) servedBy(method, sid string) map[int]int {
 // 2025-11-25) through a round-robin proxy over two gateway replicas, with
 // no affinity: calls, tools, resources and prompts are served by both
 // replicas in the session's one task; a call waiting for approval on
-// replica 0 is collected with airlock_await on replica 1; replica 0 is
+// replica 0 is collected with airlock_await on replica 1; a call retried
+// with its idempotency key through the other replica gets the first
+// result; replica 0 is
 // killed while a call is in flight and the client's retry with the same
 // idempotency key on replica 1 gets the first result, the tool having run
 // once; another principal presenting the session ID gets 403 on either
 // replica.
 func TestAnyReplicaServesAnySession(t *testing.T) {
-	m, effects := counterManifest(t, appendNeedsOps+echoTool+"resources: {data_access_level: internal}\nprompts: {data_access_level: internal}\n")
+	m, effects := counterManifest(t, appendNeedsOps+echoTool+putTool+"resources: {data_access_level: internal}\nprompts: {data_access_level: internal}\n")
 	dir := allGrants(nil, "alice", "bob")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, groups: map[string][]string{"ops": {"bob"}}})
 	r := newReplicas(t, s, 2, gateway.Options{Manifests: []*manifests.Manifest{m}, Directory: dir,
@@ -287,6 +289,20 @@ func TestAnyReplicaServesAnySession(t *testing.T) {
 		}
 	})
 
+	t.Run("a retry through the other replica gets the first result", func(t *testing.T) {
+		r.proxy.route(0)
+		first := call(t, cs, "counter__put", map[string]any{"key": "retried"}, "put-retried")
+		r.proxy.route(1)
+		again := call(t, cs, "counter__put", map[string]any{"key": "retried"}, "put-retried")
+		r.proxy.route(-1)
+		if first.IsError || mustJSON(t, first) != mustJSON(t, again) {
+			t.Fatalf("first %s\nretry %s; want the same result", mustJSON(t, first), mustJSON(t, again))
+		}
+		if n := sideEffects(t, effects, "put", "retried"); n != 1 {
+			t.Fatalf("put ran %d times for one key on two replicas, want 1", n)
+		}
+	})
+
 	t.Run("another principal gets 403 on either replica", func(t *testing.T) {
 		for i, srv := range r.srvs {
 			req, _ := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`))
@@ -362,6 +378,9 @@ func TestAnyReplicaServesAnySession(t *testing.T) {
 
 // echoTool declares testupstream's echo, auto-allowed.
 const echoTool = "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n"
+
+// putTool declares testupstream's put: a write, auto-allowed.
+const putTool = "  put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, timeout: 60s}\n"
 
 // approve decides an approval request as bob, through the Update the
 // approvers use.
