@@ -333,7 +333,7 @@ type clusterRoles struct {
 	slack                  *fakeSlackAPI
 	gateways, workers      []*roleProc
 	approver               *roleProc
-	proxy                  *rrProxy
+	proxy                  *clusterLB
 	url                    string // the proxy's /mcp
 }
 
@@ -408,7 +408,7 @@ slack:
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	c.approver = &roleProc{name: "approver", base: "http://" + listen,
 		args: append(common("approver", "approver"), "--listen", listen)}
-	c.proxy = newRRProxy(backends)
+	c.proxy = newClusterLB(backends)
 	c.url = httpServer(t, c.proxy) + "/mcp"
 	return c
 }
@@ -661,11 +661,11 @@ func (a *clusterAgent) run(stop <-chan struct{}, seed int64) agentReport {
 	}
 }
 
-// rrProxy is the load balancer: new sessions round-robin over the
+// clusterLB is the load balancer: new sessions round-robin over the
 // gateways; with sessionAffinity, a session's later requests go to the
 // gateway that created it. A gateway that refuses the connection is
 // skipped (the request never reached it).
-type rrProxy struct {
+type clusterLB struct {
 	backends []string
 	mu       sync.Mutex
 	next     int
@@ -674,11 +674,11 @@ type rrProxy struct {
 	crossed  int            // requests of a session answered by a gateway that did not create it
 }
 
-func newRRProxy(backends []string) *rrProxy {
-	return &rrProxy{backends: backends, sticky: map[string]int{}, served: make([]int, len(backends))}
+func newClusterLB(backends []string) *clusterLB {
+	return &clusterLB{backends: backends, sticky: map[string]int{}, served: make([]int, len(backends))}
 }
 
-func (p *rrProxy) order(session string) []int {
+func (p *clusterLB) order(session string) []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if i, ok := p.sticky[session]; ok && sessionAffinity && session != "" {
@@ -693,7 +693,7 @@ func (p *rrProxy) order(session string) []int {
 	return out
 }
 
-func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *clusterLB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
