@@ -92,7 +92,7 @@ func TestClusterKillBattery(t *testing.T) {
 	c := newClusterRoles(t, bin, upstreamBin, srv.HostPort)
 	t1 := time.Now()
 	c.startAll(t)
-	probe := c.newAgent("battery-probe", sessionProtocol)
+	probe := c.newAgent("battery-probe", clusterSessionProtocol)
 	if err := probe.connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestClusterKillBattery(t *testing.T) {
 	runREADMEOperatorCommands(t, srv.HostPort, "task-queue")
 
 	// The call that waits for approval, made before the load.
-	appr := c.newAgent("battery-approval", sessionProtocol)
+	appr := c.newAgent("battery-approval", clusterSessionProtocol)
 	if err := appr.connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestClusterKillBattery(t *testing.T) {
 		// Half the agents hold MCP sessions, half are stateless.
 		proto := ""
 		if i%2 == 0 {
-			proto = sessionProtocol
+			proto = clusterSessionProtocol
 		}
 		a := c.newAgent(fmt.Sprintf("battery-agent-%02d", i), proto)
 		go func() { results <- a.run(stop, int64(i)) }()
@@ -472,9 +472,9 @@ type clusterAgent struct {
 	afterErr time.Duration
 }
 
-// sessionProtocol is the MCP revision of the agents that open sessions
+// clusterSessionProtocol is the MCP revision of the agents that open sessions
 // (Mcp-Session-Id); the others speak 2026-07-28, which has none.
-const sessionProtocol = "2025-11-25"
+const clusterSessionProtocol = "2025-11-25"
 
 func (c *clusterRoles) newAgent(task, protocol string) *clusterAgent {
 	return &clusterAgent{c: c, task: task, protocol: protocol}
