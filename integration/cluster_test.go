@@ -255,6 +255,15 @@ func TestClusterKillBattery(t *testing.T) {
 	if !sessionAffinity && crossed == 0 {
 		t.Errorf("no session was served by a second gateway: the round-robin did not spread sessions")
 	}
+	// Throughput before the gateway kill (the approver's does not touch calls).
+	steady := 0
+	for _, sp := range total.spans {
+		if sp[1].Before(kills[1].when) {
+			steady++
+		}
+	}
+	t.Logf("before the gateway kill: %d calls in %s, %.1f calls/s", steady, kills[1].when.Sub(loadStart).Round(time.Millisecond),
+		float64(steady)/kills[1].when.Sub(loadStart).Seconds())
 	for _, k := range kills {
 		rec, n := total.recovery(k.when)
 		t.Logf("kill -9 %s at +%s, restarted after %s: the %d calls in flight then were all answered %s after the kill",
