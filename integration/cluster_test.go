@@ -45,13 +45,11 @@ import (
 // `temporal operator` commands, and airlock's roles as separate processes
 // (2 gateways behind a round-robin proxy, 2 workers, 1 approver).
 
-// sessionAffinity makes the test's load balancer keep each MCP session on
-// the gateway that created it (as deploy/README.md's HAProxy stick table
-// does); new sessions are spread round-robin.
-//
-// TODO(lead): set to false once the wt-sessions branch (gateway replicas
-// without session affinity: signed session IDs) is merged, so that every
-// request is spread round-robin, session or not.
+// sessionAffinity, when true, makes the test's load balancer keep each MCP
+// session on the gateway that created it (what deploy/README.md asked for
+// before session IDs were signed). It is false: every request is spread
+// round-robin, session or not, and the test fails unless some session's
+// requests were answered by a gateway that did not create it.
 const sessionAffinity = false
 
 // clusterSessionKey is the session key the gateways share
