@@ -109,8 +109,13 @@ type Options struct {
 	// See session.go.
 	SessionIdle             time.Duration
 	MaxSessionsPerPrincipal int
-	Logger                  zerolog.Logger
-	Version                 string
+	// SessionKey signs the Mcp-Session-Id of HTTP sessions so that any
+	// replica sharing it serves any session (replica.go); at least
+	// MinSessionKeyBytes. Empty: a random key of this process, so that
+	// sessions work with this replica only.
+	SessionKey []byte
+	Logger     zerolog.Logger
+	Version    string
 	// Audit receives a line for each HTTP caller refused (nil: none).
 	Audit *auditstream.Log
 	// Tracer, when set, makes a span of every MCP request, which the
@@ -125,10 +130,12 @@ type Options struct {
 
 // Gateway is the MCP server in front of the upstreams.
 type Gateway struct {
-	opts   Options
-	open   *identity.Principal // the caller when opts.Directory is nil
-	server *mcp.Server
-	log    zerolog.Logger
+	opts Options
+	open *identity.Principal // the caller when opts.Directory is nil
+	// sessionKey signs session IDs (replica.go).
+	sessionKey []byte
+	server     *mcp.Server
+	log        zerolog.Logger
 
 	// running remembers tasks known to be running, whose calls can skip
 	// the start half of Update-with-Start.
@@ -137,7 +144,8 @@ type Gateway struct {
 	mu        sync.Mutex
 	tools     map[string]*toolEntry // exposed name -> entry
 	sessions  map[*mcp.ServerSession]*session
-	stdioTask string // task of connection-bound sessions without HTTP headers
+	live      map[string]*mcp.ServerSession // go-sdk session ID -> bound HTTP session of this replica
+	stdioTask string                        // task of connection-bound sessions without HTTP headers
 
 	res resourceState // upstream resources and prompts (resources.go)
 }
@@ -182,6 +190,11 @@ func New(opts Options) *Gateway {
 		log:      opts.Logger.With().Str("component", "gateway").Logger(),
 		tools:    map[string]*toolEntry{},
 		sessions: map[*mcp.ServerSession]*session{},
+		live:     map[string]*mcp.ServerSession{},
+	}
+	g.sessionKey = opts.SessionKey
+	if len(g.sessionKey) == 0 {
+		g.sessionKey = []byte(NewSessionKey())
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools are served through airlock: every call is checked, recorded and may need a person's approval. " +
@@ -194,6 +207,9 @@ func New(opts Options) *Gateway {
 		// template (resources.go); declaring it makes the SDK announce the
 		// completions capability.
 		CompletionHandler: g.complete,
+		// The task of a session opened without Airlock-Task is derived
+		// from this ID, and both go into the signed session ID (replica.go).
+		GetSessionID: newRawSessionID,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
 	g.addBuiltins()
@@ -220,13 +236,6 @@ func (g *Gateway) Handler() http.Handler {
 		return g.observeRefusals(g.opts.Directory.Guard(h))
 	}
 	return h
-}
-
-func (g *Gateway) mcpHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
-		Logger:         slog.New(zerolog.NewSlogHandler(g.log)),
-		SessionTimeout: g.sessionIdle(),
-	})
 }
 
 // ServeStdio serves one MCP session over t (stdin/stdout for Claude
@@ -309,6 +318,10 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				g.mu.Unlock()
 				return nil, err
 			}
+			if taskID == "" && ir.Extra != nil && ir.Extra.Header != nil && ir.Session != nil && ir.Session.ID() != "" {
+				// The signed session ID names this task (replica.go).
+				taskID = sessionTaskID(ir.Session.ID())
+			}
 			if taskID == "" {
 				taskID = g.newSessionTaskLocked(ir.Extra)
 			}
@@ -386,8 +399,15 @@ func (g *Gateway) principalFor(extra *mcp.RequestExtra) (*identity.Principal, er
 
 func (g *Gateway) forget(ss *mcp.ServerSession) {
 	g.mu.Lock()
-	delete(g.sessions, ss)
+	g.forgetLocked(ss)
 	g.mu.Unlock()
+}
+
+func (g *Gateway) forgetLocked(ss *mcp.ServerSession) {
+	delete(g.sessions, ss)
+	if ss != nil && g.live[ss.ID()] == ss {
+		delete(g.live, ss.ID())
+	}
 }
 
 // checkReattach refuses to attach to a task that exists but has ended.
@@ -439,6 +459,24 @@ func (g *Gateway) taskFor(req *mcp.CallToolRequest, principal string) (taskID, c
 		return s.taskID, s.client, nil
 	}
 	if req.Extra != nil && req.Extra.Header != nil {
+		// A session made on another replica (or before a restart, or
+		// closed since): its signed ID names its task and principal.
+		if sid := req.Extra.Header.Get(headerSessionID); sid != "" {
+			t, err := g.verifySession(sid)
+			if err != nil {
+				return "", "", err
+			}
+			if t.principal != principal {
+				return "", "", errors.New("this MCP session belongs to another principal; open your own session")
+			}
+			if !taskIDPattern.MatchString(t.task) {
+				return "", "", fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, t.task)
+			}
+			if err := api.ClaimTaskID(t.task, principal); err != nil {
+				return "", "", fmt.Errorf("header %s: %w", HeaderTask, err)
+			}
+			return t.task, "", nil
+		}
 		if h := strings.TrimSpace(req.Extra.Header.Get(HeaderTask)); h != "" {
 			if !taskIDPattern.MatchString(h) {
 				return "", "", fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, h)
@@ -466,6 +504,9 @@ func (g *Gateway) newSessionTaskLocked(extra *mcp.RequestExtra) string {
 func (g *Gateway) bindLocked(ss *mcp.ServerSession, taskID, principal string) *session {
 	s := &session{taskID: taskID, principal: principal, last: time.Now()}
 	g.sessions[ss] = s
+	if ss != nil && ss.ID() != "" {
+		g.live[ss.ID()] = ss
+	}
 	if ss != nil {
 		go func() { _ = ss.Wait(); g.forget(ss) }()
 	}

@@ -495,12 +495,19 @@ func connectMemory(t *testing.T, g *Gateway) *mcp.ClientSession {
 	return cs
 }
 
+// connectHTTP opens an MCP session (protocol 2025-11-25: a go-sdk v1.8.0
+// client left to itself speaks the sessionless 2026-07-28, see
+// replica_test.go).
 func connectHTTP(url string, rt *headerRT) (*mcp.ClientSession, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 1},
+		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
 }
+
+// legacyProtocol is the newest revision with sessions.
+const legacyProtocol = "2025-11-25"
 
 type headerRT struct {
 	mu sync.Mutex

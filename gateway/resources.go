@@ -566,6 +566,7 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		return nil, err
 	}
 	params := *req.Params
+	params.Meta = upstreamMeta(params.Meta)
 	ref := *params.Ref // the SDK rejects a request without one
 	var (
 		server string

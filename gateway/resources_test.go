@@ -204,7 +204,8 @@ func (f *resFixture) connectWith(t *testing.T, level string, opts *mcp.ClientOpt
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: f.url, HTTPClient: &http.Client{Transport: resBearerRT{key: level + "-key"}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: f.url, HTTPClient: &http.Client{Transport: resBearerRT{key: level + "-key"}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
 	if err != nil {
 		t.Fatalf("connecting as %s: %v", level, err)
 	}

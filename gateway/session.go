@@ -95,7 +95,7 @@ func (g *Gateway) makeRoomLocked(ss *mcp.ServerSession, principal string) error 
 		return &jsonrpc.Error{Code: CodeTooManySessions, Message: fmt.Sprintf(
 			"too many sessions: principal %q has %d open, the most allowed, and all are busy; end one (HTTP DELETE with its Mcp-Session-Id) or try again when a call finishes", principal, n)}
 	}
-	delete(g.sessions, oldest) // counted out now; its Wait goroutine forgets it again
+	g.forgetLocked(oldest) // counted out now; its Wait goroutine forgets it again
 	g.log.Info().Str("principal", principal).Int("open", n).Str("session", oldest.ID()).
 		Msg("session closed: the principal opened more sessions than allowed; its least recently used one made room")
 	go func() { _ = oldest.Close() }()

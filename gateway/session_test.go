@@ -87,9 +87,10 @@ func heapInUse() uint64 {
 
 // TestIdleSessionsExpire: issue 13 item 3. Sessions left idle (clients that
 // vanished without ending them) are closed after the idle time: the
-// gateway forgets them, the goroutines and heap they held return, a client
-// that comes back gets 404 "session not found", and initializing again
-// with the Airlock-Task header reattaches it to its task.
+// gateway forgets them and the goroutines and heap they held return. A
+// client that comes back is served on its signed session ID (replica.go),
+// in its task, holding nothing; initializing again with the Airlock-Task
+// header reattaches it to its task too.
 func TestIdleSessionsExpire(t *testing.T) {
 	const idle = 2 * time.Second
 	const n = 200
@@ -135,9 +136,13 @@ func TestIdleSessionsExpire(t *testing.T) {
 		t.Errorf("heap in use %d KiB after the sessions expired, %d KiB before they opened; want it back within 2 MiB", after>>10, heap>>10)
 	}
 
-	// The client comes back: 404, then a new session on its task.
-	if code := keep.ping(t); code != http.StatusNotFound {
-		t.Fatalf("request in an expired session: %d, want 404 (session not found)", code)
+	// The client comes back: its session ID still names its task.
+	resp, body := keep.post(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"counter__echo","arguments":{"text":"back"}}}`, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "echo back") || !strings.Contains(body, `"airlock.dev/task":"t-keep"`) {
+		t.Fatalf("call in an expired session: %d %s; want it served in task t-keep", resp.StatusCode, body)
+	}
+	if g.sessionCount("") != 0 {
+		t.Fatalf("serving an expired session's request reopened it: %d sessions", g.sessionCount(""))
 	}
 	if body := keep.open(t, map[string]string{HeaderTask: "t-keep"}); !strings.Contains(body, `"airlock.dev/task":"t-keep"`) {
 		t.Fatalf("re-initialize with %s: t-keep did not reattach: %s", HeaderTask, body)
@@ -145,8 +150,9 @@ func TestIdleSessionsExpire(t *testing.T) {
 }
 
 // TestSessionCapPerPrincipal: a principal over its cap of open sessions
-// loses its least recently used one (404 on its next request), the others
-// work, and another principal's sessions are not counted.
+// loses the memory of its least recently used one (its next request is
+// served by its signed ID alone, in its task), the others stay open, and
+// another principal's sessions are not counted.
 func TestSessionCapPerPrincipal(t *testing.T) {
 	const max = 3
 	g := newTestGateway(t, &fakeTemporal{}, Options{Principal: "alice", MaxSessionsPerPrincipal: max})
@@ -169,10 +175,17 @@ func TestSessionCapPerPrincipal(t *testing.T) {
 	}
 	settled(t, "the cap enforced", 5*time.Second, func() bool { return g.sessionCount("alice") == max })
 	// 1 went first (least recently used), then 0.
-	for i, want := range []int{http.StatusNotFound, http.StatusNotFound, http.StatusOK, http.StatusOK, http.StatusOK} {
-		if code := ss[i].ping(t); code != want {
-			t.Errorf("session %d: ping %d, want %d", i, code, want)
+	for i, want := range []bool{false, false, true, true, true} {
+		if got := g.liveSession(rawOf(t, g, ss[i].id)); got != want {
+			t.Errorf("session %d: held in memory %v, want %v", i, got, want)
 		}
+		resp, body := ss[i].post(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"counter__echo","arguments":{"text":"x"}}}`, nil)
+		if task := fmt.Sprintf(`"airlock.dev/task":"t-%d"`, i); resp.StatusCode != http.StatusOK || !strings.Contains(body, task) {
+			t.Errorf("session %d: call %d %s; want it in its task t-%d", i, resp.StatusCode, body, i)
+		}
+	}
+	if got := g.sessionCount("alice"); got != max {
+		t.Errorf("%d sessions open after calls in closed ones, want %d", got, max)
 	}
 }
 
@@ -213,4 +226,14 @@ func TestSessionCapNeverClosesABusySession(t *testing.T) {
 	if code := busy.ping(t); code != http.StatusOK {
 		t.Fatalf("the busy session was closed: ping %d", code)
 	}
+}
+
+// rawOf is the go-sdk session ID inside a signed one.
+func rawOf(t *testing.T, g *Gateway, sid string) string {
+	t.Helper()
+	tok, err := g.verifySession(sid)
+	if err != nil {
+		t.Fatalf("session ID %q: %v", sid, err)
+	}
+	return tok.raw
 }

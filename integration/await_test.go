@@ -44,7 +44,7 @@ func TestPendingApprovalAndAwait(t *testing.T) {
 		},
 	})
 	hc := newHeaderClient(map[string]string{"Authorization": "Bearer alice-key"})
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, sessionProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}

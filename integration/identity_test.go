@@ -81,7 +81,7 @@ func TestIdentityAttacks(t *testing.T) {
 	// bob names alice's task when connecting: refused.
 	c = mcp.NewClient(&mcp.Implementation{Name: "bob", Version: "1"}, nil)
 	hc := &http.Client{Transport: headerRT{headers: map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: aliceTask}}}
-	_, err = c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
+	_, err = c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, sessionProtocol)
 	if err == nil || !strings.Contains(err.Error(), "belongs to another principal") {
 		t.Fatalf("bob reattaching to alice's task: %v", err)
 	}
@@ -89,13 +89,13 @@ func TestIdentityAttacks(t *testing.T) {
 	// A stateless request naming alice's task is refused by the workflow.
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.gw.Server() }, &mcp.StreamableHTTPOptions{Stateless: true})
 	srv := httpServer(t, twoPrincipals().Guard(stateless))
-	bob := connectURL(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: aliceTask})
+	bob := connectStateless(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: aliceTask})
 	res = call(t, bob, "counter__echo", map[string]any{"text": "theirs"}, "")
 	if !res.IsError || !strings.Contains(text(res), "belongs to another principal") {
 		t.Fatalf("bob calling in alice's task: isError=%v %q", res.IsError, text(res))
 	}
 	// ...while bob's own calls work, in bob's default task.
-	bob2 := connectURL(t, srv, bearer("bob-key"))
+	bob2 := connectStateless(t, srv, bearer("bob-key"))
 	res = call(t, bob2, "counter__echo", map[string]any{"text": "bob's"}, "")
 	if res.IsError || res.Meta[gateway.MetaTask] != "bob-default" {
 		t.Fatalf("bob's own call: isError=%v task=%v %s", res.IsError, res.Meta[gateway.MetaTask], text(res))
@@ -124,12 +124,12 @@ func TestDefaultTaskCannotBeSquatted(t *testing.T) {
 	// bob's session naming alice-default.
 	c := mcp.NewClient(&mcp.Implementation{Name: "bob", Version: "1"}, nil)
 	hc := &http.Client{Transport: headerRT{headers: map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: "alice-default"}}}
-	if _, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil); err == nil ||
+	if _, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, sessionProtocol); err == nil ||
 		!strings.Contains(err.Error(), "reserved") {
 		t.Fatalf("bob's session naming alice-default: %v; want it refused as reserved", err)
 	}
 	// bob's stateless call naming alice-default.
-	bob := connectURL(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: "alice-default"})
+	bob := connectStateless(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: "alice-default"})
 	waitTools(t, bob, "counter__echo")
 	res := call(t, bob, "counter__echo", map[string]any{"text": "squat"}, "")
 	if !res.IsError || !strings.Contains(text(res), "reserved") {
@@ -140,7 +140,7 @@ func TestDefaultTaskCannotBeSquatted(t *testing.T) {
 	}
 
 	// alice's default task is hers.
-	alice := connectURL(t, srv, bearer("alice-key"))
+	alice := connectStateless(t, srv, bearer("alice-key"))
 	res = call(t, alice, "counter__echo", map[string]any{"text": "mine"}, "")
 	if res.IsError || res.Meta[gateway.MetaTask] != "alice-default" {
 		t.Fatalf("alice's call: isError=%v task=%v %q; want it run in alice-default", res.IsError, res.Meta[gateway.MetaTask], text(res))
@@ -150,11 +150,11 @@ func TestDefaultTaskCannotBeSquatted(t *testing.T) {
 	}
 
 	// A task alice names is hers too: bob cannot call in it.
-	alice2 := connectURL(t, srv, map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: "alice-named"})
+	alice2 := connectStateless(t, srv, map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: "alice-named"})
 	if res = call(t, alice2, "counter__echo", map[string]any{"text": "named"}, ""); res.IsError {
 		t.Fatalf("alice's named task: %q", text(res))
 	}
-	bob2 := connectURL(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: "alice-named"})
+	bob2 := connectStateless(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: "alice-named"})
 	if res = call(t, bob2, "counter__echo", map[string]any{"text": "theirs"}, ""); !res.IsError || !strings.Contains(text(res), "belongs to another principal") {
 		t.Fatalf("bob calling in alice-named: isError=%v %q", res.IsError, text(res))
 	}

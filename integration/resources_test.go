@@ -68,7 +68,7 @@ func connectWithOptions(t *testing.T, url, key string, opts *mcp.ClientOptions) 
 	hc := &http.Client{Transport: headerRT{headers: bearer(key)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "airlock-test", Version: "1"}, opts).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "airlock-test", Version: "1"}, opts).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, sessionProtocol)
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", url, err)
 	}

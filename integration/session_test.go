@@ -120,14 +120,14 @@ func TestSessions(t *testing.T) {
 		srv := httptest.NewServer(h)
 		t.Cleanup(srv.Close)
 
-		named := connectURL(t, srv.URL, map[string]string{gateway.HeaderTask: "t-stateless"})
+		named := connectStateless(t, srv.URL, map[string]string{gateway.HeaderTask: "t-stateless"})
 		for _, msg := range []string{"a", "b"} {
 			res := call(t, named, "counter__echo", map[string]any{"text": msg}, "")
 			if got := res.Meta[gateway.MetaTask]; got != "t-stateless" || res.IsError || text(res) != msg {
 				t.Fatalf("stateless call with header: task %v isError=%v %q, want task t-stateless", got, res.IsError, text(res))
 			}
 		}
-		anon := connectURL(t, srv.URL, nil)
+		anon := connectStateless(t, srv.URL, nil)
 		res := call(t, anon, "counter__echo", map[string]any{"text": "c"}, "")
 		if got := res.Meta[gateway.MetaTask]; got != "tester-default" || res.IsError {
 			t.Fatalf("stateless call without header: task %v isError=%v %q, want the principal's default task tester-default", got, res.IsError, text(res))
@@ -193,7 +193,7 @@ func tryConnect(url string, headers map[string]string) (*mcp.ClientSession, erro
 	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}, sessionProtocol)
 }
 
 func taskStatus(t *testing.T, s *stack, taskID string) api.Status {

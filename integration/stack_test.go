@@ -290,6 +290,18 @@ roles:
 // set Authorization (set it to "" to send no key).
 func connectURL(t testing.TB, url string, headers map[string]string) *mcp.ClientSession {
 	t.Helper()
+	return connectAt(t, url, headers, sessionProtocol)
+}
+
+// connectStateless connects like connectURL at protocol 2026-07-28: no
+// session, each request on its own.
+func connectStateless(t testing.TB, url string, headers map[string]string) *mcp.ClientSession {
+	t.Helper()
+	return connectAt(t, url, headers, &mcp.ClientSessionOptions{ProtocolVersion: gateway.StatelessProtocol})
+}
+
+func connectAt(t testing.TB, url string, headers map[string]string, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
 	h := map[string]string{"Authorization": "Bearer " + testKey}
 	for k, v := range headers {
 		h[k] = v
@@ -298,13 +310,19 @@ func connectURL(t testing.TB, url string, headers map[string]string) *mcp.Client
 	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, opts)
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", url, err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
+
+// sessionProtocol makes a go-sdk v1.8.0 client open an MCP session
+// (2025-11-25); left to itself it speaks the sessionless 2026-07-28, which
+// puts every call of a client without Airlock-Task in the principal's
+// default task (replica_test.go covers that revision).
+var sessionProtocol = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 
 type headerRT struct{ headers map[string]string }
 

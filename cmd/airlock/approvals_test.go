@@ -150,7 +150,9 @@ func TestApprovalsCLI(t *testing.T) {
 	// alice's call waits for approval.
 	hc := &http.Client{Transport: bearerRT("alice-key")}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: hc}, nil)
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: hc},
+			// A session (2026-07-28 has none: its calls share the default task).
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

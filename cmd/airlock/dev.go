@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -408,6 +410,13 @@ func (s *stack) startGateway(r roles) error {
 		local = p
 	}
 	s.dir = dir
+	// Replicas that share the key serve each other's sessions.
+	key, keySource, err := cfg.SessionKey(e.dataDir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.cfgPath, err)
+	}
+	e.log.Info().Str("source", keySource).Str("fingerprint", sessionKeyFingerprint(key)).
+		Msg("MCP session IDs are signed with this key; every gateway replica behind one load balancer needs the same one")
 	g := gateway.New(gateway.Options{
 		Directory:       dir,
 		Local:           local,
@@ -434,6 +443,7 @@ func (s *stack) startGateway(r roles) error {
 		// Idle HTTP sessions end; a principal's open sessions are capped.
 		SessionIdle:             cfg.Gateway.SessionIdleTimeout.D(),
 		MaxSessionsPerPrincipal: cfg.Gateway.MaxSessionsPerPrincipal,
+		SessionKey:              key,
 	})
 	s.gwMu.Lock()
 	s.gw = g
@@ -560,4 +570,11 @@ func airlockBinary(e *env) string {
 		return exe
 	}
 	return filepath.Join(e.cfgDir, "bin", "airlock") + " (build it: go build -o bin/airlock ./cmd/airlock)"
+}
+
+// sessionKeyFingerprint lets operators compare replicas' session keys in
+// their logs without printing the key.
+func sessionKeyFingerprint(key []byte) string {
+	sum := sha256.Sum256(append([]byte("airlock-session-key-fingerprint\x00"), key...))
+	return hex.EncodeToString(sum[:6])
 }

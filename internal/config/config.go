@@ -293,6 +293,13 @@ type Gateway struct {
 	// recently used idle session (and is refused when all are busy).
 	// Default 100.
 	MaxSessionsPerPrincipal int `yaml:"max_sessions_per_principal,omitempty"`
+	// SessionKeyEnv names the environment variable holding the key that
+	// signs MCP session IDs (default AIRLOCK_SESSION_KEY); SessionKeyFile
+	// is a file holding it (relative to this file; default
+	// <data_dir>/session.key, made when missing). Every gateway replica
+	// behind one load balancer needs the same key. See SessionKey.
+	SessionKeyEnv  string `yaml:"session_key_env,omitempty"`
+	SessionKeyFile string `yaml:"session_key_file,omitempty"`
 }
 
 // Snapshot is a loaded, validated configuration with its manifests.

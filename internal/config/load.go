@@ -162,6 +162,9 @@ func applyDefaults(c *Config, lines manifests.Lines) {
 	if c.Gateway.MaxSessionsPerPrincipal == 0 && !lines.Has("gateway.max_sessions_per_principal") {
 		c.Gateway.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	}
+	if c.Gateway.SessionKeyEnv == "" && !lines.Has("gateway.session_key_env") {
+		c.Gateway.SessionKeyEnv = DefaultSessionKeyEnv
+	}
 	applySlackDefaults(c)
 }
 
@@ -207,6 +210,12 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	if c.Gateway.MaxSessionsPerPrincipal < 1 {
 		v.add("gateway.max_sessions_per_principal", "must be at least 1, got %d; it caps the open MCP sessions of one principal (default %d)", c.Gateway.MaxSessionsPerPrincipal, DefaultMaxSessionsPerPrincipal)
+	}
+	if !envName.MatchString(c.Gateway.SessionKeyEnv) {
+		v.add("gateway.session_key_env", "%q is not an environment variable name; use letters, digits and _ (default %s), and put the key itself in that variable", c.Gateway.SessionKeyEnv, DefaultSessionKeyEnv)
+	}
+	if lines.Has("gateway.session_key_file") && strings.TrimSpace(c.Gateway.SessionKeyFile) == "" {
+		v.add("gateway.session_key_file", "is empty; omit it for <data_dir>/session.key or name a file (relative to this configuration file)")
 	}
 	if lines.Has("pins_file") && strings.TrimSpace(c.PinsFile) == "" {
 		v.add("pins_file", "is empty; omit it for <data_dir>/pins.json or name a file (relative to this configuration file)")

@@ -75,7 +75,7 @@ func TestLoadDefaultsAndRelativeManifests(t *testing.T) {
 			MaxUnauthenticatedBody:  256 << 10,
 			MaxUnauthenticatedConns: 1024,
 		},
-		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100},
+		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100, SessionKeyEnv: config.DefaultSessionKeyEnv},
 	}
 	if diff := cmp.Diff(want, snap.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)

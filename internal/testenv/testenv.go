@@ -8,6 +8,11 @@
 // its comment); .ci/run installs them before the tests, so in CI it only
 // checks.
 //
+// BuildTemporal, StartPostgres and StartTemporal bring up a real Temporal
+// cluster for the cluster tests: the server of go.mod's
+// go.temporal.io/server built once per version, on a private PostgreSQL 15
+// (Debian's package, which .ci/run installs).
+//
 // Only _test.go files import this package. It imports the standard
 // library only.
 package testenv

@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestSessionTokens: a session ID verifies only with the key that signed
+// it and only unchanged; each part it carries is bound by the MAC.
+func TestSessionTokens(t *testing.T) {
+	a := New(Options{SessionKey: []byte(strings.Repeat("a", 32))})
+	b := New(Options{SessionKey: []byte(strings.Repeat("a", 32))})
+	other := New(Options{SessionKey: []byte(strings.Repeat("b", 32))})
+	tok := sessionToken{raw: newRawSessionID(), task: "t.with.dots", principal: "alice@example.com"}
+	sid := a.issueSession(tok)
+	if got, err := b.verifySession(sid); err != nil || got != tok {
+		t.Fatalf("another replica with the same key: %+v %v; want %+v", got, err, tok)
+	}
+	if _, err := other.verifySession(sid); err == nil {
+		t.Fatal("a replica with another key accepted the session ID")
+	}
+	parts := strings.Split(sid, ".")
+	for i := range parts {
+		forged := append([]string(nil), parts...)
+		forged[i] = "QUFB" + forged[i] // "AAA" prepended once decoded
+		if _, err := a.verifySession(strings.Join(forged, ".")); err == nil {
+			t.Errorf("part %d changed: accepted", i)
+		}
+	}
+	for _, bad := range []string{"", "abc", sid + ".x", strings.Join(parts[:3], ".")} {
+		if _, err := a.verifySession(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestSessionServedByAnotherReplica: a session initialized on replica A is
+// served by replica B (which never saw it) in the session's task when B
+// shares A's key, and is "not found" on a replica with another key.
+func TestSessionServedByAnotherReplica(t *testing.T) {
+	key := []byte(NewSessionKey())
+	ft := &fakeTemporal{}
+	srvA := httptest.NewServer(newTestGateway(t, ft, Options{Principal: "alice", SessionKey: key}).Handler())
+	t.Cleanup(srvA.Close)
+	srvB := httptest.NewServer(newTestGateway(t, ft, Options{Principal: "alice", SessionKey: key}).Handler())
+	t.Cleanup(srvB.Close)
+	srvC := httptest.NewServer(newTestGateway(t, ft, Options{Principal: "alice"}).Handler())
+	t.Cleanup(srvC.Close)
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+
+	rs := &rawSession{url: srvA.URL, hc: hc}
+	rs.open(t, map[string]string{HeaderTask: "t-moved"})
+	rs.url = srvB.URL
+	resp, body := rs.post(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"counter__echo","arguments":{"text":"on b"}}}`, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "echo on b") || ft.last(t).update.WorkflowID != "t-moved" {
+		t.Fatalf("the session's call on replica B: %d %s; want it served in t-moved", resp.StatusCode, body)
+	}
+	if resp.Header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("replica B answered with session ID %q; want none (the client keeps its own)", resp.Header.Get("Mcp-Session-Id"))
+	}
+	rs.url = srvC.URL
+	if code := rs.ping(t); code != http.StatusNotFound {
+		t.Fatalf("a replica with another key: %d, want 404", code)
+	}
+}
