@@ -260,15 +260,18 @@ type AuthFailure struct {
 	// principal), "" when they name nobody.
 	Principal string
 	Reason    string
-	Method    string
-	Path      string
-	Remote    string
+	// Channel is where the request came: "mcp" for the gateway's MCP
+	// endpoint ("" when not said).
+	Channel string
+	Method  string
+	Path    string
+	Remote  string
 }
 
 // AuthFailed writes an auth_failed line.
 func (a *Log) AuthFailed(f AuthFailure) {
 	a.event(EventAuthFailed).Int("status", f.Status).Str("principal", f.Principal).Str("reason", truncate(f.Reason)).
-		Str("method", f.Method).Str("path", f.Path).Str("remote", f.Remote).Send()
+		Str("channel", f.Channel).Str("method", f.Method).Str("path", f.Path).Str("remote", f.Remote).Send()
 }
 
 func truncate(s string) string {

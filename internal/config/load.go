@@ -219,6 +219,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	c.validateHTTP(v)
 	c.validateIdentity(v)
+	c.validateTokens(v)
 	c.validateSlack(v)
 	return v.problems
 }
