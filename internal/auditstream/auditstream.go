@@ -270,8 +270,12 @@ type AuthFailure struct {
 
 // AuthFailed writes an auth_failed line.
 func (a *Log) AuthFailed(f AuthFailure) {
-	a.event(EventAuthFailed).Int("status", f.Status).Str("principal", f.Principal).Str("reason", truncate(f.Reason)).
-		Str("channel", f.Channel).Str("method", f.Method).Str("path", f.Path).Str("remote", f.Remote).Send()
+	e := a.event(EventAuthFailed)
+	if f.Channel != "" {
+		e = e.Str("channel", f.Channel)
+	}
+	e.Int("status", f.Status).Str("principal", f.Principal).Str("reason", truncate(f.Reason)).
+		Str("method", f.Method).Str("path", f.Path).Str("remote", f.Remote).Send()
 }
 
 func truncate(s string) string {
