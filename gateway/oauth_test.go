@@ -78,7 +78,7 @@ func newOAuthGateway(t *testing.T) *oauthGateway {
 	resource := "http://" + srv.Listener.Addr().String() + "/mcp"
 	p := oauthtest.Start(t, resource)
 	cfg := &config.Config{
-		Roles: map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
+		Roles:      map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
 		Principals: []config.Principal{{Name: "key-holder", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("key-holder-key")}}},
 		PrincipalsFromTokens: &config.Tokens{Resource: resource,
 			Issuers:    []config.TokenIssuer{{Issuer: p.Issuer(), Name: "corp"}},

@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/oauth2-proxy/mockoidc"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/oauth/oauthtest"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// TestOAuthTokenThroughStack: an MCP client signed in at a real OpenID
+// provider (authorization code flow) calls a tool through the gateway, the
+// embedded Temporal and the worker; the task's history names the caller
+// sub@issuer-name and holds no trace of the token.
+func TestOAuthTokenThroughStack(t *testing.T) {
+	const resource = "https://airlock.test/mcp"
+	p := oauthtest.Start(t, resource)
+	dir := identity.New(&config.Config{
+		Roles: map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
+		PrincipalsFromTokens: &config.Tokens{Resource: resource,
+			Issuers: []config.TokenIssuer{{Issuer: p.Issuer(), Name: "corp"}},
+			Roles:   []config.TokenRole{{Roles: []string{"all"}, When: `claims.sub != ""`}}},
+	})
+	m := testupstreamManifest(t, filepath.Join(t.TempDir(), "effects.log"))
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir})
+
+	token := p.Token(t, &mockoidc.MockUser{Subject: "alice", Email: "alice@example.com"})
+	cs := connectURL(t, s.url, map[string]string{"Authorization": "Bearer " + token})
+	waitTools(t, cs, "counter__echo")
+	res := call(t, cs, "counter__echo", map[string]any{"text": "signed in"}, "")
+	if res.IsError || !strings.Contains(text(res), "signed in") {
+		t.Fatalf("call: %s", text(res))
+	}
+	taskID, _ := res.Meta[gateway.MetaTask].(string)
+
+	ctx := context.Background()
+	it := s.client.GetWorkflowHistory(ctx, taskID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var hist strings.Builder
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The text form shows payload bytes as (escaped) text.
+		hist.WriteString(ev.String())
+	}
+	h := hist.String()
+	if !strings.Contains(h, "alice@corp") {
+		t.Fatalf("the history does not name alice@corp")
+	}
+	for _, part := range strings.Split(token, ".") {
+		if strings.Contains(h, part) {
+			t.Fatal("the history holds the token")
+		}
+	}
+	desc, err := s.client.DescribeWorkflowExecution(ctx, taskID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()["AirlockPrincipal"]; sa == nil || !strings.Contains(string(sa.GetData()), "alice@corp") {
+		t.Fatalf("AirlockPrincipal search attribute: %v", sa)
+	}
+
+	// An expired token of the same provider is refused at the edge.
+	c := p.Claims("alice")
+	c["exp"] = 1
+	bad := connectErr(t, s.url, p.Sign(t, c))
+	if bad == nil || !strings.Contains(bad.Error(), "Unauthorized") {
+		t.Fatalf("expired token connected: %v", bad)
+	}
+}
+
+func connectErr(t *testing.T, url, token string) error {
+	t.Helper()
+	req := newHeaderClient(map[string]string{"Authorization": "Bearer " + token})
+	resp, err := req.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return &statusError{resp.Status}
+	}
+	return nil
+}
+
+type statusError struct{ s string }
+
+func (e *statusError) Error() string { return e.s }
