@@ -2,10 +2,16 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/oauth2-proxy/mockoidc"
 	enumspb "go.temporal.io/api/enums/v1"
 
@@ -95,3 +101,84 @@ func connectErr(t *testing.T, url, token string) error {
 type statusError struct{ s string }
 
 func (e *statusError) Error() string { return e.s }
+
+// TestOAuthNoTokenPassthrough: a caller signed in with a token calls a tool
+// of an HTTP upstream that wants its own bearer token. airlock obtains that
+// token from the upstream's authorization server with its client
+// credentials; the upstream sees only those tokens, never the caller's.
+func TestOAuthNoTokenPassthrough(t *testing.T) {
+	const resource = "https://airlock.test/mcp"
+	p := oauthtest.Start(t, resource)
+
+	var mu sync.Mutex
+	issued := map[string]bool{}
+	var seen []string
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, secret, _ := r.BasicAuth()
+		if id != "airlock" || secret != "upstream-secret" || r.PostFormValue("grant_type") != "client_credentials" {
+			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		tok := fmt.Sprintf("upstream-token-%d", len(issued)+1)
+		issued[tok] = true
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":3600}`, tok)
+	}))
+	t.Cleanup(as.Close)
+	t.Setenv("TICKETS_CLIENT_SECRET", "upstream-secret")
+
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo it."}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		tok, _ := strings.CutPrefix(auth, "Bearer ")
+		mu.Lock()
+		seen = append(seen, auth)
+		ok := issued[tok]
+		mu.Unlock()
+		if !ok {
+			http.Error(w, "bad token", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+
+	m := &manifests.Manifest{File: "tickets.yaml",
+		Server: manifests.Server{Name: "tickets", HTTP: &manifests.HTTPServer{URL: up.URL, OAuth: &manifests.ClientCredentials{
+			TokenURL: as.URL, ClientID: "airlock", ClientSecretEnv: "TICKETS_CLIENT_SECRET"}}},
+		Tools: map[string]*manifests.Tool{"echo": {Description: "Echo it.", SideEffects: []manifests.SideEffect{manifests.SideEffectNone},
+			DataAccessLevel: manifests.DataPublic, Risk: manifests.RiskLow, Idempotent: true, Timeout: manifests.Duration(10 * time.Second)}}}
+	dir := identity.New(&config.Config{
+		Roles: map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
+		PrincipalsFromTokens: &config.Tokens{Resource: resource,
+			Issuers: []config.TokenIssuer{{Issuer: p.Issuer(), Name: "corp"}},
+			Roles:   []config.TokenRole{{Roles: []string{"all"}, When: "true"}}},
+	})
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir})
+
+	token := p.Token(t, &mockoidc.MockUser{Subject: "alice"})
+	cs := connectURL(t, s.url, map[string]string{"Authorization": "Bearer " + token})
+	waitTools(t, cs, "tickets__echo")
+	res := call(t, cs, "tickets__echo", map[string]any{"text": "through"}, "")
+	if res.IsError || text(res) != "through" {
+		t.Fatalf("call: %s", text(res))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("the upstream saw no request")
+	}
+	for _, a := range seen {
+		if strings.Contains(a, token) || !strings.HasPrefix(a, "Bearer upstream-token-") {
+			t.Fatalf("the upstream got Authorization %q; want only airlock's own client-credentials tokens", a)
+		}
+	}
+}
