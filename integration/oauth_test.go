@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -180,5 +182,86 @@ func TestOAuthNoTokenPassthrough(t *testing.T) {
 		if strings.Contains(a, token) || !strings.HasPrefix(a, "Bearer upstream-token-") {
 			t.Fatalf("the upstream got Authorization %q; want only airlock's own client-credentials tokens", a)
 		}
+	}
+}
+
+// TestOAuthDevBinary: the real `airlock dev` with principals_from_tokens
+// serves the Protected Resource Metadata, challenges with it, accepts a
+// provider's token beside the dev key, and audits a refused token.
+func TestOAuthDevBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildBinary(t, "./cmd/airlock")
+	upstreamBin := buildBinary(t, "./integration/testupstream")
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	base := "http://" + listen
+	p := oauthtest.Start(t, base+"/mcp")
+	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
+  name: counter
+  stdio:
+    command: %s
+    env: {SIDE_EFFECT_LOG: %s}
+tools:
+  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
+`, upstreamBin, filepath.Join(dir, "effects.log")))
+	auditFile := filepath.Join(dir, "audit.jsonl")
+	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\naudit: {log: "+auditFile+"}\n"+identityYAML+fmt.Sprintf(`principals_from_tokens:
+  resource: %s/mcp
+  issuers:
+    - {issuer: %s, name: corp}
+  roles:
+    - {roles: [all], when: 'claims.sub != ""'}
+`, base, p.Issuer()))
+	dev := startDev(t, bin, "--config", filepath.Join(dir, "airlock.yaml"), "--data-dir", filepath.Join(dir, "data"),
+		"--listen", listen, "--temporal-port", fmt.Sprint(freePort(t)), "--log-format", "json")
+	dev.waitHealthy(t, base)
+
+	resp, err := http.Get(base + "/.well-known/oauth-protected-resource/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&md)
+	resp.Body.Close()
+	if err != nil || md.Resource != base+"/mcp" || len(md.AuthorizationServers) != 1 || md.AuthorizationServers[0] != p.Issuer() {
+		t.Fatalf("metadata: %+v %v", md, err)
+	}
+	resp, err = http.Post(base+"/mcp", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ch := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != 401 || !strings.Contains(ch, `resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`) {
+		t.Fatalf("no credentials: %d %q", resp.StatusCode, ch)
+	}
+
+	cs := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer " + p.Token(t, &mockoidc.MockUser{Subject: "alice"})})
+	waitTools(t, cs, "counter__echo")
+	if res := call(t, cs, "counter__echo", map[string]any{"text": "by token"}, ""); res.IsError || text(res) != "by token" {
+		t.Fatalf("token call: %s", text(res))
+	}
+	keyed := connectURL(t, base+"/mcp", nil) // the dev key
+	if res := call(t, keyed, "counter__echo", map[string]any{"text": "by key"}, ""); res.IsError {
+		t.Fatalf("key call: %s", text(res))
+	}
+
+	c := p.Claims("alice")
+	c["exp"] = 1
+	if err := connectErr(t, base+"/mcp", p.Sign(t, c)); err == nil {
+		t.Fatal("an expired token was accepted")
+	}
+	waitFor(t, "the auth_failed line", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(auditFile)
+		for _, ln := range strings.Split(string(b), "\n") {
+			if strings.Contains(ln, `"event":"auth_failed"`) && strings.Contains(ln, `"channel":"mcp"`) && strings.Contains(ln, "token expired") {
+				return true
+			}
+		}
+		return false
+	})
+	if b, _ := os.ReadFile(auditFile); strings.Contains(string(b), strings.Split(p.Sign(t, c), ".")[1]) {
+		t.Fatal("the audit stream holds the token")
 	}
 }
