@@ -33,7 +33,7 @@ require (
 	github.com/coreos/go-oidc/v3 v3.11.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/oauth2-proxy/mockoidc v0.0.0-20261103160011-e06ed0b7cb7f
-	golang.org/x/oauth2 v0.38.0
+	golang.org/x/oauth2 v0.37.0
 )
 
 require (
