@@ -290,3 +290,21 @@ func TestOAuthStepUp(t *testing.T) {
 		t.Fatalf("stepped-up call: %s", textOf(res))
 	}
 }
+
+// TestOAuthKeyRotation: after the provider rotates its signing key, the
+// gateway accepts tokens signed with the new key (it fetches the JWKS
+// again) and refuses, with 401, new tokens signed with the retired one.
+func TestOAuthKeyRotation(t *testing.T) {
+	o := newOAuthGateway(t)
+	if resp, body := o.post(t, o.p.Sign(t, o.p.Claims("alice")), initializeBody); resp.StatusCode != 200 {
+		t.Fatalf("before rotation: %d %s", resp.StatusCode, body)
+	}
+	retired := o.p.Sign(t, o.p.Claims("bob"))
+	o.p.Rotate(t)
+	if resp, body := o.post(t, o.p.Sign(t, o.p.Claims("carol")), initializeBody); resp.StatusCode != 200 {
+		t.Fatalf("new key: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := o.post(t, retired, initializeBody); resp.StatusCode != 401 || !strings.Contains(body, "bad signature") {
+		t.Fatalf("retired key: %d %s", resp.StatusCode, body)
+	}
+}
