@@ -29,7 +29,7 @@ func (g *Gateway) observeRefusals(next http.Handler) http.Handler {
 			return
 		}
 		metrics.AuthFailures.WithLabelValues(strconv.Itoa(sw.status)).Inc()
-		f := auditstream.AuthFailure{Status: sw.status, Method: r.Method, Path: r.URL.Path, Remote: r.RemoteAddr, Reason: sw.reason()}
+		f := auditstream.AuthFailure{Status: sw.status, Channel: "mcp", Method: r.Method, Path: r.URL.Path, Remote: r.RemoteAddr, Reason: sw.reason()}
 		if p, err := g.opts.Directory.Authenticate(r.Header); err == nil {
 			f.Principal = p.Name
 		}

@@ -47,6 +47,7 @@ func (s Server) Expand(vars map[string]string) Server {
 		h := *s.HTTP
 		h.URL = expand(h.URL, lookup)
 		h.Headers = expandValues(h.Headers, lookup)
+		h.OAuth = h.OAuth.expand(lookup)
 		out.HTTP = &h
 	}
 	return out

@@ -113,6 +113,10 @@ type StdioServer struct {
 type HTTPServer struct {
 	URL     string            `yaml:"url" json:"url"`
 	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	// OAuth makes airlock obtain and refresh an access token for the
+	// upstream itself (client credentials; see oauth.go). Callers' tokens
+	// are never passed through.
+	OAuth *ClientCredentials `yaml:"oauth,omitempty" json:"oauth,omitempty"`
 }
 
 // SideEffect classifies what a tool does to the world.

@@ -188,6 +188,9 @@ func (v *validator) server(s Server) {
 			u = s.HTTP.URL
 		}
 		v.httpURL(u)
+		if s.HTTP != nil {
+			v.clientCredentials(s.HTTP)
+		}
 	}
 	for i, r := range s.PathRoots {
 		at := fmt.Sprintf("server.path_roots[%d]", i)

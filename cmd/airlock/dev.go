@@ -470,6 +470,8 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	e := s.env
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.gw.Handler())
+	// OAuth clients discover the authorization servers here (RFC 9728).
+	s.dir.MountMetadata(mux)
 	if e.metricsOnMux() {
 		mux.Handle("/metrics", metrics.Handler())
 	}

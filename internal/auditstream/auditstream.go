@@ -256,8 +256,9 @@ func (a *Log) RollbackFailed(r RollbackFailure) {
 // AuthFailure is an HTTP request refused for its credentials.
 type AuthFailure struct {
 	// Channel is where it came: "mcp" (the gateway's endpoint; the
-	// default), "web" (a login on the approvals page) or "slack" (an
-	// interaction whose signature did not verify).
+	// default), "web" (a login on the approvals page), "slack" (an
+	// interaction whose signature did not verify) or "webhook" (a decision
+	// from a webhook approval channel).
 	Channel string
 	Status  int // 401, 403, or 429 for a rate-limited login
 	// Principal is who the credentials name (403: a session of another

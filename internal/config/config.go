@@ -57,6 +57,10 @@ type Config struct {
 	// present an API key (Authorization: Bearer KEY, or X-API-Key: KEY);
 	// the configuration stores only its SHA-256.
 	Principals []Principal `yaml:"principals,omitempty"`
+	// PrincipalsFromTokens accepts OAuth 2.1 access tokens beside the API
+	// keys (see tokens.go): the gateway becomes a resource server of the
+	// issuers named there.
+	PrincipalsFromTokens *Tokens `yaml:"principals_from_tokens,omitempty"`
 	// LocalPrincipal names the principal of stdio sessions (Claude
 	// Desktop). Required for --stdio when principals are configured.
 	LocalPrincipal string `yaml:"local_principal,omitempty"`

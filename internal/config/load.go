@@ -228,6 +228,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	c.validateHTTP(v)
 	c.validateIdentity(v)
+	c.validateTokens(v)
 	c.validateSlack(v)
 	c.validateTelemetry(v)
 	return v.problems

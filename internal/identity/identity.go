@@ -1,12 +1,15 @@
 // Package identity answers "who is calling?": it resolves principals and
 // their roles from the configuration, authenticates HTTP requests by API key
-// (only key hashes are configured), binds MCP sessions to the principal that
-// opened them, and names the local principal of stdio sessions.
+// (only key hashes are configured) or by OAuth access token (package oauth,
+// when principals_from_tokens is configured), binds MCP sessions to the
+// principal that opened them, and names the local principal of stdio
+// sessions.
 //
-// It imports config and manifests; it never logs.
+// It imports config, oauth and manifests; it never logs.
 package identity
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,6 +25,7 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/oauth"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -46,6 +51,9 @@ type Principal struct {
 	// configuration's task defaults).
 	MaxCalls int
 	Deadline time.Duration
+	// Token is set when the principal was authenticated by an access
+	// token: its issuer, subject and scopes (never the token itself).
+	Token *oauth.Token
 }
 
 // Directory holds the principals of one configuration.
@@ -54,6 +62,13 @@ type Directory struct {
 	byName  map[string]*Principal
 	bySlack map[string]*Principal
 	local   string
+	roles   map[string]*config.Role
+
+	// tokens verifies access tokens (nil: API keys only); tokensErr says
+	// why the principals_from_tokens block could not be used (every token
+	// is then refused with it).
+	tokens    *oauth.Verifier
+	tokensErr error
 }
 
 var levelRank = map[manifests.DataLevel]int{
@@ -63,22 +78,16 @@ var levelRank = map[manifests.DataLevel]int{
 
 // New resolves every principal of a validated configuration.
 func New(c *config.Config) *Directory {
-	d := &Directory{byHash: map[string]*Principal{}, byName: map[string]*Principal{}, bySlack: map[string]*Principal{}, local: c.LocalPrincipal}
-	for _, cp := range c.Principals {
-		p := &Principal{Name: cp.Name, Roles: slices.Clone(cp.Roles), SlackUserID: cp.SlackUserID, DataLevel: manifests.DataPublic}
-		for _, rn := range cp.Roles {
-			r := c.Roles[rn]
-			if r == nil {
-				continue
-			}
-			p.Permissions = appendNew(p.Permissions, r.Permissions...)
-			p.AllowTools = appendNew(p.AllowTools, r.Tools...)
-			if levelRank[r.DataAccessLevel] > levelRank[p.DataLevel] {
-				p.DataLevel = r.DataAccessLevel
-			}
-			p.MaxCalls = max(p.MaxCalls, r.MaxCalls)
-			p.Deadline = max(p.Deadline, r.Deadline.D())
+	d := &Directory{byHash: map[string]*Principal{}, byName: map[string]*Principal{}, bySlack: map[string]*Principal{}, local: c.LocalPrincipal, roles: c.Roles}
+	if t := c.PrincipalsFromTokens; t != nil {
+		d.tokens, d.tokensErr = oauth.New(t.OAuthOptions())
+		if d.tokensErr != nil {
+			d.tokensErr = fmt.Errorf("principals_from_tokens: %w", d.tokensErr)
 		}
+	}
+	for _, cp := range c.Principals {
+		p := d.resolve(cp.Name, cp.Roles)
+		p.SlackUserID = cp.SlackUserID
 		d.byName[p.Name] = p
 		if p.SlackUserID != "" {
 			d.bySlack[p.SlackUserID] = p
@@ -90,6 +99,25 @@ func New(c *config.Config) *Directory {
 	return d
 }
 
+// resolve makes the principal name with the union of roles' grants.
+func (d *Directory) resolve(name string, roles []string) *Principal {
+	p := &Principal{Name: name, Roles: slices.Clone(roles), DataLevel: manifests.DataPublic}
+	for _, rn := range roles {
+		r := d.roles[rn]
+		if r == nil {
+			continue
+		}
+		p.Permissions = appendNew(p.Permissions, r.Permissions...)
+		p.AllowTools = appendNew(p.AllowTools, r.Tools...)
+		if levelRank[r.DataAccessLevel] > levelRank[p.DataLevel] {
+			p.DataLevel = r.DataAccessLevel
+		}
+		p.MaxCalls = max(p.MaxCalls, r.MaxCalls)
+		p.Deadline = max(p.Deadline, r.Deadline.D())
+	}
+	return p
+}
+
 func appendNew(s []string, v ...string) []string {
 	for _, x := range v {
 		if !slices.Contains(s, x) {
@@ -99,8 +127,28 @@ func appendNew(s []string, v ...string) []string {
 	return s
 }
 
-// Empty reports whether no principal is configured.
-func (d *Directory) Empty() bool { return len(d.byName) == 0 }
+// Empty reports whether no principal is configured, by name or by token.
+func (d *Directory) Empty() bool {
+	return len(d.byName) == 0 && d.tokens == nil && d.tokensErr == nil
+}
+
+// MountMetadata serves the RFC 9728 Protected Resource Metadata on mux,
+// at /.well-known/oauth-protected-resource and at the variant suffixed
+// with the resource's path (/.well-known/oauth-protected-resource/mcp),
+// when principals_from_tokens is configured; otherwise it does nothing.
+func (d *Directory) MountMetadata(mux *http.ServeMux) {
+	if d.tokens == nil {
+		return
+	}
+	h := d.tokens.MetadataHandler()
+	for _, p := range d.tokens.MetadataPaths() {
+		mux.Handle(p, h)
+	}
+}
+
+// Tokens is the access token verifier (nil when principals_from_tokens is
+// not configured).
+func (d *Directory) Tokens() *oauth.Verifier { return d.tokens }
 
 // Lookup returns the principal with this name.
 func (d *Directory) Lookup(name string) (*Principal, bool) {
@@ -131,8 +179,18 @@ func (d *Directory) Local() (*Principal, error) {
 	return p, nil
 }
 
-// Authenticate finds the principal of an HTTP request's API key.
+// Authenticate finds the principal of an HTTP request's API key or access
+// token (see AuthenticateContext).
 func (d *Directory) Authenticate(h http.Header) (*Principal, error) {
+	return d.AuthenticateContext(context.Background(), h)
+}
+
+// AuthenticateContext finds the principal of an HTTP request's API key or,
+// when principals_from_tokens is configured, its access token: a bearer
+// value that is not a known API key is verified as a token. A refused
+// token's error is an *oauth.Error.
+func (d *Directory) AuthenticateContext(ctx context.Context, h http.Header) (*Principal, error) {
+	bearer := false
 	key := ""
 	if auth := h.Get("Authorization"); auth != "" {
 		scheme, rest, ok := strings.Cut(auth, " ")
@@ -140,6 +198,7 @@ func (d *Directory) Authenticate(h http.Header) (*Principal, error) {
 			return nil, errors.New("Authorization header is not \"Bearer <key>\"")
 		}
 		key = strings.TrimSpace(rest)
+		bearer = true
 	} else {
 		key = strings.TrimSpace(h.Get(HeaderAPIKey))
 	}
@@ -147,11 +206,38 @@ func (d *Directory) Authenticate(h http.Header) (*Principal, error) {
 		return nil, ErrNoCredentials
 	}
 	p, ok := d.byHash[HashKey(key)]
-	if !ok {
+	if ok {
+		return p, nil
+	}
+	if !bearer || (d.tokens == nil && d.tokensErr == nil) {
 		return nil, ErrUnknownKey
 	}
+	return d.fromToken(ctx, key)
+}
+
+// fromToken verifies an access token and makes its principal.
+func (d *Directory) fromToken(ctx context.Context, raw string) (*Principal, error) {
+	if d.tokensErr != nil {
+		return nil, &oauth.Error{Status: http.StatusUnauthorized, Code: oauth.CodeInvalidToken, Reason: "tokens cannot be verified: " + d.tokensErr.Error()}
+	}
+	if !oauth.LooksLikeJWT(raw) && !d.tokens.Introspects() {
+		// Neither a key nor a token: say so as for keys.
+		return nil, ErrUnknownKey
+	}
+	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
+	defer cancel()
+	t, err := d.tokens.Verify(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	p := d.resolve(t.Principal, t.Roles)
+	p.Token = t
 	return p, nil
 }
+
+// tokenTimeout bounds verifying one token, discovery and key fetches
+// included.
+const tokenTimeout = 15 * time.Second
 
 // HashKey is the hash stored in principals[].api_key_sha256.
 func HashKey(key string) string {
@@ -210,11 +296,16 @@ const sessionTTL = 24 * time.Hour
 const sessionHeader = "Mcp-Session-Id"
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p, err := g.d.Authenticate(r.Header)
+	p, err := g.d.AuthenticateContext(r.Context(), r.Header)
 	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock", error="invalid_token", error_description="`+strings.ReplaceAll(err.Error(), `"`, `'`)+`"`)
-		writeJSONError(w, http.StatusUnauthorized, err.Error())
+		g.d.refuse(w, err)
 		return
+	}
+	if p.Token != nil && g.d.tokens.HasToolScopes() && r.Method == http.MethodPost {
+		if err := g.d.checkToolScopes(r, p); err != nil {
+			g.d.refuse(w, err)
+			return
+		}
 	}
 	if sid := r.Header.Get(sessionHeader); sid != "" {
 		g.mu.Lock()
@@ -242,6 +333,85 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}}
 	g.next.ServeHTTP(rw, r.WithContext(WithPrincipal(r.Context(), p)))
+}
+
+// refuse answers 401 (or 403 for insufficient scope) with the challenge
+// that tells an OAuth client where to get a token (RFC 9728 section 5.1:
+// resource_metadata) and, for step-up, which scopes to ask for.
+func (d *Directory) refuse(w http.ResponseWriter, err error) {
+	status := http.StatusUnauthorized
+	var te *oauth.Error
+	if errors.As(err, &te) {
+		status = te.Status
+	}
+	switch {
+	case d.tokens != nil && errors.Is(err, ErrNoCredentials):
+		w.Header().Set("WWW-Authenticate", d.tokens.Challenge(nil))
+	case d.tokens != nil && te != nil:
+		w.Header().Set("WWW-Authenticate", d.tokens.Challenge(te))
+	case d.tokens != nil:
+		w.Header().Set("WWW-Authenticate", d.tokens.Challenge(&oauth.Error{Code: oauth.CodeInvalidToken, Reason: err.Error()}))
+	default:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock", error="invalid_token", error_description="`+strings.ReplaceAll(err.Error(), `"`, `'`)+`"`)
+	}
+	writeJSONError(w, status, err.Error())
+}
+
+// maxInspectedBody bounds the request body read to find the tool a call
+// names; larger calls of a token holder are refused (413) when tool scopes
+// are configured, since their tool could not be checked.
+const maxInspectedBody = 16 << 20
+
+// checkToolScopes refuses (403 insufficient_scope) a tools/call whose tool
+// needs scopes the principal's token lacks. It reads the body and puts it
+// back for the MCP handler.
+func (d *Directory) checkToolScopes(r *http.Request, p *Principal) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxInspectedBody+1))
+	r.Body.Close()
+	if err != nil {
+		return &oauth.Error{Status: http.StatusBadRequest, Code: "invalid_request", Reason: "reading the request: " + err.Error()}
+	}
+	if len(body) > maxInspectedBody {
+		return &oauth.Error{Status: http.StatusRequestEntityTooLarge, Code: "invalid_request", Reason: "request larger than 16MiB"}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	for _, tool := range calledTools(body) {
+		if lacking, want := d.tokens.ScopesFor(p.Token, tool); len(lacking) > 0 {
+			return &oauth.Error{Status: http.StatusForbidden, Code: oauth.CodeInsufficientScope, Scope: want,
+				Reason: fmt.Sprintf("calling %s needs scope %s, which the token of %s lacks; ask the authorization server for a token with scope %q", tool, strings.Join(lacking, " "), p.Name, strings.Join(want, " "))}
+		}
+	}
+	return nil
+}
+
+// calledTools returns the tool names of the tools/call requests in a
+// JSON-RPC message or batch. What does not parse is left to the MCP
+// handler to refuse.
+func calledTools(body []byte) []string {
+	type msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	var msgs []msg
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		_ = json.Unmarshal(body, &msgs)
+	} else {
+		var m msg
+		if json.Unmarshal(body, &m) == nil {
+			msgs = append(msgs, m)
+		}
+	}
+	var out []string
+	for _, m := range msgs {
+		if m.Method == "tools/call" {
+			out = append(out, m.Params.Name)
+		}
+	}
+	return out
 }
 
 func (g *guard) bind(sid, principal string) {

@@ -95,7 +95,11 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 	if s.HTTP != nil {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		u.transport = base
-		u.httpClient = &http.Client{Transport: &headerTransport{base: base, headers: s.HTTP.Headers}}
+		var rt http.RoundTripper = base
+		if s.HTTP.OAuth != nil {
+			rt = clientCredentials(s.HTTP.OAuth, base)
+		}
+		u.httpClient = &http.Client{Transport: &headerTransport{base: rt, headers: s.HTTP.Headers}}
 	}
 	return u
 }
@@ -184,6 +188,8 @@ func (u *upstream) configError() string {
 		return "empty stdio command"
 	case u.cfg.HTTP != nil && u.cfg.HTTP.URL == "":
 		return "empty http url"
+	case oauthConfigError(u.cfg.HTTP) != "":
+		return oauthConfigError(u.cfg.HTTP)
 	}
 	return ""
 }
