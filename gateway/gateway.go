@@ -190,8 +190,10 @@ func New(opts Options) *Gateway {
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools are served through airlock: every call is checked, recorded and may need a person's approval. " +
 			"Results carry _meta \"" + MetaTask + "\" (your task ID; send it in the " + HeaderTask + " header to reattach) and \"" + MetaCall + "\".",
-		Logger:       slog.New(zerolog.NewSlogHandler(g.log)),
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Logger: slog.New(zerolog.NewSlogHandler(g.log)),
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
+			// Pending calls as MCP Tasks (tasks.go).
+			Extensions: map[string]any{ExtTasks: map[string]any{}}},
 		// Resource subscriptions are forwarded upstream (resources.go).
 		SubscribeHandler: g.subscribe, UnsubscribeHandler: g.unsubscribe,
 		// completion/complete goes to the upstream owning the prompt or
@@ -203,6 +205,7 @@ func New(opts Options) *Gateway {
 		GetSessionID: newRawSessionID,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
+	g.server.AddReceivingMiddleware(g.tasksMiddleware) // tasks.go
 	g.addBuiltins()
 	g.addRollbackTool()
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
@@ -748,7 +751,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			api.SAPrincipal.ValueSet(pr.Name), api.SAStatus.ValueSet(api.StateRunning)),
 	}
 
-	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
+	wctx, cancel := context.WithTimeout(ctx, g.inlineWait(ctx)) // tasks.go
 	defer cancel()
 	stopProgress := g.progress(ctx, req, taskID, callID)
 	defer stopProgress()

@@ -155,6 +155,11 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	principal := g.httpPrincipal(r)
 	sid := r.Header.Get(headerSessionID)
 	if sid == "" {
+		if m := r.Header.Get("Mcp-Method"); r.Method == http.MethodPost && r.Header.Get(headerProtocolVersion) >= StatelessProtocol &&
+			(m == methodTasksGet || m == methodTasksUpdate || m == methodTasksCancel) {
+			g.serveTasks(w, r, principal) // the Tasks extension (tasks.go)
+			return
+		}
 		if r.Method == http.MethodPost && r.Header.Get(headerProtocolVersion) >= StatelessProtocol {
 			s.stateless.ServeHTTP(w, r)
 			return
