@@ -109,9 +109,10 @@ type Options struct {
 	SessionIdle             time.Duration
 	MaxSessionsPerPrincipal int
 	// SessionKey signs the Mcp-Session-Id of HTTP sessions so that any
-	// replica sharing it serves any session (replica.go); at least
-	// MinSessionKeyBytes. Empty: a random key of this process, so that
-	// sessions work with this replica only.
+	// replica sharing it serves any session (replica.go); it should have
+	// at least MinSessionKeyBytes (config.SessionKey enforces that). Empty:
+	// a random key of this process, so that sessions work with this
+	// replica only.
 	SessionKey []byte
 	Logger     zerolog.Logger
 	Version    string
