@@ -110,9 +110,10 @@ type Options struct {
 	SessionIdle             time.Duration
 	MaxSessionsPerPrincipal int
 	// SessionKey signs the Mcp-Session-Id of HTTP sessions so that any
-	// replica sharing it serves any session (replica.go); at least
-	// MinSessionKeyBytes. Empty: a random key of this process, so that
-	// sessions work with this replica only.
+	// replica sharing it serves any session (replica.go); it should have
+	// at least MinSessionKeyBytes (config.SessionKey enforces that). Empty:
+	// a random key of this process, so that sessions work with this
+	// replica only.
 	SessionKey []byte
 	Logger     zerolog.Logger
 	Version    string
@@ -199,8 +200,10 @@ func New(opts Options) *Gateway {
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools are served through airlock: every call is checked, recorded and may need a person's approval. " +
 			"Results carry _meta \"" + MetaTask + "\" (your task ID; send it in the " + HeaderTask + " header to reattach) and \"" + MetaCall + "\".",
-		Logger:       slog.New(zerolog.NewSlogHandler(g.log)),
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Logger: slog.New(zerolog.NewSlogHandler(g.log)),
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
+			// Pending calls as MCP Tasks (tasks.go).
+			Extensions: map[string]any{ExtTasks: map[string]any{}}},
 		// Resource subscriptions are forwarded upstream (resources.go).
 		SubscribeHandler: g.subscribe, UnsubscribeHandler: g.unsubscribe,
 		// completion/complete goes to the upstream owning the prompt or
@@ -212,6 +215,7 @@ func New(opts Options) *Gateway {
 		GetSessionID: newRawSessionID,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
+	g.server.AddReceivingMiddleware(g.tasksMiddleware) // tasks.go
 	g.addBuiltins()
 	g.addRollbackTool()
 	g.addApprovalTools()
@@ -768,7 +772,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			api.SAPrincipal.ValueSet(pr.Name), api.SAStatus.ValueSet(api.StateRunning)),
 	}
 
-	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
+	wctx, cancel := context.WithTimeout(ctx, g.inlineWait(ctx)) // tasks.go
 	defer cancel()
 	stopProgress := g.progress(ctx, req, taskID, callID)
 	defer stopProgress()

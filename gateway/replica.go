@@ -30,8 +30,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -152,9 +155,20 @@ func (g *Gateway) httpPrincipal(r *http.Request) string {
 
 func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g := s.g
+	// The go-sdk's DNS-rebinding protection, for the answers given here
+	// before a go-sdk handler sees the request (session checks, tasks/*).
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && loopback(la.String()) && !loopback(r.Host) {
+		http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+		return
+	}
 	principal := g.httpPrincipal(r)
 	sid := r.Header.Get(headerSessionID)
 	if sid == "" {
+		if m := r.Header.Get("Mcp-Method"); r.Method == http.MethodPost && r.Header.Get(headerProtocolVersion) >= StatelessProtocol &&
+			(m == methodTasksGet || m == methodTasksUpdate || m == methodTasksCancel) {
+			g.serveTasks(w, r, principal) // the Tasks extension (tasks.go)
+			return
+		}
 		if r.Method == http.MethodPost && r.Header.Get(headerProtocolVersion) >= StatelessProtocol {
 			s.stateless.ServeHTTP(w, r)
 			return
@@ -212,6 +226,19 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// loopback reports whether a host[:port] is a loopback address.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // liveSession reports whether the go-sdk session raw is open on this

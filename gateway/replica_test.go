@@ -66,3 +66,46 @@ func TestSessionServedByAnotherReplica(t *testing.T) {
 		t.Fatalf("a replica with another key: %d, want 404", code)
 	}
 }
+
+// TestRouterRefusesRebinding: a request through a loopback listener with a
+// foreign Host header is refused before any session or tasks/* answer,
+// as the go-sdk's handlers refuse it.
+func TestRouterRefusesRebinding(t *testing.T) {
+	g := newTestGateway(t, &fakeTemporal{}, Options{Principal: "alice"})
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	for name, h := range map[string]map[string]string{
+		"session":    {"Mcp-Session-Id": g.issueSession(sessionToken{raw: "r", task: "t", principal: "alice"})},
+		"tasks/get":  {"Mcp-Protocol-Version": StatelessProtocol, "Mcp-Method": "tasks/get"},
+		"initialize": {},
+	} {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t~c"}}`))
+		req.Host = "evil.example.com"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s with Host evil.example.com: %d, want 403", name, resp.StatusCode)
+		}
+	}
+}
+
+// BenchmarkVerifySession is what a replica pays per request to learn a
+// session's task and principal.
+func BenchmarkVerifySession(b *testing.B) {
+	g := New(Options{SessionKey: []byte(NewSessionKey())})
+	sid := g.issueSession(sessionToken{raw: newRawSessionID(), task: sessionTaskID(newRawSessionID()), principal: "alice"})
+	for b.Loop() {
+		if _, err := g.verifySession(sid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(sid)), "id-bytes")
+}

@@ -5,10 +5,10 @@ package gateway
 // 83,000 goroutines and 517 MB. So sessions end on their own: after
 // Options.SessionIdle without a request (the go-sdk's SessionTimeout), and,
 // when a principal opens more than Options.MaxSessionsPerPrincipal, the
-// principal's least recently used idle session is closed to make room. A
-// closed session's client gets 404 "session not found" on its next request
-// and initializes again (with the Airlock-Task header it reattaches to its
-// task); its resource subscriptions are released when it ends.
+// principal's least recently used idle session is closed to make room.
+// Closing frees the session's memory and releases its resource
+// subscriptions; its client can go on, served request by request on its
+// signed session ID like a session held by another replica (replica.go).
 
 import (
 	"fmt"

@@ -1,10 +1,15 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -115,4 +120,131 @@ func TestEveryProtocolRevision(t *testing.T) {
 			t.Fatalf("%d tools/call at 2026-07-28 passed the proxy, want at least 4", calls)
 		}
 	})
+}
+
+// rpc2026 sends one JSON-RPC request at protocol 2026-07-28, as a
+// stateless client does (headers and per-request _meta), declaring the
+// Tasks extension when tasks is set, and returns its result or error.
+func rpc2026(t *testing.T, url, key, task, method, name string, params map[string]any, tasks bool) (result, rpcErr map[string]any) {
+	t.Helper()
+	caps := map[string]any{}
+	if tasks {
+		caps["extensions"] = map[string]any{gateway.ExtTasks: map[string]any{}}
+	}
+	if params == nil {
+		params = map[string]any{}
+	}
+	meta, _ := params["_meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["io.modelcontextprotocol/protocolVersion"] = gateway.StatelessProtocol
+	meta["io.modelcontextprotocol/clientCapabilities"] = caps
+	meta["io.modelcontextprotocol/clientInfo"] = map[string]any{"name": "raw-2026", "version": "1"}
+	params["_meta"] = meta
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Mcp-Protocol-Version", gateway.StatelessProtocol)
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	if task != "" {
+		req.Header.Set(gateway.HeaderTask, task)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	// A streamed answer: the JSON-RPC response is the last data line.
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				raw = []byte(d)
+			}
+		}
+	}
+	var msg struct {
+		Result map[string]any `json:"result"`
+		Error  map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &msg); err != nil {
+		t.Fatalf("%s: HTTP %d, %s: %v", method, resp.StatusCode, raw, err)
+	}
+	return msg.Result, msg.Error
+}
+
+// TestTasksExtension: issue 14 item 4. A 2026-07-28 client that declares
+// the Tasks extension gets a task handle at once for a call waiting for
+// approval; tasks/get (on the other replica: the handle is durable, it
+// names the call in Temporal) reports it working with what it waits for,
+// then completed with the result after approval; another principal cannot
+// read it; a client without the extension keeps the pending result.
+func TestTasksExtension(t *testing.T) {
+	m, effects := counterManifest(t, appendNeedsOps+echoTool)
+	dir := allGrants(nil, "alice", "bob")
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, groups: map[string][]string{"ops": {"bob"}}})
+	r := newReplicas(t, s, 2, gateway.Options{Manifests: []*manifests.Manifest{m}, Directory: dir, InlineWait: 3 * time.Second})
+	a, b := r.srvs[0].URL+"/mcp", r.srvs[1].URL+"/mcp"
+
+	cs := connectStateless(t, r.url, bearer("alice-key"))
+	if _, ok := cs.InitializeResult().Capabilities.Extensions[gateway.ExtTasks]; !ok {
+		t.Fatalf("server/discover capabilities %+v: want the %s extension", cs.InitializeResult().Capabilities, gateway.ExtTasks)
+	}
+	waitTools(t, cs, "counter__append")
+
+	start := time.Now()
+	res, rerr := rpc2026(t, a, "alice-key", "t-tasks", "tools/call", "counter__append",
+		map[string]any{"name": "counter__append", "arguments": map[string]any{"key": "tasked"}}, true)
+	if rerr != nil || res["resultType"] != "task" || res["status"] != "working" {
+		t.Fatalf("tools/call with the extension: %v %v; want a task handle", res, rerr)
+	}
+	if waited := time.Since(start); waited >= 3*time.Second {
+		t.Errorf("the task handle came after %s, the whole inline wait; want it at once", waited)
+	}
+	handle, _ := res["taskId"].(string)
+	if !strings.HasPrefix(handle, "t-tasks~") {
+		t.Fatalf("taskId %q: want t-tasks~<call>", handle)
+	}
+
+	got, rerr := rpc2026(t, b, "alice-key", "", "tasks/get", "", map[string]any{"taskId": handle}, true)
+	if rerr != nil || got["status"] != "working" || !strings.Contains(fmt.Sprint(got["statusMessage"]), `approval by "ops"`) || got["resultType"] != "complete" {
+		t.Fatalf("tasks/get on the other replica: %v %v; want working, waiting for ops", got, rerr)
+	}
+	if _, rerr := rpc2026(t, b, "bob-key", "", "tasks/get", "", map[string]any{"taskId": handle}, true); rerr == nil ||
+		!strings.Contains(fmt.Sprint(rerr["message"]), "another principal") {
+		t.Fatalf("bob's tasks/get of alice's task: %v; want it refused", rerr)
+	}
+	if _, rerr := rpc2026(t, b, "alice-key", "", "tasks/cancel", "", map[string]any{"taskId": handle}, true); rerr == nil {
+		t.Fatal("tasks/cancel: accepted, but airlock cannot withdraw a call")
+	}
+	if n := sideEffects(t, effects, "append", "tasked"); n != 0 {
+		t.Fatalf("the tool ran %d times before approval", n)
+	}
+
+	approve(t, s, handle) // the handle is the approval request's ID
+	waitFor(t, "the task completed", 30*time.Second, func() bool {
+		got, rerr = rpc2026(t, a, "alice-key", "", "tasks/get", "", map[string]any{"taskId": handle}, true)
+		return rerr == nil && got["status"] == "completed"
+	})
+	result, _ := got["result"].(map[string]any)
+	if !strings.Contains(mustJSON(t, result["structuredContent"]), `"count":1`) || result["isError"] == true {
+		t.Fatalf("completed task's result %v; want the tool's result", result)
+	}
+	if n := sideEffects(t, effects, "append", "tasked"); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
+	}
+
+	// Without the extension: today's pending result, no task handle.
+	plain, rerr := rpc2026(t, a, "alice-key", "t-tasks", "tools/call", "counter__append",
+		map[string]any{"name": "counter__append", "arguments": map[string]any{"key": "plain"}}, false)
+	sc, _ := plain["structuredContent"].(map[string]any)
+	if rerr != nil || plain["resultType"] == "task" || sc["status"] != "pending" {
+		t.Fatalf("tools/call without the extension: %v %v; want the pending result", plain, rerr)
+	}
 }

@@ -288,9 +288,9 @@ type Task struct {
 // Gateway configures the MCP gateway.
 type Gateway struct {
 	// SessionIdleTimeout closes an HTTP MCP session that has had no
-	// request for this long; its client gets 404 "session not found" and
-	// initializes again (reattaching to its task with the Airlock-Task
-	// header). Default 30m.
+	// request for this long, freeing its memory; its client's later
+	// requests are still served on the signed session ID, without the
+	// session's stream. Default 30m.
 	SessionIdleTimeout manifests.Duration `yaml:"session_idle_timeout,omitempty"`
 	// MaxSessionsPerPrincipal caps the open HTTP MCP sessions of one
 	// principal: a new session over it closes the principal's least

@@ -1,0 +1,223 @@
+package gateway
+
+// Pending calls as MCP Tasks (the io.modelcontextprotocol/tasks extension of
+// protocol 2026-07-28). A client that declares the extension in a
+// tools/call's per-request capabilities gets, when the call has no result
+// within TaskHandleWait (it waits for a person's approval, or runs long), a
+// task handle instead of airlock's pending result: resultType "task" and a
+// taskId, which is "<task>~<call>", the call's approval request ID. The
+// handle is durable because everything it names is in Temporal: tasks/get
+// on any replica, before or after a restart, reads the call from its task.
+//
+// The go-sdk v1.8.0 has no hook for methods it does not know (it answers
+// them -32601 before any middleware), so tasks/get, tasks/update and
+// tasks/cancel are answered by the HTTP router (replica.go) from the
+// request's Mcp-Method header, beside the go-sdk handlers: no fork.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+)
+
+// ExtTasks is the identifier of the MCP Tasks extension.
+const ExtTasks = "io.modelcontextprotocol/tasks"
+
+// TaskHandleWait is how long a call of a client that declared the Tasks
+// extension waits for its result before it is answered with a task handle.
+const TaskHandleWait = time.Second
+
+// taskPollInterval is the pollIntervalMs suggested to clients.
+const taskPollInterval = time.Second
+
+const metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+
+// Task methods of the extension.
+const (
+	methodTasksGet    = "tasks/get"
+	methodTasksUpdate = "tasks/update"
+	methodTasksCancel = "tasks/cancel"
+)
+
+type inlineWaitKey struct{}
+
+// inlineWait is how long a call waits for its result before answering
+// that it is pending.
+func (g *Gateway) inlineWait(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(inlineWaitKey{}).(time.Duration); ok && d > 0 && d < g.opts.InlineWait {
+		return d
+	}
+	return g.opts.InlineWait
+}
+
+// taskState is the Task shape of the extension (a CreateTaskResult when
+// ResultType is "task", a tasks/get result when it is "complete").
+type taskState struct {
+	mcp.ResultBase
+	ResultType     string           `json:"resultType"`
+	TaskID         string           `json:"taskId"`
+	Status         string           `json:"status"`
+	StatusMessage  string           `json:"statusMessage,omitempty"`
+	CreatedAt      string           `json:"createdAt"`
+	LastUpdatedAt  string           `json:"lastUpdatedAt"`
+	TTLMs          *int64           `json:"ttlMs"`
+	PollIntervalMs int64            `json:"pollIntervalMs,omitempty"`
+	Result         *json.RawMessage `json:"result,omitempty"`
+}
+
+// declaresTasks reports whether a request's per-request capabilities
+// include the Tasks extension.
+func declaresTasks(meta mcp.Meta) bool {
+	var caps struct {
+		Extensions map[string]any `json:"extensions"`
+	}
+	raw, err := json.Marshal(meta[metaClientCapabilities])
+	if err != nil || json.Unmarshal(raw, &caps) != nil {
+		return false
+	}
+	_, ok := caps.Extensions[ExtTasks]
+	return ok
+}
+
+// tasksMiddleware answers a pending tools/call of a client that declared
+// the Tasks extension with a task handle.
+func (g *Gateway) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ctr, ok := req.(*mcp.CallToolRequest)
+		if !ok || method != "tools/call" || ctr.Params == nil || !declaresTasks(ctr.Params.Meta) ||
+			slices.Contains([]string{ToolStatus, ToolAwait, ToolRollback}, ctr.Params.Name) {
+			return next(ctx, method, req)
+		}
+		res, err := next(context.WithValue(ctx, inlineWaitKey{}, TaskHandleWait), method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok || r.IsError {
+			return res, err
+		}
+		sc, _ := r.StructuredContent.(map[string]any)
+		task, _ := r.Meta[MetaTask].(string)
+		call, _ := r.Meta[MetaCall].(string)
+		if sc["status"] != "pending" || task == "" || call == "" {
+			return res, err
+		}
+		st, jerr := g.taskOfCall(ctx, task, call)
+		if jerr != nil {
+			return res, nil // the pending result still tells the client what to do
+		}
+		st.ResultType = "task"
+		return st, nil
+	}
+}
+
+// taskOfCall reads the state of call in task from the task.
+func (g *Gateway) taskOfCall(ctx context.Context, task, call string) (*taskState, *jsonrpc.Error) {
+	now := time.Now().UTC().Format(time.RFC3339)
+	st := &taskState{ResultType: "complete", TaskID: task + "~" + call, CreatedAt: now, LastUpdatedAt: now,
+		PollIntervalMs: taskPollInterval.Milliseconds()}
+	if res, ok := g.finishedCall(ctx, task, call, 5*time.Second); ok {
+		b, err := json.Marshal(toMCP(task, res))
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		raw := json.RawMessage(b)
+		st.Status, st.Result = "completed", &raw
+		st.StatusMessage = fmt.Sprintf("%s: %s", res.Tool, res.Outcome)
+		return st, nil
+	}
+	if a := g.pendingApproval(ctx, task, call); a != nil {
+		// A person decides, not the client: the call is working (the
+		// extension's input_required asks the client for input).
+		st.Status = "working"
+		st.CreatedAt = a.RequestedAt.UTC().Format(time.RFC3339)
+		st.StatusMessage = fmt.Sprintf("%s is waiting for approval by %q (request %s: %d of %d approvals, expires %s); nothing has run yet",
+			a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
+		return st, nil
+	}
+	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", api.QueryStatus)
+	var s api.Status
+	if err == nil && v.Get(&s) == nil && slices.Contains(s.InFlight, call) {
+		st.Status, st.StatusMessage = "working", "running"
+		return st, nil
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s~%s: task %s has no call %s in flight or finished", task, call, task, call)}
+}
+
+// serveTasks answers a tasks/* request of the Tasks extension.
+func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, principal string) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			TaskID string `json:"taskId"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil || len(msg.ID) == 0 {
+		writeRPC(w, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not a JSON-RPC request"})
+		return
+	}
+	if msg.Method != r.Header.Get("Mcp-Method") {
+		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("the Mcp-Method header %q does not match the method %q", r.Header.Get("Mcp-Method"), msg.Method)})
+		return
+	}
+	task, call, ok := strings.Cut(msg.Params.TaskID, "~")
+	if !ok || !taskIDPattern.MatchString(task) || call == "" {
+		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("params.taskId %q is not a task handle of this server", msg.Params.TaskID)})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if jerr := g.checkTaskOwner(ctx, task, principal); jerr != nil {
+		writeRPC(w, msg.ID, nil, jerr)
+		return
+	}
+	switch msg.Method {
+	case methodTasksGet:
+		st, jerr := g.taskOfCall(ctx, task, call)
+		writeRPC(w, msg.ID, st, jerr)
+	case methodTasksUpdate:
+		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this task asks for no input: airlock's tasks wait for a person's approval, not for the client"})
+	default: // tasks/cancel
+		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("airlock cannot withdraw call %s yet: it runs once if approved, or ends when its approval is denied or expires (see airlock_status)", call)})
+	}
+}
+
+// checkTaskOwner refuses a task handle of another principal's task.
+func (g *Gateway) checkTaskOwner(ctx context.Context, task, principal string) *jsonrpc.Error {
+	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", api.QueryStatus)
+	var s api.Status
+	if err == nil {
+		err = v.Get(&s)
+	}
+	if err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no task %s here: %v", task, err)}
+	}
+	if s.Principal != principal {
+		return &jsonrpc.Error{Code: CodeAccessDenied, Message: fmt.Sprintf("task %s belongs to another principal", task)}
+	}
+	return nil
+}
+
+func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, jerr *jsonrpc.Error) {
+	resp := map[string]any{"jsonrpc": "2.0", "id": id}
+	if jerr != nil {
+		resp["error"] = jerr
+	} else {
+		resp["result"] = result
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
