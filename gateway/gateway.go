@@ -752,6 +752,13 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		break
 	}
 	if err != nil {
+		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && ctx.Err() == nil {
+			// The inline wait ran out while every attempt was turned
+			// away: the call never started, so it is not "running".
+			log.Info().Msg("call not started: the task is still moving to its next run")
+			metrics.Calls.WithLabelValues(e.exposed, OutcomeError).Inc()
+			return errorResult(taskID, "", g.notStartedDraining(ctx, taskID, e.exposed, callID)), nil
+		}
 		if waitedOut(wctx, err) && ctx.Err() == nil {
 			log.Info().Msg("call pending past the inline wait")
 			metrics.Calls.WithLabelValues(e.exposed, OutcomePending).Inc()
@@ -790,6 +797,22 @@ func (g *Gateway) explain(ctx, wctx context.Context, taskID, callID, tool string
 		return fin.Message()
 	}
 	return fmt.Sprintf("airlock could not run %s in task %s: %v", tool, taskID, err)
+}
+
+// notStartedDraining explains a call turned away for as long as the
+// inline wait because its task is moving to a new run (continue-as-new),
+// which waits for the calls in flight to finish, such as one waiting for
+// approval.
+func (g *Gateway) notStartedDraining(ctx context.Context, taskID, tool, callID string) string {
+	holding := "the calls in flight to finish"
+	for _, a := range g.approvals(ctx, taskID) {
+		if a.State == api.ApprovalPending {
+			holding = fmt.Sprintf("the calls in flight to finish, among them %s (call %s), which waits for approval by %q (request %s)", a.Tool, a.CallID, a.Group, a.ID)
+			break
+		}
+	}
+	return fmt.Sprintf("%s has not run: task %s is moving to a new run, which waits for %s. Call the tool again with _meta {%q: %q} once that is done: it runs once.",
+		tool, taskID, holding, MetaIdempotencyKey, strings.TrimPrefix(callID, "k-"))
 }
 
 // rejectedAs returns the application error of type errType with which the
