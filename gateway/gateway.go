@@ -122,8 +122,13 @@ type Gateway struct {
 	log    zerolog.Logger
 
 	// running remembers tasks known to be running, whose calls can skip
-	// the start half of Update-with-Start.
-	running sync.Map // task ID -> struct{}
+	// the start half of Update-with-Start, with the run that last
+	// answered: an Update naming its run spares the server a database
+	// read of the current run per call. When that run has ended (continued
+	// as new, or the task ended) the server answers NotFound, unless the
+	// run itself holds the call's Update, and the call falls back to
+	// Update-with-Start, which finds the current run.
+	running sync.Map // task ID -> run ID ("" when not known)
 
 	mu        sync.Mutex
 	tools     map[string]*toolEntry // exposed name -> entry
@@ -718,7 +723,8 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			UpdateID: callID, WorkflowID: taskID, UpdateName: api.UpdateCallTool,
 			Args: []any{creq}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		}
-		if _, ok := g.running.Load(taskID); ok {
+		if run, ok := g.running.Load(taskID); ok {
+			uo.RunID, _ = run.(string)
 			h, err = g.opts.Temporal.UpdateWorkflow(wctx, uo)
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
@@ -734,7 +740,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 				StartWorkflowOperation: startOp, UpdateOptions: uo,
 			})
 			if err == nil {
-				g.running.Store(taskID, struct{}{})
+				g.running.Store(taskID, h.RunID())
 			}
 		}
 		if err == nil {

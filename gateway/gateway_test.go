@@ -210,6 +210,9 @@ func TestCallBecomesUpdateWithStart(t *testing.T) {
 	if u.withStart {
 		t.Error("the second call used Update-with-Start; want a plain Update of the task known to run")
 	}
+	if u.update.RunID != fakeRunID {
+		t.Errorf("second call's Update names run %q, want the run that answered the first, %q", u.update.RunID, fakeRunID)
+	}
 	if !strings.HasPrefix(u.req.CallID, "call-") || u.update.UpdateID != u.req.CallID {
 		t.Errorf("call ID %q / update ID %q: want one fresh call-… ID", u.req.CallID, u.update.UpdateID)
 	}
@@ -728,6 +731,11 @@ type fakeHandle struct {
 	client.WorkflowUpdateHandle
 	res api.CallResult
 }
+
+// fakeRunID is the run every fake Update reports.
+const fakeRunID = "run-1"
+
+func (h fakeHandle) RunID() string { return fakeRunID }
 
 func (h fakeHandle) Get(_ context.Context, v any) error {
 	b, err := json.Marshal(h.res)
