@@ -50,11 +50,17 @@ func TestChainsDecideAsRulesOneByOne(t *testing.T) {
 	add(Allow, `true`)
 
 	p := mustCompile(t, Config{Rules: rules, ApprovalGroup: "ops"})
-	chains := 0
+	chains, shared := 0, 0
 	for _, r := range p.rules {
 		if r.chain != nil {
 			chains++
+			shared += r.chain.shared
 		}
+	}
+	// args.?path.orValue("") in the first run, in the runs after the
+	// restricted rule and after the looping one; args.?n.orValue(0.0).
+	if shared < 3 {
+		t.Fatalf("%d shared argument reads, want at least 3", shared)
 	}
 	if chains < 4 {
 		t.Fatalf("%d chains compiled, want at least 4 (runs of 32 at most, broken by the restricted and the looping rule)", chains)
