@@ -139,8 +139,13 @@ type Gateway struct {
 	log        zerolog.Logger
 
 	// running remembers tasks known to be running, whose calls can skip
-	// the start half of Update-with-Start.
-	running sync.Map // task ID -> struct{}
+	// the start half of Update-with-Start, with the run that last
+	// answered: an Update naming its run spares the server a database
+	// read of the current run per call. When that run has ended (continued
+	// as new, or the task ended) the server answers NotFound, unless the
+	// run itself holds the call's Update, and the call falls back to
+	// Update-with-Start, which finds the current run.
+	running sync.Map // task ID -> run ID ("" when not known)
 
 	mu        sync.Mutex
 	tools     map[string]*toolEntry // exposed name -> entry
@@ -783,7 +788,8 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			UpdateID: callID, WorkflowID: taskID, UpdateName: api.UpdateCallTool,
 			Args: []any{creq}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		}
-		if _, ok := g.running.Load(taskID); ok {
+		if run, ok := g.running.Load(taskID); ok {
+			uo.RunID, _ = run.(string)
 			h, err = g.opts.Temporal.UpdateWorkflow(wctx, uo)
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
@@ -799,7 +805,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 				StartWorkflowOperation: startOp, UpdateOptions: uo,
 			})
 			if err == nil {
-				g.running.Store(taskID, struct{}{})
+				g.running.Store(taskID, h.RunID())
 			}
 		}
 		if err == nil {
@@ -817,6 +823,13 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		break
 	}
 	if err != nil {
+		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && ctx.Err() == nil {
+			// The inline wait ran out while every attempt was turned
+			// away: the call never started, so it is not "running".
+			log.Info().Msg("call not started: the task is still moving to its next run")
+			metrics.Calls.WithLabelValues(e.exposed, OutcomeError).Inc()
+			return errorResult(taskID, "", g.notStartedDraining(ctx, taskID, e.exposed, callID)), nil
+		}
 		if waitedOut(wctx, err) && ctx.Err() == nil {
 			log.Info().Msg("call pending past the inline wait")
 			metrics.Calls.WithLabelValues(e.exposed, OutcomePending).Inc()
@@ -855,6 +868,22 @@ func (g *Gateway) explain(ctx, wctx context.Context, taskID, callID, tool string
 		return fin.Message()
 	}
 	return fmt.Sprintf("airlock could not run %s in task %s: %v", tool, taskID, err)
+}
+
+// notStartedDraining explains a call turned away for as long as the
+// inline wait because its task is moving to a new run (continue-as-new),
+// which waits for the calls in flight to finish, such as one waiting for
+// approval.
+func (g *Gateway) notStartedDraining(ctx context.Context, taskID, tool, callID string) string {
+	holding := "the calls in flight to finish"
+	for _, a := range g.approvals(ctx, taskID) {
+		if a.State == api.ApprovalPending {
+			holding = fmt.Sprintf("the calls in flight to finish, among them %s (call %s), which waits for approval by %q (request %s)", a.Tool, a.CallID, a.Group, a.ID)
+			break
+		}
+	}
+	return fmt.Sprintf("%s has not run: task %s is moving to a new run, which waits for %s. Call the tool again with _meta {%q: %q} once that is done: it runs once.",
+		tool, taskID, holding, MetaIdempotencyKey, strings.TrimPrefix(callID, "k-"))
 }
 
 // rejectedAs returns the application error of type errType with which the

@@ -210,6 +210,9 @@ func TestCallBecomesUpdateWithStart(t *testing.T) {
 	if u.withStart {
 		t.Error("the second call used Update-with-Start; want a plain Update of the task known to run")
 	}
+	if u.update.RunID != fakeRunID {
+		t.Errorf("second call's Update names run %q, want the run that answered the first, %q", u.update.RunID, fakeRunID)
+	}
 	if !strings.HasPrefix(u.req.CallID, "call-") || u.update.UpdateID != u.req.CallID {
 		t.Errorf("call ID %q / update ID %q: want one fresh call-… ID", u.req.CallID, u.update.UpdateID)
 	}
@@ -251,6 +254,35 @@ func TestCallRetriesWhileTaskContinuesAsNew(t *testing.T) {
 		if u.update.UpdateID != ups[0].update.UpdateID {
 			t.Fatalf("update IDs %q then %q: a retry must reuse the call's ID", ups[0].update.UpdateID, u.update.UpdateID)
 		}
+	}
+}
+
+// A task moving to a new run waits for its calls in flight, one of them
+// waiting for approval; a new call turned away for the whole inline wait
+// has not started, and is told so (not that it is "still running"), with
+// what holds the task and the key to call again with.
+func TestCallTurnedAwayWhileTaskDrains(t *testing.T) {
+	ft := &fakeTemporal{
+		answer: func(sentUpdate, int) (api.CallResult, error) {
+			return api.CallResult{}, temporal.NewApplicationError(api.ErrContinuingAsNew+": task x", api.ErrTypeContinuingAsNew)
+		},
+		queries: map[string]any{api.QueryApprovals: []api.ApprovalRequest{
+			{ID: "req-1", CallID: "k-deploy", Tool: "ops__deploy", Group: "oncall", State: api.ApprovalPending},
+		}},
+	}
+	cs := connectMemory(t, newTestGateway(t, ft, Options{InlineWait: 300 * time.Millisecond}))
+	res := callTool(t, cs, "counter__echo", map[string]any{}, "next-1")
+	text := textOf(res)
+	for _, w := range []string{"counter__echo has not run", "moving to a new run", "ops__deploy", "req-1", `"oncall"`, `"next-1"`} {
+		if !res.IsError || !strings.Contains(text, w) {
+			t.Fatalf("result isError=%v %q; want an error containing %q", res.IsError, text, w)
+		}
+	}
+	if strings.Contains(text, "still running") || res.Meta[MetaCall] != nil {
+		t.Fatalf("result %q (meta %v) presents the call as started", text, res.Meta)
+	}
+	if ft.count() < 2 {
+		t.Fatalf("%d update attempts, want the call retried while the task drains", ft.count())
 	}
 }
 
@@ -706,6 +738,11 @@ type fakeHandle struct {
 	client.WorkflowUpdateHandle
 	res api.CallResult
 }
+
+// fakeRunID is the run every fake Update reports.
+const fakeRunID = "run-1"
+
+func (h fakeHandle) RunID() string { return fakeRunID }
 
 func (h fakeHandle) Get(_ context.Context, v any) error {
 	b, err := json.Marshal(h.res)

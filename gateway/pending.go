@@ -60,7 +60,14 @@ func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in s
 	}
 	approvals := g.approvals(ctx, task)
 	if in.Call != "" {
-		text := g.describeCall(st, approvals, in.Call)
+		text, ok := g.describeCall(st, approvals, in.Call)
+		if !ok {
+			// Not among the recent calls: the task's call ledger knows
+			// every call it ran, in any of its runs.
+			if res, found := g.finishedCall(ctx, task, in.Call, g.opts.InlineWait); found {
+				text = describeFinished(in.Call, res)
+			}
+		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaTask: task, MetaCall: in.Call}}, nil, nil
 	}
 	text := fmt.Sprintf("task %s (%s): %d call(s), %d running", task, st.State, st.Calls, len(st.InFlight))
@@ -76,28 +83,53 @@ func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in s
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaTask: task}}, nil, nil
 }
 
-func (g *Gateway) describeCall(st api.Status, approvals []api.ApprovalRequest, call string) string {
+// describeCall describes a call from the task's status and approvals;
+// false when neither lists it.
+func (g *Gateway) describeCall(st api.Status, approvals []api.ApprovalRequest, call string) (string, bool) {
 	for _, r := range st.Recent {
 		if r.CallID == call {
 			s := fmt.Sprintf("call %s (%s) finished: %s", call, r.Tool, r.Outcome)
 			if r.Reason != "" {
 				s += ": " + r.Reason
 			}
-			return s + ". Call " + ToolAwait + " to get its result."
+			return s + ". Call " + ToolAwait + " to get its result.", true
 		}
 	}
 	for _, a := range approvals {
 		if a.CallID == call && a.State == api.ApprovalPending {
 			return fmt.Sprintf("call %s (%s) waits for approval by %q: request %s, %d of %d approvals, expires %s",
-				call, a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
+				call, a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339)), true
 		}
 	}
 	for _, id := range st.InFlight {
 		if id == call {
-			return fmt.Sprintf("call %s is running", call)
+			return fmt.Sprintf("call %s is running", call), true
 		}
 	}
-	return fmt.Sprintf("task %s has no call %s (or it finished too long ago to be listed)", st.TaskID, call)
+	return fmt.Sprintf("task %s has no call %s", st.TaskID, call), false
+}
+
+// describeFinished describes a call the task's ledger answered for
+// (QueryCall): its outcome, and where its result is when the task no
+// longer holds it.
+func describeFinished(call string, res api.CallResult) string {
+	what := "call " + call
+	if res.Tool != "" {
+		what += " (" + res.Tool + ")"
+	}
+	outcome := string(res.Outcome)
+	if outcome == "" {
+		outcome = "not recorded"
+	}
+	s := fmt.Sprintf("%s finished: %s", what, outcome)
+	if r := res.Repeat; r != nil && r.Run > 0 {
+		s += fmt.Sprintf(", in run %d (%s) of the task", r.Run, r.RunID)
+	}
+	if r := res.Repeat; r != nil && !r.Held {
+		// Reason says where the result is recorded.
+		return s + ". " + res.Reason
+	}
+	return s + ". Call " + ToolAwait + " to get its result."
 }
 
 func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in awaitIn) (*mcp.CallToolResult, any, error) {

@@ -113,3 +113,41 @@ func call_(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any
 	t.Helper()
 	return call(t, cs, name, args, "")
 }
+
+// TestCallWhileTaskDrainsForApproval: the task is due to continue as new
+// after one call, and that call waits for approval, so the run drains
+// (new calls go to the next run) and cannot end until the call is
+// decided. A new call in the task is turned away for the whole inline
+// wait: it is answered that it has not run, what holds the task (the
+// pending request) and the key to call again with, not that it is "still
+// running"; and it did not run nor ask for approval.
+func TestCallWhileTaskDrainsForApproval(t *testing.T) {
+	s, effects := approvalStack(t, stackOptions{inlineWait: 2 * time.Second, continueAsNewAfter: 1})
+	cs := connectURL(t, s.url, map[string]string{"Authorization": "Bearer alice-key"})
+	waitTools(t, cs, "counter__append")
+
+	first := call(t, cs, "counter__append", map[string]any{"key": "deploy"}, "append-1")
+	sc, _ := first.StructuredContent.(map[string]any)
+	reqID, _ := sc["approval_request"].(string)
+	if first.IsError || sc["status"] != "pending" || reqID == "" {
+		t.Fatalf("first call: isError=%v %q %v; want it pending approval", first.IsError, text(first), first.StructuredContent)
+	}
+
+	next := call(t, cs, "counter__append", map[string]any{"key": "later"}, "append-2")
+	txt := text(next)
+	for _, w := range []string{"counter__append has not run", "moving to a new run", "waits for approval", reqID, `"append-2"`} {
+		if !next.IsError || !strings.Contains(txt, w) {
+			t.Fatalf("call while the task drains: isError=%v %q; want an error containing %q", next.IsError, txt, w)
+		}
+	}
+	if strings.Contains(txt, "still running") {
+		t.Fatalf("call while the task drains: %q presents it as running", txt)
+	}
+	if n := sideEffects(t, effects, "append", "later"); n != 0 {
+		t.Fatalf("the turned-away call ran %d times", n)
+	}
+	st := call_(t, cs, gateway.ToolStatus, map[string]any{})
+	if strings.Count(text(st), "waits for approval") != 1 {
+		t.Fatalf("airlock_status: %q; want only the first call waiting for approval", text(st))
+	}
+}

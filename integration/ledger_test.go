@@ -166,6 +166,13 @@ func TestRetryAfterContinueAsNew(t *testing.T) {
 			if !alreadyRan(aw) {
 				t.Errorf("%s for the second call answered %q; want that it already ran", gateway.ToolAwait, text(aw))
 			}
+			// airlock_status describes such a call from the ledger too:
+			// finished, its outcome and its run.
+			sc := call(t, cs, gateway.ToolStatus, map[string]any{"call": "k-" + keys[2]}, "")
+			if txt := text(sc); sc.IsError || !strings.HasPrefix(txt, "call k-"+keys[2]) || !strings.Contains(txt, "finished: ok") ||
+				!strings.Contains(txt, "in run 1 (") || strings.Contains(txt, "has no call") {
+				t.Errorf("%s for the third call answered %q (isError %v); want it finished ok in run 1", gateway.ToolStatus, txt, sc.IsError)
+			}
 			held, ran := resendAll(t, cs, keys, 8)
 			t.Logf("%d calls in %d runs; sent again: %d answered with their result, %d that they already ran", tc.calls, st.Runs, held, ran)
 			checkOnce(t, effects, keys)

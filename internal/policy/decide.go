@@ -311,8 +311,22 @@ func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Deci
 	var ctx context.Context
 	size := inputSizeBound(in, facts)
 	var buf [32]int
-	for _, i := range p.index.candidates(in.Tool.Name, buf[:]) {
+	cands := p.index.candidates(in.Tool.Name, buf[:])
+	for pos := 0; pos < len(cands); pos++ {
+		i := cands[pos]
 		r := &p.rules[i]
+		// A chain covers rules i..i+n-1, which as rules that can match
+		// any tool are all candidates.
+		if c := r.chain; c != nil && size <= c.sizeBound && pos+c.n <= len(cands) && cands[pos+c.n-1] == i+c.n-1 {
+			if k, ok := c.eval(vars); ok {
+				if k < 0 {
+					pos += c.n - 1
+					continue
+				}
+				return p.ruleDecision(&p.rules[i+k], in, facts), true
+			}
+			// Otherwise the rules one by one, from i.
+		}
 		if r.loops && ctx == nil {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(context.Background(), deadline)
@@ -323,24 +337,28 @@ func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Deci
 			return p.decision(Deny, CheckError, r.Name, fmt.Sprintf("denied: policy rule %q could not be evaluated for this call (%s); if the rule expects an argument this call lacks, supply it, otherwise ask an operator to fix the rule",
 				r.Name, clip(err.Error()))), true
 		}
-		if !matched {
-			continue
-		}
-		switch r.Effect {
-		case Allow:
-			return p.decision(Allow, CheckRule, r.Name, withReason(fmt.Sprintf("allowed by policy rule %q", r.Name), r.Reason)), true
-		case RequireApproval:
-			return p.approval(CheckRule, r.Name, in.Tool.Name, facts, r.Group, r.Quorum,
-				withReason(fmt.Sprintf("policy rule %q requires approval", r.Name), r.Reason)), true
-		default:
-			why := r.Reason
-			if why == "" {
-				why = "ask an operator if this call is needed"
-			}
-			return p.decision(Deny, CheckRule, r.Name, fmt.Sprintf("denied by policy rule %q: %s", r.Name, why)), true
+		if matched {
+			return p.ruleDecision(r, in, facts), true
 		}
 	}
 	return Decision{}, false
+}
+
+// ruleDecision is the decision of rule r, which matched.
+func (p *Policy) ruleDecision(r *compiledRule, in Input, facts toolFacts) Decision {
+	switch r.Effect {
+	case Allow:
+		return p.decision(Allow, CheckRule, r.Name, withReason(fmt.Sprintf("allowed by policy rule %q", r.Name), r.Reason))
+	case RequireApproval:
+		return p.approval(CheckRule, r.Name, in.Tool.Name, facts, r.Group, r.Quorum,
+			withReason(fmt.Sprintf("policy rule %q requires approval", r.Name), r.Reason))
+	default:
+		why := r.Reason
+		if why == "" {
+			why = "ask an operator if this call is needed"
+		}
+		return p.decision(Deny, CheckRule, r.Name, fmt.Sprintf("denied by policy rule %q: %s", r.Name, why))
+	}
 }
 
 func withReason(s, reason string) string {

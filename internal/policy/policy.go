@@ -329,6 +329,7 @@ func Compile(cfg Config) (*Policy, error) {
 		return nil, errors.Join(errs...)
 	}
 	p.index = newRuleIndex(p.rules)
+	buildChains(env, p.rules)
 	p.version = version(cfg, p)
 	return p, nil
 }

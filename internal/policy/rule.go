@@ -194,6 +194,9 @@ type compiledRule struct {
 	// tools (see index.go).
 	restricted bool
 	tools      toolNames
+	// chain, on the first rule of a run of chainable rules, evaluates
+	// the run as one program (see chain.go).
+	chain *ruleChain
 }
 
 // compileRule parses and type-checks one condition, which must be a bool.
