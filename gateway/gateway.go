@@ -123,6 +123,13 @@ type Options struct {
 	// Temporal client's tracing interceptor carries into the task (see
 	// trace.go). Nil: no tracing, no middleware.
 	Tracer trace.TracerProvider
+	// Catalog is CatalogFull (default: tools/list shows every tool the
+	// caller may call) or CatalogSearch (it shows the built-in tools and
+	// airlock_find_tools / airlock_call_tool instead; catalog.go).
+	Catalog string
+	// PageSize bounds one tools/list (and resources, prompts) page; longer
+	// lists are paginated with cursors (default the SDK's, 1000).
+	PageSize int
 	// Approvals, when set, offers airlock_approvals_list and
 	// airlock_approvals_decide to principals in an approver group
 	// (approvals.go).
@@ -224,6 +231,7 @@ func New(opts Options) *Gateway {
 	g.addBuiltins()
 	g.addRollbackTool()
 	g.addApprovalTools()
+	g.addCatalogTools()
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	if opts.Tracer != nil {
 		g.server.AddReceivingMiddleware(g.traceMiddleware) // added last: outermost (trace.go)
@@ -289,7 +297,7 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			g.Refresh()
 			res, err := next(ctx, method, req)
 			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-				lr.Tools = g.visibleTools(req.GetExtra(), lr.Tools)
+				lr.Tools = g.catalogList(g.visibleTools(req.GetExtra(), lr.Tools))
 			}
 			return res, err
 		}
@@ -370,7 +378,7 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 	defer g.mu.Unlock()
 	out := tools[:0:0]
 	for _, t := range tools {
-		if t.Name == ToolStatus || t.Name == ToolAwait || t.Name == ToolRollback {
+		if t.Name == ToolStatus || t.Name == ToolAwait || t.Name == ToolRollback || t.Name == ToolFindTools || t.Name == ToolCallTool {
 			out = append(out, t)
 			continue
 		}

@@ -162,6 +162,8 @@ type stackOptions struct {
 	vars map[string]string
 	// workerIdentity is the worker's identity (default the SDK's).
 	workerIdentity string
+	// catalog is the gateway's catalog mode (default full).
+	catalog string
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -254,6 +256,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
+		Catalog: o.catalog,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

@@ -425,6 +425,8 @@ func (s *stack) startGateway(r roles) error {
 		Manifests:       e.snap.Manifests,
 		Upstreams:       s.pool,
 		ExposeUncovered: cfg.ExposeUncovered,
+		Catalog:         cfg.Catalog,
+		PageSize:        cfg.Gateway.PageSize,
 		Pins:            s.pins,
 		Policy:          e.snap.Policy,
 		MaxCalls:        cfg.Task.MaxCalls,

@@ -42,6 +42,10 @@ type Config struct {
 	// conservative defaults (write side effects, high risk, not idempotent).
 	// Default false: fail closed.
 	ExposeUncovered bool `yaml:"expose_uncovered,omitempty"`
+	// Catalog is how tools/list shows the tools: "full" (default: every
+	// tool the caller may call) or "search" (a few meta-tools,
+	// airlock_find_tools and airlock_call_tool, for catalogs of hundreds).
+	Catalog string `yaml:"catalog,omitempty"`
 
 	// PinsFile is where the pinned hashes of upstream tool definitions are
 	// kept (see package pin and `airlock manifests pin`). Relative paths
@@ -304,6 +308,9 @@ type Gateway struct {
 	// behind one load balancer needs the same key. See SessionKey.
 	SessionKeyEnv  string `yaml:"session_key_env,omitempty"`
 	SessionKeyFile string `yaml:"session_key_file,omitempty"`
+	// PageSize bounds one page of tools/list, resources/list and
+	// prompts/list; longer lists are paginated with cursors. Default 1000.
+	PageSize int `yaml:"page_size,omitempty"`
 }
 
 // Snapshot is a loaded, validated configuration with its manifests.

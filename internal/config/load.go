@@ -344,6 +344,14 @@ func (c *Config) validateIdentity(v *validator) {
 		}
 	}
 	v.approvalChannels(c)
+	switch c.Catalog {
+	case "", "full", "search":
+	default:
+		v.add("catalog", "%q is not a catalog mode; use full (every tool in tools/list) or search (airlock_find_tools and airlock_call_tool)", c.Catalog)
+	}
+	if c.Gateway.PageSize < 0 || c.Gateway.PageSize > 10000 {
+		v.add("gateway.page_size", "%d: use 1 to 10000, or omit it for 1000", c.Gateway.PageSize)
+	}
 	if g := c.Task.RollbackNotify; g != "" && c.ApproverGroups[g] == nil {
 		v.add("task.rollback_notify", "%q is not one of approver_groups (%s); name a group, or remove it", g, strings.Join(slices.Sorted(maps.Keys(c.ApproverGroups)), ", "))
 	}

@@ -391,3 +391,26 @@ approver_groups:
 		}
 	}
 }
+
+func TestCatalogMode(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("fs"))
+	for body, want := range map[string]string{
+		"catalog: search\n":                           "",
+		"catalog: full\n":                             "",
+		"catalog: everything\n":                       `catalog: "everything" is not a catalog mode`,
+		"gateway: {page_size: -1}\n":                  "gateway.page_size: -1: use 1 to 10000",
+		"catalog: search\ngateway: {page_size: 50}\n": "",
+	} {
+		path := write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\n"+body)
+		snap, err := config.Load(path)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", body, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: %v, want %q", body, err, want)
+		case want == "" && body[:8] == "catalog:" && snap.Config.Catalog == "":
+			t.Errorf("%q: catalog not read", body)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/catalog"
+)
+
+// Catalog modes (Options.Catalog, the configuration's catalog).
+const (
+	// CatalogFull lists every tool the caller may call (the default).
+	CatalogFull = "full"
+	// CatalogSearch lists the built-in tools and two meta-tools instead:
+	// airlock_find_tools and airlock_call_tool.
+	CatalogSearch = "search"
+)
+
+// The meta-tools of CatalogSearch.
+const (
+	ToolFindTools = "airlock_find_tools"
+	ToolCallTool  = "airlock_call_tool"
+)
+
+// maxFound bounds airlock_find_tools' answer.
+const maxFound = 20
+
+type findToolsIn struct {
+	Query string `json:"query" jsonschema:"words describing what you want to do, e.g. 'create an issue in the tracker'"`
+	Limit int    `json:"limit,omitempty" jsonschema:"how many tools to return (default 5, at most 20)"`
+}
+
+// FoundTool is one tool airlock_find_tools returns: enough to call it with
+// airlock_call_tool.
+type FoundTool struct {
+	Name        string               `json:"name"`
+	Title       string               `json:"title,omitempty"`
+	Description string               `json:"description,omitempty"`
+	InputSchema any                  `json:"inputSchema,omitempty"`
+	Annotations *mcp.ToolAnnotations `json:"annotations,omitempty"`
+	Score       float64              `json:"score"`
+}
+
+type findToolsOut struct {
+	Tools []FoundTool `json:"tools"`
+}
+
+type callToolIn struct {
+	Name      string         `json:"name" jsonschema:"the tool's name, as airlock_find_tools gave it"`
+	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"the tool's arguments, matching its inputSchema"`
+}
+
+func (g *Gateway) addCatalogTools() {
+	if g.opts.Catalog != CatalogSearch {
+		return
+	}
+	mcp.AddTool(g.server, &mcp.Tool{Name: ToolFindTools, Title: "airlock: find tools",
+		Description: "Searches the tools you may call (hundreds may be available; only these meta-tools are listed) and returns the best matches " +
+			"for your query with their input schemas. Call one with airlock_call_tool. Read-only.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, g.findToolsTool)
+	// The arguments are the target tool's: untyped here, validated
+	// against its own schema in the call pipeline.
+	g.server.AddTool(&mcp.Tool{Name: ToolCallTool, Title: "airlock: call a tool",
+		Description: "Calls a tool found with airlock_find_tools, by name, with its arguments. The call is checked, recorded and may need a person's " +
+			"approval exactly like a direct call.",
+		InputSchema: json.RawMessage(`{"type":"object","required":["name"],"properties":{` +
+			`"name":{"type":"string","description":"the tool's name, as airlock_find_tools gave it"},` +
+			`"arguments":{"type":"object","description":"the tool's arguments, matching its inputSchema"}}}`),
+	}, g.callToolTool)
+}
+
+// catalogEntries are the upstream tools the caller may call, by name.
+func (g *Gateway) catalogEntries(extra *mcp.RequestExtra) map[string]*toolEntry {
+	g.mu.Lock()
+	defs := make([]*mcp.Tool, 0, len(g.tools))
+	entries := make(map[string]*toolEntry, len(g.tools))
+	for name, e := range g.tools {
+		// Unavailable tools are found too (their description says why);
+		// calling one answers that it is unavailable, as a direct call does.
+		defs = append(defs, e.def)
+		entries[name] = e
+	}
+	g.mu.Unlock()
+	out := map[string]*toolEntry{}
+	for _, t := range g.visibleTools(extra, defs) {
+		if e, ok := entries[t.Name]; ok {
+			out[t.Name] = e
+		}
+	}
+	return out
+}
+
+func (g *Gateway) findToolsTool(ctx context.Context, req *mcp.CallToolRequest, in findToolsIn) (*mcp.CallToolResult, findToolsOut, error) {
+	if strings.TrimSpace(in.Query) == "" {
+		return errorResult("", "", "query is empty: say in a few words what you want to do"), findToolsOut{}, nil
+	}
+	limit := in.Limit
+	if limit <= 0 {
+		limit = 5
+	}
+	limit = min(limit, maxFound)
+	entries := g.catalogEntries(req.Extra)
+	docs := make([]catalog.Doc, 0, len(entries))
+	for name, e := range entries {
+		schema, _ := json.Marshal(e.def.InputSchema)
+		docs = append(docs, catalog.Doc{Name: name, Title: e.def.Title, Description: e.def.Description, Schema: schema})
+	}
+	out := findToolsOut{Tools: []FoundTool{}}
+	var b strings.Builder
+	for _, h := range catalog.New(docs).Search(in.Query, limit, nil) {
+		d := entries[h.Doc.Name].def
+		out.Tools = append(out.Tools, FoundTool{Name: d.Name, Title: d.Title, Description: d.Description, InputSchema: d.InputSchema,
+			Annotations: d.Annotations, Score: float64(int(h.Score*1000)) / 1000})
+		fmt.Fprintf(&b, "%s: %s\n", d.Name, firstLine(d.Description))
+	}
+	if len(out.Tools) == 0 {
+		b.WriteString("No tool you may call matches; try other words.")
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(b.String())}}}, out, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// callToolTool runs a tool through the same pipeline as a direct call. A
+// tool the caller may not call is reported exactly like one that does not
+// exist, so the meta-tool reveals nothing the list would not.
+func (g *Gateway) callToolTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in callToolIn
+	if len(req.Params.Arguments) > 0 {
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return errorResult("", "", "arguments must be {\"name\": TOOL, \"arguments\": {...}}: "+err.Error()), nil
+		}
+	}
+	name := strings.TrimSpace(in.Name)
+	if name == "" {
+		return errorResult("", "", "name is empty: give the name airlock_find_tools returned"), nil
+	}
+	e, ok := g.catalogEntries(req.Extra)[name]
+	if !ok {
+		return errorResult("", "", fmt.Sprintf("no tool %q that you may call; airlock_find_tools lists the ones you may", name)), nil
+	}
+	args := json.RawMessage(`{}`)
+	if in.Arguments != nil {
+		b, err := json.Marshal(in.Arguments)
+		if err != nil {
+			return errorResult("", "", "arguments: "+err.Error()), nil
+		}
+		args = b
+	}
+	inner := &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra,
+		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: name, Arguments: args}}
+	return g.call(ctx, e, inner)
+}
+
+// catalogList is what tools/list shows in search mode: everything but the
+// upstream tools.
+func (g *Gateway) catalogList(tools []*mcp.Tool) []*mcp.Tool {
+	if g.opts.Catalog != CatalogSearch {
+		return tools
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := tools[:0:0]
+	for _, t := range tools {
+		if _, upstream := g.tools[t.Name]; !upstream {
+			out = append(out, t)
+		}
+	}
+	return out
+}
