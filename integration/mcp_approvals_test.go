@@ -20,26 +20,14 @@ import (
 // no group) neither sees the tools nor may call them; bob may not decide
 // twice differently; the call runs once and the vote is recorded via mcp.
 func TestApprovalsOverMCP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("subprocess test; skipped with -short")
-	}
-	bin := buildBinary(t, "./cmd/airlock")
-	upstreamBin := buildBinary(t, "./integration/testupstream")
-	dir := t.TempDir()
-	effects := filepath.Join(dir, "effects.log")
-	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
-  name: counter
-  stdio:
-    command: %s
-    env: {SIDE_EFFECT_LOG: %s}
-tools:
-  append:
+	d := newCounterDev(t, `  append:
     side_effects: [write]
     data_access_level: internal
     risk: high
     redact: [key]
     approval: {group: ops, timeout: 30m}
-`, upstreamBin, effects))
+`)
+	bin, dir, effects := d.bin, d.dir, d.effects
 	writeFile(t, filepath.Join(dir, "airlock.yaml"), `manifests: [counter.yaml]
 approvals: {inline_wait: 1s}
 principals:

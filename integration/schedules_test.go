@@ -22,24 +22,12 @@ import (
 // schedules.create, a bad plan and a bad spec before anything is made; the
 // scheduled runs' histories replay (recorded as plan_scheduled_v1).
 func TestSchedules(t *testing.T) {
-	if testing.Short() {
-		t.Skip("subprocess test; skipped with -short")
-	}
-	bin := buildBinary(t, "./cmd/airlock")
-	upstreamBin := buildBinary(t, "./integration/testupstream")
-	dir := t.TempDir()
-	effects := filepath.Join(dir, "effects.log")
-	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
-  name: counter
-  stdio:
-    command: %s
-    env: {SIDE_EFFECT_LOG: %s}
-tools:
-  append:
+	d := newCounterDev(t, `  append:
     side_effects: [write]
     data_access_level: internal
     risk: low
-`, upstreamBin, effects))
+`)
+	bin, dir, effects := d.bin, d.dir, d.effects
 	cfg := filepath.Join(dir, "airlock.yaml")
 	writeFile(t, cfg, `manifests: [counter.yaml]
 principals:
