@@ -1,0 +1,94 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/internal/identity"
+)
+
+// TestTasksExtensionSurvivesKill: a 2026-07-28 client with the tasks
+// extension gets a task handle for a call that needs approval from
+// `airlock dev`; dev is killed with SIGKILL and restarted on the same data
+// directory; tasks/get on the handle still reports the call waiting, and
+// after the approval it reports completed with the tool's result; the tool
+// ran once. The handle is the Update, so it lives in Temporal, not in the
+// gateway.
+func TestTasksExtensionSurvivesKill(t *testing.T) {
+	d := newCounterDev(t, `  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    approval: {group: ops, timeout: 30m}
+`)
+	writeFile(t, filepath.Join(d.dir, "airlock.yaml"), `manifests: [counter.yaml]
+approvals: {inline_wait: 2s}
+principals:
+  - {name: alice, roles: [all], api_key_sha256: [`+identity.HashKey("alice-key")+`]}
+  - {name: bob, roles: [all], api_key_sha256: [`+identity.HashKey("bob-key")+`]}
+roles:
+  all: {permissions: ["*"], data_access_level: restricted, tools: ["*"]}
+approver_groups:
+  ops: {members: [bob]}
+`)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tport := freePort(t)
+	args := []string{"--config", filepath.Join(d.dir, "airlock.yaml"), "--data-dir", filepath.Join(d.dir, "data"),
+		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--log-format", "json", "--no-ui"}
+	base := "http://" + listen
+	p1 := startDev(t, d.bin, args...)
+	p1.waitHealthy(t, base)
+
+	var res, rerr map[string]any
+	waitFor(t, "the tool to be listed", time.Minute, func() bool {
+		res, rerr = rpc2026(t, base+"/mcp", "alice-key", "t-killed", "tools/call", "counter__append",
+			map[string]any{"name": "counter__append", "arguments": map[string]any{"key": "survivor"}}, true)
+		return rerr == nil || !strings.Contains(fmt.Sprint(rerr), "unknown tool")
+	})
+	if rerr != nil || res["resultType"] != "task" {
+		t.Fatalf("tools/call with the extension: %v %v; want a task handle", res, rerr)
+	}
+	handle, _ := res["taskId"].(string)
+	if !strings.HasPrefix(handle, "t-killed~") {
+		t.Fatalf("taskId %q", handle)
+	}
+
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p1.exited
+	p2 := startDev(t, d.bin, args...)
+	p2.waitHealthy(t, base)
+
+	got, rerr := rpc2026(t, base+"/mcp", "alice-key", "", "tasks/get", "", map[string]any{"taskId": handle}, true)
+	if rerr != nil || got["status"] != "working" {
+		t.Fatalf("tasks/get after the restart: %v %v; want working", got, rerr)
+	}
+	c := dialTest(t, fmt.Sprintf("127.0.0.1:%d", tport), "default")
+	local := approver.Local{Temporal: c, Namespace: "default"}
+	ar, err := local.Show(context.Background(), handle)
+	if err != nil || ar.State != api.ApprovalPending {
+		t.Fatalf("request after restart: %+v %v", ar, err)
+	}
+	if _, err := local.Decide(context.Background(), approver.Decision{RequestID: handle, Approver: "bob", Approve: true, Via: "cli", Digest: ar.Digest}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task completed", time.Minute, func() bool {
+		got, rerr = rpc2026(t, base+"/mcp", "alice-key", "", "tasks/get", "", map[string]any{"taskId": handle}, true)
+		return rerr == nil && got["status"] == "completed"
+	})
+	result, _ := got["result"].(map[string]any)
+	if !strings.Contains(mustJSON(t, result["structuredContent"]), `"count":1`) {
+		t.Fatalf("completed task's result %v", result)
+	}
+	if n := sideEffects(t, d.effects, "append", "survivor"); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
+	}
+}
