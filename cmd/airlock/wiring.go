@@ -47,6 +47,11 @@ type commonFlags struct {
 	// nowhere.
 	metricsListen string
 	auditLog      string
+	// drain is how long a stopping role finishes what it has in flight
+	// (--drain-timeout, on the serving roles only).
+	drain time.Duration
+	// The worker's build identity (airlock worker only; see versioning.go).
+	buildID, deployment, versioning string
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet) {
@@ -82,6 +87,9 @@ type env struct {
 	// audit is the audit stream, once a serving command has opened it
 	// (nil: off).
 	audit *auditstream.Log
+	// health answers /healthz and /readyz on every listener the role
+	// serves.
+	health health
 }
 
 // load reads the configuration and applies flags over it. Errors name the

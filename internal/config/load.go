@@ -218,6 +218,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 		v.add("manifests", `is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`)
 	}
 	c.validateHTTP(v)
+	c.validateBlobs(v)
 	c.validateIdentity(v)
 	c.validateSlack(v)
 	return v.problems
