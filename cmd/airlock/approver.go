@@ -164,7 +164,7 @@ func approveOverHTTP(ctx context.Context, c *Call, e *env, app *approver.SlackAp
 	}
 	// No API keys here: every request counts as unauthenticated (Slack's
 	// signature is checked on the body, which the limits bound).
-	srv := limitedServer(mux, e.snap.Config, nil, e.log)
+	srv := limitedServer(e.health.track(mux), e.snap.Config, nil, e.log)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
 	fmt.Fprintf(c.Stdout, "airlock approver taking Slack clicks at http://%s%s (Temporal %s, namespace %s)\n",

@@ -571,4 +571,3 @@ func TestSystemdUnits(t *testing.T) {
 		}
 	}
 }
-

@@ -485,7 +485,7 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	s.addr = ln.Addr().String()
 	// Bounded reads and a cap on unauthenticated connections: a client
 	// without a key must not hold connections (file descriptors) open.
-	s.http = limitedServer(mux, e.snap.Config, s.dir, e.log)
+	s.http = limitedServer(e.health.track(mux), e.snap.Config, s.dir, e.log)
 	go func() {
 		err := s.http.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
@@ -498,21 +498,42 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 }
 
 // drainHTTP stops srv gracefully: the listener closes at once (new
-// connections are refused, idle ones closed) and requests in flight get
-// --drain-timeout to finish; what is still open then (streams held by
-// clients, answers that wait on approvals) is cut, and the clients retry
-// on another replica with the same idempotency key.
+// connections are refused, idle ones closed) and the requests in flight
+// (counted by e.health.track) get --drain-timeout to finish. Then what is
+// still open is cut: event streams clients hold open (they reconnect to
+// another replica), and answers still waiting at the deadline (an
+// approval's inline wait); the clients retry on another replica with the
+// same idempotency key.
 func drainHTTP(e *env, srv *http.Server, what string) {
 	e.health.draining.Store(true)
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), e.drain())
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		_ = srv.Close()
-		e.log.Warn().Dur("after", time.Since(t0)).Msg(what + ": requests still open at the end of --drain-timeout were cut")
-		return
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				_ = srv.Close()
+				e.log.Warn().Dur("after", time.Since(t0)).Int64("cut", e.health.requests.Load()).Msg(what + ": requests still open at the end of --drain-timeout were cut")
+				return
+			}
+			e.log.Info().Dur("took", time.Since(t0)).Msg(what + ": drained; every request in flight finished")
+			return
+		case <-tick.C:
+			if e.health.requests.Load() > 0 {
+				continue
+			}
+			// Only streams are left: end them.
+			_ = srv.Close()
+			<-done
+			e.log.Info().Dur("took", time.Since(t0)).Msg(what + ": drained; every request in flight finished (open streams closed)")
+			return
+		}
 	}
-	e.log.Info().Dur("took", time.Since(t0)).Msg(what + ": every request in flight finished")
 }
 
 // drain is --drain-timeout (the default for roles without the flag).

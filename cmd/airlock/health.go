@@ -33,6 +33,9 @@ func (f *commonFlags) registerDrain(fs *flag.FlagSet, what string) {
 // attempt, and it is not draining). Roles fill it in as they start.
 type health struct {
 	draining atomic.Bool
+	// requests counts the requests in flight on the tracked listeners,
+	// streams (GET text/event-stream) left out: a drain waits for them.
+	requests atomic.Int64
 	mu       sync.Mutex
 	temporal client.Client
 	pool     *upstream.Pool
@@ -48,6 +51,21 @@ func (h *health) setPool(p *upstream.Pool) {
 	h.mu.Lock()
 	h.pool = p
 	h.mu.Unlock()
+}
+
+// track counts h's requests in flight, except the event streams a client
+// holds open for as long as it likes (MCP's GET stream): a drain waits for
+// the requests, and cuts the streams.
+func (h *health) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h.requests.Add(1)
+		defer h.requests.Add(-1)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // mount serves /healthz and /readyz on mux.
