@@ -126,10 +126,18 @@ func Open(ctx context.Context, raw string) (*Store, error) {
 	case "mem":
 		return &Store{bucket: memblob.OpenBucket(nil), where: raw}, nil
 	}
-	// s3: the URL opener reads region, endpoint, path style and prefix.
+	// s3: the URL opener reads region, endpoint and path style; the key
+	// prefix is ours to apply.
+	q := u.Query()
+	prefix := q.Get("prefix")
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
 	b, err := (&s3blob.URLOpener{}).OpenBucketURL(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("blob store %s: %w", raw, err)
+	}
+	if prefix != "" {
+		b = gcblob.PrefixedBucket(b, prefix)
 	}
 	return &Store{bucket: b, where: raw}, nil
 }

@@ -46,7 +46,12 @@ func backends() []backend {
 			t.Cleanup(func() { _ = s.Close() })
 			return s, func(ref string, data []byte) {
 				key := "prod/" + blob.Key(strings.TrimPrefix(ref, blob.Prefix))
-				if _, err := srv.Backend.PutObject(srv.Bucket, key, nil, bytes.NewReader(data), int64(len(data)), nil); err != nil {
+				// A new object (not an overwrite, which keeps the old
+				// object's checksum for the SDK to catch first).
+				if _, err := srv.Backend.DeleteObject(srv.Bucket, key); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := srv.Backend.PutObject(srv.Bucket, key, map[string]string{}, bytes.NewReader(data), int64(len(data)), nil); err != nil {
 					t.Fatal(err)
 				}
 			}
