@@ -134,47 +134,40 @@ func mustWrite(t *testing.T, path string, b []byte) {
 var airlockEnv = regexp.MustCompile(`^(TEMPORAL_ADDRESS|TEMPORAL_NAMESPACE|TEMPORAL_API_KEY|TEMPORAL_TLS\w*|SLACK_BOT_TOKEN|SLACK_SIGNING_SECRET|SLACK_APP_TOKEN|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|AWS_REGION)$`)
 
 type composeService struct {
-	Image       string            `yaml:"image"`
-	Command     []string          `yaml:"command"`
-	Entrypoint  []string          `yaml:"entrypoint"`
-	Environment map[string]string `yaml:"environment"`
-	Volumes     []string          `yaml:"volumes"`
-	Ports       []string          `yaml:"ports"`
-	DependsOn   map[string]struct {
-		Condition string `yaml:"condition"`
-	} `yaml:"depends_on"`
-	StopGracePeriod string `yaml:"stop_grace_period"`
+	Image           string            `yaml:"image"`
+	Command         []string          `yaml:"command"`
+	Entrypoint      []string          `yaml:"entrypoint"`
+	Environment     map[string]string `yaml:"environment"`
+	Volumes         []string          `yaml:"volumes"`
+	Ports           []string          `yaml:"ports"`
+	DependsOn       dependsOn         `yaml:"depends_on"`
+	StopGracePeriod string            `yaml:"stop_grace_period"`
 }
 
-// UnmarshalYAML takes depends_on in both of compose's forms (a list of
-// names, or a map of name to condition).
-func (s *composeService) UnmarshalYAML(n *yaml.Node) error {
-	type plain composeService
-	var raw struct {
-		plain     `yaml:",inline"`
-		DependsOn yaml.Node `yaml:"depends_on"`
-	}
-	if err := n.Decode(&raw); err != nil {
-		return err
-	}
-	*s = composeService(raw.plain)
-	s.DependsOn = map[string]struct {
-		Condition string `yaml:"condition"`
-	}{}
-	switch raw.DependsOn.Kind {
-	case 0:
-	case yaml.SequenceNode:
+// dependsOn is compose's depends_on in either form (a list of names, or a
+// map of name to {condition}): the names.
+type dependsOn map[string]bool
+
+func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
+	*d = dependsOn{}
+	if n.Kind == yaml.SequenceNode {
 		var names []string
-		if err := raw.DependsOn.Decode(&names); err != nil {
+		if err := n.Decode(&names); err != nil {
 			return err
 		}
 		for _, name := range names {
-			s.DependsOn[name] = struct {
-				Condition string `yaml:"condition"`
-			}{}
+			(*d)[name] = true
 		}
-	default:
-		return raw.DependsOn.Decode(&s.DependsOn)
+		return nil
+	}
+	var m map[string]struct {
+		Condition string `yaml:"condition"`
+	}
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	for name := range m {
+		(*d)[name] = true
 	}
 	return nil
 }
@@ -429,7 +422,8 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Errorf("%s: env %s is not a variable airlock reads", where, e.Name)
 			}
 			if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil {
-				cmd := regexp.MustCompile(`kubectl create secret generic ` + regexp.QuoteMeta(r.SecretKeyRef.Name) + `[^\n]*(\\\n[^\n]*)*`).Find(readme)
+				// The command, continued over its backslash-ended lines.
+				cmd := regexp.MustCompile(`kubectl (?:-n \S+ )?create secret generic ` + regexp.QuoteMeta(r.SecretKeyRef.Name) + `(?:[^\n\\]|\\[^\n])*(?:\\\n(?:[^\n\\]|\\[^\n])*)*`).Find(readme)
 				if !bytes.Contains(cmd, []byte("--from-literal="+r.SecretKeyRef.Key+"=")) {
 					t.Errorf("%s: env %s comes from Secret %s key %s, which deploy/kubernetes/README.md's kubectl create secret does not make", where, e.Name, r.SecretKeyRef.Name, r.SecretKeyRef.Key)
 				}
