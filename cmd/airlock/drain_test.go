@@ -376,6 +376,12 @@ func TestWorkerDrainAndBuildID(t *testing.T) {
 	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	// Its replacement (a rolling upgrade) takes the task's next step: the
+	// draining worker runs no more workflow tasks, only its tool call.
+	w2Addr := freeAddr(t)
+	w2 := startAirlock(t, "worker", "--config", cfg, "--temporal-address", s.srv.HostPort(), "--data-dir", filepath.Join(t.TempDir(), "w2"),
+		"--metrics-listen", w2Addr, "--build-id", "airlock-test-build-8", "--log-format", "json", "--audit-log", "off")
+	waitReady(t, w2, "http://"+w2Addr+"/readyz")
 	checkAnswered(t, done, effects, "drain-worker")
 	if code := w.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("worker exit status %d after SIGTERM, want 0", code)
