@@ -438,3 +438,25 @@ func TestReadyz(t *testing.T) {
 		t.Errorf("/readyz while draining = %d %q", code, body)
 	}
 }
+
+// TestVersioningFlags: --versioning is refused before anything is dialed
+// when it could not route (an unknown mode, or a build ID that does not
+// tell builds apart).
+func TestVersioningFlags(t *testing.T) {
+	cfg, _ := drainConfig(t, "testupstream-not-started")
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--versioning", "sometimes"}, `--versioning "sometimes": use off, auto-upgrade or pinned`},
+		{[]string{"--versioning", "pinned"}, `--versioning pinned needs a build ID that differs between builds, not "dev"`},
+		{[]string{"--versioning", "auto-upgrade", "--build-id", "v1.2.3", "--deployment", ""}, "--deployment is empty"},
+	} {
+		args := append([]string{"worker", "--config", cfg, "--temporal-address", "127.0.0.1:1"}, tc.args...)
+		code, _, stderr := runCLI(t, args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("airlock %s = %d %q; want 2 and %q", strings.Join(args, " "), code, stderr, tc.want)
+		}
+	}
+}
