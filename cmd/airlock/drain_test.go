@@ -28,6 +28,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/upstream"
+	"github.com/airlock-run/airlock/manifests"
 )
 
 // asMain makes the test binary run as airlock (for the process tests).
@@ -432,6 +434,16 @@ func TestReadyz(t *testing.T) {
 	h := &health{}
 	h.setTemporal(lazy)
 	check(h, "Temporal does not answer")
+	// An upstream on its first connection attempt (one that never
+	// answers initialize) keeps a replica out of rotation.
+	slow := upstream.New([]manifests.Server{{Name: "silent", Stdio: &manifests.StdioServer{Command: "sleep", Args: []string{"3600"}}}}, upstream.Options{})
+	slow.Start(context.Background())
+	defer slow.Close()
+	h = &health{}
+	h.setTemporal(s.client)
+	h.setPool(slow)
+	check(h, "upstreams still connecting for the first time: silent")
+
 	s.env.health.draining.Store(true)
 	code, body, _ := get(url)
 	if code != 503 || !strings.Contains(body, "draining") {
