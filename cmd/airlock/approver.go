@@ -59,6 +59,9 @@ func approverFlags(fs *flag.FlagSet, f *commonFlags) {
 }
 
 func runApprover(c *Call, f *commonFlags) int {
+	if code := badDrain(c, f.drain); code != 0 {
+		return code
+	}
 	e, err := load(*f, c.Stderr)
 	if err != nil {
 		return c.fail(err)

@@ -107,6 +107,9 @@ func devFlags(fs *flag.FlagSet, o *devOptions) {
 }
 
 func runDev(c *Call, o *devOptions) int {
+	if code := badDrain(c, o.common.drain); code != 0 {
+		return code
+	}
 	if o.uiPort < -1 || o.uiPort > 65535 {
 		return c.usage("--ui-port %d: want 0-65535 (0 picks a free port) or -1 (no UI)", o.uiPort)
 	}

@@ -464,6 +464,7 @@ func TestVersioningFlags(t *testing.T) {
 		{[]string{"--versioning", "sometimes"}, `--versioning "sometimes": use off, auto-upgrade or pinned`},
 		{[]string{"--versioning", "pinned"}, `--versioning pinned needs a build ID that differs between builds, not "dev"`},
 		{[]string{"--versioning", "auto-upgrade", "--build-id", "v1.2.3", "--deployment", ""}, "--deployment is empty"},
+		{[]string{"--drain-timeout", "0s"}, "--drain-timeout 0s: want a positive duration"},
 	} {
 		args := append([]string{"worker", "--config", cfg, "--temporal-address", "127.0.0.1:1"}, tc.args...)
 		code, _, stderr := runCLI(t, args...)

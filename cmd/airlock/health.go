@@ -28,6 +28,15 @@ func (f *commonFlags) registerDrain(fs *flag.FlagSet, what string) {
 	fs.DurationVar(&f.drain, "drain-timeout", defaultDrain, "on SIGTERM, how long "+what+" may take to finish before the process exits (`duration`, e.g. 30s; give the orchestrator's grace period a few seconds more)")
 }
 
+// badDrain reports a --drain-timeout that is not positive (usage error,
+// exit status 2), or returns 0.
+func badDrain(c *Call, d time.Duration) int {
+	if d <= 0 {
+		return c.usage("--drain-timeout %s: want a positive duration, e.g. 30s (how long requests and tool calls in flight may take to finish on SIGTERM)", d)
+	}
+	return 0
+}
+
 // health answers /healthz (the process serves HTTP) and /readyz (it can do
 // its work: Temporal answers, the upstreams had their first connection
 // attempt, and it is not draining). Roles fill it in as they start.

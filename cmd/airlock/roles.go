@@ -37,6 +37,9 @@ func gatewayFlags(fs *flag.FlagSet, o *gatewayOptions) {
 }
 
 func runGateway(c *Call, o *gatewayOptions) int {
+	if code := badDrain(c, o.common.drain); code != 0 {
+		return code
+	}
 	e, code := loadExternal(c, o.common, "only airlock dev runs an embedded Temporal")
 	if e == nil {
 		return code
@@ -69,6 +72,9 @@ func workerFlags(fs *flag.FlagSet, f *commonFlags) {
 }
 
 func runWorker(c *Call, f *commonFlags) int {
+	if code := badDrain(c, f.drain); code != 0 {
+		return code
+	}
 	e, code := loadExternal(c, *f, "only airlock dev runs an embedded Temporal")
 	if e == nil {
 		return code
