@@ -131,7 +131,7 @@ func mustWrite(t *testing.T, path string, b []byte) {
 
 // airlockEnv are the environment variables airlock reads (the deploy files
 // may set others only for the images that are not airlock).
-var airlockEnv = regexp.MustCompile(`^(TEMPORAL_ADDRESS|TEMPORAL_NAMESPACE|TEMPORAL_API_KEY|TEMPORAL_TLS\w*|SLACK_BOT_TOKEN|SLACK_SIGNING_SECRET|SLACK_APP_TOKEN|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|AWS_REGION)$`)
+var airlockEnv = regexp.MustCompile(`^(AIRLOCK_SESSION_KEY|TEMPORAL_ADDRESS|TEMPORAL_NAMESPACE|TEMPORAL_API_KEY|TEMPORAL_TLS\w*|SLACK_BOT_TOKEN|SLACK_SIGNING_SECRET|SLACK_APP_TOKEN|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|AWS_REGION)$`)
 
 type composeService struct {
 	Image           string            `yaml:"image"`
