@@ -93,7 +93,7 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 	ctx = upstream.WithIdempotencyKey(ctx, in.TaskID+"/"+in.CallID)
 	args := in.Arguments
 	if in.ArgumentsRef != "" {
-		if args, err = a.blob(in.ArgumentsRef); err != nil {
+		if args, err = a.blob(ctx, in.ArgumentsRef); err != nil {
 			// Nothing was sent; another worker (one that shares the store)
 			// may succeed.
 			return api.CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeNotSent, err)
@@ -111,7 +111,7 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 	// A large pre-image is kept out of the history: it is needed only by
 	// the worker, to compute the compensation.
 	if strings.HasSuffix(in.CallID, captureSuffix) && a.Blobs != nil && len(raw) > a.blobThreshold() {
-		ref, err := a.Blobs.Put(raw)
+		ref, err := a.Blobs.Put(ctx, raw)
 		if err != nil {
 			return api.CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeOutcomeUnknown, err)
 		}
@@ -138,11 +138,11 @@ func (a *Activities) blobThreshold() int {
 }
 
 // blob reads a value from the blob store.
-func (a *Activities) blob(ref string) ([]byte, error) {
+func (a *Activities) blob(ctx context.Context, ref string) ([]byte, error) {
 	if a.Blobs == nil {
 		return nil, fmt.Errorf("blob %s: this worker has no blob store; configure the same one on every worker", ref)
 	}
-	return a.Blobs.Get(ref)
+	return a.Blobs.Get(ctx, ref)
 }
 
 // DefaultMaxResultBytes bounds the result of one call: results are kept in

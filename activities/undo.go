@@ -17,7 +17,7 @@ import (
 // manifests: the workflow records the concrete call it returns.
 func (a *Activities) PlanCompensation(ctx context.Context, in api.CompensationInput) (api.CompensationOutput, error) {
 	if in.BeforeRef != "" {
-		b, err := a.blob(in.BeforeRef)
+		b, err := a.blob(ctx, in.BeforeRef)
 		if err != nil {
 			return api.CompensationOutput{CallID: in.CallID, Error: "the captured pre-image cannot be read: " + err.Error()}, nil
 		}
@@ -28,7 +28,7 @@ func (a *Activities) PlanCompensation(ctx context.Context, in api.CompensationIn
 	// Large compensations (a restored file's content) stay out of the
 	// history and of what continue-as-new carries.
 	if u := out.Undo; u != nil && a.Blobs != nil && len(u.Arguments) > a.blobThreshold() {
-		ref, perr := a.Blobs.Put(u.Arguments)
+		ref, perr := a.Blobs.Put(ctx, u.Arguments)
 		if perr != nil {
 			return api.CompensationOutput{CallID: in.CallID, Error: "the compensation could not be stored: " + perr.Error()}, nil
 		}

@@ -31,7 +31,39 @@ type Options struct {
 	// Identity is the worker's identity (default: the SDK's, pid@host).
 	// The only worker of its Temporal server uses SoleIdentity.
 	Identity string
+	// StopTimeout is how long Stop lets tool calls in flight finish
+	// before it cancels them (default 10s); a cancelled call is retried on
+	// another worker when its heartbeat times out.
+	StopTimeout time.Duration
+	// BuildID identifies the build (airlock's version). With it the worker
+	// reports its Worker Deployment Version, DeploymentName + BuildID, to
+	// Temporal (visible on its pollers and in the histories it writes).
+	BuildID string
+	// DeploymentName is the Worker Deployment (default
+	// DefaultDeploymentName).
+	DeploymentName string
+	// Versioning opts into Temporal's worker versioning: VersioningOff
+	// (or ""), VersioningAutoUpgrade or VersioningPinned. It needs BuildID.
+	Versioning string
 }
+
+// DefaultDeploymentName is the Worker Deployment airlock's workers belong
+// to unless told otherwise.
+const DefaultDeploymentName = "airlock"
+
+// The worker versioning modes (Options.Versioning).
+const (
+	// VersioningOff: tasks go to any worker of the task queue; the build
+	// ID is only reported.
+	VersioningOff = "off"
+	// VersioningAutoUpgrade: a task moves to the workers of the
+	// deployment's current version at its next workflow task. Safe
+	// because every workflow change is behind workflow.GetVersion.
+	VersioningAutoUpgrade = "auto-upgrade"
+	// VersioningPinned: a task stays on the build that started it; old
+	// workers must run until their tasks end.
+	VersioningPinned = "pinned"
+)
 
 // New returns a worker with every workflow and activity registered under
 // its wire name. Start it with Start or Run.
@@ -44,12 +76,17 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	if conc <= 0 {
 		conc = 64
 	}
+	stop := opts.StopTimeout
+	if stop <= 0 {
+		stop = 10 * time.Second
+	}
 	w := sdkworker.New(c, tq, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize: conc,
 		// Finish calls in flight on shutdown rather than abandoning them
 		// to the heartbeat timeout.
-		WorkerStopTimeout: 10 * time.Second,
+		WorkerStopTimeout: stop,
 		Identity:          opts.Identity,
+		DeploymentOptions: deploymentOptions(opts),
 	})
 	Register(w, acts)
 	return w
@@ -84,4 +121,25 @@ func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.AgentTask, workflow.RegisterOptions{Name: api.AgentTaskName})
 	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: api.PlanName})
 	r.RegisterWorkflowWithOptions(workflows.RollbackTask, workflow.RegisterOptions{Name: api.RollbackTaskName})
+}
+
+// deploymentOptions is the worker's Worker Deployment Version and whether
+// it takes part in versioning (the SDK refuses UseVersioning without a
+// build ID; cmd/airlock checks that first).
+func deploymentOptions(opts Options) sdkworker.DeploymentOptions {
+	if opts.BuildID == "" {
+		return sdkworker.DeploymentOptions{}
+	}
+	name := opts.DeploymentName
+	if name == "" {
+		name = DefaultDeploymentName
+	}
+	d := sdkworker.DeploymentOptions{Version: sdkworker.WorkerDeploymentVersion{DeploymentName: name, BuildID: opts.BuildID}}
+	switch opts.Versioning {
+	case VersioningAutoUpgrade:
+		d.UseVersioning, d.DefaultVersioningBehavior = true, workflow.VersioningBehaviorAutoUpgrade
+	case VersioningPinned:
+		d.UseVersioning, d.DefaultVersioningBehavior = true, workflow.VersioningBehaviorPinned
+	}
+	return d
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -49,6 +48,7 @@ func approverCommand() *Command {
 
 func approverFlags(fs *flag.FlagSet, f *commonFlags) {
 	f.register(fs)
+	f.registerDrain(fs, "decisions being delivered")
 	if l := fs.Lookup("listen"); l != nil {
 		l.Usage = "interaction endpoint's HTTP `address` (slack.mode http)"
 		l.DefValue = defaultApproverListen
@@ -59,6 +59,9 @@ func approverFlags(fs *flag.FlagSet, f *commonFlags) {
 }
 
 func runApprover(c *Call, f *commonFlags) int {
+	if code := badDrain(c, f.drain); code != 0 {
+		return code
+	}
 	e, err := load(*f, c.Stderr)
 	if err != nil {
 		return c.fail(err)
@@ -117,6 +120,7 @@ func startApprover(ctx context.Context, e *env) (client.Client, func(), error) {
 		return nil, nil, err
 	}
 	stops = append(stops, tc.Close)
+	e.health.setTemporal(tc)
 	closeAudit, err := openAudit(e, false)
 	if err != nil {
 		stop()
@@ -164,14 +168,14 @@ func approveOverHTTP(ctx context.Context, c *Call, e *env, app *approver.SlackAp
 	if e.metricsOnMux() {
 		mux.Handle("/metrics", metrics.Handler())
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	e.health.mount(mux)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return c.fail(fmt.Errorf("cannot listen on %s: %v (pass --listen)", listen, err))
 	}
 	// No API keys here: every request counts as unauthenticated (Slack's
 	// signature is checked on the body, which the limits bound).
-	srv := limitedServer(mux, e.snap.Config, nil, e.log)
+	srv := limitedServer(e.health.track(mux), e.snap.Config, nil, e.log)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
 	fmt.Fprintf(c.Stdout, "airlock approver taking Slack clicks at http://%s%s (Temporal %s, namespace %s)\n",
@@ -179,16 +183,14 @@ func approveOverHTTP(ctx context.Context, c *Call, e *env, app *approver.SlackAp
 	code := 0
 	select {
 	case <-ctx.Done():
-		e.log.Info().Msg("shutting down; decisions in flight get 10s to be delivered")
+		e.log.Info().Dur("drain_timeout", e.drain()).Msg("shutting down: decisions in flight may be delivered within --drain-timeout")
 	case err := <-httpErr:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			e.log.Error().Err(err).Msg("approver HTTP server failed")
 			code = 1
 		}
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	_ = srv.Shutdown(sctx)
+	drainHTTP(e, srv.HTTP, "approver")
 	if err := h.Close(); err != nil {
 		e.log.Warn().Err(err).Msg("stopping the Slack interaction endpoint")
 	}

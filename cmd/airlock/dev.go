@@ -99,6 +99,7 @@ type devOptions struct {
 
 func devFlags(fs *flag.FlagSet, o *devOptions) {
 	o.common.register(fs)
+	o.common.registerDrain(fs, "requests and then tool calls in flight (each)")
 	fs.BoolVar(&o.stdio, "stdio", false, "serve MCP on stdin/stdout (for Claude Desktop) instead of HTTP")
 	fs.StringVar(&o.task, "task", "", "with --stdio: attach to this task `ID` (reattach after a client restart)")
 	fs.IntVar(&o.temporalPort, "temporal-port", 7233, "`port` of the embedded Temporal frontend (127.0.0.1 only)")
@@ -108,6 +109,9 @@ func devFlags(fs *flag.FlagSet, o *devOptions) {
 }
 
 func runDev(c *Call, o *devOptions) int {
+	if code := badDrain(c, o.common.drain); code != 0 {
+		return code
+	}
 	if o.uiPort < -1 || o.uiPort > 65535 {
 		return c.usage("--ui-port %d: want 0-65535 (0 picks a free port) or -1 (no UI)", o.uiPort)
 	}
@@ -166,7 +170,10 @@ func serve(c *Call, e *env, r roles, temporalPort int, task string) int {
 func waitForSignal(ctx context.Context, e *env, s *stack) int {
 	select {
 	case <-ctx.Done():
-		e.log.Info().Msg("shutting down (signal); calls in flight get 10s to finish")
+		// Unready at once, so load balancers stop sending here while the
+		// listener closes and what is in flight finishes (stop).
+		e.health.draining.Store(true)
+		e.log.Info().Dur("drain_timeout", e.drain()).Msg("shutting down (signal): no new requests; requests and tool calls in flight may finish within --drain-timeout")
 	case err := <-s.httpErr:
 		if err != nil {
 			e.log.Error().Err(err).Msg("gateway HTTP server failed")
@@ -264,6 +271,7 @@ func (s *stack) connectTemporal(ctx context.Context, r roles, temporalPort int) 
 	}
 	s.client = c
 	s.stops = append(s.stops, c.Close)
+	e.health.setTemporal(c)
 	if !r.embedded {
 		ensureSearchAttributes(ctx, c, e.ns, e.log)
 	}
@@ -347,6 +355,7 @@ func (s *stack) startUpstreams(ctx context.Context) error {
 		}
 	})
 	s.pool.Start(context.WithoutCancel(ctx))
+	e.health.setPool(s.pool)
 	s.stops = append(s.stops, func() { _ = s.pool.Close() })
 	s.pins, err = openPins(e)
 	return err
@@ -358,20 +367,21 @@ func (s *stack) startWorker(ctx context.Context) error {
 	e := s.env
 	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
 		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit}
-	blobsDir := e.snap.Config.BlobsDir
-	if blobsDir == "" {
-		blobsDir = filepath.Join(e.dataDir, "blobs")
-	}
-	var err error
-	if acts.Blobs, err = blob.New(blobsDir); err != nil {
+	blobsURL, err := e.snap.Config.BlobsURL(e.dataDir)
+	if err != nil {
 		return err
 	}
+	if acts.Blobs, err = blob.Open(ctx, blobsURL); err != nil {
+		return fmt.Errorf("%s: %w", e.cfgPath, err)
+	}
+	s.stops = append(s.stops, func() { _ = acts.Blobs.Close() })
+	e.log.Info().Str("blobs", acts.Blobs.String()).Msg("blob store")
 	notifiers, err := approvalNotifiers(e)
 	if err != nil {
 		return err
 	}
 	acts.Notifiers = append(acts.Notifiers, notifiers...)
-	wo := worker.Options{TaskQueue: e.tq}
+	wo := worker.Options{TaskQueue: e.tq, StopTimeout: e.drain(), BuildID: e.buildID(), DeploymentName: e.flags.deployment, Versioning: e.flags.versioning}
 	if s.srv != nil {
 		// The only worker of its own Temporal: what an earlier process
 		// was running when it died is dead; answer it before polling.
@@ -477,7 +487,7 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	if e.metricsOnMux() {
 		mux.Handle("/metrics", metrics.Handler())
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	e.health.mount(mux)
 	// Approving without Slack: the page lists the requests a principal may
 	// decide, after a login with its API key.
 	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit, Groups: e.snap.Config.GroupMembers()})
@@ -501,7 +511,7 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	s.addr = ln.Addr().String()
 	// Bounded reads and a cap on unauthenticated connections: a client
 	// without a key must not hold connections (file descriptors) open.
-	s.http = limitedServer(mux, e.snap.Config, s.dir, e.log)
+	s.http = limitedServer(e.health.track(mux), e.snap.Config, s.dir, e.log)
 	go func() {
 		err := s.http.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
@@ -509,12 +519,55 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 		}
 		s.httpErr <- err
 	}()
-	s.stops = append(s.stops, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.http.Shutdown(sctx)
-	})
+	s.stops = append(s.stops, func() { drainHTTP(e, s.http.HTTP, "gateway") })
 	return nil
+}
+
+// drainHTTP stops srv gracefully: the listener closes at once (new
+// connections are refused, idle ones closed) and the requests in flight
+// (counted by e.health.track) get --drain-timeout to finish. Then what is
+// still open is cut: event streams clients hold open (they reconnect to
+// another replica), and answers still waiting at the deadline (an
+// approval's inline wait); the clients retry on another replica with the
+// same idempotency key.
+func drainHTTP(e *env, srv *http.Server, what string) {
+	e.health.draining.Store(true)
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), e.drain())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				_ = srv.Close()
+				e.log.Warn().Dur("after", time.Since(t0)).Int64("cut", e.health.requests.Load()).Msg(what + ": requests still open at the end of --drain-timeout were cut")
+				return
+			}
+			e.log.Info().Dur("took", time.Since(t0)).Msg(what + ": drained; every request in flight finished")
+			return
+		case <-tick.C:
+			if e.health.requests.Load() > 0 {
+				continue
+			}
+			// Only streams are left: end them.
+			_ = srv.Close()
+			<-done
+			e.log.Info().Dur("took", time.Since(t0)).Msg(what + ": drained; every request in flight finished (open streams closed)")
+			return
+		}
+	}
+}
+
+// drain is --drain-timeout (the default for roles without the flag).
+func (e *env) drain() time.Duration {
+	if e.flags.drain > 0 {
+		return e.flags.drain
+	}
+	return defaultDrain
 }
 
 // devKey is the documented key of the example configuration.

@@ -72,7 +72,7 @@ func (s *stack) observe(r roles) error {
 	return nil
 }
 
-// serveMetrics serves /metrics (and /healthz) on --metrics-listen when it
+// serveMetrics serves /metrics (and /healthz, /readyz) on --metrics-listen when it
 // names an address. The returned function stops it.
 func serveMetrics(e *env) (func(), error) {
 	addr := e.flags.metricsListen
@@ -85,7 +85,7 @@ func serveMetrics(e *env) (func(), error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	e.health.mount(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -31,11 +31,15 @@ type gatewayOptions struct {
 
 func gatewayFlags(fs *flag.FlagSet, o *gatewayOptions) {
 	o.common.register(fs)
+	o.common.registerDrain(fs, "requests in flight")
 	fs.BoolVar(&o.stdio, "stdio", false, "serve MCP on stdin/stdout (for Claude Desktop) instead of HTTP")
 	fs.StringVar(&o.task, "task", "", "with --stdio: attach to this task `ID`")
 }
 
 func runGateway(c *Call, o *gatewayOptions) int {
+	if code := badDrain(c, o.common.drain); code != 0 {
+		return code
+	}
 	e, code := loadExternal(c, o.common, "only airlock dev runs an embedded Temporal")
 	if e == nil {
 		return code
@@ -57,6 +61,8 @@ func workerCommand() *Command {
 
 func workerFlags(fs *flag.FlagSet, f *commonFlags) {
 	f.register(fs)
+	f.registerDrain(fs, "tool calls in flight (after it, they are cancelled and retried on another worker)")
+	f.registerVersioning(fs)
 	// The worker has no HTTP listener of its own: /metrics gets one.
 	if l := fs.Lookup("metrics-listen"); l != nil {
 		l.Usage = "serve Prometheus /metrics at this `address` (\"off\": nowhere)"
@@ -66,9 +72,15 @@ func workerFlags(fs *flag.FlagSet, f *commonFlags) {
 }
 
 func runWorker(c *Call, f *commonFlags) int {
+	if code := badDrain(c, f.drain); code != 0 {
+		return code
+	}
 	e, code := loadExternal(c, *f, "only airlock dev runs an embedded Temporal")
 	if e == nil {
 		return code
+	}
+	if err := checkVersioning(e); err != nil {
+		return c.usage("%v", err)
 	}
 	c.Stdin = nil
 	return serve(c, e, roles{worker: true}, 0, "")

@@ -49,6 +49,11 @@ type commonFlags struct {
 	// nowhere.
 	metricsListen string
 	auditLog      string
+	// drain is how long a stopping role finishes what it has in flight
+	// (--drain-timeout, on the serving roles only).
+	drain time.Duration
+	// The worker's build identity (airlock worker only; see versioning.go).
+	buildID, deployment, versioning string
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet) {
@@ -87,6 +92,9 @@ type env struct {
 	// tracing is set when a serving command turned tracing on (tracing.go;
 	// nil: off).
 	tracing *telemetry.Tracing
+	// health answers /healthz and /readyz on every listener the role
+	// serves.
+	health health
 }
 
 // load reads the configuration and applies flags over it. Errors name the

@@ -24,9 +24,14 @@ type Config struct {
 	// DataDir holds the embedded Temporal database and other local state.
 	// Relative paths are relative to the current directory. Default ".airlock".
 	DataDir string `yaml:"data_dir,omitempty"`
-	// BlobsDir is where workers keep large captured pre-images and
-	// compensations, out of the workflow histories (default
-	// <data_dir>/blobs). Every worker must see the same directory.
+	// Blobs is the URL of the blob store where workers keep large captured
+	// pre-images and compensations, out of the workflow histories:
+	// file:///dir, s3://bucket?region=R (&endpoint=URL&use_path_style=true
+	// for S3-compatible servers, &prefix=P/) or mem://. Every worker must
+	// use the same store. Default: blobs_dir as a file URL.
+	Blobs string `yaml:"blobs,omitempty"`
+	// BlobsDir is the older way to name a file store: the same as blobs:
+	// file:///<absolute dir> (default <data_dir>/blobs).
 	BlobsDir string `yaml:"blobs_dir,omitempty"`
 
 	// Listen is the gateway's HTTP address. Default "127.0.0.1:7400".

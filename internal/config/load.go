@@ -227,6 +227,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 		v.add("manifests", `is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`)
 	}
 	c.validateHTTP(v)
+	c.validateBlobs(v)
 	c.validateIdentity(v)
 	c.validateTokens(v)
 	c.validateSlack(v)

@@ -207,6 +207,31 @@ task:
 			},
 		},
 		{
+			name:  "blob store URLs",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nblobs: gs://bucket\nblobs_dir: /var/lib/airlock/blobs\n",
+			want: []string{
+				`DIR/airlock.yaml:2: blobs: and blobs_dir are both set; keep one (blobs_dir: DIR is the same as blobs: file:///absolute/DIR)`,
+				`DIR/airlock.yaml:2: blobs: "gs://bucket": scheme "gs" is not one of file, s3, mem; write file:///var/lib/airlock/blobs (one host or a shared mount), s3://BUCKET?region=REGION (add &endpoint=URL&use_path_style=true for MinIO and other S3-compatible servers, &prefix=airlock/ to share a bucket) or mem:// (one process, tests)`,
+			},
+		},
+		{
+			name:  "blob store URL shapes",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nblobs: file://var/blobs\n",
+			want: []string{
+				`DIR/airlock.yaml:2: blobs: "file://var/blobs" does not name an absolute directory: a file URL has three slashes, e.g. file:///var/lib/airlock/blobs`,
+			},
+		},
+		{
+			name:  "s3 blob store with a path",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nblobs: s3://bucket/airlock\n",
+			want: []string{
+				`DIR/airlock.yaml:2: blobs: "s3://bucket/airlock" has a path: put the key prefix in the query instead, e.g. s3://bucket?prefix=airlock/`,
+			},
+		},
+		{
 			name: "duplicate server across files",
 			files: map[string]string{
 				"m/a.yaml": manifestFor("same"),
