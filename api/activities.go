@@ -52,6 +52,36 @@ type CallToolOutput struct {
 	// ResultRef, instead of Result, names a large capture's result kept
 	// in the blob store.
 	ResultRef string `json:",omitempty"`
+	// Exchanges are the sampling and elicitation requests the upstream
+	// made during the call, with the client's answers (masked by the
+	// tool's redact paths), in order; recorded in the task's history with
+	// the result.
+	Exchanges []Exchange `json:",omitempty"`
+}
+
+// Exchange is one server-to-client request an upstream made during a call.
+type Exchange struct {
+	// Kind is "sampling" or "elicitation".
+	Kind string
+	// Request is the upstream's params, as JSON.
+	Request json.RawMessage
+	// Answer is the client's result, as JSON with the tool's redact paths
+	// masked (sampling: paths into the result; elicitation: paths into the
+	// content the user gave); empty when refused.
+	Answer json.RawMessage `json:",omitempty"`
+	// Refused says why airlock did not forward it, or the client's error.
+	Refused string `json:",omitempty"`
+}
+
+// CallProgress is the heartbeat detail of a running call: the last progress
+// its upstream reported, for a gateway in another process to relay.
+type CallProgress struct {
+	Token    any     `json:",omitempty"`
+	Progress float64 `json:",omitempty"`
+	Total    float64 `json:",omitempty"`
+	Message  string  `json:",omitempty"`
+	// Seq counts the progress notifications so far.
+	Seq int `json:",omitempty"`
 }
 
 // Approval activity names (wire names).

@@ -38,6 +38,7 @@ import (
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/relay"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -112,6 +113,11 @@ type Options struct {
 	Version                 string
 	// Audit receives a line for each HTTP caller refused (nil: none).
 	Audit *auditstream.Log
+	// Relay, shared with the worker's activities when both run in this
+	// process, carries what an upstream sends during a call (progress, log
+	// messages, sampling, elicitation) to the client that made the call
+	// (relay.go). Nil: none of it reaches the client.
+	Relay *relay.Hub
 }
 
 // Gateway is the MCP server in front of the upstreams.
@@ -177,8 +183,10 @@ func New(opts Options) *Gateway {
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools are served through airlock: every call is checked, recorded and may need a person's approval. " +
 			"Results carry _meta \"" + MetaTask + "\" (your task ID; send it in the " + HeaderTask + " header to reattach) and \"" + MetaCall + "\".",
-		Logger:       slog.New(zerolog.NewSlogHandler(g.log)),
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Logger: slog.New(zerolog.NewSlogHandler(g.log)),
+		// Logging: upstream log messages of a call are relayed, filtered at
+		// the level the client set (relay.go).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
 		// Resource subscriptions are forwarded upstream (resources.go).
 		SubscribeHandler: g.subscribe, UnsubscribeHandler: g.unsubscribe,
 		// completion/complete goes to the upstream owning the prompt or
@@ -709,7 +717,9 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 
 	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
 	defer cancel()
-	stopProgress := g.progress(ctx, req, taskID, callID)
+	sink, unrelay := g.relayCall(ctx, req, taskID, callID)
+	defer unrelay()
+	stopProgress := g.progress(ctx, req, taskID, callID, sink.upstreamProgress.Load)
 	defer stopProgress()
 	var res api.CallResult
 	for {

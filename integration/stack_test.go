@@ -33,6 +33,7 @@ import (
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/relay"
 	"github.com/airlock-run/airlock/internal/sandbox"
 	"github.com/airlock-run/airlock/internal/sandbox/toolserver"
 	"github.com/airlock-run/airlock/internal/testenv"
@@ -241,7 +242,8 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			t.Fatal(err)
 		}
 	}
-	s.worker = worker.New(c, &activities.Activities{Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
+	hub := relay.New()
+	s.worker = worker.New(c, &activities.Activities{Relay: hub, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
@@ -250,7 +252,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	gwMu.Lock()
 	s.gw = gateway.New(gateway.Options{
-		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
+		Temporal: c, Relay: hub, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,

@@ -181,6 +181,15 @@ type Tool struct {
 	// observations of each entity.
 	Redact []string `yaml:"redact,omitempty" json:"redact,omitempty"`
 
+	// Sampling and Elicitation say whether the upstream may, while a call
+	// of this tool runs, ask the client that made the call to sample its
+	// model (sampling/createMessage) or to ask its user (elicitation/create):
+	// "allow" or "deny". Default deny: the upstream gets an error saying
+	// the manifest does not allow it. Allowed requests and the client's
+	// answers are recorded with the call (answers masked by Redact).
+	Sampling    Permit `yaml:"sampling,omitempty" json:"sampling,omitempty"`
+	Elicitation Permit `yaml:"elicitation,omitempty" json:"elicitation,omitempty"`
+
 	// PathArgs lists arguments that are filesystem paths, a string or a list
 	// of strings (used by policy path confinement).
 	PathArgs []string `yaml:"path_args,omitempty" json:"path_args,omitempty"`
@@ -202,6 +211,19 @@ type Tool struct {
 // it declares a compensation (whose when may still decide, at rollback,
 // that there is nothing to undo).
 func (t *Tool) Compensable() bool { return t != nil && t.Compensation != nil }
+
+// Permit allows or denies a server-to-client request (Tool.Sampling,
+// Tool.Elicitation).
+type Permit string
+
+// Permit values; the empty Permit is PermitDeny.
+const (
+	PermitAllow Permit = "allow"
+	PermitDeny  Permit = "deny"
+)
+
+// Allows reports whether p is PermitAllow.
+func (p Permit) Allows() bool { return p == PermitAllow }
 
 // Approval is the approval rule of a tool.
 type Approval struct {

@@ -285,6 +285,14 @@ func (v *validator) tool(m *Manifest, name string, names []string, prefixOK bool
 	oneOf(v, p+".risk", t.Risk, "risk tier", risks)
 	v.nonEmpty(p+".required_permissions", t.RequiredPermissions, `a permission name such as "filesystem.write"`)
 	v.approval(p+".approval", t.Approval)
+	for _, f := range []struct {
+		name string
+		val  Permit
+	}{{"sampling", t.Sampling}, {"elicitation", t.Elicitation}} {
+		if f.val != "" && f.val != PermitAllow && f.val != PermitDeny {
+			v.add(p+"."+f.name, "%q is not a permit; use allow or deny (default deny)", f.val)
+		}
+	}
 
 	if tp := p + ".timeout"; v.set(tp, t.Timeout) {
 		switch {

@@ -45,6 +45,8 @@ type upstream struct {
 	closeErr error
 
 	cat catalog // resources, prompts and subscriptions (resources.go)
+
+	calls inflight // calls in flight and their hooks (hooks.go)
 }
 
 // session is one MCP client session and what the supervisor needs to end it.
@@ -85,11 +87,21 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 		// No roots: an upstream that sees the roots capability may ask us for
 		// roots and narrow itself to the empty list we would answer
 		// (server-filesystem does).
-		Capabilities:               &mcp.ClientCapabilities{},
-		ToolListChangedHandler:     u.toolListChanged,
-		ResourceListChangedHandler: u.resourceListChanged,
-		PromptListChangedHandler:   u.promptListChanged,
-		ResourceUpdatedHandler:     u.resourceUpdated,
+		// Sampling and elicitation are declared so that an upstream may ask
+		// during a call; the gateway forwards the request to the client that
+		// made the call when the tool's manifest allows it (hooks.go).
+		Capabilities: &mcp.ClientCapabilities{
+			Sampling:    &mcp.SamplingCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
+		},
+		CreateMessageHandler:        u.sample,
+		ElicitationHandler:          u.elicit,
+		ProgressNotificationHandler: u.progress,
+		LoggingMessageHandler:       u.logMessage,
+		ToolListChangedHandler:      u.toolListChanged,
+		ResourceListChangedHandler:  u.resourceListChanged,
+		PromptListChangedHandler:    u.promptListChanged,
+		ResourceUpdatedHandler:      u.resourceUpdated,
 	})
 	u.client.AddReceivingMiddleware(u.ackMiddleware)
 	if s.HTTP != nil {
@@ -247,6 +259,7 @@ func (u *upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 		u.mu.Unlock()
 		return nil, nil, fmt.Errorf("listing tools: %s", s.describeConnectError(ctx, err, timeout))
 	}
+	u.setLogLevel(cctx, cs)
 	return s, tools, nil
 }
 

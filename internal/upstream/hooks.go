@@ -1,0 +1,186 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// CallHooks receive what an upstream sends while one of airlock's calls to
+// it runs: progress (matched by the call's progress token), log messages,
+// and sampling and elicitation requests. Log messages and server-to-client
+// requests carry no reference to the request they belong to, so they are
+// given to the call in flight on that upstream when there is exactly one
+// (see [Pool.CallTool]); with several calls in flight, log messages are
+// dropped and requests refused, rather than shown to the wrong task.
+//
+// Any hook may be nil. Hooks are called from the session's goroutines and
+// must not block beyond the call's own life.
+type CallHooks struct {
+	// ProgressToken, when not nil, is sent upstream as the call's
+	// _meta.progressToken (the client's own token; when another call on
+	// the same upstream uses the same token, a unique one is sent instead
+	// and Progress still receives the upstream's notifications).
+	ProgressToken any
+	Progress      func(p *mcp.ProgressNotificationParams)
+	Log           func(p *mcp.LoggingMessageParams)
+	Sample        func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+	Elicit        func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+}
+
+type hooksKey struct{}
+
+// WithHooks makes CallTool route what the upstream sends during the call to h.
+func WithHooks(ctx context.Context, h *CallHooks) context.Context {
+	return context.WithValue(ctx, hooksKey{}, h)
+}
+
+func hooksFrom(ctx context.Context) *CallHooks {
+	h, _ := ctx.Value(hooksKey{}).(*CallHooks)
+	return h
+}
+
+// ErrNoCall is the error an upstream gets for a sampling or elicitation
+// request made outside a call airlock can attribute it to.
+var ErrNoCall = errors.New("airlock cannot attribute this request to a tool call")
+
+// inflight tracks the calls of one upstream that have hooks.
+type inflight struct {
+	mu     sync.Mutex
+	calls  map[*CallHooks]bool
+	tokens map[any]*CallHooks
+	seq    int
+}
+
+// enter registers h for one call and returns the progress token to send
+// upstream (nil for none) and a function that unregisters it.
+func (f *inflight) enter(h *CallHooks) (token any, leave func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls, f.tokens = map[*CallHooks]bool{}, map[any]*CallHooks{}
+	}
+	f.calls[h] = true
+	if h.ProgressToken != nil {
+		token = tokenKey(h.ProgressToken)
+		if _, taken := f.tokens[token]; taken {
+			f.seq++
+			token = fmt.Sprintf("airlock-%d-%v", f.seq, h.ProgressToken)
+		}
+		f.tokens[token] = h
+	}
+	return token, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.calls, h)
+		if token != nil {
+			delete(f.tokens, token)
+		}
+	}
+}
+
+// tokenKey normalises a progress token for map lookups: JSON numbers
+// arrive as float64, and a client's integer token may be an int64.
+func tokenKey(t any) any {
+	switch v := t.(type) {
+	case int:
+		return float64(v)
+	case int64:
+		return float64(v)
+	case int32:
+		return float64(v)
+	}
+	return t
+}
+
+func (f *inflight) byToken(t any) *CallHooks {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokens[tokenKey(t)]
+}
+
+// only returns the single call in flight, or nil and how many there are.
+func (f *inflight) only() (*CallHooks, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.calls) != 1 {
+		return nil, len(f.calls)
+	}
+	for h := range f.calls {
+		return h, 1
+	}
+	return nil, 0
+}
+
+func (u *upstream) progress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	if req.Params == nil {
+		return
+	}
+	if h := u.calls.byToken(req.Params.ProgressToken); h != nil && h.Progress != nil {
+		u.safely("progress", func() { h.Progress(req.Params) })
+	}
+}
+
+func (u *upstream) logMessage(_ context.Context, req *mcp.LoggingMessageRequest) {
+	if req.Params == nil {
+		return
+	}
+	h, n := u.calls.only()
+	if h == nil {
+		if n > 1 {
+			u.log.Debug().Int("calls", n).Msg("upstream log message dropped: several calls in flight, it belongs to none of them for sure")
+		}
+		return
+	}
+	if h.Log != nil {
+		u.safely("log message", func() { h.Log(req.Params) })
+	}
+}
+
+func (u *upstream) callFor(what string) (*CallHooks, error) {
+	h, n := u.calls.only()
+	switch {
+	case n == 0:
+		return nil, fmt.Errorf("%w: %s from upstream %s outside any tool call", ErrNoCall, what, u.name)
+	case h == nil:
+		return nil, fmt.Errorf("%w: %s from upstream %s while %d calls to it are in flight; airlock forwards it only when one is", ErrNoCall, what, u.name, n)
+	}
+	return h, nil
+}
+
+func (u *upstream) sample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	h, err := u.callFor("sampling/createMessage")
+	if err != nil {
+		return nil, err
+	}
+	if h.Sample == nil {
+		return nil, fmt.Errorf("%w: sampling is not available for this call", ErrNoCall)
+	}
+	return h.Sample(ctx, req.Params)
+}
+
+func (u *upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	h, err := u.callFor("elicitation/create")
+	if err != nil {
+		return nil, err
+	}
+	if h.Elicit == nil {
+		return nil, fmt.Errorf("%w: elicitation is not available for this call", ErrNoCall)
+	}
+	return h.Elicit(ctx, req.Params)
+}
+
+// setLogLevel asks an upstream that declares logging for every level: the
+// gateway filters at the level each client set (an MCP server sends no log
+// messages until a level is set).
+func (u *upstream) setLogLevel(ctx context.Context, cs *mcp.ClientSession) {
+	if caps := serverCaps(cs); caps == nil || caps.Logging == nil {
+		return
+	}
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		u.log.Debug().Err(err).Msg("upstream refused logging/setLevel")
+	}
+}
