@@ -241,14 +241,17 @@ func everythingFullManifest(t *testing.T, bin, listURL string) *manifests.Manife
 	}
 	defer cs.Close()
 	var b strings.Builder
-	b.WriteString("server:\n  name: everything\n  prefix: \"\"\n  stdio:\n    command: " + bin + "\n")
+	// The everything-server's sampling and elicitation tools send a request
+	// during the call, which it may do on 2025-11-25 (what the runner
+	// speaks) but not on 2026-07-28.
+	b.WriteString("server:\n  name: everything\n  prefix: \"\"\n  protocol_version: \"2025-11-25\"\n  stdio:\n    command: " + bin + "\n")
 	b.WriteString("resources: {data_access_level: public}\nprompts: {data_access_level: public}\ntools:\n")
 	n := 0
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			t.Fatalf("listing the everything-server's tools: %v", err)
 		}
-		b.WriteString("  " + tool.Name + ": {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
+		b.WriteString("  " + tool.Name + ": {side_effects: [none], data_access_level: public, risk: low, idempotent: true, sampling: allow, elicitation: allow}\n")
 		n++
 	}
 	if n == 0 {

@@ -93,7 +93,18 @@ type Server struct {
 	// (after resolving "..", and symlinks). ${VAR} expands as in stdio.
 	// Required when any tool declares path_args.
 	PathRoots []string `yaml:"path_roots,omitempty" json:"path_roots,omitempty"`
+
+	// ProtocolVersion is the MCP revision airlock offers this upstream when
+	// it connects (one of ProtocolVersions; default: the newest the MCP SDK
+	// speaks, and the upstream may answer with an older one). Set
+	// "2025-11-25" for an upstream whose tools ask for sampling or
+	// elicitation with a request during the call: on 2026-07-28 a server
+	// may not send one (it returns an input-required result instead).
+	ProtocolVersion string `yaml:"protocol_version,omitempty" json:"protocol_version,omitempty"`
 }
+
+// ProtocolVersions are the MCP revisions server.protocol_version may name.
+var ProtocolVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
 
 // StdioServer launches the upstream as a child process speaking MCP over
 // stdin/stdout. Command, args, env values and dir may reference ${VAR}: the

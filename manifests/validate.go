@@ -156,6 +156,9 @@ func (v *validator) server(s Server) {
 		}
 	}
 
+	if s.ProtocolVersion != "" && !slices.Contains(ProtocolVersions, s.ProtocolVersion) {
+		v.add("server.protocol_version", "%q is not an MCP revision airlock speaks; use one of %s, or omit it for the newest", s.ProtocolVersion, strings.Join(ProtocolVersions, ", "))
+	}
 	if s.Prefix != nil && !prefixRE.MatchString(*s.Prefix) {
 		v.add("server.prefix", `%q is not a valid prefix; exposed names may only have letters, digits, '_' and '-' (common MCP clients reject others), so use up to 63 of those, e.g. "fs_", or "" for the upstream's names unchanged`, *s.Prefix)
 	}

@@ -197,6 +197,14 @@ func (s *session) callTool(ctx context.Context, tool string, args json.RawMessag
 	if token != nil {
 		params.SetProgressToken(token)
 	}
+	// On 2026-07-28 the log level travels with each request: ask for
+	// every level, the gateway filters at the client's (hooks.go).
+	if protocolVersion(s.cs) >= protocolListen {
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[mcp.MetaKeyLogLevel] = "debug"
+	}
 	func() {
 		defer func() {
 			if r := recover(); r != nil {

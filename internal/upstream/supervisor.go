@@ -233,7 +233,11 @@ func (u *upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.HTTP.URL, HTTPClient: u.httpClient, MaxRetries: 1}
 	}
 
-	cs, err := u.client.Connect(cctx, t, nil)
+	var copts *mcp.ClientSessionOptions
+	if v := u.cfg.ProtocolVersion; v != "" {
+		copts = &mcp.ClientSessionOptions{ProtocolVersion: v}
+	}
+	cs, err := u.client.Connect(cctx, t, copts)
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.pid = s.cmd.Process.Pid
 	}

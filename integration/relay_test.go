@@ -1,0 +1,264 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// relayManifest declares the everything-server's tools that report
+// progress, log, sample and elicit. test_elicitation may elicit, with the
+// answer's username masked; test_elicitation_sep1034_defaults may not.
+func relayManifest(t *testing.T, bin string) *manifests.Manifest {
+	t.Helper()
+	const low = "side_effects: [none], data_access_level: public, risk: low, idempotent: true"
+	// Its tools sample and elicit with a request during the call, which a
+	// server may send on 2025-11-25 but not on 2026-07-28.
+	y := "server:\n  name: everything\n  protocol_version: \"2025-11-25\"\n  stdio:\n    command: " + bin + "\ntools:\n" +
+		"  test_tool_with_progress: {" + low + "}\n" +
+		"  test_tool_with_logging: {" + low + "}\n" +
+		"  test_sampling: {" + low + ", sampling: allow}\n" +
+		"  test_elicitation: {" + low + ", elicitation: allow, redact: [username]}\n" +
+		"  test_elicitation_sep1034_defaults: {" + low + "}\n"
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "everything.yaml"), []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := m.Validate(); len(ps) > 0 {
+		t.Fatalf("everything manifest: %v", ps)
+	}
+	return m
+}
+
+// relayClient is an MCP client of the gateway that records what the
+// gateway relays to it and answers sampling and elicitation.
+type relayClient struct {
+	mu        sync.Mutex
+	progress  []*mcp.ProgressNotificationParams
+	logs      []*mcp.LoggingMessageParams
+	sampled   []*mcp.CreateMessageParams
+	elicited  []*mcp.ElicitParams
+	cs        *mcp.ClientSession
+	sessionMu sync.Mutex
+}
+
+func newRelayClient(t *testing.T, url string) *relayClient {
+	t.Helper()
+	rc := &relayClient{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-relay-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			rc.mu.Lock()
+			rc.progress = append(rc.progress, r.Params)
+			rc.mu.Unlock()
+		},
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			rc.mu.Lock()
+			rc.logs = append(rc.logs, r.Params)
+			rc.mu.Unlock()
+		},
+		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			rc.mu.Lock()
+			rc.sampled = append(rc.sampled, r.Params)
+			rc.mu.Unlock()
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: "sampled-by-the-test-client"}}, nil
+		},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			rc.mu.Lock()
+			rc.elicited = append(rc.elicited, r.Params)
+			rc.mu.Unlock()
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "secret-user-4711"}}, nil
+		},
+	})
+	hc := &http.Client{Transport: headerRT{headers: map[string]string{"Authorization": "Bearer " + testKey}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	rc.cs = cs
+	return rc
+}
+
+func (rc *relayClient) snapshot() (p []*mcp.ProgressNotificationParams, l []*mcp.LoggingMessageParams, s []*mcp.CreateMessageParams, e []*mcp.ElicitParams) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append(p, rc.progress...), append(l, rc.logs...), append(s, rc.sampled...), append(e, rc.elicited...)
+}
+
+func resultText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestRelay checks, against the go-sdk conformance everything-server behind
+// airlock, that what an upstream sends during a call reaches the client
+// that made it: the client's progress token reaches the upstream and its
+// progress comes back in order; log messages arrive at the level the
+// client set; sampling and elicitation are forwarded when the tool's
+// manifest allows them, refused when it does not, and recorded in the
+// task's history with the answer masked.
+func TestRelay(t *testing.T) {
+	bin, err := buildEverythingServer(t)
+	if err != nil {
+		t.Fatalf("the go-sdk conformance everything-server does not build: %v", err)
+	}
+	m := relayManifest(t, bin)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}})
+	waitTools(t, s.connect(t, nil), "everything__test_tool_with_progress")
+	rc := newRelayClient(t, s.url)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	call := func(name string, args map[string]any, meta mcp.Meta) *mcp.CallToolResult {
+		t.Helper()
+		res, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__" + name, Arguments: args, Meta: meta})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res
+	}
+
+	t.Run("progress", func(t *testing.T) {
+		res := call("test_tool_with_progress", nil, mcp.Meta{"progressToken": "client-token-1"})
+		if res.IsError || resultText(res) != "client-token-1" {
+			t.Fatalf("the upstream did not get the client's progress token: result %q (error %v)", resultText(res), res.IsError)
+		}
+		var got []*mcp.ProgressNotificationParams
+		waitFor(t, "three progress notifications", 10*time.Second, func() bool {
+			got, _, _, _ = rc.snapshot()
+			return len(got) >= 3
+		})
+		for i, want := range []float64{0, 50, 100} {
+			if got[i].Progress != want || got[i].Total != 100 || got[i].ProgressToken != "client-token-1" {
+				t.Errorf("progress %d: got %v/%v token %v, want %v/100 token client-token-1", i, got[i].Progress, got[i].Total, got[i].ProgressToken, want)
+			}
+		}
+	})
+
+	t.Run("logging", func(t *testing.T) {
+		if err := rc.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
+			t.Fatalf("logging/setLevel: %v", err)
+		}
+		call("test_tool_with_logging", nil, nil) // info messages: filtered out
+		if err := rc.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Fatalf("logging/setLevel: %v", err)
+		}
+		call("test_tool_with_logging", nil, nil)
+		var logs []*mcp.LoggingMessageParams
+		waitFor(t, "three log messages", 10*time.Second, func() bool {
+			_, logs, _, _ = rc.snapshot()
+			return len(logs) >= 3
+		})
+		want := []string{"Tool execution started", "Tool processing data", "Tool execution completed"}
+		if len(logs) != 3 {
+			t.Fatalf("got %d log messages, want the 3 of the second call only (the first was below the client's level)", len(logs))
+		}
+		for i, l := range logs {
+			if l.Data != want[i] || l.Level != "info" {
+				t.Errorf("log %d: %v %v, want info %q", i, l.Level, l.Data, want[i])
+			}
+		}
+	})
+
+	t.Run("sampling", func(t *testing.T) {
+		res := call("test_sampling", map[string]any{"prompt": "say hi"}, nil)
+		if res.IsError || resultText(res) != "LLM response: sampled-by-the-test-client" {
+			t.Fatalf("sampling result: %q (error %v)", resultText(res), res.IsError)
+		}
+		_, _, sampled, _ := rc.snapshot()
+		if len(sampled) != 1 || sampled[0].Messages[0].Content.(*mcp.TextContent).Text != "say hi" {
+			t.Fatalf("the client was asked to sample %d times, want once with the prompt", len(sampled))
+		}
+	})
+
+	t.Run("elicitation", func(t *testing.T) {
+		res := call("test_elicitation", map[string]any{"message": "who are you?"}, nil)
+		if res.IsError || !strings.Contains(resultText(res), "username:secret-user-4711") {
+			t.Fatalf("elicitation result: %q (error %v)", resultText(res), res.IsError)
+		}
+		task, _ := res.Meta[gateway.MetaTask].(string)
+		hist := historyText(t, s, task)
+		// The call's result (the tool's own text) holds the username; the
+		// recorded exchange holds the request and the masked answer.
+		if !strings.Contains(hist, `"Kind":"elicitation","Request":{"mode":"form","message":"who are you?"`) ||
+			!strings.Contains(hist, `"Answer":{"action":"accept","content":{"username":"[redacted]"}}`) {
+			t.Errorf("the elicitation and its masked answer are not in the task's history:\n%s", hist)
+		}
+		if strings.Contains(hist, `"username":"secret-user-4711"`) {
+			t.Errorf("the task's history holds the elicited answer unmasked; the manifest's redact: [username] should mask it")
+		}
+	})
+
+	t.Run("elicitation denied by the manifest", func(t *testing.T) {
+		_, _, _, before := rc.snapshot()
+		res := call("test_elicitation_sep1034_defaults", nil, nil)
+		_, _, _, after := rc.snapshot()
+		if len(after) != len(before) {
+			t.Fatalf("the client was asked although the manifest does not allow elicitation")
+		}
+		if !res.IsError || !strings.Contains(resultText(res), "elicitation: allow") {
+			t.Fatalf("want an error result saying the manifest does not allow elicitation, got %q (error %v)", resultText(res), res.IsError)
+		}
+	})
+}
+
+// historyText is the data of every payload in a task's history (activity
+// and local activity results included), concatenated.
+func historyText(t *testing.T, s *stack, task string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	it := s.client.GetWorkflowHistory(ctx, task, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var b strings.Builder
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", task, err)
+		}
+		payloads(ev.ProtoReflect(), &b)
+	}
+	return b.String()
+}
+
+// payloads appends the data of every Payload message under m to b.
+func payloads(m protoreflect.Message, b *strings.Builder) {
+	if p, ok := m.Interface().(*commonpb.Payload); ok {
+		b.Write(p.GetData())
+		b.WriteByte('\n')
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Kind() == protoreflect.MessageKind:
+			for i := 0; i < v.List().Len(); i++ {
+				payloads(v.List().Get(i).Message(), b)
+			}
+		case fd.IsMap() && fd.MapValue().Kind() == protoreflect.MessageKind:
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				payloads(mv.Message(), b)
+				return true
+			})
+		case !fd.IsList() && !fd.IsMap() && fd.Kind() == protoreflect.MessageKind:
+			payloads(v.Message(), b)
+		}
+		return true
+	})
+}
