@@ -106,8 +106,13 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 			return api.CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeNotSent, err)
 		}
 	}
+	ctx, stopWatch := rel.watchCancel(ctx)
+	defer stopWatch()
 	res, err := a.Tools.CallTool(ctx, in.Server, in.Tool, args)
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errClientCancelled) {
+			return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeCancelled, err)
+		}
 		return api.CallToolOutput{}, classify(in, err)
 	}
 	defer func() { out.Exchanges = rel.recorded() }()

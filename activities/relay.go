@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -160,4 +161,29 @@ func (r *callRelay) heartbeatDetails() []any {
 		return []any{p}
 	}
 	return nil
+}
+
+// errClientCancelled is the cause of an upstream call's cancellation when
+// the client that made the call cancelled it.
+var errClientCancelled = errors.New("cancelled by the client (notifications/cancelled)")
+
+// watchCancel returns ctx cancelled, with cause errClientCancelled, when
+// the client cancels the call through the relay. Cancelling the upstream
+// call's context makes the MCP SDK send notifications/cancelled upstream.
+func (r *callRelay) watchCancel(ctx context.Context) (context.Context, func()) {
+	s := r.sink()
+	if s == nil || s.Cancelled == nil {
+		return ctx, func() {}
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-s.Cancelled:
+			cancel(errClientCancelled)
+		case <-stop:
+		case <-cctx.Done():
+		}
+	}()
+	return cctx, func() { close(stop); cancel(nil) }
 }

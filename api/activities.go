@@ -23,6 +23,10 @@ const (
 	ErrTypeOutcomeUnknown = "OutcomeUnknown"
 	// ErrTypeRejected: the upstream answered with a protocol error.
 	ErrTypeRejected = "Rejected"
+	// ErrTypeCancelled: the client that made the call cancelled it
+	// (notifications/cancelled) while it ran; the upstream call was
+	// cancelled too.
+	ErrTypeCancelled = "Cancelled"
 	// ErrTypeInternal: a bug or an unusable result; not retried.
 	ErrTypeInternal = "Internal"
 )

@@ -104,6 +104,9 @@ const (
 	OutcomeFailed Outcome = "failed"
 	// OutcomeDenied: policy did not let the call run.
 	OutcomeDenied Outcome = "denied"
+	// OutcomeCancelled: the client cancelled the call while it ran
+	// (notifications/cancelled); it may have partly taken effect.
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // Decision is the policy decision recorded with a call.

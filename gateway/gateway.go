@@ -130,6 +130,8 @@ type Gateway struct {
 	// running remembers tasks known to be running, whose calls can skip
 	// the start half of Update-with-Start.
 	running sync.Map // task ID -> struct{}
+	// cancels counts each session's notifications/cancelled (relay.go).
+	cancels sync.Map // *mcp.ServerSession -> *cancelMark
 
 	mu        sync.Mutex
 	tools     map[string]*toolEntry // exposed name -> entry
@@ -195,6 +197,7 @@ func New(opts Options) *Gateway {
 		CompletionHandler: g.complete,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
+	g.server.AddReceivingMiddleware(g.cancelMiddleware) // notifications/cancelled of calls in flight (relay.go)
 	g.addBuiltins()
 	g.addRollbackTool()
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -62,6 +63,28 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 			return ss.Elicit(ctx, p)
 		},
 	}
+	cancelled, ended := make(chan struct{}), make(chan struct{})
+	s.Cancelled = cancelled
+	marks := g.cancelMarks(ss)
+	seen := marks.count()
+	go func() {
+		// The SDK cancels a request's context as soon as it reads the
+		// client's notifications/cancelled, and hands the notification to
+		// the middleware (cancelMiddleware) after: wait a moment for it.
+		// A context ended otherwise (the session closed) is no
+		// cancellation: the call goes on in its task, as it always has.
+		select {
+		case <-ctx.Done():
+		case <-ended:
+			if ctx.Err() == nil {
+				return // answered: nothing to cancel
+			}
+		}
+		if marks.await(seen, cancelGrace) {
+			g.log.Info().Str("task", taskID).Str("call", callID).Msg("call cancelled by the client")
+			close(cancelled)
+		}
+	}()
 	if s.ProgressToken != nil {
 		s.Progress = func(p *mcp.ProgressNotificationParams) {
 			if live() {
@@ -75,6 +98,74 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 		cs.mu.Lock()
 		cs.done = true
 		cs.mu.Unlock()
+		close(ended)
 		unregister()
+	}
+}
+
+// cancelGrace is how long after a call's context ends the gateway waits
+// for the notifications/cancelled that ended it.
+const cancelGrace = 2 * time.Second
+
+// cancelMark counts the notifications/cancelled a session sent.
+type cancelMark struct {
+	mu      sync.Mutex
+	n       int
+	changed chan struct{}
+}
+
+func (m *cancelMark) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n
+}
+
+// await reports whether the count passes seen within d.
+func (m *cancelMark) await(seen int, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		n, ch := m.n, m.changed
+		m.mu.Unlock()
+		if n > seen {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+func (m *cancelMark) add() {
+	m.mu.Lock()
+	m.n++
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.mu.Unlock()
+}
+
+// cancelMarks returns the cancellation count of a session, kept until the
+// session ends.
+func (g *Gateway) cancelMarks(ss *mcp.ServerSession) *cancelMark {
+	m, loaded := g.cancels.LoadOrStore(ss, &cancelMark{changed: make(chan struct{})})
+	if !loaded {
+		go func() { _ = ss.Wait(); g.cancels.Delete(ss) }()
+	}
+	return m.(*cancelMark)
+}
+
+// cancelMiddleware counts each session's notifications/cancelled, for the
+// calls in flight on it (relayCall).
+func (g *Gateway) cancelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/cancelled" {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+				g.cancelMarks(ss).add()
+			}
+		}
+		return next(ctx, method, req)
 	}
 }

@@ -511,7 +511,10 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 // standalone SSE stream open, so an abandoned client that left its stream
 // open would otherwise hold its upstream subscriptions, and have updates
 // sent to it, for ever. A client that only listens must ping (any request
-// counts) within the idle time. It returns when the session ends.
+// counts) within the idle time. A request still open since before the idle
+// time (a parked stream) does not keep the session: every tools/call
+// answers within the inline wait, far shorter. It returns when the session
+// ends.
 func (g *Gateway) expireIdleSubscriber(ss *mcp.ServerSession, ended <-chan struct{}) {
 	if ss.ID() == "" {
 		return // not an HTTP session: it ends with its connection
@@ -527,18 +530,15 @@ func (g *Gateway) expireIdleSubscriber(ss *mcp.ServerSession, ended <-chan struc
 		case <-check.C:
 		}
 		g.mu.Lock()
-		last, busy := since, false
-		if s := g.sessions[ss]; s != nil {
-			if s.last.After(last) {
-				last = s.last
-			}
-			busy = s.inflight > 0
+		last := since
+		if s := g.sessions[ss]; s != nil && s.last.After(last) {
+			last = s.last
 		}
 		g.mu.Unlock()
 		g.res.mu.Lock()
 		n := len(g.res.subs[ss])
 		g.res.mu.Unlock()
-		if busy || time.Since(last) < idle {
+		if time.Since(last) < idle {
 			continue
 		}
 		if n > 0 {

@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -261,4 +263,56 @@ func payloads(m protoreflect.Message, b *strings.Builder) {
 		}
 		return true
 	})
+}
+
+// TestCancelCall checks that a client's notifications/cancelled for a
+// running call reaches the upstream (its tool sees its context cancelled)
+// and that the task records the call as cancelled; a call of the same
+// session that is not cancelled is unaffected.
+func TestCancelCall(t *testing.T) {
+	effects := filepath.Join(t.TempDir(), "effects.log")
+	bin := buildBinary(t, "./integration/testupstream")
+	y := "server:\n  name: counter\n  stdio:\n    command: " + bin + "\n    env:\n      SIDE_EFFECT_LOG: " + effects + "\ntools:\n" +
+		"  wait: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n" +
+		"  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n"
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "counter.yaml"), []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}})
+	cs := s.connect(t, nil)
+	waitTools(t, cs, "counter__wait")
+	task, _ := cs.InitializeResult().Meta[gateway.MetaTask].(string)
+	if task == "" {
+		t.Fatal("initialize result names no task")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__wait", Arguments: map[string]any{"key": "k1"}})
+		done <- err
+	}()
+	logHas := func(line string) bool {
+		b, _ := os.ReadFile(effects)
+		return slices.Contains(strings.Split(strings.TrimSpace(string(b)), "\n"), line)
+	}
+	waitFor(t, "the upstream tool to start", 30*time.Second, func() bool { return logHas("wait-started k1") })
+	cancel() // the go-sdk client sends notifications/cancelled
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled call returned no error to its client")
+	}
+	waitFor(t, "the upstream tool to see the cancellation", 30*time.Second, func() bool { return logHas("wait-cancelled k1") })
+	if logHas("wait-done k1") {
+		t.Fatal("the upstream tool ran to its end")
+	}
+	waitFor(t, "the call recorded as cancelled in the task's history", 30*time.Second, func() bool {
+		return strings.Contains(historyText(t, s, task), `"Tool":"counter__wait","Outcome":"cancelled"`)
+	})
+
+	// The session goes on.
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "counter__echo", Arguments: map[string]any{"text": "still here"}})
+	if err != nil || res.IsError {
+		t.Fatalf("a call after the cancelled one: %v %v", err, res)
+	}
 }

@@ -848,6 +848,10 @@ func outcomeFor(kind string, idempotent bool) api.Outcome {
 		return api.OutcomeUnknown
 	case api.ErrTypeRejected:
 		return api.OutcomeRejected
+	case api.ErrTypeCancelled:
+		// Reported only by workers that relay cancellation (recorded
+		// histories from before never hold it).
+		return api.OutcomeCancelled
 	}
 	return api.OutcomeFailed
 }
@@ -863,6 +867,8 @@ func reasonFor(kind string, req api.CallRequest, attempts int, last string) stri
 		return fmt.Sprintf("the outcome of %s is unknown: %s. It was not re-run because the tool is not idempotent; check whether it took effect before calling it again.", req.Tool, last)
 	case api.ErrTypeRejected:
 		return fmt.Sprintf("upstream %q rejected the call to %s: %s", req.Server, req.UpstreamTool, last)
+	case api.ErrTypeCancelled:
+		return fmt.Sprintf("%s was cancelled by the client while it ran (%s); the upstream was told to stop, and it may have partly taken effect", req.Tool, last)
 	}
 	return fmt.Sprintf("airlock failed to run %s: %s", req.Tool, last)
 }

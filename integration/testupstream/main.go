@@ -168,6 +168,21 @@ func newServer() *mcp.Server {
 	addEcho(s, "echo", desc)
 	mcp.AddTool(s, &mcp.Tool{Name: "append", Description: "Append a record (not idempotent)."}, effect("append"))
 	mcp.AddTool(s, &mcp.Tool{Name: "put", Description: "Put a record (idempotent)."}, effect("put"))
+	// wait runs until it is cancelled (notifications/cancelled) or a
+	// minute passes, logging "wait-started <key>" and then
+	// "wait-cancelled <key>" or "wait-done <key>".
+	mcp.AddTool(s, &mcp.Tool{Name: "wait", Description: "Wait until cancelled (at most a minute)."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in effectIn) (*mcp.CallToolResult, effectOut, error) {
+			record("wait-started", in.Key)
+			select {
+			case <-ctx.Done():
+				record("wait-cancelled", in.Key)
+				return nil, effectOut{}, ctx.Err()
+			case <-time.After(time.Minute):
+				record("wait-done", in.Key)
+				return nil, effectOut{}, nil
+			}
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always reports a tool error."},
 		func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {
 			return nil, nil, fmt.Errorf("the disk is full")

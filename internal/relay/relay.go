@@ -30,6 +30,10 @@ type Sink struct {
 	Log           func(p *mcp.LoggingMessageParams)
 	Sample        func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 	Elicit        func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// Cancelled is closed when the client cancels the call
+	// (notifications/cancelled): the activity then cancels its upstream
+	// call and reports the call cancelled. Nil: never.
+	Cancelled <-chan struct{}
 }
 
 // Hub holds the sinks of the calls in flight. The zero value is not
