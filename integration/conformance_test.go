@@ -35,7 +35,7 @@ var knownGaps = map[string]string{
 	// The client's progressToken does not reach the upstream, and upstream
 	// progress is not relayed while the activity runs. Issue 14, item 2
 	// (progress).
-	"tools-call-with-progress": "upstream progress is not relayed",
+	"tools-call-with-progress":  "upstream progress is not relayed",
 	"elicitation-sep1330-enums": "elicitation is not forwarded to the client",
 }
 
