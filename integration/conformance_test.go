@@ -31,13 +31,7 @@ import (
 // why and the item of issue 14 that will close it. TestConformance fails
 // when one of them starts passing, so that the list shrinks as the gaps
 // close and never hides a fixed one.
-var knownGaps = map[string]string{
-	// The client's progressToken does not reach the upstream, and upstream
-	// progress is not relayed while the activity runs. Issue 14, item 2
-	// (progress).
-	"tools-call-with-progress":  "upstream progress is not relayed",
-	"elicitation-sep1330-enums": "elicitation is not forwarded to the client",
-}
+var knownGaps = map[string]string{}
 
 // TestConformance runs the official MCP conformance server suite
 // (@modelcontextprotocol/conformance, pinned in package.json) against the

@@ -153,6 +153,20 @@ func TestRelay(t *testing.T) {
 				t.Errorf("progress %d: got %v/%v token %v, want %v/100 token client-token-1", i, got[i].Progress, got[i].Total, got[i].ProgressToken, want)
 			}
 		}
+		// A numeric token (JSON number, as most clients send) too.
+		res = call("test_tool_with_progress", nil, mcp.Meta{"progressToken": 7})
+		if res.IsError || resultText(res) != "7" {
+			t.Fatalf("the upstream did not get the client's numeric progress token: result %q (error %v)", resultText(res), res.IsError)
+		}
+		waitFor(t, "three more progress notifications", 10*time.Second, func() bool {
+			got, _, _, _ = rc.snapshot()
+			return len(got) >= 6
+		})
+		for i, want := range []float64{0, 50, 100} {
+			if p := got[3+i]; p.Progress != want || p.ProgressToken != float64(7) {
+				t.Errorf("progress %d with token 7: got %v token %v (%T)", i, p.Progress, p.ProgressToken, p.ProgressToken)
+			}
+		}
 	})
 
 	t.Run("logging", func(t *testing.T) {

@@ -195,7 +195,12 @@ func (s *session) callTool(ctx context.Context, tool string, args json.RawMessag
 		params.Meta = mcp.Meta{MetaIdempotencyKey: k}
 	}
 	if token != nil {
-		params.SetProgressToken(token)
+		// Not SetProgressToken: it panics on a JSON number (float64),
+		// which is how a client's numeric token arrives.
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta["progressToken"] = token
 	}
 	// On 2026-07-28 the log level travels with each request: ask for
 	// every level, the gateway filters at the client's (hooks.go).

@@ -64,26 +64,29 @@ func (f *inflight) enter(h *CallHooks) (token any, leave func()) {
 		f.calls, f.tokens = map[*CallHooks]bool{}, map[any]*CallHooks{}
 	}
 	f.calls[h] = true
+	var key any
 	if h.ProgressToken != nil {
-		token = tokenKey(h.ProgressToken)
-		if _, taken := f.tokens[token]; taken {
+		token, key = h.ProgressToken, tokenKey(h.ProgressToken)
+		if _, taken := f.tokens[key]; taken {
 			f.seq++
 			token = fmt.Sprintf("airlock-%d-%v", f.seq, h.ProgressToken)
+			key = token
 		}
-		f.tokens[token] = h
+		f.tokens[key] = h
 	}
 	return token, func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		delete(f.calls, h)
-		if token != nil {
-			delete(f.tokens, token)
+		if key != nil {
+			delete(f.tokens, key)
 		}
 	}
 }
 
 // tokenKey normalises a progress token for map lookups: JSON numbers
-// arrive as float64, and a client's integer token may be an int64.
+// arrive as float64 (from clients and upstreams alike), and a token set in
+// Go may be an int or int64.
 func tokenKey(t any) any {
 	switch v := t.(type) {
 	case int:
@@ -182,5 +185,19 @@ func (u *upstream) setLogLevel(ctx context.Context, cs *mcp.ClientSession) {
 	}
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		u.log.Debug().Err(err).Msg("upstream refused logging/setLevel")
+	}
+}
+
+// elicitMiddleware hands elicitation/create to the call's hooks before the
+// MCP SDK's client checks its schema: airlock relays the request, and the
+// client that made the call (which answers it) is the one to judge it. The
+// SDK's client knows fewer schema forms than the protocol (it refuses the
+// titled and multi-select enums of SEP-1330, for one).
+func (u *upstream) elicitMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if er, ok := req.(*mcp.ElicitRequest); ok && method == "elicitation/create" {
+			return u.elicit(ctx, er)
+		}
+		return next(ctx, method, req)
 	}
 }

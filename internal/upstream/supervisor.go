@@ -103,7 +103,7 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 		PromptListChangedHandler:    u.promptListChanged,
 		ResourceUpdatedHandler:      u.resourceUpdated,
 	})
-	u.client.AddReceivingMiddleware(u.ackMiddleware)
+	u.client.AddReceivingMiddleware(u.ackMiddleware, u.elicitMiddleware)
 	if s.HTTP != nil {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		u.transport = base
