@@ -109,6 +109,13 @@ const (
 	OutcomeCancelled Outcome = "cancelled"
 )
 
+// CancelCall is the payload of SignalCancelCall.
+type CancelCall struct {
+	CallID string
+	// Reason says who cancelled and how (recorded with the call).
+	Reason string `json:",omitempty"`
+}
+
 // Decision is the policy decision recorded with a call.
 type Decision struct {
 	Effect string

@@ -720,7 +720,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 
 	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
 	defer cancel()
-	sink, unrelay := g.relayCall(ctx, req, taskID, callID)
+	sink, unrelay := g.relayCall(ctx, req, taskID, callID, true)
 	defer unrelay()
 	stopProgress := g.progress(ctx, req, taskID, callID, sink.upstreamProgress.Load)
 	defer stopProgress()

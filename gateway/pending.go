@@ -121,7 +121,7 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	sink, unrelay := g.relayCall(ctx, req, task, in.Call) // this client now gets the call's upstream progress and requests
+	sink, unrelay := g.relayCall(ctx, req, task, in.Call, false) // this client now gets the call's upstream progress and requests
 	defer unrelay()
 	stop := g.progress(ctx, req, task, in.Call, sink.upstreamProgress.Load)
 	defer stop()

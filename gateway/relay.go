@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/relay"
 )
 
@@ -31,10 +32,12 @@ type callSink struct {
 
 // relayCall registers the sink of a call in the relay and returns it with
 // the function that ends it (after which the sink drops notifications and
-// refuses requests).
-func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string) (*callSink, func()) {
+// refuses requests). With cancellable, the client's notifications/cancelled
+// for req cancels the call (the tools/call itself; not airlock_await,
+// whose cancellation only stops the waiting).
+func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string, cancellable bool) (*callSink, func()) {
 	cs := &callSink{}
-	if g.opts.Relay == nil || req.Session == nil {
+	if req.Session == nil {
 		return cs, func() {}
 	}
 	ss := req.Session
@@ -68,6 +71,9 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 	marks := g.cancelMarks(ss)
 	seen := marks.count()
 	go func() {
+		if !cancellable {
+			return
+		}
 		// The SDK cancels a request's context as soon as it reads the
 		// client's notifications/cancelled, and hands the notification to
 		// the middleware (cancelMiddleware) after: wait a moment for it.
@@ -82,7 +88,8 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 		}
 		if marks.await(seen, cancelGrace) {
 			g.log.Info().Str("task", taskID).Str("call", callID).Msg("call cancelled by the client")
-			close(cancelled)
+			close(cancelled) // a worker in this process cancels the upstream call at once
+			g.cancelInTask(taskID, callID)
 		}
 	}()
 	if s.ProgressToken != nil {
@@ -93,13 +100,28 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 			}
 		}
 	}
-	unregister := g.opts.Relay.Register(taskID, callID, s)
+	unregister := g.opts.Relay.Register(taskID, callID, s) // a nil relay registers nothing
 	return cs, func() {
 		cs.mu.Lock()
 		cs.done = true
 		cs.mu.Unlock()
 		close(ended)
 		unregister()
+	}
+}
+
+// cancelInTask tells the call's task that the client cancelled it
+// (api.SignalCancelCall): the task withdraws its approval request, or
+// cancels its activity (a worker in any process learns it at its next
+// heartbeat), and records the call as cancelled. The signal is recorded in
+// the task's history.
+func (g *Gateway) cancelInTask(taskID, callID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := g.opts.Temporal.SignalWorkflow(ctx, taskID, "", api.SignalCancelCall,
+		api.CancelCall{CallID: callID, Reason: "the client sent notifications/cancelled"})
+	if err != nil {
+		g.log.Warn().Err(err).Str("task", taskID).Str("call", callID).Msg("telling the task that the client cancelled a call failed")
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -328,5 +330,50 @@ func TestCancelCall(t *testing.T) {
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "counter__echo", Arguments: map[string]any{"text": "still here"}})
 	if err != nil || res.IsError {
 		t.Fatalf("a call after the cancelled one: %v %v", err, res)
+	}
+}
+
+// TestCancelApprovalWait checks that a client's notifications/cancelled
+// for a call waiting for approval withdraws the request (nobody can
+// approve it any more, the tool never runs) and that the task records the
+// call as cancelled.
+func TestCancelApprovalWait(t *testing.T) {
+	m, effects := counterManifest(t, appendNeedsOps)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}}})
+	cs := s.connect(t, nil)
+	waitTools(t, cs, "counter__append")
+	task, _ := cs.InitializeResult().Meta[gateway.MetaTask].(string)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "k1"},
+			Meta: mcp.Meta{gateway.MetaIdempotencyKey: "cancel-me"}})
+		done <- err
+	}()
+	reqID := task + "~k-cancel-me"
+	bg := context.Background()
+	waitFor(t, "the approval request", 30*time.Second, func() bool {
+		ar, err := approver.Lookup(bg, s.client, reqID)
+		return err == nil && ar.State == api.ApprovalPending
+	})
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled call returned no error to its client")
+	}
+	waitFor(t, "the request withdrawn", 30*time.Second, func() bool {
+		ar, err := approver.Lookup(bg, s.client, reqID)
+		return err == nil && ar.State == api.ApprovalWithdrawn
+	})
+	ar, _ := approver.Lookup(bg, s.client, reqID)
+	if _, err := approver.Deliver(bg, s.client, "late-bob", api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"}); err == nil {
+		t.Error("bob approved a withdrawn request")
+	}
+	hist := historyText(t, s, task)
+	if !strings.Contains(hist, `"Tool":"counter__append","Outcome":"cancelled"`) || !strings.Contains(hist, "the client sent notifications/cancelled") {
+		t.Errorf("the task's history does not record the call as cancelled by the client")
+	}
+	if b, _ := os.ReadFile(effects); strings.Contains(string(b), "append k1") {
+		t.Errorf("the tool ran although its request was withdrawn: %s", b)
 	}
 }
