@@ -39,7 +39,8 @@ func (a *Activities) relayFor(in api.CallToolInput) (*callRelay, *upstream.CallH
 		}
 	}
 	h := &upstream.CallHooks{Sample: r.sample, Elicit: r.elicit, Progress: r.progress, Log: r.log}
-	if s := r.sink(); s != nil {
+	h.ProgressToken = in.ProgressToken // from the task: works in any process
+	if s := r.sink(); s != nil && s.ProgressToken != nil {
 		h.ProgressToken = s.ProgressToken
 	}
 	return r, h
@@ -58,7 +59,7 @@ func (r *callRelay) log(p *mcp.LoggingMessageParams) {
 
 func (r *callRelay) progress(p *mcp.ProgressNotificationParams) {
 	r.mu.Lock()
-	r.last = api.CallProgress{Progress: p.Progress, Total: p.Total, Message: p.Message, Seq: r.last.Seq + 1}
+	r.last = api.CallProgress{CallID: r.in.CallID, Progress: p.Progress, Total: p.Total, Message: p.Message, Seq: r.last.Seq + 1}
 	r.mu.Unlock()
 	if s := r.sink(); s != nil && s.Progress != nil {
 		q := *p

@@ -46,6 +46,8 @@ type CallToolInput struct {
 	// ArgumentsRef, when set, names the arguments in the blob store
 	// (large compensations); Arguments is then empty.
 	ArgumentsRef string `json:",omitempty"`
+	// ProgressToken is CallRequest.ProgressToken.
+	ProgressToken any `json:",omitempty"`
 }
 
 // CallToolOutput carries the upstream's CallToolResult as JSON, so every
@@ -80,6 +82,8 @@ type Exchange struct {
 // CallProgress is the heartbeat detail of a running call: the last progress
 // its upstream reported, for a gateway in another process to relay.
 type CallProgress struct {
+	// CallID names the call (a gateway matches the pending activity by it).
+	CallID   string
 	Token    any     `json:",omitempty"`
 	Progress float64 `json:",omitempty"`
 	Total    float64 `json:",omitempty"`

@@ -80,6 +80,10 @@ type CallRequest struct {
 	Spec         ToolSpec
 	// Principal is the caller; only the task's own principal may call in it.
 	Principal string `json:",omitempty"`
+	// ProgressToken is the client's _meta.progressToken (a string or a
+	// number; nil: none), sent upstream with the call so that a worker in
+	// any process can report the upstream's progress (api.CallProgress).
+	ProgressToken any `json:",omitempty"`
 }
 
 // Outcome classifies how a call ended.

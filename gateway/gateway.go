@@ -118,6 +118,10 @@ type Options struct {
 	// messages, sampling, elicitation) to the client that made the call
 	// (relay.go). Nil: none of it reaches the client.
 	Relay *relay.Hub
+	// ProgressPoll is how often, without a Relay, a waiting call's
+	// heartbeats are read for upstream progress (default
+	// DefaultProgressPoll; relay.go).
+	ProgressPoll time.Duration
 }
 
 // Gateway is the MCP server in front of the upstreams.
@@ -691,6 +695,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	creq := api.CallRequest{
 		CallID: callID, Tool: e.exposed, Server: e.server, UpstreamTool: e.upstream,
 		Arguments: args, Spec: api.SpecFor(e.decl), Principal: pr.Name,
+		ProgressToken: req.Params.GetProgressToken(),
 	}
 	in := api.TaskInput{
 		TaskID: taskID, Principal: pr.Name, Client: clientName,
@@ -724,6 +729,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	defer unrelay()
 	stopProgress := g.progress(ctx, req, taskID, callID, sink.upstreamProgress.Load)
 	defer stopProgress()
+	defer g.heartbeatProgress(ctx, req, taskID, callID, sink)()
 	var res api.CallResult
 	for {
 		var h client.WorkflowUpdateHandle

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/relay"
+	"github.com/airlock-run/airlock/internal/tick"
 )
 
 // errCallLeft answers an upstream's sampling or elicitation request that
@@ -190,4 +192,47 @@ func (g *Gateway) cancelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// DefaultProgressPoll is how often a gateway without a worker in its
+// process (Options.Relay nil) reads a running call's heartbeats for its
+// upstream progress.
+const DefaultProgressPoll = time.Second
+
+// heartbeatProgress relays a call's upstream progress from its activity's
+// heartbeat details (api.CallProgress) when the gateway shares no relay
+// with a worker: the path across processes. It reads the task's pending
+// activities every Options.ProgressPoll while the call waits, and only for
+// a client that gave a progress token. Heartbeats keep only the latest
+// progress, so a client may see fewer notifications than the upstream
+// sent, never out of order; a call on the fast path (a local activity) has
+// no heartbeats.
+func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string, cs *callSink) (stop func()) {
+	tok := req.Params.GetProgressToken()
+	if g.opts.Relay != nil || tok == nil || req.Session == nil {
+		return func() {}
+	}
+	every := g.opts.ProgressPoll
+	if every <= 0 {
+		every = DefaultProgressPoll
+	}
+	seq := 0
+	return tick.Every(ctx, every, func(int) {
+		desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, taskID, "")
+		if err != nil {
+			return
+		}
+		for _, pa := range desc.GetPendingActivities() {
+			if pa.GetActivityType().GetName() != api.CallToolName || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 {
+				continue
+			}
+			var cp api.CallProgress
+			if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cp) != nil || cp.CallID != callID || cp.Seq <= seq {
+				continue
+			}
+			seq = cp.Seq
+			cs.upstreamProgress.Store(true)
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: cp.Progress, Total: cp.Total, Message: cp.Message})
+		}
+	})
 }

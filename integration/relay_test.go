@@ -377,3 +377,35 @@ func TestCancelApprovalWait(t *testing.T) {
 		t.Errorf("the tool ran although its request was withdrawn: %s", b)
 	}
 }
+
+// TestProgressAcrossProcesses checks the path for a gateway without a
+// worker in its process: the worker's activity heartbeats its upstream's
+// latest progress and the gateway, reading the running call's heartbeats,
+// relays it to the client in order; sampling is refused there, saying why.
+func TestProgressAcrossProcesses(t *testing.T) {
+	m, _ := counterManifest(t,
+		"  progress: {side_effects: [none], data_access_level: public, risk: medium, idempotent: false, timeout: 60s, heartbeat_timeout: 1s}\n")
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, split: true})
+	waitTools(t, s.connect(t, nil), "counter__progress")
+	rc := newRelayClient(t, s.url)
+	res, err := rc.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "counter__progress",
+		Arguments: map[string]any{"steps": 6, "interval_ms": 1000}, Meta: mcp.Meta{"progressToken": "split-1"}})
+	if err != nil || res.IsError {
+		t.Fatalf("progress call: %v %v", err, res)
+	}
+	if got := resultText(res); got != "split-1" {
+		t.Errorf("the upstream got progress token %q, want the client's split-1", got)
+	}
+	got, _, _, _ := rc.snapshot()
+	if len(got) == 0 {
+		t.Fatal("no progress reached the client from the call's heartbeats")
+	}
+	last := 0.0
+	for _, p := range got {
+		if p.ProgressToken != "split-1" || p.Total != 6 || p.Progress <= last {
+			t.Errorf("progress %v/%v token %v after %v: want increasing values of 6 with token split-1", p.Progress, p.Total, p.ProgressToken, last)
+		}
+		last = p.Progress
+	}
+	t.Logf("%d of 6 progress notifications relayed from heartbeats", len(got))
+}

@@ -161,6 +161,9 @@ type stackOptions struct {
 	// vars are the manifests' ${VAR}s for native (wasm) tools, whose
 	// modules are loaded into a sandbox when any manifest has them.
 	vars map[string]string
+	// split gives the gateway and the worker no relay in common, as when
+	// they run in different processes.
+	split bool
 	// workerIdentity is the worker's identity (default the SDK's).
 	workerIdentity string
 }
@@ -243,6 +246,10 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		}
 	}
 	hub := relay.New()
+	gwHub := hub
+	if o.split {
+		gwHub = nil
+	}
 	s.worker = worker.New(c, &activities.Activities{Relay: hub, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity})
 	if err := s.worker.Start(); err != nil {
@@ -252,7 +259,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	gwMu.Lock()
 	s.gw = gateway.New(gateway.Options{
-		Temporal: c, Relay: hub, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
+		Temporal: c, Relay: gwHub, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,

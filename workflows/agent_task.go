@@ -808,7 +808,7 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 		err := workflow.ExecuteActivity(actx, api.CallToolName, api.CallToolInput{
 			TaskID: t.in.TaskID, CallID: req.CallID, Attempt: attempt,
 			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments, ArgumentsRef: req.ArgumentsRef,
-			Idempotent: spec.Idempotent, ExposedName: req.Tool,
+			Idempotent: spec.Idempotent, ExposedName: req.Tool, ProgressToken: req.ProgressToken,
 		}).Get(ctx, &out)
 		if err == nil {
 			o := api.OutcomeOK

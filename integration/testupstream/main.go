@@ -33,6 +33,11 @@ type echoIn struct {
 	Text string `json:"text" jsonschema:"text to echo back"`
 }
 
+type progressIn struct {
+	Steps      int `json:"steps" jsonschema:"how many progress notifications"`
+	IntervalMS int `json:"interval_ms" jsonschema:"the time between them"`
+}
+
 type effectIn struct {
 	Key     string `json:"key" jsonschema:"identifies the side effect in the log"`
 	SleepMS int    `json:"sleep_ms,omitempty" jsonschema:"how long the tool takes"`
@@ -182,6 +187,25 @@ func newServer() *mcp.Server {
 				record("wait-done", in.Key)
 				return nil, effectOut{}, nil
 			}
+		})
+	// progress reports steps progress notifications (1..steps of steps),
+	// interval_ms apart, to the call's progress token, then answers with
+	// the token it got.
+	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "Report progress for a while."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in progressIn) (*mcp.CallToolResult, any, error) {
+			tok := req.Params.GetProgressToken()
+			for i := 1; i <= in.Steps; i++ {
+				select {
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				case <-time.After(time.Duration(in.IntervalMS) * time.Millisecond):
+				}
+				if tok != nil {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok,
+						Progress: float64(i), Total: float64(in.Steps), Message: fmt.Sprintf("step %d", i)})
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(tok)}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always reports a tool error."},
 		func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -53,7 +54,20 @@ type inflight struct {
 	calls  map[*CallHooks]bool
 	tokens map[any]*CallHooks
 	seq    int
+	// last is the call that ended last, while no call runs, for lateGrace
+	// after it ended (lastEnd).
+	last    *CallHooks
+	lastEnd time.Time
 }
+
+// lateGrace is how long after a call ended a notification may still be
+// attributed to it. The MCP SDK hands the reply of a call to its caller as
+// soon as it reads it, but queues the notifications read before it for a
+// handler goroutine: the last progress or log message of a call can be
+// handled just after the call returned. A progress token stays routed for
+// as long; a log message goes to the call that ended last while no other
+// has started.
+const lateGrace = 2 * time.Second
 
 // enter registers h for one call and returns the progress token to send
 // upstream (nil for none) and a function that unregisters it.
@@ -64,6 +78,7 @@ func (f *inflight) enter(h *CallHooks) (token any, leave func()) {
 		f.calls, f.tokens = map[*CallHooks]bool{}, map[any]*CallHooks{}
 	}
 	f.calls[h] = true
+	f.last = nil // from now on a late message could be either call's
 	var key any
 	if h.ProgressToken != nil {
 		token, key = h.ProgressToken, tokenKey(h.ProgressToken)
@@ -78,8 +93,17 @@ func (f *inflight) enter(h *CallHooks) (token any, leave func()) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		delete(f.calls, h)
+		if len(f.calls) == 0 {
+			f.last, f.lastEnd = h, time.Now()
+		}
 		if key != nil {
-			delete(f.tokens, key)
+			time.AfterFunc(lateGrace, func() {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if f.tokens[key] == h {
+					delete(f.tokens, key)
+				}
+			})
 		}
 	}
 }
@@ -106,9 +130,13 @@ func (f *inflight) byToken(t any) *CallHooks {
 }
 
 // only returns the single call in flight, or nil and how many there are.
-func (f *inflight) only() (*CallHooks, int) {
+// With late, a call that just ended counts when none runs (lateGrace).
+func (f *inflight) only(late bool) (*CallHooks, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if late && len(f.calls) == 0 && f.last != nil && time.Since(f.lastEnd) < lateGrace {
+		return f.last, 1
+	}
 	if len(f.calls) != 1 {
 		return nil, len(f.calls)
 	}
@@ -131,7 +159,7 @@ func (u *upstream) logMessage(_ context.Context, req *mcp.LoggingMessageRequest)
 	if req.Params == nil {
 		return
 	}
-	h, n := u.calls.only()
+	h, n := u.calls.only(true)
 	if h == nil {
 		if n > 1 {
 			u.log.Debug().Int("calls", n).Msg("upstream log message dropped: several calls in flight, it belongs to none of them for sure")
@@ -144,7 +172,7 @@ func (u *upstream) logMessage(_ context.Context, req *mcp.LoggingMessageRequest)
 }
 
 func (u *upstream) callFor(what string) (*CallHooks, error) {
-	h, n := u.calls.only()
+	h, n := u.calls.only(false) // a request blocks its call: never late
 	switch {
 	case n == 0:
 		return nil, fmt.Errorf("%w: %s from upstream %s outside any tool call", ErrNoCall, what, u.name)
