@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -222,6 +223,19 @@ func TestRelay(t *testing.T) {
 		}
 		if strings.Contains(hist, `"username":"secret-user-4711"`) {
 			t.Errorf("the task's history holds the elicited answer unmasked; the manifest's redact: [username] should mask it")
+		}
+		// airlock audit show renders the same timeline.
+		tl, err := timeline.Build(fetchHistory(t, s.client, task, ""), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var audit strings.Builder
+		if err := timeline.Render(&audit, tl, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(audit.String(), "elicitation requested by the upstream") || !strings.Contains(audit.String(), "[redacted]") ||
+			strings.Contains(audit.String(), `"username":"secret-user-4711"`) {
+			t.Errorf("the audit timeline does not show the elicitation with its masked answer:\n%s", audit.String())
 		}
 	})
 
