@@ -545,7 +545,10 @@ func (g *Gateway) expireIdleSubscriber(ss *mcp.ServerSession, ended <-chan struc
 			g.log.Info().Str("session", ss.ID()).Int("subscriptions", n).Dur("idle", time.Since(last).Round(time.Second)).
 				Msg("session idle with resource subscriptions: closed, its subscriptions released")
 		}
-		_ = ss.Close()
+		// Released now: Close waits for the session's requests in flight,
+		// and a parked one may never end.
+		g.dropSubscriptions(ss)
+		go func() { _ = ss.Close() }()
 		return
 	}
 }
