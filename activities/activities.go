@@ -30,6 +30,7 @@ import (
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/relay"
 	"github.com/airlock-run/airlock/internal/tick"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
@@ -74,6 +75,10 @@ type Activities struct {
 	HeartbeatEvery time.Duration
 	// Audit receives a line per decision point (nil: none).
 	Audit *auditstream.Log
+	// Relay finds the gateway's end of a call when the gateway runs in
+	// this process: upstream progress, log messages, sampling and
+	// elicitation then reach the client that made the call (relay.go).
+	Relay *relay.Hub
 }
 
 // CallTool runs one tool call on its upstream. It heartbeats while the call
@@ -85,7 +90,9 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 	if a.Tools == nil {
 		return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError("no tool caller configured on this worker", api.ErrTypeInternal, nil)
 	}
-	stop := a.heartbeat(ctx)
+	rel, hooks := a.relayFor(in)
+	ctx = upstream.WithHooks(ctx, hooks)
+	stop := a.heartbeat(ctx, rel.heartbeatDetails)
 	defer stop()
 
 	// Every attempt of a call carries the same key, so an upstream that
@@ -99,10 +106,16 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 			return api.CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeNotSent, err)
 		}
 	}
+	ctx, stopWatch := rel.watchCancel(ctx)
+	defer stopWatch()
 	res, err := a.Tools.CallTool(ctx, in.Server, in.Tool, args)
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errClientCancelled) {
+			return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeCancelled, err)
+		}
 		return api.CallToolOutput{}, classify(in, err)
 	}
+	defer func() { out.Exchanges = rel.recorded() }()
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError(
@@ -231,14 +244,14 @@ func classify(in api.CallToolInput, err error) error {
 // the server for every call, most of which finish long before the
 // heartbeat timeout could matter; that timeout counts from the activity's
 // start either way.
-func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
+func (a *Activities) heartbeat(ctx context.Context, details func() []any) (stop func()) {
 	// A local activity (the fast path) has no heartbeat: it ends within
 	// its workflow task.
 	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).IsLocalActivity {
 		return func() {}
 	}
 	every := heartbeatEvery(activity.GetInfo(ctx).HeartbeatTimeout, a.HeartbeatEvery)
-	return tick.Every(ctx, every, func(int) { activity.RecordHeartbeat(ctx) })
+	return tick.Every(ctx, every, func(int) { activity.RecordHeartbeat(ctx, details()...) })
 }
 
 // heartbeatEvery is how often a call whose activity has heartbeat timeout

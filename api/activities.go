@@ -23,6 +23,10 @@ const (
 	ErrTypeOutcomeUnknown = "OutcomeUnknown"
 	// ErrTypeRejected: the upstream answered with a protocol error.
 	ErrTypeRejected = "Rejected"
+	// ErrTypeCancelled: the client that made the call cancelled it
+	// (notifications/cancelled) while it ran; the upstream call was
+	// cancelled too.
+	ErrTypeCancelled = "Cancelled"
 	// ErrTypeInternal: a bug or an unusable result; not retried.
 	ErrTypeInternal = "Internal"
 )
@@ -42,6 +46,8 @@ type CallToolInput struct {
 	// ArgumentsRef, when set, names the arguments in the blob store
 	// (large compensations); Arguments is then empty.
 	ArgumentsRef string `json:",omitempty"`
+	// ProgressToken is CallRequest.ProgressToken.
+	ProgressToken any `json:",omitempty"`
 }
 
 // CallToolOutput carries the upstream's CallToolResult as JSON, so every
@@ -52,6 +58,38 @@ type CallToolOutput struct {
 	// ResultRef, instead of Result, names a large capture's result kept
 	// in the blob store.
 	ResultRef string `json:",omitempty"`
+	// Exchanges are the sampling and elicitation requests the upstream
+	// made during the call, with the client's answers (masked by the
+	// tool's redact paths), in order; recorded in the task's history with
+	// the result.
+	Exchanges []Exchange `json:",omitempty"`
+}
+
+// Exchange is one server-to-client request an upstream made during a call.
+type Exchange struct {
+	// Kind is "sampling" or "elicitation".
+	Kind string
+	// Request is the upstream's params, as JSON.
+	Request json.RawMessage
+	// Answer is the client's result, as JSON with the tool's redact paths
+	// masked (sampling: paths into the result; elicitation: paths into the
+	// content the user gave); empty when refused.
+	Answer json.RawMessage `json:",omitempty"`
+	// Refused says why airlock did not forward it, or the client's error.
+	Refused string `json:",omitempty"`
+}
+
+// CallProgress is the heartbeat detail of a running call: the last progress
+// its upstream reported, for a gateway in another process to relay.
+type CallProgress struct {
+	// CallID names the call (a gateway matches the pending activity by it).
+	CallID   string
+	Token    any     `json:",omitempty"`
+	Progress float64 `json:",omitempty"`
+	Total    float64 `json:",omitempty"`
+	Message  string  `json:",omitempty"`
+	// Seq counts the progress notifications so far.
+	Seq int `json:",omitempty"`
 }
 
 // Approval activity names (wire names).

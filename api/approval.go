@@ -30,6 +30,9 @@ const (
 	ApprovalApproved = "approved"
 	ApprovalDenied   = "denied"
 	ApprovalExpired  = "expired"
+	// ApprovalWithdrawn: the client cancelled the call while it waited
+	// (SignalCancelCall); nobody may decide on it any more.
+	ApprovalWithdrawn = "withdrawn"
 )
 
 // ApprovalRequest is one call waiting for people. It is bound to the call

@@ -67,7 +67,7 @@ func LedgerKeyOf(callID string) LedgerKey {
 // index plus one (0 is an outcome this list does not know). Append only:
 // carried ledgers hold these codes.
 var outcomeCodes = [...]Outcome{OutcomeOK, OutcomeToolError, OutcomeLimit, OutcomeUnavailable,
-	OutcomeUnknown, OutcomeRejected, OutcomeFailed, OutcomeDenied}
+	OutcomeUnknown, OutcomeRejected, OutcomeFailed, OutcomeDenied, OutcomeCancelled}
 
 func outcomeCode(o Outcome) byte {
 	for i, c := range outcomeCodes {

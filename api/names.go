@@ -24,6 +24,12 @@ const (
 	UpdateCallTool = "call_tool"
 	// SignalFinish asks the task to finish once in-flight calls complete.
 	SignalFinish = "finish"
+	// SignalCancelCall (a CancelCall) cancels one call of the task: a
+	// running call's activity is cancelled (its upstream call with it), a
+	// call waiting for approval withdraws its request; the call is
+	// recorded as cancelled. The gateway sends it when the client that made
+	// the call sends notifications/cancelled.
+	SignalCancelCall = "cancel_call"
 	// QueryStatus returns the task's Status.
 	QueryStatus = "status"
 	// QueryCall answers a call ID the task has already run, as a retry of

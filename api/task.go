@@ -80,6 +80,10 @@ type CallRequest struct {
 	Spec         ToolSpec
 	// Principal is the caller; only the task's own principal may call in it.
 	Principal string `json:",omitempty"`
+	// ProgressToken is the client's _meta.progressToken (a string or a
+	// number; nil: none), sent upstream with the call so that a worker in
+	// any process can report the upstream's progress (api.CallProgress).
+	ProgressToken any `json:",omitempty"`
 }
 
 // Outcome classifies how a call ended.
@@ -104,7 +108,17 @@ const (
 	OutcomeFailed Outcome = "failed"
 	// OutcomeDenied: policy did not let the call run.
 	OutcomeDenied Outcome = "denied"
+	// OutcomeCancelled: the client cancelled the call while it ran
+	// (notifications/cancelled); it may have partly taken effect.
+	OutcomeCancelled Outcome = "cancelled"
 )
+
+// CancelCall is the payload of SignalCancelCall.
+type CancelCall struct {
+	CallID string
+	// Reason says who cancelled and how (recorded with the call).
+	Reason string `json:",omitempty"`
+}
 
 // Decision is the policy decision recorded with a call.
 type Decision struct {

@@ -39,6 +39,7 @@ import (
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/relay"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -134,6 +135,15 @@ type Options struct {
 	// airlock_approvals_decide to principals in an approver group
 	// (approvals.go).
 	Approvals Approvals
+	// Relay, shared with the worker's activities when both run in this
+	// process, carries what an upstream sends during a call (progress, log
+	// messages, sampling, elicitation) to the client that made the call
+	// (relay.go). Nil: none of it reaches the client.
+	Relay *relay.Hub
+	// ProgressPoll is how often, without a Relay, a waiting call's
+	// heartbeats are read for upstream progress (default
+	// DefaultProgressPoll; relay.go).
+	ProgressPoll time.Duration
 }
 
 // Gateway is the MCP server in front of the upstreams.
@@ -153,6 +163,8 @@ type Gateway struct {
 	// run itself holds the call's Update, and the call falls back to
 	// Update-with-Start, which finds the current run.
 	running sync.Map // task ID -> run ID ("" when not known)
+	// cancels counts each session's notifications/cancelled (relay.go).
+	cancels sync.Map // *mcp.ServerSession -> *cancelMark
 
 	mu        sync.Mutex
 	tools     map[string]*toolEntry // exposed name -> entry
@@ -213,8 +225,10 @@ func New(opts Options) *Gateway {
 		Instructions: "Tools are served through airlock: every call is checked, recorded and may need a person's approval. " +
 			"Results carry _meta \"" + MetaTask + "\" (your task ID; send it in the " + HeaderTask + " header to reattach) and \"" + MetaCall + "\".",
 		Logger: slog.New(zerolog.NewSlogHandler(g.log)),
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
-			// Pending calls as MCP Tasks (tasks.go).
+		// Pending calls as MCP Tasks (tasks.go); logging: upstream log
+		// messages of a call are relayed, filtered at the level the client
+		// set (relay.go).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{},
 			Extensions: map[string]any{ExtTasks: map[string]any{}}},
 		// Resource subscriptions are forwarded upstream (resources.go).
 		SubscribeHandler: g.subscribe, UnsubscribeHandler: g.unsubscribe,
@@ -227,7 +241,8 @@ func New(opts Options) *Gateway {
 		GetSessionID: newRawSessionID,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
-	g.server.AddReceivingMiddleware(g.tasksMiddleware) // tasks.go
+	g.server.AddReceivingMiddleware(g.tasksMiddleware)  // tasks.go
+	g.server.AddReceivingMiddleware(g.cancelMiddleware) // notifications/cancelled of calls in flight (relay.go)
 	g.addBuiltins()
 	g.addRollbackTool()
 	g.addApprovalTools()
@@ -758,6 +773,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	creq := api.CallRequest{
 		CallID: callID, Tool: e.exposed, Server: e.server, UpstreamTool: e.upstream,
 		Arguments: args, Spec: api.SpecFor(e.decl), Principal: pr.Name,
+		ProgressToken: req.Params.GetProgressToken(),
 	}
 	in := api.TaskInput{
 		TaskID: taskID, Principal: pr.Name, Client: clientName,
@@ -787,8 +803,11 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 
 	wctx, cancel := context.WithTimeout(ctx, g.inlineWait(ctx)) // tasks.go
 	defer cancel()
-	stopProgress := g.progress(ctx, req, taskID, callID)
+	sink, unrelay := g.relayCall(ctx, req, taskID, callID, true)
+	defer unrelay()
+	stopProgress := g.progress(ctx, req, taskID, callID, sink.upstreamProgress.Load)
 	defer stopProgress()
+	defer g.heartbeatProgress(ctx, req, taskID, callID, sink)()
 	var res api.CallResult
 	for {
 		var h client.WorkflowUpdateHandle

@@ -153,7 +153,9 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	stop := g.progress(ctx, req, task, in.Call)
+	sink, unrelay := g.relayCall(ctx, req, task, in.Call, false) // this client now gets the call's upstream progress and requests
+	defer unrelay()
+	stop := g.progress(ctx, req, task, in.Call, sink.upstreamProgress.Load)
 	defer stop()
 	h := g.opts.Temporal.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: task, UpdateID: in.Call})
 	var res api.CallResult
@@ -222,7 +224,7 @@ func (g *Gateway) pendingResult(ctx context.Context, task, call, tool string) *m
 
 // progress sends MCP progress notifications while a call waits, if the
 // client asked for them (a progress token), saying what it waits for.
-func (g *Gateway) progress(ctx context.Context, req *mcp.CallToolRequest, task, call string) (stop func()) {
+func (g *Gateway) progress(ctx context.Context, req *mcp.CallToolRequest, task, call string, upstreamReports func() bool) (stop func()) {
 	tok := req.Params.GetProgressToken()
 	if tok == nil || req.Session == nil {
 		return func() {}
@@ -232,6 +234,9 @@ func (g *Gateway) progress(ctx context.Context, req *mcp.CallToolRequest, task, 
 		every = 10 * time.Second
 	}
 	return tick.Every(ctx, every, func(n int) {
+		if upstreamReports() {
+			return // the upstream's own progress is relayed instead (relay.go)
+		}
 		msg := "running"
 		if a := g.pendingApproval(ctx, task, call); a != nil {
 			msg = fmt.Sprintf("waiting for approval by %q (request %s: %d of %d approvals)", a.Group, a.ID, a.Approvals(), a.Quorum)

@@ -492,13 +492,65 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return nil
 	}
 	if first && ss != nil {
+		ended := make(chan struct{})
 		go func() {
 			_ = ss.Wait()
+			close(ended)
 			g.dropSubscriptions(ss)
 		}()
+		go g.expireIdleSubscriber(ss, ended)
 	}
 	g.log.Info().Str("principal", pr.Name).Str("server", e.server).Str("uri", uri).Msg("resource subscribed")
 	return nil
+}
+
+// expireIdleSubscriber closes an HTTP session that holds subscriptions and
+// has made no request for the session idle time (Options.SessionIdle),
+// which releases its subscriptions (dropSubscriptions). The go-sdk's own
+// idle timeout does not end such a session while its client keeps the
+// standalone SSE stream open, so an abandoned client that left its stream
+// open would otherwise hold its upstream subscriptions, and have updates
+// sent to it, for ever. A client that only listens must ping (any request
+// counts) within the idle time. A request still open since before the idle
+// time (a parked stream) does not keep the session: every tools/call
+// answers within the inline wait, far shorter. It returns when the session
+// ends.
+func (g *Gateway) expireIdleSubscriber(ss *mcp.ServerSession, ended <-chan struct{}) {
+	if ss.ID() == "" {
+		return // not an HTTP session: it ends with its connection
+	}
+	idle := g.sessionIdle()
+	since := time.Now()
+	check := time.NewTicker(max(idle/4, 10*time.Millisecond))
+	defer check.Stop()
+	for {
+		select {
+		case <-ended:
+			return
+		case <-check.C:
+		}
+		g.mu.Lock()
+		last := since
+		if s := g.sessions[ss]; s != nil && s.last.After(last) {
+			last = s.last
+		}
+		g.mu.Unlock()
+		g.res.mu.Lock()
+		n := len(g.res.subs[ss])
+		g.res.mu.Unlock()
+		if time.Since(last) < idle {
+			continue
+		}
+		if n > 0 {
+			g.log.Info().Str("session", ss.ID()).Int("subscriptions", n).Dur("idle", time.Since(last).Round(time.Second)).
+				Msg("session idle with resource subscriptions: closed, its subscriptions released")
+		}
+		// Released now: Close waits for the session's requests in flight,
+		// and a parked one may never end.
+		g.dropSubscriptions(ss)
+		go func() { _ = ss.Close() }()
+		return
+	}
 }
 
 // unsubscribe is the server's UnsubscribeHandler.

@@ -152,6 +152,13 @@ func (s *resLogBuffer) String() string {
 
 func newResFixture(t *testing.T) *resFixture {
 	t.Helper()
+	return newResFixtureWith(t, nil)
+}
+
+// newResFixtureWith is newResFixture with the gateway's options changed by
+// opt (nil: none).
+func newResFixtureWith(t *testing.T, opt func(*Options)) *resFixture {
+	t.Helper()
 	f := &resFixture{logs: &resLogBuffer{}}
 	f.alpha = newResUpstream(t, func(s *mcp.Server) {
 		resTextResource(s, "mem://shared", "alpha's shared")
@@ -185,7 +192,11 @@ func newResFixture(t *testing.T) *resFixture {
 		servers = append(servers, m.Server)
 	}
 	f.pool = upstream.New(servers, upstream.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
-	f.gw = New(Options{Manifests: ms, Upstreams: f.pool, Directory: resLevelsDirectory(), Logger: zerolog.New(f.logs)})
+	o := Options{Manifests: ms, Upstreams: f.pool, Directory: resLevelsDirectory(), Logger: zerolog.New(f.logs)}
+	if opt != nil {
+		opt(&o)
+	}
+	f.gw = New(o)
 	f.pool.Start(context.Background())
 	t.Cleanup(func() { _ = f.pool.Close() })
 	hs := httptest.NewServer(f.gw.Handler())

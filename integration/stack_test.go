@@ -33,6 +33,7 @@ import (
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/relay"
 	"github.com/airlock-run/airlock/internal/sandbox"
 	"github.com/airlock-run/airlock/internal/sandbox/toolserver"
 	"github.com/airlock-run/airlock/internal/testenv"
@@ -160,6 +161,9 @@ type stackOptions struct {
 	// vars are the manifests' ${VAR}s for native (wasm) tools, whose
 	// modules are loaded into a sandbox when any manifest has them.
 	vars map[string]string
+	// split gives the gateway and the worker no relay in common, as when
+	// they run in different processes.
+	split bool
 	// workerIdentity is the worker's identity (default the SDK's).
 	workerIdentity string
 	// catalog is the gateway's catalog mode (default full).
@@ -243,7 +247,12 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			t.Fatal(err)
 		}
 	}
-	s.worker = worker.New(c, &activities.Activities{Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
+	hub := relay.New()
+	gwHub := hub
+	if o.split {
+		gwHub = nil
+	}
+	s.worker = worker.New(c, &activities.Activities{Relay: hub, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
@@ -252,7 +261,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	gwMu.Lock()
 	s.gw = gateway.New(gateway.Options{
-		Temporal: c, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
+		Temporal: c, Relay: gwHub, Manifests: o.manifests, Upstreams: s.pool, Principal: "tester", Directory: o.directory, Pins: o.pins, Policy: pol,
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,

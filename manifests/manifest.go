@@ -93,7 +93,18 @@ type Server struct {
 	// (after resolving "..", and symlinks). ${VAR} expands as in stdio.
 	// Required when any tool declares path_args.
 	PathRoots []string `yaml:"path_roots,omitempty" json:"path_roots,omitempty"`
+
+	// ProtocolVersion is the MCP revision airlock offers this upstream when
+	// it connects (one of ProtocolVersions; default: the newest the MCP SDK
+	// speaks, and the upstream may answer with an older one). Set
+	// "2025-11-25" for an upstream whose tools ask for sampling or
+	// elicitation with a request during the call: on 2026-07-28 a server
+	// may not send one (it returns an input-required result instead).
+	ProtocolVersion string `yaml:"protocol_version,omitempty" json:"protocol_version,omitempty"`
 }
+
+// ProtocolVersions are the MCP revisions server.protocol_version may name.
+var ProtocolVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
 
 // StdioServer launches the upstream as a child process speaking MCP over
 // stdin/stdout. Command, args, env values and dir may reference ${VAR}: the
@@ -185,6 +196,15 @@ type Tool struct {
 	// observations of each entity.
 	Redact []string `yaml:"redact,omitempty" json:"redact,omitempty"`
 
+	// Sampling and Elicitation say whether the upstream may, while a call
+	// of this tool runs, ask the client that made the call to sample its
+	// model (sampling/createMessage) or to ask its user (elicitation/create):
+	// "allow" or "deny". Default deny: the upstream gets an error saying
+	// the manifest does not allow it. Allowed requests and the client's
+	// answers are recorded with the call (answers masked by Redact).
+	Sampling    Permit `yaml:"sampling,omitempty" json:"sampling,omitempty"`
+	Elicitation Permit `yaml:"elicitation,omitempty" json:"elicitation,omitempty"`
+
 	// PathArgs lists arguments that are filesystem paths, a string or a list
 	// of strings (used by policy path confinement).
 	PathArgs []string `yaml:"path_args,omitempty" json:"path_args,omitempty"`
@@ -206,6 +226,19 @@ type Tool struct {
 // it declares a compensation (whose when may still decide, at rollback,
 // that there is nothing to undo).
 func (t *Tool) Compensable() bool { return t != nil && t.Compensation != nil }
+
+// Permit allows or denies a server-to-client request (Tool.Sampling,
+// Tool.Elicitation).
+type Permit string
+
+// Permit values; the empty Permit is PermitDeny.
+const (
+	PermitAllow Permit = "allow"
+	PermitDeny  Permit = "deny"
+)
+
+// Allows reports whether p is PermitAllow.
+func (p Permit) Allows() bool { return p == PermitAllow }
 
 // Approval is the approval rule of a tool.
 type Approval struct {

@@ -195,7 +195,9 @@ func skeletonHeader(b *bytes.Buffer, server, source string, tools int, now time.
 	b.WriteString("# Every value is a guess from the tool annotations the server chose, and a\n")
 	b.WriteString("# server can say anything about itself. Review each \"# REVIEW:\" line, then\n")
 	b.WriteString("# add this file to manifests in airlock.yaml. Tools left out are not exposed.\n")
-	b.WriteString("# The descriptions below are the server's words, shown for review only.\n\n")
+	b.WriteString("# The descriptions below are the server's words, shown for review only.\n")
+	b.WriteString("# An upstream may not ask the client's model (sampling) or user (elicitation)\n")
+	b.WriteString("# during a call unless the tool says `sampling: allow` / `elicitation: allow`.\n\n")
 }
 
 // skeletonServer writes the server block; needRoots asks for a path_roots

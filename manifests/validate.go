@@ -156,6 +156,9 @@ func (v *validator) server(s Server) {
 		}
 	}
 
+	if s.ProtocolVersion != "" && !slices.Contains(ProtocolVersions, s.ProtocolVersion) {
+		v.add("server.protocol_version", "%q is not an MCP revision airlock speaks; use one of %s, or omit it for the newest", s.ProtocolVersion, strings.Join(ProtocolVersions, ", "))
+	}
 	if s.Prefix != nil && !prefixRE.MatchString(*s.Prefix) {
 		v.add("server.prefix", `%q is not a valid prefix; exposed names may only have letters, digits, '_' and '-' (common MCP clients reject others), so use up to 63 of those, e.g. "fs_", or "" for the upstream's names unchanged`, *s.Prefix)
 	}
@@ -288,6 +291,14 @@ func (v *validator) tool(m *Manifest, name string, names []string, prefixOK bool
 	oneOf(v, p+".risk", t.Risk, "risk tier", risks)
 	v.nonEmpty(p+".required_permissions", t.RequiredPermissions, `a permission name such as "filesystem.write"`)
 	v.approval(p+".approval", t.Approval)
+	for _, f := range []struct {
+		name string
+		val  Permit
+	}{{"sampling", t.Sampling}, {"elicitation", t.Elicitation}} {
+		if f.val != "" && f.val != PermitAllow && f.val != PermitDeny {
+			v.add(p+"."+f.name, "%q is not a permit; use allow or deny (default deny)", f.val)
+		}
+	}
 
 	if tp := p + ".timeout"; v.set(tp, t.Timeout) {
 		switch {

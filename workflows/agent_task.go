@@ -94,6 +94,12 @@ type task struct {
 
 	// fast: this run may take the fast path (changeFastPath).
 	fast bool
+	// Call cancellation (changeCancelCall, cancel.go): cancelled holds
+	// the calls SignalCancelCall named and why, callCancels the running
+	// calls' cancel functions.
+	cancelOn    bool
+	cancelled   map[string]string
+	callCancels map[string]workflow.CancelFunc
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -111,6 +117,10 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	// Also once per run: whether auto-allowed calls may decide and run in
 	// one local activity (runs recorded before it replay without).
 	t.fast = workflow.GetVersion(ctx, changeFastPath, workflow.DefaultVersion, 1) >= 1
+	// And whether a call may be cancelled on its own (cancel.go).
+	if workflow.GetVersion(ctx, changeCancelCall, workflow.DefaultVersion, 1) >= 1 {
+		t.listenCancels(ctx)
+	}
 
 	// Handlers first, before anything blocks.
 	if err := t.registerShared(ctx); err != nil {
@@ -608,7 +618,17 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 		// 2 approval wait
 		if d.Effect == string(policy.RequireApproval) && out.Approval != nil &&
 			workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
+			// A withdrawn request (SignalCancelCall) ends the wait: its
+			// state is no longer pending (cancel.go).
+			if res, c := t.cancelledResult(req, api.CallResult{Decision: decision}, true); c {
+				t.lastActivity = workflow.Now(ctx)
+				return t.record(req, started, t.lastActivity, res), nil
+			}
 			ok, why := t.awaitApproval(ctx, req, d, out.Approval)
+			if res, c := t.cancelledResult(req, api.CallResult{Decision: decision}, true); !ok && c {
+				t.lastActivity = workflow.Now(ctx)
+				return t.record(req, started, t.lastActivity, res), nil
+			}
 			if !ok {
 				return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: why, Decision: decision}), nil
 			}
@@ -645,7 +665,10 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	}
 
 	// 4 execute
-	res := t.execute(ctx, req)
+	ectx, release := t.callContext(ctx, req.CallID)
+	res := t.execute(ectx, req)
+	release()
+	res, _ = t.cancelledResult(req, res, false)
 	res.Decision = decision
 
 	// 5 remember how to undo it
@@ -785,7 +808,7 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 		err := workflow.ExecuteActivity(actx, api.CallToolName, api.CallToolInput{
 			TaskID: t.in.TaskID, CallID: req.CallID, Attempt: attempt,
 			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments, ArgumentsRef: req.ArgumentsRef,
-			Idempotent: spec.Idempotent, ExposedName: req.Tool,
+			Idempotent: spec.Idempotent, ExposedName: req.Tool, ProgressToken: req.ProgressToken,
 		}).Get(ctx, &out)
 		if err == nil {
 			o := api.OutcomeOK
@@ -848,6 +871,10 @@ func outcomeFor(kind string, idempotent bool) api.Outcome {
 		return api.OutcomeUnknown
 	case api.ErrTypeRejected:
 		return api.OutcomeRejected
+	case api.ErrTypeCancelled:
+		// Reported only by workers that relay cancellation (recorded
+		// histories from before never hold it).
+		return api.OutcomeCancelled
 	}
 	return api.OutcomeFailed
 }
@@ -863,6 +890,8 @@ func reasonFor(kind string, req api.CallRequest, attempts int, last string) stri
 		return fmt.Sprintf("the outcome of %s is unknown: %s. It was not re-run because the tool is not idempotent; check whether it took effect before calling it again.", req.Tool, last)
 	case api.ErrTypeRejected:
 		return fmt.Sprintf("upstream %q rejected the call to %s: %s", req.Server, req.UpstreamTool, last)
+	case api.ErrTypeCancelled:
+		return fmt.Sprintf("%s was cancelled by the client while it ran (%s); the upstream was told to stop, and it may have partly taken effect", req.Tool, last)
 	}
 	return fmt.Sprintf("airlock failed to run %s: %s", req.Tool, last)
 }

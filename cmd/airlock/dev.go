@@ -33,6 +33,7 @@ import (
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
+	"github.com/airlock-run/airlock/internal/relay"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/worker"
 )
@@ -67,6 +68,19 @@ type stack struct {
 	// from the pool's goroutines.
 	gwMu sync.Mutex
 	gw   *gateway.Gateway
+
+	// relay joins the gateway's and the worker's ends of each call (they
+	// share this process): upstream progress, log messages, sampling and
+	// elicitation reach the client (package relay).
+	relay *relay.Hub
+}
+
+// callRelay is the stack's relay, made on first use.
+func (s *stack) callRelay() *relay.Hub {
+	if s.relay == nil {
+		s.relay = relay.New()
+	}
+	return s.relay
 }
 
 func (s *stack) stop() {
@@ -366,7 +380,8 @@ func (s *stack) startUpstreams(ctx context.Context) error {
 func (s *stack) startWorker(ctx context.Context) error {
 	e := s.env
 	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
-		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit}
+		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit,
+		Relay: s.callRelay()}
 	blobsURL, err := e.snap.Config.BlobsURL(e.dataDir)
 	if err != nil {
 		return err
@@ -447,6 +462,7 @@ func (s *stack) startGateway(r roles) error {
 		InlineWait:      cfg.Approvals.InlineWait.D(),
 		Logger:          e.log,
 		Version:         version,
+		Relay:           s.callRelay(),
 		Audit:           e.audit,
 		Tracer:          e.tracing.TracerProvider(), // nil: off
 		// Approvers decide from an MCP client too (airlock_approvals_*).

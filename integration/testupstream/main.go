@@ -33,6 +33,11 @@ type echoIn struct {
 	Text string `json:"text" jsonschema:"text to echo back"`
 }
 
+type progressIn struct {
+	Steps      int `json:"steps" jsonschema:"how many progress notifications"`
+	IntervalMS int `json:"interval_ms" jsonschema:"the time between them"`
+}
+
 type effectIn struct {
 	Key     string `json:"key" jsonschema:"identifies the side effect in the log"`
 	SleepMS int    `json:"sleep_ms,omitempty" jsonschema:"how long the tool takes"`
@@ -168,6 +173,40 @@ func newServer() *mcp.Server {
 	addEcho(s, "echo", desc)
 	mcp.AddTool(s, &mcp.Tool{Name: "append", Description: "Append a record (not idempotent)."}, effect("append"))
 	mcp.AddTool(s, &mcp.Tool{Name: "put", Description: "Put a record (idempotent)."}, effect("put"))
+	// wait runs until it is cancelled (notifications/cancelled) or a
+	// minute passes, logging "wait-started <key>" and then
+	// "wait-cancelled <key>" or "wait-done <key>".
+	mcp.AddTool(s, &mcp.Tool{Name: "wait", Description: "Wait until cancelled (at most a minute)."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in effectIn) (*mcp.CallToolResult, effectOut, error) {
+			record("wait-started", in.Key)
+			select {
+			case <-ctx.Done():
+				record("wait-cancelled", in.Key)
+				return nil, effectOut{}, ctx.Err()
+			case <-time.After(time.Minute):
+				record("wait-done", in.Key)
+				return nil, effectOut{}, nil
+			}
+		})
+	// progress reports steps progress notifications (1..steps of steps),
+	// interval_ms apart, to the call's progress token, then answers with
+	// the token it got.
+	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "Report progress for a while."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in progressIn) (*mcp.CallToolResult, any, error) {
+			tok := req.Params.GetProgressToken()
+			for i := 1; i <= in.Steps; i++ {
+				select {
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				case <-time.After(time.Duration(in.IntervalMS) * time.Millisecond):
+				}
+				if tok != nil {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok,
+						Progress: float64(i), Total: float64(in.Steps), Message: fmt.Sprintf("step %d", i)})
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(tok)}}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always reports a tool error."},
 		func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {
 			return nil, nil, fmt.Errorf("the disk is full")

@@ -518,6 +518,16 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 		if b.tl.Kind == "plan" && b.current != nil && b.current.c.Decision == nil {
 			b.assignDecision(b.current, d)
 		}
+	case api.DecideAndCallName:
+		// The fast path: the decision is taken from the call's result;
+		// what the call exchanged with the client is only here.
+		var out api.DecideAndCallOutput
+		if failed != "" || b.decode(result, &out) != nil || out.Call == nil {
+			return
+		}
+		if cs, ok := b.calls[out.Decision.CallID]; ok && out.Decision.CallID != "" {
+			cs.c.Exchanges = append(cs.c.Exchanges, out.Call.Exchanges...)
+		}
 	case api.PrepareStepName:
 		b.prepareStep(at, result, failed)
 	case api.PlanCompensationName:
@@ -690,6 +700,7 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 		t := &cs.c.Tries[ref.try]
 		t.Finished, t.Outcome, t.Error = &at, outcome, errText
 		cs.executed = b.seq
+		cs.c.Exchanges = append(cs.c.Exchanges, out.Exchanges...)
 		if cs.plan && len(out.Result) > 0 {
 			cs.text = api.ResultText(out.Result)
 		}

@@ -22,6 +22,7 @@ const (
 	EventApprovalClosed       = "approval_closed"
 	EventCapture              = "capture"
 	EventCallAttempt          = "call_attempt"
+	EventServerRequest        = "server_request"
 	EventCallFinished         = "call_finished"
 	EventCompensationRecorded = "compensation_recorded"
 	EventRollbackRequested    = "rollback_requested"
@@ -229,6 +230,18 @@ func callEvents(tl *Timeline, c *Call) []event {
 			text += ": " + cp.Error
 		}
 		out = append(out, base(cp.At, 1, EventCapture, text, f))
+	}
+	for _, x := range c.Exchanges {
+		f := map[string]any{"kind": x.Kind, "request": x.Request}
+		text := fmt.Sprintf("%s requested by the upstream: %s", x.Kind, short(x.Request))
+		if x.Refused != "" {
+			f["refused"] = x.Refused
+			text += "; not answered: " + x.Refused
+		} else {
+			f["answer"] = x.Answer
+			text += "; the client answered " + short(x.Answer)
+		}
+		out = append(out, base(c.Requested, 1, EventServerRequest, text, f))
 	}
 	for _, t := range c.Tries {
 		if len(c.Tries) == 1 && (t.Outcome == string(api.OutcomeOK) || t.Outcome == string(api.OutcomeToolError)) {

@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"encoding/json"
+	"github.com/airlock-run/airlock/api"
 	"time"
 )
 
@@ -104,6 +105,10 @@ type Call struct {
 	Tries        []Attempt     `json:"tries,omitempty"`
 	Result       *Result       `json:"result,omitempty"`
 	Compensation *Compensation `json:"compensation,omitempty"`
+	// Exchanges are the sampling and elicitation requests the upstream
+	// made during the call, with the client's answers as recorded (masked
+	// by the tool's redact paths) or why they were refused.
+	Exchanges []api.Exchange `json:"exchanges,omitempty"`
 }
 
 // Decision is the policy decision on a call.

@@ -87,6 +87,15 @@ func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawM
 		return nil, newCallError(ErrNotSent, err, "upstream %s: tool %s not sent: %v", server, tool, err)
 	}
 
+	// Every call is counted in flight, hooks or not, so that a log message
+	// or request is attributed only when one call can have caused it.
+	h := hooksFrom(ctx)
+	if h == nil {
+		h = &CallHooks{}
+	}
+	token, leave := u.calls.enter(h)
+	defer leave()
+
 	waitCtx, cancel := context.WithTimeout(ctx, maxCallWait)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
@@ -98,7 +107,7 @@ func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawM
 			return nil, newCallError(ErrNotSent, nil, "upstream %s has no tool %q", server, tool)
 		}
 		marker := &sendMarker{}
-		res, cause, err := s.callTool(ctx, tool, args, marker)
+		res, cause, err := s.callTool(ctx, tool, args, token, marker)
 		if err == nil {
 			return res, nil
 		}
@@ -177,7 +186,7 @@ func hasTool(tools []*mcp.Tool, name string) bool {
 
 // callTool sends one tools/call. cause is non-nil when the call's context
 // ended (caller deadline, or the session was abandoned).
-func (s *session) callTool(ctx context.Context, tool string, args json.RawMessage, m *sendMarker) (res *mcp.CallToolResult, cause, err error) {
+func (s *session) callTool(ctx context.Context, tool string, args json.RawMessage, token any, m *sendMarker) (res *mcp.CallToolResult, cause, err error) {
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(s.calls, func() { cancel(context.Cause(s.calls)) })
@@ -188,6 +197,22 @@ func (s *session) callTool(ctx context.Context, tool string, args json.RawMessag
 	}
 	if k := IdempotencyKey(ctx); k != "" {
 		params.Meta = mcp.Meta{MetaIdempotencyKey: k}
+	}
+	if token != nil {
+		// Not SetProgressToken: it panics on a JSON number (float64),
+		// which is how a client's numeric token arrives.
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta["progressToken"] = token
+	}
+	// On 2026-07-28 the log level travels with each request: ask for
+	// every level, the gateway filters at the client's (hooks.go).
+	if protocolVersion(s.cs) >= protocolListen {
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[mcp.MetaKeyLogLevel] = "debug"
 	}
 	// SEP-414: the upstream's own spans can join the call's trace.
 	params.Meta = tracing.InjectMeta(ctx, params.Meta)

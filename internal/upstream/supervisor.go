@@ -45,6 +45,8 @@ type upstream struct {
 	closeErr error
 
 	cat catalog // resources, prompts and subscriptions (resources.go)
+
+	calls inflight // calls in flight and their hooks (hooks.go)
 }
 
 // session is one MCP client session and what the supervisor needs to end it.
@@ -85,13 +87,23 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 		// No roots: an upstream that sees the roots capability may ask us for
 		// roots and narrow itself to the empty list we would answer
 		// (server-filesystem does).
-		Capabilities:               &mcp.ClientCapabilities{},
-		ToolListChangedHandler:     u.toolListChanged,
-		ResourceListChangedHandler: u.resourceListChanged,
-		PromptListChangedHandler:   u.promptListChanged,
-		ResourceUpdatedHandler:     u.resourceUpdated,
+		// Sampling and elicitation are declared so that an upstream may ask
+		// during a call; the gateway forwards the request to the client that
+		// made the call when the tool's manifest allows it (hooks.go).
+		Capabilities: &mcp.ClientCapabilities{
+			Sampling:    &mcp.SamplingCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
+		},
+		CreateMessageHandler:        u.sample,
+		ElicitationHandler:          u.elicit,
+		ProgressNotificationHandler: u.progress,
+		LoggingMessageHandler:       u.logMessage,
+		ToolListChangedHandler:      u.toolListChanged,
+		ResourceListChangedHandler:  u.resourceListChanged,
+		PromptListChangedHandler:    u.promptListChanged,
+		ResourceUpdatedHandler:      u.resourceUpdated,
 	})
-	u.client.AddReceivingMiddleware(u.ackMiddleware)
+	u.client.AddReceivingMiddleware(u.ackMiddleware, u.elicitMiddleware)
 	if s.HTTP != nil {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		u.transport = base
@@ -227,7 +239,11 @@ func (u *upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.HTTP.URL, HTTPClient: u.httpClient, MaxRetries: 1}
 	}
 
-	cs, err := u.client.Connect(cctx, t, nil)
+	var copts *mcp.ClientSessionOptions
+	if v := u.cfg.ProtocolVersion; v != "" {
+		copts = &mcp.ClientSessionOptions{ProtocolVersion: v}
+	}
+	cs, err := u.client.Connect(cctx, t, copts)
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.pid = s.cmd.Process.Pid
 	}
@@ -253,6 +269,7 @@ func (u *upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 		u.mu.Unlock()
 		return nil, nil, fmt.Errorf("listing tools: %s", s.describeConnectError(ctx, err, timeout))
 	}
+	u.setLogLevel(cctx, cs)
 	return s, tools, nil
 }
 

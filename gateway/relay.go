@@ -1,0 +1,238 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/relay"
+	"github.com/airlock-run/airlock/internal/tick"
+)
+
+// errCallLeft answers an upstream's sampling or elicitation request that
+// comes after the client stopped waiting for the call (it got the pending
+// result, or went away).
+var errCallLeft = errors.New("the client that made this call is no longer waiting for it; airlock cannot forward the request")
+
+// callSink is the gateway's end of one call in the relay (package relay):
+// it sends what the call's upstream sends to the session that made the
+// call, until the call is answered.
+type callSink struct {
+	mu   sync.Mutex
+	done bool
+	// upstreamProgress is set once the upstream reported progress: the
+	// gateway's own "running" ticks then stop, so that the client sees the
+	// upstream's values only.
+	upstreamProgress atomic.Bool
+}
+
+// relayCall registers the sink of a call in the relay and returns it with
+// the function that ends it (after which the sink drops notifications and
+// refuses requests). With cancellable, the client's notifications/cancelled
+// for req cancels the call (the tools/call itself; not airlock_await,
+// whose cancellation only stops the waiting).
+func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string, cancellable bool) (*callSink, func()) {
+	cs := &callSink{}
+	if req.Session == nil {
+		return cs, func() {}
+	}
+	ss := req.Session
+	live := func() bool {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		return !cs.done && ctx.Err() == nil
+	}
+	s := &relay.Sink{
+		ProgressToken: req.Params.GetProgressToken(),
+		Log: func(p *mcp.LoggingMessageParams) {
+			if live() {
+				_ = ss.Log(ctx, p) // the session filters by the client's logging/setLevel
+			}
+		},
+		Sample: func(_ context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+			if !live() {
+				return nil, errCallLeft
+			}
+			return ss.CreateMessage(ctx, p)
+		},
+		Elicit: func(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			if !live() {
+				return nil, errCallLeft
+			}
+			return ss.Elicit(ctx, p)
+		},
+	}
+	cancelled, ended := make(chan struct{}), make(chan struct{})
+	s.Cancelled = cancelled
+	marks := g.cancelMarks(ss)
+	seen := marks.count()
+	go func() {
+		if !cancellable {
+			return
+		}
+		// The SDK cancels a request's context as soon as it reads the
+		// client's notifications/cancelled, and hands the notification to
+		// the middleware (cancelMiddleware) after: wait a moment for it.
+		// A context ended otherwise (the session closed) is no
+		// cancellation: the call goes on in its task, as it always has.
+		select {
+		case <-ctx.Done():
+		case <-ended:
+			if ctx.Err() == nil {
+				return // answered: nothing to cancel
+			}
+		}
+		if marks.await(seen, cancelGrace) {
+			g.log.Info().Str("task", taskID).Str("call", callID).Msg("call cancelled by the client")
+			close(cancelled) // a worker in this process cancels the upstream call at once
+			g.cancelInTask(taskID, callID)
+		}
+	}()
+	if s.ProgressToken != nil {
+		s.Progress = func(p *mcp.ProgressNotificationParams) {
+			if live() {
+				cs.upstreamProgress.Store(true)
+				_ = ss.NotifyProgress(ctx, p)
+			}
+		}
+	}
+	unregister := g.opts.Relay.Register(taskID, callID, s) // a nil relay registers nothing
+	return cs, func() {
+		cs.mu.Lock()
+		cs.done = true
+		cs.mu.Unlock()
+		close(ended)
+		unregister()
+	}
+}
+
+// cancelInTask tells the call's task that the client cancelled it
+// (api.SignalCancelCall): the task withdraws its approval request, or
+// cancels its activity (a worker in any process learns it at its next
+// heartbeat), and records the call as cancelled. The signal is recorded in
+// the task's history.
+func (g *Gateway) cancelInTask(taskID, callID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := g.opts.Temporal.SignalWorkflow(ctx, taskID, "", api.SignalCancelCall,
+		api.CancelCall{CallID: callID, Reason: "the client sent notifications/cancelled"})
+	if err != nil {
+		g.log.Warn().Err(err).Str("task", taskID).Str("call", callID).Msg("telling the task that the client cancelled a call failed")
+	}
+}
+
+// cancelGrace is how long after a call's context ends the gateway waits
+// for the notifications/cancelled that ended it.
+const cancelGrace = 2 * time.Second
+
+// cancelMark counts the notifications/cancelled a session sent.
+type cancelMark struct {
+	mu      sync.Mutex
+	n       int
+	changed chan struct{}
+}
+
+func (m *cancelMark) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n
+}
+
+// await reports whether the count passes seen within d.
+func (m *cancelMark) await(seen int, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		n, ch := m.n, m.changed
+		m.mu.Unlock()
+		if n > seen {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+func (m *cancelMark) add() {
+	m.mu.Lock()
+	m.n++
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.mu.Unlock()
+}
+
+// cancelMarks returns the cancellation count of a session, kept until the
+// session ends.
+func (g *Gateway) cancelMarks(ss *mcp.ServerSession) *cancelMark {
+	m, loaded := g.cancels.LoadOrStore(ss, &cancelMark{changed: make(chan struct{})})
+	if !loaded {
+		go func() { _ = ss.Wait(); g.cancels.Delete(ss) }()
+	}
+	return m.(*cancelMark)
+}
+
+// cancelMiddleware counts each session's notifications/cancelled, for the
+// calls in flight on it (relayCall).
+func (g *Gateway) cancelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/cancelled" {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+				g.cancelMarks(ss).add()
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// DefaultProgressPoll is how often a gateway without a worker in its
+// process (Options.Relay nil) reads a running call's heartbeats for its
+// upstream progress.
+const DefaultProgressPoll = time.Second
+
+// heartbeatProgress relays a call's upstream progress from its activity's
+// heartbeat details (api.CallProgress) when the gateway shares no relay
+// with a worker: the path across processes. It reads the task's pending
+// activities every Options.ProgressPoll while the call waits, and only for
+// a client that gave a progress token. Heartbeats keep only the latest
+// progress, so a client may see fewer notifications than the upstream
+// sent, never out of order; a call on the fast path (a local activity) has
+// no heartbeats.
+func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string, cs *callSink) (stop func()) {
+	tok := req.Params.GetProgressToken()
+	if g.opts.Relay != nil || tok == nil || req.Session == nil {
+		return func() {}
+	}
+	every := g.opts.ProgressPoll
+	if every <= 0 {
+		every = DefaultProgressPoll
+	}
+	seq := 0
+	return tick.Every(ctx, every, func(int) {
+		desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, taskID, "")
+		if err != nil {
+			return
+		}
+		for _, pa := range desc.GetPendingActivities() {
+			if pa.GetActivityType().GetName() != api.CallToolName || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 {
+				continue
+			}
+			var cp api.CallProgress
+			if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cp) != nil || cp.CallID != callID || cp.Seq <= seq {
+				continue
+			}
+			seq = cp.Seq
+			cs.upstreamProgress.Store(true)
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: cp.Progress, Total: cp.Total, Message: cp.Message})
+		}
+	})
+}
