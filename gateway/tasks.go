@@ -129,7 +129,7 @@ func (g *Gateway) taskOfCall(ctx context.Context, task, call string) (*taskState
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 		}
 		raw := json.RawMessage(b)
-		st.Status, st.Result = "completed", &raw
+		st.Status, st.Result = terminalStatus(res.Outcome), &raw
 		st.StatusMessage = fmt.Sprintf("%s: %s", res.Tool, res.Outcome)
 		return st, nil
 	}
@@ -191,8 +191,52 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, principal s
 	case methodTasksUpdate:
 		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this task asks for no input: airlock's tasks wait for a person's approval, not for the client"})
 	default: // tasks/cancel
-		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("airlock cannot withdraw call %s yet: it runs once if approved, or ends when its approval is denied or expires (see airlock_status)", call)})
+		st, jerr := g.cancelTask(ctx, task, call)
+		writeRPC(w, msg.ID, st, jerr)
 	}
+}
+
+// terminalStatus is the extension's status of a finished call: cancelled
+// (the client cancelled it, or its approval request was withdrawn),
+// completed (it ran, even if its tool reported an error), failed (anything else: denied, refused, its tool
+// failed or its outcome is unknown; the result says which).
+func terminalStatus(o api.Outcome) string {
+	switch o {
+	case api.OutcomeCancelled:
+		return "cancelled"
+	case api.OutcomeOK, api.OutcomeToolError:
+		return "completed" // a tool's own error is its result (isError)
+	}
+	return "failed"
+}
+
+// cancelTask answers tasks/cancel: the task is told (api.SignalCancelCall,
+// recorded in its history): an approval request is withdrawn, a running
+// call's activity cancelled; the answer is the call's state once the task
+// has recorded it (or still working, if that takes longer). A call that
+// has finished cannot be cancelled.
+func (g *Gateway) cancelTask(ctx context.Context, task, call string) (*taskState, *jsonrpc.Error) {
+	st, jerr := g.taskOfCall(ctx, task, call)
+	if jerr != nil {
+		return nil, jerr
+	}
+	if st.Status != "working" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s~%s is already %s", task, call, st.Status)}
+	}
+	if err := g.opts.Temporal.SignalWorkflow(ctx, task, "", api.SignalCancelCall,
+		api.CancelCall{CallID: call, Reason: "the client sent tasks/cancel"}); err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("telling task %s to cancel call %s: %v", task, call, err)}
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if st, jerr = g.taskOfCall(ctx, task, call); jerr == nil && st.Status != "working" {
+			return st, nil
+		}
+	}
+	if jerr != nil {
+		return nil, jerr
+	}
+	st.StatusMessage = "cancellation requested; " + st.StatusMessage
+	return st, nil
 }
 
 // checkTaskOwner refuses a task handle of another principal's task.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -220,8 +222,30 @@ func TestTasksExtension(t *testing.T) {
 		!strings.Contains(fmt.Sprint(rerr["message"]), "another principal") {
 		t.Fatalf("bob's tasks/get of alice's task: %v; want it refused", rerr)
 	}
-	if _, rerr := rpc2026(t, b, "alice-key", "", "tasks/cancel", "", map[string]any{"taskId": handle}, true); rerr == nil {
-		t.Fatal("tasks/cancel: accepted, but airlock cannot withdraw a call")
+	// A second call, cancelled with tasks/cancel while it waits: its
+	// approval request is withdrawn and the tool never runs.
+	res2, rerr := rpc2026(t, a, "alice-key", "t-tasks", "tools/call", "counter__append",
+		map[string]any{"name": "counter__append", "arguments": map[string]any{"key": "cancelled"}}, true)
+	handle2, _ := res2["taskId"].(string)
+	if rerr != nil || res2["resultType"] != "task" || handle2 == "" {
+		t.Fatalf("second tools/call: %v %v", res2, rerr)
+	}
+	got2, rerr := rpc2026(t, b, "alice-key", "", "tasks/cancel", "", map[string]any{"taskId": handle2}, true)
+	if rerr != nil || got2["status"] != "cancelled" {
+		t.Fatalf("tasks/cancel: %v %v; want cancelled", got2, rerr)
+	}
+	if got2, rerr = rpc2026(t, a, "alice-key", "", "tasks/get", "", map[string]any{"taskId": handle2}, true); rerr != nil || got2["status"] != "cancelled" {
+		t.Fatalf("tasks/get after tasks/cancel: %v %v", got2, rerr)
+	}
+	if ar, err := (approver.Local{Temporal: s.client, Namespace: s.srv.Namespace()}).Show(context.Background(), handle2); err != nil || ar.State != api.ApprovalWithdrawn {
+		t.Errorf("the cancelled call's approval request: %+v %v; want withdrawn", ar, err)
+	}
+	if _, rerr := rpc2026(t, b, "alice-key", "", "tasks/cancel", "", map[string]any{"taskId": handle2}, true); rerr == nil ||
+		!strings.Contains(fmt.Sprint(rerr["message"]), "already cancelled") {
+		t.Errorf("tasks/cancel of a cancelled task: %v", rerr)
+	}
+	if n := sideEffects(t, effects, "append", "cancelled"); n != 0 {
+		t.Errorf("the cancelled call ran %d times", n)
 	}
 	if n := sideEffects(t, effects, "append", "tasked"); n != 0 {
 		t.Fatalf("the tool ran %d times before approval", n)
