@@ -270,6 +270,18 @@ func TestClusterKillBattery(t *testing.T) {
 	t.Logf("time to recover: longest a call waited for its answer %s (median call %s); longest gap between a session's answers %s",
 		total.slowest.Round(time.Millisecond), total.median().Round(time.Millisecond), total.longestGap.Round(time.Millisecond))
 	t.Logf("histories replayed: %d runs", replayed)
+	// What each role used, for deploy/kubernetes' resource requests: the
+	// peak resident memory and the CPU per second of load of the processes
+	// running now (a restarted one has lived part of the battery).
+	for _, r := range append(append(append([]*roleProc{}, c.gateways...), c.workers...), c.approver) {
+		r.mu.Lock()
+		p := r.p
+		r.mu.Unlock()
+		if use, err := procUsage(p.cmd.Process.Pid); err == nil {
+			t.Logf("resources: %s peak RSS %d MiB, CPU %.2f s (%.0f millicores over the %s of load)", r.name, use.peakRSS>>20,
+				use.cpu.Seconds(), 1000*use.cpu.Seconds()/loadTime.Seconds(), loadTime.Round(time.Second))
+		}
+	}
 	if calls < sessions {
 		t.Errorf("only %d calls answered: the load did not run", calls)
 	}
@@ -1023,4 +1035,42 @@ func replayNamespace(t *testing.T, tc client.Client) int {
 			return n
 		}
 	}
+}
+
+type usage struct {
+	peakRSS int64 // bytes
+	cpu     time.Duration
+}
+
+// procUsage reads a process's peak resident set (VmHWM) and its user +
+// system CPU time from /proc.
+func procUsage(pid int) (usage, error) {
+	var u usage
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			u.peakRSS = kb << 10
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// The fields after the command (which may hold spaces) in parentheses:
+	// utime and stime are the 12th and 13th, in clock ticks (100 a second).
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return u, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var ut, st int64
+	fmt.Sscanf(f[11], "%d", &ut)
+	fmt.Sscanf(f[12], "%d", &st)
+	u.cpu = time.Duration(ut+st) * 10 * time.Millisecond
+	return u, nil
 }
