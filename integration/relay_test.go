@@ -89,7 +89,10 @@ func newRelayClient(t *testing.T, url string) *relayClient {
 	hc := &http.Client{Transport: headerRT{headers: map[string]string{"Authorization": "Bearer " + testKey}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	// A session (2025-11-25): the gateway sends sampling and elicitation to
+	// the client as requests on it; on 2026-07-28 (stateless) that would
+	// be an InputRequests result, which airlock does not forward yet.
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, sessionProtocol)
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", url, err)
 	}
