@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/airlock-run/airlock/internal/identity"
 )
 
 // counterDev is what the tests of the airlock binary against
@@ -29,4 +31,30 @@ func newCounterDev(t *testing.T, tools string) counterDev {
 tools:
 %s`, d.upstream, d.effects, tools))
 	return d
+}
+
+// appendNeedsOpsTools is a tools block whose append needs ops' approval.
+const appendNeedsOpsTools = `  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    approval: {group: ops, timeout: 30m}
+`
+
+// writeApprovalsConfig writes airlock.yaml for counter.yaml: alice calls,
+// bob (group ops) approves, the gateway answers pending after inlineWait.
+func (d counterDev) writeApprovalsConfig(t *testing.T, inlineWait string) string {
+	t.Helper()
+	path := filepath.Join(d.dir, "airlock.yaml")
+	writeFile(t, path, `manifests: [counter.yaml]
+approvals: {inline_wait: `+inlineWait+`}
+principals:
+  - {name: alice, roles: [all], api_key_sha256: [`+identity.HashKey("alice-key")+`]}
+  - {name: bob, roles: [all], api_key_sha256: [`+identity.HashKey("bob-key")+`]}
+roles:
+  all: {permissions: ["*"], data_access_level: restricted, tools: ["*"]}
+approver_groups:
+  ops: {members: [bob]}
+`)
+	return path
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/gateway"
-	"github.com/airlock-run/airlock/internal/identity"
 )
 
 // TestApprovalsOverMCP: on `airlock dev`, an approver (bob, in ops) sees
@@ -28,16 +27,7 @@ func TestApprovalsOverMCP(t *testing.T) {
     approval: {group: ops, timeout: 30m}
 `)
 	bin, dir, effects := d.bin, d.dir, d.effects
-	writeFile(t, filepath.Join(dir, "airlock.yaml"), `manifests: [counter.yaml]
-approvals: {inline_wait: 1s}
-principals:
-  - {name: alice, roles: [all], api_key_sha256: [`+identity.HashKey("alice-key")+`]}
-  - {name: bob, roles: [all], api_key_sha256: [`+identity.HashKey("bob-key")+`]}
-roles:
-  all: {permissions: ["*"], data_access_level: restricted, tools: ["*"]}
-approver_groups:
-  ops: {members: [bob]}
-`)
+	d.writeApprovalsConfig(t, "1s")
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := startDev(t, bin, "--config", filepath.Join(dir, "airlock.yaml"), "--data-dir", filepath.Join(dir, "data"),
 		"--listen", listen, "--temporal-port", fmt.Sprint(freePort(t)), "--log-format", "json", "--no-ui")

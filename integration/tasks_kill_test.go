@@ -11,7 +11,6 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/identity"
 )
 
 // TestTasksExtensionSurvivesKill: a 2026-07-28 client with the tasks
@@ -22,22 +21,8 @@ import (
 // ran once. The handle is the Update, so it lives in Temporal, not in the
 // gateway.
 func TestTasksExtensionSurvivesKill(t *testing.T) {
-	d := newCounterDev(t, `  append:
-    side_effects: [write]
-    data_access_level: internal
-    risk: high
-    approval: {group: ops, timeout: 30m}
-`)
-	writeFile(t, filepath.Join(d.dir, "airlock.yaml"), `manifests: [counter.yaml]
-approvals: {inline_wait: 2s}
-principals:
-  - {name: alice, roles: [all], api_key_sha256: [`+identity.HashKey("alice-key")+`]}
-  - {name: bob, roles: [all], api_key_sha256: [`+identity.HashKey("bob-key")+`]}
-roles:
-  all: {permissions: ["*"], data_access_level: restricted, tools: ["*"]}
-approver_groups:
-  ops: {members: [bob]}
-`)
+	d := newCounterDev(t, appendNeedsOpsTools)
+	d.writeApprovalsConfig(t, "2s")
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	tport := freePort(t)
 	args := []string{"--config", filepath.Join(d.dir, "airlock.yaml"), "--data-dir", filepath.Join(d.dir, "data"),
