@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -809,6 +810,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	defer stopProgress()
 	defer g.heartbeatProgress(ctx, req, taskID, callID, sink)()
 	var res api.CallResult
+	drained := false // an attempt was turned away: the task is moving to a new run
 	for {
 		var h client.WorkflowUpdateHandle
 		uo := client.UpdateWorkflowOptions{
@@ -840,6 +842,9 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		}
 		// The task is rolling over to a new run: the same Update ID goes
 		// to the new run.
+		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil {
+			drained = true
+		}
 		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && wctx.Err() == nil {
 			select {
 			case <-time.After(50 * time.Millisecond):
@@ -850,6 +855,12 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		break
 	}
 	if err != nil {
+		// The inline wait may also run out during an attempt rather than
+		// between two: if the task knows nothing of the call, it did not
+		// start either.
+		if drained && waitedOut(wctx, err) && ctx.Err() == nil && !g.callKnown(ctx, taskID, callID) {
+			err = temporal.NewApplicationError("the task is moving to its next run", api.ErrTypeContinuingAsNew)
+		}
 		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && ctx.Err() == nil {
 			// The inline wait ran out while every attempt was turned
 			// away: the call never started, so it is not "running".
@@ -895,6 +906,24 @@ func (g *Gateway) explain(ctx, wctx context.Context, taskID, callID, tool string
 		return fin.Message()
 	}
 	return fmt.Sprintf("airlock could not run %s in task %s: %v", tool, taskID, err)
+}
+
+// callKnown reports whether task has call in flight, waiting for approval
+// or finished (it was admitted by some run).
+func (g *Gateway) callKnown(ctx context.Context, task, call string) bool {
+	if g.pendingApproval(ctx, task, call) != nil {
+		return true
+	}
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if v, err := g.opts.Temporal.QueryWorkflow(qctx, task, "", api.QueryStatus); err == nil {
+		var st api.Status
+		if v.Get(&st) == nil && slices.Contains(st.InFlight, call) {
+			return true
+		}
+	}
+	_, done := g.finishedCall(ctx, task, call, time.Second)
+	return done
 }
 
 // notStartedDraining explains a call turned away for as long as the
