@@ -28,6 +28,7 @@ type callRelay struct {
 	mu        sync.Mutex
 	exchanges []api.Exchange
 	last      api.CallProgress
+	logSeq    int // log messages so far
 }
 
 // relayFor builds the relay of a call and the upstream hooks that feed it.
@@ -52,6 +53,16 @@ func (a *Activities) relayFor(in api.CallToolInput) (*callRelay, *upstream.CallH
 func (r *callRelay) sink() *relay.Sink { return r.hub.Lookup(r.in.TaskID, r.in.CallID) }
 
 func (r *callRelay) log(p *mcp.LoggingMessageParams) {
+	// Kept for the heartbeat too: a gateway in another process relays it.
+	data, _ := json.Marshal(p.Data)
+	r.mu.Lock()
+	r.logSeq++
+	r.last.Logs = append(r.last.Logs, api.CallLog{Seq: r.logSeq, Level: string(p.Level), Logger: p.Logger, Data: data})
+	if n := len(r.last.Logs); n > api.MaxHeartbeatLogs {
+		r.last.Logs = append([]api.CallLog(nil), r.last.Logs[n-api.MaxHeartbeatLogs:]...)
+	}
+	r.last.CallID = r.in.CallID
+	r.mu.Unlock()
 	if s := r.sink(); s != nil && s.Log != nil {
 		s.Log(p)
 	}
@@ -59,7 +70,7 @@ func (r *callRelay) log(p *mcp.LoggingMessageParams) {
 
 func (r *callRelay) progress(p *mcp.ProgressNotificationParams) {
 	r.mu.Lock()
-	r.last = api.CallProgress{CallID: r.in.CallID, Progress: p.Progress, Total: p.Total, Message: p.Message, Seq: r.last.Seq + 1}
+	r.last = api.CallProgress{CallID: r.in.CallID, Progress: p.Progress, Total: p.Total, Message: p.Message, Seq: r.last.Seq + 1, Logs: r.last.Logs}
 	r.mu.Unlock()
 	if s := r.sink(); s != nil && s.Progress != nil {
 		q := *p
@@ -68,11 +79,14 @@ func (r *callRelay) progress(p *mcp.ProgressNotificationParams) {
 	}
 }
 
-// lastProgress is the heartbeat detail: the last progress reported.
+// lastProgress is the heartbeat detail: the last progress reported and
+// the last log messages.
 func (r *callRelay) lastProgress() (api.CallProgress, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.last, r.last.Seq > 0
+	cp := r.last
+	cp.Logs = append([]api.CallLog(nil), r.last.Logs...)
+	return cp, cp.Seq > 0 || len(cp.Logs) > 0
 }
 
 func (r *callRelay) record(x api.Exchange) {
@@ -153,7 +167,8 @@ func (r *callRelay) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.Elici
 }
 
 // heartbeatDetails returns what a heartbeat of the call carries: its last
-// progress, for a gateway in another process (nil: nothing yet).
+// progress and log messages, for a gateway in another process (nil:
+// nothing yet).
 func (r *callRelay) heartbeatDetails() []any {
 	if r == nil {
 		return nil

@@ -90,6 +90,21 @@ type CallProgress struct {
 	Message  string  `json:",omitempty"`
 	// Seq counts the progress notifications so far.
 	Seq int `json:",omitempty"`
+	// Logs are the upstream's last log messages of the call (at most
+	// MaxHeartbeatLogs), each numbered, for a gateway in another process
+	// to relay the ones it has not seen.
+	Logs []CallLog `json:",omitempty"`
+}
+
+// MaxHeartbeatLogs bounds the log messages a heartbeat carries.
+const MaxHeartbeatLogs = 16
+
+// CallLog is one upstream log message (notifications/message) of a call.
+type CallLog struct {
+	Seq    int
+	Level  string
+	Logger string          `json:",omitempty"`
+	Data   json.RawMessage `json:",omitempty"`
 }
 
 // Approval activity names (wire names).

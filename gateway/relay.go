@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -199,24 +200,26 @@ func (g *Gateway) cancelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // upstream progress.
 const DefaultProgressPoll = time.Second
 
-// heartbeatProgress relays a call's upstream progress from its activity's
-// heartbeat details (api.CallProgress) when the gateway shares no relay
-// with a worker: the path across processes. It reads the task's pending
-// activities every Options.ProgressPoll while the call waits, and only for
-// a client that gave a progress token. Heartbeats keep only the latest
-// progress, so a client may see fewer notifications than the upstream
-// sent, never out of order; a call on the fast path (a local activity) has
-// no heartbeats.
+// heartbeatProgress relays a call's upstream progress and log messages
+// from its activity's heartbeat details (api.CallProgress) when the gateway
+// shares no relay with a worker: the path across processes. It reads the
+// task's pending activities every Options.ProgressPoll while the call
+// waits (one DescribeWorkflowExecution a second per call that runs longer
+// than that). Heartbeats keep only the latest progress, so a client may see
+// fewer progress notifications than the upstream sent, never out of order;
+// they keep the last api.MaxHeartbeatLogs log messages, numbered, so each
+// is relayed once, in order (more than that between two reads are lost). A
+// call on the fast path (a local activity) has no heartbeats.
 func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string, cs *callSink) (stop func()) {
 	tok := req.Params.GetProgressToken()
-	if g.opts.Relay != nil || tok == nil || req.Session == nil {
+	if g.opts.Relay != nil || req.Session == nil {
 		return func() {}
 	}
 	every := g.opts.ProgressPoll
 	if every <= 0 {
 		every = DefaultProgressPoll
 	}
-	seq := 0
+	seq, logSeq := 0, 0
 	return tick.Every(ctx, every, func(int) {
 		desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, taskID, "")
 		if err != nil {
@@ -227,7 +230,21 @@ func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolReques
 				continue
 			}
 			var cp api.CallProgress
-			if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cp) != nil || cp.CallID != callID || cp.Seq <= seq {
+			if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cp) != nil || cp.CallID != callID {
+				continue
+			}
+			// Log messages not relayed yet, in order; the session drops
+			// those below the level its client set (none before it sets one).
+			for _, l := range cp.Logs {
+				if l.Seq <= logSeq {
+					continue
+				}
+				logSeq = l.Seq
+				var data any
+				_ = json.Unmarshal(l.Data, &data)
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(l.Level), Logger: l.Logger, Data: data})
+			}
+			if tok == nil || cp.Seq <= seq {
 				continue
 			}
 			seq = cp.Seq

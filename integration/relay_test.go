@@ -405,6 +405,9 @@ func TestProgressAcrossProcesses(t *testing.T) {
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, split: true})
 	waitTools(t, s.connect(t, nil), "counter__progress")
 	rc := newRelayClient(t, s.url)
+	if err := rc.cs.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
 	res, err := rc.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "counter__progress",
 		Arguments: map[string]any{"steps": 6, "interval_ms": 1000}, Meta: mcp.Meta{"progressToken": "split-1"}})
 	if err != nil || res.IsError {
@@ -425,4 +428,21 @@ func TestProgressAcrossProcesses(t *testing.T) {
 		last = p.Progress
 	}
 	t.Logf("%d of 6 progress notifications relayed from heartbeats", len(got))
+	// The upstream's log messages came the same way, each once, in order.
+	_, logs, _, _ := rc.snapshot()
+	var steps []string
+	for _, l := range logs {
+		if s, ok := l.Data.(string); ok && strings.HasPrefix(s, "step ") {
+			steps = append(steps, s)
+		}
+	}
+	if len(steps) == 0 {
+		t.Fatal("no upstream log message reached the client from the call's heartbeats")
+	}
+	for i := 1; i < len(steps); i++ {
+		if steps[i] <= steps[i-1] {
+			t.Errorf("log messages out of order or repeated: %q", steps)
+		}
+	}
+	t.Logf("%d of 6 log messages relayed from heartbeats: %q", len(steps), steps)
 }

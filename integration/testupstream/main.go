@@ -204,6 +204,9 @@ func newServer() *mcp.Server {
 					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok,
 						Progress: float64(i), Total: float64(in.Steps), Message: fmt.Sprintf("step %d", i)})
 				}
+				// A log message per step too (sent at whatever level the
+				// client set; the SDK drops it when none is set).
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "progress", Data: fmt.Sprintf("step %d of %d", i, in.Steps)})
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(tok)}}}, nil, nil
 		})
