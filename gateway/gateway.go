@@ -240,6 +240,8 @@ func New(opts Options) *Gateway {
 		// The task of a session opened without Airlock-Task is derived
 		// from this ID, and both go into the signed session ID (replica.go).
 		GetSessionID: newRawSessionID,
+		// Long lists are paginated with cursors (0: the SDK's 1000).
+		PageSize: opts.PageSize,
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware)
 	g.server.AddReceivingMiddleware(g.tasksMiddleware)  // tasks.go
