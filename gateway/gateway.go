@@ -33,6 +33,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
@@ -888,7 +890,17 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 // report its own "timeout waiting for update" just before our deadline).
 func waitedOut(wctx context.Context, err error) bool {
 	var upd *client.WorkflowUpdateServiceTimeoutOrCanceledError
-	return wctx.Err() != nil || errors.As(err, &upd)
+	if wctx.Err() != nil || errors.As(err, &upd) {
+		return true
+	}
+	// gRPC reports the deadline from its own timer, which may fire a moment
+	// before the context's marks it done.
+	d, ok := wctx.Deadline()
+	if !ok || time.Until(d) > 100*time.Millisecond {
+		return false
+	}
+	var dl *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &dl) || status.Code(err) == codes.DeadlineExceeded
 }
 
 // explain turns a failure to get a call's result into words the model (and
