@@ -65,10 +65,21 @@ func (d *slackDelivery) got() []slackDeliverCall {
 
 func newSlackHandler(t *testing.T, f *slackFake, d *slackDelivery) *Interactions {
 	t.Helper()
-	h := InteractionHandler(InteractionOptions{
+	return newAuditedSlackHandler(t, f, d, nil)
+}
+
+// newAuditedSlackHandler is newSlackHandler writing its audit lines to
+// audit (nil: none).
+func newAuditedSlackHandler(t *testing.T, f *slackFake, d *slackDelivery, audit *bytes.Buffer) *Interactions {
+	t.Helper()
+	o := InteractionOptions{
 		SigningSecret: slackSecret, Slack: f.client(), Users: slackTestUsers(), Deliver: d.deliver,
 		Timeout: 5 * time.Second, Logger: zerolog.New(zerolog.NewTestWriter(t)),
-	})
+	}
+	if audit != nil {
+		o.Audit = auditstream.New(audit)
+	}
+	h := InteractionHandler(o)
 	t.Cleanup(func() { _ = h.Close() })
 	return h
 }
@@ -87,11 +98,7 @@ func TestInteractionSignature(t *testing.T) {
 	f := newSlackFake(t)
 	d := &slackDelivery{}
 	var audit bytes.Buffer
-	h := InteractionHandler(InteractionOptions{
-		SigningSecret: slackSecret, Slack: f.client(), Users: slackTestUsers(), Deliver: d.deliver,
-		Timeout: 5 * time.Second, Logger: zerolog.New(zerolog.NewTestWriter(t)), Audit: auditstream.New(&audit),
-	})
-	t.Cleanup(func() { _ = h.Close() })
+	h := newAuditedSlackHandler(t, f, d, &audit)
 	body := slackClickBody("U_BOB", "approve", slackRequest, slackDigest, "1700000000.000001")
 	now := time.Now()
 	noSig := slackSign(slackSecret, now, body)
@@ -342,11 +349,7 @@ func TestRedeliveredClickOnce(t *testing.T) {
 	f := newSlackFake(t)
 	d := &slackDelivery{}
 	var audit bytes.Buffer
-	h := InteractionHandler(InteractionOptions{
-		SigningSecret: slackSecret, Slack: f.client(), Users: slackTestUsers(), Deliver: d.deliver,
-		Timeout: 5 * time.Second, Logger: zerolog.New(zerolog.NewTestWriter(t)), Audit: auditstream.New(&audit),
-	})
-	t.Cleanup(func() { _ = h.Close() })
+	h := newAuditedSlackHandler(t, f, d, &audit)
 	approve := slackClickBody("U_BOB", "approve", slackRequest, slackDigest, "1700000000.000001")
 	for range 3 {
 		if w := postSlack(h, approve, slackSign(slackSecret, time.Now(), approve)); w.Code != http.StatusOK {
@@ -389,11 +392,7 @@ func TestClickAnsweredWithAnotherVote(t *testing.T) {
 		return api.DecideResult{RequestID: dr.RequestID, State: api.ApprovalApproved, Message: "approved: 1 of 1 approvals", Approver: dr.Approver, Approve: true}, nil
 	}}
 	var audit bytes.Buffer
-	h := InteractionHandler(InteractionOptions{
-		SigningSecret: slackSecret, Slack: f.client(), Users: slackTestUsers(), Deliver: d.deliver,
-		Timeout: 5 * time.Second, Logger: zerolog.New(zerolog.NewTestWriter(t)), Audit: auditstream.New(&audit),
-	})
-	t.Cleanup(func() { _ = h.Close() })
+	h := newAuditedSlackHandler(t, f, d, &audit)
 	deny := slackClickBody("U_BOB", "deny", slackRequest, slackDigest, "1700000000.000009")
 	postSlack(h, deny, slackSign(slackSecret, time.Now(), deny))
 	h.Wait()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/slack-go/slack"
 
@@ -139,9 +138,6 @@ func slackErr(err error) error {
 		case "missing_scope":
 			return errors.New("missing_scope (add the bot scopes airlock slack manifest lists, then reinstall the app)")
 		}
-	}
-	if s := err.Error(); strings.Contains(s, "missing_scope") {
-		return errors.New("missing_scope (add the bot scopes airlock slack manifest lists, then reinstall the app)")
 	}
 	return err
 }
