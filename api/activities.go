@@ -231,6 +231,11 @@ type DecideOutput struct {
 	// CallID echoes the input's, so that an audit of the history can tie
 	// the recorded decision (a marker) to its call.
 	CallID string `json:",omitempty"`
+
+	// Resource locks (issue 16 §4): the locks the call takes, their keys
+	// evaluated from its arguments, and how long it waits for them.
+	Locks       []LockKey     `json:",omitempty"`
+	LockTimeout time.Duration `json:",omitempty"`
 }
 
 // ApprovalSpec is what the worker resolves for a require_approval

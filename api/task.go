@@ -210,6 +210,10 @@ type Status struct {
 	Ended bool `json:",omitempty"`
 	// Plan is the plan's progress (plans only).
 	Plan *PlanStatus `json:",omitempty"`
+
+	// Locks are the resource locks the task's calls hold and wait for
+	// (issue 16 §4).
+	Locks []TaskLock `json:",omitempty"`
 }
 
 // TaskResult is returned when a task ends.

@@ -220,6 +220,13 @@ type Tool struct {
 	// Compensation undoes a successful call on rollback. Both name a tool
 	// declared in the same manifest.
 	Compensation *Call `yaml:"compensation,omitempty" json:"compensation,omitempty"`
+
+	// Resource locks (issue 16 §4; see Lock). Locks are taken, all of
+	// them and in sorted order, before the call's capture and execution,
+	// and released when it ends. LockTimeout is how long a call waits for
+	// them (default 30s) before it is refused naming the holder.
+	Locks       []Lock   `yaml:"locks,omitempty" json:"locks,omitempty"`
+	LockTimeout Duration `yaml:"lock_timeout,omitempty" json:"lock_timeout,omitempty"`
 }
 
 // Compensable reports whether a call of the tool can be undone on rollback:

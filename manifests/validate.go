@@ -322,6 +322,7 @@ func (v *validator) tool(m *Manifest, name string, names []string, prefixOK bool
 	v.wasmTool(m, p, t)
 	v.capture(p+".capture", t.Capture, names)
 	v.compensation(p+".compensation", t.Compensation, names, t.Capture != nil || v.lines.Has(p+".capture"))
+	v.locks(p, t) // locks.go
 }
 
 func (v *validator) sideEffects(toolPath string, ses []SideEffect) {

@@ -232,6 +232,7 @@ var (
 	durationType    = reflect.TypeFor[Duration]()
 	byteSizeType    = reflect.TypeFor[ByteSize]()
 	anyType         = reflect.TypeFor[any]()
+	lockType        = reflect.TypeFor[Lock]()
 )
 
 // walk checks node n against Go type t the way yaml.v3 would decode it, but
@@ -265,6 +266,14 @@ func (d *decodeState) walk(n *yaml.Node, t reflect.Type, path string) {
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return // an explicit null leaves the zero value; validation decides if that is allowed
+	}
+	if t == lockType { // a key alone, or a mapping (locks.go)
+		if n.Kind == yaml.ScalarNode {
+			d.leaf(n, reflect.TypeFor[string](), path)
+		} else {
+			d.walk(n, reflect.TypeFor[lockFields](), path)
+		}
+		return
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		d.leaf(n, t, path)
