@@ -64,10 +64,15 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 			Task:      policy.Task{ID: in.TaskID, Calls: in.Calls, Elapsed: in.Elapsed, AllowTools: in.AllowTools},
 		})
 	}
+	var locks []api.LockKey
+	var lockTimeout time.Duration
+	if ok {
+		locks, lockTimeout = a.decideLocks(in, tool, &d) // locks.go
+	}
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
 	a.Audit.Decision(auditstream.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
 		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments})
-	out := api.DecideOutput{Decision: d, CallID: in.CallID}
+	out := api.DecideOutput{Decision: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout}
 	if d.Effect == policy.RequireApproval {
 		out.Approval = a.approvalSpec(d, tool)
 	}

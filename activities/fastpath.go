@@ -51,7 +51,7 @@ func (a *Activities) DecideAndCall(ctx context.Context, in api.DecideAndCallInpu
 // manifests, not the caller's view) idempotent and low-risk, with no
 // capture and no compensation.
 func (a *Activities) fastPath(tool string, d api.DecideOutput) bool {
-	if d.Effect != policy.Allow || d.Approval != nil || d.Capture != nil || d.CaptureError != "" || d.Compensable {
+	if d.Effect != policy.Allow || d.Approval != nil || d.Capture != nil || d.CaptureError != "" || d.Compensable || len(d.Locks) > 0 {
 		return false
 	}
 	t, ok := a.Catalog.Tool(tool)

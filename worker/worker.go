@@ -89,6 +89,11 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 		DeploymentOptions: deploymentOptions(opts),
 	})
 	Register(w, acts)
+	// Resource locks (issue 16 §4) need the client: their activities start
+	// and inspect other workflows.
+	locks := &activities.Locks{Client: c}
+	w.RegisterActivityWithOptions(locks.RequestLock, activity.RegisterOptions{Name: api.RequestLockName})
+	w.RegisterActivityWithOptions(locks.LockOwnersClosed, activity.RegisterOptions{Name: api.LockOwnersName})
 	return w
 }
 
@@ -121,6 +126,7 @@ func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.AgentTask, workflow.RegisterOptions{Name: api.AgentTaskName})
 	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: api.PlanName})
 	r.RegisterWorkflowWithOptions(workflows.RollbackTask, workflow.RegisterOptions{Name: api.RollbackTaskName})
+	r.RegisterWorkflowWithOptions(workflows.ResourceLock, workflow.RegisterOptions{Name: api.LockWorkflowName})
 }
 
 // deploymentOptions is the worker's Worker Deployment Version and whether

@@ -100,6 +100,10 @@ type task struct {
 	cancelOn    bool
 	cancelled   map[string]string
 	callCancels map[string]workflow.CancelFunc
+
+	// Resource locks (issue 16 §4, locks.go): what the task's calls hold
+	// and wait for.
+	locks taskLocks
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -534,6 +538,7 @@ func (t *task) status() (api.Status, error) {
 		RollingBack:  t.rolling != nil,
 		Plan:         t.plan,
 		Ended:        t.ended,
+		Locks:        t.lockList(),
 	}, nil
 }
 
@@ -645,6 +650,16 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 			return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: reason, Decision: decision}), nil
 		}
 	}
+
+	// Resource locks (locks.go): all of them, in sorted order, before
+	// the capture and the execution; released when the call ends.
+	unlock, stop := t.acquireLocks(ctx, req, out)
+	if stop != nil {
+		stop.Decision = decision
+		t.lastActivity = workflow.Now(ctx)
+		return t.record(req, started, t.lastActivity, *stop), nil
+	}
+	defer unlock()
 
 	// 3 capture the pre-image (versioned with the saga)
 	saga := (out.Capture != nil || out.CaptureError != "" || out.Compensable) && sagaOn(ctx)

@@ -1,0 +1,185 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/airlock-run/airlock/api"
+)
+
+// changeLocks versions resource locks (issue 16 §4): a call whose decision
+// names locks acquires them, all and in sorted order, from their lock
+// workflows (lock_workflow.go) before its capture and execution, and
+// releases them when it ends, whatever its outcome.
+const changeLocks = "locks"
+
+// Lock wait metrics, recorded through the workflow's metrics handler
+// (which records nothing while replaying): a counter by result (granted,
+// timeout, cancelled, failed) and the wait in seconds.
+const (
+	metricLockWaits    = "airlock_lock_waits_total"
+	metricLockWaitTime = "airlock_lock_wait_seconds"
+)
+
+// taskLocks is the lock state of a task (fields of task).
+type taskLocks struct {
+	listening bool
+	// grants holds the last answer of each lock workflow, by call and key.
+	grants map[string]api.LockGrant
+	// list is what the task holds and waits for, in request order.
+	list []api.TaskLock
+}
+
+func grantKey(callID, key string) string { return callID + "\x00" + key }
+
+// listenLocks starts, once per run, the goroutine that takes lock
+// workflows' answers.
+func (t *task) listenLocks(ctx workflow.Context) {
+	if t.locks.listening {
+		return
+	}
+	t.locks.listening = true
+	t.locks.grants = map[string]api.LockGrant{}
+	ch := workflow.GetSignalChannel(ctx, api.SignalLockGrant)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var g api.LockGrant
+			if !ch.Receive(ctx, &g) {
+				return
+			}
+			k := grantKey(g.CallID, g.Key)
+			i := slices.IndexFunc(t.locks.list, func(l api.TaskLock) bool { return l.CallID == g.CallID && l.Key == g.Key })
+			if i < 0 {
+				continue // an answer to a request given up
+			}
+			if prev, ok := t.locks.grants[k]; ok && prev.Granted && !g.Granted {
+				continue // granted already: a late "queued" changes nothing
+			}
+			t.locks.grants[k] = g
+			if !g.Granted {
+				t.locks.list[i].Holders = g.Holders
+			}
+		}
+	})
+}
+
+// acquireLocks takes the call's locks before it runs. It returns the
+// function that releases them (call it when the call ends, whatever its
+// outcome), or the call's result when it must not run: a lock not granted
+// within the tool's lock timeout (OutcomeLocked, naming the lock and its
+// holder), or the task cancelled while waiting.
+func (t *task) acquireLocks(ctx workflow.Context, req api.CallRequest, out api.DecideOutput) (func(), *api.CallResult) {
+	if len(out.Locks) == 0 || workflow.GetVersion(ctx, changeLocks, workflow.DefaultVersion, 1) < 1 {
+		return func() {}, nil
+	}
+	t.listenLocks(ctx)
+	info := workflow.GetInfo(ctx)
+	owner := api.LockOwner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool}
+	var asked []string
+	release := func() {
+		// Also after the task was cancelled: a disconnected context.
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		for _, key := range asked {
+			err := workflow.SignalExternalWorkflow(dctx, api.LockWorkflowID(key), "", api.SignalLockRelease,
+				api.LockRelease{Key: key, Owner: owner}).Get(dctx, nil)
+			if err != nil {
+				// The lock workflow is gone (terminated): nothing to release.
+				workflow.GetLogger(ctx).Warn("lock: release not delivered", "key", key, "call", req.CallID, "error", err)
+			}
+			delete(t.locks.grants, grantKey(req.CallID, key))
+		}
+		t.locks.list = slices.DeleteFunc(t.locks.list, func(l api.TaskLock) bool { return l.CallID == req.CallID })
+	}
+	timeout := out.LockTimeout
+	if timeout <= 0 {
+		timeout = api.DefaultLockTimeout
+	}
+	deadline := workflow.Now(ctx).Add(timeout)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5, InitialInterval: 200 * time.Millisecond},
+		Summary:             "lock",
+	})
+	metrics := workflow.GetMetricsHandler(ctx)
+	for _, lk := range out.Locks {
+		since := workflow.Now(ctx)
+		t.locks.list = append(t.locks.list, api.TaskLock{Key: lk.Key, Mode: lk.Mode, CallID: req.CallID, Tool: req.Tool,
+			State: api.LockWaiting, Since: since})
+		asked = append(asked, lk.Key)
+		err := workflow.ExecuteActivity(actx, api.RequestLockName, api.LockRequest{Key: lk.Key, Mode: lk.Mode, Owner: owner, At: since}).Get(ctx, nil)
+		if err != nil {
+			release()
+			metrics.WithTags(map[string]string{"result": "failed"}).Counter(metricLockWaits).Inc(1)
+			if temporal.IsCanceledError(err) || ctx.Err() != nil {
+				return nil, &api.CallResult{Outcome: api.OutcomeCancelled,
+					Reason: fmt.Sprintf("%s did not run: the task was cancelled while it asked for lock %q", req.Tool, lk.Key)}
+			}
+			return nil, &api.CallResult{Outcome: api.OutcomeFailed,
+				Reason: fmt.Sprintf("%s did not run: airlock could not ask for lock %q (%v); nothing was changed", req.Tool, lk.Key, err)}
+		}
+		k := grantKey(req.CallID, lk.Key)
+		got, err := workflow.AwaitWithTimeout(ctx, deadline.Sub(workflow.Now(ctx)), func() bool { return t.locks.grants[k].Granted })
+		waited := workflow.Now(ctx).Sub(since)
+		switch {
+		case err != nil:
+			release()
+			metrics.WithTags(map[string]string{"result": "cancelled"}).Counter(metricLockWaits).Inc(1)
+			return nil, &api.CallResult{Outcome: api.OutcomeCancelled,
+				Reason: fmt.Sprintf("%s did not run: the task was cancelled while it waited for lock %q", req.Tool, lk.Key)}
+		case !got:
+			holders := t.locks.grants[k].Holders
+			release()
+			metrics.WithTags(map[string]string{"result": "timeout"}).Counter(metricLockWaits).Inc(1)
+			metrics.WithTags(map[string]string{"result": "timeout"}).Timer(metricLockWaitTime).Record(waited)
+			return nil, &api.CallResult{Outcome: api.OutcomeLocked, Reason: lockedReason(req.Tool, lk, timeout, holders)}
+		}
+		metrics.WithTags(map[string]string{"result": "granted"}).Counter(metricLockWaits).Inc(1)
+		metrics.WithTags(map[string]string{"result": "granted"}).Timer(metricLockWaitTime).Record(waited)
+		for i := range t.locks.list {
+			if l := &t.locks.list[i]; l.CallID == req.CallID && l.Key == lk.Key {
+				l.State, l.Since, l.Holders = api.LockHeld, workflow.Now(ctx), nil
+			}
+		}
+	}
+	return release, nil
+}
+
+// lockedReason says why a call did not get its lock, naming who holds it.
+func lockedReason(tool string, lk api.LockKey, timeout time.Duration, holders []api.LockOwner) string {
+	who := "another call"
+	if len(holders) > 0 {
+		var names []string
+		for _, h := range holders {
+			names = append(names, fmt.Sprintf("task %s (call %s, %s)", h.TaskID, h.CallID, h.Tool))
+		}
+		who = strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s did not run: lock %q (%s) is held by %s, and was not released within the lock timeout of %s; nothing was changed. Try again later, or look at that task: airlock tasks show %s",
+		tool, lk.Key, lk.Mode, who, timeout, firstTask(holders))
+}
+
+func firstTask(holders []api.LockOwner) string {
+	if len(holders) == 0 {
+		return "TASK"
+	}
+	return holders[0].TaskID
+}
+
+// lockList is what Status.Locks shows.
+func (t *task) lockList() []api.TaskLock {
+	if len(t.locks.list) == 0 {
+		return nil
+	}
+	out := make([]api.TaskLock, len(t.locks.list))
+	for i, l := range t.locks.list {
+		l.Holders = slices.Clone(l.Holders)
+		out[i] = l
+	}
+	return out
+}
