@@ -54,6 +54,11 @@ type SagaEntry struct {
 	// Tries counts rollbacks that ran this entry.
 	Tries    int       `json:",omitempty"`
 	Finished time.Time `json:",omitempty"`
+
+	// Locks the call took (issue 16 §4): its compensation takes them too,
+	// waiting at most LockTimeout.
+	Locks       []LockKey     `json:",omitempty"`
+	LockTimeout time.Duration `json:",omitempty"`
 }
 
 // RollbackRequest asks a task to roll back.

@@ -72,11 +72,48 @@ func (t *task) listenLocks(ctx workflow.Context) {
 // function that releases them (call it when the call ends, whatever its
 // outcome), or the call's result when it must not run: a lock not granted
 // within the tool's lock timeout (OutcomeLocked, naming the lock and its
-// holder), or the task cancelled while waiting.
+// holder), or the task cancelled while waiting. A compensable call's
+// saga entry keeps its locks, so that its compensation takes them too.
 func (t *task) acquireLocks(ctx workflow.Context, req api.CallRequest, out api.DecideOutput) (func(), *api.CallResult) {
 	if len(out.Locks) == 0 || workflow.GetVersion(ctx, changeLocks, workflow.DefaultVersion, 1) < 1 {
 		return func() {}, nil
 	}
+	release, stop := t.acquire(ctx, req.CallID, req.Tool, out.Locks, out.LockTimeout)
+	if stop != nil {
+		return nil, stop
+	}
+	return func() {
+		for i := range t.saga {
+			if e := &t.saga[i]; e.CallID == req.CallID {
+				e.Locks, e.LockTimeout = out.Locks, out.LockTimeout
+			}
+		}
+		release()
+	}, nil
+}
+
+// lockUndo takes the locks of the call a saga entry undoes, for its
+// compensation (call "undo-<CallID>"). It returns why the compensation
+// must not run now ("" when it may).
+func (t *task) lockUndo(ctx workflow.Context, e *api.SagaEntry) (func(), string) {
+	if len(e.Locks) == 0 || workflow.GetVersion(ctx, changeLocks, workflow.DefaultVersion, 1) < 1 {
+		return func() {}, ""
+	}
+	tool := e.Tool
+	if e.Undo != nil {
+		tool = e.Undo.Tool
+	}
+	release, stop := t.acquire(ctx, "undo-"+e.CallID, tool, e.Locks, e.LockTimeout)
+	if stop != nil {
+		return nil, stop.Reason
+	}
+	return release, ""
+}
+
+// acquire takes locks (sorted by key) for call callID of tool, waiting at
+// most timeout for all of them.
+func (t *task) acquire(ctx workflow.Context, callID, tool string, locks []api.LockKey, timeout time.Duration) (func(), *api.CallResult) {
+	req := api.CallRequest{CallID: callID, Tool: tool}
 	t.listenLocks(ctx)
 	info := workflow.GetInfo(ctx)
 	owner := api.LockOwner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
@@ -96,7 +133,6 @@ func (t *task) acquireLocks(ctx workflow.Context, req api.CallRequest, out api.D
 		}
 		t.locks.list = slices.DeleteFunc(t.locks.list, func(l api.TaskLock) bool { return l.CallID == req.CallID })
 	}
-	timeout := out.LockTimeout
 	if timeout <= 0 {
 		timeout = api.DefaultLockTimeout
 	}
@@ -107,7 +143,7 @@ func (t *task) acquireLocks(ctx workflow.Context, req api.CallRequest, out api.D
 		Summary:             "lock",
 	})
 	metrics := workflow.GetMetricsHandler(ctx)
-	for _, lk := range out.Locks {
+	for _, lk := range locks {
 		since := workflow.Now(ctx)
 		t.locks.list = append(t.locks.list, api.TaskLock{Key: lk.Key, Mode: lk.Mode, CallID: req.CallID, Tool: req.Tool,
 			State: api.LockWaiting, Since: since})

@@ -186,6 +186,13 @@ func (t *task) undoOnce(ctx workflow.Context, e *api.SagaEntry) string {
 	case e.State == api.UndoUnknown:
 		return fmt.Sprintf("the compensation of call %s (%s) may already have run, and %s is not idempotent, so it is not re-run; check by hand whether it took effect", e.CallID, e.Tool, e.Undo.Tool)
 	}
+	// Under the locks of the call it undoes (locks.go).
+	unlock, why := t.lockUndo(ctx, e)
+	if why != "" {
+		e.State, e.Reason = api.UndoFailed, why
+		return fmt.Sprintf("the compensation of call %s (%s) did not run: %s", e.CallID, e.Tool, why)
+	}
+	defer unlock()
 	e.Tries++
 	u := e.Undo
 	res := t.execute(ctx, requestFor("undo-"+e.CallID, u))
