@@ -371,6 +371,7 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 			fmt.Fprintf(stdout, "  %-9s %-20s %-28s %s\n", s.State, s.ID, s.Tool, s.Reason)
 		}
 	}
+	printLocks(stdout, st.Locks) // locks.go
 	if len(st.Recent) > 0 {
 		fmt.Fprintln(stdout, "recent calls:")
 		for _, r := range st.Recent {

@@ -1,0 +1,301 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// lockedTools is testupstream with resource locks (issue 16 §4): append
+// is a compensable write locking "file:<key>"; put takes the same lock and
+// gives up after 1s; wait and content take it shared.
+const lockedTools = `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
+  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: medium
+    idempotent: false
+    timeout: 60s
+    capture: {tool: echo, args: {text: args.key}}
+    compensation: {tool: put, args: {key: '"undo-" + args.key'}}
+    locks: ['"file:" + args.key']
+  put:
+    side_effects: [write]
+    data_access_level: internal
+    risk: medium
+    idempotent: true
+    timeout: 60s
+    locks: ['"file:" + args.key']
+    lock_timeout: 1s
+  wait:
+    side_effects: [none]
+    data_access_level: public
+    risk: medium
+    idempotent: false
+    timeout: 60s
+    heartbeat_timeout: 4s
+    locks: [{key: '"file:" + args.key', mode: shared}]
+  content:
+    side_effects: [read]
+    data_access_level: public
+    risk: medium
+    idempotent: true
+    locks: [{key: '"file:" + args.key', mode: shared}]
+`
+
+// lockCall calls name through cs in the background, until ctx ends.
+func lockCall(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any) <-chan asyncResult {
+	ch := make(chan asyncResult, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		ch <- asyncResult{res, err}
+	}()
+	return ch
+}
+
+func awaitCall(t *testing.T, what string, ch <-chan asyncResult) *mcp.CallToolResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("%s: %v", what, r.err)
+		}
+		return r.res
+	case <-time.After(90 * time.Second):
+		t.Fatalf("%s: no answer in 90s", what)
+	}
+	return nil
+}
+
+func notDone(ch <-chan asyncResult) bool { return len(ch) == 0 }
+
+// taskOf is the task a session's calls run in.
+func taskOf(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	res := call(t, cs, "counter__echo", map[string]any{"text": "hello"}, "")
+	id, _ := res.Meta[gateway.MetaTask].(string)
+	if id == "" {
+		t.Fatalf("no task in %v", res.Meta)
+	}
+	return id
+}
+
+func lockStatus(t *testing.T, c client.Client, id string) api.Status {
+	t.Helper()
+	var st api.Status
+	q, err := c.QueryWorkflow(context.Background(), id, "", api.QueryStatus)
+	if err == nil {
+		err = q.Get(&st)
+	}
+	if err != nil {
+		t.Fatalf("status of %s: %v", id, err)
+	}
+	return st
+}
+
+func hasLock(st api.Status, state, key string) (api.TaskLock, bool) {
+	i := slices.IndexFunc(st.Locks, func(l api.TaskLock) bool { return l.State == state && l.Key == key })
+	if i < 0 {
+		return api.TaskLock{}, false
+	}
+	return st.Locks[i], true
+}
+
+// callSpan is when a call's capture started and when its last activity
+// (the write) completed, and when its lock was released, from its task's
+// history.
+type callSpan struct {
+	firstScheduled, lastCompleted, released time.Time
+}
+
+// spanOf reads the span of the call of tool in task id's history: from
+// the first activity scheduled after the call's lock was granted to the
+// release signal sent when it ended.
+func spanOf(t *testing.T, c client.Client, id, tool string) callSpan {
+	t.Helper()
+	h := fetchHistory(t, c, id, "")
+	var sp callSpan
+	granted := false
+	for _, ev := range h.Events {
+		at := ev.GetEventTime().AsTime()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == api.SignalLockGrant &&
+				strings.Contains(string(ev.GetWorkflowExecutionSignaledEventAttributes().GetInput().GetPayloads()[0].GetData()), `"Granted":true`) {
+				granted = true
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := ev.GetActivityTaskScheduledEventAttributes()
+			if granted && sp.firstScheduled.IsZero() && a.GetActivityType().GetName() == api.CallToolName {
+				sp.firstScheduled = at
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			if granted && sp.released.IsZero() {
+				sp.lastCompleted = at
+			}
+		case enumspb.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+			if granted && sp.released.IsZero() && ev.GetSignalExternalWorkflowExecutionInitiatedEventAttributes().GetSignalName() == api.SignalLockRelease {
+				sp.released = at
+			}
+		}
+	}
+	if sp.firstScheduled.IsZero() || sp.lastCompleted.IsZero() || sp.released.IsZero() {
+		t.Fatalf("task %s: no locked call of %s in its history: %+v", id, tool, sp)
+	}
+	return sp
+}
+
+// TestLocksAcrossTasks runs three tasks through the gateway on the real
+// embedded Temporal and testupstream: A and B write the same key, C
+// another. B waits while A holds the lock (both tasks show it), C runs
+// while A holds its lock, and B's capture starts only after A's write
+// ended and released it. A call that cannot get its lock within its lock
+// timeout is refused naming the lock and the task holding it; shared
+// holders run together; a cancelled call releases its lock. A rollback's
+// compensation waits for the lock of the call it undoes. Histories of the
+// tasks and of a lock workflow are recorded (-record: locks_v1, lock_v1).
+func TestLocksAcrossTasks(t *testing.T) {
+	m, effects := counterManifest(t, lockedTools)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}})
+	ctx := context.Background()
+	csA, csB, csC := s.connect(t, nil), s.connect(t, nil), s.connect(t, nil)
+	waitTools(t, csA, "counter__append", "counter__put", "counter__wait", "counter__content")
+	taskA, taskB, taskC := taskOf(t, csA), taskOf(t, csB), taskOf(t, csC)
+
+	// A holds file:f1 for a while; B asks for it too.
+	a := lockCall(ctx, csA, "counter__append", map[string]any{"key": "f1", "sleep_ms": 4000})
+	waitFor(t, "A's write to reach the upstream", 30*time.Second, func() bool { return sideEffects(t, effects, "append", "f1") == 1 })
+	b := lockCall(ctx, csB, "counter__append", map[string]any{"key": "f1"})
+	waitFor(t, "B to wait for file:f1 behind A", 30*time.Second, func() bool {
+		l, ok := hasLock(lockStatus(t, s.client, taskB), api.LockWaiting, "file:f1")
+		return ok && len(l.Holders) == 1 && l.Holders[0].TaskID == taskA
+	})
+	if _, ok := hasLock(lockStatus(t, s.client, taskA), api.LockHeld, "file:f1"); !ok {
+		t.Fatalf("A's status does not show file:f1 held: %+v", lockStatus(t, s.client, taskA).Locks)
+	}
+	// C, on another key, is not held up by A: it ends while A still runs.
+	if res := call(t, csC, "counter__append", map[string]any{"key": "f2"}, ""); res.IsError {
+		t.Fatalf("C: %s", text(res))
+	}
+	if !notDone(a) || !notDone(b) {
+		t.Fatal("A or B ended before C: C's call was not concurrent with A's lock")
+	}
+	for name, ch := range map[string]<-chan asyncResult{"A": a, "B": b} {
+		if res := awaitCall(t, name, ch); res.IsError {
+			t.Fatalf("%s: %s", name, text(res))
+		}
+	}
+	spA, spB := spanOf(t, s.client, taskA, "append"), spanOf(t, s.client, taskB, "append")
+	if !spA.lastCompleted.After(spA.firstScheduled) || spB.firstScheduled.Before(spA.released) || spB.firstScheduled.Before(spA.lastCompleted) {
+		t.Errorf("capture→write of A and B interleave: A %+v, B %+v", spA, spB)
+	}
+	if got := sideEffectLines(t, effects); !slices.Equal(got, []string{"append f1", "append f2", "append f1"}) {
+		t.Errorf("upstream side effects %q, want A's f1, C's f2, then B's f1", got)
+	}
+	if st := lockStatus(t, s.client, taskA); len(st.Locks) != 0 {
+		t.Errorf("A still lists locks after its call: %+v", st.Locks)
+	}
+
+	// Shared: two readers at once; a writer gives up after its lock
+	// timeout, naming the lock and the holder.
+	waitCtx, cancelWait := context.WithCancel(ctx)
+	defer cancelWait()
+	w := lockCall(waitCtx, csA, "counter__wait", map[string]any{"key": "g"})
+	waitFor(t, "A's wait to start", 30*time.Second, func() bool { return sideEffects(t, effects, "wait-started", "g") == 1 })
+	if res := call(t, csC, "counter__content", map[string]any{"key": "g"}, ""); res.IsError {
+		t.Fatalf("a second shared holder did not run: %s", text(res))
+	}
+	locked := call(t, csB, "counter__put", map[string]any{"key": "g"}, "")
+	if !locked.IsError || !strings.Contains(text(locked), `lock "file:g"`) || !strings.Contains(text(locked), "task "+taskA) {
+		t.Fatalf("put while A holds file:g: isError=%v %q, want the lock and task %s named", locked.IsError, text(locked), taskA)
+	}
+	if sideEffects(t, effects, "put", "g") != 0 {
+		t.Fatal("the refused put ran")
+	}
+	st := lockStatus(t, s.client, taskB)
+	if r := st.Recent[len(st.Recent)-1]; r.Outcome != api.OutcomeLocked {
+		t.Errorf("B records the refused put as %q, want %q", r.Outcome, api.OutcomeLocked)
+	}
+	cancelWait() // the client cancels: the call ends, its lock is released
+	<-w
+	waitFor(t, "the cancelled wait to release file:g", 30*time.Second, func() bool { return len(lockStatus(t, s.client, taskA).Locks) == 0 })
+	if res := call(t, csB, "counter__put", map[string]any{"key": "g"}, ""); res.IsError {
+		t.Fatalf("put after the release: %s", text(res))
+	}
+
+	// A rollback's compensation (put undo-f1) takes the lock of the call
+	// it undoes: it waits while B holds file:f1 again.
+	b2 := lockCall(ctx, csB, "counter__append", map[string]any{"key": "f1", "sleep_ms": 3000})
+	waitFor(t, "B's second write to reach the upstream", 30*time.Second, func() bool { return sideEffects(t, effects, "append", "f1") == 3 })
+	rb := make(chan error, 1)
+	go func() {
+		h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskA, UpdateID: "rb-locks",
+			UpdateName: api.UpdateRollback, Args: []any{api.RollbackRequest{By: "tester"}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		var res api.RollbackResult
+		if err == nil {
+			err = h.Get(ctx, &res)
+		}
+		if err == nil && res.State != api.StateRolledBack {
+			err = fmt.Errorf("rollback: %s (%s)", res.State, res.Reason)
+		}
+		rb <- err
+	}()
+	if res := awaitCall(t, "B's second write", b2); res.IsError {
+		t.Fatalf("B's second write: %s", text(res))
+	}
+	if err := <-rb; err != nil {
+		t.Fatal(err)
+	}
+	lines := sideEffectLines(t, effects)
+	lastB := -1
+	for i, l := range lines {
+		if l == "append f1" {
+			lastB = i
+		}
+	}
+	if i := slices.Index(lines, "put undo-f1"); i < 0 || i < lastB {
+		t.Errorf("A's compensation did not wait for B's write: %q", lines)
+	}
+
+	for _, id := range []string{taskA, taskB, taskC} {
+		if err := s.client.SignalWorkflow(ctx, id, "", api.SignalFinish, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.client.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, name := range map[string]string{taskA: "locks_v1", taskB: "locks_v1_waiter", api.LockWorkflowID("file:f1"): "lock_v1"} {
+		d, err := s.client.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayRuns(t, s, id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), name)
+	}
+}
+
+// sideEffectLines is the upstream's side-effect log, line by line.
+func sideEffectLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
