@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -298,4 +300,127 @@ func sideEffectLines(t *testing.T, path string) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// TestLocksSurviveKill runs `airlock dev` and kills it with SIGKILL while
+// task A holds a lock that task B waits for. A worker that dies does not
+// close A's workflow: after the restart A's interrupted call is resolved
+// (unknown outcome, not re-run: append is not idempotent), it releases
+// the lock as any ended call does, and B's call proceeds. Then a holder
+// whose task is terminated (it will never release) loses its lock at the
+// lock workflow's next check of its holders, and the next waiter runs.
+// `airlock tasks show` lists the held and the awaited lock; /metrics
+// counts the waits.
+func TestLocksSurviveKill(t *testing.T) {
+	d := newCounterDev(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
+  append:
+    side_effects: [write]
+    data_access_level: internal
+    risk: medium
+    idempotent: false
+    timeout: 120s
+    locks: ['"file:" + args.key']
+    lock_timeout: 120s
+`)
+	writeFile(t, d.dir+"/airlock.yaml", "manifests: [counter.yaml]\n"+identityYAML)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tport := freePort(t)
+	temporalAddr := fmt.Sprintf("127.0.0.1:%d", tport)
+	args := []string{"--config", d.dir + "/airlock.yaml", "--data-dir", d.dir + "/data",
+		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--log-format", "json"}
+	base := "http://" + listen
+	p := startDev(t, d.bin, args...)
+	p.waitHealthy(t, base)
+	csA, csB := connectURL(t, base+"/mcp", nil), connectURL(t, base+"/mcp", nil)
+	waitTools(t, csA, "counter__append")
+	taskA, taskB := taskOf(t, csA), taskOf(t, csB)
+	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: quietSDKLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	send := func(cs *mcp.ClientSession, key, idem string, sleepMS int) <-chan asyncResult {
+		ch := make(chan asyncResult, 1)
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+			defer cancel()
+			res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": key, "sleep_ms": sleepMS},
+				Meta: mcp.Meta{gateway.MetaIdempotencyKey: idem}})
+			ch <- asyncResult{res, err}
+		}()
+		return ch
+	}
+	_ = send(csA, "f", "a1", 60000)
+	waitFor(t, "A's write to reach the upstream", 30*time.Second, func() bool { return sideEffects(t, d.effects, "append", "f") == 1 })
+	_ = send(csB, "f", "b1", 0)
+	waitFor(t, "B to wait for file:f", 30*time.Second, func() bool {
+		_, ok := hasLock(lockStatus(t, c, taskB), api.LockWaiting, "file:f")
+		return ok
+	})
+	out, code := runAirlock(t, d.bin, "tasks", "show", "--temporal-address", temporalAddr, taskB)
+	if code != 0 || !strings.Contains(out, "locks:") || !strings.Contains(out, "waiting") || !strings.Contains(out, "file:f") || !strings.Contains(out, "held by task "+taskA) {
+		t.Errorf("airlock tasks show %s (exit %d) does not list the awaited lock and its holder:\n%s", taskB, code, out)
+	}
+
+	// kill -9 while A holds file:f.
+	killed := time.Now()
+	p = restartDev(t, p, d.bin, base, args)
+	t.Logf("kill -9 to healthy again: %s", time.Since(killed).Round(time.Millisecond))
+	waitFor(t, "B's write to run after the restart", 60*time.Second, func() bool { return sideEffects(t, d.effects, "append", "f") == 2 })
+	t.Logf("kill -9 to the waiter's write: %s", time.Since(killed).Round(time.Millisecond))
+	if n := sideEffects(t, d.effects, "append", "f"); n != 2 {
+		t.Fatalf("append f ran %d times, want 2 (A once, not re-run; B once)", n)
+	}
+	csA2 := connectURL(t, base+"/mcp", map[string]string{gateway.HeaderTask: taskA})
+	csB2 := connectURL(t, base+"/mcp", map[string]string{gateway.HeaderTask: taskB})
+	if res := call(t, csA2, "counter__append", map[string]any{"key": "f", "sleep_ms": 60000}, "a1"); !res.IsError {
+		t.Errorf("A's interrupted call: %q, want its unknown outcome", text(res))
+	}
+	if res := call(t, csB2, "counter__append", map[string]any{"key": "f"}, "b1"); res.IsError {
+		t.Errorf("B's call after the restart: %s", text(res))
+	}
+	var ls api.LockState
+	if q, err := c.QueryWorkflow(ctx, api.LockWorkflowID("file:f"), "", api.QueryLock); err != nil || q.Get(&ls) != nil || len(ls.Holders)+len(ls.Queue) != 0 {
+		t.Errorf("lock file:f after both calls: %+v %v", ls, err)
+	}
+
+	// A holder whose task is terminated never releases: the lock workflow
+	// notices at its next check (api.DefaultLockCheck) and grants the next.
+	_ = send(csA2, "h", "a2", 100000)
+	waitFor(t, "A's second write to reach the upstream", 30*time.Second, func() bool { return sideEffects(t, d.effects, "append", "h") == 1 })
+	b2 := send(csB2, "h", "b2", 0)
+	waitFor(t, "B to wait for file:h", 30*time.Second, func() bool {
+		_, ok := hasLock(lockStatus(t, c, taskB), api.LockWaiting, "file:h")
+		return ok
+	})
+	terminated := time.Now()
+	if err := c.TerminateWorkflow(ctx, taskA, "", "test: a holder that never releases"); err != nil {
+		t.Fatal(err)
+	}
+	if res := awaitCall(t, "B's call after A was terminated", b2); res.IsError {
+		t.Fatalf("B's call after A was terminated: %s", text(res))
+	}
+	t.Logf("holder terminated to the waiter's result: %s (check every %s)", time.Since(terminated).Round(time.Millisecond), api.DefaultLockCheck)
+
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `airlock_lock_waits_total{`) || !strings.Contains(string(body), `airlock_lock_wait_seconds_bucket{`) {
+		t.Errorf("/metrics has no lock wait series:\n%s", grepLines(string(body), "lock"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
