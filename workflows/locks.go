@@ -78,10 +78,16 @@ func (t *task) acquireLocks(ctx workflow.Context, req api.CallRequest, out api.D
 	if len(out.Locks) == 0 || workflow.GetVersion(ctx, changeLocks, workflow.DefaultVersion, 1) < 1 {
 		return func() {}, nil
 	}
-	release, stop := t.acquire(ctx, req.CallID, req.Tool, out.Locks, out.LockTimeout)
+	// The wait ends early if the client cancels the call (cancel.go).
+	wctx, done := t.callContext(ctx, req.CallID)
+	release, stop := t.acquire(ctx, wctx, req.CallID, req.Tool, out.Locks, out.LockTimeout)
 	if stop != nil {
+		done()
 		return nil, stop
 	}
+	// Not cancelled: the wait's timer stays as it is (cancelling it would
+	// be a command of its own); execute gets a context of its own.
+	delete(t.callCancels, req.CallID)
 	return func() {
 		for i := range t.saga {
 			if e := &t.saga[i]; e.CallID == req.CallID {
@@ -103,7 +109,7 @@ func (t *task) lockUndo(ctx workflow.Context, e *api.SagaEntry) (func(), string)
 	if e.Undo != nil {
 		tool = e.Undo.Tool
 	}
-	release, stop := t.acquire(ctx, "undo-"+e.CallID, tool, e.Locks, e.LockTimeout)
+	release, stop := t.acquire(ctx, ctx, "undo-"+e.CallID, tool, e.Locks, e.LockTimeout)
 	if stop != nil {
 		return nil, stop.Reason
 	}
@@ -111,8 +117,9 @@ func (t *task) lockUndo(ctx workflow.Context, e *api.SagaEntry) (func(), string)
 }
 
 // acquire takes locks (sorted by key) for call callID of tool, waiting at
-// most timeout for all of them.
-func (t *task) acquire(ctx workflow.Context, callID, tool string, locks []api.LockKey, timeout time.Duration) (func(), *api.CallResult) {
+// most timeout for all of them, or until wctx is cancelled; ctx is the
+// call's, for the release.
+func (t *task) acquire(ctx, wctx workflow.Context, callID, tool string, locks []api.LockKey, timeout time.Duration) (func(), *api.CallResult) {
 	req := api.CallRequest{CallID: callID, Tool: tool}
 	t.listenLocks(ctx)
 	info := workflow.GetInfo(ctx)
@@ -137,37 +144,37 @@ func (t *task) acquire(ctx workflow.Context, callID, tool string, locks []api.Lo
 		timeout = api.DefaultLockTimeout
 	}
 	deadline := workflow.Now(ctx).Add(timeout)
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	actxOpts := workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5, InitialInterval: 200 * time.Millisecond},
 		Summary:             "lock",
-	})
+	}
 	metrics := workflow.GetMetricsHandler(ctx)
 	for _, lk := range locks {
 		since := workflow.Now(ctx)
 		t.locks.list = append(t.locks.list, api.TaskLock{Key: lk.Key, Mode: lk.Mode, CallID: req.CallID, Tool: req.Tool,
 			State: api.LockWaiting, Since: since})
 		asked = append(asked, lk.Key)
-		err := workflow.ExecuteActivity(actx, api.RequestLockName, api.LockRequest{Key: lk.Key, Mode: lk.Mode, Owner: owner, At: since}).Get(ctx, nil)
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, actxOpts), api.RequestLockName, api.LockRequest{Key: lk.Key, Mode: lk.Mode, Owner: owner, At: since}).Get(ctx, nil)
 		if err != nil {
 			release()
 			metrics.WithTags(map[string]string{"result": "failed"}).Counter(metricLockWaits).Inc(1)
-			if temporal.IsCanceledError(err) || ctx.Err() != nil {
+			if temporal.IsCanceledError(err) || wctx.Err() != nil {
 				return nil, &api.CallResult{Outcome: api.OutcomeCancelled,
-					Reason: fmt.Sprintf("%s did not run: the task was cancelled while it asked for lock %q", req.Tool, lk.Key)}
+					Reason: fmt.Sprintf("%s did not run: it was cancelled while it asked for lock %q; nothing was changed", req.Tool, lk.Key)}
 			}
 			return nil, &api.CallResult{Outcome: api.OutcomeFailed,
 				Reason: fmt.Sprintf("%s did not run: airlock could not ask for lock %q (%v); nothing was changed", req.Tool, lk.Key, err)}
 		}
 		k := grantKey(req.CallID, lk.Key)
-		got, err := workflow.AwaitWithTimeout(ctx, deadline.Sub(workflow.Now(ctx)), func() bool { return t.locks.grants[k].Granted })
+		got, err := workflow.AwaitWithTimeout(wctx, deadline.Sub(workflow.Now(ctx)), func() bool { return t.locks.grants[k].Granted })
 		waited := workflow.Now(ctx).Sub(since)
 		switch {
 		case err != nil:
 			release()
 			metrics.WithTags(map[string]string{"result": "cancelled"}).Counter(metricLockWaits).Inc(1)
 			return nil, &api.CallResult{Outcome: api.OutcomeCancelled,
-				Reason: fmt.Sprintf("%s did not run: the task was cancelled while it waited for lock %q", req.Tool, lk.Key)}
+				Reason: fmt.Sprintf("%s did not run: it was cancelled while it waited for lock %q; nothing was changed", req.Tool, lk.Key)}
 		case !got:
 			holders := t.locks.grants[k].Holders
 			release()

@@ -1,0 +1,57 @@
+package timeline
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestLocksTimeline renders the recorded tasks that took resource locks
+// (issue 16 §4): the holder (its calls and its rollback, whose
+// compensation took the lock too) and the waiter, one of whose calls was
+// refused naming the lock and its holder (outcome locked). The lock
+// traffic (RequestLock activities, grant and release signals) makes no
+// problem and no call of its own.
+func TestLocksTimeline(t *testing.T) {
+	for _, name := range []string{"locks_v1", "locks_v1_waiter"} {
+		t.Run(name, func(t *testing.T) {
+			tl := build(t, []string{name + "_run1"}, nil)
+			for _, c := range tl.Calls {
+				if strings.HasPrefix(c.Tool, "RequestLock") || c.Tool == "" {
+					t.Errorf("a lock request shows as call %+v", c)
+				}
+			}
+			if name == "locks_v1_waiter" {
+				i := slices.IndexFunc(tl.Calls, func(c *Call) bool { return c.Result != nil && c.Result.Outcome == "locked" })
+				if i < 0 {
+					t.Fatalf("no locked call in the waiter's timeline")
+				}
+				if r := tl.Calls[i].Result.Reason; !strings.Contains(r, `lock "file:g"`) || !strings.Contains(r, "is held by task ") {
+					t.Errorf("locked call's reason %q does not name the lock and its holder", r)
+				}
+			}
+			var b bytes.Buffer
+			if err := Render(&b, tl, &RenderOptions{UIURL: "http://127.0.0.1:8233", Namespace: "default"}); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), b.String()); diff != "" {
+				t.Errorf("rendering differs from %s (-want +got; -update rewrites it):\n%s", golden, diff)
+			}
+		})
+	}
+}
