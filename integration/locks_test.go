@@ -231,6 +231,28 @@ func TestLocksAcrossTasks(t *testing.T) {
 	if r := st.Recent[len(st.Recent)-1]; r.Outcome != api.OutcomeLocked {
 		t.Errorf("B records the refused put as %q, want %q", r.Outcome, api.OutcomeLocked)
 	}
+	// A client that gives up on a call waiting for its lock cancels the
+	// wait: the call ends (cancelled, nothing ran) and its request is
+	// withdrawn.
+	bctx, cancelB := context.WithCancel(ctx)
+	bw := lockCall(bctx, csB, "counter__append", map[string]any{"key": "g"})
+	waitFor(t, "B to wait for file:g", 30*time.Second, func() bool {
+		_, ok := hasLock(lockStatus(t, s.client, taskB), api.LockWaiting, "file:g")
+		return ok
+	})
+	cancelB()
+	<-bw
+	waitFor(t, "B's cancelled call to end", 30*time.Second, func() bool {
+		st := lockStatus(t, s.client, taskB)
+		return len(st.Locks) == 0 && len(st.InFlight) == 0
+	})
+	if st := lockStatus(t, s.client, taskB); st.Recent[len(st.Recent)-1].Outcome != api.OutcomeCancelled {
+		t.Errorf("B's call cancelled while waiting for its lock: %+v", st.Recent[len(st.Recent)-1])
+	}
+	if sideEffects(t, effects, "append", "g") != 0 {
+		t.Fatal("the call cancelled while waiting for its lock ran")
+	}
+
 	cancelWait() // the client cancels: the call ends, its lock is released
 	<-w
 	waitFor(t, "the cancelled wait to release file:g", 30*time.Second, func() bool { return len(lockStatus(t, s.client, taskA).Locks) == 0 })
