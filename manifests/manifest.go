@@ -5,7 +5,8 @@
 // command or a streamable HTTP URL) and the tools of that upstream that
 // airlock exposes, each with its side effects, data access level, required
 // permissions, risk and approval rule, timeout, retry policy, idempotency,
-// heartbeat timeout, redaction, pre-image capture and compensation. Optional resources and
+// heartbeat timeout, redaction, pre-image capture and compensation, and the
+// resource locks its calls take (locks.go). Optional resources and
 // prompts blocks pass the upstream's resources and prompts through, to
 // principals cleared for the block's data access level.
 //
