@@ -46,7 +46,10 @@ func (t *task) listenLocks(ctx workflow.Context) {
 	t.locks.listening = true
 	t.locks.grants = map[string]api.LockGrant{}
 	ch := workflow.GetSignalChannel(ctx, api.SignalLockGrant)
-	workflow.Go(ctx, func(ctx workflow.Context) {
+	// Started by the first locked call's handler; it must outlive that
+	// call, and the task's cancellation (whose rollback may take locks).
+	lctx, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(lctx, func(ctx workflow.Context) {
 		for {
 			var g api.LockGrant
 			if !ch.Receive(ctx, &g) {
