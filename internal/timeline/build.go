@@ -278,8 +278,11 @@ func (b *builder) event(ev *historypb.HistoryEvent) {
 		a := ev.GetActivityTaskCanceledEventAttributes()
 		b.activityClosed(at, a.GetScheduledEventId(), nil, nil, "canceled")
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == api.SignalFinish {
+		switch a := ev.GetWorkflowExecutionSignaledEventAttributes(); a.GetSignalName() {
+		case api.SignalFinish:
 			b.tl.Requests = append(b.tl.Requests, Request{Type: "finish", At: at})
+		case api.SignalLockGrant:
+			b.lockSignal(at, a) // locks.go
 		}
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
 		b.cancelRequested = true
@@ -567,6 +570,8 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 			return
 		}
 		b.toolScheduled(at, id, in)
+	case api.RequestLockName:
+		b.lockRequested(at, a) // locks.go
 	case api.NotifyApproversName:
 		var n api.ApprovalNotice
 		if err := b.decode(a.GetInput(), &n); err != nil {

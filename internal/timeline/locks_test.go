@@ -26,6 +26,19 @@ func TestLocksTimeline(t *testing.T) {
 					t.Errorf("a lock request shows as call %+v", c)
 				}
 			}
+			var waited, undo bool
+			for _, c := range tl.Calls {
+				for _, l := range c.Locks {
+					waited = waited || l.Granted != nil && len(l.Holders) > 0 && !l.Undo
+					undo = undo || l.Undo && l.Granted != nil
+				}
+			}
+			if name == "locks_v1" && !undo {
+				t.Error("the holder's rollback shows no lock taken for its compensation")
+			}
+			if name == "locks_v1_waiter" && !waited {
+				t.Error("the waiter shows no lock granted after waiting behind a holder")
+			}
 			if name == "locks_v1_waiter" {
 				i := slices.IndexFunc(tl.Calls, func(c *Call) bool { return c.Result != nil && c.Result.Outcome == "locked" })
 				if i < 0 {

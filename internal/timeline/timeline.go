@@ -105,6 +105,9 @@ type Call struct {
 	Tries        []Attempt     `json:"tries,omitempty"`
 	Result       *Result       `json:"result,omitempty"`
 	Compensation *Compensation `json:"compensation,omitempty"`
+	// Locks are the resource locks the call and its compensation asked
+	// for (locks.go).
+	Locks []Lock `json:"locks,omitempty"`
 	// Exchanges are the sampling and elicitation requests the upstream
 	// made during the call, with the client's answers as recorded (masked
 	// by the tool's redact paths) or why they were refused.
