@@ -426,6 +426,16 @@ func TestLocksSurviveKill(t *testing.T) {
 	}
 	t.Logf("holder terminated to the waiter's result: %s (check every %s)", time.Since(terminated).Round(time.Millisecond), api.DefaultLockCheck)
 
+	// Recorded (-record): the holder killed under its call and then
+	// terminated, and the lock workflow that released a closed holder.
+	for id, name := range map[string]string{taskA: "locks_v1_killed", api.LockWorkflowID("file:h"): "lock_v1_closed"} {
+		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayClientRuns(t, c, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), name)
+	}
+
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
