@@ -294,6 +294,8 @@ func TestLocksAcrossTasks(t *testing.T) {
 		t.Errorf("A's compensation did not wait for B's write: %q", lines)
 	}
 
+	lockQueueOrder(t, s.client, taskA, taskB, taskC)
+
 	for _, id := range []string{taskA, taskB, taskC} {
 		if err := s.client.SignalWorkflow(ctx, id, "", api.SignalFinish, nil); err != nil {
 			t.Fatal(err)
@@ -455,4 +457,70 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// lockQueueOrder drives a lock workflow directly, on behalf of three
+// running tasks, and checks its queue: a reader holds; a writer waits; a
+// second reader queues behind the writer rather than joining the first
+// (a writer is not starved by a stream of readers); each release grants
+// the head of the queue; a repeated request changes nothing.
+func lockQueueOrder(t *testing.T, c client.Client, tasks ...string) {
+	t.Helper()
+	ctx := context.Background()
+	const key = "queue:order"
+	owner := func(i int) api.LockOwner {
+		d, err := c.DescribeWorkflowExecution(ctx, tasks[i], "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return api.LockOwner{WorkflowID: tasks[i], RunID: d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), TaskID: tasks[i], CallID: fmt.Sprintf("q%d", i)}
+	}
+	r1, w, r2 := owner(0), owner(1), owner(2)
+	request := func(o api.LockOwner, mode string) {
+		t.Helper()
+		_, err := c.SignalWithStartWorkflow(ctx, api.LockWorkflowID(key), api.SignalLockRequest, api.LockRequest{Key: key, Mode: mode, Owner: o},
+			client.StartWorkflowOptions{ID: api.LockWorkflowID(key), TaskQueue: api.DefaultTaskQueue}, api.LockWorkflowName, api.LockInput{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := func(o api.LockOwner) {
+		t.Helper()
+		if err := c.SignalWorkflow(ctx, api.LockWorkflowID(key), "", api.SignalLockRelease, api.LockRelease{Key: key, Owner: o}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(st api.LockState) (holders, queue []string) {
+		for _, h := range st.Holders {
+			holders = append(holders, h.Owner.CallID)
+		}
+		for _, q := range st.Queue {
+			queue = append(queue, q.Owner.CallID)
+		}
+		return holders, queue
+	}
+	expect := func(what string, holders, queue []string) {
+		t.Helper()
+		waitFor(t, what, 30*time.Second, func() bool {
+			var st api.LockState
+			q, err := c.QueryWorkflow(ctx, api.LockWorkflowID(key), "", api.QueryLock)
+			if err != nil || q.Get(&st) != nil {
+				return false
+			}
+			h, qu := ids(st)
+			return slices.Equal(h, holders) && slices.Equal(qu, queue)
+		})
+	}
+	request(r1, api.LockShared)
+	expect("the first reader to hold", []string{"q0"}, nil)
+	request(w, api.LockExclusive)
+	request(r2, api.LockShared)
+	request(r1, api.LockShared) // a repeat (an activity retried)
+	expect("the writer and then the second reader to queue", []string{"q0"}, []string{"q1", "q2"})
+	release(r1)
+	expect("the writer to hold", []string{"q1"}, []string{"q2"})
+	release(w)
+	expect("the second reader to hold", []string{"q2"}, nil)
+	release(r2)
+	expect("the lock to be free", nil, nil)
 }
