@@ -125,7 +125,7 @@ func (l *resourceLock) awaitIdle(ctx workflow.Context, reqCh, relCh workflow.Rec
 // drain handles the signals already delivered; it reports whether there
 // were any.
 func (l *resourceLock) drain(ctx workflow.Context, reqCh, relCh workflow.ReceiveChannel) bool {
-	any := false
+	got := false
 	for {
 		var r api.LockRequest
 		var rel api.LockRelease
@@ -135,9 +135,9 @@ func (l *resourceLock) drain(ctx workflow.Context, reqCh, relCh workflow.Receive
 		case relCh.ReceiveAsync(&rel):
 			l.release(rel.Owner.ID())
 		default:
-			return any
+			return got
 		}
-		any = true
+		got = true
 	}
 }
 

@@ -170,7 +170,15 @@ func (t *task) acquire(ctx, wctx workflow.Context, callID, tool string, locks []
 				Reason: fmt.Sprintf("%s did not run: airlock could not ask for lock %q (%v); nothing was changed", req.Tool, lk.Key, err)}
 		}
 		k := grantKey(req.CallID, lk.Key)
-		got, err := workflow.AwaitWithTimeout(wctx, deadline.Sub(workflow.Now(ctx)), func() bool { return t.locks.grants[k].Granted })
+		granted := func() bool { return t.locks.grants[k].Granted }
+		var got bool
+		if left := deadline.Sub(workflow.Now(ctx)); left > 0 {
+			got, err = workflow.AwaitWithTimeout(wctx, left, granted)
+		} else {
+			// The earlier locks took the whole timeout: no timer; take
+			// this one only if it was granted already.
+			got = granted()
+		}
 		waited := workflow.Now(ctx).Sub(since)
 		switch {
 		case err != nil:
