@@ -20,6 +20,9 @@ import (
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
+// maxLockKey bounds a lock's name: it travels in signals and histories.
+const maxLockKey = 1024
+
 // lockKeys evaluates the keys of the locks a call of tool takes (issue 16
 // §4), sorted by key, each key once (exclusive wins over shared), so that
 // every task acquires them in the same order and two tasks cannot
@@ -41,6 +44,8 @@ func (c *Catalog) lockKeys(taskID, callID string, tool policy.Tool, args json.Ra
 			var k string
 			if k, err = p.EvalString(vars); err == nil && k == "" {
 				err = fmt.Errorf("the key is empty")
+			} else if err == nil && len(k) > maxLockKey {
+				err = fmt.Errorf("the key is %d bytes, more than %d; lock a shorter name (a path, an ID)", len(k), maxLockKey)
 			}
 			if err == nil {
 				mode := string(l.EffectiveMode())

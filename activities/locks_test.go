@@ -71,6 +71,11 @@ tools:
 		t.Errorf("a key that cannot be computed: %+v", out)
 	}
 
+	out = decide(`{"path":"/` + strings.Repeat("a", 1100) + `","repo":"r"}`)
+	if out.Effect != policy.Deny || out.Check != api.CheckLock || !strings.Contains(out.Reason, "more than 1024") {
+		t.Errorf("a key too long: %+v", out.Decision)
+	}
+
 	out = decide(`{"path":"/secret","repo":"r"}`)
 	if out.Effect != policy.Deny || out.Check == api.CheckLock || len(out.Locks) != 0 {
 		t.Errorf("a denied call: %+v", out)
