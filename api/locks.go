@@ -120,7 +120,7 @@ type LockInput struct {
 }
 
 // DefaultLockCheck is how often a lock workflow checks its holders.
-const DefaultLockCheck = 30 * time.Second
+const DefaultLockCheck = 10 * time.Second
 
 // LockState is what QueryLock returns.
 type LockState struct {
