@@ -100,6 +100,9 @@ type task struct {
 	cancelOn    bool
 	cancelled   map[string]string
 	callCancels map[string]workflow.CancelFunc
+
+	// Task-scoped state (task-state, state.go).
+	st taskState
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -291,6 +294,7 @@ func newTask(ctx workflow.Context, in api.TaskInput) *task {
 		if c.RollbackFailed {
 			t.state = api.StateRollbackFailed
 		}
+		t.st.load(c.State) // task-state
 	}
 	return t
 }
@@ -505,6 +509,7 @@ func (t *task) carry() *api.Carried {
 		Rollbacks:      t.rollbacks,
 		RollbackFailed: t.state == api.StateRollbackFailed,
 		Ledger:         t.ledger.Clone(),
+		State:          t.st.encode(), // task-state
 	}
 }
 
@@ -534,6 +539,7 @@ func (t *task) status() (api.Status, error) {
 		RollingBack:  t.rolling != nil,
 		Plan:         t.plan,
 		Ended:        t.ended,
+		TaskState:    t.st.encode(), // task-state
 	}, nil
 }
 
@@ -597,6 +603,11 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	if !slices.Contains(t.toolsUsed, req.Tool) {
 		t.toolsUsed = append(t.toolsUsed, req.Tool)
 		_ = workflow.UpsertTypedSearchAttributes(ctx, api.SATools.ValueSet(slices.Clone(t.toolsUsed)))
+	}
+
+	// Built-in state tools are served by the task itself (state.go).
+	if isStateCall(req) && workflow.GetVersion(ctx, changeTaskState, workflow.DefaultVersion, 1) >= 1 {
+		return t.stateCall(ctx, req, started), nil
 	}
 
 	// 1 policy decision (versioned: histories from before it replay).
