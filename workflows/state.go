@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // changeTaskState versions task-scoped state: calls of the built-in state
@@ -208,7 +209,7 @@ func (t *task) checkState(tool string, next map[string]json.RawMessage, refuse f
 	}
 	var v any
 	_ = json.Unmarshal(b, &v)
-	if err := safeValidate(rs, v); err != nil {
+	if err := policy.ValidateSchema(rs, v); err != nil {
 		return refuse(checkStateSchema, "%s refused: the task's state would not match its schema (task.state.schema): %v; nothing was changed", tool, err), true
 	}
 	return api.CallResult{}, false
@@ -224,38 +225,8 @@ func (t *task) stateSchema() (*jsonschema.Resolved, error) {
 	if t.in.State == nil || len(t.in.State.Schema) == 0 {
 		return nil, nil
 	}
-	s.schema, s.schemaErr = ResolveStateSchema(t.in.State.Schema)
+	s.schema, s.schemaErr = policy.ResolveSchema(t.in.State.Schema)
 	return s.schema, s.schemaErr
-}
-
-// ResolveStateSchema resolves a state schema (the configuration's loader
-// checks it with this too). No loader: a $ref outside the schema is an
-// error, never a fetch.
-func ResolveStateSchema(raw json.RawMessage) (rs *jsonschema.Resolved, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			rs, err = nil, fmt.Errorf("internal error in the schema resolver: %v", r)
-		}
-	}()
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("not a JSON schema: %w", err)
-	}
-	if strings.HasPrefix(s.Schema, "http://json-schema.org/draft-07/schema") || strings.HasPrefix(s.Schema, "https://json-schema.org/draft-07/schema") {
-		if !strings.HasSuffix(s.Schema, "#") {
-			s.Schema += "#"
-		}
-	}
-	return s.Resolve(nil)
-}
-
-func safeValidate(rs *jsonschema.Resolved, v any) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("internal error in the schema validator: %v", r)
-		}
-	}()
-	return rs.Validate(v)
 }
 
 // pushStateUndo pushes the compensation of a set or delete: restore the

@@ -7,11 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/plans"
 )
 
 func stateReq(id, tool, args string) api.CallRequest {
@@ -276,5 +279,54 @@ func TestStateSurvivesContinueAsNew(t *testing.T) {
 	}
 	if rb.State != api.StateRolledBack || len(rb.Compensated) != 2 || string(after.TaskState) != `{}` {
 		t.Fatalf("rollback after continue-as-new: %+v, state %s", rb, after.TaskState)
+	}
+}
+
+// TestPlanReadsAndSetsState runs a plan whose steps set the task's state
+// and read it back with ${{ state.x }}, prepared by the worker's own
+// PrepareStep (the plan is loaded and validated as `airlock run` does).
+func TestPlanReadsAndSetsState(t *testing.T) {
+	p, err := plans.Parse("state.yaml", []byte(`name: remember
+steps:
+  - id: start
+    tool: airlock_state_set
+    args: {key: dir, value: /srv/x}
+  - id: copy
+    tool: airlock_state_set
+    args: {key: readme, value: "${{ state.dir }}/README.md"}
+  - id: read
+    tool: airlock_state_get
+    when: has(state.readme)
+    args: {key: readme}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs := p.Validate([]string{"fs__write"}); len(probs) > 0 {
+		t.Fatalf("plan problems: %v", probs)
+	}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Plan, workflow.RegisterOptions{Name: api.PlanName})
+	env.RegisterActivityWithOptions((&activities.Activities{}).PrepareStep, activity.RegisterOptions{Name: api.PrepareStepName})
+	env.ExecuteWorkflow(api.PlanName, api.PlanInput{TaskID: "plan-1", Principal: "alice", Limits: api.Limits{MaxCalls: 10}, Plan: p,
+		State: &api.StateConfig{MaxBytes: 1000}})
+	var out api.TaskResult
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	v, err := env.QueryWorkflow(api.QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st api.Status
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	if out.State != api.StateCompleted || stepStates(st)[2] != "read=ok" {
+		t.Fatalf("plan %s, steps %v", out.State, stepStates(st))
+	}
+	if string(st.TaskState) != `{"dir":"/srv/x","readme":"/srv/x/README.md"}` {
+		t.Fatalf("plan's state %s", st.TaskState)
 	}
 }
