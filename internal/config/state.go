@@ -20,18 +20,18 @@ type TaskState struct {
 	// JSON file (relative to this file), or the schema itself, inline.
 	Schema any `yaml:"schema,omitempty"`
 
-	// schemaJSON is the schema as JSON, once validated.
-	schemaJSON json.RawMessage
+	// SchemaJSON is Schema as JSON, set by the loader once it is checked.
+	SchemaJSON json.RawMessage `yaml:"-"`
 }
 
 // StateConfig is what tasks are started with (nil when task.state says
 // nothing).
 func (c *Config) StateConfig() *api.StateConfig {
 	s := c.Task.State
-	if s.MaxBytes == 0 && len(s.schemaJSON) == 0 {
+	if s.MaxBytes == 0 && len(s.SchemaJSON) == 0 {
 		return nil
 	}
-	return &api.StateConfig{MaxBytes: int(s.MaxBytes), Schema: s.schemaJSON}
+	return &api.StateConfig{MaxBytes: int(s.MaxBytes), Schema: s.SchemaJSON}
 }
 
 // validateState checks task.state, reading and resolving its schema.
@@ -79,5 +79,5 @@ func (c *Config) validateState(v *validator) {
 		v.add("task.state.schema", "is not a JSON object: %v", err)
 		return
 	}
-	s.schemaJSON = json.RawMessage(raw)
+	s.SchemaJSON = json.RawMessage(raw)
 }
