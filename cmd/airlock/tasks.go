@@ -373,7 +373,7 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 		}
 	}
 	if st.TaskState != nil { // task-scoped state (airlock_state_*)
-		fmt.Fprintf(stdout, "state:     %s\n", describeState(st.TaskState))
+		fmt.Fprintf(stdout, "state doc: %s\n", describeState(st.TaskState))
 	}
 	if len(st.Recent) > 0 {
 		fmt.Fprintln(stdout, "recent calls:")
