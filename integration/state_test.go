@@ -128,3 +128,55 @@ func firstRun(t *testing.T, s *stack, task string) string {
 		run = prev
 	}
 }
+
+// TestRecordStatePlanHistory runs a plan on the real embedded Temporal
+// whose steps set the task's state, use it (${{ state.dir }}) in an
+// upstream call and in another set, then fail, which rolls the plan back:
+// the upstream call is compensated and the state restored. With -record it
+// writes state_v1_plan_run1.json.
+func TestRecordStatePlanHistory(t *testing.T) {
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{sagaCounter(t)}})
+	waitTools(t, s.connect(t, nil), "counter__put")
+	run := s.startPlan(t, `name: remember
+steps:
+  - id: dir
+    tool: airlock_state_set
+    args: {key: dir, value: /srv/x}
+  - id: put
+    tool: counter__put
+    args: {key: "${{ state.dir }}"}
+  - id: note
+    tool: airlock_state_set
+    when: has(state.dir)
+    args: {key: readme, value: "${{ state.dir }}/README.md"}
+  - id: read
+    tool: airlock_state_get
+    args: {key: readme}
+  - id: boom
+    tool: counter__fail
+    args: {text: boom}
+`, "record-state-plan")
+	if res := planResult(t, run); res.State != api.StateRolledBack {
+		t.Fatalf("plan ended %+v", res)
+	}
+	st := status(t, s, "record-state-plan")
+	if got := st.Plan.Steps[3]; got.State != api.StepOK {
+		t.Errorf("step read: %+v", got)
+	}
+	var undone []string
+	for _, e := range st.Undone {
+		undone = append(undone, e.Tool+" by "+e.Undo.Tool+" "+string(e.Undo.Arguments))
+	}
+	want := []string{
+		`airlock_state_set by airlock_state_restore {"key":"readme"}`,
+		`counter__put by counter__put {"key":"undo-/srv/x"}`,
+		`airlock_state_set by airlock_state_restore {"key":"dir"}`,
+	}
+	if strings.Join(undone, "\n") != strings.Join(want, "\n") {
+		t.Errorf("undone:\n%s\nwant:\n%s", strings.Join(undone, "\n"), strings.Join(want, "\n"))
+	}
+	if string(st.TaskState) != `{}` {
+		t.Errorf("state after the rollback: %s, want {}", st.TaskState)
+	}
+	replayRuns(t, s, "record-state-plan", run.GetRunID(), "state_v1_plan")
+}
