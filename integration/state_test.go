@@ -70,6 +70,9 @@ func TestTaskState(t *testing.T) {
 	if r := call(t, bob, api.ToolStateGet, map[string]any{}, ""); !r.IsError || !strings.Contains(text(r), "belongs to another principal") || strings.Contains(text(r), "step") {
 		t.Fatalf("bob read alice's state: isError=%v %s", r.IsError, text(r))
 	}
+	if r := call(t, bob, api.ToolStateSet, map[string]any{"key": "step", "value": 99}, ""); !r.IsError || !strings.Contains(text(r), "belongs to another principal") {
+		t.Fatalf("bob wrote alice's state: isError=%v %s", r.IsError, text(r))
+	}
 
 	// A rollback restores every value the task changed: all were new.
 	rb := call(t, alice, gateway.ToolRollback, map[string]any{"reason": "start over"}, "")
