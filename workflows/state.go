@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
@@ -38,7 +37,7 @@ const (
 // resolved on first use.
 type taskState struct {
 	doc        map[string]json.RawMessage
-	schema     *jsonschema.Resolved
+	schema     *policy.Schema
 	schemaErr  error
 	schemaDone bool
 }
@@ -209,14 +208,14 @@ func (t *task) checkState(tool string, next map[string]json.RawMessage, refuse f
 	}
 	var v any
 	_ = json.Unmarshal(b, &v)
-	if err := policy.ValidateSchema(rs, v); err != nil {
+	if err := rs.Validate(v); err != nil {
 		return refuse(checkStateSchema, "%s refused: the task's state would not match its schema (task.state.schema): %v; nothing was changed", tool, err), true
 	}
 	return api.CallResult{}, false
 }
 
 // stateSchema resolves the configured schema once per run.
-func (t *task) stateSchema() (*jsonschema.Resolved, error) {
+func (t *task) stateSchema() (*policy.Schema, error) {
 	s := &t.st
 	if s.schemaDone {
 		return s.schema, s.schemaErr
