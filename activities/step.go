@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/expr"
@@ -16,7 +17,13 @@ func (a *Activities) PrepareStep(_ context.Context, in api.StepInput) (api.StepO
 	for id, r := range in.Results {
 		steps[id] = map[string]any{"outcome": r.Outcome, "reason": r.Reason, "result": expr.ResultValue(r.Result)}
 	}
-	vars := map[string]any{"steps": steps, "vars": orEmpty(in.Vars), "task": map[string]any{"id": in.TaskID, "plan": in.Plan}}
+	state := map[string]any{}
+	if v, err := expr.JSONValue(in.State); err == nil {
+		if m, ok := v.(map[string]any); ok {
+			state = m
+		}
+	}
+	vars := map[string]any{"steps": steps, "vars": orEmpty(in.Vars), "task": map[string]any{"id": in.TaskID, "plan": in.Plan}, "state": state}
 	p := &plans.Plan{Name: in.Plan, Steps: []plans.Step{in.Step}}
 	if in.Step.When != "" {
 		ok, err := p.StepWhen(0, vars)
@@ -30,6 +37,11 @@ func (a *Activities) PrepareStep(_ context.Context, in api.StepInput) (api.StepO
 	args, err := p.StepArgs(0, vars)
 	if err != nil {
 		return api.StepOutput{Error: fmt.Sprintf("args: %v", err)}, nil
+	}
+	if plans.StateTool(in.Step.Tool) {
+		// task-state: served by the task itself, no upstream.
+		return api.StepOutput{Call: &api.ToolCall{Tool: in.Step.Tool, Server: api.StateServer,
+			UpstreamTool: strings.TrimPrefix(in.Step.Tool, "airlock_"), Arguments: args, Spec: api.SpecFor(nil)}}, nil
 	}
 	c, ok := a.Catalog.(*Catalog)
 	if !ok || c == nil {

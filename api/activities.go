@@ -275,6 +275,9 @@ type StepInput struct {
 	Step    plans.Step
 	Vars    map[string]any        `json:",omitempty"`
 	Results map[string]StepResult `json:",omitempty"`
+	// State is the task's state document when the step is prepared
+	// (task-state): expressions read it as state.<key>.
+	State json.RawMessage `json:",omitempty"`
 }
 
 // StepOutput is the prepared call, or why the step is skipped or failed.

@@ -42,6 +42,10 @@ type PlanInput struct {
 	DeadlineAfter time.Duration `json:",omitempty"`
 	// Schedule names the schedule that starts it ("" when run by hand).
 	Schedule string `json:",omitempty"`
+
+	// State configures the plan's task-scoped state (task-state; nil: the
+	// default limit, no schema).
+	State *StateConfig `json:",omitempty"`
 }
 
 // PlanStatus is a plan's progress, part of Status.

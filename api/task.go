@@ -22,6 +22,10 @@ type TaskInput struct {
 	RollbackNotify string `json:",omitempty"`
 	// Carried is the state handed over by continue-as-new; nil on a new task.
 	Carried *Carried `json:",omitempty"`
+
+	// Task-scoped state (task-state, state.go): its size limit and schema.
+	// Nil: the default limit, no schema.
+	State *StateConfig `json:",omitempty"`
 }
 
 // Identity is what the policy knows of the task's principal.
@@ -62,6 +66,9 @@ type Carried struct {
 	// Ledger records every call the task has run, in all its runs (nil
 	// in tasks from before it).
 	Ledger *CallLedger `json:",omitempty"`
+
+	// State is the task's state document (task-state; nil when unused).
+	State json.RawMessage `json:",omitempty"`
 }
 
 // CallRequest asks the task to run one tool call. The gateway fills the
@@ -214,6 +221,8 @@ type Status struct {
 	// Locks are the resource locks the task's calls hold and wait for
 	// (issue 16 §4).
 	Locks []TaskLock `json:",omitempty"`
+	// TaskState is the task's state document (task-state; nil when unused).
+	TaskState json.RawMessage `json:",omitempty"`
 }
 
 // TaskResult is returned when a task ends.

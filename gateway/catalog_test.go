@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // TestToolsListPaginated: with a page size, tools/list answers in pages
@@ -26,7 +28,7 @@ func TestToolsListPaginated(t *testing.T) {
 		}
 		names = append(names, tl.Name)
 	}
-	want := []string{ToolAwait, ToolRollback, ToolStatus, "counter__echo"}
+	want := []string{ToolAwait, ToolRollback, ToolStatus, api.ToolStateGet, api.ToolStateSet, api.ToolStateDelete, "counter__echo"}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Fatalf("all pages: %v, want %v (sorted)", names, want)

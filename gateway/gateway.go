@@ -147,6 +147,10 @@ type Options struct {
 	// heartbeats are read for upstream progress (default
 	// DefaultProgressPoll; relay.go).
 	ProgressPoll time.Duration
+
+	// State is the size limit and schema of new tasks' task-scoped state
+	// (nil: the default limit, no schema; state.go).
+	State *api.StateConfig
 }
 
 // Gateway is the MCP server in front of the upstreams.
@@ -252,6 +256,7 @@ func New(opts Options) *Gateway {
 	g.addRollbackTool()
 	g.addApprovalTools()
 	g.addCatalogTools()
+	g.addStateTools()                                     // state.go
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	if opts.Tracer != nil {
 		g.server.AddReceivingMiddleware(g.traceMiddleware) // added last: outermost (trace.go)
@@ -398,7 +403,7 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 	defer g.mu.Unlock()
 	out := tools[:0:0]
 	for _, t := range tools {
-		if t.Name == ToolStatus || t.Name == ToolAwait || t.Name == ToolRollback || t.Name == ToolFindTools || t.Name == ToolCallTool {
+		if t.Name == ToolStatus || t.Name == ToolAwait || t.Name == ToolRollback || t.Name == ToolFindTools || t.Name == ToolCallTool || isStateTool(t.Name) {
 			out = append(out, t)
 			continue
 		}
@@ -786,6 +791,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
 		Limits:         api.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout, ContinueAsNewAfter: g.opts.ContinueAsNewAfter},
 		RollbackOnDeny: g.opts.RollbackOnDeny, RollbackNotify: g.opts.RollbackNotify,
+		State: g.opts.State, // task-state
 	}
 	if pr.MaxCalls > 0 {
 		in.Limits.MaxCalls = pr.MaxCalls

@@ -479,8 +479,8 @@ func TestToolsListedBeforeUpstreamsConnect(t *testing.T) {
 			echo = tool
 		}
 	}
-	if len(res.Tools) != 4 || echo == nil {
-		t.Fatalf("tools %v, want counter__echo and the built-ins %s, %s, %s", names, ToolStatus, ToolAwait, ToolRollback)
+	if len(res.Tools) != 7 || echo == nil {
+		t.Fatalf("tools %v, want counter__echo and the built-ins %s, %s, %s and the three state tools", names, ToolStatus, ToolAwait, ToolRollback)
 	}
 	if d := echo.Description; !strings.HasPrefix(d, "[unavailable: upstream counter is not connected yet]") || !strings.Contains(d, "Echo it.") {
 		t.Fatalf("description %q: want it marked unavailable, keeping the manifest's description", d)

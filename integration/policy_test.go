@@ -54,8 +54,8 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 	readerTools := waitTools(t, reader, "filesystem__read_text_file")
 
 	// Each sees exactly what its role allows.
-	if len(devTools) != 23+3 { // every manifest tool, and airlock_status, airlock_await and airlock_rollback
-		t.Errorf("dev sees %d tools, want all 23 and the 3 built-ins", len(devTools))
+	if len(devTools) != 23+6 { // every manifest tool, and airlock_status, airlock_await, airlock_rollback and the 3 state tools
+		t.Errorf("dev sees %d tools, want all 23 and the 6 built-ins", len(devTools))
 	}
 	var got []string
 	for name := range readerTools {
@@ -63,7 +63,7 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 	}
 	sort.Strings(got)
 	for _, name := range got {
-		if name == gateway.ToolStatus || name == gateway.ToolAwait || name == gateway.ToolRollback {
+		if name == gateway.ToolStatus || name == gateway.ToolAwait || name == gateway.ToolRollback || strings.HasPrefix(name, "airlock_state_") {
 			continue
 		}
 		if strings.HasPrefix(name, "memory__") || name == "filesystem__write_file" || name == "filesystem__edit_file" ||
@@ -71,7 +71,7 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 			t.Errorf("reader sees %s", name)
 		}
 	}
-	if len(got) <= 3 || len(got) >= len(devTools) {
+	if len(got) <= 6 || len(got) >= len(devTools) {
 		t.Fatalf("reader sees %v", got)
 	}
 

@@ -168,6 +168,8 @@ type stackOptions struct {
 	workerIdentity string
 	// catalog is the gateway's catalog mode (default full).
 	catalog string
+	// state configures tasks' state (task.state; nil: the defaults).
+	state *api.StateConfig
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -265,7 +267,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
-		Catalog: o.catalog,
+		Catalog: o.catalog, State: o.state,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

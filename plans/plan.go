@@ -4,7 +4,11 @@
 //
 // A plan names its steps, each one tool call ("server__tool") whose
 // arguments may compute values from the plan's vars and from the results
-// of earlier steps with ${{ expr }} placeholders (CEL, see internal/expr):
+// of earlier steps with ${{ expr }} placeholders (CEL, see internal/expr),
+// and from the task's state (state.<key>: the JSON document that the
+// built-in tools airlock_state_get, airlock_state_set and
+// airlock_state_delete keep, which a step may call like any tool; see
+// StateTool):
 //
 //	name: seed-project
 //	vars: {dir: /srv/sandbox/x}

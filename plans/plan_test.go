@@ -205,7 +205,7 @@ func TestValidate(t *testing.T) {
 `,
 			want: []string{
 				`plan.yaml:9: steps[0] (a).args.path: ${{ steps.x.result. }}: Syntax error: no viable alternative at input '.'`,
-				`plan.yaml:10: steps[0] (a).args.list[0]: ${{ args.path }}: undeclared reference to 'args'; a step may use only steps, vars, task`,
+				`plan.yaml:10: steps[0] (a).args.list[0]: ${{ args.path }}: undeclared reference to 'args'; a step may use only steps, vars, task, state`,
 				`plan.yaml:10: steps[0] (a).args.list[1]: ${{ steps.a.outcom }}: undefined field 'outcom'; a step's entry has result, outcome and reason, task has id and plan`,
 				`plan.yaml:10: steps[0] (a).args.list[2]: "${{ vars.dir" has no closing }}; end the expression with }} (write $${{ for a literal ${{)`,
 			},

@@ -196,6 +196,8 @@ func (v *validator) tool(field, linePath, tool string, tools []string) {
 	case tool == "":
 		v.add(field, linePath, `is required; name an exposed tool, "server__tool", e.g. "filesystem__write_file"`)
 		return
+	case StateTool(tool):
+		return // built in (task-scoped state)
 	case tools == nil:
 		if !strings.Contains(tool, "__") {
 			v.add(field, linePath, `%q is not an exposed tool name; write "server__tool", e.g. "filesystem__%s"`, tool, tool)
@@ -287,4 +289,15 @@ func quoteAll(ss []string) []string {
 		out[i] = fmt.Sprintf("%q", s)
 	}
 	return out
+}
+
+// StateTool reports whether tool is one of the built-in task-state tools a
+// step may call: airlock_state_get, airlock_state_set, airlock_state_delete
+// (the same names api declares; plans cannot import api).
+func StateTool(tool string) bool {
+	switch tool {
+	case "airlock_state_get", "airlock_state_set", "airlock_state_delete":
+		return true
+	}
+	return false
 }

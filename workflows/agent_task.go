@@ -104,6 +104,8 @@ type task struct {
 	// Resource locks (issue 16 §4, locks.go): what the task's calls hold
 	// and wait for.
 	locks taskLocks
+	// Task-scoped state (task-state, state.go).
+	st taskState
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -295,6 +297,7 @@ func newTask(ctx workflow.Context, in api.TaskInput) *task {
 		if c.RollbackFailed {
 			t.state = api.StateRollbackFailed
 		}
+		t.st.load(c.State) // task-state
 	}
 	return t
 }
@@ -509,6 +512,7 @@ func (t *task) carry() *api.Carried {
 		Rollbacks:      t.rollbacks,
 		RollbackFailed: t.state == api.StateRollbackFailed,
 		Ledger:         t.ledger.Clone(),
+		State:          t.st.encode(), // task-state
 	}
 }
 
@@ -539,6 +543,7 @@ func (t *task) status() (api.Status, error) {
 		Plan:         t.plan,
 		Ended:        t.ended,
 		Locks:        t.lockList(),
+		TaskState:    t.st.encode(), // task-state
 	}, nil
 }
 
@@ -602,6 +607,11 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	if !slices.Contains(t.toolsUsed, req.Tool) {
 		t.toolsUsed = append(t.toolsUsed, req.Tool)
 		_ = workflow.UpsertTypedSearchAttributes(ctx, api.SATools.ValueSet(slices.Clone(t.toolsUsed)))
+	}
+
+	// Built-in state tools are served by the task itself (state.go).
+	if isStateCall(req) && workflow.GetVersion(ctx, changeTaskState, workflow.DefaultVersion, 1) >= 1 {
+		return t.stateCall(ctx, req, started), nil
 	}
 
 	// 1 policy decision (versioned: histories from before it replay).

@@ -31,7 +31,7 @@ func Plan(ctx workflow.Context, in api.PlanInput) (api.TaskResult, error) {
 		}
 	}
 	t := newTask(ctx, api.TaskInput{TaskID: in.TaskID, Principal: in.Principal, Identity: in.Identity, Limits: in.Limits,
-		RollbackOnDeny: in.Plan.RollbackOnDeny, RollbackNotify: in.RollbackNotify})
+		RollbackOnDeny: in.Plan.RollbackOnDeny, RollbackNotify: in.RollbackNotify, State: in.State})
 	t.plan = &api.PlanStatus{Name: in.Plan.Name}
 	for _, s := range in.Plan.Steps {
 		t.plan.Steps = append(t.plan.Steps, api.StepStatus{ID: s.ID, Tool: s.Tool, State: api.StepPending})
@@ -96,6 +96,7 @@ func (t *task) runStep(ctx workflow.Context, in api.PlanInput, i int, results ma
 	var prep api.StepOutput
 	err := workflow.ExecuteLocalActivity(lctx, api.PrepareStepName, api.StepInput{
 		TaskID: t.in.TaskID, Plan: in.Plan.Name, Step: step, Vars: in.Vars, Results: results,
+		State: t.st.encode(), // task-state
 	}).Get(ctx, &prep)
 	if err != nil {
 		prep.Error = err.Error()

@@ -195,7 +195,12 @@ func (t *task) undoOnce(ctx workflow.Context, e *api.SagaEntry) string {
 	defer unlock()
 	e.Tries++
 	u := e.Undo
-	res := t.execute(ctx, requestFor("undo-"+e.CallID, u))
+	var res api.CallResult
+	if isStateRestore(u) { // task-state: restored inside the workflow
+		res = t.restoreState(u)
+	} else {
+		res = t.execute(ctx, requestFor("undo-"+e.CallID, u))
+	}
 	e.Finished = workflow.Now(ctx)
 	switch res.Outcome {
 	case api.OutcomeOK:

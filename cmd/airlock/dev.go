@@ -459,6 +459,7 @@ func (s *stack) startGateway(r roles) error {
 		IdleTimeout:     cfg.Task.IdleTimeout.D(),
 		RollbackOnDeny:  cfg.Task.RollbackOnDeny,
 		RollbackNotify:  cfg.Task.RollbackNotify,
+		State:           cfg.StateConfig(), // task.state
 		InlineWait:      cfg.Approvals.InlineWait.D(),
 		Logger:          e.log,
 		Version:         version,

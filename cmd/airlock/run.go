@@ -149,6 +149,7 @@ func planInput(c *Call, e *env, o *runOptions) (*api.PlanInput, int) {
 			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
 		Limits:         api.Limits{MaxCalls: firstPositive(p.MaxCalls(), pr.MaxCalls, cfg.Task.MaxCalls)},
 		RollbackNotify: cfg.Task.RollbackNotify,
+		State:          cfg.StateConfig(), // task.state
 	}
 	if d := firstPositiveDur(p.Deadline(), pr.Deadline, cfg.Task.Deadline.D()); d > 0 {
 		in.Limits.Deadline = time.Now().Add(d).UTC()

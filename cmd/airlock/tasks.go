@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -372,6 +373,9 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 		}
 	}
 	printLocks(stdout, st.Locks) // locks.go
+	if st.TaskState != nil {     // task-scoped state (airlock_state_*)
+		fmt.Fprintf(stdout, "state doc: %s\n", describeState(st.TaskState))
+	}
 	if len(st.Recent) > 0 {
 		fmt.Fprintln(stdout, "recent calls:")
 		for _, r := range st.Recent {
@@ -412,4 +416,17 @@ func queryStatus(ctx context.Context, c client.Client, id string) (api.Status, e
 		return st, fmt.Errorf("decoding status: %w", err)
 	}
 	return st, nil
+}
+
+// describeState summarises a task's state document: its size and keys.
+func describeState(doc json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return fmt.Sprintf("%d bytes (unreadable: %v)", len(doc), err)
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	if len(keys) == 0 {
+		return fmt.Sprintf("%d bytes, no keys", len(doc))
+	}
+	return fmt.Sprintf("%d bytes, %d key(s): %s", len(doc), len(keys), strings.Join(keys, ", "))
 }

@@ -292,6 +292,9 @@ type Task struct {
 	// changes remain undone. Default: nobody (logged, and the task shows
 	// rollback_failed).
 	RollbackNotify string `yaml:"rollback_notify,omitempty"`
+	// State configures task-scoped state (airlock_state_get/set/delete;
+	// state.go).
+	State TaskState `yaml:"state,omitempty"`
 }
 
 // Gateway configures the MCP gateway.

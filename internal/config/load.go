@@ -232,6 +232,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	c.validateTokens(v)
 	c.validateSlack(v)
 	c.validateTelemetry(v)
+	c.validateState(v) // state.go
 	return v.problems
 }
 

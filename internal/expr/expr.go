@@ -18,6 +18,7 @@
 //	Step          steps  map(string, {result, outcome, reason})
 //	              vars   map(string, dyn)  the plan's variables
 //	              task   {id, plan}
+//	              state  map(string, dyn)  the task's state document
 //
 // The fields of call, task and a step are checked when the expression
 // compiles (call.slg is an error); keys of maps are not (a missing key is an
@@ -73,8 +74,8 @@ const (
 	// Compensation is an argument or condition of a compensation (or of its
 	// else chain): it sees args, result, before, call and roots.
 	Compensation
-	// Step is an argument or condition of a plan step: it sees steps, vars
-	// and task.
+	// Step is an argument or condition of a plan step: it sees steps, vars,
+	// task and state.
 	Step
 )
 
@@ -100,7 +101,7 @@ func (k Kind) Variables() []string {
 	case Compensation:
 		return []string{"args", "result", "before", "call", "roots"}
 	case Step:
-		return []string{"steps", "vars", "task"}
+		return []string{"steps", "vars", "task", "state"}
 	}
 	return nil
 }
@@ -188,6 +189,7 @@ func newEnv(k Kind) (*cel.Env, error) {
 			cel.Variable("steps", cel.MapType(cel.StringType, cel.ObjectType(celTypeName(stepT)))),
 			cel.Variable("vars", cel.MapType(cel.StringType, dyn)),
 			cel.Variable("task", cel.ObjectType(celTypeName(taskT))),
+			cel.Variable("state", cel.MapType(cel.StringType, dyn)),
 		)
 	default:
 		return nil, fmt.Errorf("unknown expression kind %d", int(k))
