@@ -31,7 +31,7 @@ func (a *Activities) PrepareStep(_ context.Context, in api.StepInput) (api.StepO
 	if err != nil {
 		return api.StepOutput{Error: fmt.Sprintf("args: %v", err)}, nil
 	}
-	c, ok := a.Catalog.(*Catalog)
+	c, ok := a.judge().Catalog.(*Catalog)
 	if !ok || c == nil {
 		return api.StepOutput{Error: "this worker has no manifests loaded"}, nil
 	}
