@@ -198,6 +198,7 @@ func watchReload(ctx context.Context, e *env, rl *reload.Reloader[cfgVersion], h
 			e.log.Warn().Err(err).Msg("configuration files are not watched; reload with SIGHUP")
 		}
 	}()
+	<-rl.Watching() // quick: a change from now on is seen
 	e.log.Info().Strs("files", watched(rl.Current())).Msg("reloading the configuration on SIGHUP and when these files change")
 }
 

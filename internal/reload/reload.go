@@ -67,8 +67,10 @@ type Reloader[T any] struct {
 	opts Options[T]
 	log  zerolog.Logger
 
-	mu  sync.Mutex // serializes reloads
-	gen atomic.Uint64
+	mu    sync.Mutex // serializes reloads
+	gen   atomic.Uint64
+	ready chan struct{} // closed once Run watches the files
+	once  sync.Once
 }
 
 // New holds initial (already loaded and validated) as the current version.
@@ -76,7 +78,7 @@ func New[T any](initial *T, o Options[T]) *Reloader[T] {
 	if o.Debounce <= 0 {
 		o.Debounce = DefaultDebounce
 	}
-	r := &Reloader[T]{opts: o, log: zerolog.Nop()}
+	r := &Reloader[T]{opts: o, log: zerolog.Nop(), ready: make(chan struct{})}
 	if o.Logger != nil {
 		r.log = *o.Logger
 	}
@@ -87,6 +89,12 @@ func New[T any](initial *T, o Options[T]) *Reloader[T] {
 // Current is the version in force. Read it once per request or call and use
 // that value throughout, so that one request never sees two versions.
 func (r *Reloader[T]) Current() *T { return r.cur.Load() }
+
+// Watching is closed once Run watches the files (or found it cannot):
+// a change made after it is seen.
+func (r *Reloader[T]) Watching() <-chan struct{} { return r.ready }
+
+func (r *Reloader[T]) markReady() { r.once.Do(func() { close(r.ready) }) }
 
 // Generation counts the versions that replaced the first one (0: none yet).
 func (r *Reloader[T]) Generation() uint64 { return r.gen.Load() }
@@ -148,11 +156,13 @@ func (r *Reloader[T]) Run(ctx context.Context, signals <-chan os.Signal) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		r.log.Warn().Err(err).Msg("cannot watch the configuration files; reload with SIGHUP")
+		r.markReady()
 		r.signalsOnly(ctx, signals)
 		return fmt.Errorf("watching configuration files: %w", err)
 	}
 	defer w.Close()
 	patterns := r.watch(w, nil)
+	r.markReady()
 
 	var timer *time.Timer
 	var fire <-chan time.Time
@@ -258,11 +268,20 @@ func matches(patterns []string, name string) bool {
 		if p == name {
 			return true
 		}
+		// A Kubernetes ConfigMap or Secret volume updates its files by
+		// swapping the "..data" symlink they point through: the event
+		// names that, not the file.
+		if filepath.Base(name) == k8sData && filepath.Dir(name) == filepath.Dir(p) {
+			return true
+		}
 		if ok, err := filepath.Match(p, name); err == nil && ok {
 			return true
 		}
 	}
 	return false
 }
+
+// k8sData is the symlink the kubelet swaps to update a volume's files.
+const k8sData = "..data"
 
 func hasMeta(p string) bool { return strings.ContainsAny(p, "*?[") }

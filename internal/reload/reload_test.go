@@ -86,6 +86,7 @@ func start(t *testing.T, f *files, debounce time.Duration) (*Reloader[version], 
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx, sig) }()
 	t.Cleanup(func() { cancel(); <-done })
+	<-r.Watching()
 	return r, sig, applied
 }
 
@@ -235,5 +236,42 @@ func TestSignalReloads(t *testing.T) {
 	}
 	if r.Current().text != "hup;" {
 		t.Fatal("current version not switched")
+	}
+}
+
+// A Kubernetes ConfigMap volume: main.conf -> ..data/main.conf, and an
+// update swaps the ..data symlink to a new timestamped directory.
+func TestWatchConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(version, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, version, "conf.d"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, version, "main.conf"), text)
+	}
+	mk("..v1", "v1;")
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "main.conf"), filepath.Join(dir, "main.conf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := &files{dir: dir}
+	_, _, applied := start(t, f, 50*time.Millisecond)
+
+	mk("..v2", "v2;")
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink("..v2", tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, applied); got != "v2;" {
+		t.Fatalf("after the ..data swap: %q", got)
 	}
 }
