@@ -70,3 +70,19 @@ roles:
 		})
 	}
 }
+
+// BenchmarkLoadVersion measures what one reload of the repository's example
+// configuration costs (reading and checking every file, compiling the
+// policy, building principals and the worker's catalog).
+func BenchmarkLoadVersion(b *testing.B) {
+	e, err := load(commonFlags{config: filepath.Join(repoRoot, "airlock.yaml"), logLevel: "error", logFormat: "json"}, &bytes.Buffer{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := roles{gateway: true, worker: true}
+	for b.Loop() {
+		if _, err := e.loadVersion(nil, r, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
