@@ -53,6 +53,10 @@ type Activities struct {
 	Catalog ToolCatalog
 	// Groups resolves approver groups to their members (principal names).
 	Groups map[string][]string
+	// Current, when set, gives the Policy, Catalog and Groups in force at
+	// each call instead of the three fields above: the configuration
+	// reloads without a restart (reload.go).
+	Current func() *Judge
 	// Notifiers announce approval requests (Slack); none is fine.
 	Notifiers []Notifier
 	// Pins, when set, refuses tools whose upstream definition changed
@@ -193,7 +197,7 @@ func (a *Activities) observeCall(in api.CallToolInput, out api.CallToolOutput, e
 	tool := in.ExposedName
 	if tool == "" {
 		var names *manifests.Names // nil: the default prefix
-		if c, ok := a.Catalog.(*Catalog); ok && c != nil {
+		if c, ok := a.judge().Catalog.(*Catalog); ok && c != nil {
 			names = c.names
 		}
 		tool = names.Expose(in.Server, in.Tool)

@@ -180,8 +180,8 @@ func (a *Activities) requestedAt(n api.ApprovalNotice) time.Time {
 		return n.RequestedAt // workflows since it was added say it
 	}
 	var decl *manifests.Tool
-	if a.Catalog != nil {
-		if t, ok := a.Catalog.Tool(n.Tool); ok {
+	if cat := a.judge().Catalog; cat != nil {
+		if t, ok := cat.Tool(n.Tool); ok {
 			decl = t.Decl
 		}
 	}

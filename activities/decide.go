@@ -27,8 +27,8 @@ type ToolCatalog interface {
 // changed since it was pinned ("" when it may run). The gateway hides such
 // tools; this is the worker's own check, so a stale gateway cannot slip one
 // through, and the refusal is recorded with the call.
-func (a *Activities) blocked(t policy.Tool) string {
-	c, ok := a.Catalog.(*Catalog)
+func (a *Activities) blocked(cat ToolCatalog, t policy.Tool) string {
+	c, ok := cat.(*Catalog)
 	if a.Pins == nil || !ok || c.pool == nil || (t.Decl != nil && t.Decl.WASM != nil) {
 		return "" // a wasm tool is pinned by its module's sha256 instead
 	}
@@ -46,18 +46,19 @@ const DefaultApprovalTimeout = time.Hour
 // authority: it resolves the tool from its own manifests and the upstream's
 // current schema, not from anything the caller sent.
 func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOutput, error) {
-	if a.Policy == nil || a.Catalog == nil {
+	j := a.judge() // one version for the whole decision
+	if j.Policy == nil || j.Catalog == nil {
 		return api.DecideOutput{}, temporal.NewNonRetryableApplicationError("this worker has no policy loaded; it cannot judge calls", api.ErrTypeInternal, nil)
 	}
-	tool, ok := a.Catalog.Tool(in.Tool)
+	tool, ok := j.Catalog.Tool(in.Tool)
 	var d policy.Decision
 	if !ok {
-		d = policy.Decision{Effect: policy.Deny, Check: policy.CheckError, Version: a.Policy.Version(),
+		d = policy.Decision{Effect: policy.Deny, Check: policy.CheckError, Version: j.Policy.Version(),
 			Reason: fmt.Sprintf("denied: no manifest on the worker covers %s; the tool may have been removed from the configuration", in.Tool)}
-	} else if reason := a.blocked(tool); reason != "" {
-		d = policy.Decision{Effect: policy.Deny, Check: api.CheckPin, Version: a.Policy.Version(), Reason: reason}
+	} else if reason := a.blocked(j.Catalog, tool); reason != "" {
+		d = policy.Decision{Effect: policy.Deny, Check: api.CheckPin, Version: j.Policy.Version(), Reason: reason}
 	} else {
-		d = a.Policy.Decide(policy.Input{
+		d = j.Policy.Decide(policy.Input{
 			Principal: in.Principal,
 			Tool:      tool,
 			Args:      in.Arguments,
@@ -74,11 +75,11 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments})
 	out := api.DecideOutput{Decision: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout}
 	if d.Effect == policy.RequireApproval {
-		out.Approval = a.approvalSpec(d, tool)
+		out.Approval = approvalSpec(d, tool, j.Groups)
 	}
 	if d.Effect != policy.Deny && tool.Decl != nil {
 		out.Compensable = tool.Decl.Compensation != nil
-		if c, ok := a.Catalog.(*Catalog); ok {
+		if c, ok := j.Catalog.(*Catalog); ok {
 			capture, err := c.capture(in.TaskID, in.CallID, in.Tool, in.Arguments)
 			if err != nil {
 				out.CaptureError = err.Error()
@@ -89,8 +90,8 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	return out, nil
 }
 
-func (a *Activities) approvalSpec(d policy.Decision, tool policy.Tool) *api.ApprovalSpec {
-	spec := &api.ApprovalSpec{Approvers: a.Groups[d.Group], Timeout: DefaultApprovalTimeout, OnTimeout: "deny",
+func approvalSpec(d policy.Decision, tool policy.Tool, groups map[string][]string) *api.ApprovalSpec {
+	spec := &api.ApprovalSpec{Approvers: groups[d.Group], Timeout: DefaultApprovalTimeout, OnTimeout: "deny",
 		DataLevel: string(manifests.DataRestricted), Risk: string(manifests.RiskHigh), SideEffects: []string{string(manifests.SideEffectWrite)}}
 	if decl := tool.Decl; decl != nil {
 		spec.Redact = decl.Redact
@@ -107,7 +108,7 @@ func (a *Activities) approvalSpec(d policy.Decision, tool policy.Tool) *api.Appr
 		}
 	}
 	if spec.EscalateTo != "" {
-		spec.EscalateApprovers = a.Groups[spec.EscalateTo]
+		spec.EscalateApprovers = groups[spec.EscalateTo]
 	}
 	return spec
 }

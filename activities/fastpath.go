@@ -54,7 +54,7 @@ func (a *Activities) fastPath(tool string, d api.DecideOutput) bool {
 	if d.Effect != policy.Allow || d.Approval != nil || d.Capture != nil || d.CaptureError != "" || d.Compensable || len(d.Locks) > 0 {
 		return false
 	}
-	t, ok := a.Catalog.Tool(tool)
+	t, ok := a.judge().Catalog.Tool(tool)
 	return ok && t.Decl != nil && t.Decl.Idempotent && t.Decl.Risk == manifests.RiskLow &&
 		t.Decl.Compensation == nil && t.Decl.Capture == nil
 }

@@ -34,8 +34,8 @@ type callRelay struct {
 // relayFor builds the relay of a call and the upstream hooks that feed it.
 func (a *Activities) relayFor(in api.CallToolInput) (*callRelay, *upstream.CallHooks) {
 	r := &callRelay{in: in, hub: a.Relay}
-	if a.Catalog != nil {
-		if t, ok := a.Catalog.Tool(in.ExposedName); ok {
+	if cat := a.judge().Catalog; cat != nil {
+		if t, ok := cat.Tool(in.ExposedName); ok {
 			r.decl = t.Decl
 		}
 	}

@@ -43,7 +43,7 @@ func (a *Activities) PrepareStep(_ context.Context, in api.StepInput) (api.StepO
 		return api.StepOutput{Call: &api.ToolCall{Tool: in.Step.Tool, Server: api.StateServer,
 			UpstreamTool: strings.TrimPrefix(in.Step.Tool, "airlock_"), Arguments: args, Spec: api.SpecFor(nil)}}, nil
 	}
-	c, ok := a.Catalog.(*Catalog)
+	c, ok := a.judge().Catalog.(*Catalog)
 	if !ok || c == nil {
 		return api.StepOutput{Error: "this worker has no manifests loaded"}, nil
 	}

@@ -38,7 +38,7 @@ func (a *Activities) PlanCompensation(ctx context.Context, in api.CompensationIn
 }
 
 func (a *Activities) planCompensation(_ context.Context, in api.CompensationInput) (api.CompensationOutput, error) {
-	c, ok := a.Catalog.(*Catalog)
+	c, ok := a.judge().Catalog.(*Catalog)
 	if !ok || c == nil {
 		return api.CompensationOutput{}, temporal.NewNonRetryableApplicationError("this worker has no manifests loaded; it cannot compute compensations", api.ErrTypeInternal, nil)
 	}

@@ -47,6 +47,9 @@ type WebOptions struct {
 	// page can tell a principal in no group why its list is empty. Nil:
 	// not said.
 	Groups map[string][]string
+	// CurrentGroups, when set, gives Groups at each request instead: the
+	// configuration reloads without a restart.
+	CurrentGroups func() map[string][]string
 	// FailedLogins bounds failed logins per client address: at most this
 	// many in a burst (default 5), refilled one per FailedLoginEvery
 	// (default 1 minute). Over it, logins from that address get 429 with
@@ -190,7 +193,7 @@ func (h *web) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Principal, v.CSRF = s.Principal, h.csrf(cookie)
-	if h.o.Groups != nil {
+	if h.o.Groups != nil || h.o.CurrentGroups != nil {
 		v.InGroups = h.groupsOf(s.Principal)
 		v.NoGroup = len(v.InGroups) == 0
 	}
@@ -356,7 +359,11 @@ func decidedNotice(approve bool, res api.DecideResult, r api.ApprovalRequest) st
 // groupsOf lists the approver groups name belongs to, sorted.
 func (h *web) groupsOf(name string) []string {
 	var out []string
-	for g, members := range h.o.Groups {
+	groups := h.o.Groups
+	if h.o.CurrentGroups != nil {
+		groups = h.o.CurrentGroups()
+	}
+	for g, members := range groups {
 		if slices.Contains(members, name) {
 			out = append(out, g)
 		}

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -180,6 +181,9 @@ type Gateway struct {
 	stdioTask string                        // task of connection-bound sessions without HTTP headers
 
 	res resourceState // upstream resources and prompts (resources.go)
+
+	// reloaded holds what a reloaded configuration changes (reload.go).
+	reloaded atomic.Pointer[Live]
 }
 
 type toolEntry struct {
@@ -224,6 +228,7 @@ func New(opts Options) *Gateway {
 		sessions: map[*mcp.ServerSession]*session{},
 		live:     map[string]*mcp.ServerSession{},
 	}
+	g.reloaded.Store(liveOf(opts))
 	g.sessionKey = opts.SessionKey
 	if len(g.sessionKey) == 0 {
 		g.sessionKey = []byte(NewSessionKey())
@@ -390,7 +395,8 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 
 // visibleTools keeps the tools the caller may call.
 func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mcp.Tool {
-	if g.opts.Policy == nil {
+	live := g.cur()
+	if live.Policy == nil {
 		return tools
 	}
 	pr, err := g.principalFor(extra)
@@ -417,7 +423,7 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 		if !ok {
 			continue
 		}
-		if g.opts.Policy.Visible(ppr, task, policy.Tool{Name: e.exposed, Server: e.server, Upstream: e.upstream, Decl: e.decl}) {
+		if live.Policy.Visible(ppr, task, policy.Tool{Name: e.exposed, Server: e.server, Upstream: e.upstream, Decl: e.decl}) {
 			out = append(out, t)
 		}
 	}
@@ -431,10 +437,11 @@ func (g *Gateway) principalFor(extra *mcp.RequestExtra) (*identity.Principal, er
 		return g.open, nil
 	}
 	if extra == nil || extra.Header == nil {
-		if g.opts.Local == nil {
+		local := g.cur().Local
+		if local == nil {
 			return nil, errors.New("no local principal for this stdio session: set local_principal in the configuration")
 		}
-		return g.opts.Local, nil
+		return local, nil
 	}
 	return g.opts.Directory.Authenticate(extra.Header)
 }
@@ -592,6 +599,10 @@ func (g *Gateway) Refresh() {
 	for _, name := range names {
 		e := want[name]
 		if old, ok := g.tools[name]; ok && sameTool(old, e) {
+			// Same definition: clients need not hear of it, but a reloaded
+			// manifest may have changed the declaration behind it (its
+			// handler looks the entry up by name).
+			g.tools[name] = e
 			continue
 		}
 		if err := g.addTool(e); err != nil {
@@ -611,7 +622,7 @@ func (g *Gateway) addTool(e *toolEntry) (err error) {
 		}
 	}()
 	g.server.AddTool(e.def, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.call(ctx, e, req)
+		return g.call(ctx, g.entry(e), req)
 	})
 	return nil
 }
@@ -630,7 +641,8 @@ func sameTool(a, b *toolEntry) bool {
 // is unavailable.
 func (g *Gateway) buildEntries() map[string]*toolEntry {
 	out := map[string]*toolEntry{}
-	for _, m := range g.opts.Manifests {
+	live := g.cur()
+	for _, m := range live.Manifests {
 		var st upstream.Status
 		if g.opts.Upstreams != nil {
 			st = g.opts.Upstreams.Status(m.Server.Name)
@@ -677,7 +689,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 			}
 			out[e.exposed] = e
 		}
-		if g.opts.ExposeUncovered {
+		if live.ExposeUncovered {
 			for name, t := range offered {
 				exposed := m.Exposed(name)
 				if _, ok := out[exposed]; ok {
@@ -785,18 +797,19 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		Arguments: args, Spec: api.SpecFor(e.decl), Principal: pr.Name,
 		ProgressToken: req.Params.GetProgressToken(),
 	}
+	live := g.cur()
 	in := api.TaskInput{
 		TaskID: taskID, Principal: pr.Name, Client: clientName,
 		Identity: &api.Identity{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions,
 			DataLevel: string(pr.DataLevel), SlackUserID: pr.SlackUserID, AllowTools: pr.AllowTools},
-		Limits:         api.Limits{MaxCalls: g.opts.MaxCalls, IdleTimeout: g.opts.IdleTimeout, ContinueAsNewAfter: g.opts.ContinueAsNewAfter},
-		RollbackOnDeny: g.opts.RollbackOnDeny, RollbackNotify: g.opts.RollbackNotify,
-		State: g.opts.State, // task-state
+		Limits:         api.Limits{MaxCalls: live.MaxCalls, IdleTimeout: live.IdleTimeout, ContinueAsNewAfter: g.opts.ContinueAsNewAfter},
+		RollbackOnDeny: live.RollbackOnDeny, RollbackNotify: live.RollbackNotify,
+		State: live.State, // task-state
 	}
 	if pr.MaxCalls > 0 {
 		in.Limits.MaxCalls = pr.MaxCalls
 	}
-	deadline := g.opts.DeadlineAfter
+	deadline := live.DeadlineAfter
 	if pr.Deadline > 0 {
 		deadline = pr.Deadline
 	}

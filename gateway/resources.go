@@ -126,7 +126,7 @@ func (g *Gateway) refreshResources() {
 		})
 	})
 
-	ms := slices.Clone(g.opts.Manifests)
+	ms := slices.Clone(g.cur().Manifests)
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Server.Name < ms[j].Server.Name })
 	wantRes := map[string]*resourceEntry{}
 	wantTmpl := map[string]*resourceEntry{}

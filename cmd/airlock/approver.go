@@ -87,11 +87,13 @@ func runApprover(c *Call, f *commonFlags) int {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	hup := notifyHUP() // reload.go
 	tc, stop, err := startApprover(ctx, e)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer stop()
+	watchReload(ctx, e, approverReload(e, dir), hup) // reload.go
 	app := approver.NewSlackApp(cfg, os.Getenv)
 	if app.Config.Mode == config.SlackModeSocket {
 		return approveOverSocket(ctx, c, e, app, tc, dir)

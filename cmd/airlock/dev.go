@@ -34,6 +34,7 @@ import (
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/relay"
+	"github.com/airlock-run/airlock/internal/reload"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/worker"
 )
@@ -68,6 +69,10 @@ type stack struct {
 	// from the pool's goroutines.
 	gwMu sync.Mutex
 	gw   *gateway.Gateway
+
+	// cfg is the configuration version in force; reloads replace it
+	// (reload.go).
+	cfg *reload.Reloader[cfgVersion]
 
 	// relay joins the gateway's and the worker's ends of each call (they
 	// share this process): upstream progress, log messages, sampling and
@@ -150,6 +155,7 @@ func runDev(c *Call, o *devOptions) int {
 func serve(c *Call, e *env, r roles, temporalPort int, task string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	hup := notifyHUP() // reload.go
 
 	s, err := start(ctx, e, r, temporalPort)
 	if err != nil {
@@ -160,6 +166,7 @@ func serve(c *Call, e *env, r roles, temporalPort int, task string) int {
 		return 1
 	}
 	defer s.stop()
+	watchReload(ctx, e, s.cfg, hup) // reload.go
 
 	if r.stdio {
 		// stdout belongs to MCP: everything for people goes to stderr.
@@ -221,6 +228,9 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		return s, err
 	}
 	if err := s.startUpstreams(ctx); err != nil {
+		return s, err
+	}
+	if err := s.startReload(r); err != nil { // reload.go
 		return s, err
 	}
 	if r.worker {
@@ -379,9 +389,10 @@ func (s *stack) startUpstreams(ctx context.Context) error {
 // the blob store and the notifiers.
 func (s *stack) startWorker(ctx context.Context) error {
 	e := s.env
-	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
-		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit,
-		Relay: s.callRelay()}
+	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Audit: e.audit, Relay: s.callRelay(),
+		// The policy, manifests and approver groups in force at each call
+		// (reload.go).
+		Current: func() *activities.Judge { return s.cfg.Current().judge }}
 	blobsURL, err := e.snap.Config.BlobsURL(e.dataDir)
 	if err != nil {
 		return err
@@ -420,10 +431,7 @@ func (s *stack) startWorker(ctx context.Context) error {
 func (s *stack) startGateway(r roles) error {
 	e := s.env
 	cfg := e.snap.Config
-	dir := identity.New(cfg)
-	if dir.Empty() {
-		return fmt.Errorf("%s: no principals: the gateway serves only authenticated callers; add principals and roles (the example airlock.yaml shows how, with dev keys)", e.cfgPath)
-	}
+	dir := s.cfg.Current().dir // loadVersion checked it has principals
 	var local *identity.Principal
 	if r.stdio {
 		p, err := dir.Local()
@@ -467,7 +475,7 @@ func (s *stack) startGateway(r roles) error {
 		Audit:           e.audit,
 		Tracer:          e.tracing.TracerProvider(), // nil: off
 		// Approvers decide from an MCP client too (airlock_approvals_*).
-		Approvals: mcpApprovals{local: approver.Local{Temporal: s.client, Namespace: e.ns, Audit: e.audit}, groups: cfg.GroupMembers()},
+		Approvals: mcpApprovals{local: approver.Local{Temporal: s.client, Namespace: e.ns, Audit: e.audit}, groups: func() map[string][]string { return s.cfg.Current().groups }},
 
 		// Idle HTTP sessions end; a principal's open sessions are capped.
 		SessionIdle:             cfg.Gateway.SessionIdleTimeout.D(),
@@ -507,7 +515,8 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	e.health.mount(mux)
 	// Approving without Slack: the page lists the requests a principal may
 	// decide, after a login with its API key.
-	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit, Groups: e.snap.Config.GroupMembers()})
+	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit,
+		CurrentGroups: func() map[string][]string { return s.cfg.Current().groups }})
 	if err != nil {
 		return err
 	}

@@ -16,14 +16,14 @@ import (
 // offer, the workflow is the authority.
 type mcpApprovals struct {
 	local  approver.Local
-	groups map[string][]string // group -> members
+	groups func() map[string][]string // group -> members, of the configuration in force
 }
 
 var _ gateway.Approvals = mcpApprovals{}
 
 func (m mcpApprovals) Groups(name string) []string {
 	var out []string
-	for g, members := range m.groups {
+	for g, members := range m.groups() {
 		if slices.Contains(members, name) {
 			out = append(out, g)
 		}

@@ -138,7 +138,17 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 	e.flags.address = addr
 	e.external = addr != ""
 
+	if e.servers, err = e.expandServers(snap); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// expandServers expands airlock's ${VAR}s in the manifests' servers (in
+// the manifests' order); the reload does it again for each new version.
+func (e *env) expandServers(snap *config.Snapshot) ([]manifests.Server, error) {
 	vars := e.vars()
+	var out []manifests.Server
 	for _, m := range snap.Manifests {
 		s := m.Server.Expand(vars)
 		if err := expandedRootsAbsolute(m, s); err != nil {
@@ -147,9 +157,9 @@ func load(f commonFlags, stderr io.Writer) (*env, error) {
 		if s.Stdio != nil && s.Stdio.Dir == "" {
 			s.Stdio.Dir = filepath.Dir(m.File)
 		}
-		e.servers = append(e.servers, s)
+		out = append(out, s)
 	}
-	return e, nil
+	return out, nil
 }
 
 // expandedRootsAbsolute refuses a path root that is relative once its

@@ -84,6 +84,9 @@ func Load(path string) (*Snapshot, error) {
 		return nil, pps
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Server.Name < ms[j].Server.Name })
+	// The recorded policy version changes with the manifests too (a reload
+	// may change only them; version.go).
+	pol = pol.Covering(manifestsDigest(ms))
 	return &Snapshot{Config: cfg, Manifests: ms, Policy: pol}, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-run/airlock/internal/config"
@@ -69,6 +70,10 @@ type Directory struct {
 	// is then refused with it).
 	tokens    *oauth.Verifier
 	tokensErr error
+
+	// next, once set by Replace, is the directory of a reloaded
+	// configuration: every method answers from it (reload.go).
+	next atomic.Pointer[Directory]
 }
 
 var levelRank = map[manifests.DataLevel]int{
@@ -129,6 +134,7 @@ func appendNew(s []string, v ...string) []string {
 
 // Empty reports whether no principal is configured, by name or by token.
 func (d *Directory) Empty() bool {
+	d = d.now()
 	return len(d.byName) == 0 && d.tokens == nil && d.tokensErr == nil
 }
 
@@ -137,6 +143,7 @@ func (d *Directory) Empty() bool {
 // with the resource's path (/.well-known/oauth-protected-resource/mcp),
 // when principals_from_tokens is configured; otherwise it does nothing.
 func (d *Directory) MountMetadata(mux *http.ServeMux) {
+	d = d.now()
 	if d.tokens == nil {
 		return
 	}
@@ -148,10 +155,11 @@ func (d *Directory) MountMetadata(mux *http.ServeMux) {
 
 // Tokens is the access token verifier (nil when principals_from_tokens is
 // not configured).
-func (d *Directory) Tokens() *oauth.Verifier { return d.tokens }
+func (d *Directory) Tokens() *oauth.Verifier { return d.now().tokens }
 
 // Lookup returns the principal with this name.
 func (d *Directory) Lookup(name string) (*Principal, bool) {
+	d = d.now()
 	p, ok := d.byName[name]
 	return p, ok
 }
@@ -160,6 +168,7 @@ func (d *Directory) Lookup(name string) (*Principal, bool) {
 // user ID such as U0123ABCD), for mapping an approver's click to who they
 // are in airlock.
 func (d *Directory) BySlackUser(id string) (*Principal, bool) {
+	d = d.now()
 	if id == "" {
 		return nil, false
 	}
@@ -169,6 +178,7 @@ func (d *Directory) BySlackUser(id string) (*Principal, bool) {
 
 // Local returns the principal of stdio sessions.
 func (d *Directory) Local() (*Principal, error) {
+	d = d.now()
 	if d.local == "" {
 		return nil, errors.New("no local_principal in the configuration: name the principal stdio sessions run as (local_principal: NAME)")
 	}
@@ -190,6 +200,7 @@ func (d *Directory) Authenticate(h http.Header) (*Principal, error) {
 // value that is not a known API key is verified as a token. A refused
 // token's error is an *oauth.Error.
 func (d *Directory) AuthenticateContext(ctx context.Context, h http.Header) (*Principal, error) {
+	d = d.now()
 	bearer := false
 	key := ""
 	if auth := h.Get("Authorization"); auth != "" {
@@ -301,7 +312,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.d.refuse(w, err)
 		return
 	}
-	if p.Token != nil && g.d.tokens.HasToolScopes() && r.Method == http.MethodPost {
+	if p.Token != nil && g.d.Tokens().HasToolScopes() && r.Method == http.MethodPost {
 		if err := g.d.checkToolScopes(r, p); err != nil {
 			g.d.refuse(w, err)
 			return
@@ -339,6 +350,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // that tells an OAuth client where to get a token (RFC 9728 section 5.1:
 // resource_metadata) and, for step-up, which scopes to ask for.
 func (d *Directory) refuse(w http.ResponseWriter, err error) {
+	d = d.now()
 	status := http.StatusUnauthorized
 	var te *oauth.Error
 	if errors.As(err, &te) {
@@ -366,6 +378,7 @@ const maxInspectedBody = 16 << 20
 // needs scopes the principal's token lacks. It reads the body and puts it
 // back for the MCP handler.
 func (d *Directory) checkToolScopes(r *http.Request, p *Principal) error {
+	d = d.now()
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxInspectedBody+1))
 	r.Body.Close()
 	if err != nil {

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -148,5 +149,31 @@ func TestGuard(t *testing.T) {
 	// An unknown session ID is left to the MCP handler (it answers 404).
 	if w := do("POST", map[string]string{"Authorization": "Bearer bob-key", "Mcp-Session-Id": "sess-alice"}); w.Code != 200 {
 		t.Fatalf("ended session: %d", w.Code)
+	}
+}
+
+// A reloaded configuration's principals answer through the directory the
+// roles already hold: a new key authenticates, a removed one is refused.
+func TestReplace(t *testing.T) {
+	mk := func(name, key string) *Directory {
+		return New(&config.Config{
+			Roles:      map[string]*config.Role{"dev": {Permissions: []string{"fs.read"}, Tools: []string{"*"}}},
+			Principals: []config.Principal{{Name: name, Roles: []string{"dev"}, APIKeySHA256: []string{HashKey(key)}}},
+		})
+	}
+	d := mk("alice", "key-a")
+	held := d // what the gateway holds
+	if p, err := held.Authenticate(http.Header{"Authorization": {"Bearer key-a"}}); err != nil || p.Name != "alice" {
+		t.Fatalf("before: %v %v", p, err)
+	}
+	d.Replace(mk("bob", "key-b"))
+	if _, err := held.Authenticate(http.Header{"Authorization": {"Bearer key-a"}}); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("removed key: err %v, want ErrUnknownKey", err)
+	}
+	if p, err := held.Authenticate(http.Header{"Authorization": {"Bearer key-b"}}); err != nil || p.Name != "bob" {
+		t.Fatalf("new key: %v %v", p, err)
+	}
+	if _, ok := held.Lookup("alice"); ok {
+		t.Fatal("alice still looked up after the reload")
 	}
 }

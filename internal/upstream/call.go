@@ -71,7 +71,7 @@ func newCallError(kind, cause error, format string, args ...any) error {
 func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (res *mcp.CallToolResult, err error) {
 	ctx, endSpan := traceCall(ctx, server, tool) // trace.go
 	defer func() { endSpan(res, err) }()
-	u := p.byName[server]
+	u := p.get(server)
 	if u == nil {
 		return nil, newCallError(ErrNotSent, nil, "unknown upstream %q", server)
 	}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -124,16 +125,20 @@ type Status struct {
 // Pool holds one supervised MCP client session per upstream server. It is
 // safe for concurrent use.
 type Pool struct {
-	opts   Options
-	log    zerolog.Logger
-	order  []*upstream
-	byName map[string]*upstream
+	opts Options
+	log  zerolog.Logger
+	// set is the servers in force; Apply replaces it (reconcile.go).
+	set atomic.Pointer[members]
 
 	mu      sync.Mutex
 	started bool
 	closed  bool
+	ctx     context.Context // the supervisors' parent, once started
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	// retired are upstreams that Apply removed: they finish their calls
+	// in flight, then stop; Close finishes them too.
+	retired []*upstream
 }
 
 // New returns a pool for servers. Server values must already be
@@ -155,16 +160,18 @@ func New(servers []manifests.Server, opts Options) *Pool {
 	if opts.Logger != nil {
 		log = *opts.Logger
 	}
-	p := &Pool{opts: opts, log: log, byName: make(map[string]*upstream)}
+	p := &Pool{opts: opts, log: log}
+	m := &members{byName: make(map[string]*upstream)}
 	for _, s := range servers {
-		if _, dup := p.byName[s.Name]; dup {
+		if _, dup := m.byName[s.Name]; dup {
 			log.Error().Str("server", s.Name).Msg("duplicate upstream name ignored")
 			continue
 		}
 		u := newUpstream(p, s)
-		p.order = append(p.order, u)
-		p.byName[s.Name] = u
+		m.order = append(m.order, u)
+		m.byName[s.Name] = u
 	}
+	p.set.Store(m)
 	return p
 }
 
@@ -179,14 +186,9 @@ func (p *Pool) Start(ctx context.Context) {
 		return
 	}
 	p.started = true
-	ctx, p.cancel = context.WithCancel(ctx)
-	for _, u := range p.order {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			defer u.setStopped()
-			u.run(ctx)
-		}()
+	p.ctx, p.cancel = context.WithCancel(ctx)
+	for _, u := range p.list() {
+		p.launchLocked(u)
 	}
 }
 
@@ -209,7 +211,10 @@ func (p *Pool) Close() error {
 	}
 	p.wg.Wait()
 	var errs []error
-	for _, u := range p.order {
+	p.mu.Lock()
+	all := append(p.list(), p.retired...)
+	p.mu.Unlock()
+	for _, u := range all {
 		u.setStopped() // for a pool that was never started
 		if err := u.finish(); err != nil {
 			errs = append(errs, fmt.Errorf("closing upstream %s: %w", u.name, err))
@@ -221,7 +226,7 @@ func (p *Pool) Close() error {
 // Status returns the state of server. An unknown server is reported as
 // unavailable.
 func (p *Pool) Status(server string) Status {
-	u := p.byName[server]
+	u := p.get(server)
 	if u == nil {
 		return Status{Server: server, State: StateUnavailable, Reason: "no upstream with this name is configured"}
 	}
@@ -230,8 +235,9 @@ func (p *Pool) Status(server string) Status {
 
 // Statuses returns the state of every server, in configuration order.
 func (p *Pool) Statuses() []Status {
-	out := make([]Status, 0, len(p.order))
-	for _, u := range p.order {
+	order := p.list()
+	out := make([]Status, 0, len(order))
+	for _, u := range order {
 		out = append(out, u.status())
 	}
 	return out

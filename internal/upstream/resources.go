@@ -172,7 +172,7 @@ func (c *catalog) watcherList() []ResourceWatcher {
 // Catalog returns the last known resources, templates and prompts of
 // server (empty for an unknown server or one that offers none).
 func (p *Pool) Catalog(server string) Catalog {
-	u := p.byName[server]
+	u := p.get(server)
 	if u == nil {
 		return Catalog{}
 	}
@@ -189,8 +189,9 @@ func (p *Pool) Catalog(server string) Catalog {
 // Options.OnResourceUpdated and Options.OnResourcesChanged: a consumer built
 // after the pool (the gateway) subscribes itself. stop unregisters it.
 func (p *Pool) WatchResources(w ResourceWatcher) (stop func()) {
-	ids := make(map[*upstream]int, len(p.order))
-	for _, u := range p.order {
+	order := p.list()
+	ids := make(map[*upstream]int, len(order))
+	for _, u := range order {
 		u.cat.mu.Lock()
 		if u.cat.watchers == nil {
 			u.cat.watchers = map[int]ResourceWatcher{}
@@ -307,7 +308,7 @@ func (p *Pool) Subscribe(ctx context.Context, server, uri string) error {
 	if uri == "" {
 		return newCallError(ErrNotSent, nil, "upstream %s: resources/subscribe: empty resource URI", server)
 	}
-	u := p.byName[server]
+	u := p.get(server)
 	u.cat.subMu.Lock()
 	defer u.cat.subMu.Unlock()
 	if sub := u.cat.subs[uri]; sub != nil && (sub.count > 0 || u.holds(sub.on)) {
@@ -341,7 +342,7 @@ func (p *Pool) Subscribe(ctx context.Context, server, uri string) error {
 // unsubscribes the upstream. Unsubscribing a URI that is not subscribed
 // does nothing.
 func (p *Pool) Unsubscribe(ctx context.Context, server, uri string) error {
-	u := p.byName[server]
+	u := p.get(server)
 	if u == nil {
 		return newCallError(ErrNotSent, nil, "unknown upstream %q", server)
 	}
@@ -697,7 +698,7 @@ func sameCatalog(a, b Catalog) bool {
 // usable reports, as a classified error, why requests to server cannot be
 // made at all (unknown server, pool not started or closed).
 func (p *Pool) usable(server string) error {
-	if p.byName[server] == nil {
+	if p.get(server) == nil {
 		return newCallError(ErrNotSent, nil, "unknown upstream %q", server)
 	}
 	if started, closed := p.isStarted(); closed {
@@ -717,7 +718,7 @@ func (p *Pool) request(ctx context.Context, server, what string, op func(context
 	if err := p.usable(server); err != nil {
 		return err
 	}
-	u := p.byName[server]
+	u := p.get(server)
 	if err := ctx.Err(); err != nil {
 		return newCallError(ErrNotSent, err, "upstream %s: %s not sent: %v", server, what, err)
 	}

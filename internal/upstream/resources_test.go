@@ -270,7 +270,7 @@ func TestResourcesStdio(t *testing.T) {
 	opts, ev := withResourceEvents(testOptions())
 	p := startPool(t, []manifests.Server{stdioServer(t, "fs", f, nil)}, opts)
 	waitState(t, p, "fs", StateConnected)
-	u := p.byName["fs"]
+	u := p.get("fs")
 	u.mu.Lock()
 	v := protocolVersion(u.sess.cs)
 	u.mu.Unlock()

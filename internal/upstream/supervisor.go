@@ -47,6 +47,11 @@ type upstream struct {
 	cat catalog // resources, prompts and subscriptions (resources.go)
 
 	calls inflight // calls in flight and their hooks (hooks.go)
+
+	// stop ends this upstream's supervisor alone (Pool.Apply removing it);
+	// done is closed when the supervisor has returned (reconcile.go).
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // session is one MCP client session and what the supervisor needs to end it.
