@@ -99,6 +99,7 @@ func (a *Activities) approvalSpec(d policy.Decision, tool policy.Tool) *api.Appr
 			spec.EscalateAfter = ap.EscalateAfter.D()
 			spec.EscalateTo = ap.EscalateTo
 			spec.OnTimeout = ap.EffectiveOnTimeout()
+			spec.NoEdits = !ap.EditsAllowed() // approve with edits
 		}
 	}
 	if spec.EscalateTo != "" {
