@@ -128,8 +128,9 @@ type DecideRequest struct {
 	Comment  string `json:",omitempty"`
 
 	// Approve with edits (edits.go): Arguments, set only with Approve,
-	// are the arguments the approver wants run instead of the request's.
-	Arguments json.RawMessage `json:",omitempty"`
+	// are the arguments the approver wants run instead of the request's,
+	// as JSON text (a string keeps the request comparable).
+	Arguments string `json:",omitempty"`
 }
 
 // DecideResult answers the approver.

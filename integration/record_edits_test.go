@@ -53,7 +53,7 @@ func TestRecordEditsHistory(t *testing.T) {
 			if err == nil && ar.State == api.ApprovalPending {
 				d := api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: true, Via: "cli"}
 				if args != "" {
-					d.Arguments = json.RawMessage(args)
+					d.Arguments = args
 				}
 				if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+id, d); err != nil {
 					t.Errorf("deliver %s: %v", id, err)

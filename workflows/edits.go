@@ -76,7 +76,7 @@ func (t *task) validateEdit(ar *api.ApprovalRequest, d api.DecideRequest) error 
 		return fmt.Errorf("the edited arguments are %d bytes; keep them under %d", len(d.Arguments), api.MaxArgumentBytes)
 	}
 	var obj map[string]any
-	if err := json.Unmarshal(d.Arguments, &obj); err != nil || obj == nil {
+	if err := json.Unmarshal([]byte(d.Arguments), &obj); err != nil || obj == nil {
 		return errors.New(`the edited arguments must be a JSON object, like the call's own ({"name": value, ...})`)
 	}
 	return nil
@@ -91,7 +91,7 @@ func (t *task) takeEdit(ctx workflow.Context, ar *api.ApprovalRequest, d api.Dec
 	if len(d.Arguments) == 0 || !d.Approve {
 		return ""
 	}
-	edited := canonical(d.Arguments)
+	edited := canonical(json.RawMessage(d.Arguments))
 	if bytes.Equal(edited, canonical(ar.Arguments)) {
 		return ""
 	}

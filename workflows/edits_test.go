@@ -32,7 +32,7 @@ func editsPolicy(h *approvalHarness, leads api.ApprovalSpec) {
 
 func edit(approver, args string) api.DecideRequest {
 	d := vote(approver, true)
-	d.Arguments = json.RawMessage(args)
+	d.Arguments = args
 	return d
 }
 

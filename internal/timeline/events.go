@@ -219,6 +219,7 @@ func callEvents(tl *Timeline, c *Call) []event {
 	if ap := c.Approval; ap != nil {
 		out = append(out, approvalEvents(c, ap, base)...)
 	}
+	out = append(out, editEvents(c, base)...)
 	if cp := c.Capture; cp != nil {
 		f := map[string]any{"tool": cp.Tool, "outcome": cp.Outcome}
 		if len(cp.Arguments) > 0 {
