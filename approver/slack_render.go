@@ -164,8 +164,12 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	}
 	approve := slack.NewButtonBlockElement(ActionApprove, n.RequestID, slackPlain("Approve", 75)).WithStyle(slack.StylePrimary)
 	deny := slack.NewButtonBlockElement(ActionDeny, n.RequestID, slackPlain("Deny", 75)).WithStyle(slack.StyleDanger)
+	buttons := []slack.BlockElement{approve, deny}
+	if !n.NoEdits { // approve with edits (slack_edits.go)
+		buttons = append(buttons, editButton(n))
+	}
 	blocks = append(blocks,
-		slack.NewActionBlock(BlockIDPrefix+n.Digest, approve, deny),
+		slack.NewActionBlock(BlockIDPrefix+n.Digest, buttons...),
 		slackRequestContext(n, ""))
 	return fallback, blocks
 }
