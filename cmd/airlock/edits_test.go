@@ -121,6 +121,59 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 		t.Errorf("side effects %q, want only the edited call", b)
 	}
 
+	// Over MCP: bob decides alice's next call with airlock_approvals_decide
+	// and arguments.
+	bobCS, err := mcp.NewClient(&mcp.Implementation{Name: "bob", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT("bob-key")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bobCS.Close()
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "mcp-draft"}})
+		done <- result{res, err}
+	}()
+	var view struct {
+		Requests []struct {
+			ID, Digest string
+			Editable   bool
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); len(view.Requests) == 0; {
+		lr, err := bobCS.CallTool(ctx, &mcp.CallToolParams{Name: "airlock_approvals_list"})
+		if err != nil || lr.IsError {
+			t.Fatalf("airlock_approvals_list: %v %+v", err, lr)
+		}
+		b, _ := json.Marshal(lr.StructuredContent)
+		_ = json.Unmarshal(b, &view)
+		if len(view.Requests) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("bob never saw alice's second call")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if !view.Requests[0].Editable {
+		t.Errorf("the request is not marked editable: %+v", view.Requests[0])
+	}
+	dr, err := bobCS.CallTool(ctx, &mcp.CallToolParams{Name: "airlock_approvals_decide", Arguments: map[string]any{
+		"request_id": view.Requests[0].ID, "decision": "approve", "digest": view.Requests[0].Digest[:12],
+		"arguments": map[string]any{"key": "mcp-edited"}}})
+	if err != nil || dr.IsError || !strings.Contains(textOf(dr), "approved with edited arguments") {
+		t.Fatalf("airlock_approvals_decide with arguments: %v %+v", err, dr)
+	}
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call approved over MCP did not finish")
+	}
+	if r.err != nil || r.res.IsError || !strings.Contains(textOf(r.res), "approver bob changed the arguments") {
+		t.Fatalf("call approved over MCP: %v %+v", r.err, r.res)
+	}
+	if b, _ := os.ReadFile(effects); string(b) != "append cli-edited\nappend mcp-edited\n" {
+		t.Errorf("side effects %q after the MCP approval", b)
+	}
+
 	task, _, _ := strings.Cut(id, "~")
 	code, stdout, stderr = runCLI(t, "audit", "show", "--config", cfg, "--temporal-address", s.srv.HostPort(), task)
 	if code != 0 || !strings.Contains(stdout, "arguments edited by bob via cli: key: \"[redacted]\" → \"[redacted]\" (digest ") ||
@@ -143,7 +196,7 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &tl); err != nil || code != 0 {
 		t.Fatalf("audit show --json: %d %v\n%s", code, err, stdout)
 	}
-	if len(tl.Calls) != 1 || tl.Calls[0].Edit == nil {
+	if len(tl.Calls) != 2 || tl.Calls[0].Edit == nil || tl.Calls[1].Edit == nil || tl.Calls[1].Edit.Via != "mcp" {
 		t.Fatalf("audit show --json: calls %s", stdout)
 	}
 	ed := tl.Calls[0].Edit
