@@ -124,3 +124,29 @@ func EditableArguments(r api.ApprovalRequest) string {
 	}
 	return redact.PrettyArguments(r.Arguments, r.Redact)
 }
+
+// writeEdits adds a request's edit lines to WriteRequest's output.
+func writeEdits(line func(k, v string), r api.ApprovalRequest) {
+	switch {
+	case r.EditOf != "":
+		line("edit of", r.EditOf+" (arguments edited by "+r.EditedBy+", who may not approve them again)")
+	case r.NoEdits:
+		line("edits", "not allowed (approve or deny as it is)")
+	default:
+		line("edits", "allowed: approve --args FILE runs other arguments (policy judges them again)")
+	}
+	if e := r.Edit; e != nil {
+		var parts []string
+		for _, c := range e.Changes {
+			parts = append(parts, fmt.Sprintf("%s: %s → %s", c.Path, orNone(c.From), orNone(c.To)))
+		}
+		line("edited", fmt.Sprintf("by %s via %s: %s (digest %s)", e.By, e.Via, strings.Join(parts, "; "), e.Digest))
+	}
+}
+
+func orNone(v json.RawMessage) string {
+	if len(v) == 0 {
+		return "(none)"
+	}
+	return string(v)
+}

@@ -78,3 +78,14 @@ func TestWebApproveWithEdits(t *testing.T) {
 		t.Errorf("a request that may not be edited offers Edit arguments:\n%s", body)
 	}
 }
+
+// TestRedactedMasksTheEdit: show --json masks both versions of an edit.
+func TestRedactedMasksTheEdit(t *testing.T) {
+	r := testRequest("task-1", time.Now())
+	r.Edit = &api.ArgsEdit{By: "bob", Original: r.Arguments, Arguments: []byte(`{"key":"k2","auth":{"token":"n3w"}}`)}
+	got := Redacted(r)
+	if strings.Contains(string(got.Edit.Original), "s3cret") || strings.Contains(string(got.Edit.Arguments), "n3w") ||
+		!strings.Contains(string(r.Edit.Arguments), "n3w") {
+		t.Errorf("redacted edit %s / %s (the request's own must stay as it was)", got.Edit.Original, got.Edit.Arguments)
+	}
+}

@@ -227,6 +227,8 @@ func MayDecide(r api.ApprovalRequest, name string, now time.Time) error {
 		return fmt.Errorf("%s asked for this call and may not approve it", name)
 	case !slices.Contains(r.Approvers, name):
 		return fmt.Errorf("%s is not in approver group %q", name, r.Group)
+	case r.EditOf != "" && name == r.EditedBy: // approve with edits
+		return fmt.Errorf("%s edited these arguments and may not approve the edit again", name)
 	}
 	for _, v := range r.Votes {
 		if v.Approver == name {
