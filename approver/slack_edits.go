@@ -230,3 +230,24 @@ func (h *Interactions) serveEditSubmission(w http.ResponseWriter, ic *slack.Inte
 	w.WriteHeader(http.StatusOK)
 	start()
 }
+
+// slackEditNote says, on a request's message, that it asks about an
+// approver's edit, or that it was approved with one ("" otherwise).
+func slackEditNote(n api.ApprovalNotice) string {
+	switch {
+	case n.EditOf != "":
+		return fmt.Sprintf(":pencil2: *Edited by %s* when approving request `%s`: the arguments below are %s's. %s may not approve them again.",
+			slackEscape(n.EditedBy), slackEscape(n.EditOf), slackEscape(n.EditedBy), slackEscape(n.EditedBy))
+	case n.Edit != nil:
+		return fmt.Sprintf(":pencil2: *Approved with edited arguments* by %s (digest `%s`); policy judged the edited call again.",
+			slackEscape(n.Edit.By), slackEscape(shortHex(n.Edit.Digest)))
+	}
+	return ""
+}
+
+func shortHex(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}

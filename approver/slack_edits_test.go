@@ -117,3 +117,22 @@ func TestSlackEditModal(t *testing.T) {
 		t.Errorf("a tool that forbids edits gets an Edit & approve button: %s", b)
 	}
 }
+
+// TestSlackEditNotes: the message of an edit's request says whose edit it
+// is; a request approved with edits says so once closed.
+func TestSlackEditNotes(t *testing.T) {
+	n := slackNotice()
+	n.EditOf, n.EditedBy = "task-1a2b~call-3c4d", "bob"
+	_, blocks := RenderRequest(n)
+	b, _ := json.Marshal(blocks)
+	if !strings.Contains(string(b), "Edited by bob") {
+		t.Errorf("edit request message: %s", b)
+	}
+	n = slackNotice()
+	n.State, n.Edit = api.ApprovalApproved, &api.ArgsEdit{By: "bob", Digest: "abcdef0123456789"}
+	_, blocks = RenderOutcome(n)
+	b, _ = json.Marshal(blocks)
+	if !strings.Contains(string(b), "Approved with edited arguments") || !strings.Contains(string(b), "abcdef012345") {
+		t.Errorf("outcome message: %s", b)
+	}
+}

@@ -184,3 +184,27 @@ func TestArgChangesMasksRedactPaths(t *testing.T) {
 		t.Errorf("changes\n %s\nwant\n %s", b, want)
 	}
 }
+
+// TestApproveWithEditsQuorum: with a quorum of 2, an edit needs the same
+// group again; the editor's approval counts, another member's completes it.
+func TestApproveWithEditsQuorum(t *testing.T) {
+	h := newApprovalHarness(t, ops("bob", "carol"), 2)
+	var res api.CallResult
+	var again error
+	h.callAt(time.Second, req("c1", false), &res, nil)
+	h.decideAt(time.Minute, "click-1", edit("bob", `{"path":"/b"}`), nil, nil)
+	digest := api.RequestDigest("task-1", "c1", "fs__read", json.RawMessage(`{"path":"/b"}`), "pv1")
+	h.decideAt(2*time.Minute, "click-2", api.DecideRequest{RequestID: "task-1~c1~edit", Digest: digest, Approver: "bob", Approve: true, Via: "test"}, nil, &again)
+	h.decideAt(3*time.Minute, "click-3", api.DecideRequest{RequestID: "task-1~c1~edit", Digest: digest, Approver: "carol", Approve: true, Via: "test"}, nil, nil)
+	h.finishAt(2 * time.Hour)
+	h.run(baseInput())
+	if again == nil || !strings.Contains(again.Error(), "bob already approved request task-1~c1~edit") {
+		t.Errorf("bob approving his edit twice: %v", again)
+	}
+	if res.Outcome != api.OutcomeOK || h.tools.calls() != 1 || string(h.tools.seen[0].Arguments) != `{"path":"/b"}` {
+		t.Fatalf("call %+v", res)
+	}
+	if len(h.notes.posts) != 2 || h.notes.posts[1].RequestID != "task-1~c1~edit" || len(h.notes.posts[1].Votes) != 1 || h.notes.posts[1].Votes[0].Approver != "bob" {
+		t.Errorf("the edit's request: %+v", h.notes.posts)
+	}
+}
