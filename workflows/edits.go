@@ -66,6 +66,8 @@ func (t *task) validateEdit(ar *api.ApprovalRequest, d api.DecideRequest) error 
 	switch {
 	case !d.Approve:
 		return errors.New("edited arguments come with an approval only; to refuse the call, deny it without arguments")
+	case !t.editsOn && t.plan != nil:
+		return fmt.Errorf("request %s is a plan step's, and plan steps take no edited arguments (the plan declares them); approve or deny it as it is", ar.ID)
 	case !t.editsOn:
 		return fmt.Errorf("task %s was started before airlock took edited arguments; approve or deny request %s as it is", t.in.TaskID, ar.ID)
 	case ar.EditOf != "":

@@ -93,10 +93,14 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 	if code, _, stderr := runCLI(t, append([]string{"approvals", "deny", id, "--args", argsFile}, temporal...)...); code != 2 || !strings.Contains(stderr, "--args applies to approve only") {
 		t.Fatalf("deny --args: %d %s", code, stderr)
 	}
-	code, stdout, stderr := runCLI(t, append([]string{"approvals", "approve", id, "--args", argsFile, "--audit-log", "off"}, temporal...)...)
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	code, stdout, stderr := runCLI(t, append([]string{"approvals", "approve", id, "--args", argsFile, "--audit-log", auditPath}, temporal...)...)
 	digest := regexp.MustCompile(`edited arguments: digest ([0-9a-f]{64})`).FindStringSubmatch(stdout)
 	if code != 0 || !strings.Contains(stdout, "(as bob): approved with edited arguments") || digest == nil {
 		t.Fatalf("approve --args: %d %s %s", code, stdout, stderr)
+	}
+	if b, _ := os.ReadFile(auditPath); !strings.Contains(string(b), `"edit_digest":"`+digest[1]+`"`) || strings.Contains(string(b), "cli-edited") {
+		t.Errorf("audit stream %s: want approval_decided with edit_digest, without argument values", b)
 	}
 	var r result
 	select {
