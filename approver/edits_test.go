@@ -1,7 +1,9 @@
 package approver
 
 import (
+	"bytes"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -87,5 +89,32 @@ func TestRedactedMasksTheEdit(t *testing.T) {
 	if strings.Contains(string(got.Edit.Original), "s3cret") || strings.Contains(string(got.Edit.Arguments), "n3w") ||
 		!strings.Contains(string(r.Edit.Arguments), "n3w") {
 		t.Errorf("redacted edit %s / %s (the request's own must stay as it was)", got.Edit.Original, got.Edit.Arguments)
+	}
+}
+
+// TestWebhookApproveWithEdits: a bridge's signed decision may carry
+// arguments; they are delivered with the approval (masked values restored).
+func TestWebhookApproveWithEdits(t *testing.T) {
+	ft := &fakeTemporal{reqs: []api.ApprovalRequest{testRequest("task-1", time.Now())}}
+	r := ft.reqs[0]
+	h := WebhookDecisions(WebhookDecisionOptions{Channels: []WebhookChannel{{Name: "teams", Secret: "s3cret-webhook-secret"}},
+		Local: Local{Temporal: ft, Namespace: "default"}})
+	body := []byte(`{"request":"` + r.ID + `","digest":"` + r.Digest + `","approver":"bob","decision":"approve","arguments":{"key":"k9","auth":{"token":"[redacted]"}}}`)
+	req := httptest.NewRequest(http.MethodPost, WebhookDecisionPath, bytes.NewReader(body))
+	for k, v := range SignWebhook("s3cret-webhook-secret", time.Now(), body) {
+		req.Header[k] = v
+	}
+	req.Header.Set(WebhookChannelHeader, "teams")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		t.Fatalf("decision: %d %s", w.Code, w.Body)
+	}
+	sent := ft.sent()
+	if len(sent) != 1 {
+		t.Fatalf("delivered %d", len(sent))
+	}
+	if d := sent[0].Args[0].(api.DecideRequest); d.Arguments != `{"auth":{"token":"s3cret"},"key":"k9"}` || d.Via != "webhook:teams" {
+		t.Errorf("delivered %+v", d)
 	}
 }
