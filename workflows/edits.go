@@ -255,8 +255,8 @@ func EditNote(e *api.ArgsEdit) string {
 // canonical is JSON with object keys sorted (as RequestDigest hashes it);
 // input that does not parse is returned as it is.
 func canonical(raw json.RawMessage) json.RawMessage {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, err := decodeExact(raw)
+	if err != nil {
 		return raw
 	}
 	b, err := json.Marshal(v)
@@ -270,9 +270,8 @@ func canonical(raw json.RawMessage) json.RawMessage {
 // objects compared key by key (sorted), anything else as a whole. A value
 // at or under a redact path shows as redact.Mask.
 func argChanges(from, to json.RawMessage, paths []string) []api.ArgChange {
-	var a, b any
-	_ = json.Unmarshal(from, &a)
-	_ = json.Unmarshal(to, &b)
+	a, _ := decodeExact(from)
+	b, _ := decodeExact(to)
 	var out []api.ArgChange
 	var walk func(path []string, a, b any, hasA, hasB bool)
 	walk = func(path []string, a, b any, hasA, hasB bool) {
@@ -334,4 +333,16 @@ func secretPath(path []string, paths []string) bool {
 		}
 	}
 	return false
+}
+
+// decodeExact decodes JSON keeping numbers exact (json.Number), so an
+// edited call runs with the numbers the approver wrote.
+func decodeExact(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }

@@ -208,3 +208,13 @@ func TestApproveWithEditsQuorum(t *testing.T) {
 		t.Errorf("the edit's request: %+v", h.notes.posts)
 	}
 }
+
+func TestEditKeepsNumbersExact(t *testing.T) {
+	if got := string(canonical(json.RawMessage(`{"n": 12345678901234567890, "a": 1.50}`))); got != `{"a":1.50,"n":12345678901234567890}` {
+		t.Errorf("canonical %s", got)
+	}
+	ch := argChanges(json.RawMessage(`{"n":1}`), json.RawMessage(`{"n":12345678901234567890}`), nil)
+	if len(ch) != 1 || string(ch[0].To) != "12345678901234567890" {
+		t.Errorf("changes %+v", ch)
+	}
+}
