@@ -105,6 +105,7 @@ func approvalSpec(d policy.Decision, tool policy.Tool, groups map[string][]strin
 			spec.EscalateAfter = ap.EscalateAfter.D()
 			spec.EscalateTo = ap.EscalateTo
 			spec.OnTimeout = ap.EffectiveOnTimeout()
+			spec.NoEdits = !ap.EditsAllowed() // approve with edits
 		}
 	}
 	if spec.EscalateTo != "" {

@@ -140,6 +140,9 @@ type ApprovalNotice struct {
 	RequestedAt time.Time `json:",omitempty"`
 	Escalation  bool      `json:",omitempty"`
 
+	// Approve with edits (edits.go).
+	ApprovalEdits
+
 	// TaskURL is the task's page in the Temporal Web UI; notifiers set it
 	// (it never enters history).
 	TaskURL string `json:"-"`
@@ -251,6 +254,9 @@ type ApprovalSpec struct {
 	SideEffects       []string
 	DataLevel         string
 	Risk              string
+	// NoEdits: the tool's manifest says approval.edits: false, so an
+	// approver may not change the arguments (approve with edits).
+	NoEdits bool `json:",omitempty"`
 }
 
 // CheckPin is the Decision.Check of a call refused because the upstream's

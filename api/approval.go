@@ -74,6 +74,9 @@ type ApprovalRequest struct {
 	Escalated   bool      `json:",omitempty"`
 	// Messages are the notifications posted (Slack channel and ts).
 	Messages []MessageRef `json:",omitempty"`
+
+	// Approve with edits (edits.go).
+	ApprovalEdits
 }
 
 // Vote is one approver's decision.
@@ -123,6 +126,11 @@ type DecideRequest struct {
 	Approve  bool
 	Via      string
 	Comment  string `json:",omitempty"`
+
+	// Approve with edits (edits.go): Arguments, set only with Approve,
+	// are the arguments the approver wants run instead of the request's,
+	// as JSON text (a string keeps the request comparable).
+	Arguments string `json:",omitempty"`
 }
 
 // DecideResult answers the approver.
@@ -137,6 +145,10 @@ type DecideResult struct {
 	// recorded before these fields existed.
 	Approver string `json:",omitempty"`
 	Approve  bool   `json:",omitempty"`
+
+	// Approve with edits (edits.go): EditDigest is the digest of the
+	// edited arguments this decision recorded ("" when it edited nothing).
+	EditDigest string `json:",omitempty"`
 }
 
 // RequestDigest binds an approval to exactly one call: the task, the call

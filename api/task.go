@@ -159,6 +159,9 @@ type CallResult struct {
 	// Repeat is set when the call ID had already run in the task, which
 	// answered without running the tool again.
 	Repeat *Repeat `json:",omitempty"`
+	// Edit: an approver changed the arguments before approving; what ran
+	// (or was refused) is the edited call (edits.go).
+	Edit *ArgsEdit `json:",omitempty"`
 }
 
 // Repeat says where a repeated call ran.
@@ -189,6 +192,8 @@ type CallRecord struct {
 	// ResultDropped: the result was too large to carry across
 	// continue-as-new; a repeat of the call is told so.
 	ResultDropped bool `json:",omitempty"`
+	// Edit: see CallResult.Edit.
+	Edit *ArgsEdit `json:",omitempty"`
 }
 
 // Status is the answer of the status query.

@@ -21,7 +21,11 @@
 //     approve|deny ID) and the local web page;
 //   - render.go: requests for a terminal (airlock approvals list|show) and
 //     what the web page shares with it (ExpiresIn, the short digest);
-//   - web.go: the local web page.
+//   - web.go: the local web page;
+//   - edits.go and slack_edits.go: approve with edits, shared by every
+//     path (edited arguments checked, masked values restored, their own
+//     Update IDs) and the Slack "Edit & approve" modal (views.open, then
+//     a signed view_submission).
 //
 // A decision reaches the task's workflow as an Update, so clicks are
 // idempotent and the workflow checks that the request is still open and

@@ -58,6 +58,9 @@ type InteractionOptions struct {
 	Logger  zerolog.Logger
 	// Audit receives a line per click decided or refused (nil: none).
 	Audit *auditstream.Log
+	// Lookup reads a request for the edit modal (slack_edits.go; default:
+	// Lookup with Temporal).
+	Lookup func(ctx context.Context, requestID string) (api.ApprovalRequest, error)
 }
 
 // Interactions processes Slack clicks: it acknowledges at once and
@@ -138,6 +141,10 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var ic slack.InteractionCallback
 	if err := json.Unmarshal([]byte(payload), &ic); err != nil {
 		http.Error(w, "interaction payload is not valid JSON", http.StatusBadRequest)
+		return
+	}
+	if ic.Type == slack.InteractionTypeViewSubmission && ic.View.CallbackID == ViewEdit {
+		h.serveEditSubmission(w, &ic) // approve with edits (slack_edits.go)
 		return
 	}
 	// Register the click (so Wait and Shutdown see it), then acknowledge
@@ -244,6 +251,9 @@ func (h *Interactions) Dispatch(ic *slack.InteractionCallback) {
 // group; the returned function starts the delivery (it does nothing for
 // interactions that are not airlock clicks, or after Shutdown).
 func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
+	if start, ours := h.acceptEdit(ic); ours { // approve with edits (slack_edits.go)
+		return start
+	}
 	c, ours, problem := ParseClick(ic)
 	if !ours {
 		return func() {}
@@ -348,7 +358,7 @@ func (h *Interactions) process(c Click, problem string) {
 		return
 	}
 	log.Info().Str("state", res.State).Msg("Slack decision recorded")
-	audit.State = res.State
+	audit.State, audit.EditDigest = res.State, res.EditDigest
 	h.opts.Audit.ApprovalDecision(audit)
 	verb := "approval"
 	if !c.Decision.Approve {

@@ -2,6 +2,7 @@ package approver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -44,6 +45,10 @@ type Decision struct {
 	// Digest is the request digest the approver saw, or a prefix of it (at
 	// least MinDigestPrefix hex digits). Empty: the request as it is now.
 	Digest string
+	// Arguments, with Approve, are edited arguments as the approver
+	// submitted them (masked values kept; see EditedArguments): approve
+	// with edits.
+	Arguments json.RawMessage
 }
 
 // MinDigestPrefix is the shortest digest prefix a decision may bind to.
@@ -145,10 +150,10 @@ func (l Local) DecideOn(ctx context.Context, d Decision) (api.DecideResult, api.
 	switch {
 	case err == nil:
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: res.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: UpdateID(d.Via, res.RequestID, d.Approver, d.Approve), State: res.State})
+			UpdateID: localUpdateID(d, res.RequestID), State: res.State, EditDigest: res.EditDigest})
 	case errors.As(err, &ref):
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: UpdateID(d.Via, ref.RequestID, d.Approver, d.Approve), Refused: ref.Reason})
+			UpdateID: localUpdateID(d, ref.RequestID), Refused: ref.Reason})
 	}
 	return res, r, err
 }
@@ -178,7 +183,17 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.Ap
 	dr := api.DecideRequest{
 		RequestID: r.ID, Digest: r.Digest, Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment,
 	}
-	res, err := Deliver(ctx, l.Temporal, UpdateID(d.Via, r.ID, d.Approver, d.Approve), dr)
+	if len(d.Arguments) > 0 { // approve with edits (edits.go)
+		if !d.Approve {
+			return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: "edited arguments come with an approval only; to refuse the call, deny it without arguments"}
+		}
+		args, err := EditedArguments(r, d.Arguments)
+		if err != nil {
+			return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: err.Error()}
+		}
+		dr.Arguments = string(args)
+	}
+	res, err := Deliver(ctx, l.Temporal, localUpdateID(d, r.ID), dr)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) {
@@ -212,6 +227,8 @@ func MayDecide(r api.ApprovalRequest, name string, now time.Time) error {
 		return fmt.Errorf("%s asked for this call and may not approve it", name)
 	case !slices.Contains(r.Approvers, name):
 		return fmt.Errorf("%s is not in approver group %q", name, r.Group)
+	case r.EditOf != "" && name == r.EditedBy: // approve with edits
+		return fmt.Errorf("%s edited these arguments and may not approve the edit again", name)
 	}
 	for _, v := range r.Votes {
 		if v.Approver == name {
@@ -219,4 +236,13 @@ func MayDecide(r api.ApprovalRequest, name string, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// localUpdateID is the Update ID of a local decision (EditUpdateID when it
+// carries edited arguments).
+func localUpdateID(d Decision, requestID string) string {
+	if len(d.Arguments) > 0 && d.Approve {
+		return EditUpdateID(d.Via, requestID, d.Approver, d.Arguments)
+	}
+	return UpdateID(d.Via, requestID, d.Approver, d.Approve)
 }

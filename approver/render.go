@@ -14,6 +14,11 @@ import (
 
 // Redacted is r with its arguments masked, for printing as JSON.
 func Redacted(r api.ApprovalRequest) api.ApprovalRequest {
+	if e := r.Edit; e != nil { // approve with edits: both versions masked
+		masked := *e
+		masked.Original, masked.Arguments = redact.Arguments(e.Original, r.Redact), redact.Arguments(e.Arguments, r.Redact)
+		r.Edit = &masked
+	}
 	v, err := redact.MaskArguments(r.Arguments, r.Redact)
 	if err != nil {
 		r.Arguments = json.RawMessage(`"(withheld: not JSON)"`)
@@ -98,6 +103,7 @@ func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
 	}
 	line("policy", r.PolicyVersion)
 	line("digest", r.Digest)
+	writeEdits(line, r) // approve with edits (edits.go)
 	if len(r.Votes) > 0 {
 		b.WriteString("votes:\n")
 		for _, v := range r.Votes {

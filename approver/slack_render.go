@@ -158,14 +158,21 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 			":rotating_light: *Escalated to `%s`*: nobody decided in time. Members of `%s` may now decide too.",
 			slackEscape(n.Group), slackEscape(n.Group))), nil, nil))
 	}
+	if note := slackEditNote(n); note != "" { // approve with edits (slack_edits.go)
+		blocks = append(blocks, slack.NewSectionBlock(slackMd(note), nil, nil))
+	}
 	blocks = append(blocks, slackRequestBlocks(n)...)
 	if votes := slackVotes(n.Votes); votes != "" {
 		blocks = append(blocks, slack.NewSectionBlock(slackMd("*Decisions so far*\n"+votes), nil, nil))
 	}
 	approve := slack.NewButtonBlockElement(ActionApprove, n.RequestID, slackPlain("Approve", 75)).WithStyle(slack.StylePrimary)
 	deny := slack.NewButtonBlockElement(ActionDeny, n.RequestID, slackPlain("Deny", 75)).WithStyle(slack.StyleDanger)
+	buttons := []slack.BlockElement{approve, deny}
+	if !n.NoEdits { // approve with edits (slack_edits.go)
+		buttons = append(buttons, editButton(n))
+	}
 	blocks = append(blocks,
-		slack.NewActionBlock(BlockIDPrefix+n.Digest, approve, deny),
+		slack.NewActionBlock(BlockIDPrefix+n.Digest, buttons...),
 		slackRequestContext(n, ""))
 	return fallback, blocks
 }
@@ -198,6 +205,9 @@ func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	fallback = fmt.Sprintf("%s (request %s)", title, n.RequestID)
 	if votes := slackVotes(n.Votes); votes != "" {
 		summary += "\n" + votes
+	}
+	if note := slackEditNote(n); note != "" { // approve with edits (slack_edits.go)
+		summary += "\n" + note
 	}
 	blocks = []slack.Block{slack.NewHeaderBlock(slackPlain(title, 150)), slack.NewSectionBlock(slackMd(summary), nil, nil)}
 	blocks = append(blocks, slackRequestBlocks(n)...)

@@ -76,12 +76,12 @@ func TestPostRendersRequest(t *testing.T) {
 		t.Errorf("actions block_id %v, want the digest", act["block_id"])
 	}
 	els, _ := act["elements"].([]any)
-	if len(els) != 2 {
+	if len(els) != 3 { // approve, deny, and edit & approve (the tool allows edits)
 		t.Fatalf("elements %v", els)
 	}
-	for i, want := range []struct{ id, style string }{{"approve", "primary"}, {"deny", "danger"}} {
+	for i, want := range []struct{ id, style string }{{"approve", "primary"}, {"deny", "danger"}, {"edit", ""}} {
 		b := els[i].(map[string]any)
-		if b["action_id"] != want.id || b["style"] != want.style || b["value"] != "task-1a2b~call-3c4d" {
+		if style, _ := b["style"].(string); b["action_id"] != want.id || style != want.style || b["value"] != "task-1a2b~call-3c4d" {
 			t.Errorf("button %d = %v; want action %s style %s and value = the request ID only", i, b, want.id, want.style)
 		}
 	}

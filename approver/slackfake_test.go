@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -34,6 +35,8 @@ type slackCall struct {
 	Method string
 	Form   url.Values // without the token
 	Status int        // what the fake answered
+	// JSON is the body of a method slack-go posts as JSON (views.open).
+	JSON []byte
 }
 
 type slackFault struct {
@@ -64,6 +67,10 @@ func (f *slackFake) fail(method string, faults ...slackFault) {
 
 func (f *slackFake) serve(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/")
+	var body []byte
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		body, _ = io.ReadAll(r.Body)
+	}
 	_ = r.ParseForm()
 	form := url.Values{}
 	for k, v := range r.Form {
@@ -72,7 +79,7 @@ func (f *slackFake) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	f.mu.Lock()
-	call := slackCall{Method: method, Form: form, Status: http.StatusOK}
+	call := slackCall{Method: method, Form: form, Status: http.StatusOK, JSON: body}
 	var flt *slackFault
 	if q := f.faults[method]; len(q) > 0 {
 		flt = &q[0]
@@ -103,6 +110,8 @@ func (f *slackFake) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": form.Get("channel"), "ts": ts})
 	case "chat.update":
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": form.Get("channel"), "ts": form.Get("ts"), "text": form.Get("text")})
+	case "views.open":
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "view": map[string]any{"id": "V_EDIT", "type": "modal"}})
 	case "chat.postEphemeral":
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "message_ts": ts})
 	case "auth.test":

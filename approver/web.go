@@ -232,6 +232,7 @@ func (h *web) item(r api.ApprovalRequest, now time.Time) item {
 		ExpiresIn: ExpiresIn(r, now), OnTimeout: r.OnTimeout, Digest: r.Digest, ShortDigest: short(r.Digest),
 		RequestedAt: stamp(r.RequestedAt), ExpiresAt: stamp(r.ExpiresAt), RequestedAgo: ago(r.RequestedAt, now),
 		Arguments: args, Redact: strings.Join(r.Redact, ", "),
+		EditArgs: EditableArguments(r), EditOf: r.EditOf, EditedBy: r.EditedBy,
 	}
 }
 
@@ -303,9 +304,15 @@ func (h *web) decide(w http.ResponseWriter, r *http.Request) {
 	f := r.PostForm
 	id, digest := strings.TrimSpace(f.Get("id")), strings.TrimSpace(f.Get("digest"))
 	var approve bool
+	var edited json.RawMessage
 	switch f.Get("action") {
 	case "approve":
 		approve = true
+	case "approve-edits": // approve with edits (edits.go)
+		approve, edited = true, json.RawMessage(f.Get("arguments"))
+		if len(edited) == 0 {
+			edited = json.RawMessage(" ") // refused by name: no arguments
+		}
 	case "deny":
 	default:
 		h.render(w, http.StatusBadRequest, view{Path: h.o.Path, Principal: s.Principal, Error: "the form names no action: press Approve or Deny"})
@@ -321,7 +328,7 @@ func (h *web) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	res, req, err := h.local.DecideOn(ctx, Decision{RequestID: id, Approver: s.Principal, Approve: approve, Via: "web", Comment: comment, Digest: digest})
+	res, req, err := h.local.DecideOn(ctx, Decision{RequestID: id, Approver: s.Principal, Approve: approve, Via: "web", Comment: comment, Digest: digest, Arguments: edited})
 	var ref *Refusal
 	switch {
 	case errors.As(err, &ref):
@@ -352,6 +359,9 @@ func decidedNotice(approve bool, res api.DecideResult, r api.ApprovalRequest) st
 		next = "The call will not run; the agent is told it was denied."
 	case api.ApprovalPending:
 		next = "The call still waits for the other approvals it needs."
+	}
+	if res.EditDigest != "" {
+		next = fmt.Sprintf("You changed its arguments (edited digest %s): policy checks the edited call again, and it is what runs.", short(res.EditDigest))
 	}
 	return strings.TrimSpace(fmt.Sprintf("Your %s of %s is recorded: %s. %s", verb(approve), what, res.Message, next))
 }
@@ -576,6 +586,10 @@ type item struct {
 	ExpiresIn, OnTimeout, Digest, ShortDigest string
 	Arguments, Redact                         string
 	RequestedAt, RequestedAgo, ExpiresAt      string
+	// Approve with edits (edits.go): EditArgs prefills "Edit arguments"
+	// ("" when the request may not be edited); EditOf and EditedBy name
+	// the edit a request asks about.
+	EditArgs, EditOf, EditedBy string
 }
 
 func (h *web) render(w http.ResponseWriter, code int, v view) {
@@ -610,6 +624,9 @@ input[type=password] { width: 100%; max-width: 32rem; font-size: 1rem; padding: 
 textarea { width: 100%; font-size: 1rem; }
 button { font-size: 1rem; min-height: 2.75rem; padding: .35rem 1.2rem; margin: .25rem .5rem .25rem 0; }
 .approve { background: #2e7d32; color: #fff; border: 0; border-radius: 4px; }
+.approve-edits { background: #1565c0; color: #fff; border: 0; border-radius: 4px; }
+details.edit { margin: .4rem 0; }
+details.edit summary { cursor: pointer; min-height: 2.75rem; line-height: 2.75rem; }
 .deny { background: #c62828; color: #fff; border: 0; border-radius: 4px; }
 .muted { color: #666; }
 @media (max-width: 30rem) {
@@ -652,6 +669,7 @@ button { font-size: 1rem; min-height: 2.75rem; padding: .35rem 1.2rem; margin: .
 <dt>risk</dt><dd>{{.Risk}}</dd>
 {{if .Rule}}<dt>rule</dt><dd>{{.Rule}}</dd>{{end}}
 {{if .Reason}}<dt>why</dt><dd>{{.Reason}}</dd>{{end}}
+{{if .EditOf}}<dt>edited by</dt><dd>{{.EditedBy}}, approving request <code>{{.EditOf}}</code>: these are the arguments {{.EditedBy}} wants run</dd>{{end}}
 <dt>group</dt><dd>{{.Group}}: {{.Approvals}} of {{.Quorum}} approval(s)</dd>
 {{if .RequestedAt}}<dt>requested</dt><dd>{{.RequestedAt}} ({{.RequestedAgo}})</dd>{{end}}
 <dt>expires</dt><dd>{{.ExpiresAt}}, in {{.ExpiresIn}} (then {{.OnTimeout}})</dd>
@@ -666,6 +684,11 @@ button { font-size: 1rem; min-height: 2.75rem; padding: .35rem 1.2rem; margin: .
 <p><label>Comment (optional; the agent sees it on a deny)<br><textarea name="comment" rows="2" maxlength="1000"></textarea></label></p>
 <div class="actions"><button class="approve" type="submit" name="action" value="approve">Approve</button>
 <button class="deny" type="submit" name="action" value="deny">Deny</button></div>
+{{if .EditArgs}}<details class="edit"><summary>Edit arguments</summary>
+<p><label>Arguments to run instead (JSON; a "[redacted]" value keeps the call's own; policy checks the edited call again)<br>
+<textarea name="arguments" rows="8" spellcheck="false" autocomplete="off">{{.EditArgs}}</textarea></label></p>
+<div class="actions"><button class="approve-edits" type="submit" name="action" value="approve-edits">Approve with edits</button></div>
+</details>{{end}}
 </form>
 </section>
 {{end}}

@@ -175,6 +175,11 @@ type WebhookRequest struct {
 	Escalation  bool            `json:"escalation,omitempty"`
 	State       string          `json:"state,omitempty"`
 	Votes       []WebhookVote   `json:"votes,omitempty"`
+	// Approve with edits: Editable says a decision may carry arguments;
+	// EditOf and EditedBy name the edit a request asks about.
+	Editable bool   `json:"editable"`
+	EditOf   string `json:"edit_of,omitempty"`
+	EditedBy string `json:"edited_by,omitempty"`
 }
 
 // WebhookVote is one decision in an update.
@@ -206,6 +211,7 @@ func webhookRequest(n api.ApprovalNotice) *WebhookRequest {
 		ID: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal, Client: n.Client,
 		Arguments: redact.Arguments(n.Arguments, n.Redact), Digest: n.Digest, SideEffects: n.SideEffects, DataLevel: n.DataLevel,
 		Risk: n.Risk, Rule: n.Rule, Reason: n.Reason, Group: n.Group, Quorum: n.Quorum, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, State: n.State,
+		Editable: !n.NoEdits, EditOf: n.EditOf, EditedBy: n.EditedBy,
 	}
 	if !n.RequestedAt.IsZero() {
 		t := n.RequestedAt
@@ -342,6 +348,9 @@ type WebhookDecision struct {
 	// Decision is "approve" or "deny".
 	Decision string `json:"decision"`
 	Comment  string `json:"comment,omitempty"`
+	// Arguments, with approve, are edited arguments to run instead
+	// (approve with edits; masked values kept as "[redacted]").
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // WebhookDecisionOptions configure the decision endpoint.
@@ -424,7 +433,7 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
 		res, err := o.Local.Decide(ctx, Decision{RequestID: d.Request, Approver: d.Approver, Approve: approve,
-			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest})
+			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments})
 		var ref *Refusal
 		switch {
 		case errors.As(err, &ref):
@@ -432,7 +441,11 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 		case err != nil:
 			answer(http.StatusServiceUnavailable, map[string]any{"recorded": false, "request": d.Request, "error": err.Error()})
 		default:
-			answer(http.StatusOK, map[string]any{"recorded": true, "request": res.RequestID, "state": res.State, "message": res.Message})
+			ok := map[string]any{"recorded": true, "request": res.RequestID, "state": res.State, "message": res.Message}
+			if res.EditDigest != "" {
+				ok["edit_digest"] = res.EditDigest
+			}
+			answer(http.StatusOK, ok)
 		}
 	})
 }

@@ -39,6 +39,9 @@ type Approvals interface {
 type MCPDecision struct {
 	RequestID, Approver, Digest, Comment string
 	Approve                              bool
+	// Arguments, with Approve, are edited arguments to run instead
+	// (approve with edits); nil: none.
+	Arguments json.RawMessage
 }
 
 // ApprovalView is one request as airlock_approvals_list shows it: the
@@ -61,6 +64,8 @@ type ApprovalView struct {
 	RequestedAt time.Time `json:"requested_at"`
 	ExpiresAt   time.Time `json:"expires_at"`
 	OnTimeout   string    `json:"on_timeout"`
+	// Editable: the approver may change the arguments when approving.
+	Editable bool `json:"editable"`
 }
 
 type approvalsListOut struct {
@@ -72,12 +77,17 @@ type approvalsDecideIn struct {
 	Decision  string `json:"decision" jsonschema:"approve or deny"`
 	Digest    string `json:"digest" jsonschema:"the request's digest from airlock_approvals_list (at least its first 8 hex digits): binds your decision to the call you saw"`
 	Comment   string `json:"comment,omitempty" jsonschema:"optional; the agent sees it on a deny"`
+	// Approve with edits.
+	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"optional, with approve and an editable request: the arguments to run instead (a JSON object; a masked value left as [redacted] keeps the call's own); airlock's policy checks the edited call again"`
 }
 
 type approvalsDecideOut struct {
 	Request string `json:"request"`
 	State   string `json:"state"`
 	Message string `json:"message"`
+	// EditDigest is the edited arguments' digest when the approval
+	// carried edits.
+	EditDigest string `json:"edit_digest,omitempty"`
 }
 
 func (g *Gateway) addApprovalTools() {
@@ -126,7 +136,8 @@ func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolReques
 		_ = json.Unmarshal(masked, &args) // redact.Arguments always gives JSON
 		v := ApprovalView{ID: r.ID, Task: r.TaskID, Tool: r.Tool, RequestedBy: r.Principal, Arguments: args,
 			Digest: r.Digest, SideEffects: r.SideEffects, DataLevel: r.DataLevel, Risk: r.Risk, Rule: r.Rule, Reason: r.Reason,
-			Group: r.Group, Approvals: r.Approvals(), Quorum: r.Quorum, RequestedAt: r.RequestedAt, ExpiresAt: r.ExpiresAt, OnTimeout: r.OnTimeout}
+			Group: r.Group, Approvals: r.Approvals(), Quorum: r.Quorum, RequestedAt: r.RequestedAt, ExpiresAt: r.ExpiresAt, OnTimeout: r.OnTimeout,
+			Editable: !r.NoEdits}
 		out.Requests = append(out.Requests, v)
 		fmt.Fprintf(&b, "%s: %s by %s, risk %s, %s, group %s %d/%d, expires %s (then %s), digest %s, arguments %s\n",
 			v.ID, v.Tool, v.RequestedBy, v.Risk, strings.Join(v.SideEffects, "+"), v.Group, v.Approvals, v.Quorum,
@@ -154,8 +165,15 @@ func (g *Gateway) approvalsDecideTool(ctx context.Context, req *mcp.CallToolRequ
 	if len(in.Comment) > api.MaxReasonBytes {
 		return errorResult("", "", fmt.Sprintf("comment is %d bytes; keep it under %d", len(in.Comment), api.MaxReasonBytes)), approvalsDecideOut{}, nil
 	}
-	res, err := g.opts.Approvals.Decide(ctx, MCPDecision{RequestID: strings.TrimSpace(in.RequestID), Approver: name, Approve: approve,
-		Digest: strings.TrimSpace(in.Digest), Comment: in.Comment})
+	d := MCPDecision{RequestID: strings.TrimSpace(in.RequestID), Approver: name, Approve: approve,
+		Digest: strings.TrimSpace(in.Digest), Comment: in.Comment}
+	if in.Arguments != nil { // approve with edits
+		if !approve {
+			return errorResult("", "", "arguments come with approve only; to refuse the call, deny it without arguments"), approvalsDecideOut{}, nil
+		}
+		d.Arguments, _ = json.Marshal(in.Arguments)
+	}
+	res, err := g.opts.Approvals.Decide(ctx, d)
 	if err != nil {
 		return errorResult("", "", "not recorded: "+err.Error()), approvalsDecideOut{}, nil
 	}
@@ -163,7 +181,7 @@ func (g *Gateway) approvalsDecideTool(ctx context.Context, req *mcp.CallToolRequ
 	if approve {
 		verb = "approval"
 	}
-	out := approvalsDecideOut{Request: res.RequestID, State: res.State, Message: res.Message}
+	out := approvalsDecideOut{Request: res.RequestID, State: res.State, Message: res.Message, EditDigest: res.EditDigest}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Your %s of %s is recorded: %s", verb, res.RequestID, res.Message)}}}, out, nil
 }
 

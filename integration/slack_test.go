@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -49,6 +50,8 @@ type slackAPICall struct {
 	Form   url.Values // without the token
 	Status int
 	At     time.Time
+	// JSON is the body of a method slack-go posts as JSON (views.open).
+	JSON []byte
 }
 
 type slackAPIFault struct {
@@ -75,6 +78,10 @@ func (f *fakeSlackAPI) fail(method string, faults ...slackAPIFault) {
 
 func (f *fakeSlackAPI) serve(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/")
+	var body []byte
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		body, _ = io.ReadAll(r.Body)
+	}
 	_ = r.ParseForm()
 	form := url.Values{}
 	for k, v := range r.Form {
@@ -85,7 +92,7 @@ func (f *fakeSlackAPI) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.seq++
 	ts := fmt.Sprintf("%d.%06d", time.Now().Unix(), f.seq)
-	c := slackAPICall{Method: method, Form: form, Status: http.StatusOK, At: time.Now()}
+	c := slackAPICall{Method: method, Form: form, Status: http.StatusOK, At: time.Now(), JSON: body}
 	var flt *slackAPIFault
 	if q := f.faults[method]; len(q) > 0 {
 		flt, f.faults[method] = &q[0], q[1:]
@@ -109,6 +116,8 @@ func (f *fakeSlackAPI) serve(w http.ResponseWriter, r *http.Request) {
 		resp = map[string]any{"ok": true, "channel": form.Get("channel"), "ts": form.Get("ts")}
 	case "chat.postEphemeral":
 		resp = map[string]any{"ok": true, "message_ts": ts}
+	case "views.open":
+		resp = map[string]any{"ok": true, "view": map[string]any{"id": "V" + ts, "type": "modal"}}
 	default:
 		resp = map[string]any{"ok": false, "error": "unknown_method"}
 	}

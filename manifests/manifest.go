@@ -263,7 +263,15 @@ type Approval struct {
 	EscalateTo    string   `yaml:"escalate_to,omitempty" json:"escalate_to,omitempty"`
 	// OnTimeout is "deny" (default) or "approve" (see EffectiveOnTimeout).
 	OnTimeout string `yaml:"on_timeout,omitempty" json:"on_timeout,omitempty"`
+	// Edits: may an approver change the call's arguments before approving
+	// (approve with edits)? Nil means yes; false forbids it (see
+	// EditsAllowed).
+	Edits *bool `yaml:"edits,omitempty" json:"edits,omitempty"`
 }
+
+// EditsAllowed reports whether approvers may edit the arguments of calls
+// this approval covers: yes unless edits is false.
+func (a *Approval) EditsAllowed() bool { return a == nil || a.Edits == nil || *a.Edits }
 
 // Retry is a tool's activity retry policy. Zero fields take the defaults
 // of EffectiveRetry: 3 attempts, 1s initial interval, backoff 2, 30s cap.

@@ -106,6 +106,12 @@ type task struct {
 	locks taskLocks
 	// Task-scoped state (task-state, state.go).
 	st taskState
+	// Approve with edits (changeApproveEdits, edits.go): editsOn says this
+	// run takes edited arguments; edited holds the edits of calls not yet
+	// recorded; nextEdit is the edit the next approval request asks about.
+	editsOn  bool
+	edited   map[string]*api.ArgsEdit
+	nextEdit *pendingEdit
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -127,6 +133,8 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	if workflow.GetVersion(ctx, changeCancelCall, workflow.DefaultVersion, 1) >= 1 {
 		t.listenCancels(ctx)
 	}
+	// And whether approvers may edit a call's arguments (edits.go).
+	t.editsOn = workflow.GetVersion(ctx, changeApproveEdits, workflow.DefaultVersion, 1) >= 1
 
 	// Handlers first, before anything blocks.
 	if err := t.registerShared(ctx); err != nil {
@@ -361,7 +369,8 @@ func (t *task) repeat(callID string) (api.CallResult, bool) {
 		if r.CallID != callID {
 			continue
 		}
-		res := api.CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision}
+		res := api.CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision,
+			Edit: r.Edit}
 		if t.ledger == nil || r.Outcome == api.OutcomeLimit { // a limit: the call never ran
 			if r.ResultDropped {
 				res.Result = t.droppedResult(r)
@@ -648,6 +657,11 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 				return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: why, Decision: decision}), nil
 			}
 			approved = true
+			// An approver's edit: the edited call is judged again and
+			// replaces req (edits.go).
+			if stop := t.applyEdit(ctx, &req, &d, &out, started); stop != nil {
+				return *stop, nil
+			}
 		}
 		if d.Effect != string(policy.Allow) && !approved {
 			reason := d.Reason
@@ -769,10 +783,12 @@ func (t *task) decideInput(req api.CallRequest, now time.Time) api.DecideInput {
 }
 
 func (t *task) record(req api.CallRequest, started, finished time.Time, res api.CallResult) api.CallResult {
+	res = t.attachEdit(req.CallID, res) // approve with edits
 	res.CallID, res.Tool = req.CallID, req.Tool
 	t.recent = append(t.recent, api.CallRecord{
 		CallID: req.CallID, Tool: req.Tool, Outcome: res.Outcome, Reason: res.Reason,
 		Started: started, Finished: finished, Attempts: res.Attempts, Result: res.Result, Decision: res.Decision,
+		Edit: res.Edit,
 	})
 	if len(t.recent) > recentKept {
 		t.recent = slices.Delete(t.recent, 0, len(t.recent)-recentKept)

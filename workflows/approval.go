@@ -29,6 +29,7 @@ func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.De
 		Group: d.Group, Quorum: max(d.Quorum, 1), Approvers: slices.Clone(spec.Approvers),
 		ExpiresAt: now.Add(spec.Timeout), OnTimeout: spec.OnTimeout, RequestedAt: now, State: api.ApprovalPending,
 	}
+	t.editFields(ar, spec) // approve with edits
 	if spec.EscalateAfter > 0 && spec.EscalateAfter < spec.Timeout && spec.EscalateTo != "" {
 		ar.EscalateAt, ar.EscalateTo = now.Add(spec.EscalateAfter), spec.EscalateTo
 	}
@@ -138,6 +139,7 @@ func (t *task) notice(ar *api.ApprovalRequest, group string, escalation bool) ap
 		Rule: ar.Rule, Reason: ar.Reason, Digest: ar.Digest, Group: group, Quorum: ar.Quorum, ExpiresAt: ar.ExpiresAt,
 		RequestedAt: ar.RequestedAt,
 		Escalation:  escalation, State: ar.State, Messages: slices.Clone(ar.Messages),
+		ApprovalEdits: ar.ApprovalEdits,
 	}
 	for _, v := range ar.Votes {
 		n.Votes = append(n.Votes, api.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via})
@@ -199,7 +201,7 @@ func (t *task) validateDecide(ctx workflow.Context, d api.DecideRequest) error {
 			return fmt.Errorf("%s already %s request %s; a decision cannot be changed", d.Approver, past, ar.ID)
 		}
 	}
-	return nil
+	return t.validateEdit(ar, d) // approve with edits
 }
 
 // decide records one approver's decision: a deny closes the request, and
@@ -214,11 +216,15 @@ func (t *task) decide(ctx workflow.Context, d api.DecideRequest) (api.DecideResu
 	case approvals >= ar.Quorum:
 		ar.State = api.ApprovalApproved
 	}
+	edit := t.takeEdit(ctx, ar, d) // approve with edits
 	if ar.State != api.ApprovalPending {
 		ar.DecidedAt = workflow.Now(ctx)
 	}
 	msg := fmt.Sprintf("%s: %d of %d approvals", ar.State, approvals, ar.Quorum)
-	return api.DecideResult{RequestID: ar.ID, State: ar.State, Message: msg, Approver: d.Approver, Approve: d.Approve}, nil
+	if edit != "" {
+		msg = "approved with edited arguments; policy judges the edited call again before it runs"
+	}
+	return api.DecideResult{RequestID: ar.ID, State: ar.State, Message: msg, Approver: d.Approver, Approve: d.Approve, EditDigest: edit}, nil
 }
 
 func (t *task) approvalsQuery() ([]api.ApprovalRequest, error) {

@@ -2,7 +2,9 @@
 // agent-driven task whose every tool call is an Update; Plan, the
 // declarative multi-step task; RollbackTask, the rollback of a task that
 // has ended; and the call pipeline they share (policy decision, approval
-// wait, capture, execute, compensation) with its saga stack.
+// wait, capture, execute, compensation) with its saga stack. edits.go is
+// approve with edits: an approver's edited arguments are judged again by
+// policy, may go to another approver group, and are what runs.
 //
 // Everything here must replay deterministically: no clocks but
 // workflow.Now, no goroutines, no map-order iteration, no I/O. Manifests and
@@ -10,6 +12,6 @@
 // called by their wire names.
 //
 // This package imports the wire contract (api) and the deterministic
-// libraries whose values it evaluates (internal/policy, manifests, plans),
-// never activities, the roles or anything that does I/O.
+// libraries whose values it evaluates (internal/policy, manifests, plans,
+// internal/redact for masking an edit's changes), never activities, the roles or anything that does I/O.
 package workflows

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/config"
@@ -22,7 +25,10 @@ const approvalsLong = `approve and deny decide as the principal whose API key is
 (or in the file --key-file names), checked against --config. The task's
 workflow applies the same rules as to a Slack click: the approver must be
 in the request's group, may not approve their own call, and votes once.
---digest binds the decision to the digest "show" printed.
+--digest binds the decision to the digest "show" printed. approve --args FILE
+approves with edited arguments: FILE holds the JSON object to run instead
+(start from "show --json"; a "[redacted]" left at a masked path keeps the
+call's own value). The task's workflow judges the edited call again.
 
 Talks to the Temporal of a running "airlock dev" (127.0.0.1:7233) unless
 --temporal-address, TEMPORAL_ADDRESS or temporal.address in the config says
@@ -30,13 +36,14 @@ otherwise. The same requests are on the gateway's page /approvals.`
 
 func approvalsCommand() *Command {
 	decide := "[--digest PREFIX] [--comment TEXT] ID"
+	approve := "[--digest PREFIX] [--comment TEXT] [--args FILE] ID"
 	return &Command{Name: "approvals", Short: "decide on calls waiting for approval", Long: approvalsLong,
 		Sub: []*Command{
 			{Name: "list", Short: "pending requests", Long: "Lists the pending requests.\n\n" + approvalsLong,
 				Flags: bind(approvalsFlags, approvalsList)},
 			{Name: "show", Usage: "[--json] ID", Short: "one request in full (arguments masked)",
 				Long: "Shows one request in full, its arguments masked, and its digest.\n\n" + approvalsLong, Flags: bind(approvalsFlags, approvalsShow)},
-			{Name: "approve", Usage: decide, Short: "approve the request as the principal of your API key",
+			{Name: "approve", Usage: approve, Short: "approve the request as the principal of your API key",
 				Long: approvalsLong, Flags: bind(approvalsFlags, decideWith(true))},
 			{Name: "deny", Usage: decide, Short: "deny the request as the principal of your API key",
 				Long: approvalsLong, Flags: bind(approvalsFlags, decideWith(false))},
@@ -55,6 +62,7 @@ type approvalsOptions struct {
 	comment  string
 	digest   string
 	auditLog string
+	argsFile string // approve with edits
 }
 
 func approvalsFlags(fs *flag.FlagSet, o *approvalsOptions) {
@@ -64,6 +72,7 @@ func approvalsFlags(fs *flag.FlagSet, o *approvalsOptions) {
 	fs.BoolVar(&o.asJSON, "json", false, "show: print JSON (arguments masked)")
 	fs.StringVar(&o.comment, "comment", "", "approve, deny: a `comment` recorded with the vote (the agent sees it on a deny)")
 	fs.StringVar(&o.digest, "digest", "", "approve, deny: refuse unless the request's digest starts with this `prefix` (from show)")
+	fs.StringVar(&o.argsFile, "args", "", "approve: approve with edited arguments, the JSON object in this `file` (- reads stdin)")
 	fs.StringVar(&o.auditLog, "audit-log", "", "approve, deny: where the decision is audited: stdout, stderr, off or a `file` (default: audit.log in the config, else <data_dir>/audit.jsonl)")
 }
 
@@ -80,6 +89,8 @@ func (o *approvalsOptions) check(c *Call, sub string) int {
 		return c.usage("--json applies to show only")
 	case !deciding && (o.comment != "" || o.digest != ""):
 		return c.usage("--comment and --digest apply to approve and deny only")
+	case o.argsFile != "" && sub != "approve":
+		return c.usage("--args applies to approve only (edited arguments come with an approval)")
 	}
 	if sub != "list" {
 		if _, err := approver.TaskOf(c.Args[0]); err != nil {
@@ -175,9 +186,13 @@ func decideWith(approve bool) func(*Call, *approvalsOptions) int {
 		if who == "" {
 			return code
 		}
+		args, err := readEditedArgs(c, o.argsFile)
+		if err != nil {
+			return c.usage("%v", err)
+		}
 		return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
 			return o.decide(ctx, c, cfg, local, approver.Decision{RequestID: c.Args[0], Approver: who, Approve: approve,
-				Via: "cli", Comment: strings.TrimSpace(o.comment), Digest: o.digest})
+				Via: "cli", Comment: strings.TrimSpace(o.comment), Digest: o.digest, Arguments: args})
 		})
 	}
 }
@@ -218,7 +233,31 @@ func (o *approvalsOptions) decide(ctx context.Context, c *Call, cfg *config.Conf
 		return c.failOn(d.RequestID, err)
 	}
 	fmt.Fprintf(c.Stdout, "%s (as %s): %s\n", res.RequestID, d.Approver, res.Message)
+	if res.EditDigest != "" {
+		fmt.Fprintf(c.Stdout, "edited arguments: digest %s\n", res.EditDigest)
+	}
 	return 0
+}
+
+// readEditedArgs reads approve --args FILE ("-": stdin); nil without it.
+func readEditedArgs(c *Call, file string) (json.RawMessage, error) {
+	if file == "" {
+		return nil, nil
+	}
+	var b []byte
+	var err error
+	if file == "-" {
+		b, err = io.ReadAll(io.LimitReader(c.Stdin, api.MaxArgumentBytes+1))
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--args: %w", err)
+	}
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("--args %s: not JSON; write the arguments to run as one JSON object (start from airlock approvals show --json ID)", file)
+	}
+	return b, nil
 }
 
 // loadApprovalsConfig loads the configuration; without required, a missing

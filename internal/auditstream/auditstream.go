@@ -197,6 +197,9 @@ type ApprovalDecision struct {
 	// Refused says why the decision did not count (the workflow's
 	// validator, or a local check); the line is then approval_refused.
 	Refused string
+	// EditDigest is the digest of the arguments an approver edited and
+	// approved (approve with edits).
+	EditDigest string
 }
 
 // ApprovalDecision writes approval_decided, or approval_refused when
@@ -217,6 +220,9 @@ func (a *Log) ApprovalDecision(d ApprovalDecision) {
 		e = e.Str("reason", truncate(d.Refused))
 	} else {
 		e = e.Str("state", d.State)
+	}
+	if d.EditDigest != "" {
+		e = e.Str("edit_digest", d.EditDigest)
 	}
 	e.Send()
 }

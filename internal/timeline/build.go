@@ -71,6 +71,8 @@ type callState struct {
 	// join the manifest's.
 	args   json.RawMessage
 	redact []string
+	// edit is an approver's edit of the arguments (edits.go).
+	edit *api.ArgsEdit
 	// Sequence numbers (across runs) for matching decisions to calls.
 	accepted, done, executed int
 	// recorded is the decision in the call's result (agent calls).
@@ -115,6 +117,9 @@ type updateRef struct {
 	cs       *callState
 	vote     int
 	rollback int
+	// ap is the request voted on (the call's, or the one about an
+	// approver's edit); nil in refs made before edits existed.
+	ap *Approval
 }
 
 type builder struct {
@@ -358,11 +363,11 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 			b.problem("decide update %s: %v", id, err)
 			return
 		}
-		callID := strings.TrimPrefix(d.RequestID, b.tl.Task+"~")
+		callID := callOfRequest(b.tl.Task, d.RequestID)
 		cs := b.call(callID, "", at)
 		ap := b.approval(cs, d.RequestID)
 		ap.Votes = append(ap.Votes, Vote{Approver: d.Approver, Approve: d.Approve, At: at, Via: d.Via, Comment: d.Comment})
-		b.updates[id] = &updateRef{kind: "vote", cs: cs, vote: len(ap.Votes) - 1}
+		b.updates[id] = &updateRef{kind: "vote", cs: cs, vote: len(ap.Votes) - 1, ap: ap}
 	case api.UpdateRollback:
 		var req api.RollbackRequest
 		if err := b.decode(in.GetArgs(), &req); err != nil {
@@ -395,6 +400,12 @@ func (b *builder) repeated(cs *callState) bool {
 }
 
 func (b *builder) approval(cs *callState, id string) *Approval {
+	if editRequest(id) { // the request about an approver's edit
+		if cs.c.EditApproval == nil {
+			cs.c.EditApproval = &Approval{ID: id, State: api.ApprovalPending}
+		}
+		return cs.c.EditApproval
+	}
 	if cs.c.Approval == nil {
 		cs.c.Approval = &Approval{ID: id, State: api.ApprovalPending}
 	}
@@ -422,6 +433,7 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 			return
 		}
 		cs.recorded = res.Decision
+		b.setEdit(cs, res.Edit)
 		cs.c.Result = &Result{Outcome: string(res.Outcome), Reason: res.Reason, Attempts: res.Attempts,
 			IsError: res.Outcome == api.OutcomeToolError}
 		if len(res.Result) > 0 {
@@ -438,7 +450,7 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 			}
 		}
 	case "vote":
-		ap := ref.cs.c.Approval
+		ap := ref.ap
 		v := &ap.Votes[ref.vote]
 		if fail != nil {
 			v.Result = "refused: " + fail.GetMessage()
@@ -812,7 +824,7 @@ func (b *builder) finish() {
 // redacted argument back.
 func (b *builder) redact(cs *callState, paths []string) {
 	c := cs.c
-	secrets := redact.ValuesAt(cs.args, paths)
+	secrets := append(redact.ValuesAt(cs.args, paths), b.finishEdit(cs, paths)...)
 	c.Arguments = redact.Arguments(cs.args, paths)
 	if r := c.Result; r != nil {
 		r.Text = summary(redact.MaskValues(cs.text, secrets))

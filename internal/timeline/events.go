@@ -220,6 +220,7 @@ func callEvents(tl *Timeline, c *Call) []event {
 		out = append(out, approvalEvents(c, ap, base)...)
 	}
 	out = append(out, lockEvents(c, base)...) // locks.go
+	out = append(out, editEvents(c, base)...)
 	if cp := c.Capture; cp != nil {
 		f := map[string]any{"tool": cp.Tool, "outcome": cp.Outcome}
 		if len(cp.Arguments) > 0 {

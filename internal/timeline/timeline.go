@@ -108,6 +108,10 @@ type Call struct {
 	// Locks are the resource locks the call and its compensation asked
 	// for (locks.go).
 	Locks []Lock `json:"locks,omitempty"`
+	// Edit is an approver's change to the arguments (approve with edits);
+	// EditApproval the request that asked another group about it.
+	Edit         *Edit     `json:"edit,omitempty"`
+	EditApproval *Approval `json:"edit_approval,omitempty"`
 	// Exchanges are the sampling and elicitation requests the upstream
 	// made during the call, with the client's answers as recorded (masked
 	// by the tool's redact paths) or why they were refused.

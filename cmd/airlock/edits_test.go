@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+)
+
+// TestApprovalsApproveWithEdits runs `airlock dev` in-process: alice's call
+// waits for approval, bob approves it with edited arguments from a file
+// (airlock approvals approve --args FILE). What runs is the edited call;
+// alice's result says an approver changed the arguments, with the change
+// masked (key is a redact path); airlock audit show shows the original and
+// edited arguments, both digests and the editor. --args with deny is a
+// usage error.
+func TestApprovalsApproveWithEdits(t *testing.T) {
+	upstream := buildTestupstream(t)
+	cfg, effects := approvalsConfig(t, upstream)
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	t.Setenv("TEMPORAL_NAMESPACE", "")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
+	if s != nil {
+		defer s.stop()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort()}
+
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT("alice-key")}},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "cli-draft"}})
+			if err == nil && res.IsError && strings.Contains(textOf(res), "unavailable") && time.Now().Before(deadline) {
+				time.Sleep(200 * time.Millisecond) // the upstream is still starting
+				continue
+			}
+			done <- result{res, err}
+			return
+		}
+	}()
+
+	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s`)
+	var id string
+	for deadline := time.Now().Add(60 * time.Second); id == ""; {
+		code, stdout, stderr := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
+		if code != 0 {
+			t.Fatalf("approvals list: %d %s", code, stderr)
+		}
+		if m := idRE.FindStringSubmatch(stdout); m != nil {
+			id = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("approvals list never showed the request:\n%s", stdout)
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	argsFile := filepath.Join(t.TempDir(), "args.json")
+	if err := os.WriteFile(argsFile, []byte(`{"key": "cli-edited"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envAPIKey, "bob-key")
+	if code, _, stderr := runCLI(t, append([]string{"approvals", "deny", id, "--args", argsFile}, temporal...)...); code != 2 || !strings.Contains(stderr, "--args applies to approve only") {
+		t.Fatalf("deny --args: %d %s", code, stderr)
+	}
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	code, stdout, stderr := runCLI(t, append([]string{"approvals", "approve", id, "--args", argsFile, "--audit-log", auditPath}, temporal...)...)
+	digest := regexp.MustCompile(`edited arguments: digest ([0-9a-f]{64})`).FindStringSubmatch(stdout)
+	if code != 0 || !strings.Contains(stdout, "(as bob): approved with edited arguments") || digest == nil {
+		t.Fatalf("approve --args: %d %s %s", code, stdout, stderr)
+	}
+	if b, _ := os.ReadFile(auditPath); !strings.Contains(string(b), `"edit_digest":"`+digest[1]+`"`) || strings.Contains(string(b), "cli-edited") {
+		t.Errorf("audit stream %s: want approval_decided with edit_digest, without argument values", b)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the approved call did not finish")
+	}
+	if r.err != nil || r.res.IsError {
+		t.Fatalf("approved call: %v %+v", r.err, r.res)
+	}
+	text := textOf(r.res)
+	if !strings.Contains(text, "approver bob changed the arguments") || !strings.Contains(text, `key: "[redacted]" → "[redacted]"`) ||
+		strings.Contains(text, "cli-draft") {
+		t.Errorf("the agent's result does not say, masked, that bob edited the arguments:\n%s", text)
+	}
+	meta, _ := json.Marshal(r.res.Meta[api.EditMetaKey])
+	if !strings.Contains(string(meta), `"by":"bob"`) || !strings.Contains(string(meta), digest[1]) {
+		t.Errorf("result _meta[%s] = %s", api.EditMetaKey, meta)
+	}
+	b, _ := os.ReadFile(effects)
+	if string(b) != "append cli-edited\n" {
+		t.Errorf("side effects %q, want only the edited call", b)
+	}
+
+	// Over MCP: bob decides alice's next call with airlock_approvals_decide
+	// and arguments.
+	bobCS, err := mcp.NewClient(&mcp.Implementation{Name: "bob", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT("bob-key")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bobCS.Close()
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "mcp-draft"}})
+		done <- result{res, err}
+	}()
+	var view struct {
+		Requests []struct {
+			ID, Digest string
+			Editable   bool
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); len(view.Requests) == 0; {
+		lr, err := bobCS.CallTool(ctx, &mcp.CallToolParams{Name: "airlock_approvals_list"})
+		if err != nil || lr.IsError {
+			t.Fatalf("airlock_approvals_list: %v %+v", err, lr)
+		}
+		b, _ := json.Marshal(lr.StructuredContent)
+		_ = json.Unmarshal(b, &view)
+		if len(view.Requests) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("bob never saw alice's second call")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if !view.Requests[0].Editable {
+		t.Errorf("the request is not marked editable: %+v", view.Requests[0])
+	}
+	dr, err := bobCS.CallTool(ctx, &mcp.CallToolParams{Name: "airlock_approvals_decide", Arguments: map[string]any{
+		"request_id": view.Requests[0].ID, "decision": "approve", "digest": view.Requests[0].Digest[:12],
+		"arguments": map[string]any{"key": "mcp-edited"}}})
+	if err != nil || dr.IsError || !strings.Contains(textOf(dr), "approved with edited arguments") {
+		t.Fatalf("airlock_approvals_decide with arguments: %v %+v", err, dr)
+	}
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call approved over MCP did not finish")
+	}
+	if r.err != nil || r.res.IsError || !strings.Contains(textOf(r.res), "approver bob changed the arguments") {
+		t.Fatalf("call approved over MCP: %v %+v", r.err, r.res)
+	}
+	if b, _ := os.ReadFile(effects); string(b) != "append cli-edited\nappend mcp-edited\n" {
+		t.Errorf("side effects %q after the MCP approval", b)
+	}
+
+	task, _, _ := strings.Cut(id, "~")
+	code, stdout, stderr = runCLI(t, "audit", "show", "--config", cfg, "--temporal-address", s.srv.HostPort(), task)
+	if code != 0 || !strings.Contains(stdout, "arguments edited by bob via cli: key: \"[redacted]\" → \"[redacted]\" (digest ") ||
+		!strings.Contains(stdout, digest[1][:12]) || strings.Contains(stdout, "cli-draft") || strings.Contains(stdout, "cli-edited") {
+		t.Errorf("audit show: %d %s\n%s", code, stderr, stdout)
+	}
+	code, stdout, _ = runCLI(t, "audit", "show", "--json", "--config", cfg, "--temporal-address", s.srv.HostPort(), task)
+	var tl struct {
+		Calls []struct {
+			Edit *struct {
+				By             string          `json:"by"`
+				Via            string          `json:"via"`
+				OriginalDigest string          `json:"original_digest"`
+				Digest         string          `json:"digest"`
+				Original       json.RawMessage `json:"original"`
+				Arguments      json.RawMessage `json:"arguments"`
+			} `json:"edit"`
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &tl); err != nil || code != 0 {
+		t.Fatalf("audit show --json: %d %v\n%s", code, err, stdout)
+	}
+	if len(tl.Calls) != 2 || tl.Calls[0].Edit == nil || tl.Calls[1].Edit == nil || tl.Calls[1].Edit.Via != "mcp" {
+		t.Fatalf("audit show --json: calls %s", stdout)
+	}
+	ed := tl.Calls[0].Edit
+	if ed.By != "bob" || ed.Via != "cli" || ed.Digest != digest[1] || ed.OriginalDigest == "" || ed.OriginalDigest == ed.Digest ||
+		compact(ed.Original) != `{"key":"[redacted]"}` || compact(ed.Arguments) != `{"key":"[redacted]"}` {
+		t.Errorf("audit show --json: edit %+v", ed)
+	}
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func compact(raw json.RawMessage) string {
+	var b strings.Builder
+	for _, f := range strings.Fields(string(raw)) {
+		b.WriteString(f)
+	}
+	return b.String()
+}

@@ -1,0 +1,94 @@
+package timeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/redact"
+)
+
+// EventArgumentsEdited is the line of an approver's edit of a call's
+// arguments (approve with edits).
+const EventArgumentsEdited = "arguments_edited"
+
+// Edit is an approver's change to a call's arguments, as the call's
+// result recorded it. Both argument versions are masked like the call's.
+type Edit struct {
+	By      string    `json:"by"`
+	Via     string    `json:"via"`
+	At      time.Time `json:"at"`
+	Request string    `json:"request"`
+	Comment string    `json:"comment,omitempty"`
+	// Original is what the agent sent (as Call.Arguments shows it);
+	// Arguments are what ran instead, or were refused.
+	Original       json.RawMessage `json:"original"`
+	OriginalDigest string          `json:"original_digest"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Digest         string          `json:"digest"`
+	Changes        []api.ArgChange `json:"changes,omitempty"`
+	// Effect and Reason are policy's decision on the edited call.
+	Effect string `json:"effect,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// editRequest reports whether a request ID names the request about an
+// approver's edit ("<task>~<call>~edit").
+func editRequest(id string) bool { return strings.HasSuffix(id, "~edit") }
+
+// callOfRequest is the call ID of a request ID of task.
+func callOfRequest(task, id string) string {
+	call, _, _ := strings.Cut(strings.TrimPrefix(id, task+"~"), "~")
+	return call
+}
+
+// setEdit keeps the edit a call's result recorded; its arguments are
+// masked in finish.
+func (b *builder) setEdit(cs *callState, e *api.ArgsEdit) {
+	if e == nil {
+		return
+	}
+	cs.edit = e
+}
+
+// finishEdit shows the call's edit with paths masked: the edited
+// arguments are the call's arguments from then on.
+func (b *builder) finishEdit(cs *callState, paths []string) []string {
+	e := cs.edit
+	if e == nil {
+		return nil
+	}
+	cs.c.Edit = &Edit{By: e.By, Via: e.Via, At: e.At.UTC(), Request: e.RequestID, Comment: e.Comment,
+		Original: redact.Arguments(e.Original, paths), OriginalDigest: e.OriginalDigest,
+		Arguments: redact.Arguments(e.Arguments, paths), Digest: e.Digest, Changes: e.Changes,
+		Effect: e.Effect, Reason: e.Reason}
+	return redact.ValuesAt(e.Arguments, paths)
+}
+
+func editEvents(c *Call, base func(time.Time, int, string, string, map[string]any) event) []event {
+	var out []event
+	if e := c.Edit; e != nil {
+		var parts []string
+		for _, ch := range e.Changes {
+			parts = append(parts, fmt.Sprintf("%s: %s → %s", ch.Path, orNone(ch.From), orNone(ch.To)))
+		}
+		text := fmt.Sprintf("arguments edited by %s via %s: %s (digest %s → %s); the edited call was judged again: %s",
+			e.By, e.Via, strings.Join(parts, "; "), shortDigest(e.OriginalDigest), shortDigest(e.Digest), e.Effect)
+		out = append(out, base(e.At, 1, EventArgumentsEdited, text, map[string]any{
+			"request": e.Request, "by": e.By, "via": e.Via, "original": e.Original, "original_digest": e.OriginalDigest,
+			"arguments": e.Arguments, "digest": e.Digest, "changes": e.Changes, "effect": e.Effect}))
+	}
+	if ap := c.EditApproval; ap != nil {
+		out = append(out, approvalEvents(c, ap, base)...)
+	}
+	return out
+}
+
+func orNone(v json.RawMessage) string {
+	if len(v) == 0 {
+		return "(none)"
+	}
+	return string(v)
+}
