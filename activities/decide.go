@@ -99,6 +99,10 @@ func (a *Activities) approvalSpec(d policy.Decision, tool policy.Tool) *api.Appr
 			spec.EscalateAfter = ap.EscalateAfter.D()
 			spec.EscalateTo = ap.EscalateTo
 			spec.OnTimeout = ap.EffectiveOnTimeout()
+			if g := ap.MaxGrant; g != nil { // approval grants
+				spec.MaxGrant = &api.GrantBound{Calls: g.Calls, Duration: g.Duration.D(), Principal: g.Principal}
+				spec.GrantArgs = ap.GrantArgs
+			}
 		}
 	}
 	if spec.EscalateTo != "" {

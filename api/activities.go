@@ -139,6 +139,8 @@ type ApprovalNotice struct {
 	// code).
 	RequestedAt time.Time `json:",omitempty"`
 	Escalation  bool      `json:",omitempty"`
+	// MaxGrant (approval grants): the grants an approver may make.
+	MaxGrant *GrantBound `json:",omitempty"`
 
 	// TaskURL is the task's page in the Temporal Web UI; notifiers set it
 	// (it never enters history).
@@ -246,6 +248,9 @@ type ApprovalSpec struct {
 	SideEffects       []string
 	DataLevel         string
 	Risk              string
+	// Approval grants: the manifest's approval.max_grant and grant_args.
+	MaxGrant  *GrantBound `json:",omitempty"`
+	GrantArgs []string    `json:",omitempty"`
 }
 
 // CheckPin is the Decision.Check of a call refused because the upstream's

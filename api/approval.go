@@ -74,6 +74,13 @@ type ApprovalRequest struct {
 	Escalated   bool      `json:",omitempty"`
 	// Messages are the notifications posted (Slack channel and ts).
 	Messages []MessageRef `json:",omitempty"`
+
+	// Approval grants (grant.go): the most an approval may also grant
+	// (nil: once only), the arguments a grant is bound to, and the grant
+	// this request's approval made.
+	MaxGrant  *GrantBound `json:",omitempty"`
+	GrantArgs []string    `json:",omitempty"`
+	GrantID   string      `json:",omitempty"`
 }
 
 // Vote is one approver's decision.
@@ -83,6 +90,8 @@ type Vote struct {
 	At       time.Time
 	Via      string // slack, cli, web
 	Comment  string `json:",omitempty"`
+	// Grant (approval grants): what the approver also granted.
+	Grant *GrantAsk `json:",omitempty"`
 }
 
 // Approvals counts the approving votes.
@@ -123,6 +132,9 @@ type DecideRequest struct {
 	Approve  bool
 	Via      string
 	Comment  string `json:",omitempty"`
+	// Grant (approval grants): an approval that also covers later calls
+	// of the tool, within the request's MaxGrant.
+	Grant *GrantAsk `json:",omitempty"`
 }
 
 // DecideResult answers the approver.

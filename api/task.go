@@ -62,6 +62,9 @@ type Carried struct {
 	// Ledger records every call the task has run, in all its runs (nil
 	// in tasks from before it).
 	Ledger *CallLedger `json:",omitempty"`
+	// Grants (approval grants) the task has made, active or recently
+	// closed.
+	Grants []Grant `json:",omitempty"`
 }
 
 // CallRequest asks the task to run one tool call. The gateway fills the
@@ -132,6 +135,9 @@ type Decision struct {
 	PolicyVersion string
 	Group         string `json:",omitempty"`
 	Quorum        int    `json:",omitempty"`
+	// Grant (approval grants) is the grant that allowed the call (Check
+	// CheckGrant).
+	Grant string `json:",omitempty"`
 }
 
 // CallResult is the answer to a CallRequest.
@@ -210,6 +216,8 @@ type Status struct {
 	Ended bool `json:",omitempty"`
 	// Plan is the plan's progress (plans only).
 	Plan *PlanStatus `json:",omitempty"`
+	// Grants (approval grants) the task has made.
+	Grants []Grant `json:",omitempty"`
 }
 
 // TaskResult is returned when a task ends.

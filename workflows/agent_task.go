@@ -100,6 +100,11 @@ type task struct {
 	cancelOn    bool
 	cancelled   map[string]string
 	callCancels map[string]workflow.CancelFunc
+
+	// Approval grants (changeGrants, grants.go): whether this run takes
+	// them, and the task's grants, oldest first.
+	grantsOn bool
+	grants   []*api.Grant
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -120,6 +125,11 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	// And whether a call may be cancelled on its own (cancel.go).
 	if workflow.GetVersion(ctx, changeCancelCall, workflow.DefaultVersion, 1) >= 1 {
 		t.listenCancels(ctx)
+	}
+
+	// And whether approvals may grant later calls (grants.go).
+	if err := t.startGrants(ctx); err != nil {
+		return api.TaskResult{}, err
 	}
 
 	// Handlers first, before anything blocks.
@@ -505,6 +515,7 @@ func (t *task) carry() *api.Carried {
 		Rollbacks:      t.rollbacks,
 		RollbackFailed: t.state == api.StateRollbackFailed,
 		Ledger:         t.ledger.Clone(),
+		Grants:         t.grantsCopy(),
 	}
 }
 
@@ -534,6 +545,7 @@ func (t *task) status() (api.Status, error) {
 		RollingBack:  t.rolling != nil,
 		Plan:         t.plan,
 		Ended:        t.ended,
+		Grants:       t.grantsCopy(),
 	}, nil
 }
 
@@ -615,6 +627,12 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 		}
 		decision = &d
 		approved := false
+		// A grant made with an earlier approval may allow the call
+		// instead (grants.go).
+		if gd, ok := t.granted(ctx, req, d, out.Approval); ok {
+			d, approved = gd, true
+			decision = &d
+		}
 		// 2 approval wait
 		if d.Effect == string(policy.RequireApproval) && out.Approval != nil &&
 			workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
@@ -633,6 +651,7 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 				return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: why, Decision: decision}), nil
 			}
 			approved = true
+			t.grantOnApproval(ctx, req)
 		}
 		if d.Effect != string(policy.Allow) && !approved {
 			reason := d.Reason

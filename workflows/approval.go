@@ -32,6 +32,7 @@ func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.De
 	if spec.EscalateAfter > 0 && spec.EscalateAfter < spec.Timeout && spec.EscalateTo != "" {
 		ar.EscalateAt, ar.EscalateTo = now.Add(spec.EscalateAfter), spec.EscalateTo
 	}
+	ar.MaxGrant, ar.GrantArgs = spec.MaxGrant, slices.Clone(spec.GrantArgs) // approval grants
 	t.approvals = append(t.approvals, ar)
 	if len(ar.Approvers) < ar.Quorum && len(spec.EscalateApprovers) == 0 {
 		ar.State, ar.DecidedAt = api.ApprovalDenied, now
@@ -138,6 +139,7 @@ func (t *task) notice(ar *api.ApprovalRequest, group string, escalation bool) ap
 		Rule: ar.Rule, Reason: ar.Reason, Digest: ar.Digest, Group: group, Quorum: ar.Quorum, ExpiresAt: ar.ExpiresAt,
 		RequestedAt: ar.RequestedAt,
 		Escalation:  escalation, State: ar.State, Messages: slices.Clone(ar.Messages),
+		MaxGrant: ar.MaxGrant,
 	}
 	for _, v := range ar.Votes {
 		n.Votes = append(n.Votes, api.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via})
@@ -190,6 +192,9 @@ func (t *task) validateDecide(ctx workflow.Context, d api.DecideRequest) error {
 	case !slices.Contains(ar.Approvers, d.Approver):
 		return fmt.Errorf("%s is not in approver group %q", d.Approver, ar.Group)
 	}
+	if err := t.validateGrantAsk(ar, d); err != nil {
+		return err
+	}
 	for _, v := range ar.Votes {
 		if v.Approver == d.Approver {
 			past := "approved"
@@ -218,6 +223,7 @@ func (t *task) decide(ctx workflow.Context, d api.DecideRequest) (api.DecideResu
 		ar.DecidedAt = workflow.Now(ctx)
 	}
 	msg := fmt.Sprintf("%s: %d of %d approvals", ar.State, approvals, ar.Quorum)
+	msg += t.noteGrant(ar, d)
 	return api.DecideResult{RequestID: ar.ID, State: ar.State, Message: msg, Approver: d.Approver, Approve: d.Approve}, nil
 }
 

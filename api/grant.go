@@ -1,0 +1,231 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Approval grants (issue 17 §3): an approver who approves a call may also
+// approve the next calls of the same tool in the same task, for a number
+// of calls and/or a time, within the tool's manifest approval.max_grant.
+
+// Grant wire names.
+const (
+	// UpdateRevokeGrant (a RevokeGrantRequest) revokes one grant of the
+	// task; its validator refuses unknown and already closed grants.
+	UpdateRevokeGrant = "revoke_grant"
+	// CheckGrant is the Decision.Check of a call that policy would have
+	// sent for approval and that a grant allowed instead.
+	CheckGrant = "grant"
+)
+
+// Grant scopes.
+const (
+	GrantScopeTask      = "task"
+	GrantScopePrincipal = "principal"
+)
+
+// GrantAsk is what an approver asks for with an approval: the next Calls
+// calls and/or the next For of the same tool (with the same grant_args
+// values), in this task or, with Principal, in every task of the
+// principal. The zero GrantAsk asks for nothing.
+type GrantAsk struct {
+	Calls     int           `json:",omitempty"`
+	For       time.Duration `json:",omitempty"`
+	Principal bool          `json:",omitempty"`
+}
+
+// Empty reports that the ask grants nothing.
+func (g *GrantAsk) Empty() bool { return g == nil || (g.Calls == 0 && g.For == 0) }
+
+// String says what the ask grants, for messages ("3 calls, 1h0m0s").
+func (g *GrantAsk) String() string {
+	if g.Empty() {
+		return "once only"
+	}
+	var parts []string
+	if g.Calls > 0 {
+		parts = append(parts, plural(g.Calls, "call"))
+	}
+	if g.For > 0 {
+		parts = append(parts, g.For.String())
+	}
+	s := strings.Join(parts, " within ")
+	if g.Principal {
+		s += " for the principal"
+	}
+	return s
+}
+
+// GrantBound is a tool's manifest approval.max_grant as the worker
+// resolves it: the most calls and the longest time one grant may cover
+// (zero: not offered in that dimension), and whether a grant may span the
+// principal's tasks. A nil bound allows no grant.
+type GrantBound struct {
+	Calls     int           `json:",omitempty"`
+	Duration  time.Duration `json:",omitempty"`
+	Principal bool          `json:",omitempty"`
+}
+
+// Check says why ask exceeds the bound, or "" when it fits.
+func (b *GrantBound) Check(tool string, ask *GrantAsk) string {
+	if ask.Empty() && (ask == nil || !ask.Principal) {
+		return ""
+	}
+	if b == nil || (b.Calls == 0 && b.Duration == 0) {
+		return fmt.Sprintf("%s allows no grant (its manifest sets no approval.max_grant): approve this call once, without grant options", tool)
+	}
+	switch {
+	case ask.Calls < 0 || ask.For < 0:
+		return "a grant's calls and duration must not be negative"
+	case ask.Empty():
+		return fmt.Sprintf("a grant names how many calls or how long it covers; %s allows %s", tool, b)
+	case ask.Calls > 0 && b.Calls == 0:
+		return fmt.Sprintf("%s allows grants by time only (approval.max_grant: %s); ask for a duration instead of %d calls", tool, b, ask.Calls)
+	case ask.Calls > b.Calls:
+		return fmt.Sprintf("a grant of %d calls is above %s's approval.max_grant of %s; ask for at most %d calls", ask.Calls, tool, b, b.Calls)
+	case ask.For > 0 && b.Duration == 0:
+		return fmt.Sprintf("%s allows grants by call count only (approval.max_grant: %s); ask for a number of calls instead of %s", tool, b, ask.For)
+	case ask.For > b.Duration:
+		return fmt.Sprintf("a grant for %s is above %s's approval.max_grant of %s; ask for at most %s", ask.For, tool, b, b.Duration)
+	case ask.Principal && !b.Principal:
+		return fmt.Sprintf("%s allows grants in one task only (approval.max_grant.principal is false); grant without --grant-principal", tool)
+	}
+	return ""
+}
+
+func (b *GrantBound) String() string {
+	if b == nil {
+		return "none"
+	}
+	var parts []string
+	if b.Calls > 0 {
+		parts = append(parts, plural(b.Calls, "call"))
+	}
+	if b.Duration > 0 {
+		parts = append(parts, b.Duration.String())
+	}
+	s := strings.Join(parts, ", ")
+	if b.Principal {
+		s += ", principal"
+	}
+	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// GrantArg is one argument a grant is bound to: later calls must have the
+// same value (canonical JSON; "" when the approved call had none).
+type GrantArg struct {
+	Path  string
+	Value string `json:",omitempty"`
+}
+
+// Grant is a standing approval of later calls of one tool.
+type Grant struct {
+	// ID is "<task ID>~grant-<call ID>" (the approved call's).
+	ID        string
+	TaskID    string
+	RequestID string
+	Tool      string
+	Principal string
+	Scope     string
+	Args      []GrantArg `json:",omitempty"`
+	GrantedBy []string
+	GrantedAt time.Time
+	// Calls is how many calls the grant covers (0: any number until
+	// ExpiresAt); Used how many it has allowed.
+	Calls     int       `json:",omitempty"`
+	Used      int       `json:",omitempty"`
+	ExpiresAt time.Time `json:",omitempty"`
+	RevokedAt time.Time `json:",omitempty"`
+	RevokedBy string    `json:",omitempty"`
+	Reason    string    `json:",omitempty"`
+}
+
+// GrantIDOf is the ID of the grant made with the approval of a call.
+func GrantIDOf(taskID, callID string) string { return taskID + "~grant-" + callID }
+
+// Left is how many calls the grant still covers (-1: not counted).
+func (g Grant) Left() int {
+	if g.Calls == 0 {
+		return -1
+	}
+	return max(g.Calls-g.Used, 0)
+}
+
+// Active reports whether the grant still covers calls at now.
+func (g Grant) Active(now time.Time) bool {
+	return g.RevokedAt.IsZero() && g.Left() != 0 && (g.ExpiresAt.IsZero() || now.Before(g.ExpiresAt))
+}
+
+// State is "active", "used", "expired" or "revoked" at now.
+func (g Grant) State(now time.Time) string {
+	switch {
+	case !g.RevokedAt.IsZero():
+		return "revoked"
+	case g.Left() == 0:
+		return "used"
+	case !g.ExpiresAt.IsZero() && !now.Before(g.ExpiresAt):
+		return "expired"
+	}
+	return "active"
+}
+
+// Remaining says what is left of the grant ("1 of 2 calls left, until
+// 05:00:00Z").
+func (g Grant) Remaining() string {
+	var parts []string
+	if g.Calls > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d calls left", g.Left(), g.Calls))
+	}
+	if !g.ExpiresAt.IsZero() {
+		parts = append(parts, "until "+g.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// RevokeGrantRequest is the argument of UpdateRevokeGrant.
+type RevokeGrantRequest struct {
+	GrantID string
+	By      string
+	Reason  string `json:",omitempty"`
+}
+
+// GrantArgValue is the canonical JSON of args at a dot-separated path
+// ("" when it is absent), for comparing a later call's with the approved
+// call's. Only objects are walked: a path through a list compares the
+// whole list.
+func GrantArgValue(args json.RawMessage, path string) string {
+	var v any
+	if len(args) == 0 || json.Unmarshal(args, &v) != nil {
+		return ""
+	}
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		if v, ok = m[k]; !ok {
+			return ""
+		}
+	}
+	b, err := json.Marshal(v) // map keys sorted: canonical
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// ErrTypeGrantRefused is the error type with which the decide Update's
+// validator refuses a grant (above approval.max_grant, on a denial, in a
+// task that predates grants) and the revoke_grant Update's refuses a
+// revocation.
+const ErrTypeGrantRefused = "GrantRefused"
