@@ -140,6 +140,10 @@ type Grant struct {
 	Args      []GrantArg `json:",omitempty"`
 	GrantedBy []string
 	GrantedAt time.Time
+	// Group and Approvers are the request's: who may revoke the grant
+	// (with the principal).
+	Group     string   `json:",omitempty"`
+	Approvers []string `json:",omitempty"`
 	// Calls is how many calls the grant covers (0: any number until
 	// ExpiresAt); Used how many it has allowed.
 	Calls     int       `json:",omitempty"`

@@ -44,6 +44,8 @@ type Decision struct {
 	// Digest is the request digest the approver saw, or a prefix of it (at
 	// least MinDigestPrefix hex digits). Empty: the request as it is now.
 	Digest string
+	// Grant (approval grants): an approval that also covers later calls.
+	Grant *api.GrantAsk
 }
 
 // MinDigestPrefix is the shortest digest prefix a decision may bind to.
@@ -177,8 +179,9 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.Ap
 	}
 	dr := api.DecideRequest{
 		RequestID: r.ID, Digest: r.Digest, Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment,
+		Grant: d.Grant,
 	}
-	res, err := Deliver(ctx, l.Temporal, UpdateID(d.Via, r.ID, d.Approver, d.Approve), dr)
+	res, err := Deliver(ctx, l.Temporal, UpdateID(d.Via, r.ID, d.Approver, d.Approve)+grantUpdateSuffix(d.Grant), dr)
 	if err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) {

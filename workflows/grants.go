@@ -136,6 +136,7 @@ func (t *task) grantOnApproval(ctx workflow.Context, req api.CallRequest) {
 		at = workflow.Now(ctx)
 	}
 	g := &api.Grant{ID: api.GrantIDOf(t.in.TaskID, req.CallID), TaskID: t.in.TaskID, RequestID: ar.ID,
+		Group: ar.Group, Approvers: slices.Clone(ar.Approvers),
 		Tool: req.Tool, Principal: t.in.Principal, Scope: api.GrantScopeTask, GrantedBy: by, GrantedAt: at,
 		Calls: ask.Calls}
 	if ask.For > 0 {
@@ -224,6 +225,8 @@ func (t *task) validateRevokeGrant(ctx workflow.Context, r api.RevokeGrantReques
 		return refuse(fmt.Sprintf("task %s has no grant %q; airlock tasks show %s lists its grants", t.in.TaskID, r.GrantID, t.in.TaskID))
 	case !g.RevokedAt.IsZero():
 		return refuse(fmt.Sprintf("grant %s was already revoked by %s at %s", g.ID, g.RevokedBy, g.RevokedAt.UTC().Format(time.RFC3339)))
+	case r.By != g.Principal && !slices.Contains(g.Approvers, r.By):
+		return refuse(fmt.Sprintf("%s may not revoke grant %s: only its principal (%s) and the approvers of group %q may", r.By, g.ID, g.Principal, g.Group))
 	}
 	return nil
 }

@@ -36,8 +36,11 @@ func approvalsCommand() *Command {
 				Flags: bind(approvalsFlags, approvalsList)},
 			{Name: "show", Usage: "[--json] ID", Short: "one request in full (arguments masked)",
 				Long: "Shows one request in full, its arguments masked, and its digest.\n\n" + approvalsLong, Flags: bind(approvalsFlags, approvalsShow)},
-			{Name: "approve", Usage: decide, Short: "approve the request as the principal of your API key",
-				Long: approvalsLong, Flags: bind(approvalsFlags, decideWith(true))},
+			{Name: "approve", Usage: "[--grant-calls N] [--grant-for DURATION] " + decide, Short: "approve the request as the principal of your API key",
+				Long: approvalsLong + grantsLong, Flags: bind(approvalsFlags, decideWith(true))},
+			{Name: "revoke", Usage: "[--reason TEXT] GRANT-ID", Short: "revoke a grant an approval made",
+				Long: "Revokes a grant (airlock tasks show TASK lists them): the calls it covered ask\nfor approval again. The grant's principal and its request's approvers may.\n\n" + approvalsLong,
+				Flags: bind(approvalsFlags, approvalsRevoke)},
 			{Name: "deny", Usage: decide, Short: "deny the request as the principal of your API key",
 				Long: approvalsLong, Flags: bind(approvalsFlags, decideWith(false))},
 		}}
@@ -55,6 +58,11 @@ type approvalsOptions struct {
 	comment  string
 	digest   string
 	auditLog string
+	// Approval grants (approvals_grants.go).
+	grantCalls     string
+	grantFor       string
+	grantPrincipal bool
+	reason         string
 }
 
 func approvalsFlags(fs *flag.FlagSet, o *approvalsOptions) {
@@ -64,6 +72,7 @@ func approvalsFlags(fs *flag.FlagSet, o *approvalsOptions) {
 	fs.BoolVar(&o.asJSON, "json", false, "show: print JSON (arguments masked)")
 	fs.StringVar(&o.comment, "comment", "", "approve, deny: a `comment` recorded with the vote (the agent sees it on a deny)")
 	fs.StringVar(&o.digest, "digest", "", "approve, deny: refuse unless the request's digest starts with this `prefix` (from show)")
+	grantFlags(fs, o)
 	fs.StringVar(&o.auditLog, "audit-log", "", "approve, deny: where the decision is audited: stdout, stderr, off or a `file` (default: audit.log in the config, else <data_dir>/audit.jsonl)")
 }
 
@@ -80,6 +89,9 @@ func (o *approvalsOptions) check(c *Call, sub string) int {
 		return c.usage("--json applies to show only")
 	case !deciding && (o.comment != "" || o.digest != ""):
 		return c.usage("--comment and --digest apply to approve and deny only")
+	}
+	if code := o.checkGrant(c, sub); code != 0 {
+		return code
 	}
 	if sub != "list" {
 		if _, err := approver.TaskOf(c.Args[0]); err != nil {
@@ -175,9 +187,10 @@ func decideWith(approve bool) func(*Call, *approvalsOptions) int {
 		if who == "" {
 			return code
 		}
+		grant, _ := o.grant() // checked by check
 		return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
 			return o.decide(ctx, c, cfg, local, approver.Decision{RequestID: c.Args[0], Approver: who, Approve: approve,
-				Via: "cli", Comment: strings.TrimSpace(o.comment), Digest: o.digest})
+				Via: "cli", Comment: strings.TrimSpace(o.comment), Digest: o.digest, Grant: grant})
 		})
 	}
 }

@@ -398,6 +398,7 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 			fmt.Fprintf(stdout, "  %-24s %-28s by %s\n", e.CallID, e.Tool, e.Undo.Tool)
 		}
 	}
+	writeGrants(stdout, st.Grants, time.Now())
 	return 0
 }
 

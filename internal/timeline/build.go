@@ -111,7 +111,7 @@ type actRef struct {
 
 // updateRef says what an accepted Update is.
 type updateRef struct {
-	kind     string // call, vote, rollback
+	kind     string // call, vote, rollback, revoke
 	cs       *callState
 	vote     int
 	rollback int
@@ -359,6 +359,9 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 		cs := b.call(callID, "", at)
 		ap := b.approval(cs, d.RequestID)
 		ap.Votes = append(ap.Votes, Vote{Approver: d.Approver, Approve: d.Approve, At: at, Via: d.Via, Comment: d.Comment})
+		if !d.Grant.Empty() {
+			ap.Votes[len(ap.Votes)-1].Grant = d.Grant.String()
+		}
 		b.updates[id] = &updateRef{kind: "vote", cs: cs, vote: len(ap.Votes) - 1}
 	case api.UpdateRollback:
 		var req api.RollbackRequest
@@ -372,6 +375,8 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 			b.rolling = i
 		}
 		b.updates[id] = &updateRef{kind: "rollback", rollback: i}
+	case api.UpdateRevokeGrant:
+		b.revokeRequested(id, in.GetArgs(), at)
 	}
 }
 
@@ -453,6 +458,8 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 				ap.Decided = &at
 			}
 		}
+	case "revoke":
+		b.revokeCompleted(ref, fail, a.GetOutcome().GetSuccess())
 	case "rollback":
 		rb := &b.tl.Rollbacks[ref.rollback]
 		rb.Finished = &at

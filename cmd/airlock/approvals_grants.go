@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
+)
+
+const grantsLong = `
+
+approve --grant-calls N and/or --grant-for DURATION also approve the next
+N calls (for DURATION) of the same tool in the same task, with the same
+values of the tool's approval.grant_args, within its approval.max_grant
+(without max_grant a tool is approved once only). The task's decision on
+each such call is recorded with check "grant"; airlock tasks show lists the
+grants and airlock approvals revoke ends one.`
+
+func grantFlags(fs *flag.FlagSet, o *approvalsOptions) {
+	fs.StringVar(&o.grantCalls, "grant-calls", "", "approve: also approve the next `N` calls of the tool in the task")
+	fs.StringVar(&o.grantFor, "grant-for", "", "approve: also approve the tool's calls in the task for this `duration` (e.g. 30m)")
+	fs.BoolVar(&o.grantPrincipal, "grant-principal", false, "approve: the grant covers the principal's other tasks too (if the tool's max_grant allows)")
+	fs.StringVar(&o.reason, "reason", "", "revoke: why, recorded with the revocation")
+}
+
+// grant is the grant approve asks for (nil: none).
+func (o *approvalsOptions) grant() (*api.GrantAsk, error) {
+	return approver.ParseGrant(o.grantCalls, o.grantFor, o.grantPrincipal)
+}
+
+// checkGrant reports misused grant flags (exit status 2), or returns 0.
+func (o *approvalsOptions) checkGrant(c *Call, sub string) int {
+	granting := o.grantCalls != "" || o.grantFor != "" || o.grantPrincipal
+	switch {
+	case granting && sub != "approve":
+		return c.usage("--grant-calls, --grant-for and --grant-principal apply to approve only")
+	case o.reason != "" && sub != "revoke":
+		return c.usage("--reason applies to revoke only")
+	case len(o.reason) > 1000:
+		return c.usage("--reason is %d bytes; keep it under 1000", len(o.reason))
+	}
+	if _, err := o.grant(); err != nil {
+		return c.usage("%v", err)
+	}
+	if sub == "revoke" && len(c.Args) == 1 && !strings.Contains(c.Args[0], "~grant-") {
+		return c.usage("%q is not a grant ID (they look like task-1a2b~grant-call-3c4d; airlock tasks show TASK lists them)", c.Args[0])
+	}
+	return 0
+}
+
+// approvalsRevoke revokes a grant as the principal of the API key.
+func approvalsRevoke(c *Call, o *approvalsOptions) int {
+	if code := o.check(c, "revoke"); code != 0 {
+		return code
+	}
+	cfg, ok := o.connect(c, true)
+	if !ok {
+		return 1
+	}
+	who, code := o.approver(c, cfg)
+	if who == "" {
+		return code
+	}
+	return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
+		g, err := approver.Revoke(ctx, local.Temporal, c.Args[0], who, strings.TrimSpace(o.reason))
+		var ref *approver.Refusal
+		if errors.As(err, &ref) {
+			return c.failOn(c.Args[0], fmt.Errorf("refused: %s", ref.Reason))
+		}
+		if err != nil {
+			return c.failOn(c.Args[0], err)
+		}
+		fmt.Fprintf(c.Stdout, "%s (as %s): revoked; it had allowed %d call(s) of %s\n", g.ID, who, g.Used, g.Tool)
+		return 0
+	})
+}
+
+// writeGrants lists a task's grants for airlock tasks show.
+func writeGrants(w io.Writer, gs []api.Grant, now time.Time) {
+	if len(gs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "grants (airlock approvals revoke GRANT-ID ends one):")
+	for _, g := range gs {
+		line := fmt.Sprintf("  %-8s %s  %s by %s", g.State(now), g.ID, g.Tool, strings.Join(g.GrantedBy, ", "))
+		for _, a := range g.Args {
+			v := a.Value
+			if v == "" {
+				v = "absent"
+			}
+			line += fmt.Sprintf(" %s=%s", a.Path, v)
+		}
+		line += fmt.Sprintf("; used %d", g.Used)
+		if r := g.Remaining(); r != "" {
+			line += "; " + r
+		}
+		if !g.RevokedAt.IsZero() {
+			line += fmt.Sprintf("; revoked by %s at %s", g.RevokedBy, g.RevokedAt.Local().Format(time.DateTime))
+			if g.Reason != "" {
+				line += ": " + g.Reason
+			}
+		}
+		fmt.Fprintln(w, line)
+	}
+}
