@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -27,36 +26,6 @@ func grantUpdateSuffix(g *api.GrantAsk) string {
 		s += ":principal"
 	}
 	return s
-}
-
-// ParseGrant reads the grant options every decision path offers: a count
-// of calls ("" or "0": none) and a duration ("" : none; "30m", "1h"). The
-// result is nil when neither is given. The workflow checks the tool's
-// approval.max_grant.
-func ParseGrant(calls, dur string, principal bool) (*api.GrantAsk, error) {
-	var g api.GrantAsk
-	if s := strings.TrimSpace(calls); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 || n > 1000 {
-			return nil, fmt.Errorf("grant calls %q: give a whole number of later calls the approval also covers, 1 to 1000", calls)
-		}
-		g.Calls = n
-	}
-	if s := strings.TrimSpace(dur); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("grant duration %q: give how long the approval also covers later calls, e.g. 30m or 1h", dur)
-		}
-		g.For = d
-	}
-	g.Principal = principal
-	if g.Empty() {
-		if principal {
-			return nil, errors.New("a grant for the principal needs a number of calls or a duration too")
-		}
-		return nil, nil
-	}
-	return &g, nil
 }
 
 // Revoke ends a grant (its ID names its task): later calls it covered ask

@@ -44,7 +44,8 @@ type Decision struct {
 	// Digest is the request digest the approver saw, or a prefix of it (at
 	// least MinDigestPrefix hex digits). Empty: the request as it is now.
 	Digest string
-	// Grant (approval grants): an approval that also covers later calls.
+	// Grant (approval grants): an approval that also covers later calls
+	// (api.ParseGrant reads it from a form or flags).
 	Grant *api.GrantAsk
 }
 

@@ -164,8 +164,9 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	}
 	approve := slack.NewButtonBlockElement(ActionApprove, n.RequestID, slackPlain("Approve", 75)).WithStyle(slack.StylePrimary)
 	deny := slack.NewButtonBlockElement(ActionDeny, n.RequestID, slackPlain("Deny", 75)).WithStyle(slack.StyleDanger)
+	buttons := append([]slack.BlockElement{approve}, slackGrantButtons(n)...) // approval grants
 	blocks = append(blocks,
-		slack.NewActionBlock(BlockIDPrefix+n.Digest, approve, deny),
+		slack.NewActionBlock(BlockIDPrefix+n.Digest, append(buttons, deny)...),
 		slackRequestContext(n, ""))
 	return fallback, blocks
 }

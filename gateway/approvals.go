@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +40,8 @@ type Approvals interface {
 type MCPDecision struct {
 	RequestID, Approver, Digest, Comment string
 	Approve                              bool
+	// Grant (approval grants): later calls the approval also covers.
+	Grant *api.GrantAsk
 }
 
 // ApprovalView is one request as airlock_approvals_list shows it: the
@@ -61,6 +64,9 @@ type ApprovalView struct {
 	RequestedAt time.Time `json:"requested_at"`
 	ExpiresAt   time.Time `json:"expires_at"`
 	OnTimeout   string    `json:"on_timeout"`
+	// MaxGrant (approval grants) is the most an approval may also grant
+	// ("10 calls, 1h0m0s"); empty: once only.
+	MaxGrant string `json:"max_grant,omitempty"`
 }
 
 type approvalsListOut struct {
@@ -72,6 +78,10 @@ type approvalsDecideIn struct {
 	Decision  string `json:"decision" jsonschema:"approve or deny"`
 	Digest    string `json:"digest" jsonschema:"the request's digest from airlock_approvals_list (at least its first 8 hex digits): binds your decision to the call you saw"`
 	Comment   string `json:"comment,omitempty" jsonschema:"optional; the agent sees it on a deny"`
+	// Approval grants.
+	GrantCalls     int    `json:"grant_calls,omitempty" jsonschema:"optional, with approve: also approve the next N calls of this tool in this task (with the same grant_args values), within the request's max_grant"`
+	GrantFor       string `json:"grant_for,omitempty" jsonschema:"optional, with approve: also approve this tool's calls in this task for this long, e.g. 30m, within the request's max_grant"`
+	GrantPrincipal bool   `json:"grant_principal,omitempty" jsonschema:"optional: the grant covers the requester's other tasks too, if max_grant allows"`
 }
 
 type approvalsDecideOut struct {
@@ -127,6 +137,9 @@ func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolReques
 		v := ApprovalView{ID: r.ID, Task: r.TaskID, Tool: r.Tool, RequestedBy: r.Principal, Arguments: args,
 			Digest: r.Digest, SideEffects: r.SideEffects, DataLevel: r.DataLevel, Risk: r.Risk, Rule: r.Rule, Reason: r.Reason,
 			Group: r.Group, Approvals: r.Approvals(), Quorum: r.Quorum, RequestedAt: r.RequestedAt, ExpiresAt: r.ExpiresAt, OnTimeout: r.OnTimeout}
+		if r.MaxGrant != nil {
+			v.MaxGrant = r.MaxGrant.String()
+		}
 		out.Requests = append(out.Requests, v)
 		fmt.Fprintf(&b, "%s: %s by %s, risk %s, %s, group %s %d/%d, expires %s (then %s), digest %s, arguments %s\n",
 			v.ID, v.Tool, v.RequestedBy, v.Risk, strings.Join(v.SideEffects, "+"), v.Group, v.Approvals, v.Quorum,
@@ -154,8 +167,16 @@ func (g *Gateway) approvalsDecideTool(ctx context.Context, req *mcp.CallToolRequ
 	if len(in.Comment) > api.MaxReasonBytes {
 		return errorResult("", "", fmt.Sprintf("comment is %d bytes; keep it under %d", len(in.Comment), api.MaxReasonBytes)), approvalsDecideOut{}, nil
 	}
+	calls := ""
+	if in.GrantCalls != 0 {
+		calls = strconv.Itoa(in.GrantCalls)
+	}
+	grant, err := api.ParseGrant(calls, in.GrantFor, in.GrantPrincipal)
+	if err != nil {
+		return errorResult("", "", err.Error()), approvalsDecideOut{}, nil
+	}
 	res, err := g.opts.Approvals.Decide(ctx, MCPDecision{RequestID: strings.TrimSpace(in.RequestID), Approver: name, Approve: approve,
-		Digest: strings.TrimSpace(in.Digest), Comment: in.Comment})
+		Digest: strings.TrimSpace(in.Digest), Comment: in.Comment, Grant: grant})
 	if err != nil {
 		return errorResult("", "", "not recorded: "+err.Error()), approvalsDecideOut{}, nil
 	}

@@ -39,7 +39,7 @@ func approvalsCommand() *Command {
 			{Name: "approve", Usage: "[--grant-calls N] [--grant-for DURATION] " + decide, Short: "approve the request as the principal of your API key",
 				Long: approvalsLong + grantsLong, Flags: bind(approvalsFlags, decideWith(true))},
 			{Name: "revoke", Usage: "[--reason TEXT] GRANT-ID", Short: "revoke a grant an approval made",
-				Long: "Revokes a grant (airlock tasks show TASK lists them): the calls it covered ask\nfor approval again. The grant's principal and its request's approvers may.\n\n" + approvalsLong,
+				Long:  "Revokes a grant (airlock tasks show TASK lists them): the calls it covered ask\nfor approval again. The grant's principal and its request's approvers may.\n\n" + approvalsLong,
 				Flags: bind(approvalsFlags, approvalsRevoke)},
 			{Name: "deny", Usage: decide, Short: "deny the request as the principal of your API key",
 				Long: approvalsLong, Flags: bind(approvalsFlags, decideWith(false))},

@@ -31,7 +31,7 @@ func grantFlags(fs *flag.FlagSet, o *approvalsOptions) {
 
 // grant is the grant approve asks for (nil: none).
 func (o *approvalsOptions) grant() (*api.GrantAsk, error) {
-	return approver.ParseGrant(o.grantCalls, o.grantFor, o.grantPrincipal)
+	return api.ParseGrant(o.grantCalls, o.grantFor, o.grantPrincipal)
 }
 
 // checkGrant reports misused grant flags (exit status 2), or returns 0.
