@@ -777,6 +777,7 @@ func (b *builder) finish() {
 	b.finishPlanCall()
 	b.closeInferred()
 	b.matchDecisions()
+	b.grantDecisions()
 	for _, cs := range b.order {
 		c := cs.c
 		if c.Decision == nil && cs.recorded != nil {

@@ -23,11 +23,6 @@ func (b *builder) assignDecision(cs *callState, d *decideMarker) {
 	if o.Approval != nil {
 		cs.redact = append(cs.redact, o.Approval.Redact...)
 	}
-	if r := cs.recorded; r != nil && r.Check == api.CheckGrant {
-		// Policy asked for approval; a grant allowed the call instead.
-		cs.c.Decision = &Decision{At: &at, Effect: r.Effect, Check: r.Check, Rule: r.Rule, Reason: r.Reason,
-			PolicyVersion: r.PolicyVersion, Group: r.Group, Quorum: r.Quorum, Grant: r.Grant}
-	}
 }
 
 // matchDecisions gives each agent call its recorded policy decision. The

@@ -60,3 +60,21 @@ func revocationBlocks(tl *Timeline) []block {
 	}
 	return out
 }
+
+// grantDecisions makes a call that a grant allowed show the task's
+// decision (allow, check grant, naming the grant) rather than the policy's
+// require_approval recorded before it.
+func (b *builder) grantDecisions() {
+	for _, cs := range b.order {
+		r := cs.recorded
+		if r == nil || r.Check != api.CheckGrant {
+			continue
+		}
+		d := &Decision{Effect: r.Effect, Check: r.Check, Rule: r.Rule, Reason: r.Reason,
+			PolicyVersion: r.PolicyVersion, Group: r.Group, Quorum: r.Quorum, Grant: r.Grant}
+		if cs.c.Decision != nil {
+			d.At = cs.c.Decision.At
+		}
+		cs.c.Decision = d
+	}
+}
