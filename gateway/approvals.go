@@ -144,6 +144,9 @@ func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolReques
 		fmt.Fprintf(&b, "%s: %s by %s, risk %s, %s, group %s %d/%d, expires %s (then %s), digest %s, arguments %s\n",
 			v.ID, v.Tool, v.RequestedBy, v.Risk, strings.Join(v.SideEffects, "+"), v.Group, v.Approvals, v.Quorum,
 			v.ExpiresAt.UTC().Format(time.RFC3339), v.OnTimeout, shortDigest(v.Digest), masked)
+		if v.MaxGrant != "" { // approval grants
+			fmt.Fprintf(&b, "  an approval may also grant later calls of %s in task %s (grant_calls, grant_for): at most %s\n", v.Tool, v.Task, v.MaxGrant)
+		}
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(b.String())}}}, out, nil
 }
