@@ -94,6 +94,8 @@ func (b *GrantBound) Check(tool string, ask *GrantAsk) string {
 		return fmt.Sprintf("a grant for %s is above %s's approval.max_grant of %s; ask for at most %s", ask.For, tool, b, b.Duration)
 	case ask.Principal && !b.Principal:
 		return fmt.Sprintf("%s allows grants in one task only (approval.max_grant.principal is false); grant without --grant-principal", tool)
+	case ask.Principal && b.Duration == 0:
+		return fmt.Sprintf("%s sets no approval.max_grant.duration, which a grant across tasks needs to end; grant for this task only", tool)
 	}
 	return ""
 }
@@ -264,4 +266,67 @@ func ParseGrant(calls, dur string, principal bool) (*GrantAsk, error) {
 		return nil, nil
 	}
 	return &g, nil
+}
+
+// Grants across a principal's tasks (GrantScopePrincipal) live in one
+// PrincipalGrants workflow per principal, started by the first such grant
+// and ended once none is active; tasks reach it through activities.
+const (
+	// PrincipalGrantsName is the workflow type.
+	PrincipalGrantsName = "PrincipalGrants"
+	// UpdateAddGrant (a Grant) records a grant; UpdateUseGrant (a
+	// UseGrantRequest) counts a call against the first active grant that
+	// covers it and answers it (a UseGrantResult). The workflow also takes
+	// UpdateRevokeGrant.
+	UpdateAddGrant = "add_grant"
+	UpdateUseGrant = "use_grant"
+	// QueryGrants returns the grants ([]Grant).
+	QueryGrants = "grants"
+	// Activities with which a task adds and uses principal grants.
+	AddPrincipalGrantName = "AddPrincipalGrant"
+	UsePrincipalGrantName = "UsePrincipalGrant"
+)
+
+// PrincipalGrantsID is the workflow ID of a principal's grants.
+func PrincipalGrantsID(principal string) string { return "grants-" + principal }
+
+// PrincipalGrantIDOf is the ID of a principal grant made with the approval
+// of a call of a task: its workflow ID first, as a task grant's task ID.
+func PrincipalGrantIDOf(principal, taskID, callID string) string {
+	return PrincipalGrantsID(principal) + "~grant-" + taskID + "~" + callID
+}
+
+// PrincipalGrantsInput starts (or continues) a principal's grants.
+type PrincipalGrantsInput struct {
+	Principal string
+	Grants    []Grant `json:",omitempty"`
+}
+
+// UseGrantRequest asks whether a grant covers a call, and counts it.
+type UseGrantRequest struct {
+	Principal string
+	TaskID    string
+	CallID    string
+	Tool      string
+	Arguments json.RawMessage `json:",omitempty"`
+}
+
+// UseGrantResult is the grant that allowed the call (nil: none), as it is
+// after counting the call.
+type UseGrantResult struct {
+	Grant *Grant `json:",omitempty"`
+}
+
+// Covers reports whether g covers a call of tool with args: the same tool
+// and the grant's argument values.
+func (g Grant) Covers(tool string, args json.RawMessage) bool {
+	if g.Tool != tool {
+		return false
+	}
+	for _, a := range g.Args {
+		if GrantArgValue(args, a.Path) != a.Value {
+			return false
+		}
+	}
+	return true
 }

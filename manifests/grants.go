@@ -24,8 +24,8 @@ func (v *validator) grants(p string, a *Approval) {
 		if g.Duration < 0 || g.Duration > MaxGrantDuration {
 			v.add(mp+".duration", `must be between 1s and %s, got %s; it is the longest one approval may also cover, e.g. "1h"`, MaxGrantDuration, g.Duration)
 		}
-		if g.Principal {
-			v.add(mp+".principal", "grants across a principal's tasks are not available in this airlock yet (a grant covers the task it was made in); remove it or set it to false")
+		if g.Principal && g.Duration == 0 {
+			v.add(mp+".principal", `needs max_grant.duration: a grant across the principal's tasks must end in time; add e.g. duration: "1h"`)
 		}
 		if g.Calls == 0 && g.Duration == 0 {
 			v.add(mp, `sets neither calls nor duration, so no grant could be made; write e.g. {calls: 10, duration: "1h"}, or remove max_grant (approve once only)`)

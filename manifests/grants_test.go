@@ -15,8 +15,9 @@ func TestValidateGrants(t *testing.T) {
 	}{
 		{"valid", approval + "      max_grant: {calls: 10, duration: 1h}\n      grant_args: [path, repo.name]\n", nil},
 		{"calls only", approval + "      max_grant: {calls: 3}\n", nil},
-		{"principal", approval + "      max_grant: {calls: 3, principal: true}\n",
-			[]string{"m.yaml:12: tools.read.approval.max_grant.principal: grants across a principal's tasks are not available in this airlock yet (a grant covers the task it was made in); remove it or set it to false"}},
+		{"principal", approval + "      max_grant: {calls: 3, duration: 1h, principal: true}\n", nil},
+		{"principal without duration", approval + "      max_grant: {calls: 3, principal: true}\n",
+			[]string{`m.yaml:12: tools.read.approval.max_grant.principal: needs max_grant.duration: a grant across the principal's tasks must end in time; add e.g. duration: "1h"`}},
 		{"neither", approval + "      max_grant: {}\n",
 			[]string{`m.yaml:12: tools.read.approval.max_grant: sets neither calls nor duration, so no grant could be made; write e.g. {calls: 10, duration: "1h"}, or remove max_grant (approve once only)`}},
 		{"negative and too long", approval + "      max_grant:\n        calls: -1\n        duration: 48h\n",

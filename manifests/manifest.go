@@ -268,7 +268,7 @@ type Approval struct {
 
 // MaxGrant is approval.max_grant: the most calls and the longest time one
 // grant may cover (at least one of them), and whether a grant may cover
-// the principal's other tasks (not available yet: validation refuses it).
+// the principal's other tasks (then Duration is required, so it ends).
 type MaxGrant struct {
 	Calls     int      `yaml:"calls,omitempty" json:"calls,omitempty"`
 	Duration  Duration `yaml:"duration,omitempty" json:"duration,omitempty"`

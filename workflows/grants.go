@@ -59,7 +59,41 @@ func (t *task) granted(ctx workflow.Context, req api.CallRequest, d api.Decision
 		return api.Decision{Effect: string(policy.Allow), Check: api.CheckGrant, Rule: d.Rule, Reason: reason,
 			PolicyVersion: d.PolicyVersion, Group: d.Group, Quorum: d.Quorum, Grant: g.ID}, true
 	}
+	if spec.MaxGrant.Principal {
+		if g := t.usePrincipalGrant(ctx, req); g != nil {
+			reason := fmt.Sprintf("allowed by grant %s across %s's tasks (%s approved %s with it at %s, bound to %s): %s",
+				g.ID, g.Principal, strings.Join(g.GrantedBy, ", "), g.RequestID, g.GrantedAt.UTC().Format(time.RFC3339), grantArgsText(g), g.Remaining())
+			return api.Decision{Effect: string(policy.Allow), Check: api.CheckGrant, Rule: d.Rule, Reason: reason,
+				PolicyVersion: d.PolicyVersion, Group: d.Group, Quorum: d.Quorum, Grant: g.ID}, true
+		}
+	}
 	return d, false
+}
+
+// principalGrantOptions: the principal's grants workflow answers at once;
+// a failure to reach it means no grant (the call asks for approval).
+func principalGrantOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{api.ErrTypeGrantRefused}},
+	})
+}
+
+// usePrincipalGrant asks the principal's grants workflow for a grant that
+// covers req, counting the call against it (nil: none).
+func (t *task) usePrincipalGrant(ctx workflow.Context, req api.CallRequest) *api.Grant {
+	if req.ArgumentsRef != "" {
+		return nil
+	}
+	var out api.UseGrantResult
+	err := workflow.ExecuteActivity(principalGrantOptions(ctx), api.UsePrincipalGrantName, api.UseGrantRequest{
+		Principal: t.in.Principal, TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Arguments: req.Arguments,
+	}).Get(ctx, &out)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("principal grants not reachable; the call asks for approval", "error", err)
+		return nil
+	}
+	return out.Grant
 }
 
 // grantCovers reports whether req has the grant's argument values.
@@ -145,6 +179,18 @@ func (t *task) grantOnApproval(ctx workflow.Context, req api.CallRequest) {
 	for _, p := range ar.GrantArgs {
 		g.Args = append(g.Args, api.GrantArg{Path: p, Value: api.GrantArgValue(req.Arguments, p)})
 	}
+	if ask.Principal && b.Principal && !g.ExpiresAt.IsZero() {
+		// Across the principal's tasks: recorded in its grants workflow.
+		pg := *g
+		pg.ID, pg.Scope = api.PrincipalGrantIDOf(t.in.Principal, t.in.TaskID, req.CallID), api.GrantScopePrincipal
+		err := workflow.ExecuteActivity(principalGrantOptions(ctx), api.AddPrincipalGrantName, pg).Get(ctx, nil)
+		if err == nil {
+			ar.GrantID = pg.ID
+			return
+		}
+		// Not recorded there: the grant still holds in this task.
+		workflow.GetLogger(ctx).Warn("principal grant not recorded; it holds in this task only", "grant", pg.ID, "error", err)
+	}
 	ar.GrantID = g.ID
 	t.grants = append(t.grants, g)
 	t.pruneGrants(at)
@@ -184,8 +230,6 @@ func (t *task) validateGrantAsk(ar *api.ApprovalRequest, d api.DecideRequest) er
 		return refuse("a denial grants nothing; deny without grant options")
 	case !t.grantsOn:
 		return refuse(fmt.Sprintf("task %s started before approval grants; approve this call once, without grant options", t.in.TaskID))
-	case g.Principal:
-		return refuse("grants across a principal's tasks are not available in this airlock; grant for this task only (without --grant-principal)")
 	}
 	if msg := ar.MaxGrant.Check(ar.Tool, g); msg != "" {
 		return refuse(msg)

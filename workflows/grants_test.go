@@ -53,7 +53,7 @@ func (h *approvalHarness) grantDecide(d time.Duration, r api.CallRequest, approv
 	}, d)
 }
 
-func (h *approvalHarness) revokeAt(d time.Duration, id string, res *api.Grant, rejected *error) {
+func (h *approvalHarness) revokeAt(d time.Duration, id, by string, res *api.Grant, rejected *error) {
 	h.env.RegisterDelayedCallback(func() {
 		h.env.UpdateWorkflow(api.UpdateRevokeGrant, "revoke-"+id+d.String(), &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
@@ -63,7 +63,7 @@ func (h *approvalHarness) revokeAt(d time.Duration, id string, res *api.Grant, r
 					*res = v.(api.Grant)
 				}
 			},
-		}, api.RevokeGrantRequest{GrantID: id, By: "olivia", Reason: "enough"})
+		}, api.RevokeGrantRequest{GrantID: id, By: by, Reason: "enough"})
 	}, d)
 }
 
@@ -84,7 +84,7 @@ func TestGrantCallsArgsAndRevoke(t *testing.T) {
 		calls[r.CallID] = &api.CallResult{}
 		h.callAt(d, r, calls[r.CallID], nil)
 	}
-	var tooMany, onDeny, revokeTwice error
+	var tooMany, onDeny, revokeTwice, notTheirs, revokeErr error
 	var granted api.DecideResult
 	var revoked, none api.Grant
 
@@ -101,8 +101,9 @@ func TestGrantCallsArgsAndRevoke(t *testing.T) {
 	c5 := pathReq("c5", "/a") // the grant is used up: asks
 	at(8*time.Minute, c5)
 	h.grantDecide(9*time.Minute, c5, "bob", true, &api.GrantAsk{Calls: 3}, nil, nil)
-	h.revokeAt(10*time.Minute, api.GrantIDOf("task-1", "c5"), &revoked, nil)
-	h.revokeAt(11*time.Minute, api.GrantIDOf("task-1", "c5"), &none, &revokeTwice)
+	h.revokeAt(9*time.Minute+30*time.Second, api.GrantIDOf("task-1", "c5"), "olivia", &none, &notTheirs)
+	h.revokeAt(10*time.Minute, api.GrantIDOf("task-1", "c5"), "carol", &revoked, &revokeErr)
+	h.revokeAt(11*time.Minute, api.GrantIDOf("task-1", "c5"), "alice", &none, &revokeTwice)
 	c6 := pathReq("c6", "/a") // revoked: asks
 	at(12*time.Minute, c6)
 	h.grantDecide(13*time.Minute, c6, "bob", false, nil, nil, nil)
@@ -155,8 +156,11 @@ func TestGrantCallsArgsAndRevoke(t *testing.T) {
 	if len(h.notes.posts) != 4 { // c1, c3, c5, c6 asked
 		t.Errorf("%d approval requests posted, want 4", len(h.notes.posts))
 	}
-	if revoked.RevokedBy != "olivia" || revoked.Used != 0 || !grantRefused(revokeTwice) {
-		t.Errorf("revoke: %+v, again: %v", revoked, revokeTwice)
+	if revoked.RevokedBy != "carol" || revoked.Used != 0 || revokeErr != nil || !grantRefused(revokeTwice) {
+		t.Errorf("revoke by an approver: %+v %v, again (by the principal): %v", revoked, revokeErr, revokeTwice)
+	}
+	if !grantRefused(notTheirs) || !strings.Contains(notTheirs.Error(), "olivia may not revoke") {
+		t.Errorf("revoke by someone outside the group: %v", notTheirs)
 	}
 	if len(st.Grants) != 2 || st.Grants[0].ID != g1 || st.Grants[0].Used != 2 || st.Grants[0].State(time.Time{}) != "used" ||
 		st.Grants[1].State(time.Time{}) != "revoked" || st.Grants[0].Args[0] != (api.GrantArg{Path: "path", Value: `"/a"`}) {

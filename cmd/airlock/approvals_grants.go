@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 )
@@ -81,12 +83,27 @@ func approvalsRevoke(c *Call, o *approvalsOptions) int {
 	})
 }
 
+// writePrincipalGrants lists the grants across the principal's tasks, when
+// its grants workflow runs.
+func writePrincipalGrants(ctx context.Context, w io.Writer, tc client.Client, principal string) {
+	v, err := tc.QueryWorkflow(ctx, api.PrincipalGrantsID(principal), "", api.QueryGrants)
+	var gs []api.Grant
+	if err != nil || v.Get(&gs) != nil || len(gs) == 0 {
+		return // none: no grants workflow runs for the principal
+	}
+	writeGrantList(w, "grants across "+principal+"'s tasks:", gs, time.Now())
+}
+
 // writeGrants lists a task's grants for airlock tasks show.
 func writeGrants(w io.Writer, gs []api.Grant, now time.Time) {
+	writeGrantList(w, "grants (airlock approvals revoke GRANT-ID ends one):", gs, now)
+}
+
+func writeGrantList(w io.Writer, title string, gs []api.Grant, now time.Time) {
 	if len(gs) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "grants (airlock approvals revoke GRANT-ID ends one):")
+	fmt.Fprintln(w, title)
 	for _, g := range gs {
 		line := fmt.Sprintf("  %-8s %s  %s by %s", g.State(now), g.ID, g.Tool, strings.Join(g.GrantedBy, ", "))
 		for _, a := range g.Args {

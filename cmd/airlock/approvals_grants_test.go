@@ -182,6 +182,10 @@ func TestApprovalsGrants(t *testing.T) {
 	third := call("k1")
 	id3, _ := pending()
 	t.Setenv(envAPIKey, "bob-key")
+	code, _, stderr := runCLI(t, append([]string{"approvals", "approve", id3, "--grant-for", "1h", "--grant-principal"}, temporal...)...)
+	if code != 1 || !strings.Contains(stderr, "allows grants in one task only (approval.max_grant.principal is false)") {
+		t.Fatalf("approve --grant-principal on a tool without max_grant.principal: %d %s", code, stderr)
+	}
 	code, stdout, stderr := runCLI(t, append([]string{"approvals", "approve", id3, "--grant-for", "1h"}, temporal...)...)
 	if code != 0 || !strings.Contains(stdout, "with a grant of 1h0m0s") {
 		t.Fatalf("approve --grant-for 1h: %d %s %s", code, stdout, stderr)

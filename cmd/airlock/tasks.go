@@ -399,6 +399,7 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 		}
 	}
 	writeGrants(stdout, st.Grants, time.Now())
+	writePrincipalGrants(ctx, stdout, tc, st.Principal)
 	return 0
 }
 
