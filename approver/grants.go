@@ -57,3 +57,10 @@ func Revoke(ctx context.Context, c client.Client, grantID, by, reason string) (a
 	}
 	return g, nil
 }
+
+func grantText(g *api.GrantAsk) string {
+	if g.Empty() {
+		return ""
+	}
+	return g.String()
+}

@@ -148,10 +148,10 @@ func (l Local) DecideOn(ctx context.Context, d Decision) (api.DecideResult, api.
 	switch {
 	case err == nil:
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: res.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: UpdateID(d.Via, res.RequestID, d.Approver, d.Approve), State: res.State})
+			UpdateID: UpdateID(d.Via, res.RequestID, d.Approver, d.Approve) + grantUpdateSuffix(d.Grant), State: res.State, Grant: grantText(d.Grant)})
 	case errors.As(err, &ref):
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: UpdateID(d.Via, ref.RequestID, d.Approver, d.Approve), Refused: ref.Reason})
+			UpdateID: UpdateID(d.Via, ref.RequestID, d.Approver, d.Approve) + grantUpdateSuffix(d.Grant), Refused: ref.Reason, Grant: grantText(d.Grant)})
 	}
 	return res, r, err
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/internal/auditstream"
 )
 
 const grantsLong = `
@@ -69,9 +71,25 @@ func approvalsRevoke(c *Call, o *approvalsOptions) int {
 	if who == "" {
 		return code
 	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return c.fail(err)
+	}
+	audit, closeAudit, err := auditstream.Open(firstNonEmpty(o.auditLog, cfg.AuditLog(dataDir)), c.Stdout, c.Stderr)
+	if err != nil {
+		return c.fail(fmt.Errorf("%w (pass --audit-log off to revoke without auditing)", err))
+	}
+	defer closeAudit.Close()
 	return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
 		g, err := approver.Revoke(ctx, local.Temporal, c.Args[0], who, strings.TrimSpace(o.reason))
 		var ref *approver.Refusal
+		rv := auditstream.GrantRevocation{Grant: c.Args[0], By: who, Via: "cli"}
+		if errors.As(err, &ref) {
+			rv.Refused = ref.Reason
+		}
+		if err == nil || ref != nil {
+			audit.GrantRevoked(rv)
+		}
 		if errors.As(err, &ref) {
 			return c.failOn(c.Args[0], fmt.Errorf("refused: %s", ref.Reason))
 		}

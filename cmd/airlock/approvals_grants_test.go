@@ -76,7 +76,8 @@ func TestApprovalsGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", "off"}
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
 	session := func(key string) *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
 			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT(key)}},
@@ -217,6 +218,16 @@ func TestApprovalsGrants(t *testing.T) {
 	b, _ = os.ReadFile(effects)
 	if n := strings.Count(string(b), "append k1\n"); n != 3 {
 		t.Errorf("append k1 ran %d times, want 3", n)
+	}
+	audit, _ := os.ReadFile(auditPath)
+	for _, want := range []string{
+		`"event":"approval_decided","task":"` + task + `","request":"` + id3 + `","approver":"bob","decision":"approve","via":"cli","update_id":"cli:` + id3 + `:bob:approve:grant:0:1h0m0s","state":"approved","grant":"1h0m0s"`,
+		`"event":"grant_revoked","grant":"` + g3 + `","by":"bob","via":"cli"}`,
+		`"event":"grant_revoked","grant":"` + g3 + `","by":"bob","via":"cli","refused":"grant ` + g3 + ` was already revoked by bob`,
+	} {
+		if !strings.Contains(string(audit), want) {
+			t.Errorf("audit stream lacks %s:\n%s", want, audit)
+		}
 	}
 	code, stdout, stderr = runCLI(t, "audit", "show", task, "--temporal-address", s.srv.HostPort())
 	for _, want := range []string{"policy: allow (grant", "allowed by grant " + g1, "with a grant of 1 call", "grant " + g3 + " revoked by bob (\"enough\")"} {

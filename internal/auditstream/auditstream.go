@@ -37,6 +37,7 @@ const (
 	EventApprovalDecided   = "approval_decided"
 	EventApprovalRefused   = "approval_refused"
 	EventApprovalClosed    = "approval_closed"
+	EventGrantRevoked      = "grant_revoked"
 	EventRollbackFailed    = "rollback_failed"
 	EventAuthFailed        = "auth_failed"
 )
@@ -197,6 +198,8 @@ type ApprovalDecision struct {
 	// Refused says why the decision did not count (the workflow's
 	// validator, or a local check); the line is then approval_refused.
 	Refused string
+	// Grant is what an approval also granted ("3 calls", approval grants).
+	Grant string
 }
 
 // ApprovalDecision writes approval_decided, or approval_refused when
@@ -217,6 +220,9 @@ func (a *Log) ApprovalDecision(d ApprovalDecision) {
 		e = e.Str("reason", truncate(d.Refused))
 	} else {
 		e = e.Str("state", d.State)
+	}
+	if d.Grant != "" {
+		e = e.Str("grant", d.Grant)
 	}
 	e.Send()
 }
