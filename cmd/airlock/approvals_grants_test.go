@@ -166,6 +166,10 @@ func TestApprovalsGrants(t *testing.T) {
 	first := call("k1")
 	id1, digest1 := pending()
 	task := strings.SplitN(id1, "~", 2)[0]
+	list, err := bob.CallTool(ctx, &mcp.CallToolParams{Name: "airlock_approvals_list", Arguments: map[string]any{}})
+	if err != nil || !strings.Contains(text(list), "an approval may also grant later calls of counter__append in task "+task+" (grant_calls, grant_for): at most 3 calls, 1h0m0s") {
+		t.Fatalf("airlock_approvals_list: %v %s", err, text(list))
+	}
 	if r := mcpDecide(id1, digest1, 4); !r.IsError || !strings.Contains(text(r), "above counter__append's approval.max_grant of 3 calls, 1h0m0s") {
 		t.Fatalf("grant of 4: %s", text(r))
 	}
