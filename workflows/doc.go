@@ -1,8 +1,9 @@
 // Package workflows holds airlock's durable workflows: AgentTask, the
 // agent-driven task whose every tool call is an Update; Plan, the
 // declarative multi-step task; RollbackTask, the rollback of a task that
-// has ended; and the call pipeline they share (policy decision, approval
-// wait, capture, execute, compensation) with its saga stack.
+// has ended; PrincipalGrants, the approval grants that span a principal's
+// tasks; and the call pipeline they share (policy decision, approval
+// grants and wait, capture, execute, compensation) with its saga stack.
 //
 // Everything here must replay deterministically: no clocks but
 // workflow.Now, no goroutines, no map-order iteration, no I/O. Manifests and
