@@ -3,6 +3,7 @@ package approver
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -117,3 +118,55 @@ func blocksJSON(t *testing.T, blocks []slack.Block) string {
 	}
 	return string(b)
 }
+
+// TestWebhookGrant: a signed webhook decision with grant fields is
+// delivered as an approval with that grant; a grant on a denial or a bad
+// duration is refused (400) without delivering; the event a bridge gets
+// carries the request's max_grant.
+func TestWebhookGrant(t *testing.T) {
+	now := time.Now()
+	ft := &fakeTemporal{reqs: []api.ApprovalRequest{testRequest("task-1", now)}}
+	ch := WebhookChannel{Name: "bridge", Secret: "s3cret"}
+	h := WebhookDecisions(WebhookDecisionOptions{Channels: []WebhookChannel{ch}, Directory: testDirectory(),
+		Local: Local{Temporal: ft, Namespace: "default"}})
+	post := func(body string) int {
+		t.Helper()
+		r := httptestRequest(body)
+		for k, v := range SignWebhook(ch.Secret, time.Now(), []byte(body)) {
+			r.Header[k] = v
+		}
+		r.Header.Set(WebhookChannelHeader, ch.Name)
+		w := newRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := post(`{"request":"task-1~call-1","digest":"0123456789abcdef","approver":"bob","decision":"deny","grant_calls":2}`); code != http.StatusBadRequest {
+		t.Errorf("grant on a deny: %d, want 400", code)
+	}
+	if code := post(`{"request":"task-1~call-1","digest":"0123456789abcdef","approver":"bob","decision":"approve","grant_for":"soon"}`); code != http.StatusBadRequest {
+		t.Errorf("bad grant_for: %d, want 400", code)
+	}
+	if len(ft.sent()) != 0 {
+		t.Fatalf("refused decisions were delivered: %+v", ft.sent())
+	}
+	if code := post(`{"request":"task-1~call-1","digest":"0123456789abcdef","approver":"bob","decision":"approve","grant_calls":2,"grant_for":"15m"}`); code != http.StatusOK {
+		t.Fatalf("approve with a grant: %d", code)
+	}
+	sent := ft.sent()
+	if len(sent) != 1 {
+		t.Fatalf("%d decisions delivered", len(sent))
+	}
+	if g := sent[0].Args[0].(api.DecideRequest).Grant; g == nil || *g != (api.GrantAsk{Calls: 2, For: 15 * time.Minute}) || sent[0].Args[0].(api.DecideRequest).Via != "webhook:bridge" {
+		t.Errorf("delivered %+v", sent[0].Args[0])
+	}
+	wr := webhookRequest(api.ApprovalNotice{RequestID: "task-1~call-1", MaxGrant: &api.GrantBound{Calls: 3, Duration: time.Hour}})
+	if wr.MaxGrant == nil || *wr.MaxGrant != (WebhookGrantBound{Calls: 3, Duration: "1h0m0s"}) {
+		t.Errorf("event max_grant %+v", wr.MaxGrant)
+	}
+}
+
+func httptestRequest(body string) *http.Request {
+	return httptest.NewRequest(http.MethodPost, WebhookDecisionPath, strings.NewReader(body))
+}
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
