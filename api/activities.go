@@ -159,6 +159,8 @@ type NoticeVote struct {
 	Approve  bool
 	At       time.Time
 	Via      string
+	// Grant (approval grants): what the approval also granted.
+	Grant string `json:",omitempty"`
 }
 
 // MessageRef locates a posted notification so it can be updated.

@@ -84,6 +84,10 @@ func TestSlackGrantButtons(t *testing.T) {
 	if _, blocks := RenderRequest(n); strings.Contains(blocksJSON(t, blocks), ActionApproveGrant) {
 		t.Error("a tool without max_grant offers grant buttons")
 	}
+	n.State, n.Votes = api.ApprovalApproved, []api.NoticeVote{{Approver: "bob", Approve: true, At: time.Now(), Via: "slack", Grant: "10 calls"}}
+	if _, blocks := RenderOutcome(n); !strings.Contains(blocksJSON(t, blocks), "and also 10 calls of this tool") {
+		t.Errorf("the outcome does not say what bob granted: %s", blocksJSON(t, blocks))
+	}
 
 	f := newSlackFake(t)
 	d := &slackDelivery{}

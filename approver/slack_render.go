@@ -218,7 +218,11 @@ func slackVotes(votes []api.NoticeVote) string {
 		if v.Via != "" {
 			via = " via " + slackEscape(v.Via)
 		}
-		lines = append(lines, fmt.Sprintf("• *%s* %s%s at %s", slackEscape(v.Approver), verb, via, slackTime(v.At)))
+		line := fmt.Sprintf("• *%s* %s%s at %s", slackEscape(v.Approver), verb, via, slackTime(v.At))
+		if v.Grant != "" { // approval grants
+			line += ", and also " + slackEscape(v.Grant) + " of this tool"
+		}
+		lines = append(lines, line)
 	}
 	return strings.Join(lines, "\n")
 }

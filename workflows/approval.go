@@ -142,7 +142,7 @@ func (t *task) notice(ar *api.ApprovalRequest, group string, escalation bool) ap
 		MaxGrant: ar.MaxGrant,
 	}
 	for _, v := range ar.Votes {
-		n.Votes = append(n.Votes, api.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via})
+		n.Votes = append(n.Votes, api.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via, Grant: grantNote(v.Grant)})
 	}
 	return n
 }

@@ -295,3 +295,11 @@ func (t *task) grantsCopy() []api.Grant {
 	}
 	return out
 }
+
+// grantNote is what a vote granted, for notices ("" for none).
+func grantNote(g *api.GrantAsk) string {
+	if g.Empty() {
+		return ""
+	}
+	return g.String()
+}

@@ -153,6 +153,9 @@ func TestGrantCallsArgsAndRevoke(t *testing.T) {
 	if h.tools.calls() != 4 {
 		t.Errorf("the tool ran %d times, want 4 (c1, c2, c4, c5)", h.tools.calls())
 	}
+	if u := h.notes.updates; len(u) == 0 || u[0].RequestID != "task-1~c1" || len(u[0].Votes) != 1 || u[0].Votes[0].Grant != "2 calls" {
+		t.Errorf("the closing notice of c1 does not say what bob granted: %+v", u)
+	}
 	if len(h.notes.posts) != 4 { // c1, c3, c5, c6 asked
 		t.Errorf("%d approval requests posted, want 4", len(h.notes.posts))
 	}
