@@ -106,6 +106,10 @@ func approvalSpec(d policy.Decision, tool policy.Tool, groups map[string][]strin
 			spec.EscalateTo = ap.EscalateTo
 			spec.OnTimeout = ap.EffectiveOnTimeout()
 			spec.NoEdits = !ap.EditsAllowed() // approve with edits
+			if g := ap.MaxGrant; g != nil {   // approval grants
+				spec.MaxGrant = &api.GrantBound{Calls: g.Calls, Duration: g.Duration.D(), Principal: g.Principal}
+				spec.GrantArgs = ap.GrantArgs
+			}
 		}
 	}
 	if spec.EscalateTo != "" {

@@ -139,6 +139,8 @@ type ApprovalNotice struct {
 	// code).
 	RequestedAt time.Time `json:",omitempty"`
 	Escalation  bool      `json:",omitempty"`
+	// MaxGrant (approval grants): the grants an approver may make.
+	MaxGrant *GrantBound `json:",omitempty"`
 
 	// Approve with edits (edits.go).
 	ApprovalEdits
@@ -160,6 +162,8 @@ type NoticeVote struct {
 	Approve  bool
 	At       time.Time
 	Via      string
+	// Grant (approval grants): what the approval also granted.
+	Grant string `json:",omitempty"`
 }
 
 // MessageRef locates a posted notification so it can be updated.
@@ -257,6 +261,9 @@ type ApprovalSpec struct {
 	// NoEdits: the tool's manifest says approval.edits: false, so an
 	// approver may not change the arguments (approve with edits).
 	NoEdits bool `json:",omitempty"`
+	// Approval grants: the manifest's approval.max_grant and grant_args.
+	MaxGrant  *GrantBound `json:",omitempty"`
+	GrantArgs []string    `json:",omitempty"`
 }
 
 // CheckPin is the Decision.Check of a call refused because the upstream's

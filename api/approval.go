@@ -77,6 +77,12 @@ type ApprovalRequest struct {
 
 	// Approve with edits (edits.go).
 	ApprovalEdits
+	// Approval grants (grant.go): the most an approval may also grant
+	// (nil: once only), the arguments a grant is bound to, and the grant
+	// this request's approval made.
+	MaxGrant  *GrantBound `json:",omitempty"`
+	GrantArgs []string    `json:",omitempty"`
+	GrantID   string      `json:",omitempty"`
 }
 
 // Vote is one approver's decision.
@@ -86,6 +92,8 @@ type Vote struct {
 	At       time.Time
 	Via      string // slack, cli, web
 	Comment  string `json:",omitempty"`
+	// Grant (approval grants): what the approver also granted.
+	Grant *GrantAsk `json:",omitempty"`
 }
 
 // Approvals counts the approving votes.
@@ -131,6 +139,9 @@ type DecideRequest struct {
 	// are the arguments the approver wants run instead of the request's,
 	// as JSON text (a string keeps the request comparable).
 	Arguments string `json:",omitempty"`
+	// Grant (approval grants): an approval that also covers later calls
+	// of the tool, within the request's MaxGrant.
+	Grant *GrantAsk `json:",omitempty"`
 }
 
 // DecideResult answers the approver.

@@ -69,6 +69,9 @@ type Carried struct {
 
 	// State is the task's state document (task-state; nil when unused).
 	State json.RawMessage `json:",omitempty"`
+	// Grants (approval grants) the task has made, active or recently
+	// closed.
+	Grants []Grant `json:",omitempty"`
 }
 
 // CallRequest asks the task to run one tool call. The gateway fills the
@@ -139,6 +142,9 @@ type Decision struct {
 	PolicyVersion string
 	Group         string `json:",omitempty"`
 	Quorum        int    `json:",omitempty"`
+	// Grant (approval grants) is the grant that allowed the call (Check
+	// CheckGrant).
+	Grant string `json:",omitempty"`
 }
 
 // CallResult is the answer to a CallRequest.
@@ -228,6 +234,8 @@ type Status struct {
 	Locks []TaskLock `json:",omitempty"`
 	// TaskState is the task's state document (task-state; nil when unused).
 	TaskState json.RawMessage `json:",omitempty"`
+	// Grants (approval grants) the task has made.
+	Grants []Grant `json:",omitempty"`
 }
 
 // TaskResult is returned when a task ends.

@@ -198,7 +198,7 @@ func ParseClick(ic *slack.InteractionCallback) (c Click, ours bool, problem stri
 	}
 	var a *slack.BlockAction
 	for _, x := range ic.ActionCallback.BlockActions {
-		if x != nil && (x.ActionID == ActionApprove || x.ActionID == ActionDeny) && strings.HasPrefix(x.BlockID, BlockIDPrefix) {
+		if x != nil && (x.ActionID == ActionApprove || x.ActionID == ActionDeny || isGrantAction(x.ActionID)) && strings.HasPrefix(x.BlockID, BlockIDPrefix) {
 			a = x
 			break
 		}
@@ -222,10 +222,14 @@ func ParseClick(ic *slack.InteractionCallback) (c Click, ours bool, problem stri
 	c.Decision = api.DecideRequest{
 		RequestID: a.Value,
 		Digest:    strings.TrimPrefix(a.BlockID, BlockIDPrefix),
-		Approve:   a.ActionID == ActionApprove,
+		Approve:   a.ActionID == ActionApprove || isGrantAction(a.ActionID),
 		Via:       ViaSlack,
 	}
+	grant, grantOK := grantOfAction(a.ActionID)
+	c.Decision.Grant = grant
 	switch {
+	case !grantOK:
+		return c, true, "this button names no grant airlock understands; decide with `airlock approvals` instead"
 	case ic.User.ID == "":
 		return c, true, "this click names no Slack user"
 	case ts == "":

@@ -49,6 +49,9 @@ type Decision struct {
 	// submitted them (masked values kept; see EditedArguments): approve
 	// with edits.
 	Arguments json.RawMessage
+	// Grant (approval grants): an approval that also covers later calls
+	// (api.ParseGrant reads it from a form or flags).
+	Grant *api.GrantAsk
 }
 
 // MinDigestPrefix is the shortest digest prefix a decision may bind to.
@@ -150,10 +153,10 @@ func (l Local) DecideOn(ctx context.Context, d Decision) (api.DecideResult, api.
 	switch {
 	case err == nil:
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: res.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: localUpdateID(d, res.RequestID), State: res.State, EditDigest: res.EditDigest})
+			UpdateID: localUpdateID(d, res.RequestID), State: res.State, EditDigest: res.EditDigest, Grant: grantText(d.Grant)})
 	case errors.As(err, &ref):
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: localUpdateID(d, ref.RequestID), Refused: ref.Reason})
+			UpdateID: localUpdateID(d, ref.RequestID), Refused: ref.Reason, Grant: grantText(d.Grant)})
 	}
 	return res, r, err
 }
@@ -182,6 +185,7 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.Ap
 	}
 	dr := api.DecideRequest{
 		RequestID: r.ID, Digest: r.Digest, Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment,
+		Grant: d.Grant,
 	}
 	if len(d.Arguments) > 0 { // approve with edits (edits.go)
 		if !d.Approve {
@@ -242,7 +246,7 @@ func MayDecide(r api.ApprovalRequest, name string, now time.Time) error {
 // carries edited arguments).
 func localUpdateID(d Decision, requestID string) string {
 	if len(d.Arguments) > 0 && d.Approve {
-		return EditUpdateID(d.Via, requestID, d.Approver, d.Arguments)
+		return EditUpdateID(d.Via, requestID, d.Approver, d.Arguments) + grantUpdateSuffix(d.Grant)
 	}
-	return UpdateID(d.Via, requestID, d.Approver, d.Approve)
+	return UpdateID(d.Via, requestID, d.Approver, d.Approve) + grantUpdateSuffix(d.Grant)
 }

@@ -167,12 +167,12 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	}
 	approve := slack.NewButtonBlockElement(ActionApprove, n.RequestID, slackPlain("Approve", 75)).WithStyle(slack.StylePrimary)
 	deny := slack.NewButtonBlockElement(ActionDeny, n.RequestID, slackPlain("Deny", 75)).WithStyle(slack.StyleDanger)
-	buttons := []slack.BlockElement{approve, deny}
-	if !n.NoEdits { // approve with edits (slack_edits.go)
+	buttons := append([]slack.BlockElement{approve}, slackGrantButtons(n)...) // approval grants
+	if !n.NoEdits {                                                           // approve with edits (slack_edits.go)
 		buttons = append(buttons, editButton(n))
 	}
 	blocks = append(blocks,
-		slack.NewActionBlock(BlockIDPrefix+n.Digest, buttons...),
+		slack.NewActionBlock(BlockIDPrefix+n.Digest, append(buttons, deny)...),
 		slackRequestContext(n, ""))
 	return fallback, blocks
 }
@@ -227,7 +227,11 @@ func slackVotes(votes []api.NoticeVote) string {
 		if v.Via != "" {
 			via = " via " + slackEscape(v.Via)
 		}
-		lines = append(lines, fmt.Sprintf("• *%s* %s%s at %s", slackEscape(v.Approver), verb, via, slackTime(v.At)))
+		line := fmt.Sprintf("• *%s* %s%s at %s", slackEscape(v.Approver), verb, via, slackTime(v.At))
+		if v.Grant != "" { // approval grants
+			line += ", and also " + slackEscape(v.Grant) + " of this tool"
+		}
+		lines = append(lines, line)
 	}
 	return strings.Join(lines, "\n")
 }

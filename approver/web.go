@@ -231,7 +231,7 @@ func (h *web) item(r api.ApprovalRequest, now time.Time) item {
 		Rule: r.Rule, Reason: redact.Visible(r.Reason), Group: r.Group, Quorum: r.Quorum, Approvals: r.Approvals(),
 		ExpiresIn: ExpiresIn(r, now), OnTimeout: r.OnTimeout, Digest: r.Digest, ShortDigest: short(r.Digest),
 		RequestedAt: stamp(r.RequestedAt), ExpiresAt: stamp(r.ExpiresAt), RequestedAgo: ago(r.RequestedAt, now),
-		Arguments: args, Redact: strings.Join(r.Redact, ", "),
+		Arguments: args, Redact: strings.Join(r.Redact, ", "), MaxGrant: r.MaxGrant,
 		EditArgs: EditableArguments(r), EditOf: r.EditOf, EditedBy: r.EditedBy,
 	}
 }
@@ -326,9 +326,17 @@ func (h *web) decide(w http.ResponseWriter, r *http.Request) {
 	if len(comment) > 1000 {
 		comment = comment[:1000]
 	}
+	grant, err := api.ParseGrant(f.Get("grant_calls"), f.Get("grant_for"), f.Get("grant_principal") != "")
+	if err != nil {
+		h.redirect(w, r, flash{Msg: "Not recorded: " + err.Error()})
+		return
+	}
+	if !approve {
+		grant = nil // the grant fields belong to Approve
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	res, req, err := h.local.DecideOn(ctx, Decision{RequestID: id, Approver: s.Principal, Approve: approve, Via: "web", Comment: comment, Digest: digest, Arguments: edited})
+	res, req, err := h.local.DecideOn(ctx, Decision{RequestID: id, Approver: s.Principal, Approve: approve, Via: "web", Comment: comment, Digest: digest, Arguments: edited, Grant: grant})
 	var ref *Refusal
 	switch {
 	case errors.As(err, &ref):
@@ -590,6 +598,8 @@ type item struct {
 	// ("" when the request may not be edited); EditOf and EditedBy name
 	// the edit a request asks about.
 	EditArgs, EditOf, EditedBy string
+	// Approval grants: the grant options the tool allows (nil: none).
+	MaxGrant *api.GrantBound
 }
 
 func (h *web) render(w http.ResponseWriter, code int, v view) {
@@ -682,6 +692,11 @@ details.edit summary { cursor: pointer; min-height: 2.75rem; line-height: 2.75re
 <input type="hidden" name="id" value="{{.ID}}">
 <input type="hidden" name="digest" value="{{.Digest}}">
 <p><label>Comment (optional; the agent sees it on a deny)<br><textarea name="comment" rows="2" maxlength="1000"></textarea></label></p>
+{{with .MaxGrant}}<fieldset><legend>On approve, also approve later calls of this tool in this task (optional; at most {{.}})</legend>
+{{if .Calls}}<label>next <input name="grant_calls" type="number" min="0" max="{{.Calls}}" size="4"> calls</label>{{end}}
+{{if .Duration}}<label>for <input name="grant_for" size="6" placeholder="{{.Duration}}"> (e.g. 30m)</label>{{end}}
+{{if .Principal}}<label><input type="checkbox" name="grant_principal" value="1"> in the requester's other tasks too</label>{{end}}
+</fieldset>{{end}}
 <div class="actions"><button class="approve" type="submit" name="action" value="approve">Approve</button>
 <button class="deny" type="submit" name="action" value="deny">Deny</button></div>
 {{if .EditArgs}}<details class="edit"><summary>Edit arguments</summary>

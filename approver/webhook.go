@@ -180,6 +180,8 @@ type WebhookRequest struct {
 	Editable bool   `json:"editable"`
 	EditOf   string `json:"edit_of,omitempty"`
 	EditedBy string `json:"edited_by,omitempty"`
+	// MaxGrant (approval grants) is the most an approval may also grant.
+	MaxGrant *WebhookGrantBound `json:"max_grant,omitempty"`
 }
 
 // WebhookVote is one decision in an update.
@@ -219,6 +221,12 @@ func webhookRequest(n api.ApprovalNotice) *WebhookRequest {
 	}
 	for _, v := range n.Votes {
 		r.Votes = append(r.Votes, WebhookVote{Approver: v.Approver, Approve: v.Approve, At: v.At})
+	}
+	if b := n.MaxGrant; b != nil {
+		r.MaxGrant = &WebhookGrantBound{Calls: b.Calls, Principal: b.Principal}
+		if b.Duration > 0 {
+			r.MaxGrant.Duration = b.Duration.String()
+		}
 	}
 	return r
 }
@@ -351,6 +359,19 @@ type WebhookDecision struct {
 	// Arguments, with approve, are edited arguments to run instead
 	// (approve with edits; masked values kept as "[redacted]").
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Approval grants: with approve, also the next grant_calls calls
+	// and/or the next grant_for ("30m") of the tool in the task (across
+	// the principal's tasks with grant_principal), within max_grant.
+	GrantCalls     int    `json:"grant_calls,omitempty"`
+	GrantFor       string `json:"grant_for,omitempty"`
+	GrantPrincipal bool   `json:"grant_principal,omitempty"`
+}
+
+// WebhookGrantBound is a request's max_grant in a webhook event.
+type WebhookGrantBound struct {
+	Calls     int    `json:"calls,omitempty"`
+	Duration  string `json:"duration,omitempty"`
+	Principal bool   `json:"principal,omitempty"`
 }
 
 // WebhookDecisionOptions configure the decision endpoint.
@@ -430,10 +451,22 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 				return
 			}
 		}
+		calls := ""
+		if d.GrantCalls != 0 {
+			calls = strconv.Itoa(d.GrantCalls)
+		}
+		grant, err := api.ParseGrant(calls, d.GrantFor, d.GrantPrincipal)
+		if err == nil && grant != nil && !approve {
+			err = errors.New("a denial grants nothing; send grant_calls and grant_for with approve only")
+		}
+		if err != nil {
+			answer(http.StatusBadRequest, map[string]any{"error": err.Error()})
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
 		res, err := o.Local.Decide(ctx, Decision{RequestID: d.Request, Approver: d.Approver, Approve: approve,
-			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments})
+			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments, Grant: grant})
 		var ref *Refusal
 		switch {
 		case errors.As(err, &ref):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,8 @@ type MCPDecision struct {
 	// Arguments, with Approve, are edited arguments to run instead
 	// (approve with edits); nil: none.
 	Arguments json.RawMessage
+	// Grant (approval grants): later calls the approval also covers.
+	Grant *api.GrantAsk
 }
 
 // ApprovalView is one request as airlock_approvals_list shows it: the
@@ -66,6 +69,9 @@ type ApprovalView struct {
 	OnTimeout   string    `json:"on_timeout"`
 	// Editable: the approver may change the arguments when approving.
 	Editable bool `json:"editable"`
+	// MaxGrant (approval grants) is the most an approval may also grant
+	// ("10 calls, 1h0m0s"); empty: once only.
+	MaxGrant string `json:"max_grant,omitempty"`
 }
 
 type approvalsListOut struct {
@@ -79,6 +85,10 @@ type approvalsDecideIn struct {
 	Comment   string `json:"comment,omitempty" jsonschema:"optional; the agent sees it on a deny"`
 	// Approve with edits.
 	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"optional, with approve and an editable request: the arguments to run instead (a JSON object; a masked value left as [redacted] keeps the call's own); airlock's policy checks the edited call again"`
+	// Approval grants.
+	GrantCalls     int    `json:"grant_calls,omitempty" jsonschema:"optional, with approve: also approve the next N calls of this tool in this task (with the same grant_args values), within the request's max_grant"`
+	GrantFor       string `json:"grant_for,omitempty" jsonschema:"optional, with approve: also approve this tool's calls in this task for this long, e.g. 30m, within the request's max_grant"`
+	GrantPrincipal bool   `json:"grant_principal,omitempty" jsonschema:"optional: the grant covers the requester's other tasks too, if max_grant allows"`
 }
 
 type approvalsDecideOut struct {
@@ -138,10 +148,16 @@ func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolReques
 			Digest: r.Digest, SideEffects: r.SideEffects, DataLevel: r.DataLevel, Risk: r.Risk, Rule: r.Rule, Reason: r.Reason,
 			Group: r.Group, Approvals: r.Approvals(), Quorum: r.Quorum, RequestedAt: r.RequestedAt, ExpiresAt: r.ExpiresAt, OnTimeout: r.OnTimeout,
 			Editable: !r.NoEdits}
+		if r.MaxGrant != nil {
+			v.MaxGrant = r.MaxGrant.String()
+		}
 		out.Requests = append(out.Requests, v)
 		fmt.Fprintf(&b, "%s: %s by %s, risk %s, %s, group %s %d/%d, expires %s (then %s), digest %s, arguments %s\n",
 			v.ID, v.Tool, v.RequestedBy, v.Risk, strings.Join(v.SideEffects, "+"), v.Group, v.Approvals, v.Quorum,
 			v.ExpiresAt.UTC().Format(time.RFC3339), v.OnTimeout, shortDigest(v.Digest), masked)
+		if v.MaxGrant != "" { // approval grants
+			fmt.Fprintf(&b, "  an approval may also grant later calls of %s in task %s (grant_calls, grant_for): at most %s\n", v.Tool, v.Task, v.MaxGrant)
+		}
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(b.String())}}}, out, nil
 }
@@ -173,6 +189,15 @@ func (g *Gateway) approvalsDecideTool(ctx context.Context, req *mcp.CallToolRequ
 		}
 		d.Arguments, _ = json.Marshal(in.Arguments)
 	}
+	calls := ""
+	if in.GrantCalls != 0 {
+		calls = strconv.Itoa(in.GrantCalls)
+	}
+	grant, err := api.ParseGrant(calls, in.GrantFor, in.GrantPrincipal)
+	if err != nil {
+		return errorResult("", "", err.Error()), approvalsDecideOut{}, nil
+	}
+	d.Grant = grant
 	res, err := g.opts.Approvals.Decide(ctx, d)
 	if err != nil {
 		return errorResult("", "", "not recorded: "+err.Error()), approvalsDecideOut{}, nil

@@ -84,6 +84,8 @@ func newOAuthGateway(t *testing.T) *oauthGateway {
 			Issuers:    []config.TokenIssuer{{Issuer: p.Issuer(), Name: "corp"}},
 			Roles:      []config.TokenRole{{Roles: []string{"all"}, When: `claims.sub != ""`}},
 			ToolScopes: []config.ToolScope{{Tools: "counter__*", Scopes: []string{"counter:call"}}},
+			// Follow a rotation at once (internal/oauth tests the cooldown).
+			JWKSRefetchCooldown: 1,
 		},
 	}
 	dir := identity.New(cfg)

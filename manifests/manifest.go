@@ -267,6 +267,24 @@ type Approval struct {
 	// (approve with edits)? Nil means yes; false forbids it (see
 	// EditsAllowed).
 	Edits *bool `yaml:"edits,omitempty" json:"edits,omitempty"`
+
+	// Approval grants. MaxGrant bounds what an approver may grant with an
+	// approval (later calls of the tool without asking again); omitted:
+	// every call is approved once only. GrantArgs lists argument paths
+	// (dot separated, as Redact) whose values a later call must share
+	// with the approved one for a grant to cover it; omitted: any
+	// arguments.
+	MaxGrant  *MaxGrant `yaml:"max_grant,omitempty" json:"max_grant,omitempty"`
+	GrantArgs []string  `yaml:"grant_args,omitempty" json:"grant_args,omitempty"`
+}
+
+// MaxGrant is approval.max_grant: the most calls and the longest time one
+// grant may cover (at least one of them), and whether a grant may cover
+// the principal's other tasks (then Duration is required, so it ends).
+type MaxGrant struct {
+	Calls     int      `yaml:"calls,omitempty" json:"calls,omitempty"`
+	Duration  Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
+	Principal bool     `yaml:"principal,omitempty" json:"principal,omitempty"`
 }
 
 // EditsAllowed reports whether approvers may edit the arguments of calls

@@ -403,6 +403,7 @@ func (v *validator) approval(p string, a *Approval) {
 	case timeoutOK && a.Timeout > 0 && a.EscalateAfter >= a.Timeout:
 		v.add(ep, "%s is not shorter than approval.timeout (%s), so the escalation would never happen; lower it or raise the timeout", a.EscalateAfter, a.Timeout)
 	}
+	v.grants(p, a)
 }
 
 func (v *validator) retry(p string, r *Retry) {

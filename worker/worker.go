@@ -114,6 +114,9 @@ func Register(r Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.PlanCompensation, activity.RegisterOptions{Name: api.PlanCompensationName})
 	r.RegisterActivityWithOptions(acts.NotifyRollbackFailed, activity.RegisterOptions{Name: api.NotifyRollbackFailedName})
 	r.RegisterActivityWithOptions(acts.PrepareStep, activity.RegisterOptions{Name: api.PrepareStepName})
+	// Approval grants across a principal's tasks.
+	r.RegisterActivityWithOptions(acts.AddPrincipalGrant, activity.RegisterOptions{Name: api.AddPrincipalGrantName})
+	r.RegisterActivityWithOptions(acts.UsePrincipalGrant, activity.RegisterOptions{Name: api.UsePrincipalGrantName})
 }
 
 // WorkflowRegistry takes workflow registrations (workers and replayers).
@@ -127,6 +130,7 @@ func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: api.PlanName})
 	r.RegisterWorkflowWithOptions(workflows.RollbackTask, workflow.RegisterOptions{Name: api.RollbackTaskName})
 	r.RegisterWorkflowWithOptions(workflows.ResourceLock, workflow.RegisterOptions{Name: api.LockWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.PrincipalGrants, workflow.RegisterOptions{Name: api.PrincipalGrantsName})
 }
 
 // deploymentOptions is the worker's Worker Deployment Version and whether

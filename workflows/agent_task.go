@@ -112,6 +112,10 @@ type task struct {
 	editsOn  bool
 	edited   map[string]*api.ArgsEdit
 	nextEdit *pendingEdit
+	// Approval grants (changeGrants, grants.go): whether this run takes
+	// them, and the task's grants, oldest first.
+	grantsOn bool
+	grants   []*api.Grant
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -135,6 +139,11 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	}
 	// And whether approvers may edit a call's arguments (edits.go).
 	t.editsOn = workflow.GetVersion(ctx, changeApproveEdits, workflow.DefaultVersion, 1) >= 1
+
+	// And whether approvals may grant later calls (grants.go).
+	if err := t.startGrants(ctx); err != nil {
+		return api.TaskResult{}, err
+	}
 
 	// Handlers first, before anything blocks.
 	if err := t.registerShared(ctx); err != nil {
@@ -522,6 +531,7 @@ func (t *task) carry() *api.Carried {
 		RollbackFailed: t.state == api.StateRollbackFailed,
 		Ledger:         t.ledger.Clone(),
 		State:          t.st.encode(), // task-state
+		Grants:         t.grantsCopy(),
 	}
 }
 
@@ -553,6 +563,7 @@ func (t *task) status() (api.Status, error) {
 		Ended:        t.ended,
 		Locks:        t.lockList(),
 		TaskState:    t.st.encode(), // task-state
+		Grants:       t.grantsCopy(),
 	}, nil
 }
 
@@ -639,6 +650,12 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 		}
 		decision = &d
 		approved := false
+		// A grant made with an earlier approval may allow the call
+		// instead (grants.go).
+		if gd, ok := t.granted(ctx, req, d, out.Approval); ok {
+			d, approved = gd, true
+			decision = &d
+		}
 		// 2 approval wait
 		if d.Effect == string(policy.RequireApproval) && out.Approval != nil &&
 			workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
@@ -662,6 +679,7 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 			if stop := t.applyEdit(ctx, &req, &d, &out, started); stop != nil {
 				return *stop, nil
 			}
+			t.grantOnApproval(ctx, req)
 		}
 		if d.Effect != string(policy.Allow) && !approved {
 			reason := d.Reason

@@ -33,6 +33,7 @@ func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.De
 	if spec.EscalateAfter > 0 && spec.EscalateAfter < spec.Timeout && spec.EscalateTo != "" {
 		ar.EscalateAt, ar.EscalateTo = now.Add(spec.EscalateAfter), spec.EscalateTo
 	}
+	ar.MaxGrant, ar.GrantArgs = spec.MaxGrant, slices.Clone(spec.GrantArgs) // approval grants
 	t.approvals = append(t.approvals, ar)
 	if len(ar.Approvers) < ar.Quorum && len(spec.EscalateApprovers) == 0 {
 		ar.State, ar.DecidedAt = api.ApprovalDenied, now
@@ -140,9 +141,10 @@ func (t *task) notice(ar *api.ApprovalRequest, group string, escalation bool) ap
 		RequestedAt: ar.RequestedAt,
 		Escalation:  escalation, State: ar.State, Messages: slices.Clone(ar.Messages),
 		ApprovalEdits: ar.ApprovalEdits,
+		MaxGrant:      ar.MaxGrant,
 	}
 	for _, v := range ar.Votes {
-		n.Votes = append(n.Votes, api.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via})
+		n.Votes = append(n.Votes, api.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via, Grant: grantNote(v.Grant)})
 	}
 	return n
 }
@@ -192,6 +194,9 @@ func (t *task) validateDecide(ctx workflow.Context, d api.DecideRequest) error {
 	case !slices.Contains(ar.Approvers, d.Approver):
 		return fmt.Errorf("%s is not in approver group %q", d.Approver, ar.Group)
 	}
+	if err := t.validateGrantAsk(ar, d); err != nil {
+		return err
+	}
 	for _, v := range ar.Votes {
 		if v.Approver == d.Approver {
 			past := "approved"
@@ -224,6 +229,7 @@ func (t *task) decide(ctx workflow.Context, d api.DecideRequest) (api.DecideResu
 	if edit != "" {
 		msg = "approved with edited arguments; policy judges the edited call again before it runs"
 	}
+	msg += t.noteGrant(ar, d)
 	return api.DecideResult{RequestID: ar.ID, State: ar.State, Message: msg, Approver: d.Approver, Approve: d.Approve, EditDigest: edit}, nil
 }
 

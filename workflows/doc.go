@@ -1,10 +1,12 @@
 // Package workflows holds airlock's durable workflows: AgentTask, the
 // agent-driven task whose every tool call is an Update; Plan, the
 // declarative multi-step task; RollbackTask, the rollback of a task that
-// has ended; and the call pipeline they share (policy decision, approval
-// wait, capture, execute, compensation) with its saga stack. edits.go is
-// approve with edits: an approver's edited arguments are judged again by
-// policy, may go to another approver group, and are what runs.
+// has ended; PrincipalGrants, the approval grants that span a principal's
+// tasks; ResourceLock, one lock across tasks; and the call pipeline they
+// share (policy decision, approval grants and wait, capture, execute,
+// compensation) with its saga stack. edits.go is approve with edits: an
+// approver's edited arguments are judged again by policy, may go to
+// another approver group, and are what runs.
 //
 // Everything here must replay deterministically: no clocks but
 // workflow.Now, no goroutines, no map-order iteration, no I/O. Manifests and

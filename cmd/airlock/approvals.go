@@ -43,8 +43,11 @@ func approvalsCommand() *Command {
 				Flags: bind(approvalsFlags, approvalsList)},
 			{Name: "show", Usage: "[--json] ID", Short: "one request in full (arguments masked)",
 				Long: "Shows one request in full, its arguments masked, and its digest.\n\n" + approvalsLong, Flags: bind(approvalsFlags, approvalsShow)},
-			{Name: "approve", Usage: approve, Short: "approve the request as the principal of your API key",
-				Long: approvalsLong, Flags: bind(approvalsFlags, decideWith(true))},
+			{Name: "approve", Usage: "[--grant-calls N] [--grant-for DURATION] " + approve, Short: "approve the request as the principal of your API key",
+				Long: approvalsLong + grantsLong, Flags: bind(approvalsFlags, decideWith(true))},
+			{Name: "revoke", Usage: "[--reason TEXT] GRANT-ID", Short: "revoke a grant an approval made",
+				Long:  "Revokes a grant (airlock tasks show TASK lists them): the calls it covered ask\nfor approval again. The grant's principal and its request's approvers may.\n\n" + approvalsLong,
+				Flags: bind(approvalsFlags, approvalsRevoke)},
 			{Name: "deny", Usage: decide, Short: "deny the request as the principal of your API key",
 				Long: approvalsLong, Flags: bind(approvalsFlags, decideWith(false))},
 		}}
@@ -63,6 +66,11 @@ type approvalsOptions struct {
 	digest   string
 	auditLog string
 	argsFile string // approve with edits
+	// Approval grants (approvals_grants.go).
+	grantCalls     string
+	grantFor       string
+	grantPrincipal bool
+	reason         string
 }
 
 func approvalsFlags(fs *flag.FlagSet, o *approvalsOptions) {
@@ -73,6 +81,7 @@ func approvalsFlags(fs *flag.FlagSet, o *approvalsOptions) {
 	fs.StringVar(&o.comment, "comment", "", "approve, deny: a `comment` recorded with the vote (the agent sees it on a deny)")
 	fs.StringVar(&o.digest, "digest", "", "approve, deny: refuse unless the request's digest starts with this `prefix` (from show)")
 	fs.StringVar(&o.argsFile, "args", "", "approve: approve with edited arguments, the JSON object in this `file` (- reads stdin)")
+	grantFlags(fs, o)
 	fs.StringVar(&o.auditLog, "audit-log", "", "approve, deny: where the decision is audited: stdout, stderr, off or a `file` (default: audit.log in the config, else <data_dir>/audit.jsonl)")
 }
 
@@ -91,6 +100,9 @@ func (o *approvalsOptions) check(c *Call, sub string) int {
 		return c.usage("--comment and --digest apply to approve and deny only")
 	case o.argsFile != "" && sub != "approve":
 		return c.usage("--args applies to approve only (edited arguments come with an approval)")
+	}
+	if code := o.checkGrant(c, sub); code != 0 {
+		return code
 	}
 	if sub != "list" {
 		if _, err := approver.TaskOf(c.Args[0]); err != nil {
@@ -186,13 +198,14 @@ func decideWith(approve bool) func(*Call, *approvalsOptions) int {
 		if who == "" {
 			return code
 		}
+		grant, _ := o.grant() // checked by check
 		args, err := readEditedArgs(c, o.argsFile)
 		if err != nil {
 			return c.usage("%v", err)
 		}
 		return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
 			return o.decide(ctx, c, cfg, local, approver.Decision{RequestID: c.Args[0], Approver: who, Approve: approve,
-				Via: "cli", Comment: strings.TrimSpace(o.comment), Digest: o.digest, Arguments: args})
+				Via: "cli", Comment: strings.TrimSpace(o.comment), Digest: o.digest, Arguments: args, Grant: grant})
 		})
 	}
 }

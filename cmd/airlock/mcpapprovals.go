@@ -49,7 +49,7 @@ func (m mcpApprovals) Decidable(ctx context.Context, name string) ([]api.Approva
 
 func (m mcpApprovals) Decide(ctx context.Context, d gateway.MCPDecision) (api.DecideResult, error) {
 	res, err := m.local.Decide(ctx, approver.Decision{RequestID: d.RequestID, Approver: d.Approver, Approve: d.Approve,
-		Via: "mcp", Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments})
+		Via: "mcp", Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments, Grant: d.Grant})
 	var ref *approver.Refusal
 	if errors.As(err, &ref) {
 		return res, errors.New(ref.Reason)

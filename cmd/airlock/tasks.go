@@ -403,6 +403,8 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 			fmt.Fprintf(stdout, "  %-24s %-28s by %s\n", e.CallID, e.Tool, e.Undo.Tool)
 		}
 	}
+	writeGrants(stdout, st.Grants, time.Now())
+	writePrincipalGrants(ctx, stdout, tc, st.Principal)
 	return 0
 }
 

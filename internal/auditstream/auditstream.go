@@ -37,6 +37,7 @@ const (
 	EventApprovalDecided   = "approval_decided"
 	EventApprovalRefused   = "approval_refused"
 	EventApprovalClosed    = "approval_closed"
+	EventGrantRevoked      = "grant_revoked"
 	EventRollbackFailed    = "rollback_failed"
 	EventAuthFailed        = "auth_failed"
 )
@@ -200,6 +201,8 @@ type ApprovalDecision struct {
 	// EditDigest is the digest of the arguments an approver edited and
 	// approved (approve with edits).
 	EditDigest string
+	// Grant is what an approval also granted ("3 calls", approval grants).
+	Grant string
 }
 
 // ApprovalDecision writes approval_decided, or approval_refused when
@@ -223,6 +226,9 @@ func (a *Log) ApprovalDecision(d ApprovalDecision) {
 	}
 	if d.EditDigest != "" {
 		e = e.Str("edit_digest", d.EditDigest)
+	}
+	if d.Grant != "" {
+		e = e.Str("grant", d.Grant)
 	}
 	e.Send()
 }

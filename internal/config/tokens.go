@@ -7,8 +7,10 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/airlock-run/airlock/internal/oauth"
+	"github.com/airlock-run/airlock/manifests"
 )
 
 // Tokens makes the gateway an OAuth 2.1 resource server (the MCP
@@ -43,6 +45,12 @@ type Tokens struct {
 	// Algorithms are the JWS algorithms accepted (default: RS, PS and ES
 	// 256/384/512 and EdDSA). none and HS* are refused.
 	Algorithms []string `yaml:"algorithms,omitempty"`
+	// JWKSRefetchCooldown is the least time between two fetches of an
+	// issuer's key set: a token signed with a key ID airlock does not
+	// know makes it fetch the set again (a key rotation) only once the
+	// last fetch is this old, so tokens with made-up key IDs cannot make
+	// airlock hammer the provider (default 30s).
+	JWKSRefetchCooldown manifests.Duration `yaml:"jwks_refetch_cooldown,omitempty"`
 }
 
 // TokenIssuer is one authorization server.
@@ -100,7 +108,8 @@ func (t TokenIssuer) IssuerName() string {
 
 // OAuthOptions converts the block into the verifier's options.
 func (t *Tokens) OAuthOptions() oauth.Options {
-	o := oauth.Options{Resource: t.Resource, RequiredScopes: t.RequiredScopes, ScopesSupported: t.ScopesSupported, Algorithms: t.Algorithms}
+	o := oauth.Options{Resource: t.Resource, RequiredScopes: t.RequiredScopes, ScopesSupported: t.ScopesSupported, Algorithms: t.Algorithms,
+		JWKSRefetchCooldown: t.JWKSRefetchCooldown.D()}
 	for _, is := range t.Issuers {
 		oi := oauth.Issuer{URL: is.Issuer, Name: is.IssuerName(), Audience: is.Audience, PrincipalClaim: is.PrincipalClaim, JWKSURL: is.JWKSURL}
 		if in := is.Introspection; in != nil {
@@ -125,6 +134,9 @@ func (c *Config) validateTokens(v *validator) {
 	const at = "principals_from_tokens"
 	if err := oauth.CheckResource(t.Resource); err != nil {
 		v.add(at+".resource", "%v", err)
+	}
+	if d := t.JWKSRefetchCooldown; d != 0 && (d < manifests.Duration(time.Second) || d > manifests.Duration(time.Hour)) {
+		v.add(at+".jwks_refetch_cooldown", `must be between 1s and 1h, got %s; it is the least time between two fetches of an issuer's keys (default 30s)`, d)
 	}
 	if len(t.Issuers) == 0 {
 		v.add(at+".issuers", "is empty; name the authorization server(s) whose tokens are accepted, e.g. - issuer: https://login.example.com")

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-run/airlock/internal/config"
 )
@@ -24,6 +25,7 @@ principals_from_tokens:
     - {roles: [dev], when: '"dev" in claims.groups'}
   tool_scopes:
     - {tools: "fs__write_*", scopes: [files:write]}
+  jwks_refetch_cooldown: 2m
 `
 	snap, err := config.Load(write(t, filepath.Join(dir, "good.yaml"), good))
 	if err != nil {
@@ -34,7 +36,7 @@ principals_from_tokens:
 		t.Fatalf("tokens block %+v", tk)
 	}
 	o := tk.OAuthOptions()
-	if o.Resource != "https://airlock.example.com/mcp" || o.Issuers[0].Name != "login.example.com" || len(o.Roles) != 1 || o.ToolScopes[0].Scopes[0] != "files:write" {
+	if o.Resource != "https://airlock.example.com/mcp" || o.Issuers[0].Name != "login.example.com" || len(o.Roles) != 1 || o.ToolScopes[0].Scopes[0] != "files:write" || o.JWKSRefetchCooldown != 2*time.Minute {
 		t.Fatalf("options %+v", o)
 	}
 
@@ -57,6 +59,7 @@ principals_from_tokens:
   tool_scopes:
     - {tools: "[", scopes: []}
   algorithms: [HS256, none]
+  jwks_refetch_cooldown: 10ms
 `
 	_, err = config.Load(write(t, filepath.Join(dir, "bad.yaml"), bad))
 	got := strings.Join(problems(t, err), "\n")
@@ -74,6 +77,7 @@ principals_from_tokens:
 		"principals_from_tokens.tool_scopes[0].scopes: is empty",
 		"principals_from_tokens.algorithms[0]: algorithm \"HS256\" is HMAC",
 		"principals_from_tokens.algorithms[1]: algorithm \"none\" accepts unsigned tokens",
+		"bad.yaml:20: principals_from_tokens.jwks_refetch_cooldown: must be between 1s and 1h, got 10ms",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q; got:\n%s", want, got)

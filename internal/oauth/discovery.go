@@ -35,7 +35,8 @@ type serverMetadata struct {
 // getVerifier discovers the issuer's key set once (retrying later after a
 // failure) and returns its verifier. The key set is go-oidc's RemoteKeySet:
 // keys are cached, and a token signed with a key ID not in the cache makes
-// it fetch the set again, which is how a rotation is followed.
+// it fetch the set again, which is how a rotation is followed: at most once
+// per is.cooldown (jwks.go).
 func (is *issuer) getVerifier(ctx context.Context, algs []string, now func() time.Time) (*oidc.IDTokenVerifier, error) {
 	is.mu.Lock()
 	defer is.mu.Unlock()
@@ -54,7 +55,7 @@ func (is *issuer) getVerifier(ctx context.Context, algs []string, now func() tim
 		}
 		jwks = md.JWKSURI
 	}
-	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), is.client), jwks)
+	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), keySetClient(is.client, jwks, is.cooldown, now)), jwks)
 	is.verifier = oidc.NewVerifier(is.cfg.URL, keys, &oidc.Config{
 		ClientID:             is.cfg.Audience,
 		SupportedSigningAlgs: slices.Clone(algs),

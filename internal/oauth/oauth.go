@@ -70,6 +70,11 @@ type Options struct {
 	Getenv func(string) string
 	// Now is the clock tokens are checked against (default time.Now).
 	Now func() time.Time
+	// JWKSRefetchCooldown is the least time between two fetches of an
+	// issuer's key set: a token whose key ID is unknown makes airlock
+	// fetch the set again (a rotation) only when the last fetch is at
+	// least this old (default DefaultJWKSRefetchCooldown).
+	JWKSRefetchCooldown time.Duration
 }
 
 // Issuer is one authorization server whose tokens are accepted.
@@ -173,8 +178,9 @@ const cacheTTL = time.Minute
 const maxCache = 10000
 
 type issuer struct {
-	cfg    Issuer
-	client *http.Client
+	cfg      Issuer
+	client   *http.Client
+	cooldown time.Duration
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
@@ -216,7 +222,11 @@ func New(opts Options) (*Verifier, error) {
 		if is.PrincipalClaim == "" {
 			is.PrincipalClaim = "sub"
 		}
-		v.issuers = append(v.issuers, &issuer{cfg: is, client: opts.HTTPClient})
+		cooldown := opts.JWKSRefetchCooldown
+		if cooldown <= 0 {
+			cooldown = DefaultJWKSRefetchCooldown
+		}
+		v.issuers = append(v.issuers, &issuer{cfg: is, client: opts.HTTPClient, cooldown: cooldown})
 	}
 	for i, r := range opts.Roles {
 		p, err := CompileRole(r.When)

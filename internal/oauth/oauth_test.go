@@ -21,11 +21,20 @@ const resource = "https://airlock.test/mcp"
 
 func newVerifier(t *testing.T, issuers ...*oauthtest.Provider) *oauth.Verifier {
 	t.Helper()
+	return newVerifierWith(t, nil, issuers...)
+}
+
+// newVerifierWith is newVerifier with options changed by edit (nil: none).
+func newVerifierWith(t *testing.T, edit func(*oauth.Options), issuers ...*oauthtest.Provider) *oauth.Verifier {
+	t.Helper()
 	o := oauth.Options{Resource: resource,
 		Roles:      []oauth.RoleRule{{Roles: []string{"dev"}, When: `true`}, {Roles: []string{"ops"}, When: `"ops" in claims.?groups.orValue([])`}},
 		ToolScopes: []oauth.ToolScope{{Tools: "fs__write_*", Scopes: []string{"files:write"}}}}
 	for i, p := range issuers {
 		o.Issuers = append(o.Issuers, oauth.Issuer{URL: p.Issuer(), Name: []string{"corp", "other"}[i]})
+	}
+	if edit != nil {
+		edit(&o)
 	}
 	v, err := oauth.New(o)
 	if err != nil {
@@ -108,12 +117,14 @@ func TestRefusals(t *testing.T) {
 // unknown key ID) and tokens signed with the retired key are refused.
 func TestKeyRotationFollowed(t *testing.T) {
 	p := oauthtest.Start(t, resource)
-	v := newVerifier(t, p)
+	clock := &testClock{t: time.Now()}
+	v := newVerifierWith(t, func(o *oauth.Options) { o.Now = clock.now }, p)
 	if _, err := v.Verify(context.Background(), p.Sign(t, p.Claims("alice"))); err != nil {
 		t.Fatal(err)
 	}
 	oldSigned := p.Sign(t, p.Claims("bob"))
 	p.Rotate(t)
+	clock.add(oauth.DefaultJWKSRefetchCooldown) // see TestUnknownKeyIDCooldown
 	if _, err := v.Verify(context.Background(), p.Sign(t, p.Claims("alice2"))); err != nil {
 		t.Fatalf("token with the new key: %v", err)
 	}

@@ -113,7 +113,7 @@ type actRef struct {
 
 // updateRef says what an accepted Update is.
 type updateRef struct {
-	kind     string // call, vote, rollback
+	kind     string // call, vote, rollback, revoke
 	cs       *callState
 	vote     int
 	rollback int
@@ -367,6 +367,9 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 		cs := b.call(callID, "", at)
 		ap := b.approval(cs, d.RequestID)
 		ap.Votes = append(ap.Votes, Vote{Approver: d.Approver, Approve: d.Approve, At: at, Via: d.Via, Comment: d.Comment})
+		if !d.Grant.Empty() {
+			ap.Votes[len(ap.Votes)-1].Grant = d.Grant.String()
+		}
 		b.updates[id] = &updateRef{kind: "vote", cs: cs, vote: len(ap.Votes) - 1, ap: ap}
 	case api.UpdateRollback:
 		var req api.RollbackRequest
@@ -380,6 +383,8 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 			b.rolling = i
 		}
 		b.updates[id] = &updateRef{kind: "rollback", rollback: i}
+	case api.UpdateRevokeGrant:
+		b.revokeRequested(id, in.GetArgs(), at)
 	}
 }
 
@@ -468,6 +473,8 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 				ap.Decided = &at
 			}
 		}
+	case "revoke":
+		b.revokeCompleted(ref, fail, a.GetOutcome().GetSuccess())
 	case "rollback":
 		rb := &b.tl.Rollbacks[ref.rollback]
 		rb.Finished = &at
@@ -787,6 +794,7 @@ func (b *builder) finish() {
 	b.finishPlanCall()
 	b.closeInferred()
 	b.matchDecisions()
+	b.grantDecisions()
 	for _, cs := range b.order {
 		c := cs.c
 		if c.Decision == nil && cs.recorded != nil {

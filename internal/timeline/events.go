@@ -31,6 +31,7 @@ const (
 	EventFinishRequested      = "finish_requested"
 	EventCancelRequested      = "cancel_requested"
 	EventTaskEnded            = "task_ended"
+	EventGrantRevoked         = "grant_revoked"
 )
 
 // event is one line of the rendering and one record of the export.
@@ -68,6 +69,7 @@ func events(tl *Timeline) []event {
 		}
 		blocks = append(blocks, block{at: r.At, events: []event{{at: r.At, typ: typ, run: runAt(tl, r.At), text: text}}})
 	}
+	blocks = append(blocks, revocationBlocks(tl)...)
 	for i, r := range tl.Runs {
 		if i == 0 {
 			continue
@@ -214,6 +216,9 @@ func callEvents(tl *Timeline, c *Call) []event {
 		if d.Group != "" {
 			f["group"], f["quorum"] = d.Group, d.Quorum
 		}
+		if d.Grant != "" {
+			f["grant"] = d.Grant
+		}
 		out = append(out, base(at, 1, EventPolicyDecision, fmt.Sprintf("policy: %s (%s): %s", d.Effect, how, d.Reason), f))
 	}
 	if ap := c.Approval; ap != nil {
@@ -339,6 +344,9 @@ func approvalEvents(c *Call, ap *Approval, base func(time.Time, int, string, str
 		if v.Result != "" {
 			f["result"] = v.Result
 			text += ": " + v.Result
+		}
+		if v.Grant != "" {
+			f["grant"] = v.Grant
 		}
 		out = append(out, base(v.At, 1, EventApprovalDecided, text, f))
 	}

@@ -46,6 +46,8 @@ type Timeline struct {
 	Rollbacks []Rollback `json:"rollbacks,omitempty"`
 	// Requests are the finish and cancel requests the task received.
 	Requests []Request `json:"requests,omitempty"`
+	// Revocations are the approval grants revoked (grants.go).
+	Revocations []Revocation `json:"revocations,omitempty"`
 	// Undone lists the compensations a failed rollback left undone when
 	// the task ended in rollback_failed (call IDs, top of the stack first).
 	Undone []string `json:"undone,omitempty"`
@@ -130,6 +132,8 @@ type Decision struct {
 	PolicyVersion string     `json:"policy_version,omitempty"`
 	Group         string     `json:"group,omitempty"`
 	Quorum        int        `json:"quorum,omitempty"`
+	// Grant is the approval grant that allowed the call (check grant).
+	Grant string `json:"grant,omitempty"`
 }
 
 // Approval is a call's approval request and the decisions on it.
@@ -160,6 +164,8 @@ type Vote struct {
 	Comment string `json:"comment,omitempty"`
 	// Result is what the task answered ("approved: 1 of 1 approvals").
 	Result string `json:"result,omitempty"`
+	// Grant is what the approval also granted ("2 calls within 1h0m0s").
+	Grant string `json:"grant,omitempty"`
 }
 
 // Capture is the pre-image read before a call, so it can be undone.
