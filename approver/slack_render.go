@@ -167,12 +167,14 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	}
 	approve := slack.NewButtonBlockElement(ActionApprove, n.RequestID, slackPlain("Approve", 75)).WithStyle(slack.StylePrimary)
 	deny := slack.NewButtonBlockElement(ActionDeny, n.RequestID, slackPlain("Deny", 75)).WithStyle(slack.StyleDanger)
+	// Approve, the grants the tool allows, Deny, then Edit & approve.
 	buttons := append([]slack.BlockElement{approve}, slackGrantButtons(n)...) // approval grants
-	if !n.NoEdits {                                                           // approve with edits (slack_edits.go)
+	buttons = append(buttons, deny)
+	if !n.NoEdits { // approve with edits (slack_edits.go)
 		buttons = append(buttons, editButton(n))
 	}
 	blocks = append(blocks,
-		slack.NewActionBlock(BlockIDPrefix+n.Digest, append(buttons, deny)...),
+		slack.NewActionBlock(BlockIDPrefix+n.Digest, buttons...),
 		slackRequestContext(n, ""))
 	return fallback, blocks
 }
