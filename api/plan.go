@@ -42,6 +42,9 @@ type PlanInput struct {
 	DeadlineAfter time.Duration `json:",omitempty"`
 	// Schedule names the schedule that starts it ("" when run by hand).
 	Schedule string `json:",omitempty"`
+
+	// Rate limits and budget (issue 16 §3; nil: none configured).
+	Quota *Quota `json:",omitempty"`
 }
 
 // PlanStatus is a plan's progress, part of Status.

@@ -22,6 +22,9 @@ type TaskInput struct {
 	RollbackNotify string `json:",omitempty"`
 	// Carried is the state handed over by continue-as-new; nil on a new task.
 	Carried *Carried `json:",omitempty"`
+
+	// Rate limits and budget (issue 16 §3; nil: none configured).
+	Quota *Quota `json:",omitempty"`
 }
 
 // Identity is what the policy knows of the task's principal.
@@ -62,6 +65,10 @@ type Carried struct {
 	// Ledger records every call the task has run, in all its runs (nil
 	// in tasks from before it).
 	Ledger *CallLedger `json:",omitempty"`
+
+	// Rate limits and budget (issue 16 §3): the budget spent and the
+	// task's own windows.
+	Quota *QuotaState `json:",omitempty"`
 }
 
 // CallRequest asks the task to run one tool call. The gateway fills the
@@ -152,6 +159,10 @@ type CallResult struct {
 	// Repeat is set when the call ID had already run in the task, which
 	// answered without running the tool again.
 	Repeat *Repeat `json:",omitempty"`
+
+	// Limit says which rate limit or budget refused the call (outcome
+	// limit; issue 16 §3).
+	Limit *LimitHit `json:",omitempty"`
 }
 
 // Repeat says where a repeated call ran.

@@ -109,6 +109,7 @@ func Register(r Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.PlanCompensation, activity.RegisterOptions{Name: api.PlanCompensationName})
 	r.RegisterActivityWithOptions(acts.NotifyRollbackFailed, activity.RegisterOptions{Name: api.NotifyRollbackFailedName})
 	r.RegisterActivityWithOptions(acts.PrepareStep, activity.RegisterOptions{Name: api.PrepareStepName})
+	r.RegisterActivityWithOptions(acts.TakeLimits, activity.RegisterOptions{Name: api.TakeLimitsName})
 }
 
 // WorkflowRegistry takes workflow registrations (workers and replayers).
@@ -121,6 +122,7 @@ func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.AgentTask, workflow.RegisterOptions{Name: api.AgentTaskName})
 	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: api.PlanName})
 	r.RegisterWorkflowWithOptions(workflows.RollbackTask, workflow.RegisterOptions{Name: api.RollbackTaskName})
+	r.RegisterWorkflowWithOptions(workflows.Limiter, workflow.RegisterOptions{Name: api.LimiterName})
 }
 
 // deploymentOptions is the worker's Worker Deployment Version and whether
