@@ -161,3 +161,12 @@ type TakeLimitsInput struct {
 type TakeLimitsOutput struct {
 	Hit *LimitHit `json:",omitempty"`
 }
+
+// NewQuota is the Quota of a task with these rate limits and budget, nil
+// when there are neither (the task then never asks: see changeLimits).
+func NewQuota(rates []RateLimit, budget int) *Quota {
+	if len(rates) == 0 && budget <= 0 {
+		return nil
+	}
+	return &Quota{Rates: append([]RateLimit(nil), rates...), Budget: max(budget, 0)}
+}

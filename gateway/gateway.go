@@ -93,6 +93,11 @@ type Options struct {
 	MaxCalls      int
 	DeadlineAfter time.Duration
 	IdleTimeout   time.Duration
+	// TaskRateLimits and Budget are every new task's rate limits and
+	// default budget (task.rate_limits, task.budget); the principal's
+	// roles add theirs (issue 16 §3).
+	TaskRateLimits []api.RateLimit
+	Budget         int
 	// ContinueAsNewAfter is api.Limits.ContinueAsNewAfter of new tasks
 	// (0: the workflow's default).
 	ContinueAsNewAfter int
@@ -790,6 +795,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if pr.MaxCalls > 0 {
 		in.Limits.MaxCalls = pr.MaxCalls
 	}
+	in.Quota = taskQuota(g.opts, pr) // limits.go
 	deadline := g.opts.DeadlineAfter
 	if pr.Deadline > 0 {
 		deadline = pr.Deadline
@@ -883,6 +889,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	}
 	log.Info().Str("outcome", string(res.Outcome)).Int("attempts", res.Attempts).Msg("call finished")
 	metrics.Calls.WithLabelValues(e.exposed, string(res.Outcome)).Inc()
+	countRefusal(res) // limits.go
 	return toMCP(taskID, res), nil
 }
 
@@ -984,7 +991,9 @@ func toMCP(taskID string, res api.CallResult) *mcp.CallToolResult {
 		}
 		return &r
 	}
-	return errorResult(taskID, res.CallID, res.Reason)
+	r := errorResult(taskID, res.CallID, res.Reason)
+	limitMeta(r, res.Limit) // limits.go
+	return r
 }
 
 func errorResult(taskID, callID, msg string) *mcp.CallToolResult {

@@ -459,6 +459,8 @@ func (s *stack) startGateway(r roles) error {
 		IdleTimeout:     cfg.Task.IdleTimeout.D(),
 		RollbackOnDeny:  cfg.Task.RollbackOnDeny,
 		RollbackNotify:  cfg.Task.RollbackNotify,
+		TaskRateLimits:  cfg.TaskRateLimits(), // issue 16 §3
+		Budget:          cfg.Task.Budget,
 		InlineWait:      cfg.Approvals.InlineWait.D(),
 		Logger:          e.log,
 		Version:         version,

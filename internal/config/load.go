@@ -232,6 +232,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	c.validateTokens(v)
 	c.validateSlack(v)
 	c.validateTelemetry(v)
+	c.validateLimits(v, slices.Sorted(maps.Keys(c.Roles)))
 	return v.problems
 }
 
