@@ -168,6 +168,10 @@ type stackOptions struct {
 	workerIdentity string
 	// catalog is the gateway's catalog mode (default full).
 	catalog string
+	// taskRateLimits and budget are every task's rate limits and budget
+	// (issue 16 §3; limits_test.go).
+	taskRateLimits []api.RateLimit
+	budget         int
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -265,7 +269,8 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
-		Catalog: o.catalog,
+		Catalog:        o.catalog,
+		TaskRateLimits: o.taskRateLimits, Budget: o.budget,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()
