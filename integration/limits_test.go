@@ -229,7 +229,7 @@ func TestRecordLimitsHistory(t *testing.T) {
 	}
 	req := func(id, tool, key string, spec api.ToolSpec) api.CallRequest {
 		return api.CallRequest{CallID: id, Tool: "counter__" + tool, Server: "counter", UpstreamTool: tool,
-			Arguments: json.RawMessage(fmt.Sprintf(`{"key":%q,"text":%q}`, key, key)), Spec: spec}
+			Arguments: json.RawMessage(fmt.Sprintf(`{%q:%q}`, map[string]string{"echo": "text", "put": "key"}[tool], key)), Spec: spec}
 	}
 	steps := []struct {
 		req   api.CallRequest
