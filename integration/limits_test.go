@@ -149,7 +149,8 @@ func TestRateLimitSharedAcrossTasks(t *testing.T) {
 
 // TestBudgetExhaustedMidPlan: a plan whose steps each cost 2 under a
 // budget of 5 runs two; the third is refused with check budget (it never
-// reaches the upstream) and the plan rolls back as for a failed step.
+// reaches the upstream) and the plan rolls back as for a failed step. Its
+// history is recorded (-record) as limits_v1_plan.
 func TestBudgetExhaustedMidPlan(t *testing.T) {
 	m, effects := counterManifest(t, `  put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, cost: 2,
         compensation: {tool: put, args: {key: '"undo-" + args.key'}}}
@@ -194,6 +195,8 @@ steps:
 			t.Errorf("put %s ran %d times, want %d", key, n, want)
 		}
 	}
+	// With -record: limits_v1_plan_run1.json.
+	replayClientRuns(t, s.client, in.TaskID, run.GetRunID(), "limits_v1_plan")
 }
 
 // TestRecordLimitsHistory records an agent task under rate limits and a
