@@ -221,6 +221,11 @@ type Status struct {
 	Ended bool `json:",omitempty"`
 	// Plan is the plan's progress (plans only).
 	Plan *PlanStatus `json:",omitempty"`
+
+	// Budget and Spent are the task's budget of cost units and what it
+	// has spent (issue 16 §3; Budget 0: none).
+	Budget int `json:",omitempty"`
+	Spent  int `json:",omitempty"`
 }
 
 // TaskResult is returned when a task ends.

@@ -177,6 +177,9 @@ steps:
 		t.Fatalf("plan ended %s, want rolled_back", res.State)
 	}
 	st := status(t, s, "plan-budget")
+	if st.Budget != 5 || st.Spent != 4 {
+		t.Errorf("status: spent %d of %d, want 4 of 5", st.Spent, st.Budget)
+	}
 	three := st.Plan.Steps[2]
 	if three.Outcome != api.OutcomeLimit || !strings.Contains(three.Reason, "spent 4 of its budget of 5 cost units") {
 		t.Errorf("step three = %+v", three)

@@ -544,6 +544,8 @@ func (t *task) status() (api.Status, error) {
 		RollingBack:  t.rolling != nil,
 		Plan:         t.plan,
 		Ended:        t.ended,
+		Budget:       t.budget(), // limits.go
+		Spent:        t.quota.Spent,
 	}, nil
 }
 

@@ -217,6 +217,14 @@ func (t *task) refusal(req api.CallRequest, hit api.LimitHit, reason string) *ap
 		Decision: &api.Decision{Effect: string(policy.Deny), Check: hit.Check, Rule: hit.Limit, Reason: reason}}
 }
 
+// budget is the task's budget of cost units (0: none).
+func (t *task) budget() int {
+	if q := t.in.Quota; q != nil {
+		return q.Budget
+	}
+	return 0
+}
+
 // carriedQuota is the quota state for the next run (nil: nothing spent).
 func (t *task) carriedQuota() *api.QuotaState {
 	if t.quota.Spent == 0 && len(t.quota.Windows) == 0 {
