@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -372,5 +373,74 @@ func BenchmarkLimitCost(b *testing.B) {
 			}
 			b.ReportMetric(float64(n)/float64(b.N), unit)
 		}
+	}
+}
+
+// TestLimitsDevBinary runs limits end to end in the real airlock dev from
+// its configuration: a role's per-principal window on one tool refuses the
+// third echo with retry_after, the task budget refuses a put that costs
+// more than is left, `airlock audit show` lists both refusals with their
+// checks, and `airlock tasks show` the budget spent.
+func TestLimitsDevBinary(t *testing.T) {
+	d := newCounterDev(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
+  put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, cost: 2}
+`)
+	cfg := filepath.Join(d.dir, "airlock.yaml")
+	writeFile(t, cfg, `manifests: [counter.yaml]
+task:
+  budget: 3
+principals:
+  - {name: alice, roles: [dev], api_key_sha256: [`+identity.HashKey("alice-key")+`]}
+roles:
+  dev:
+    permissions: ["*"]
+    data_access_level: restricted
+    tools: ["*"]
+    rate_limits:
+      - {name: echoes, tool: "counter__echo", calls: 2, window: 1h}
+`)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	temporalPort := freePort(t)
+	p := startDev(t, d.bin, "--config", cfg, "--data-dir", filepath.Join(d.dir, "data"),
+		"--listen", listen, "--temporal-port", fmt.Sprint(temporalPort), "--log-format", "json", "--no-ui")
+	p.waitHealthy(t, "http://"+listen)
+	alice := connectURL(t, "http://"+listen+"/mcp", map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: "alice-limits"})
+	waitTools(t, alice, "counter__echo", "counter__put")
+
+	for i := range 2 {
+		if res := call(t, alice, "counter__echo", map[string]any{"text": fmt.Sprint(i)}, ""); res.IsError {
+			t.Fatalf("echo %d: %s", i+1, text(res))
+		}
+	}
+	res := call(t, alice, "counter__echo", map[string]any{"text": "third"}, "")
+	if name, check, retry := limitMeta(t, res); !res.IsError || name != "echoes" || check != api.CheckRateLimit || retry <= 0 {
+		t.Fatalf("third echo: isError=%v meta %v: %s", res.IsError, res.Meta, text(res))
+	}
+	res = call(t, alice, "counter__put", map[string]any{"key": "k"}, "")
+	if name, check, _ := limitMeta(t, res); !res.IsError || name != "budget" || check != api.CheckBudget || !strings.Contains(text(res), "spent 2 of its budget of 3") {
+		t.Fatalf("put over the budget: isError=%v meta %v: %s", res.IsError, res.Meta, text(res))
+	}
+	if n := countEffects(t, d.effects, "put", "k"); n != 0 {
+		t.Errorf("the refused put ran %d times", n)
+	}
+
+	cli := func(args ...string) string {
+		t.Helper()
+		flags := []string{"--temporal-address", fmt.Sprintf("127.0.0.1:%d", temporalPort)}
+		if args[0] == "audit" {
+			flags = append(flags, "--config", cfg)
+		}
+		cmd := exec.Command(d.bin, append(args[:2:2], append(flags, args[2:]...)...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("airlock %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if out := cli("audit", "show", "alice-limits"); !strings.Contains(out, "deny (rate_limit echoes)") || !strings.Contains(out, "deny (budget): counter__put refused") {
+		t.Errorf("audit show lists no rate_limit/budget refusal:\n%s", out)
+	}
+	if out := cli("tasks", "show", "alice-limits"); !strings.Contains(out, "budget:    2 of 3 cost units spent") {
+		t.Errorf("tasks show:\n%s", out)
 	}
 }
