@@ -20,7 +20,7 @@ type ToolSpec struct {
 	Risk             string   `json:",omitempty"`
 
 	// Cost is what one call counts against the task's budget (the
-	// manifest's cost; 0 in specs from before it: 1).
+	// manifest's cost; 0, when it gives none: 1).
 	Cost int `json:",omitempty"`
 }
 
@@ -46,7 +46,7 @@ func SpecFor(decl *manifests.Tool) ToolSpec {
 		HeartbeatTimeout: decl.EffectiveHeartbeatTimeout(),
 		Idempotent:       decl.Idempotent,
 		Risk:             string(decl.Risk),
-		Cost:             decl.EffectiveCost(),
+		Cost:             decl.Cost, // 0: the default, 1
 		Retry: RetrySpec{MaxAttempts: r.MaxAttempts, InitialInterval: r.InitialInterval.D(),
 			MaxInterval: r.MaxInterval.D(), Backoff: r.Backoff, NonRetryable: r.NonRetryable},
 	}

@@ -231,8 +231,8 @@ func TestRecordLimitsHistory(t *testing.T) {
 	}
 	echoSpec := api.SpecFor(m.Tools["echo"])
 	putSpec := api.SpecFor(m.Tools["put"])
-	if putSpec.Cost != 3 || echoSpec.Cost != 1 {
-		t.Fatalf("costs: put %d, echo %d; want 3 and 1 from the manifest", putSpec.Cost, echoSpec.Cost)
+	if putSpec.Cost != 3 || echoSpec.Cost != 0 {
+		t.Fatalf("costs: put %d, echo %d; want 3 from the manifest and 0 (the default, 1) for echo", putSpec.Cost, echoSpec.Cost)
 	}
 	req := func(id, tool, key string, spec api.ToolSpec) api.CallRequest {
 		return api.CallRequest{CallID: id, Tool: "counter__" + tool, Server: "counter", UpstreamTool: tool,
