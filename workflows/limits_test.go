@@ -1,8 +1,15 @@
 package workflows
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -80,5 +87,78 @@ func TestBudgetGivesBackDeniedCalls(t *testing.T) {
 	}
 	if n := h.tools.calls(); n != 2 {
 		t.Errorf("the upstream saw %d calls, want 2", n)
+	}
+}
+
+// newLimiterEnv runs Limiter in the SDK's test environment.
+func newLimiterEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(sdkworker.Options{DeadlockDetectionTimeout: 15 * time.Second})
+	env.RegisterWorkflowWithOptions(Limiter, workflow.RegisterOptions{Name: api.LimiterName})
+	return env
+}
+
+// TestLimiterWindowAndLifetime: the limiter admits a window's burst and
+// refuses the next with retry_after, takes a refund back, and ends once
+// its window is full again and nobody called for limiterLinger.
+func TestLimiterWindowAndLifetime(t *testing.T) {
+	env := newLimiterEnv(t)
+	l := api.RateLimit{Name: "p", Scope: api.ScopePrincipal, Subject: "alice", Calls: 2, Window: time.Minute}
+	var got []api.TakeResult
+	take := func(at time.Duration, id string, r api.TakeRequest) {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(api.UpdateTake, id, &testsuite.TestUpdateCallback{
+				OnAccept: func() {},
+				OnReject: func(err error) { t.Errorf("take %s rejected: %v", id, err) },
+				OnComplete: func(v any, err error) {
+					if err != nil {
+						t.Errorf("take %s: %v", id, err)
+						return
+					}
+					got = append(got, v.(api.TakeResult))
+				},
+			}, r)
+		}, at)
+	}
+	take(time.Second, "a", api.TakeRequest{Limit: l})
+	take(2*time.Second, "b", api.TakeRequest{Limit: l})
+	take(3*time.Second, "c", api.TakeRequest{Limit: l})                      // refused
+	take(4*time.Second, "b-refund", api.TakeRequest{Limit: l, Refund: true}) // b given back
+	take(5*time.Second, "d", api.TakeRequest{Limit: l})                      // admitted again
+	env.ExecuteWorkflow(api.LimiterName, api.LimiterInput{Key: l.WindowKey("")})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("limiter did not end by itself: completed %v, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	if len(got) != 5 {
+		t.Fatalf("%d answers, want 5: %+v", len(got), got)
+	}
+	if !got[0].Allowed || !got[1].Allowed || got[2].Allowed || got[2].RetryAfter <= 0 || got[2].RetryAfter > 30*time.Second || !got[4].Allowed {
+		t.Errorf("answers %+v: want allowed, allowed, refused with retry_after ≤30s, (refund), allowed", got)
+	}
+}
+
+// TestLimiterContinuesAsNew: after limiterContinueAfter takes the limiter
+// continues as new, carrying its window.
+func TestLimiterContinuesAsNew(t *testing.T) {
+	env := newLimiterEnv(t)
+	l := api.RateLimit{Name: "p", Scope: api.ScopeRole, Subject: "dev", Calls: 1 << 20, Window: time.Hour}
+	env.RegisterDelayedCallback(func() {
+		for i := range limiterContinueAfter {
+			env.UpdateWorkflowNoRejection(api.UpdateTake, fmt.Sprint("t", i), t, api.TakeRequest{Limit: l})
+		}
+	}, time.Second)
+	env.ExecuteWorkflow(api.LimiterName, api.LimiterInput{Key: l.WindowKey("")})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new after %d takes, got %v", limiterContinueAfter, err)
+	}
+	var next api.LimiterInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.Key != l.WindowKey("") || next.TAT.IsZero() {
+		t.Errorf("carried %+v: want the key and the window's TAT", next)
 	}
 }
