@@ -54,7 +54,7 @@ func TestSpecFromManifest(t *testing.T) {
 			decl: &manifests.Tool{
 				SideEffects: []manifests.SideEffect{manifests.SideEffectWrite, manifests.SideEffectSend},
 				Risk:        manifests.RiskCritical, Idempotent: true,
-				Timeout: manifests.Duration(5 * time.Minute),
+				Timeout: manifests.Duration(5 * time.Minute), Cost: 4,
 				Retry: &manifests.Retry{MaxAttempts: 7, InitialInterval: manifests.Duration(2 * time.Second),
 					MaxInterval: manifests.Duration(time.Minute), Backoff: 1.5, NonRetryable: []string{"Rejected"}},
 			},
@@ -66,6 +66,7 @@ func TestSpecFromManifest(t *testing.T) {
 				Idempotent:  true,
 				SideEffects: []string{"write", "send"},
 				Risk:        "critical",
+				Cost:        4,
 			},
 		},
 		{

@@ -46,6 +46,8 @@ type PlanInput struct {
 	// State configures the plan's task-scoped state (task-state; nil: the
 	// default limit, no schema).
 	State *StateConfig `json:",omitempty"`
+	// Rate limits and budget (issue 16 §3; nil: none configured).
+	Quota *Quota `json:",omitempty"`
 }
 
 // PlanStatus is a plan's progress, part of Status.

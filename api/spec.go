@@ -18,6 +18,10 @@ type ToolSpec struct {
 	Idempotent       bool
 	SideEffects      []string `json:",omitempty"`
 	Risk             string   `json:",omitempty"`
+
+	// Cost is what one call counts against the task's budget (the
+	// manifest's cost; 0, when it gives none: 1).
+	Cost int `json:",omitempty"`
 }
 
 // RetrySpec is a manifest retry policy.
@@ -42,6 +46,7 @@ func SpecFor(decl *manifests.Tool) ToolSpec {
 		HeartbeatTimeout: decl.EffectiveHeartbeatTimeout(),
 		Idempotent:       decl.Idempotent,
 		Risk:             string(decl.Risk),
+		Cost:             decl.Cost, // 0: the default, 1
 		Retry: RetrySpec{MaxAttempts: r.MaxAttempts, InitialInterval: r.InitialInterval.D(),
 			MaxInterval: r.MaxInterval.D(), Backoff: r.Backoff, NonRetryable: r.NonRetryable},
 	}

@@ -26,6 +26,8 @@ type TaskInput struct {
 	// Task-scoped state (task-state, state.go): its size limit and schema.
 	// Nil: the default limit, no schema.
 	State *StateConfig `json:",omitempty"`
+	// Rate limits and budget (issue 16 §3; nil: none configured).
+	Quota *Quota `json:",omitempty"`
 }
 
 // Identity is what the policy knows of the task's principal.
@@ -72,6 +74,9 @@ type Carried struct {
 	// Grants (approval grants) the task has made, active or recently
 	// closed.
 	Grants []Grant `json:",omitempty"`
+	// Rate limits and budget (issue 16 §3): the budget spent and the
+	// task's own windows.
+	Quota *QuotaState `json:",omitempty"`
 }
 
 // CallRequest asks the task to run one tool call. The gateway fills the
@@ -168,6 +173,10 @@ type CallResult struct {
 	// Edit: an approver changed the arguments before approving; what ran
 	// (or was refused) is the edited call (edits.go).
 	Edit *ArgsEdit `json:",omitempty"`
+
+	// Limit says which rate limit or budget refused the call (outcome
+	// limit; issue 16 §3).
+	Limit *LimitHit `json:",omitempty"`
 }
 
 // Repeat says where a repeated call ran.
@@ -236,6 +245,10 @@ type Status struct {
 	TaskState json.RawMessage `json:",omitempty"`
 	// Grants (approval grants) the task has made.
 	Grants []Grant `json:",omitempty"`
+	// Budget and Spent are the task's budget of cost units and what it
+	// has spent (issue 16 §3; Budget 0: none).
+	Budget int `json:",omitempty"`
+	Spent  int `json:",omitempty"`
 }
 
 // TaskResult is returned when a task ends.

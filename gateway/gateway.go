@@ -94,6 +94,11 @@ type Options struct {
 	MaxCalls      int
 	DeadlineAfter time.Duration
 	IdleTimeout   time.Duration
+	// TaskRateLimits and Budget are every new task's rate limits and
+	// default budget (task.rate_limits, task.budget); the principal's
+	// roles add theirs (issue 16 §3).
+	TaskRateLimits []api.RateLimit
+	Budget         int
 	// ContinueAsNewAfter is api.Limits.ContinueAsNewAfter of new tasks
 	// (0: the workflow's default).
 	ContinueAsNewAfter int
@@ -809,6 +814,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if pr.MaxCalls > 0 {
 		in.Limits.MaxCalls = pr.MaxCalls
 	}
+	in.Quota = taskQuota(live, pr) // limits.go
 	deadline := live.DeadlineAfter
 	if pr.Deadline > 0 {
 		deadline = pr.Deadline
@@ -902,6 +908,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	}
 	log.Info().Str("outcome", string(res.Outcome)).Int("attempts", res.Attempts).Msg("call finished")
 	metrics.Calls.WithLabelValues(e.exposed, string(res.Outcome)).Inc()
+	countRefusal(res) // limits.go
 	return toMCP(taskID, res), nil
 }
 
@@ -1003,7 +1010,9 @@ func toMCP(taskID string, res api.CallResult) *mcp.CallToolResult {
 		}
 		return &r
 	}
-	return errorResult(taskID, res.CallID, res.Reason)
+	r := errorResult(taskID, res.CallID, res.Reason)
+	limitMeta(r, res.Limit) // limits.go
+	return r
 }
 
 func errorResult(taskID, callID, msg string) *mcp.CallToolResult {

@@ -27,12 +27,17 @@ type Live struct {
 	RollbackNotify string
 	// State is the size limit and schema of new tasks' task-scoped state.
 	State *api.StateConfig
+	// TaskRateLimits and Budget: every new task's rate limits and budget
+	// (issue 16 §3).
+	TaskRateLimits []api.RateLimit
+	Budget         int
 }
 
 func liveOf(o Options) *Live {
 	return &Live{Manifests: o.Manifests, Policy: o.Policy, Local: o.Local, ExposeUncovered: o.ExposeUncovered,
 		MaxCalls: o.MaxCalls, DeadlineAfter: o.DeadlineAfter, IdleTimeout: o.IdleTimeout,
-		RollbackOnDeny: o.RollbackOnDeny, RollbackNotify: o.RollbackNotify, State: o.State}
+		RollbackOnDeny: o.RollbackOnDeny, RollbackNotify: o.RollbackNotify, State: o.State,
+		TaskRateLimits: o.TaskRateLimits, Budget: o.Budget}
 }
 
 // Reload switches the gateway to a reloaded configuration and republishes

@@ -170,6 +170,10 @@ type stackOptions struct {
 	catalog string
 	// state configures tasks' state (task.state; nil: the defaults).
 	state *api.StateConfig
+	// taskRateLimits and budget are every task's rate limits and budget
+	// (issue 16 §3; limits_test.go).
+	taskRateLimits []api.RateLimit
+	budget         int
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -268,6 +272,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 		Catalog: o.catalog, State: o.state,
+		TaskRateLimits: o.taskRateLimits, Budget: o.budget,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

@@ -111,3 +111,15 @@ func (a *Approval) EffectiveOnTimeout() string {
 	}
 	return "deny"
 }
+
+// MaxToolCost bounds a tool's cost (one call's share of a task budget).
+const MaxToolCost = 1_000_000
+
+// EffectiveCost is what one call of the tool counts against its task's
+// budget: its cost, default 1.
+func (t *Tool) EffectiveCost() int {
+	if t.Cost > 0 {
+		return t.Cost
+	}
+	return 1
+}

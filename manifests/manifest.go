@@ -191,6 +191,11 @@ type Tool struct {
 	// the others the outcome is reported as unknown.
 	Idempotent bool `yaml:"idempotent" json:"idempotent"`
 
+	// Cost is what one call of the tool counts against its task's budget
+	// (task.budget, roles.NAME.budget): a positive whole number, default 1
+	// (see EffectiveCost).
+	Cost int `yaml:"cost,omitempty" json:"cost,omitempty"`
+
 	// Redact lists argument paths (dot separated, e.g. "content" or
 	// "auth.token") masked in approval messages and logs. A path through a
 	// list applies to every element: "entities.observations" masks the

@@ -316,6 +316,9 @@ func (v *validator) tool(m *Manifest, name string, names []string, prefixOK bool
 			v.add(hp, "%s is not shorter than the timeout (%s), which notices a dead worker as soon; lower it or remove it", t.HeartbeatTimeout, t.EffectiveTimeout())
 		}
 	}
+	if cp := p + ".cost"; t.Cost < 0 || t.Cost > MaxToolCost || (t.Cost == 0 && v.lines.Has(cp)) {
+		v.add(cp, "must be a whole number from 1 to %d, got %d; it is what one call counts against its task's budget (omit it for 1)", MaxToolCost, t.Cost)
+	}
 	v.retry(p+".retry", t.Retry)
 	v.nonEmpty(p+".redact", t.Redact, `an argument path such as "content" or "auth.token"`)
 	v.nonEmpty(p+".path_args", t.PathArgs, `an argument name such as "path"`)

@@ -824,3 +824,31 @@ func TestNames(t *testing.T) {
 		t.Error("Resolve(read) found a server although every server has a prefix")
 	}
 }
+
+// TestToolCost checks the cost field (issue 16 §3): positive whole
+// numbers up to MaxToolCost, default 1.
+func TestToolCost(t *testing.T) {
+	for _, tc := range []struct {
+		cost string
+		want []string
+	}{
+		{cost: "3"},
+		{cost: "0", want: []string{`m.yaml:10: tools.read.cost: must be a whole number from 1 to 1000000, got 0; it is what one call counts against its task's budget (omit it for 1)`}},
+		{cost: "-2", want: []string{`m.yaml:10: tools.read.cost: must be a whole number from 1 to 1000000, got -2; it is what one call counts against its task's budget (omit it for 1)`}},
+		{cost: "2000000", want: []string{`m.yaml:10: tools.read.cost: must be a whole number from 1 to 1000000, got 2000000; it is what one call counts against its task's budget (omit it for 1)`}},
+	} {
+		t.Run(tc.cost, func(t *testing.T) {
+			got := problemsOf(t, head+readTool+"    cost: "+tc.cost+"\n")
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+	m, err := manifests.Parse("m.yaml", []byte(head+readTool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Tools["read"].EffectiveCost(); c != 1 {
+		t.Errorf("default cost %d, want 1", c)
+	}
+}

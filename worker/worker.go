@@ -117,6 +117,7 @@ func Register(r Registry, acts *activities.Activities) {
 	// Approval grants across a principal's tasks.
 	r.RegisterActivityWithOptions(acts.AddPrincipalGrant, activity.RegisterOptions{Name: api.AddPrincipalGrantName})
 	r.RegisterActivityWithOptions(acts.UsePrincipalGrant, activity.RegisterOptions{Name: api.UsePrincipalGrantName})
+	r.RegisterActivityWithOptions(acts.TakeLimits, activity.RegisterOptions{Name: api.TakeLimitsName})
 }
 
 // WorkflowRegistry takes workflow registrations (workers and replayers).
@@ -131,6 +132,7 @@ func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.RollbackTask, workflow.RegisterOptions{Name: api.RollbackTaskName})
 	r.RegisterWorkflowWithOptions(workflows.ResourceLock, workflow.RegisterOptions{Name: api.LockWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.PrincipalGrants, workflow.RegisterOptions{Name: api.PrincipalGrantsName})
+	r.RegisterWorkflowWithOptions(workflows.Limiter, workflow.RegisterOptions{Name: api.LimiterName})
 }
 
 // deploymentOptions is the worker's Worker Deployment Version and whether

@@ -116,6 +116,11 @@ type task struct {
 	// them, and the task's grants, oldest first.
 	grantsOn bool
 	grants   []*api.Grant
+	// Rate limits and budget (changeLimits, limits.go): the budget spent
+	// and the task's own windows, and the cost charged to each running
+	// call (looked up by call ID, never iterated).
+	quota   api.QuotaState
+	charged map[string]int
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -314,7 +319,10 @@ func newTask(ctx workflow.Context, in api.TaskInput) *task {
 		if c.RollbackFailed {
 			t.state = api.StateRollbackFailed
 		}
-		t.st.load(c.State) // task-state
+		t.st.load(c.State)  // task-state
+		if c.Quota != nil { // limits.go
+			t.quota = api.QuotaState{Spent: c.Quota.Spent, Windows: slices.Clone(c.Quota.Windows)}
+		}
 	}
 	return t
 }
@@ -532,6 +540,7 @@ func (t *task) carry() *api.Carried {
 		Ledger:         t.ledger.Clone(),
 		State:          t.st.encode(), // task-state
 		Grants:         t.grantsCopy(),
+		Quota:          t.carriedQuota(), // limits.go
 	}
 }
 
@@ -564,6 +573,8 @@ func (t *task) status() (api.Status, error) {
 		Locks:        t.lockList(),
 		TaskState:    t.st.encode(), // task-state
 		Grants:       t.grantsCopy(),
+		Budget:       t.budget(), // limits.go
+		Spent:        t.quota.Spent,
 	}, nil
 }
 
@@ -617,6 +628,11 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	if t.ledger != nil && t.ledgerFull() {
 		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
 			Reason: fmt.Sprintf("task %s has run %d tool calls, the most one task can remember to keep a retried call from running twice; finish this task and start a new one", t.in.TaskID, t.ledger.Len())}), nil
+	}
+
+	// Rate limits and budget (limits.go): a refused call does not count.
+	if stop := t.takeQuota(ctx, req); stop != nil {
+		return t.record(req, started, workflow.Now(ctx), *stop), nil
 	}
 
 	t.calls++
@@ -803,6 +819,7 @@ func (t *task) decideInput(req api.CallRequest, now time.Time) api.DecideInput {
 func (t *task) record(req api.CallRequest, started, finished time.Time, res api.CallResult) api.CallResult {
 	res = t.attachEdit(req.CallID, res) // approve with edits
 	res.CallID, res.Tool = req.CallID, req.Tool
+	t.settleQuota(req.CallID, res.Outcome) // limits.go
 	t.recent = append(t.recent, api.CallRecord{
 		CallID: req.CallID, Tool: req.Tool, Outcome: res.Outcome, Reason: res.Reason,
 		Started: started, Finished: finished, Attempts: res.Attempts, Result: res.Result, Decision: res.Decision,

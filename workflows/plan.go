@@ -31,7 +31,7 @@ func Plan(ctx workflow.Context, in api.PlanInput) (api.TaskResult, error) {
 		}
 	}
 	t := newTask(ctx, api.TaskInput{TaskID: in.TaskID, Principal: in.Principal, Identity: in.Identity, Limits: in.Limits,
-		RollbackOnDeny: in.Plan.RollbackOnDeny, RollbackNotify: in.RollbackNotify, State: in.State})
+		RollbackOnDeny: in.Plan.RollbackOnDeny, RollbackNotify: in.RollbackNotify, State: in.State, Quota: in.Quota})
 	t.plan = &api.PlanStatus{Name: in.Plan.Name}
 	for _, s := range in.Plan.Steps {
 		t.plan.Steps = append(t.plan.Steps, api.StepStatus{ID: s.ID, Tool: s.Tool, State: api.StepPending})

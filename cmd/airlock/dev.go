@@ -467,7 +467,9 @@ func (s *stack) startGateway(r roles) error {
 		IdleTimeout:     cfg.Task.IdleTimeout.D(),
 		RollbackOnDeny:  cfg.Task.RollbackOnDeny,
 		RollbackNotify:  cfg.Task.RollbackNotify,
-		State:           cfg.StateConfig(), // task.state
+		State:           cfg.StateConfig(),    // task.state
+		TaskRateLimits:  cfg.TaskRateLimits(), // issue 16 §3
+		Budget:          cfg.Task.Budget,
 		InlineWait:      cfg.Approvals.InlineWait.D(),
 		Logger:          e.log,
 		Version:         version,

@@ -132,7 +132,8 @@ func gatewayLive(v *cfgVersion, dir *identity.Directory) gateway.Live {
 	cfg := v.snap.Config
 	l := gateway.Live{Manifests: v.snap.Manifests, Policy: v.snap.Policy, ExposeUncovered: cfg.ExposeUncovered,
 		MaxCalls: cfg.Task.MaxCalls, DeadlineAfter: cfg.Task.Deadline.D(), IdleTimeout: cfg.Task.IdleTimeout.D(),
-		RollbackOnDeny: cfg.Task.RollbackOnDeny, RollbackNotify: cfg.Task.RollbackNotify, State: cfg.StateConfig()}
+		RollbackOnDeny: cfg.Task.RollbackOnDeny, RollbackNotify: cfg.Task.RollbackNotify, State: cfg.StateConfig(),
+		TaskRateLimits: cfg.TaskRateLimits(), Budget: cfg.Task.Budget}
 	if dir != nil {
 		if p, err := dir.Local(); err == nil {
 			l.Local = p

@@ -150,6 +150,8 @@ func planInput(c *Call, e *env, o *runOptions) (*api.PlanInput, int) {
 		Limits:         api.Limits{MaxCalls: firstPositive(p.MaxCalls(), pr.MaxCalls, cfg.Task.MaxCalls)},
 		RollbackNotify: cfg.Task.RollbackNotify,
 		State:          cfg.StateConfig(), // task.state
+		// Rate limits and budget (issue 16 §3): the task's, then the roles'.
+		Quota: api.NewQuota(append(cfg.TaskRateLimits(), pr.RateLimits...), firstPositive(pr.Budget, cfg.Task.Budget)),
 	}
 	if d := firstPositiveDur(p.Deadline(), pr.Deadline, cfg.Task.Deadline.D()); d > 0 {
 		in.Limits.Deadline = time.Now().Add(d).UTC()

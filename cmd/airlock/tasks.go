@@ -366,6 +366,9 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 	fmt.Fprintf(stdout, "task:      %s\nprincipal: %s\nstate:     %s\nstarted:   %s\ncalls:     %d (limit %d)\nin flight: %s\ntools:     %s\n",
 		st.TaskID, st.Principal, st.State, st.StartedAt.Local().Format(time.DateTime), st.Calls, st.MaxCalls,
 		strings.Join(st.InFlight, ", "), strings.Join(st.ToolsUsed, ", "))
+	if st.Budget > 0 { // rate limits and budgets (issue 16 §3)
+		fmt.Fprintf(stdout, "budget:    %d of %d cost units spent\n", st.Spent, st.Budget)
+	}
 	if st.Plan != nil {
 		fmt.Fprintf(stdout, "plan:      %s\n", st.Plan.Name)
 		for _, s := range st.Plan.Steps {

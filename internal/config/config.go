@@ -244,6 +244,13 @@ type Role struct {
 	Tools    []string           `yaml:"tools,omitempty"`
 	MaxCalls int                `yaml:"max_calls,omitempty"`
 	Deadline manifests.Duration `yaml:"deadline,omitempty"`
+
+	// Rate limits and budget (issue 16 §3; limits.go). RateLimits bound
+	// the calls of the role's principals, per principal (default), per
+	// role or per task; Budget is the cost units one task of the role may
+	// spend (the largest its roles give, else task.budget).
+	RateLimits []RateLimit `yaml:"rate_limits,omitempty"`
+	Budget     int         `yaml:"budget,omitempty"`
 }
 
 // Policy configures the decision every call goes through.
@@ -295,6 +302,13 @@ type Task struct {
 	// State configures task-scoped state (airlock_state_get/set/delete;
 	// state.go).
 	State TaskState `yaml:"state,omitempty"`
+
+	// Rate limits and budget of every task (issue 16 §3; limits.go):
+	// RateLimits are per task (per: task, the default here); Budget is
+	// the cost units a task may spend (manifest tools' cost, default 1
+	// each; 0 or omitted: no budget).
+	RateLimits []RateLimit `yaml:"rate_limits,omitempty"`
+	Budget     int         `yaml:"budget,omitempty"`
 }
 
 // Gateway configures the MCP gateway.

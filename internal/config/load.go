@@ -236,6 +236,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	c.validateSlack(v)
 	c.validateTelemetry(v)
 	c.validateState(v) // state.go
+	c.validateLimits(v, slices.Sorted(maps.Keys(c.Roles)))
 	return v.problems
 }
 

@@ -5,7 +5,8 @@
 // principal that opened them, and names the local principal of stdio
 // sessions.
 //
-// It imports config, oauth and manifests; it never logs.
+// It imports config, oauth, manifests and api (the rate limits it
+// resolves); it never logs.
 package identity
 
 import (
@@ -25,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/oauth"
 	"github.com/airlock-run/airlock/manifests"
@@ -52,6 +54,11 @@ type Principal struct {
 	// configuration's task defaults).
 	MaxCalls int
 	Deadline time.Duration
+	// RateLimits are its roles' rate limits, their windows resolved to
+	// this principal or its role; Budget is the largest budget its roles
+	// give a task (0: the task default). Issue 16 §3.
+	RateLimits []api.RateLimit
+	Budget     int
 	// Token is set when the principal was authenticated by an access
 	// token: its issuer, subject and scopes (never the token itself).
 	Token *oauth.Token
@@ -119,6 +126,8 @@ func (d *Directory) resolve(name string, roles []string) *Principal {
 		}
 		p.MaxCalls = max(p.MaxCalls, r.MaxCalls)
 		p.Deadline = max(p.Deadline, r.Deadline.D())
+		p.RateLimits = append(p.RateLimits, r.APIRateLimits(rn, name)...)
+		p.Budget = max(p.Budget, r.Budget)
 	}
 	return p
 }

@@ -205,6 +205,12 @@ func callEvents(tl *Timeline, c *Call) []event {
 		if d.Rule != "" {
 			f["rule"] = d.Rule
 			how = "rule " + d.Rule
+			switch { // issue 16 §3: the rule is the limit
+			case d.Check == api.CheckBudget && d.Rule == "budget":
+				how = d.Check
+			case d.Check == api.CheckRateLimit || d.Check == api.CheckBudget:
+				how = d.Check + " " + d.Rule
+			}
 		}
 		if d.PolicyVersion != "" {
 			f["policy_version"] = d.PolicyVersion
