@@ -31,6 +31,11 @@ type callSink struct {
 	// gateway's own "running" ticks then stop, so that the client sees the
 	// upstream's values only.
 	upstreamProgress atomic.Bool
+	// For a 2026-07-28 client (mrtr.go): the upstream's requests go to
+	// the waiting tools/call through asked (nil: the client takes them on
+	// its session); ended is closed when the call stops waiting.
+	asked chan *ask
+	ended chan struct{}
 }
 
 // relayCall registers the sink of a call in the relay and returns it with
@@ -39,7 +44,7 @@ type callSink struct {
 // for req cancels the call (the tools/call itself; not airlock_await,
 // whose cancellation only stops the waiting).
 func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string, cancellable bool) (*callSink, func()) {
-	cs := &callSink{}
+	cs := &callSink{ended: make(chan struct{})}
 	if req.Session == nil {
 		return cs, func() {}
 	}
@@ -69,7 +74,12 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 			return ss.Elicit(ctx, p)
 		},
 	}
-	cancelled, ended := make(chan struct{}), make(chan struct{})
+	if cancellable && multiRoundTrip(ss) {
+		// The tools/call itself (not airlock_await) answers input-required.
+		cs.asked = make(chan *ask)
+		g.mrtrSink(cs, &s.Sample, &s.Elicit)
+	}
+	cancelled, ended := make(chan struct{}), cs.ended
 	s.Cancelled = cancelled
 	marks := g.cancelMarks(ss)
 	seen := marks.count()
