@@ -18,6 +18,10 @@ type ToolSpec struct {
 	Idempotent       bool
 	SideEffects      []string `json:",omitempty"`
 	Risk             string   `json:",omitempty"`
+	// MayAsk: the manifest allows sampling or elicitation during a call
+	// (mrtr.go); such a call runs as an activity, whose heartbeats carry
+	// the upstream's requests, never on the fast path.
+	MayAsk bool `json:",omitempty"`
 }
 
 // RetrySpec is a manifest retry policy.
@@ -45,6 +49,7 @@ func SpecFor(decl *manifests.Tool) ToolSpec {
 		Retry: RetrySpec{MaxAttempts: r.MaxAttempts, InitialInterval: r.InitialInterval.D(),
 			MaxInterval: r.MaxInterval.D(), Backoff: r.Backoff, NonRetryable: r.NonRetryable},
 	}
+	s.MayAsk = decl.Sampling.Allows() || decl.Elicitation.Allows()
 	for _, se := range decl.SideEffects {
 		s.SideEffects = append(s.SideEffects, string(se))
 	}

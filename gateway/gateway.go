@@ -825,6 +825,9 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	defer cancel()
 	sink, unrelay := g.relayCall(ctx, req, taskID, callID, true)
 	defer unrelay()
+	if resume != nil {
+		sink.answered = resume.Asks
+	}
 	stopProgress := g.progress(ctx, req, taskID, callID, sink.upstreamProgress.Load)
 	defer stopProgress()
 	defer g.heartbeatProgress(ctx, req, taskID, callID, sink)()

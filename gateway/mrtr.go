@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/relay"
+	"github.com/airlock-run/airlock/internal/seal"
 )
 
 // Sampling and elicitation for clients of protocol 2026-07-28 (multi round
@@ -52,7 +56,10 @@ func multiRoundTrip(ss *mcp.ServerSession) bool {
 type ask struct {
 	id     string
 	req    mcp.InputRequest
-	answer chan json.RawMessage // the client's InputResponse, once
+	answer chan json.RawMessage // the client's InputResponse, once (in this process)
+	// key, for a request of an activity in another process, is the
+	// public key its answer is sealed to (api.CallAsk).
+	key []byte
 }
 
 // askState is what the RequestState of an input-required result carries:
@@ -63,6 +70,9 @@ type askState struct {
 	Call      string   `json:"c"`
 	Principal string   `json:"p"`
 	Asks      []string `json:"a"`
+	// Keys are the activity's keys of the requests that wait in another
+	// process (their answers go through the task).
+	Keys map[string][]byte `json:"k,omitempty"`
 }
 
 func (g *Gateway) askMAC(payload []byte) []byte {
@@ -136,19 +146,6 @@ func (g *Gateway) askClient(ctx context.Context, cs *callSink, req mcp.InputRequ
 	}
 }
 
-// sampleAnswer turns a client's sampling answer (a go-sdk client sends the
-// with-tools shape) into the result an upstream's sampling request takes.
-func sampleAnswer(raw json.RawMessage) (*mcp.CreateMessageResult, error) {
-	var wt mcp.CreateMessageWithToolsResult
-	if err := json.Unmarshal(raw, &wt); err != nil {
-		return nil, fmt.Errorf("the client's sampling answer: %w", err)
-	}
-	if len(wt.Content) != 1 {
-		return nil, fmt.Errorf("the client's sampling answer has %d content blocks; the upstream takes one", len(wt.Content))
-	}
-	return &mcp.CreateMessageResult{Meta: wt.Meta, Content: wt.Content[0], Model: wt.Model, Role: wt.Role, StopReason: wt.StopReason}, nil
-}
-
 // mrtrSink makes the relay's sampling and elicitation of a call go to its
 // 2026-07-28 client by multi round trip.
 func (g *Gateway) mrtrSink(cs *callSink, sample *func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error),
@@ -158,7 +155,7 @@ func (g *Gateway) mrtrSink(cs *callSink, sample *func(context.Context, *mcp.Crea
 		if err != nil {
 			return nil, err
 		}
-		return sampleAnswer(raw)
+		return relay.SampleAnswer(raw)
 	}
 	*elicit = func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 		raw, err := g.askClient(ctx, cs, p)
@@ -208,6 +205,12 @@ func (g *Gateway) deliverAnswers(req *mcp.CallToolRequest, s *askState) error {
 		if err != nil {
 			return fmt.Errorf("inputResponses[%q]: %v", id, err)
 		}
+		if key, ok := s.Keys[id]; ok {
+			if err := g.sendInput(s.Task, s.Call, id, key, raw, ""); err != nil {
+				return fmt.Errorf("the answer to %s did not reach task %s: %v; call the tool again with the same inputResponses and requestState", id, s.Task, err)
+			}
+			continue
+		}
 		v, ok := g.asks.Load(id)
 		if !ok {
 			return fmt.Errorf("the upstream request %s no longer waits for an answer (it timed out, the call ended, or it waits on another gateway replica); the call %s goes on in task %s without it", id, s.Call, s.Task)
@@ -228,6 +231,12 @@ func (g *Gateway) inputRequired(taskID, callID, principal string, asks []*ask) *
 	for _, a := range asks {
 		s.Asks = append(s.Asks, a.id)
 		reqs[a.id] = a.req
+		if a.key != nil {
+			if s.Keys == nil {
+				s.Keys = map[string][]byte{}
+			}
+			s.Keys[a.id] = a.key
+		}
 	}
 	return &mcp.CallToolResult{InputRequests: reqs, RequestState: g.encodeAskState(s),
 		Meta: mcp.Meta{MetaTask: taskID, MetaCall: callID}}
@@ -259,4 +268,82 @@ func watchAsks(wctx context.Context, cs *callSink) (ictx context.Context, finish
 		}
 		return []*ask{got}
 	}
+}
+
+// sendInput gives an activity in another process the client's answer to
+// its upstream's request (or why none comes), sealed to the activity's
+// key, through the task (api.SignalCallInput). The signal is recorded in
+// the task's history; only the activity can open what it carries.
+func (g *Gateway) sendInput(task, call, askID string, key, answer []byte, refused string) error {
+	in := api.CallInput{CallID: call, AskID: askID, Refused: refused}
+	if refused == "" {
+		peer, sealed, err := seal.Seal(key, answer)
+		if err != nil {
+			return err
+		}
+		in.Peer, in.Sealed = peer, sealed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return g.opts.Temporal.SignalWorkflow(ctx, task, "", api.SignalCallInput, in)
+}
+
+// remoteAsk turns a request an activity in another process published in
+// its heartbeats into an ask.
+func remoteAsk(ca api.CallAsk) (*ask, error) {
+	var req mcp.InputRequest
+	switch ca.Kind {
+	case "elicitation":
+		req = new(mcp.ElicitParams)
+	case "sampling":
+		req = new(mcp.CreateMessageParams)
+	default:
+		return nil, fmt.Errorf("unknown request kind %q", ca.Kind)
+	}
+	if err := json.Unmarshal(ca.Request, req); err != nil {
+		return nil, fmt.Errorf("%s request: %w", ca.Kind, err)
+	}
+	return &ask{id: ca.ID, req: req, key: ca.Key}, nil
+}
+
+// forwardAsk takes a request of a call's upstream that an activity in
+// another process published (heartbeatProgress) to the call's client: to
+// the waiting tools/call of a 2026-07-28 client, which answers
+// input-required, or as a request on the client's session, whose answer
+// goes back through the task at once.
+func (g *Gateway) forwardAsk(ctx context.Context, ss *mcp.ServerSession, taskID, callID string, cs *callSink, ca api.CallAsk) {
+	a, err := remoteAsk(ca)
+	if err != nil {
+		_ = g.sendInput(taskID, callID, ca.ID, nil, nil, "airlock could not forward the request: "+err.Error())
+		return
+	}
+	if cs.asked != nil {
+		select {
+		case cs.asked <- a:
+		case <-cs.ended: // the client stopped waiting: the request times out in the activity
+		case <-ctx.Done():
+		}
+		return
+	}
+	go func() {
+		var res any
+		var err error
+		switch p := a.req.(type) {
+		case *mcp.ElicitParams:
+			res, err = ss.Elicit(ctx, p)
+		case *mcp.CreateMessageParams:
+			res, err = ss.CreateMessage(ctx, p)
+		}
+		var raw []byte
+		refused := ""
+		if err == nil {
+			raw, err = json.Marshal(res)
+		}
+		if err != nil {
+			refused = "the client answered with an error: " + err.Error()
+		}
+		if err := g.sendInput(taskID, callID, ca.ID, ca.Key, raw, refused); err != nil {
+			g.log.Warn().Err(err).Str("task", taskID).Str("call", callID).Msg("giving the client's answer to the task failed")
+		}
+	}()
 }

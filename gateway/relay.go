@@ -36,6 +36,9 @@ type callSink struct {
 	// its session); ended is closed when the call stops waiting.
 	asked chan *ask
 	ended chan struct{}
+	// answered are the requests this tools/call brings answers to: a
+	// heartbeat read before the activity took them still lists them.
+	answered []string
 }
 
 // relayCall registers the sink of a call in the relay and returns it with
@@ -230,6 +233,10 @@ func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolReques
 		every = DefaultProgressPoll
 	}
 	seq, logSeq := 0, 0
+	asked := map[string]bool{} // the upstream requests forwarded (mrtr.go)
+	for _, id := range cs.answered {
+		asked[id] = true
+	}
 	return tick.Every(ctx, every, func(int) {
 		desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, taskID, "")
 		if err != nil {
@@ -253,6 +260,12 @@ func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolReques
 				var data any
 				_ = json.Unmarshal(l.Data, &data)
 				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(l.Level), Logger: l.Logger, Data: data})
+			}
+			for _, ca := range cp.Asks {
+				if !asked[ca.ID] {
+					asked[ca.ID] = true
+					g.forwardAsk(ctx, req.Session, taskID, callID, cs, ca)
+				}
 			}
 			if tok == nil || cp.Seq <= seq {
 				continue

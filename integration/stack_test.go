@@ -168,6 +168,9 @@ type stackOptions struct {
 	workerIdentity string
 	// catalog is the gateway's catalog mode (default full).
 	catalog string
+	// askTimeout bounds how long an upstream's request waits for the
+	// client's answer (default: the gateway's and activities').
+	askTimeout time.Duration
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -250,9 +253,9 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	hub := relay.New()
 	gwHub := hub
 	if o.split {
-		gwHub = nil
+		hub, gwHub = nil, nil // as airlock worker and airlock gateway, each alone
 	}
-	s.worker = worker.New(c, &activities.Activities{Relay: hub, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
+	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
@@ -265,7 +268,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
-		Catalog: o.catalog,
+		Catalog: o.catalog, AskTimeout: o.askTimeout,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

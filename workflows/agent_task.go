@@ -100,6 +100,11 @@ type task struct {
 	cancelOn    bool
 	cancelled   map[string]string
 	callCancels map[string]workflow.CancelFunc
+	// Sampling and elicitation across processes (changeMRTR, mrtr.go):
+	// inputs holds the last clients' sealed answers for their calls'
+	// activities.
+	mrtrOn bool
+	inputs []api.CallInput
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -120,6 +125,12 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	// And whether a call may be cancelled on its own (cancel.go).
 	if workflow.GetVersion(ctx, changeCancelCall, workflow.DefaultVersion, 1) >= 1 {
 		t.listenCancels(ctx)
+	}
+	// And whether clients' answers reach activities in other processes (mrtr.go).
+	if workflow.GetVersion(ctx, changeMRTR, workflow.DefaultVersion, 1) >= 1 {
+		if err := t.listenInputs(ctx); err != nil {
+			return api.TaskResult{}, err
+		}
 	}
 
 	// Handlers first, before anything blocks.

@@ -224,7 +224,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		return s, err
 	}
 	if r.worker {
-		if err := s.startWorker(ctx); err != nil {
+		if err := s.startWorker(ctx, r.gateway); err != nil {
 			return s, err
 		}
 	}
@@ -376,12 +376,17 @@ func (s *stack) startUpstreams(ctx context.Context) error {
 }
 
 // startWorker starts the worker: the activities over the upstream pool,
-// the blob store and the notifiers.
-func (s *stack) startWorker(ctx context.Context) error {
+// the blob store and the notifiers. withGateway: a gateway runs in this
+// process, and the relay joins them; a worker alone has none, and its
+// upstreams' sampling and elicitation go through the task (activities
+// mrtr.go).
+func (s *stack) startWorker(ctx context.Context, withGateway bool) error {
 	e := s.env
 	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
-		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit,
-		Relay: s.callRelay()}
+		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit}
+	if withGateway {
+		acts.Relay = s.callRelay()
+	}
 	blobsURL, err := e.snap.Config.BlobsURL(e.dataDir)
 	if err != nil {
 		return err

@@ -16,7 +16,10 @@
 package relay
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -75,4 +78,32 @@ func (h *Hub) Lookup(task, call string) *Sink {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.sinks[key(task, call)]
+}
+
+// SampleAnswer decodes a client's answer to a sampling request that came
+// back as JSON (by multi round trip, or sealed through the task): a
+// CreateMessageResult, or the with-tools shape a go-sdk client sends,
+// whose one content block the upstream's request takes.
+func SampleAnswer(raw json.RawMessage) (*mcp.CreateMessageResult, error) {
+	var probe struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, fmt.Errorf("the client's sampling answer: %w", err)
+	}
+	if !bytes.HasPrefix(bytes.TrimSpace(probe.Content), []byte("[")) {
+		var r mcp.CreateMessageResult
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("the client's sampling answer: %w", err)
+		}
+		return &r, nil
+	}
+	var wt mcp.CreateMessageWithToolsResult
+	if err := json.Unmarshal(raw, &wt); err != nil {
+		return nil, fmt.Errorf("the client's sampling answer: %w", err)
+	}
+	if len(wt.Content) != 1 {
+		return nil, fmt.Errorf("the client's sampling answer has %d content blocks; the upstream's request takes one", len(wt.Content))
+	}
+	return &mcp.CreateMessageResult{Meta: wt.Meta, Content: wt.Content[0], Model: wt.Model, Role: wt.Role, StopReason: wt.StopReason}, nil
 }
