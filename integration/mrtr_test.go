@@ -36,7 +36,7 @@ func TestAsksAcrossProcesses(t *testing.T) {
 	defer cancel()
 
 	t.Run("elicitation by multi round trip", func(t *testing.T) {
-		mc := newRelayClientAt(t, s.url, &mcp.ClientSessionOptions{ProtocolVersion: gateway.StatelessProtocol})
+		mc := newRelayClientAt(t, s.url, &mcp.ClientSessionOptions{ProtocolVersion: gateway.StatelessProtocol}, nil)
 		res, err := mc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__test_elicitation", Arguments: map[string]any{"message": "who are you, split?"}})
 		if err != nil {
 			t.Fatal(err)

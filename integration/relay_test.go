@@ -61,12 +61,13 @@ type relayClient struct {
 
 func newRelayClient(t *testing.T, url string) *relayClient {
 	t.Helper()
-	return newRelayClientAt(t, url, sessionProtocol)
+	return newRelayClientAt(t, url, sessionProtocol, nil)
 }
 
 // newRelayClientAt is newRelayClient speaking the revision opts names (a
-// 2026-07-28 client answers sampling and elicitation by multi round trip).
-func newRelayClientAt(t *testing.T, url string, opts *mcp.ClientSessionOptions) *relayClient {
+// 2026-07-28 client answers sampling and elicitation by multi round trip),
+// sending headers too.
+func newRelayClientAt(t *testing.T, url string, opts *mcp.ClientSessionOptions, headers map[string]string) *relayClient {
 	t.Helper()
 	rc := &relayClient{}
 	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-relay-test", Version: "1"}, &mcp.ClientOptions{
@@ -93,7 +94,11 @@ func newRelayClientAt(t *testing.T, url string, opts *mcp.ClientSessionOptions) 
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "secret-user-4711"}}, nil
 		},
 	})
-	hc := &http.Client{Transport: headerRT{headers: map[string]string{"Authorization": "Bearer " + testKey}}}
+	h := map[string]string{"Authorization": "Bearer " + testKey}
+	for k, v := range headers {
+		h[k] = v
+	}
+	hc := &http.Client{Transport: headerRT{headers: h}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A session (2025-11-25): the gateway sends sampling and elicitation to
@@ -244,7 +249,7 @@ func TestRelay(t *testing.T) {
 	// the call answers input-required with it, the go-sdk client answers
 	// by calling again with the answer, and the same call (still waiting
 	// in its activity) goes on with it.
-	mc := newRelayClientAt(t, s.url, &mcp.ClientSessionOptions{ProtocolVersion: gateway.StatelessProtocol})
+	mc := newRelayClientAt(t, s.url, &mcp.ClientSessionOptions{ProtocolVersion: gateway.StatelessProtocol}, nil)
 	t.Run("elicitation by multi round trip", func(t *testing.T) {
 		res, err := mc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__test_elicitation", Arguments: map[string]any{"message": "who are you, stateless?"}})
 		if err != nil {
