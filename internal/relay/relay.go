@@ -9,10 +9,10 @@
 // and call ID (the Update ID, which the workflow passes to the activity);
 // the activity looks it up. This is an in-process path: it works when the
 // gateway and the worker share a process (airlock dev, or a deployment
-// running both in one process). A worker in another process finds no sink:
-// it then reports progress in its heartbeat details, and refuses sampling
-// and elicitation with an error saying why (see RATIONALE.md, "Relaying
-// what an upstream sends during a call").
+// running both in one process). A worker with no gateway in its process
+// reports progress, log messages and sampling/elicitation requests in its
+// heartbeat details instead, and reads the client's answers from the task
+// (see RATIONALE.md, "Relaying what an upstream sends during a call").
 package relay
 
 import (
