@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"net/http"
+	"os"
+	"os/exec"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -59,6 +61,17 @@ func TestAsksAcrossProcesses(t *testing.T) {
 		}
 		if !signalled {
 			t.Errorf("no %s signal in task %s: the answer did not go through the task", api.SignalCallInput, task)
+		}
+		// What an auditor runs: the airlock binary's audit show.
+		cmd := exec.Command(buildBinary(t, "./cmd/airlock"), "audit", "show", "--temporal-address", s.srv.HostPort(), "--namespace", s.srv.Namespace(), task)
+		cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS=", "AIRLOCK_UI_URL=")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("airlock audit show %s: %v", task, err)
+		}
+		if !strings.Contains(string(out), "elicitation requested by the upstream") || !strings.Contains(string(out), "who are you, split?") ||
+			!strings.Contains(string(out), "[redacted]") || strings.Contains(string(out), "secret-user-4711\"") {
+			t.Errorf("airlock audit show does not show the elicitation with its masked answer:\n%s", out)
 		}
 	})
 

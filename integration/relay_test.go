@@ -450,7 +450,8 @@ func TestCancelApprovalWait(t *testing.T) {
 // TestProgressAcrossProcesses checks the path for a gateway without a
 // worker in its process: the worker's activity heartbeats its upstream's
 // latest progress and the gateway, reading the running call's heartbeats,
-// relays it to the client in order; sampling is refused there, saying why.
+// relays it to the client in order (sampling and elicitation take the
+// same way out: TestAsksAcrossProcesses).
 func TestProgressAcrossProcesses(t *testing.T) {
 	m, _ := counterManifest(t,
 		"  progress: {side_effects: [none], data_access_level: public, risk: medium, idempotent: false, timeout: 60s, heartbeat_timeout: 1s}\n")
