@@ -3,9 +3,9 @@ package integration
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
