@@ -45,6 +45,9 @@ func (a *Activities) relayFor(in api.CallToolInput) (*callRelay, *upstream.CallH
 		}
 	}
 	h := &upstream.CallHooks{Sample: r.sample, Elicit: r.elicit, Progress: r.progress, Log: r.log}
+	// A tool that may ask the client gets an upstream session of its own
+	// (HTTP upstreams): its requests are then its own whatever else runs.
+	h.Own = r.decl != nil && (r.decl.Sampling.Allows() || r.decl.Elicitation.Allows())
 	h.ProgressToken = in.ProgressToken // from the task: works in any process
 	if s := r.sink(); s != nil && s.ProgressToken != nil {
 		h.ProgressToken = s.ProgressToken
