@@ -383,7 +383,8 @@ func (s *stack) startUpstreams(ctx context.Context) error {
 func (s *stack) startWorker(ctx context.Context, withGateway bool) error {
 	e := s.env
 	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Policy: e.snap.Policy, Groups: e.snap.Config.GroupMembers(),
-		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit}
+		Catalog: activities.NewCatalog(e.snap.Manifests, e.servers, s.pool, e.snap.Config.ExposeUncovered), Audit: e.audit,
+		AskTimeout: e.snap.Config.Task.AskTimeout.D()}
 	if withGateway {
 		acts.Relay = s.callRelay()
 	}
@@ -465,6 +466,7 @@ func (s *stack) startGateway(r roles) error {
 		RollbackOnDeny:  cfg.Task.RollbackOnDeny,
 		RollbackNotify:  cfg.Task.RollbackNotify,
 		InlineWait:      cfg.Approvals.InlineWait.D(),
+		AskTimeout:      cfg.Task.AskTimeout.D(),
 		Logger:          e.log,
 		Version:         version,
 		Relay:           s.callRelay(),

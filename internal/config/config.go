@@ -292,6 +292,10 @@ type Task struct {
 	// changes remain undone. Default: nobody (logged, and the task shows
 	// rollback_failed).
 	RollbackNotify string `yaml:"rollback_notify,omitempty"`
+	// AskTimeout bounds how long an upstream's sampling or elicitation
+	// request during a call waits for the client's answer (issue 14,
+	// "mrtr"; also capped by the tool's timeout). Default 5m.
+	AskTimeout manifests.Duration `yaml:"ask_timeout,omitempty"`
 }
 
 // Gateway configures the MCP gateway.
