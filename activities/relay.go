@@ -121,7 +121,7 @@ func (r *callRelay) refusal(kind string, permit func(*manifests.Tool) manifests.
 	case s == nil && r.hub == nil:
 		return "" // no gateway in this process: through the task (mrtr.go)
 	case s == nil:
-		return fmt.Sprintf("airlock cannot forward %s during %s: the client's gateway is not in this worker's process", kind, r.in.ExposedName)
+		return fmt.Sprintf("airlock cannot forward %s during %s: no client waits on the call in this worker's process (it got a pending result, or left)", kind, r.in.ExposedName)
 	}
 	return ""
 }
