@@ -111,17 +111,15 @@ func (r *callRelay) recorded() []api.Exchange {
 }
 
 // refusal says why a server-to-client request of kind is not forwarded
-// ("" when it is).
+// ("" when it is). With no client waiting on the call in this process (no
+// gateway here, or its client got a task handle or a pending result), the
+// request goes through the task (mrtr.go).
 func (r *callRelay) refusal(kind string, permit func(*manifests.Tool) manifests.Permit, s *relay.Sink) string {
 	switch {
 	case r.decl == nil:
 		return fmt.Sprintf("airlock denied %s during %s: no manifest declares the tool", kind, r.in.ExposedName)
 	case !permit(r.decl).Allows():
 		return fmt.Sprintf("airlock denied %s during %s: its manifest does not allow it (set %s: allow on the tool to forward it to the client)", kind, r.in.ExposedName, kind)
-	case s == nil && r.hub == nil:
-		return "" // no gateway in this process: through the task (mrtr.go)
-	case s == nil:
-		return fmt.Sprintf("airlock cannot forward %s during %s: no client waits on the call in this worker's process (it got a pending result, or left)", kind, r.in.ExposedName)
 	}
 	return ""
 }
@@ -130,9 +128,6 @@ func (r *callRelay) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mc
 	req, _ := json.Marshal(p)
 	s := r.sink()
 	why := r.refusal("sampling", func(t *manifests.Tool) manifests.Permit { return t.Sampling }, s)
-	if why == "" && s != nil && s.Sample == nil {
-		why = "airlock cannot forward sampling during " + r.in.ExposedName + ": the client's session cannot take it"
-	}
 	if why != "" {
 		r.record(api.Exchange{Kind: "sampling", Request: req, Refused: why})
 		return nil, fmt.Errorf("%s", why)
@@ -144,13 +139,13 @@ func (r *callRelay) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mc
 		}
 		return relay.SampleAnswer(raw)
 	}
-	if s != nil {
+	if s != nil && s.Sample != nil {
 		sampleVia = s.Sample
 	}
 	res, err := sampleVia(ctx, p)
 	if err != nil {
 		why := err.Error() // through the task: it says itself why no answer came
-		if s != nil {
+		if s != nil && s.Sample != nil {
 			why = "the client answered with an error: " + why
 		}
 		r.record(api.Exchange{Kind: "sampling", Request: req, Refused: why})
@@ -165,9 +160,6 @@ func (r *callRelay) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.Elici
 	req, _ := json.Marshal(p)
 	s := r.sink()
 	why := r.refusal("elicitation", func(t *manifests.Tool) manifests.Permit { return t.Elicitation }, s)
-	if why == "" && s != nil && s.Elicit == nil {
-		why = "airlock cannot forward elicitation during " + r.in.ExposedName + ": the client's session cannot take it"
-	}
 	if why != "" {
 		r.record(api.Exchange{Kind: "elicitation", Request: req, Refused: why})
 		return nil, fmt.Errorf("%s", why)
@@ -183,13 +175,13 @@ func (r *callRelay) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.Elici
 		}
 		return &res, nil
 	}
-	if s != nil {
+	if s != nil && s.Elicit != nil {
 		elicitVia = s.Elicit
 	}
 	res, err := elicitVia(ctx, p)
 	if err != nil {
 		why := err.Error() // through the task: it says itself why no answer came
-		if s != nil {
+		if s != nil && s.Elicit != nil {
 			why = "the client answered with an error: " + why
 		}
 		r.record(api.Exchange{Kind: "elicitation", Request: req, Refused: why})

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/relay"
@@ -317,6 +319,9 @@ func (g *Gateway) forwardAsk(ctx context.Context, ss *mcp.ServerSession, taskID,
 		_ = g.sendInput(taskID, callID, ca.ID, nil, nil, "airlock could not forward the request: "+err.Error())
 		return
 	}
+	if cs.viaTasks {
+		return // tasks/get reports it, tasks/update answers it
+	}
 	if cs.asked != nil {
 		select {
 		case cs.asked <- a:
@@ -346,4 +351,72 @@ func (g *Gateway) forwardAsk(ctx context.Context, ss *mcp.ServerSession, taskID,
 			g.log.Warn().Err(err).Str("task", taskID).Str("call", callID).Msg("giving the client's answer to the task failed")
 		}
 	}()
+}
+
+// callAsks returns the requests of a call's upstream that wait for the
+// client's answer through the task, from its activity's heartbeats (any
+// process), leaving out those whose answer the task already holds.
+func (g *Gateway) callAsks(ctx context.Context, task, call string) []api.CallAsk {
+	desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, task, "")
+	if err != nil {
+		return nil
+	}
+	var out []api.CallAsk
+	for _, pa := range desc.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != api.CallToolName || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 {
+			continue
+		}
+		var cp api.CallProgress
+		if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cp) != nil || cp.CallID != call {
+			continue
+		}
+		for _, ca := range cp.Asks {
+			// A heartbeat may still list a request the activity is about
+			// to take the answer to.
+			var in api.CallInput
+			if v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", api.QueryCallInput, call, ca.ID); err == nil && v.Get(&in) == nil && in.AskID == ca.ID {
+				continue
+			}
+			out = append(out, ca)
+		}
+	}
+	return out
+}
+
+// pendingInputs is the inputRequests of a call waiting for the client's
+// answer, as tasks/get reports them (Tasks extension).
+func (g *Gateway) pendingInputs(ctx context.Context, task, call string) mcp.InputRequestMap {
+	var reqs mcp.InputRequestMap
+	for _, ca := range g.callAsks(ctx, task, call) {
+		if a, err := remoteAsk(ca); err == nil {
+			if reqs == nil {
+				reqs = mcp.InputRequestMap{}
+			}
+			reqs[a.id] = a.req
+		}
+	}
+	return reqs
+}
+
+// updateTask answers tasks/update (Tasks extension): each answer goes to
+// the request of the call's upstream it names, through the task.
+func (g *Gateway) updateTask(ctx context.Context, task, call string, answers map[string]json.RawMessage) *jsonrpc.Error {
+	if len(answers) == 0 {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.inputResponses is empty: answer the inputRequests that tasks/get reports"}
+	}
+	keys := map[string][]byte{}
+	for _, ca := range g.callAsks(ctx, task, call) {
+		keys[ca.ID] = ca.Key
+	}
+	for id := range answers {
+		if keys[id] == nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s~%s has no input request %q waiting (answered already, timed out, or never asked); tasks/get lists those that wait", task, call, id)}
+		}
+	}
+	for id, raw := range answers {
+		if err := g.sendInput(task, call, id, keys[id], raw, ""); err != nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("giving the answer to %s to task %s: %v", id, task, err)}
+		}
+	}
+	return nil
 }

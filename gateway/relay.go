@@ -36,6 +36,9 @@ type callSink struct {
 	// its session); ended is closed when the call stops waiting.
 	asked chan *ask
 	ended chan struct{}
+	// viaTasks: the client declared the Tasks extension; its call's
+	// requests wait for tasks/update.
+	viaTasks bool
 	// answered are the requests this tools/call brings answers to: a
 	// heartbeat read before the activity took them still lists them.
 	answered []string
@@ -77,7 +80,14 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 			return ss.Elicit(ctx, p)
 		},
 	}
-	if cancellable && multiRoundTrip(ss) {
+	switch {
+	case cancellable && multiRoundTrip(ss) && declaresTasks(req.Params.Meta):
+		// A Tasks client gets a task handle; tasks/get reports the
+		// upstream's requests (input_required) and tasks/update answers
+		// them, through the task (mrtr.go).
+		cs.viaTasks = true
+		s.Sample, s.Elicit = nil, nil
+	case cancellable && multiRoundTrip(ss):
 		// The tools/call itself (not airlock_await) answers input-required.
 		cs.asked = make(chan *ask)
 		g.mrtrSink(cs, &s.Sample, &s.Elicit)
