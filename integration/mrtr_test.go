@@ -143,47 +143,7 @@ func TestAsksAcrossProcesses(t *testing.T) {
 
 	// A client of the Tasks extension gets a task handle; tasks/get reports
 	// the upstream's request (input_required) and tasks/update answers it.
-	t.Run("tasks extension", func(t *testing.T) {
-		res, rerr := rpc2026(t, s.url, testKey, "tasks-ask", "tools/call", "everything__test_elicitation",
-			map[string]any{"name": "everything__test_elicitation", "arguments": map[string]any{"message": "task?"}}, true)
-		handle, _ := res["taskId"].(string)
-		if rerr != nil || res["resultType"] != "task" || handle == "" {
-			t.Fatalf("tools/call of a Tasks client: %v %v; want a task handle", res, rerr)
-		}
-		get := func() map[string]any {
-			got, rerr := rpc2026(t, s.url, testKey, "", "tasks/get", "", map[string]any{"taskId": handle}, true)
-			if rerr != nil {
-				t.Fatalf("tasks/get: %v", rerr)
-			}
-			return got
-		}
-		var st map[string]any
-		waitFor(t, "the task to ask for input", 30*time.Second, func() bool { st = get(); return st["status"] == "input_required" })
-		reqs, _ := st["inputRequests"].(map[string]any)
-		if len(reqs) != 1 {
-			t.Fatalf("tasks/get: %v; want one input request", st)
-		}
-		answers := map[string]any{}
-		for id, r := range reqs {
-			ir, _ := r.(map[string]any)
-			params, _ := ir["params"].(map[string]any)
-			if ir["method"] != "elicitation/create" || params["message"] != "task?" {
-				t.Fatalf("input request %s: %v; want the upstream's elicitation", id, r)
-			}
-			answers[id] = map[string]any{"action": "accept", "content": map[string]any{"username": "secret-user-4711"}}
-		}
-		if _, rerr := rpc2026(t, s.url, testKey, "", "tasks/update", "", map[string]any{"taskId": handle, "inputResponses": map[string]any{"ask-nope": answers}}, true); rerr == nil {
-			t.Errorf("tasks/update for a request that does not wait was accepted")
-		}
-		if _, rerr := rpc2026(t, s.url, testKey, "", "tasks/update", "", map[string]any{"taskId": handle, "inputResponses": answers}, true); rerr != nil {
-			t.Fatalf("tasks/update: %v", rerr)
-		}
-		waitFor(t, "the task to complete", 30*time.Second, func() bool { st = get(); return st["status"] == "completed" })
-		if b, _ := json.Marshal(st["result"]); !strings.Contains(string(b), "username:secret-user-4711") {
-			t.Fatalf("completed task's result: %s; want the tool's answer with the elicited username", b)
-		}
-		checkElicitationRecorded(t, s, "tasks-ask", "task?")
-	})
+	t.Run("tasks extension", func(t *testing.T) { checkTasksAsk(t, s, "tasks-ask") })
 
 	t.Run("no answer", func(t *testing.T) {
 		params := &mcp.CallToolParams{Name: "everything__test_elicitation", Arguments: map[string]any{"message": "anyone?"},
@@ -210,4 +170,51 @@ func TestAsksAcrossProcesses(t *testing.T) {
 			t.Errorf("the refused elicitation is not recorded in the task's history:\n%s", hist)
 		}
 	})
+}
+
+// checkTasksAsk: a client of the Tasks extension calls an eliciting tool in
+// task; it gets a task handle, tasks/get reports the upstream's request
+// (input_required), tasks/update answers it, and the call completes with
+// the answer, recorded masked.
+func checkTasksAsk(t *testing.T, s *stack, task string) {
+	t.Helper()
+	res, rerr := rpc2026(t, s.url, testKey, task, "tools/call", "everything__test_elicitation",
+		map[string]any{"name": "everything__test_elicitation", "arguments": map[string]any{"message": "task?"}}, true)
+	handle, _ := res["taskId"].(string)
+	if rerr != nil || res["resultType"] != "task" || handle == "" {
+		t.Fatalf("tools/call of a Tasks client: %v %v; want a task handle", res, rerr)
+	}
+	get := func() map[string]any {
+		got, rerr := rpc2026(t, s.url, testKey, "", "tasks/get", "", map[string]any{"taskId": handle}, true)
+		if rerr != nil {
+			t.Fatalf("tasks/get: %v", rerr)
+		}
+		return got
+	}
+	var st map[string]any
+	waitFor(t, "the task to ask for input", 30*time.Second, func() bool { st = get(); return st["status"] == "input_required" })
+	reqs, _ := st["inputRequests"].(map[string]any)
+	if len(reqs) != 1 {
+		t.Fatalf("tasks/get: %v; want one input request", st)
+	}
+	answers := map[string]any{}
+	for id, r := range reqs {
+		ir, _ := r.(map[string]any)
+		params, _ := ir["params"].(map[string]any)
+		if ir["method"] != "elicitation/create" || params["message"] != "task?" {
+			t.Fatalf("input request %s: %v; want the upstream's elicitation", id, r)
+		}
+		answers[id] = map[string]any{"action": "accept", "content": map[string]any{"username": "secret-user-4711"}}
+	}
+	if _, rerr := rpc2026(t, s.url, testKey, "", "tasks/update", "", map[string]any{"taskId": handle, "inputResponses": map[string]any{"ask-nope": answers}}, true); rerr == nil {
+		t.Errorf("tasks/update for a request that does not wait was accepted")
+	}
+	if _, rerr := rpc2026(t, s.url, testKey, "", "tasks/update", "", map[string]any{"taskId": handle, "inputResponses": answers}, true); rerr != nil {
+		t.Fatalf("tasks/update: %v", rerr)
+	}
+	waitFor(t, "the task to complete", 30*time.Second, func() bool { st = get(); return st["status"] == "completed" })
+	if b, _ := json.Marshal(st["result"]); !strings.Contains(string(b), "username:secret-user-4711") {
+		t.Fatalf("completed task's result: %s; want the tool's answer with the elicited username", b)
+	}
+	checkElicitationRecorded(t, s, task, "task?")
 }

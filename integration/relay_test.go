@@ -264,6 +264,7 @@ func TestRelay(t *testing.T) {
 		task, _ := res.Meta[gateway.MetaTask].(string)
 		checkElicitationRecorded(t, s, task, "who are you, stateless?")
 	})
+	t.Run("elicitation for a Tasks client", func(t *testing.T) { checkTasksAsk(t, s, "relay-tasks-ask") })
 	t.Run("sampling by multi round trip", func(t *testing.T) {
 		res, err := mc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__test_sampling", Arguments: map[string]any{"prompt": "say hi statelessly"}})
 		if err != nil {
