@@ -29,8 +29,13 @@ import (
 // call; the client's next tools/call carries the answer (InputResponses)
 // and that state, and the gateway hands the answer to the upstream, which
 // has been waiting for it inside the same activity, and waits on the same
-// call again (its Update ID). See RATIONALE.md, "How does an upstream's
-// sampling or elicitation reach a 2026-07-28 client?".
+// call again (its Update ID). When the worker runs in another process the
+// request comes in the call's heartbeats and the answer goes back to it
+// through the task, sealed to its one-time key (forwardAsk, sendInput); a
+// client of the Tasks extension sees it in tasks/get and answers it with
+// tasks/update (callAsks, updateTask). See RATIONALE.md, "How does an
+// upstream's sampling or elicitation reach a 2026-07-28 client, and cross
+// processes?".
 
 // DefaultAskTimeout is how long an upstream's sampling or elicitation
 // request waits for the client's answer before the upstream gets an error.
