@@ -83,6 +83,10 @@ type Activities struct {
 	// this process: upstream progress, log messages, sampling and
 	// elicitation then reach the client that made the call (relay.go).
 	Relay *relay.Hub
+	// AskTimeout bounds how long an upstream's sampling or elicitation
+	// request waits for the client's answer when no gateway runs in this
+	// process (default DefaultAskTimeout; mrtr.go).
+	AskTimeout time.Duration
 }
 
 // CallTool runs one tool call on its upstream. It heartbeats while the call
@@ -95,6 +99,7 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 		return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError("no tool caller configured on this worker", api.ErrTypeInternal, nil)
 	}
 	rel, hooks := a.relayFor(in)
+	rel.actx = ctx // the activity's own context, for requests that go through the task (mrtr.go)
 	ctx = upstream.WithHooks(ctx, hooks)
 	stop := a.heartbeat(ctx, rel.heartbeatDetails)
 	defer stop()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -24,6 +25,10 @@ type callRelay struct {
 	in   api.CallToolInput
 	hub  *relay.Hub
 	decl *manifests.Tool
+	// Through the task (mrtr.go), when no gateway runs in this process:
+	// actx is the activity's context, askTimeout how long a request waits.
+	actx       context.Context
+	askTimeout time.Duration
 
 	mu        sync.Mutex
 	exchanges []api.Exchange
@@ -33,13 +38,16 @@ type callRelay struct {
 
 // relayFor builds the relay of a call and the upstream hooks that feed it.
 func (a *Activities) relayFor(in api.CallToolInput) (*callRelay, *upstream.CallHooks) {
-	r := &callRelay{in: in, hub: a.Relay}
+	r := &callRelay{in: in, hub: a.Relay, askTimeout: a.askTimeout()}
 	if cat := a.judge().Catalog; cat != nil {
 		if t, ok := cat.Tool(in.ExposedName); ok {
 			r.decl = t.Decl
 		}
 	}
 	h := &upstream.CallHooks{Sample: r.sample, Elicit: r.elicit, Progress: r.progress, Log: r.log}
+	// A tool that may ask the client gets an upstream session of its own
+	// (HTTP upstreams): its requests are then its own whatever else runs.
+	h.Own = r.decl != nil && (r.decl.Sampling.Allows() || r.decl.Elicitation.Allows())
 	h.ProgressToken = in.ProgressToken // from the task: works in any process
 	if s := r.sink(); s != nil && s.ProgressToken != nil {
 		h.ProgressToken = s.ProgressToken
@@ -70,7 +78,7 @@ func (r *callRelay) log(p *mcp.LoggingMessageParams) {
 
 func (r *callRelay) progress(p *mcp.ProgressNotificationParams) {
 	r.mu.Lock()
-	r.last = api.CallProgress{CallID: r.in.CallID, Progress: p.Progress, Total: p.Total, Message: p.Message, Seq: r.last.Seq + 1, Logs: r.last.Logs}
+	r.last = api.CallProgress{CallID: r.in.CallID, Progress: p.Progress, Total: p.Total, Message: p.Message, Seq: r.last.Seq + 1, Logs: r.last.Logs, Asks: r.last.Asks}
 	r.mu.Unlock()
 	if s := r.sink(); s != nil && s.Progress != nil {
 		q := *p
@@ -86,7 +94,8 @@ func (r *callRelay) lastProgress() (api.CallProgress, bool) {
 	defer r.mu.Unlock()
 	cp := r.last
 	cp.Logs = append([]api.CallLog(nil), r.last.Logs...)
-	return cp, cp.Seq > 0 || len(cp.Logs) > 0
+	cp.Asks = append([]api.CallAsk(nil), r.last.Asks...)
+	return cp, cp.Seq > 0 || len(cp.Logs) > 0 || len(cp.Asks) > 0
 }
 
 func (r *callRelay) record(x api.Exchange) {
@@ -102,15 +111,15 @@ func (r *callRelay) recorded() []api.Exchange {
 }
 
 // refusal says why a server-to-client request of kind is not forwarded
-// ("" when it is).
+// ("" when it is). With no client waiting on the call in this process (no
+// gateway here, or its client got a task handle or a pending result), the
+// request goes through the task (mrtr.go).
 func (r *callRelay) refusal(kind string, permit func(*manifests.Tool) manifests.Permit, s *relay.Sink) string {
 	switch {
 	case r.decl == nil:
 		return fmt.Sprintf("airlock denied %s during %s: no manifest declares the tool", kind, r.in.ExposedName)
 	case !permit(r.decl).Allows():
 		return fmt.Sprintf("airlock denied %s during %s: its manifest does not allow it (set %s: allow on the tool to forward it to the client)", kind, r.in.ExposedName, kind)
-	case s == nil:
-		return fmt.Sprintf("airlock cannot forward %s during %s: the client's gateway is not in this worker's process", kind, r.in.ExposedName)
 	}
 	return ""
 }
@@ -118,16 +127,28 @@ func (r *callRelay) refusal(kind string, permit func(*manifests.Tool) manifests.
 func (r *callRelay) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	req, _ := json.Marshal(p)
 	s := r.sink()
-	if why := r.refusal("sampling", func(t *manifests.Tool) manifests.Permit { return t.Sampling }, s); why != "" || s.Sample == nil {
-		if why == "" {
-			why = "airlock cannot forward sampling during " + r.in.ExposedName + ": the client's session cannot take it"
-		}
+	why := r.refusal("sampling", func(t *manifests.Tool) manifests.Permit { return t.Sampling }, s)
+	if why != "" {
 		r.record(api.Exchange{Kind: "sampling", Request: req, Refused: why})
 		return nil, fmt.Errorf("%s", why)
 	}
-	res, err := s.Sample(ctx, p)
+	sampleVia := func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+		raw, err := r.askThroughTask("sampling", req)
+		if err != nil {
+			return nil, err
+		}
+		return relay.SampleAnswer(raw)
+	}
+	if s != nil && s.Sample != nil {
+		sampleVia = s.Sample
+	}
+	res, err := sampleVia(ctx, p)
 	if err != nil {
-		r.record(api.Exchange{Kind: "sampling", Request: req, Refused: "the client answered with an error: " + err.Error()})
+		why := err.Error() // through the task: it says itself why no answer came
+		if s != nil && s.Sample != nil {
+			why = "the client answered with an error: " + why
+		}
+		r.record(api.Exchange{Kind: "sampling", Request: req, Refused: why})
 		return nil, err
 	}
 	ans, _ := json.Marshal(res)
@@ -138,16 +159,32 @@ func (r *callRelay) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mc
 func (r *callRelay) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	req, _ := json.Marshal(p)
 	s := r.sink()
-	if why := r.refusal("elicitation", func(t *manifests.Tool) manifests.Permit { return t.Elicitation }, s); why != "" || s.Elicit == nil {
-		if why == "" {
-			why = "airlock cannot forward elicitation during " + r.in.ExposedName + ": the client's session cannot take it"
-		}
+	why := r.refusal("elicitation", func(t *manifests.Tool) manifests.Permit { return t.Elicitation }, s)
+	if why != "" {
 		r.record(api.Exchange{Kind: "elicitation", Request: req, Refused: why})
 		return nil, fmt.Errorf("%s", why)
 	}
-	res, err := s.Elicit(ctx, p)
+	elicitVia := func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		raw, err := r.askThroughTask("elicitation", req)
+		if err != nil {
+			return nil, err
+		}
+		var res mcp.ElicitResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, fmt.Errorf("the client's elicitation answer: %w", err)
+		}
+		return &res, nil
+	}
+	if s != nil && s.Elicit != nil {
+		elicitVia = s.Elicit
+	}
+	res, err := elicitVia(ctx, p)
 	if err != nil {
-		r.record(api.Exchange{Kind: "elicitation", Request: req, Refused: "the client answered with an error: " + err.Error()})
+		why := err.Error() // through the task: it says itself why no answer came
+		if s != nil && s.Elicit != nil {
+			why = "the client answered with an error: " + why
+		}
+		r.record(api.Exchange{Kind: "elicitation", Request: req, Refused: why})
 		return nil, err
 	}
 	// The redact paths name fields of the content the user gave.

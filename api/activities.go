@@ -94,6 +94,9 @@ type CallProgress struct {
 	// MaxHeartbeatLogs), each numbered, for a gateway in another process
 	// to relay the ones it has not seen.
 	Logs []CallLog `json:",omitempty"`
+	// Asks are the upstream's requests waiting for the client's answer,
+	// for a gateway in another process to forward (mrtr.go).
+	Asks []CallAsk `json:",omitempty"`
 }
 
 // MaxHeartbeatLogs bounds the log messages a heartbeat carries.

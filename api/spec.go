@@ -22,6 +22,10 @@ type ToolSpec struct {
 	// Cost is what one call counts against the task's budget (the
 	// manifest's cost; 0, when it gives none: 1).
 	Cost int `json:",omitempty"`
+	// MayAsk: the manifest allows sampling or elicitation during a call
+	// (mrtr.go); such a call runs as an activity, whose heartbeats carry
+	// the upstream's requests, never on the fast path.
+	MayAsk bool `json:",omitempty"`
 }
 
 // RetrySpec is a manifest retry policy.
@@ -50,6 +54,7 @@ func SpecFor(decl *manifests.Tool) ToolSpec {
 		Retry: RetrySpec{MaxAttempts: r.MaxAttempts, InitialInterval: r.InitialInterval.D(),
 			MaxInterval: r.MaxInterval.D(), Backoff: r.Backoff, NonRetryable: r.NonRetryable},
 	}
+	s.MayAsk = decl.Sampling.Allows() || decl.Elicitation.Allows()
 	for _, se := range decl.SideEffects {
 		s.SideEffects = append(s.SideEffects, string(se))
 	}

@@ -157,6 +157,10 @@ type Options struct {
 	// State is the size limit and schema of new tasks' task-scoped state
 	// (nil: the default limit, no schema; state.go).
 	State *api.StateConfig
+	// AskTimeout bounds how long an upstream's sampling or elicitation
+	// request waits for a 2026-07-28 client's answer, which comes with
+	// the client's next tools/call (default DefaultAskTimeout; mrtr.go).
+	AskTimeout time.Duration
 }
 
 // Gateway is the MCP server in front of the upstreams.
@@ -178,6 +182,9 @@ type Gateway struct {
 	running sync.Map // task ID -> run ID ("" when not known)
 	// cancels counts each session's notifications/cancelled (relay.go).
 	cancels sync.Map // *mcp.ServerSession -> *cancelMark
+	// asks holds the upstream requests waiting for a 2026-07-28 client's
+	// answer (mrtr.go).
+	asks sync.Map // ask ID -> *ask
 
 	mu        sync.Mutex
 	tools     map[string]*toolEntry // exposed name -> entry
@@ -770,8 +777,16 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	if err != nil {
 		return errorResult("", "", err.Error()), nil
 	}
+	// A 2026-07-28 client answering an input-required result resumes the
+	// call that asked (mrtr.go).
+	resume, err := g.resumeState(req, taskID, pr.Name)
+	if err != nil {
+		return errorResult(taskID, "", err.Error()), nil
+	}
 	callID := ""
-	if req.Params.Meta != nil {
+	if resume != nil {
+		callID = resume.Call
+	} else if req.Params.Meta != nil {
 		if k, ok := req.Params.Meta[MetaIdempotencyKey].(string); ok && k != "" {
 			if len(k) > 200 {
 				return errorResult(taskID, "", "_meta."+MetaIdempotencyKey+" is longer than 200 characters; use a shorter unique key"), nil
@@ -835,9 +850,18 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	defer cancel()
 	sink, unrelay := g.relayCall(ctx, req, taskID, callID, true)
 	defer unrelay()
+	if resume != nil {
+		sink.answered = resume.Asks
+	}
 	stopProgress := g.progress(ctx, req, taskID, callID, sink.upstreamProgress.Load)
 	defer stopProgress()
 	defer g.heartbeatProgress(ctx, req, taskID, callID, sink)()
+	if resume != nil {
+		if err := g.deliverAnswers(req, resume); err != nil {
+			return errorResult(taskID, callID, err.Error()), nil
+		}
+	}
+	ictx, finishAsks := watchAsks(wctx, sink) // mrtr.go
 	var res api.CallResult
 	drained := false // an attempt was turned away: the task is moving to a new run
 	for {
@@ -848,7 +872,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		}
 		if run, ok := g.running.Load(taskID); ok {
 			uo.RunID, _ = run.(string)
-			h, err = g.opts.Temporal.UpdateWorkflow(wctx, uo)
+			h, err = g.opts.Temporal.UpdateWorkflow(ictx, uo)
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
 				// Ended (or never existed here): let Update-with-Start
@@ -859,7 +883,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		} else {
 			// A fresh start operation each time: one may be used only once.
 			startOp := g.opts.Temporal.NewWithStartWorkflowOperation(startOpts, api.AgentTaskName, in)
-			h, err = g.opts.Temporal.UpdateWithStartWorkflow(wctx, client.UpdateWithStartWorkflowOptions{
+			h, err = g.opts.Temporal.UpdateWithStartWorkflow(ictx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: startOp, UpdateOptions: uo,
 			})
 			if err == nil {
@@ -867,21 +891,25 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			}
 		}
 		if err == nil {
-			err = h.Get(wctx, &res)
+			err = h.Get(ictx, &res)
 		}
 		// The task is rolling over to a new run: the same Update ID goes
 		// to the new run.
 		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil {
 			drained = true
 		}
-		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && wctx.Err() == nil {
+		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && ictx.Err() == nil {
 			select {
 			case <-time.After(50 * time.Millisecond):
 				continue
-			case <-wctx.Done():
+			case <-ictx.Done():
 			}
 		}
 		break
+	}
+	if asks := finishAsks(); len(asks) > 0 {
+		log.Info().Int("requests", len(asks)).Msg("call asks the client for input (input-required)")
+		return g.inputRequired(taskID, callID, pr.Name, asks), nil
 	}
 	if err != nil {
 		// The inline wait may also run out during an attempt rather than

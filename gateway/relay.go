@@ -31,6 +31,17 @@ type callSink struct {
 	// gateway's own "running" ticks then stop, so that the client sees the
 	// upstream's values only.
 	upstreamProgress atomic.Bool
+	// For a 2026-07-28 client (mrtr.go): the upstream's requests go to
+	// the waiting tools/call through asked (nil: the client takes them on
+	// its session); ended is closed when the call stops waiting.
+	asked chan *ask
+	ended chan struct{}
+	// viaTasks: the client declared the Tasks extension; its call's
+	// requests wait for tasks/update.
+	viaTasks bool
+	// answered are the requests this tools/call brings answers to: a
+	// heartbeat read before the activity took them still lists them.
+	answered []string
 }
 
 // relayCall registers the sink of a call in the relay and returns it with
@@ -39,7 +50,7 @@ type callSink struct {
 // for req cancels the call (the tools/call itself; not airlock_await,
 // whose cancellation only stops the waiting).
 func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string, cancellable bool) (*callSink, func()) {
-	cs := &callSink{}
+	cs := &callSink{ended: make(chan struct{})}
 	if req.Session == nil {
 		return cs, func() {}
 	}
@@ -69,7 +80,19 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 			return ss.Elicit(ctx, p)
 		},
 	}
-	cancelled, ended := make(chan struct{}), make(chan struct{})
+	switch {
+	case cancellable && multiRoundTrip(ss) && declaresTasks(req.Params.Meta):
+		// A Tasks client gets a task handle; tasks/get reports the
+		// upstream's requests (input_required) and tasks/update answers
+		// them, through the task (mrtr.go).
+		cs.viaTasks = true
+		s.Sample, s.Elicit = nil, nil
+	case cancellable && multiRoundTrip(ss):
+		// The tools/call itself (not airlock_await) answers input-required.
+		cs.asked = make(chan *ask)
+		g.mrtrSink(cs, &s.Sample, &s.Elicit)
+	}
+	cancelled, ended := make(chan struct{}), cs.ended
 	s.Cancelled = cancelled
 	marks := g.cancelMarks(ss)
 	seen := marks.count()
@@ -220,6 +243,10 @@ func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolReques
 		every = DefaultProgressPoll
 	}
 	seq, logSeq := 0, 0
+	asked := map[string]bool{} // the upstream requests forwarded (mrtr.go)
+	for _, id := range cs.answered {
+		asked[id] = true
+	}
 	return tick.Every(ctx, every, func(int) {
 		desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, taskID, "")
 		if err != nil {
@@ -243,6 +270,12 @@ func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolReques
 				var data any
 				_ = json.Unmarshal(l.Data, &data)
 				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(l.Level), Logger: l.Logger, Data: data})
+			}
+			for _, ca := range cp.Asks {
+				if !asked[ca.ID] {
+					asked[ca.ID] = true
+					g.forwardAsk(ctx, req.Session, taskID, callID, cs, ca)
+				}
 			}
 			if tok == nil || cp.Seq <= seq {
 				continue

@@ -73,6 +73,9 @@ type taskState struct {
 	TTLMs          *int64           `json:"ttlMs"`
 	PollIntervalMs int64            `json:"pollIntervalMs,omitempty"`
 	Result         *json.RawMessage `json:"result,omitempty"`
+	// InputRequests, with status input_required, are the call's upstream
+	// requests waiting for the client's answer (tasks/update; mrtr.go).
+	InputRequests mcp.InputRequestMap `json:"inputRequests,omitempty"`
 }
 
 // declaresTasks reports whether a request's per-request capabilities
@@ -146,6 +149,10 @@ func (g *Gateway) taskOfCall(ctx context.Context, task, call string) (*taskState
 	var s api.Status
 	if err == nil && v.Get(&s) == nil && slices.Contains(s.InFlight, call) {
 		st.Status, st.StatusMessage = "working", "running"
+		if reqs := g.pendingInputs(ctx, task, call); len(reqs) > 0 { // mrtr.go
+			st.Status, st.InputRequests = "input_required", reqs
+			st.StatusMessage = fmt.Sprintf("running; its upstream asks the client (%d request(s)): answer with tasks/update", len(reqs))
+		}
 		return st, nil
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s~%s: task %s has no call %s in flight or finished", task, call, task, call)}
@@ -189,7 +196,13 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, principal s
 		st, jerr := g.taskOfCall(ctx, task, call)
 		writeRPC(w, msg.ID, st, jerr)
 	case methodTasksUpdate:
-		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this task asks for no input: airlock's tasks wait for a person's approval, not for the client"})
+		var upd struct {
+			Params struct {
+				InputResponses map[string]json.RawMessage `json:"inputResponses"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(body, &upd)
+		writeRPC(w, msg.ID, map[string]any{}, g.updateTask(ctx, task, call, upd.Params.InputResponses))
 	default: // tasks/cancel
 		st, jerr := g.cancelTask(ctx, task, call)
 		writeRPC(w, msg.ID, st, jerr)
@@ -220,7 +233,7 @@ func (g *Gateway) cancelTask(ctx context.Context, task, call string) (*taskState
 	if jerr != nil {
 		return nil, jerr
 	}
-	if st.Status != "working" {
+	if st.Status != "working" && st.Status != "input_required" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s~%s is already %s", task, call, st.Status)}
 	}
 	if err := g.opts.Temporal.SignalWorkflow(ctx, task, "", api.SignalCancelCall,
@@ -228,7 +241,7 @@ func (g *Gateway) cancelTask(ctx context.Context, task, call string) (*taskState
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("telling task %s to cancel call %s: %v", task, call, err)}
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if st, jerr = g.taskOfCall(ctx, task, call); jerr == nil && st.Status != "working" {
+		if st, jerr = g.taskOfCall(ctx, task, call); jerr == nil && st.Status != "working" && st.Status != "input_required" {
 			return st, nil
 		}
 	}

@@ -61,6 +61,14 @@ type relayClient struct {
 
 func newRelayClient(t *testing.T, url string) *relayClient {
 	t.Helper()
+	return newRelayClientAt(t, url, sessionProtocol, nil)
+}
+
+// newRelayClientAt is newRelayClient speaking the revision opts names (a
+// 2026-07-28 client answers sampling and elicitation by multi round trip),
+// sending headers too.
+func newRelayClientAt(t *testing.T, url string, opts *mcp.ClientSessionOptions, headers map[string]string) *relayClient {
+	t.Helper()
 	rc := &relayClient{}
 	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-relay-test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
@@ -86,13 +94,18 @@ func newRelayClient(t *testing.T, url string) *relayClient {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "secret-user-4711"}}, nil
 		},
 	})
-	hc := &http.Client{Transport: headerRT{headers: map[string]string{"Authorization": "Bearer " + testKey}}}
+	h := map[string]string{"Authorization": "Bearer " + testKey}
+	for k, v := range headers {
+		h[k] = v
+	}
+	hc := &http.Client{Transport: headerRT{headers: h}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A session (2025-11-25): the gateway sends sampling and elicitation to
-	// the client as requests on it; on 2026-07-28 (stateless) that would
-	// be an InputRequests result, which airlock does not forward yet.
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, sessionProtocol)
+	// the client as requests on it; on 2026-07-28 (stateless) as an
+	// input-required result, which the go-sdk client answers by calling
+	// again with the answers (its multi round trip middleware).
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, opts)
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", url, err)
 	}
@@ -217,29 +230,7 @@ func TestRelay(t *testing.T) {
 			t.Fatalf("elicitation result: %q (error %v)", resultText(res), res.IsError)
 		}
 		task, _ := res.Meta[gateway.MetaTask].(string)
-		hist := historyText(t, s, task)
-		// The call's result (the tool's own text) holds the username; the
-		// recorded exchange holds the request and the masked answer.
-		if !strings.Contains(hist, `"Kind":"elicitation","Request":{"mode":"form","message":"who are you?"`) ||
-			!strings.Contains(hist, `"Answer":{"action":"accept","content":{"username":"[redacted]"}}`) {
-			t.Errorf("the elicitation and its masked answer are not in the task's history:\n%s", hist)
-		}
-		if strings.Contains(hist, `"username":"secret-user-4711"`) {
-			t.Errorf("the task's history holds the elicited answer unmasked; the manifest's redact: [username] should mask it")
-		}
-		// airlock audit show renders the same timeline.
-		tl, err := timeline.Build(fetchHistory(t, s.client, task, ""), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var audit strings.Builder
-		if err := timeline.Render(&audit, tl, nil); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(audit.String(), "elicitation requested by the upstream") || !strings.Contains(audit.String(), "[redacted]") ||
-			strings.Contains(audit.String(), `"username":"secret-user-4711"`) {
-			t.Errorf("the audit timeline does not show the elicitation with its masked answer:\n%s", audit.String())
-		}
+		checkElicitationRecorded(t, s, task, "who are you?")
 	})
 
 	t.Run("elicitation denied by the manifest", func(t *testing.T) {
@@ -253,6 +244,68 @@ func TestRelay(t *testing.T) {
 			t.Fatalf("want an error result saying the manifest does not allow elicitation, got %q (error %v)", resultText(res), res.IsError)
 		}
 	})
+
+	// A 2026-07-28 client has no session to take the upstream's request:
+	// the call answers input-required with it, the go-sdk client answers
+	// by calling again with the answer, and the same call (still waiting
+	// in its activity) goes on with it.
+	mc := newRelayClientAt(t, s.url, &mcp.ClientSessionOptions{ProtocolVersion: gateway.StatelessProtocol}, nil)
+	t.Run("elicitation by multi round trip", func(t *testing.T) {
+		res, err := mc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__test_elicitation", Arguments: map[string]any{"message": "who are you, stateless?"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || !strings.Contains(resultText(res), "username:secret-user-4711") {
+			t.Fatalf("elicitation result: %q (error %v)", resultText(res), res.IsError)
+		}
+		if _, _, _, e := mc.snapshot(); len(e) != 1 || e[0].Message != "who are you, stateless?" {
+			t.Fatalf("the 2026-07-28 client was asked %d times, want once with the upstream's message", len(e))
+		}
+		task, _ := res.Meta[gateway.MetaTask].(string)
+		checkElicitationRecorded(t, s, task, "who are you, stateless?")
+	})
+	t.Run("elicitation for a Tasks client", func(t *testing.T) { checkTasksAsk(t, s, "relay-tasks-ask") })
+	t.Run("sampling by multi round trip", func(t *testing.T) {
+		res, err := mc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__test_sampling", Arguments: map[string]any{"prompt": "say hi statelessly"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || resultText(res) != "LLM response: sampled-by-the-test-client" {
+			t.Fatalf("sampling result: %q (error %v)", resultText(res), res.IsError)
+		}
+		if _, _, sampled, _ := mc.snapshot(); len(sampled) != 1 {
+			t.Fatalf("the 2026-07-28 client was asked to sample %d times, want once", len(sampled))
+		}
+	})
+}
+
+// checkElicitationRecorded checks that task's history, and the audit
+// timeline rendered from it (what airlock audit show prints), hold the
+// elicitation with message msg and its answer masked by redact: [username].
+func checkElicitationRecorded(t *testing.T, s *stack, task, msg string) {
+	t.Helper()
+	hist := historyText(t, s, task)
+	// The call's result (the tool's own text) holds the username; the
+	// recorded exchange holds the request and the masked answer.
+	if !strings.Contains(hist, `"Kind":"elicitation","Request":{"mode":"form","message":"`+msg+`"`) ||
+		!strings.Contains(hist, `"Answer":{"action":"accept","content":{"username":"[redacted]"}}`) {
+		t.Errorf("the elicitation and its masked answer are not in the task's history:\n%s", hist)
+	}
+	if strings.Contains(hist, `"username":"secret-user-4711"`) {
+		t.Errorf("the task's history holds the elicited answer unmasked; the manifest's redact: [username] should mask it")
+	}
+	tl, err := timeline.Build(fetchHistory(t, s.client, task, ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audit strings.Builder
+	if err := timeline.Render(&audit, tl, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(audit.String(), "elicitation requested by the upstream") || !strings.Contains(audit.String(), "[redacted]") ||
+		strings.Contains(audit.String(), `"username":"secret-user-4711"`) {
+		t.Errorf("the audit timeline does not show the elicitation with its masked answer:\n%s", audit.String())
+	}
 }
 
 // historyText is the data of every payload in a task's history (activity
@@ -398,7 +451,8 @@ func TestCancelApprovalWait(t *testing.T) {
 // TestProgressAcrossProcesses checks the path for a gateway without a
 // worker in its process: the worker's activity heartbeats its upstream's
 // latest progress and the gateway, reading the running call's heartbeats,
-// relays it to the client in order; sampling is refused there, saying why.
+// relays it to the client in order (sampling and elicitation take the
+// same way out: TestAsksAcrossProcesses).
 func TestProgressAcrossProcesses(t *testing.T) {
 	m, _ := counterManifest(t,
 		"  progress: {side_effects: [none], data_access_level: public, risk: medium, idempotent: false, timeout: 60s, heartbeat_timeout: 1s}\n")

@@ -174,6 +174,9 @@ type stackOptions struct {
 	// (issue 16 §3; limits_test.go).
 	taskRateLimits []api.RateLimit
 	budget         int
+	// askTimeout bounds how long an upstream's request waits for the
+	// client's answer (default: the gateway's and activities').
+	askTimeout time.Duration
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -256,9 +259,9 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	hub := relay.New()
 	gwHub := hub
 	if o.split {
-		gwHub = nil
+		hub, gwHub = nil, nil // as airlock worker and airlock gateway, each alone
 	}
-	s.worker = worker.New(c, &activities.Activities{Relay: hub, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
+	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
@@ -272,7 +275,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 		Catalog: o.catalog, State: o.state,
-		TaskRateLimits: o.taskRateLimits, Budget: o.budget,
+		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

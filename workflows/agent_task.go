@@ -121,6 +121,11 @@ type task struct {
 	// call (looked up by call ID, never iterated).
 	quota   api.QuotaState
 	charged map[string]int
+	// Sampling and elicitation across processes (changeMRTR, mrtr.go):
+	// inputs holds the last clients' sealed answers for their calls'
+	// activities.
+	mrtrOn bool
+	inputs []api.CallInput
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -148,6 +153,12 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	// And whether approvals may grant later calls (grants.go).
 	if err := t.startGrants(ctx); err != nil {
 		return api.TaskResult{}, err
+	}
+	// And whether clients' answers reach activities in other processes (mrtr.go).
+	if workflow.GetVersion(ctx, changeMRTR, workflow.DefaultVersion, 1) >= 1 {
+		if err := t.listenInputs(ctx); err != nil {
+			return api.TaskResult{}, err
+		}
 	}
 
 	// Handlers first, before anything blocks.

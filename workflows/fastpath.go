@@ -31,7 +31,8 @@ const fastPathMaxTimeout = time.Minute
 func (t *task) fastEligible(req api.CallRequest) bool {
 	s := req.Spec
 	return t.fast && s.Idempotent && s.Risk == string(manifests.RiskLow) &&
-		req.ArgumentsRef == "" && s.Timeout > 0 && s.Timeout <= fastPathMaxTimeout
+		req.ArgumentsRef == "" && s.Timeout > 0 && s.Timeout <= fastPathMaxTimeout &&
+		!(t.mrtrOn && s.MayAsk) // a local activity has no heartbeats to carry its upstream's requests (mrtr.go)
 }
 
 // decideAndCall runs DecideAndCall. It returns the decision and, when the

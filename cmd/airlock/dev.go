@@ -234,7 +234,7 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		return s, err
 	}
 	if r.worker {
-		if err := s.startWorker(ctx); err != nil {
+		if err := s.startWorker(ctx, r.gateway); err != nil {
 			return s, err
 		}
 	}
@@ -386,13 +386,20 @@ func (s *stack) startUpstreams(ctx context.Context) error {
 }
 
 // startWorker starts the worker: the activities over the upstream pool,
-// the blob store and the notifiers.
-func (s *stack) startWorker(ctx context.Context) error {
+// the blob store and the notifiers. withGateway: a gateway runs in this
+// process, and the relay joins them; a worker alone has none, and its
+// upstreams' sampling and elicitation go through the task (activities
+// mrtr.go).
+func (s *stack) startWorker(ctx context.Context, withGateway bool) error {
 	e := s.env
-	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Audit: e.audit, Relay: s.callRelay(),
+	acts := &activities.Activities{Pins: s.pins, Tools: s.pool, Audit: e.audit,
 		// The policy, manifests and approver groups in force at each call
 		// (reload.go).
-		Current: func() *activities.Judge { return s.cfg.Current().judge }}
+		Current:    func() *activities.Judge { return s.cfg.Current().judge },
+		AskTimeout: e.snap.Config.Task.AskTimeout.D()}
+	if withGateway {
+		acts.Relay = s.callRelay()
+	}
 	blobsURL, err := e.snap.Config.BlobsURL(e.dataDir)
 	if err != nil {
 		return err
@@ -471,6 +478,7 @@ func (s *stack) startGateway(r roles) error {
 		TaskRateLimits:  cfg.TaskRateLimits(), // issue 16 §3
 		Budget:          cfg.Task.Budget,
 		InlineWait:      cfg.Approvals.InlineWait.D(),
+		AskTimeout:      cfg.Task.AskTimeout.D(),
 		Logger:          e.log,
 		Version:         version,
 		Relay:           s.callRelay(),

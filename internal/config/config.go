@@ -309,6 +309,10 @@ type Task struct {
 	// each; 0 or omitted: no budget).
 	RateLimits []RateLimit `yaml:"rate_limits,omitempty"`
 	Budget     int         `yaml:"budget,omitempty"`
+	// AskTimeout bounds how long an upstream's sampling or elicitation
+	// request during a call waits for the client's answer (issue 14,
+	// "mrtr"; also capped by the tool's timeout). Default 5m.
+	AskTimeout manifests.Duration `yaml:"ask_timeout,omitempty"`
 }
 
 // Gateway configures the MCP gateway.

@@ -29,6 +29,7 @@ const (
 	DefaultMaxCalls    = 1000
 	DefaultDeadline    = 24 * time.Hour
 	DefaultIdleTimeout = time.Hour
+	DefaultAskTimeout  = 5 * time.Minute
 
 	// HTTP limits (package httplimit has the same defaults).
 	DefaultHTTPReadHeaderTimeout       = 10 * time.Second
@@ -148,6 +149,7 @@ func applyDefaults(c *Config, lines manifests.Lines) {
 	}
 	dur("task.deadline", &c.Task.Deadline, DefaultDeadline)
 	dur("task.idle_timeout", &c.Task.IdleTimeout, DefaultIdleTimeout)
+	dur("task.ask_timeout", &c.Task.AskTimeout, DefaultAskTimeout)
 	dur("http.read_header_timeout", &c.HTTP.ReadHeaderTimeout, DefaultHTTPReadHeaderTimeout)
 	dur("http.read_timeout", &c.HTTP.ReadTimeout, DefaultHTTPReadTimeout)
 	dur("http.idle_timeout", &c.HTTP.IdleTimeout, DefaultHTTPIdleTimeout)
@@ -207,6 +209,9 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	if c.Task.IdleTimeout <= 0 {
 		v.add("task.idle_timeout", `must be positive, got %s; write how long a task may wait for its agent, e.g. "1h"`, c.Task.IdleTimeout)
+	}
+	if c.Task.AskTimeout <= 0 {
+		v.add("task.ask_timeout", `must be positive, got %s; write how long an upstream's sampling or elicitation request waits for the client's answer, e.g. "5m"`, c.Task.AskTimeout)
 	}
 	if c.Gateway.SessionIdleTimeout <= 0 {
 		v.add("gateway.session_idle_timeout", `must be positive, got %s; write how long an unused MCP session stays open, e.g. "30m"`, c.Gateway.SessionIdleTimeout)

@@ -66,6 +66,7 @@ func TestLoadDefaultsAndRelativeManifests(t *testing.T) {
 			MaxCalls:    1000,
 			Deadline:    manifests.Duration(24 * time.Hour),
 			IdleTimeout: manifests.Duration(time.Hour),
+			AskTimeout:  manifests.Duration(5 * time.Minute),
 		},
 		HTTP: config.HTTP{
 			ReadHeaderTimeout:       manifests.Duration(10 * time.Second),
@@ -176,6 +177,12 @@ http:
 				`DIR/airlock.yaml:3: gateway.session_idle_timeout: must be positive, got 0s; write how long an unused MCP session stays open, e.g. "30m"`,
 				`DIR/airlock.yaml:4: gateway.max_sessions_per_principal: must be at least 1, got 0; it caps the open MCP sessions of one principal (default 100)`,
 			},
+		},
+		{
+			name:  "ask timeout",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ntask:\n  ask_timeout: 0s\n",
+			want:  []string{`DIR/airlock.yaml:3: task.ask_timeout: must be positive, got 0s; write how long an upstream's sampling or elicitation request waits for the client's answer, e.g. "5m"`},
 		},
 		{
 			name:  "bare number duration",

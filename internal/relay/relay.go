@@ -9,14 +9,17 @@
 // and call ID (the Update ID, which the workflow passes to the activity);
 // the activity looks it up. This is an in-process path: it works when the
 // gateway and the worker share a process (airlock dev, or a deployment
-// running both in one process). A worker in another process finds no sink:
-// it then reports progress in its heartbeat details, and refuses sampling
-// and elicitation with an error saying why (see RATIONALE.md, "Relaying
-// what an upstream sends during a call").
+// running both in one process). A worker with no gateway in its process
+// reports progress, log messages and sampling/elicitation requests in its
+// heartbeat details instead, and reads the client's answers from the task
+// (see RATIONALE.md, "Relaying what an upstream sends during a call").
 package relay
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -75,4 +78,32 @@ func (h *Hub) Lookup(task, call string) *Sink {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.sinks[key(task, call)]
+}
+
+// SampleAnswer decodes a client's answer to a sampling request that came
+// back as JSON (by multi round trip, or sealed through the task): a
+// CreateMessageResult, or the with-tools shape a go-sdk client sends,
+// whose one content block the upstream's request takes.
+func SampleAnswer(raw json.RawMessage) (*mcp.CreateMessageResult, error) {
+	var probe struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, fmt.Errorf("the client's sampling answer: %w", err)
+	}
+	if !bytes.HasPrefix(bytes.TrimSpace(probe.Content), []byte("[")) {
+		var r mcp.CreateMessageResult
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("the client's sampling answer: %w", err)
+		}
+		return &r, nil
+	}
+	var wt mcp.CreateMessageWithToolsResult
+	if err := json.Unmarshal(raw, &wt); err != nil {
+		return nil, fmt.Errorf("the client's sampling answer: %w", err)
+	}
+	if len(wt.Content) != 1 {
+		return nil, fmt.Errorf("the client's sampling answer has %d content blocks; the upstream's request takes one", len(wt.Content))
+	}
+	return &mcp.CreateMessageResult{Meta: wt.Meta, Content: wt.Content[0], Model: wt.Model, Role: wt.Role, StopReason: wt.StopReason}, nil
 }

@@ -93,6 +93,9 @@ func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawM
 	if h == nil {
 		h = &CallHooks{}
 	}
+	if h.Own && u.cfg.HTTP != nil {
+		return u.ownCall(ctx, tool, args, h) // not on the shared session: not counted there (own.go)
+	}
 	token, leave := u.calls.enter(h)
 	defer leave()
 

@@ -30,6 +30,10 @@ type CallHooks struct {
 	Log           func(p *mcp.LoggingMessageParams)
 	Sample        func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 	Elicit        func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// Own runs the call on an upstream session of its own when the
+	// upstream is an HTTP server, so that all it sends is attributed to
+	// the call whatever else runs (own.go).
+	Own bool
 }
 
 type hooksKey struct{}

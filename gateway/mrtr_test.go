@@ -1,0 +1,69 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestRequestState checks that the requestState of an input-required
+// result resumes only the call it names, for its own task and caller, and
+// only when a gateway with the same session key issued it.
+func TestRequestState(t *testing.T) {
+	key := []byte(NewSessionKey())
+	g := New(Options{SessionKey: key})
+	other := New(Options{SessionKey: key})
+	stranger := New(Options{})
+	asks := []*ask{{id: "ask-1", req: &mcp.ElicitParams{Message: "name?"}}, {id: "ask-2", req: &mcp.ElicitParams{Message: "age?"}, key: []byte("k")}}
+	res := g.inputRequired("task-1", "call-1", "alice", asks)
+	if len(res.InputRequests) != 2 || res.Content != nil || res.RequestState == "" {
+		t.Fatalf("input-required result: %+v", res)
+	}
+	answers := mcp.InputResponseMap{"ask-1": &mcp.ElicitResult{Action: "accept"}, "ask-2": &mcp.ElicitResult{Action: "decline"}}
+	req := func(state string, ans mcp.InputResponseMap) *mcp.CallToolRequest {
+		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "x", RequestState: state, InputResponses: ans}}
+	}
+
+	// Another replica with the same key resumes the same call; the key of
+	// the request that waits in another process travels in the state.
+	s, err := other.resumeState(req(res.RequestState, answers), "task-1", "alice")
+	if err != nil || s.Call != "call-1" || len(s.Asks) != 2 || string(s.Keys["ask-2"]) != "k" || s.Keys["ask-1"] != nil {
+		t.Fatalf("resumeState on another replica: %+v, %v", s, err)
+	}
+	if s, err := g.resumeState(req("", nil), "task-1", "alice"); s != nil || err != nil {
+		t.Errorf("a call without requestState resumed %+v (%v)", s, err)
+	}
+
+	for _, c := range []struct {
+		name            string
+		gw              *Gateway
+		state           string
+		ans             mcp.InputResponseMap
+		task, principal string
+		want            string
+	}{
+		{"another key", stranger, res.RequestState, answers, "task-1", "alice", "not issued by this gateway"},
+		{"altered", g, strings.Replace(res.RequestState, ".", "x.", 1), answers, "task-1", "alice", "not issued by this gateway"},
+		{"another task", g, res.RequestState, answers, "task-2", "alice", "another task or caller"},
+		{"another caller", g, res.RequestState, answers, "task-1", "mallory", "another task or caller"},
+		{"an answer missing", g, res.RequestState, mcp.InputResponseMap{"ask-1": answers["ask-1"]}, "task-1", "alice", `no answer for "ask-2"`},
+		{"answers without state", g, "", answers, "task-1", "alice", "without requestState"},
+	} {
+		_, err := c.gw.resumeState(req(c.state, c.ans), c.task, c.principal)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want one saying %q", c.name, err, c.want)
+		}
+		if c.want == "not issued by this gateway" && !errors.Is(err, errBadAskState) {
+			t.Errorf("%s: err %v is not errBadAskState", c.name, err)
+		}
+	}
+
+	// An answer for a request that no longer waits is an error the client
+	// can act on, not a silent drop.
+	if err := g.deliverAnswers(req(res.RequestState, answers), &askState{Task: "task-1", Call: "call-1", Asks: []string{"ask-1"}}); err == nil ||
+		!strings.Contains(err.Error(), "no longer waits") {
+		t.Errorf("deliverAnswers to a request that does not wait: %v", err)
+	}
+}
