@@ -68,7 +68,7 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	var locks []api.LockKey
 	var lockTimeout time.Duration
 	if ok {
-		locks, lockTimeout = a.decideLocks(in, tool, &d) // locks.go
+		locks, lockTimeout = a.decideLocks(j.Catalog, in, tool, &d) // locks.go
 	}
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
 	a.Audit.Decision(auditstream.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,

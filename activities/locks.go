@@ -67,8 +67,8 @@ func (c *Catalog) lockKeys(taskID, callID string, tool policy.Tool, args json.Ra
 // decideLocks adds the call's locks to an allowing decision; a key that
 // cannot be computed denies the call (check lock), as a capture that
 // cannot be computed stops it: the call would run unprotected.
-func (a *Activities) decideLocks(in api.DecideInput, tool policy.Tool, d *policy.Decision) ([]api.LockKey, time.Duration) {
-	c, ok := a.Catalog.(*Catalog)
+func (a *Activities) decideLocks(cat ToolCatalog, in api.DecideInput, tool policy.Tool, d *policy.Decision) ([]api.LockKey, time.Duration) {
+	c, ok := cat.(*Catalog)
 	if !ok || d.Effect == policy.Deny || tool.Decl == nil || len(tool.Decl.Locks) == 0 {
 		return nil, 0
 	}
