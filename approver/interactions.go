@@ -147,6 +147,10 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveEditSubmission(w, &ic) // approve with edits (slack_edits.go)
 		return
 	}
+	if ic.Type == slack.InteractionTypeViewSubmission && ic.View.CallbackID == ViewGrant {
+		h.serveGrantSubmission(w, &ic) // a chosen grant (slack_grant_form.go)
+		return
+	}
 	// Register the click (so Wait and Shutdown see it), then acknowledge
 	// before delivering: Slack shows the clicker an error after 3 seconds,
 	// and a decision waits for a worker to process the Update.
@@ -256,6 +260,9 @@ func (h *Interactions) Dispatch(ic *slack.InteractionCallback) {
 // interactions that are not airlock clicks, or after Shutdown).
 func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
 	if start, ours := h.acceptEdit(ic); ours { // approve with edits (slack_edits.go)
+		return start
+	}
+	if start, ours := h.acceptGrantForm(ic); ours { // a chosen grant (slack_grant_form.go)
 		return start
 	}
 	c, ours, problem := ParseClick(ic)
