@@ -114,7 +114,7 @@ func grantModal(r api.ApprovalRequest, meta string) slack.ModalViewRequest {
 		Submit:     slackPlain("Approve", 24),
 		Close:      slackPlain("Cancel", 24),
 		CallbackID: ViewGrant, PrivateMetadata: meta,
-		Blocks:     slack.Blocks{BlockSet: blocks},
+		Blocks: slack.Blocks{BlockSet: blocks},
 	}
 }
 
