@@ -170,7 +170,8 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	// Approve, the grants the tool allows (the most, then a form to choose
 	// less), Deny, then Edit & approve.
 	buttons := append([]slack.BlockElement{approve}, slackGrantButtons(n)...) // approval grants
-	if b := grantFormButton(n); b != nil {                                    // a chosen grant (slack_grant_form.go)
+	// A chosen grant (slack_grant_form.go).
+	if b := grantFormButton(n); b != nil {
 		buttons = append(buttons, b)
 	}
 	buttons = append(buttons, deny)
