@@ -143,12 +143,9 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "interaction payload is not valid JSON", http.StatusBadRequest)
 		return
 	}
-	if ic.Type == slack.InteractionTypeViewSubmission && ic.View.CallbackID == ViewEdit {
-		h.serveEditSubmission(w, &ic) // approve with edits (slack_edits.go)
-		return
-	}
-	if ic.Type == slack.InteractionTypeViewSubmission && ic.View.CallbackID == ViewGrant {
-		h.serveGrantSubmission(w, &ic) // a chosen grant (slack_grant_form.go)
+	// Edit & approve, Approve + grant… (slack_grant_form.go).
+	if resp, start, ours := h.submitView(&ic); ours {
+		h.serveViewSubmission(w, resp, start)
 		return
 	}
 	// Register the click (so Wait and Shutdown see it), then acknowledge

@@ -269,14 +269,38 @@ func (h *Interactions) submitGrant(ic *slack.InteractionCallback) (c Click, prob
 	return c, "", block, h.background(func() { h.process(c, "") })
 }
 
-// serveGrantSubmission answers a submitted grant modal over HTTP: the
-// problem under the menus (the modal stays open), or 200 (it closes) and
-// the decision delivered in the background.
-func (h *Interactions) serveGrantSubmission(w http.ResponseWriter, ic *slack.InteractionCallback) {
-	_, problem, block, start := h.submitGrant(ic)
+// submitView checks a submitted airlock modal (Edit & approve, or Approve
+// + grant…): resp keeps it open with the problem under its input (the
+// answer to Slack over HTTP, or the Socket Mode ack's payload), or is nil
+// (the modal closes) and start delivers the decision. ours is false for
+// any other view.
+func (h *Interactions) submitView(ic *slack.InteractionCallback) (resp *slack.ViewSubmissionResponse, start func(), ours bool) {
+	if ic.Type != slack.InteractionTypeViewSubmission {
+		return nil, nil, false
+	}
+	var problem, block string
+	switch ic.View.CallbackID {
+	case ViewEdit:
+		_, problem, start = h.submitEdit(ic)
+		block = EditBlock
+	case ViewGrant:
+		_, problem, block, start = h.submitGrant(ic)
+	default:
+		return nil, nil, false
+	}
 	if problem != "" {
+		return slack.NewErrorsViewSubmissionResponse(map[string]string{block: problem}), func() {}, true
+	}
+	return nil, start, true
+}
+
+// serveViewSubmission answers a submitted airlock modal over HTTP: the
+// problem under its input (the modal stays open), or 200 (it closes) and
+// the decision delivered in the background.
+func (h *Interactions) serveViewSubmission(w http.ResponseWriter, resp *slack.ViewSubmissionResponse, start func()) {
+	if resp != nil {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(slack.NewErrorsViewSubmissionResponse(map[string]string{block: problem}))
+		_ = json.NewEncoder(w).Encode(resp)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
