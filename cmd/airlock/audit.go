@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/worker"
 )
