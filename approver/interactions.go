@@ -330,7 +330,7 @@ func (h *Interactions) process(c Click, problem string) {
 	log := h.log.With().Str("request", c.Decision.RequestID).Str("slack_user", c.SlackUser).Str("approver", c.Decision.Approver).
 		Bool("approve", c.Decision.Approve).Str("update_id", c.UpdateID).Logger()
 	audit := auditstream.ApprovalDecision{Request: c.Decision.RequestID, Approver: c.Decision.Approver, Approve: c.Decision.Approve,
-		Via: ViaSlack, UpdateID: c.UpdateID}
+		Via: ViaSlack, UpdateID: c.UpdateID, Grant: grantText(c.Decision.Grant)}
 	if problem != "" {
 		log.Info().Str("problem", problem).Msg("Slack click refused")
 		audit.Refused = problem

@@ -1,6 +1,7 @@
 package approver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -56,7 +57,8 @@ func TestSlackGrantForm(t *testing.T) {
 	r := testRequest("task-1a2b", time.Now())
 	r.ID, r.Digest = slackRequest, slackDigest
 	r.MaxGrant = &api.GrantBound{Calls: 10, Duration: time.Hour, Principal: true}
-	h := newSlackHandler(t, f, d)
+	var audit bytes.Buffer
+	h := newAuditedSlackHandler(t, f, d, &audit)
 	h.opts.Lookup = func(_ context.Context, id string) (api.ApprovalRequest, error) { return r, nil }
 
 	click := slackClickBody("U_BOB", ActionGrantForm, slackRequest, slackDigest, "1700000000.000001")
@@ -180,6 +182,17 @@ func TestSlackGrantForm(t *testing.T) {
 	}
 	if g := got[1].Decision.Grant; got[1].Decision.Approver != "alice" || g == nil || *g != (api.GrantAsk{For: 30 * time.Minute, Principal: true}) {
 		t.Errorf("delivered %+v (grant %v)", got[1].Decision, g)
+	}
+	for _, want := range []string{
+		`"approver":"bob","decision":"approve","via":"slack","update_id":"slack:view:V_GRANT:U_BOB:grant:3:0s","state":"approved","grant":"3 calls"`,
+		`"grant":"30m0s for the principal"`,
+	} {
+		if !strings.Contains(audit.String(), want) {
+			t.Errorf("audit stream lacks %s:\n%s", want, audit.String())
+		}
+	}
+	if n := strings.Count(audit.String(), `"event":"approval_decided"`); n != 2 {
+		t.Errorf("%d approval_decided lines, want 2 (refused forms deliver nothing):\n%s", n, audit.String())
 	}
 	eph := f.waitFor(t, "chat.postEphemeral", 2)
 	if eph[0].Form.Get("channel") != "C_OPS" || eph[0].Form.Get("user") != "U_BOB" || !strings.Contains(eph[0].Form.Get("text"), "granted 3 calls") {
