@@ -26,6 +26,11 @@
 //     path (edited arguments checked, masked values restored, their own
 //     Update IDs) and the Slack "Edit & approve" modal (views.open, then
 //     a signed view_submission).
+//   - grants.go, slack_grants.go and slack_grant_form.go: approval grants
+//     (Update IDs, revoking) and, in Slack, the one-click "Approve + next
+//     …" buttons and the "Approve + grant…" modal that chooses a grant
+//     within max_grant; submitView answers both modals' submissions, over
+//     HTTP and in the Socket Mode ack.
 //
 // A decision reaches the task's workflow as an Update, so clicks are
 // idempotent and the workflow checks that the request is still open and

@@ -76,7 +76,7 @@ func TestSlackGrantButtons(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"approve=Approve", "approve_grant:calls=10=Approve + next 10 calls", "approve_grant:for=1h0m0s=Approve + next 1h0m0s", "deny=Deny", "edit=Edit & approve"}
+	want := []string{"approve=Approve", "approve_grant:calls=10=Approve + next 10 calls", "approve_grant:for=1h0m0s=Approve + next 1h0m0s", "grant_form=Approve + grant…", "deny=Deny", "edit=Edit & approve"}
 	if strings.Join(ids, "|") != strings.Join(want, "|") {
 		t.Fatalf("buttons %q, want %q", ids, want)
 	}

@@ -143,8 +143,9 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "interaction payload is not valid JSON", http.StatusBadRequest)
 		return
 	}
-	if ic.Type == slack.InteractionTypeViewSubmission && ic.View.CallbackID == ViewEdit {
-		h.serveEditSubmission(w, &ic) // approve with edits (slack_edits.go)
+	// Edit & approve, Approve + grant… (slack_grant_form.go).
+	if resp, start, ours := h.submitView(&ic); ours {
+		h.serveViewSubmission(w, resp, start)
 		return
 	}
 	// Register the click (so Wait and Shutdown see it), then acknowledge
@@ -258,6 +259,9 @@ func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
 	if start, ours := h.acceptEdit(ic); ours { // approve with edits (slack_edits.go)
 		return start
 	}
+	if start, ours := h.acceptGrantForm(ic); ours { // a chosen grant (slack_grant_form.go)
+		return start
+	}
 	c, ours, problem := ParseClick(ic)
 	if !ours {
 		return func() {}
@@ -326,7 +330,7 @@ func (h *Interactions) process(c Click, problem string) {
 	log := h.log.With().Str("request", c.Decision.RequestID).Str("slack_user", c.SlackUser).Str("approver", c.Decision.Approver).
 		Bool("approve", c.Decision.Approve).Str("update_id", c.UpdateID).Logger()
 	audit := auditstream.ApprovalDecision{Request: c.Decision.RequestID, Approver: c.Decision.Approver, Approve: c.Decision.Approve,
-		Via: ViaSlack, UpdateID: c.UpdateID}
+		Via: ViaSlack, UpdateID: c.UpdateID, Grant: grantText(c.Decision.Grant)}
 	if problem != "" {
 		log.Info().Str("problem", problem).Msg("Slack click refused")
 		audit.Refused = problem

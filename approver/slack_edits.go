@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -215,20 +214,6 @@ func (h *Interactions) submitEdit(ic *slack.InteractionCallback) (c Click, probl
 		return c, "", func() {}
 	}
 	return c, "", h.background(func() { h.process(c, "") })
-}
-
-// serveEditSubmission answers a submitted edit modal over HTTP: the
-// problem under the input (the modal stays open), or 200 (it closes) and
-// the decision delivered in the background.
-func (h *Interactions) serveEditSubmission(w http.ResponseWriter, ic *slack.InteractionCallback) {
-	_, problem, start := h.submitEdit(ic)
-	if problem != "" {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(slack.NewErrorsViewSubmissionResponse(map[string]string{EditBlock: problem}))
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-	start()
 }
 
 // slackEditNote says, on a request's message, that it asks about an

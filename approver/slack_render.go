@@ -167,8 +167,13 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	}
 	approve := slack.NewButtonBlockElement(ActionApprove, n.RequestID, slackPlain("Approve", 75)).WithStyle(slack.StylePrimary)
 	deny := slack.NewButtonBlockElement(ActionDeny, n.RequestID, slackPlain("Deny", 75)).WithStyle(slack.StyleDanger)
-	// Approve, the grants the tool allows, Deny, then Edit & approve.
+	// Approve, the grants the tool allows (the most, then a form to choose
+	// less), Deny, then Edit & approve.
 	buttons := append([]slack.BlockElement{approve}, slackGrantButtons(n)...) // approval grants
+	// A chosen grant (slack_grant_form.go).
+	if b := grantFormButton(n); b != nil {
+		buttons = append(buttons, b)
+	}
 	buttons = append(buttons, deny)
 	if !n.NoEdits { // approve with edits (slack_edits.go)
 		buttons = append(buttons, editButton(n))

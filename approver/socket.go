@@ -68,13 +68,24 @@ func RunSocketMode(ctx context.Context, o SocketModeOptions) error {
 			case socketmode.EventTypeInteractive:
 				ic, ok := evt.Data.(slack.InteractionCallback)
 				start := func() {}
+				var resp any
 				if ok {
-					start = h.accept(&ic) // registered before the ack, for Close
+					// A submitted modal is checked before the ack, whose
+					// payload keeps it open with the problem, as the HTTP
+					// answer does.
+					if r, s, ours := h.submitView(&ic); ours {
+						start = s
+						if r != nil {
+							resp = r
+						}
+					} else {
+						start = h.accept(&ic) // registered before the ack, for Close
+					}
 				}
-				socketAck(rctx, sm, evt, log)
+				socketAck(rctx, sm, evt, resp, log)
 				start()
 			case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand:
-				socketAck(rctx, sm, evt, log) // not ours; Slack retries unacknowledged envelopes
+				socketAck(rctx, sm, evt, nil, log) // not ours; Slack retries unacknowledged envelopes
 			case socketmode.EventTypeConnected:
 				log.Info().Msg("connected to Slack")
 			case socketmode.EventTypeConnectionError:
@@ -88,15 +99,16 @@ func RunSocketMode(ctx context.Context, o SocketModeOptions) error {
 	}
 }
 
-// socketAck acknowledges an envelope promptly; it gives up after 2s rather than
+// socketAck acknowledges an envelope promptly (with payload: a modal's
+// errors, or nil); it gives up after 2s rather than
 // block the event loop on a dead connection (Slack redelivers).
-func socketAck(ctx context.Context, sm *socketmode.Client, evt socketmode.Event, log zerolog.Logger) {
+func socketAck(ctx context.Context, sm *socketmode.Client, evt socketmode.Event, payload any, log zerolog.Logger) {
 	if evt.Request == nil || evt.Request.EnvelopeID == "" {
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := sm.AckCtx(actx, evt.Request.EnvelopeID, nil); err != nil {
+	if err := sm.AckCtx(actx, evt.Request.EnvelopeID, payload); err != nil {
 		log.Warn().Err(err).Msg("could not acknowledge a Socket Mode envelope")
 	}
 }

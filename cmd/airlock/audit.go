@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/worker"
@@ -125,6 +126,14 @@ func auditShow(c *Call, o *auditOptions) int {
 		tl, err := timeline.BuildChain(hists, opts)
 		if err != nil {
 			return c.failOn(id, err)
+		}
+		// Grants across the principal's tasks are revoked in the
+		// principal's grants workflow: show those the task made. No such
+		// workflow (the principal never had one): nothing to add.
+		if tl.Principal != "" {
+			if ph, err := timeline.FetchRuns(ctx, tc, api.PrincipalGrantsID(tl.Principal), ""); err == nil {
+				timeline.AddPrincipalRevocations(tl, ph)
+			}
 		}
 		if o.asJSON {
 			printJSON(c.Stdout, tl)

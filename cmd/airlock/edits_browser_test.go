@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,11 @@ import (
 // logs in, opens "Edit arguments" on alice's waiting call (prefilled with
 // the arguments masked), changes them and presses "Approve with edits".
 // The page says the edit was recorded; the edited call is what runs, and
-// alice's result says an approver changed it.
+// alice's result says an approver changed it. Then, still at 375 px, the
+// grant fieldset of alice's next call fits the screen (element geometry),
+// bob approves it with a grant of 2 calls, the page says so, alice's
+// third call runs without asking, and airlock tasks show lists the grant
+// with one call used.
 func TestApprovalsPageApproveWithEdits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test; skipped with -short")
@@ -29,6 +34,16 @@ func TestApprovalsPageApproveWithEdits(t *testing.T) {
 	exe := testenv.Chromium(t)
 	upstream := buildTestupstream(t)
 	cfg, effects := approvalsConfig(t, upstream)
+	manifest := filepath.Join(filepath.Dir(cfg), "counter.yaml")
+	mb, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granting := strings.Replace(string(mb), "approval: {group: ops, timeout: 10m}",
+		"approval: {group: ops, timeout: 10m, max_grant: {calls: 3, duration: 1h}, grant_args: [key]}", 1)
+	if err := os.WriteFile(manifest, []byte(granting), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("TEMPORAL_ADDRESS", "")
 	t.Setenv("TEMPORAL_NAMESPACE", "")
 	e, err := load(commonFlags{config: cfg, dataDir: filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
@@ -132,5 +147,80 @@ func TestApprovalsPageApproveWithEdits(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(effects); string(b) != "append web-edited\n" {
 		t.Errorf("side effects %q, want the edited call only", b)
+	}
+
+	// Approve with a grant, on the phone.
+	call := func(key string) chan *mcp.CallToolResult {
+		out := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": key}})
+			if err != nil {
+				t.Errorf("call %s: %v", key, err)
+				res = &mcp.CallToolResult{IsError: true}
+			}
+			out <- res
+		}()
+		return out
+	}
+	second := call("web-grant")
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		step("reload", chromedp.Navigate(page))
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("section.req fieldset").length`))
+		if err == nil && n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second request, with its grant fieldset, never showed on the page: %v", err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	// Every box of the fieldset lies inside it, and it inside the screen.
+	misfit, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => {
+		const f = document.querySelector("section.req fieldset"), r = f.getBoundingClientRect(), out = [];
+		if (r.left < 0 || r.right > window.innerWidth + 0.5) out.push("fieldset " + r.left + ".." + r.right + " of " + window.innerWidth);
+		for (const e of f.querySelectorAll("legend, label, input")) {
+			const b = e.getBoundingClientRect();
+			if (b.width === 0 || b.left < r.left - 0.5 || b.right > r.right + 0.5) out.push(e.tagName + "[" + (e.name || "") + "] " + b.left + ".." + b.right);
+		}
+		if (document.documentElement.scrollWidth > window.innerWidth + 1) out.push("page scrolls sideways: " + document.documentElement.scrollWidth);
+		return out.join("; ");
+	})()`))
+	if err != nil || misfit != "" {
+		t.Errorf("at 375 px the grant fieldset does not fit: %s (%v)", misfit, err)
+	}
+	reqID, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector("section.req input[name=id]").value`))
+	if err != nil || !strings.Contains(reqID, "~") {
+		t.Fatalf("request ID on the page %q (%v)", reqID, err)
+	}
+	step("approve with a grant of 2 calls",
+		chromedp.SetValue(chromedp.CSS("section.req input[name=grant_calls]"), "2"),
+		chromedp.Click(chromedp.CSS("section.req button.approve")),
+		chromedp.WaitNotPresent(chromedp.CSS("section.req")),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	notice, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("p.notice")))
+	if err != nil || !strings.Contains(notice, "with a grant of 2 calls of counter__append") {
+		t.Errorf("notice after approving with a grant %q (%v)", notice, err)
+	}
+	for _, key := range []string{"second", "third"} {
+		ch := second
+		if key == "third" {
+			ch = call("web-grant") // covered by the grant: runs without asking
+		}
+		select {
+		case res = <-ch:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the %s call did not finish", key)
+		}
+		if res.IsError {
+			t.Fatalf("the %s call: %s", key, textOf(res))
+		}
+	}
+	if b, _ := os.ReadFile(effects); string(b) != "append web-edited\nappend web-grant\nappend web-grant\n" {
+		t.Errorf("side effects %q", b)
+	}
+	task, call2, _ := strings.Cut(reqID, "~")
+	code, stdout, stderr := runCLI(t, "tasks", "show", task, "--temporal-address", s.srv.HostPort())
+	if grant := regexp.MustCompile(`active\s+` + regexp.QuoteMeta(task+"~grant-"+call2) + `  counter__append by bob .*; used 1; 1 of 2 calls left`); code != 0 || !grant.MatchString(stdout) {
+		t.Errorf("tasks show does not list the grant made on the page: %d %s\n%s", code, stderr, stdout)
 	}
 }

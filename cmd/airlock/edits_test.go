@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -207,6 +208,21 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 	if ed.By != "bob" || ed.Via != "cli" || ed.Digest != digest[1] || ed.OriginalDigest == "" || ed.OriginalDigest == ed.Digest ||
 		compact(ed.Original) != `{"key":"[redacted]"}` || compact(ed.Arguments) != `{"key":"[redacted]"}` {
 		t.Errorf("audit show --json: edit %+v", ed)
+	}
+
+	// tasks show says which recent calls ran with an approver's arguments.
+	code, stdout, stderr = runCLI(t, "tasks", "show", "--temporal-address", s.srv.HostPort(), task)
+	want := []string{
+		fmt.Sprintf("arguments edited by bob via cli (digest %s → %s)", ed.OriginalDigest[:12], ed.Digest[:12]),
+		fmt.Sprintf("arguments edited by bob via mcp (digest %s → %s)", tl.Calls[1].Edit.OriginalDigest[:12], tl.Calls[1].Edit.Digest[:12]),
+	}
+	for _, w := range want {
+		if code != 0 || !strings.Contains(stdout, w) {
+			t.Errorf("tasks show: %d %s\nwant %q in\n%s", code, stderr, w, stdout)
+		}
+	}
+	if strings.Contains(stdout, "cli-edited") || strings.Contains(stdout, "cli-draft") {
+		t.Errorf("tasks show prints redacted arguments:\n%s", stdout)
 	}
 }
 

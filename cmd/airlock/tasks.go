@@ -383,6 +383,9 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 		fmt.Fprintln(stdout, "recent calls:")
 		for _, r := range st.Recent {
 			fmt.Fprintf(stdout, "  %s  %-28s %-12s %s\n", r.Started.Local().Format(time.TimeOnly), r.Tool, r.Outcome, r.Reason)
+			if e := r.Edit; e != nil { // approve with edits: what ran is not what the agent sent
+				fmt.Fprintf(stdout, "            arguments edited by %s via %s (digest %s → %s)\n", e.By, e.Via, shortDigest(e.OriginalDigest), shortDigest(e.Digest))
+			}
 		}
 	}
 	if len(st.Saga) > 0 {
@@ -409,6 +412,15 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 	writeGrants(stdout, st.Grants, time.Now())
 	writePrincipalGrants(ctx, stdout, tc, st.Principal)
 	return 0
+}
+
+// shortDigest is the first 12 hex digits of a digest, as airlock prints
+// them everywhere else.
+func shortDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
 }
 
 func queryStatus(ctx context.Context, c client.Client, id string) (api.Status, error) {

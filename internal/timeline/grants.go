@@ -2,10 +2,14 @@ package timeline
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/airlock-run/airlock/api"
 )
@@ -20,6 +24,46 @@ type Revocation struct {
 	// revocation failed (then nothing changed).
 	Used    int    `json:"used"`
 	Refused string `json:"refused,omitempty"`
+	// Workflow is the workflow whose history recorded the revocation when
+	// it is not the task's: a grant across the principal's tasks is
+	// revoked in the principal's grants workflow (AddPrincipalRevocations).
+	Workflow string `json:"workflow,omitempty"`
+}
+
+// AddPrincipalRevocations adds to tl the revocations of the grants across
+// the principal's tasks that tl's task made, as hists (the runs of the
+// principal's grants workflow, api.PrincipalGrantsID) recorded them:
+// such a grant lives, and is revoked, in that workflow, so the task's own
+// history never sees its revocation.
+func AddPrincipalRevocations(tl *Timeline, hists []*historypb.History) {
+	if tl == nil || tl.Principal == "" {
+		return
+	}
+	b := &builder{dc: converter.GetDefaultDataConverter(), opts: &Options{}, tl: &Timeline{Task: tl.Task},
+		updates: map[string]*updateRef{}}
+	for _, h := range hists {
+		for _, ev := range h.GetEvents() {
+			at := ev.GetEventTime().AsTime().UTC()
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+				a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes()
+				if a.GetAcceptedRequest().GetInput().GetName() == api.UpdateRevokeGrant {
+					b.updateAccepted(at, a)
+				}
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+				b.updateCompleted(at, ev.GetWorkflowExecutionUpdateCompletedEventAttributes())
+			}
+		}
+	}
+	// Grant IDs of the task's principal grants: grants-<principal>~grant-<task>~<call>.
+	prefix := api.PrincipalGrantIDOf(tl.Principal, tl.Task, "")
+	for _, r := range b.tl.Revocations {
+		if strings.HasPrefix(r.Grant, prefix) {
+			r.Workflow = api.PrincipalGrantsID(tl.Principal)
+			tl.Revocations = append(tl.Revocations, r)
+		}
+	}
+	tl.Problems = append(tl.Problems, b.tl.Problems...)
 }
 
 func (b *builder) revokeRequested(id string, args *commonpb.Payloads, at time.Time) {
@@ -55,6 +99,10 @@ func revocationBlocks(tl *Timeline) []block {
 		if r.Refused != "" {
 			f["refused"] = r.Refused
 			text += "; refused: " + r.Refused
+		}
+		if r.Workflow != "" {
+			f["workflow"] = r.Workflow
+			text += " (a grant across the principal's tasks, recorded in " + r.Workflow + ")"
 		}
 		out = append(out, block{at: r.At, events: []event{{at: r.At, typ: EventGrantRevoked, run: runAt(tl, r.At), text: text, fields: f}}})
 	}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+)
+
+// TestAuditShowPrincipalGrantRevocation: bob approves alice's call with a
+// grant across her tasks and later revokes it. The revocation happens in
+// alice's grants workflow, yet `airlock audit show TASK` of the task that
+// made the grant shows it (and --json names the workflow), and the audit
+// stream has the grant_revoked line.
+func TestAuditShowPrincipalGrantRevocation(t *testing.T) {
+	upstream := buildTestupstream(t)
+	cfg, _ := approvalsConfig(t, upstream)
+	manifest := filepath.Join(filepath.Dir(cfg), "counter.yaml")
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants := strings.Replace(string(b), "approval: {group: ops, timeout: 10m}",
+		"approval: {group: ops, timeout: 10m, max_grant: {calls: 3, duration: 1h, principal: true}, grant_args: [key]}", 1)
+	if err := os.WriteFile(manifest, []byte(grants), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	t.Setenv("TEMPORAL_NAMESPACE", "")
+	e, err := load(commonFlags{config: cfg, dataDir: filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
+	if s != nil {
+		defer s.stop()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT("alice-key")}},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "k1"}})
+			if err == nil && res.IsError && strings.Contains(textOf(res), "unavailable") && time.Now().Before(deadline) {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Errorf("call: %v", err)
+				res = &mcp.CallToolResult{IsError: true}
+			}
+			done <- res
+			return
+		}
+	}()
+	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s`)
+	var id string
+	for deadline := time.Now().Add(60 * time.Second); id == ""; {
+		_, stdout, _ := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
+		if m := idRE.FindStringSubmatch(stdout); m != nil {
+			id = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no pending request:\n%s", stdout)
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	t.Setenv(envAPIKey, "bob-key")
+	if code, stdout, stderr := runCLI(t, append([]string{"approvals", "approve", id, "--grant-for", "1h", "--grant-principal"}, temporal...)...); code != 0 {
+		t.Fatalf("approve --grant-principal: %d %s %s", code, stdout, stderr)
+	}
+	select {
+	case r := <-done:
+		if r.IsError {
+			t.Fatalf("approved call: %s", textOf(r))
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the approved call did not finish")
+	}
+	task, callID, _ := strings.Cut(id, "~")
+	grant := api.PrincipalGrantIDOf("alice", task, callID)
+	if code, stdout, stderr := runCLI(t, append([]string{"approvals", "revoke", grant, "--reason", "over"}, temporal...)...); code != 0 {
+		t.Fatalf("revoke %s: %d %s %s", grant, code, stdout, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "audit", "show", task, "--temporal-address", s.srv.HostPort())
+	want := "grant " + grant + ` revoked by bob ("over") (a grant across the principal's tasks, recorded in grants-alice)`
+	if code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("audit show lacks %q: %d %s\n%s", want, code, stderr, stdout)
+	}
+	code, stdout, _ = runCLI(t, "audit", "show", "--json", task, "--temporal-address", s.srv.HostPort())
+	var tl struct {
+		Revocations []struct{ Grant, By, Reason, Workflow string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &tl); err != nil || code != 0 || len(tl.Revocations) != 1 ||
+		tl.Revocations[0].Grant != grant || tl.Revocations[0].By != "bob" || tl.Revocations[0].Workflow != "grants-alice" {
+		t.Errorf("audit show --json revocations %+v (%v)", tl.Revocations, err)
+	}
+	if b, _ := os.ReadFile(auditPath); !strings.Contains(string(b), `"event":"grant_revoked","grant":"`+grant+`","by":"bob","via":"cli"}`) {
+		t.Errorf("audit stream lacks the revocation:\n%s", b)
+	}
+}
