@@ -209,8 +209,8 @@ func TestSDKHandlerWithTagsCached(t *testing.T) {
 	want := map[string]float64{
 		`temporal_activity_execution_failed{activity_type="DecideAndCall",namespace="default",task_queue="airlock"}`: 1,
 		`temporal_activity_execution_failed{activity_type="DecideAndCall",namespace="other",task_queue="airlock"}`:   2,
-		`temporal_x{k="1:v",namespace="default"}`:      1,
-		`temporal_x{__v="",k="1",namespace="default"}`: 3,
+		`temporal_x{k="1:v",namespace="default"}`:     1,
+		`temporal_x{_v="",k="1",namespace="default"}`: 3,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scrape (-want +got):\n%s", diff)
