@@ -3,8 +3,10 @@ package metrics
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +32,13 @@ type SDKHandler struct {
 	set  *sdkSet
 	tags map[string]string
 	key  string // tags in canonical form
+
+	// derived caches this handler's WithTags: the SDK calls it with the
+	// same few tag sets for every workflow task and activity (issue 12:
+	// ~150 of a call's allocations were merging, sorting and re-keying
+	// them). Keyed by the tags as given (withTagsKey); past maxDerived
+	// handlers in the set, new ones are built uncached.
+	derived *sync.Map // string -> *SDKHandler
 }
 
 var _ client.MetricsHandler = (*SDKHandler)(nil)
@@ -38,21 +47,70 @@ type sdkSet struct {
 	mu     sync.RWMutex
 	series map[string]prometheus.Collector
 	kinds  map[string]string // metric name -> kind first seen, so a name keeps one type
+
+	// derived caches WithTags: the SDK calls it with the same few tag
+	// sets for every workflow task and activity (issue 12: ~150 of a
+	// call's allocations were merging, sorting and re-keying them).
+	// Keyed by the parent's key and the tags as given (withTagsKey);
+	// bounded by maxDerived, past which handlers are built uncached.
+	derived  sync.Map // string -> *SDKHandler
+	nDerived atomic.Int64
 }
+
+// maxDerived bounds the WithTags cache: tag sets are few (namespace, task
+// queue, workflow and activity types), but nothing else bounds them.
+const maxDerived = 10000
 
 // NewSDKHandler returns an empty handler; register it on a registry.
 func NewSDKHandler() *SDKHandler {
-	return &SDKHandler{set: &sdkSet{series: map[string]prometheus.Collector{}, kinds: map[string]string{}}, tags: map[string]string{}}
+	return &SDKHandler{set: &sdkSet{series: map[string]prometheus.Collector{}, kinds: map[string]string{}}, tags: map[string]string{}, derived: new(sync.Map)}
 }
 
 // WithTags implements client.MetricsHandler: the returned handler shares
 // the series of h, with tags merged over h's.
 func (h *SDKHandler) WithTags(tags map[string]string) client.MetricsHandler {
+	ck := withTagsKey(tags)
+	if d, ok := h.derived.Load(ck); ok {
+		return d.(*SDKHandler)
+	}
 	merged := maps.Clone(h.tags)
 	for k, v := range tags {
 		merged[labelName(k)] = strings.ToValidUTF8(v, "\uFFFD")
 	}
-	return &SDKHandler{set: h.set, tags: merged, key: tagKey(merged)}
+	d := &SDKHandler{set: h.set, tags: merged, key: tagKey(merged), derived: new(sync.Map)}
+	if h.set.nDerived.Load() < maxDerived {
+		if prev, loaded := h.derived.LoadOrStore(ck, d); loaded {
+			return prev.(*SDKHandler)
+		}
+		h.set.nDerived.Add(1)
+	}
+	return d
+}
+
+// withTagsKey identifies a WithTags argument: tags in key order, every
+// string length-prefixed, so that no two tag sets share a key whatever
+// bytes they hold.
+func withTagsKey(tags map[string]string) string {
+	var small [8]string
+	keys := small[:0]
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	n := 0
+	for _, k := range keys {
+		n += len(k) + len(tags[k]) + 16
+	}
+	b := make([]byte, 0, n)
+	for _, k := range keys {
+		b = strconv.AppendInt(b, int64(len(k)), 10)
+		b = append(b, ':')
+		b = append(b, k...)
+		b = strconv.AppendInt(b, int64(len(tags[k])), 10)
+		b = append(b, ':')
+		b = append(b, tags[k]...)
+	}
+	return string(b)
 }
 
 // Counter implements client.MetricsHandler.

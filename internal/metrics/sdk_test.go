@@ -177,3 +177,79 @@ func TestRegistryScrapes(t *testing.T) {
 		}
 	}
 }
+
+// TestSDKHandlerWithTagsCached: the SDK's repeated WithTags with the same
+// tags get the same handler (no merging per workflow task or activity,
+// issue 12), other tags another one, and series stay apart.
+func TestSDKHandlerWithTagsCached(t *testing.T) {
+	h := NewSDKHandler()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h)
+	root := h.WithTags(map[string]string{"namespace": "default"})
+	a := root.WithTags(map[string]string{"activity_type": "DecideAndCall", "task_queue": "airlock"})
+	if b := root.WithTags(map[string]string{"task_queue": "airlock", "activity_type": "DecideAndCall"}); a != b {
+		t.Errorf("the same tags gave two handlers")
+	}
+	// Tag sets whose plain concatenation is the same stay apart.
+	x := root.WithTags(map[string]string{"k": "1:v"})
+	y := root.WithTags(map[string]string{"k": "1", ":v": ""})
+	if x == y {
+		t.Errorf("different tags gave one handler")
+	}
+	// The same tags on another parent merge over that parent's.
+	other := h.WithTags(map[string]string{"namespace": "other"}).WithTags(map[string]string{"activity_type": "DecideAndCall", "task_queue": "airlock"})
+	if other == a {
+		t.Errorf("WithTags on two parents gave one handler")
+	}
+	a.Counter("temporal_activity_execution_failed").Inc(1)
+	other.Counter("temporal_activity_execution_failed").Inc(2)
+	x.Counter("temporal_x").Inc(1)
+	y.Counter("temporal_x").Inc(3)
+	got := scrape(t, reg)
+	want := map[string]float64{
+		`temporal_activity_execution_failed{activity_type="DecideAndCall",namespace="default",task_queue="airlock"}`: 1,
+		`temporal_activity_execution_failed{activity_type="DecideAndCall",namespace="other",task_queue="airlock"}`:   2,
+		`temporal_x{k="1:v",namespace="default"}`:     1,
+		`temporal_x{_v="",k="1",namespace="default"}`: 3,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scrape (-want +got):\n%s", diff)
+	}
+
+	tags := map[string]string{"activity_type": "DecideAndCall", "task_queue": "airlock"}
+	if n := testing.AllocsPerRun(100, func() { root.WithTags(tags) }); n > 2 {
+		t.Errorf("a cached WithTags allocates %.0f times, want at most 2 (its key)", n)
+	}
+
+	// Past the bound, handlers are still right, only no longer cached.
+	h.set.nDerived.Store(maxDerived)
+	c1 := root.WithTags(map[string]string{"fresh": "1"})
+	c2 := root.WithTags(map[string]string{"fresh": "1"})
+	if c1 == c2 {
+		t.Errorf("past maxDerived a handler was cached")
+	}
+	c1.Counter("temporal_fresh").Inc(1)
+	c2.Counter("temporal_fresh").Inc(1)
+	if got := scrape(t, reg)[`temporal_fresh{fresh="1",namespace="default"}`]; got != 2 {
+		t.Errorf("uncached handlers' series: %v, want 2", got)
+	}
+}
+
+// BenchmarkSDKHandlerWithTags: the SDK's per-activity re-tagging, cached
+// and (past maxDerived) uncached, i.e. as before the cache.
+func BenchmarkSDKHandlerWithTags(b *testing.B) {
+	tags := map[string]string{"workflow_type": "AgentTask", "activity_type": "DecideAndCall", "task_queue": "airlock"}
+	for _, cached := range []bool{true, false} {
+		b.Run(map[bool]string{true: "cached", false: "uncached"}[cached], func(b *testing.B) {
+			h := NewSDKHandler()
+			root := h.WithTags(map[string]string{"namespace": "default", "client_name": "temporal_go"})
+			if !cached {
+				h.set.nDerived.Store(maxDerived)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				root.WithTags(tags).Counter("temporal_activity_execution_failed")
+			}
+		})
+	}
+}
