@@ -41,7 +41,7 @@ type progressIn struct {
 
 type askLaterIn struct {
 	Message string `json:"message"`
-	DelayMS int    `json:"delay_ms"`
+	DelayMS int    `json:"delay_ms,omitempty"`
 }
 
 type effectIn struct {
