@@ -28,8 +28,10 @@ import (
 // while no client waited at all.
 func TestAsksOnAnyReplica(t *testing.T) {
 	bin := buildBinary(t, "./integration/testupstream")
-	y := "server:\n  name: counter\n  protocol_version: \"2025-11-25\"\n  stdio:\n    command: " + bin + "\ntools:\n" +
-		"  ask_later: {side_effects: [none], data_access_level: public, risk: low, idempotent: true, elicitation: allow, redact: [username]}\n"
+	root := t.TempDir()
+	y := "server:\n  name: counter\n  protocol_version: \"2025-11-25\"\n  path_roots: [" + root + "]\n  stdio:\n    command: " + bin + "\ntools:\n" +
+		"  ask_later: {side_effects: [none], data_access_level: public, risk: low, idempotent: true, elicitation: allow, redact: [username]}\n" +
+		"  list_roots: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n"
 	m, err := manifests.Parse(filepath.Join(t.TempDir(), "counter.yaml"), []byte(y))
 	if err != nil {
 		t.Fatal(err)
@@ -51,9 +53,26 @@ func TestAsksOnAnyReplica(t *testing.T) {
 	srvB := httptest.NewServer(mux)
 	t.Cleanup(srvB.Close)
 	urlB := srvB.URL + "/mcp"
-	waitTools(t, s.connect(t, nil), "counter__ask_later")
+	waitTools(t, s.connect(t, nil), "counter__ask_later", "counter__list_roots")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+
+	// An upstream's roots/list is answered with the manifest's path_roots,
+	// not the roots of the client whose call is running.
+	t.Run("roots are the manifest's", func(t *testing.T) {
+		c := mcp.NewClient(&mcp.Implementation{Name: "airlock-roots-test", Version: "1"}, nil)
+		c.AddRoots(&mcp.Root{URI: "file:///client-private", Name: "client"})
+		hc := &http.Client{Transport: headerRT{headers: map[string]string{gateway.HeaderTask: "roots"}}}
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, sessionProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res := call(t, cs, "counter__list_roots", map[string]any{"text": "x"}, "")
+		if want := "file://" + filepath.ToSlash(root); res.IsError || resultText(res) != want {
+			t.Fatalf("the upstream's roots/list got %q (error %v), want the manifest's path_roots %q", resultText(res), res.IsError, want)
+		}
+	})
 
 	t.Run("answer through another replica", func(t *testing.T) {
 		manual := func(url string) *mcp.ClientSession {
