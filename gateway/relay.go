@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +17,9 @@ import (
 
 // errCallLeft answers an upstream's sampling or elicitation request that
 // comes after the client stopped waiting for the call (it got the pending
-// result, or went away).
-var errCallLeft = errors.New("the client that made this call is no longer waiting for it; airlock cannot forward the request")
+// result, or went away): the activity then asks through the task, where
+// the next client to wait on the call (airlock_await) takes it.
+var errCallLeft = relay.ErrNotWaiting
 
 // callSink is the gateway's end of one call in the relay (package relay):
 // it sends what the call's upstream sends to the session that made the
