@@ -116,9 +116,12 @@ func TestAsksOnAnyReplica(t *testing.T) {
 		checkElicitationRecorded(t, s, "replica-ask", "which replica?")
 	})
 
-	pendingCall := func(t *testing.T, cs *mcp.ClientSession, message string) string {
+	// The upstream asks delayMS after the call starts, past the 2 s
+	// inline wait: while an airlock_await waits (3 s), or while nobody
+	// waits (the test waits before calling airlock_await).
+	pendingCall := func(t *testing.T, cs *mcp.ClientSession, message string, delayMS int) string {
 		t.Helper()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__ask_later", Arguments: map[string]any{"message": message, "delay_ms": 4000}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__ask_later", Arguments: map[string]any{"message": message, "delay_ms": delayMS}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +146,7 @@ func TestAsksOnAnyReplica(t *testing.T) {
 
 	t.Run("airlock_await returns input-required", func(t *testing.T) {
 		rc := newRelayClientAt(t, s.url, &mcp.ClientSessionOptions{ProtocolVersion: gateway.StatelessProtocol}, map[string]string{gateway.HeaderTask: "await-ask-2026"})
-		call := pendingCall(t, rc.cs, "asked while awaiting")
+		call := pendingCall(t, rc.cs, "asked while awaiting", 3000)
 		res := await(t, rc.cs, call)
 		if res.IsError || resultText(res) != "accept username:secret-user-4711" {
 			t.Fatalf("airlock_await: %q (error %v); want the tool's answer with the elicited username", resultText(res), res.IsError)
@@ -156,7 +159,7 @@ func TestAsksOnAnyReplica(t *testing.T) {
 	t.Run("airlock_await takes a request nobody waited for", func(t *testing.T) {
 		const task = "await-ask-session"
 		rc := newRelayClientAt(t, s.url, sessionProtocol, map[string]string{gateway.HeaderTask: task})
-		call := pendingCall(t, rc.cs, "asked while nobody waited")
+		call := pendingCall(t, rc.cs, "asked while nobody waited", 4000)
 		// The request waits in the activity's heartbeats until a client
 		// waits on the call.
 		waitFor(t, "the upstream's request in the call's heartbeats", 30*time.Second, func() bool {
