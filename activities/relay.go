@@ -139,10 +139,17 @@ func (r *callRelay) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mc
 		}
 		return relay.SampleAnswer(raw)
 	}
+	through := sampleVia
 	if s != nil && s.Sample != nil {
 		sampleVia = s.Sample
 	}
 	res, err := sampleVia(ctx, p)
+	if errors.Is(err, relay.ErrNotWaiting) {
+		// The client stopped waiting just now: the next one to wait on
+		// the call takes the request from the heartbeats.
+		s = nil
+		res, err = through(ctx, p)
+	}
 	if err != nil {
 		why := err.Error() // through the task: it says itself why no answer came
 		if s != nil && s.Sample != nil {
@@ -175,10 +182,17 @@ func (r *callRelay) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.Elici
 		}
 		return &res, nil
 	}
+	through := elicitVia
 	if s != nil && s.Elicit != nil {
 		elicitVia = s.Elicit
 	}
 	res, err := elicitVia(ctx, p)
+	if errors.Is(err, relay.ErrNotWaiting) {
+		// The client stopped waiting just now: the next one to wait on
+		// the call takes the request from the heartbeats.
+		s = nil
+		res, err = through(ctx, p)
+	}
 	if err != nil {
 		why := err.Error() // through the task: it says itself why no answer came
 		if s != nil && s.Elicit != nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/ecdh"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -64,9 +65,13 @@ type ask struct {
 	id     string
 	req    mcp.InputRequest
 	answer chan json.RawMessage // the client's InputResponse, once (in this process)
-	// key, for a request of an activity in another process, is the
-	// public key its answer is sealed to (api.CallAsk).
-	key []byte
+	// key is the public key an answer through the task is sealed to: the
+	// activity's, for a request of an activity in another process
+	// (api.CallAsk); this gateway's own (priv), for a request waiting here,
+	// so that a client's answer reaching another replica still gets to it
+	// (crossReplica).
+	key  []byte
+	priv *ecdh.PrivateKey
 }
 
 // askState is what the RequestState of an input-required result carries:
@@ -128,6 +133,9 @@ func newAskID() string {
 // ask timeout. It returns the client's answer as JSON.
 func (g *Gateway) askClient(ctx context.Context, cs *callSink, req mcp.InputRequest) (json.RawMessage, error) {
 	a := &ask{id: newAskID(), req: req, answer: make(chan json.RawMessage, 1)}
+	if priv, err := seal.NewKey(); err == nil && cs.task != "" {
+		a.priv, a.key = priv, priv.PublicKey().Bytes()
+	}
 	g.asks.Store(a.id, a)
 	defer g.asks.Delete(a.id)
 	select {
@@ -143,14 +151,53 @@ func (g *Gateway) askClient(ctx context.Context, cs *callSink, req mcp.InputRequ
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	select {
-	case ans := <-a.answer:
-		return ans, nil
-	case <-timer.C:
-		return nil, fmt.Errorf("the client did not answer within %s (a 2026-07-28 client answers by calling the tool again with inputResponses)", timeout)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	// The answer may also reach another gateway replica, which sends it
+	// through the task, sealed to a.key (crossReplica).
+	var poll <-chan time.Time
+	if a.priv != nil {
+		tick := time.NewTicker(askPoll)
+		defer tick.Stop()
+		poll = tick.C
 	}
+	for {
+		select {
+		case ans := <-a.answer:
+			return ans, nil
+		case <-timer.C:
+			return nil, fmt.Errorf("the client did not answer within %s (a 2026-07-28 client answers by calling the tool again with inputResponses)", timeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-poll:
+			if ans, ok, err := g.crossReplica(ctx, cs, a); ok {
+				return ans, err
+			}
+		}
+	}
+}
+
+// askPoll is how often a request waiting in this gateway asks its task
+// whether another replica took the client's answer.
+const askPoll = 500 * time.Millisecond
+
+// crossReplica reads, from the call's task (api.QueryCallInput), the
+// answer another gateway replica took for a request waiting here; ok is
+// false while there is none.
+func (g *Gateway) crossReplica(ctx context.Context, cs *callSink, a *ask) (json.RawMessage, bool, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := g.opts.Temporal.QueryWorkflow(qctx, cs.task, "", api.QueryCallInput, cs.call, a.id)
+	var in api.CallInput
+	if err != nil || v.Get(&in) != nil || in.AskID != a.id {
+		return nil, false, nil
+	}
+	if in.Refused != "" {
+		return nil, true, fmt.Errorf("%s", in.Refused)
+	}
+	ans, err := seal.Open(a.priv, in.Peer, in.Sealed)
+	if err != nil {
+		return nil, true, fmt.Errorf("the client's answer through the task: %w", err)
+	}
+	return ans, true, nil
 }
 
 // mrtrSink makes the relay's sampling and elicitation of a call go to its
@@ -212,19 +259,22 @@ func (g *Gateway) deliverAnswers(req *mcp.CallToolRequest, s *askState) error {
 		if err != nil {
 			return fmt.Errorf("inputResponses[%q]: %v", id, err)
 		}
-		if key, ok := s.Keys[id]; ok {
-			if err := g.sendInput(s.Task, s.Call, id, key, raw, ""); err != nil {
-				return fmt.Errorf("the answer to %s did not reach task %s: %v; call the tool again with the same inputResponses and requestState", id, s.Task, err)
+		if v, ok := g.asks.Load(id); ok { // it waits in this process
+			select {
+			case v.(*ask).answer <- raw:
+			default: // answered already (a client retried its answer)
 			}
 			continue
 		}
-		v, ok := g.asks.Load(id)
+		// It waits in another process: an activity with no gateway, or
+		// another gateway replica (combined deployment); either reads the
+		// answer from the task.
+		key, ok := s.Keys[id]
 		if !ok {
-			return fmt.Errorf("the upstream request %s no longer waits for an answer (it timed out, the call ended, or it waits on another gateway replica); the call %s goes on in task %s without it", id, s.Call, s.Task)
+			return fmt.Errorf("the upstream request %s no longer waits for an answer (it timed out, or the call ended); the call %s goes on in task %s without it", id, s.Call, s.Task)
 		}
-		select {
-		case v.(*ask).answer <- raw:
-		default: // answered already (a client retried its answer)
+		if err := g.sendInput(s.Task, s.Call, id, key, raw, ""); err != nil {
+			return fmt.Errorf("the answer to %s did not reach task %s: %v; call the tool again with the same inputResponses and requestState", id, s.Task, err)
 		}
 	}
 	return nil

@@ -133,12 +133,25 @@ func describeFinished(call string, res api.CallResult) string {
 }
 
 func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in awaitIn) (*mcp.CallToolResult, any, error) {
-	task, err := g.callerTask(req)
+	pr, err := g.principalFor(req.Extra)
+	if err != nil {
+		return errorResult("", "", err.Error()), nil, nil
+	}
+	task, _, err := g.taskFor(req, pr.Name)
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
 	if in.Call == "" {
 		return errorResult(task, "", "call is required: pass the call ID from the pending result's _meta "+MetaCall), nil, nil
+	}
+	// A 2026-07-28 client answering the input-required result of an
+	// earlier airlock_await brings the answers here (mrtr.go).
+	resume, err := g.resumeState(req, task, pr.Name)
+	if err != nil {
+		return errorResult(task, in.Call, err.Error()), nil, nil
+	}
+	if resume != nil && resume.Call != in.Call {
+		return errorResult(task, in.Call, fmt.Sprintf("requestState answers call %s, not %s; send it back with the airlock_await of that call", resume.Call, in.Call)), nil, nil
 	}
 	wait := g.opts.InlineWait
 	if in.TimeoutSeconds > 0 && time.Duration(in.TimeoutSeconds)*time.Second < wait {
@@ -155,11 +168,27 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	defer cancel()
 	sink, unrelay := g.relayCall(ctx, req, task, in.Call, false) // this client now gets the call's upstream progress and requests
 	defer unrelay()
+	if resume != nil {
+		sink.answered = resume.Asks
+	}
 	stop := g.progress(ctx, req, task, in.Call, sink.upstreamProgress.Load)
 	defer stop()
+	// Requests the upstream made while no client waited on the call wait
+	// in its heartbeats: this airlock_await takes them.
+	defer g.heartbeatProgress(ctx, req, task, in.Call, sink)()
+	if resume != nil {
+		if err := g.deliverAnswers(req, resume); err != nil {
+			return errorResult(task, in.Call, err.Error()), nil, nil
+		}
+	}
+	ictx, finishAsks := watchAsks(wctx, sink) // mrtr.go
 	h := g.opts.Temporal.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: task, UpdateID: in.Call})
 	var res api.CallResult
-	if err := h.Get(wctx, &res); err != nil {
+	err = h.Get(ictx, &res)
+	if asks := finishAsks(); len(asks) > 0 {
+		return g.inputRequired(task, in.Call, pr.Name, asks), nil, nil
+	}
+	if err != nil {
 		if waitedOut(wctx, err) && ctx.Err() == nil {
 			return g.pendingResult(ctx, task, in.Call, ""), nil, nil
 		}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +17,9 @@ import (
 
 // errCallLeft answers an upstream's sampling or elicitation request that
 // comes after the client stopped waiting for the call (it got the pending
-// result, or went away).
-var errCallLeft = errors.New("the client that made this call is no longer waiting for it; airlock cannot forward the request")
+// result, or went away): the activity then asks through the task, where
+// the next client to wait on the call (airlock_await) takes it.
+var errCallLeft = relay.ErrNotWaiting
 
 // callSink is the gateway's end of one call in the relay (package relay):
 // it sends what the call's upstream sends to the session that made the
@@ -42,6 +42,8 @@ type callSink struct {
 	// answered are the requests this tools/call brings answers to: a
 	// heartbeat read before the activity took them still lists them.
 	answered []string
+	// task and call name the call (crossReplica reads answers from it).
+	task, call string
 }
 
 // relayCall registers the sink of a call in the relay and returns it with
@@ -50,7 +52,7 @@ type callSink struct {
 // for req cancels the call (the tools/call itself; not airlock_await,
 // whose cancellation only stops the waiting).
 func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string, cancellable bool) (*callSink, func()) {
-	cs := &callSink{ended: make(chan struct{})}
+	cs := &callSink{ended: make(chan struct{}), task: taskID, call: callID}
 	if req.Session == nil {
 		return cs, func() {}
 	}
@@ -87,8 +89,9 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 		// them, through the task (mrtr.go).
 		cs.viaTasks = true
 		s.Sample, s.Elicit = nil, nil
-	case cancellable && multiRoundTrip(ss):
-		// The tools/call itself (not airlock_await) answers input-required.
+	case multiRoundTrip(ss):
+		// The tools/call, or the airlock_await that collects the call,
+		// answers input-required.
 		cs.asked = make(chan *ask)
 		g.mrtrSink(cs, &s.Sample, &s.Elicit)
 	}
@@ -225,7 +228,9 @@ const DefaultProgressPoll = time.Second
 
 // heartbeatProgress relays a call's upstream progress and log messages
 // from its activity's heartbeat details (api.CallProgress) when the gateway
-// shares no relay with a worker: the path across processes. It reads the
+// shares no relay with a worker: the path across processes; and, in every
+// deployment, the upstream's sampling and elicitation requests published
+// there (forwardAsk). It reads the
 // task's pending activities every Options.ProgressPoll while the call
 // waits (one DescribeWorkflowExecution a second per call that runs longer
 // than that). Heartbeats keep only the latest progress, so a client may see
@@ -235,8 +240,18 @@ const DefaultProgressPoll = time.Second
 // call on the fast path (a local activity) has no heartbeats.
 func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolRequest, taskID, callID string, cs *callSink) (stop func()) {
 	tok := req.Params.GetProgressToken()
-	if g.opts.Relay != nil || req.Session == nil {
+	if req.Session == nil {
 		return func() {}
+	}
+	// With a worker in this process (a relay), progress and log messages
+	// come through the relay when the activity runs here; its heartbeats
+	// still bring the requests of an activity that found no client
+	// waiting on it in its process: one that runs on another replica's
+	// worker, or asked while no client waited (airlock_await then takes
+	// them). Those never come through the relay, so neither twice.
+	asksOnly := g.opts.Relay != nil
+	if asksOnly {
+		tok = nil
 	}
 	every := g.opts.ProgressPoll
 	if every <= 0 {
@@ -263,7 +278,7 @@ func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolReques
 			// Log messages not relayed yet, in order; the session drops
 			// those below the level its client set (none before it sets one).
 			for _, l := range cp.Logs {
-				if l.Seq <= logSeq {
+				if asksOnly || l.Seq <= logSeq {
 					continue
 				}
 				logSeq = l.Seq

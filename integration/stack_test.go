@@ -177,6 +177,9 @@ type stackOptions struct {
 	// askTimeout bounds how long an upstream's request waits for the
 	// client's answer (default: the gateway's and activities').
 	askTimeout time.Duration
+	// sessionKey is the gateway's session key (default a new one), for
+	// tests that add replicas sharing it (issue 14).
+	sessionKey []byte
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -276,6 +279,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 		Catalog: o.catalog, State: o.state,
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
+		SessionKey: o.sessionKey,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -36,6 +37,11 @@ type echoIn struct {
 type progressIn struct {
 	Steps      int `json:"steps" jsonschema:"how many progress notifications"`
 	IntervalMS int `json:"interval_ms" jsonschema:"the time between them"`
+}
+
+type askLaterIn struct {
+	Message string `json:"message"`
+	DelayMS int    `json:"delay_ms,omitempty"`
 }
 
 type effectIn struct {
@@ -209,6 +215,37 @@ func newServer() *mcp.Server {
 				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "progress", Data: fmt.Sprintf("step %d of %d", i, in.Steps)})
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(tok)}}}, nil, nil
+		})
+	// ask_later waits delay_ms, then asks the client for a username
+	// (elicitation) and answers "username:<it>": a request that comes
+	// while the call runs, after the client may have stopped waiting.
+	mcp.AddTool(s, &mcp.Tool{Name: "ask_later", Description: "Ask the client for a username after a while."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in askLaterIn) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(time.Duration(in.DelayMS) * time.Millisecond):
+			}
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Message, RequestedSchema: &jsonschema.Schema{
+				Type: "object", Properties: map[string]*jsonschema.Schema{"username": {Type: "string"}}}})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s username:%v", res.Action, res.Content["username"])}}}, nil, nil
+		})
+	// list_roots asks the client for its roots (roots/list) and answers
+	// their URIs, one a line.
+	mcp.AddTool(s, &mcp.Tool{Name: "list_roots", Description: "List the client's roots."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ echoIn) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.ListRoots(ctx, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			var uris []string
+			for _, r := range res.Roots {
+				uris = append(uris, r.URI)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(uris, "\n")}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always reports a tool error."},
 		func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {

@@ -19,11 +19,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// ErrNotWaiting is what a Sink's Sample or Elicit returns when the client
+// stopped waiting on the call before the request reached it: the request
+// was not shown to anyone, and the activity asks through the task instead.
+var ErrNotWaiting = errors.New("the client that made this call is no longer waiting for it")
 
 // Sink is the client's end of one call. Any function may be nil.
 type Sink struct {

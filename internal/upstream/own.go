@@ -35,10 +35,10 @@ func (u *upstream) ownCall(ctx context.Context, tool string, args json.RawMessag
 		return nil, newCallError(ErrNotSent, nil, "upstream %s has no tool %q", u.name, tool)
 	}
 	c := mcp.NewClient(u.pool.opts.ClientInfo, &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{
+		Capabilities: rootsCaps(&mcp.ClientCapabilities{
 			Sampling:    &mcp.SamplingCapabilities{},
 			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
-		},
+		}, u.cfg),
 		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			if h.Sample == nil {
 				return nil, fmt.Errorf("%w: sampling is not available for this call", ErrNoCall)
@@ -56,6 +56,7 @@ func (u *upstream) ownCall(ctx context.Context, tool string, args json.RawMessag
 			}
 		},
 	})
+	addRoots(c, u.cfg)
 	// As on the shared session: the request goes to the call's hooks before
 	// the SDK's client judges its schema (elicitMiddleware).
 	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {

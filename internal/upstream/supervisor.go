@@ -89,16 +89,15 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 	}
 	u.st = Status{Server: s.Name, State: StateConnecting, Since: time.Now()}
 	u.client = mcp.NewClient(p.opts.ClientInfo, &mcp.ClientOptions{
-		// No roots: an upstream that sees the roots capability may ask us for
-		// roots and narrow itself to the empty list we would answer
-		// (server-filesystem does).
+		// Roots: the manifest's path_roots, declared only when it has
+		// some (roots.go).
 		// Sampling and elicitation are declared so that an upstream may ask
 		// during a call; the gateway forwards the request to the client that
 		// made the call when the tool's manifest allows it (hooks.go).
-		Capabilities: &mcp.ClientCapabilities{
+		Capabilities: rootsCaps(&mcp.ClientCapabilities{
 			Sampling:    &mcp.SamplingCapabilities{},
 			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
-		},
+		}, s),
 		CreateMessageHandler:        u.sample,
 		ElicitationHandler:          u.elicit,
 		ProgressNotificationHandler: u.progress,
@@ -108,6 +107,7 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 		PromptListChangedHandler:    u.promptListChanged,
 		ResourceUpdatedHandler:      u.resourceUpdated,
 	})
+	addRoots(u.client, s)
 	u.client.AddReceivingMiddleware(u.ackMiddleware, u.elicitMiddleware)
 	if s.HTTP != nil {
 		base := http.DefaultTransport.(*http.Transport).Clone()
