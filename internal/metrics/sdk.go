@@ -55,8 +55,34 @@ func (h *SDKHandler) WithTags(tags map[string]string) client.MetricsHandler {
 	return &SDKHandler{set: h.set, tags: merged, key: tagKey(merged)}
 }
 
+// sdkOwned are airlock's own counters that workflow code counts through
+// the SDK's replay-aware handler (workflow.GetMetricsHandler), by name:
+// such a count goes to the vector, with the labels it declares taken from
+// the handler's tags (the SDK's own tags, namespace, task_queue and
+// workflow_type, are dropped), so that one metric has one set of labels
+// whichever role counted it.
+var sdkOwned = map[string]struct {
+	vec    *prometheus.CounterVec
+	labels []string
+}{
+	// Plan steps refused by a limit (workflows, runStep); the gateway
+	// counts the calls it answers itself.
+	"airlock_limit_refusals_total": {LimitRefusals, []string{"check", "limit"}},
+}
+
 // Counter implements client.MetricsHandler.
 func (h *SDKHandler) Counter(name string) client.MetricsCounter {
+	if o, ok := sdkOwned[name]; ok {
+		l := prometheus.Labels{}
+		for _, n := range o.labels {
+			l[n] = h.tags[n]
+		}
+		c, err := o.vec.GetMetricWith(l)
+		if err != nil {
+			return client.MetricsNopHandler.Counter(name)
+		}
+		return counter{c}
+	}
 	c, ok := h.get("counter", name, func(opts prometheus.Opts) prometheus.Collector {
 		return prometheus.NewCounter(prometheus.CounterOpts(opts))
 	}).(prometheus.Counter)
