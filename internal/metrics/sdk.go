@@ -68,6 +68,8 @@ var sdkOwned = map[string]struct {
 	// Plan steps refused by a limit (workflows, runStep); the gateway
 	// counts the calls it answers itself.
 	"airlock_limit_refusals_total": {LimitRefusals, []string{"check", "limit"}},
+	// Task-state calls (workflows, stateCall), whoever called.
+	"airlock_task_state_calls_total": {StateCalls, []string{"op", "result"}},
 }
 
 // Counter implements client.MetricsHandler.
