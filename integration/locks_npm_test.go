@@ -43,6 +43,14 @@ func TestLocksOnNPMFilesystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}})
+	// Should the test fail while the server reads the pipe, end its read
+	// (EOF) so that the stack can stop (cleanups run last
+	// first: this one before the stack's).
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(shared, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_ = f.Close()
+		}
+	})
 	ctx := context.Background()
 	csA, csB, csC := s.connect(t, nil), s.connect(t, nil), s.connect(t, nil)
 	waitTools(t, csA, "filesystem__write_file")
