@@ -27,7 +27,7 @@ const maxLockKey = 1024
 // §4), sorted by key, each key once (exclusive wins over shared), so that
 // every task acquires them in the same order and two tasks cannot
 // deadlock. Nil when the tool declares none.
-func (c *Catalog) lockKeys(taskID, callID string, tool policy.Tool, args json.RawMessage) ([]api.LockKey, error) {
+func (c *Catalog) lockKeys(taskID, callID string, principal policy.Principal, tool policy.Tool, args json.RawMessage) ([]api.LockKey, error) {
 	decl := tool.Decl
 	if decl == nil || len(decl.Locks) == 0 {
 		return nil, nil
@@ -36,10 +36,11 @@ func (c *Catalog) lockKeys(taskID, callID string, tool policy.Tool, args json.Ra
 	if err != nil {
 		return nil, fmt.Errorf("the arguments are not JSON: %w", err)
 	}
-	vars := map[string]any{"args": a, "call": callVars(taskID, callID, tool.Name), "roots": rootVars(tool.PathRoots)}
+	vars := map[string]any{"args": a, "call": callVars(taskID, callID, tool.Name), "roots": rootVars(tool.PathRoots),
+		"principal": expr.Principal{Name: principal.Name, Roles: principal.Roles}}
 	byKey := map[string]string{}
 	for i, l := range decl.Locks {
-		p, err := expr.CompileString(expr.Capture, l.Key)
+		p, err := expr.CompileString(expr.Lock, l.Key)
 		if err == nil {
 			var k string
 			if k, err = p.EvalString(vars); err == nil && k == "" {
@@ -72,7 +73,7 @@ func (a *Activities) decideLocks(cat ToolCatalog, in api.DecideInput, tool polic
 	if !ok || d.Effect == policy.Deny || tool.Decl == nil || len(tool.Decl.Locks) == 0 {
 		return nil, 0
 	}
-	keys, err := c.lockKeys(in.TaskID, in.CallID, tool, in.Arguments)
+	keys, err := c.lockKeys(in.TaskID, in.CallID, in.Principal, tool, in.Arguments)
 	if err != nil {
 		*d = policy.Decision{Effect: policy.Deny, Check: api.CheckLock, Version: d.Version,
 			Reason: fmt.Sprintf("denied: the locks of %s could not be computed (%v); nothing ran. Fix the arguments or the manifest's locks", in.Tool, err)}

@@ -34,6 +34,7 @@ tools:
       - {key: '"repo:" + args.repo', mode: shared}
       - {key: '"file:" + args.path', mode: shared}
       - '"task:" + call.task'
+      - '"admin" in principal.roles ? "tenant:*" : "tenant:" + principal.name'
     lock_timeout: 5s
 `))
 	if err != nil {
@@ -47,23 +48,30 @@ tools:
 		t.Fatal(err)
 	}
 	a := &Activities{Policy: pol, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, false)}
-	decide := func(args string) api.DecideOutput {
+	decideAs := func(args string, roles ...string) api.DecideOutput {
 		t.Helper()
 		out, err := a.Decide(context.Background(), api.DecideInput{TaskID: "t1", CallID: "c1", Tool: "fs__write", Arguments: json.RawMessage(args), AllowTools: []string{"*"},
-			Principal: policy.Principal{Name: "p", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}})
+			Principal: policy.Principal{Name: "p", Roles: roles, Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
+	decide := func(args string) api.DecideOutput { t.Helper(); return decideAs(args, "dev") }
 
 	out := decide(`{"path":"/a","repo":"r"}`)
-	want := []api.LockKey{{Key: "file:/a", Mode: api.LockExclusive}, {Key: "repo:r", Mode: api.LockShared}, {Key: "task:t1", Mode: api.LockExclusive}}
+	want := []api.LockKey{{Key: "file:/a", Mode: api.LockExclusive}, {Key: "repo:r", Mode: api.LockShared}, {Key: "task:t1", Mode: api.LockExclusive}, {Key: "tenant:p", Mode: api.LockExclusive}}
 	if diff := cmp.Diff(want, out.Locks); diff != "" || out.LockTimeout != 5*time.Second || out.Effect != policy.Allow {
 		t.Errorf("locks (-want +got):\n%s\ntimeout %s, effect %s", diff, out.LockTimeout, out.Effect)
 	}
 	if a.fastPath("fs__write", out) {
 		t.Error("a locked call may take the fast path")
+	}
+
+	// principal is the caller: its name and roles.
+	out = decideAs(`{"path":"/a","repo":"r"}`, "dev", "admin")
+	if got := out.Locks[len(out.Locks)-1].Key; got != "tenant:*" {
+		t.Errorf("an admin's tenant lock is %q, want tenant:*", got)
 	}
 
 	out = decide(`{"path":"/a"}`) // no repo: the key cannot be computed

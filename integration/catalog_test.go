@@ -186,8 +186,13 @@ func TestCatalogSearch(t *testing.T) {
 		!slices.Contains(searchNames, gateway.ToolFindTools) || !slices.Contains(searchNames, gateway.ToolCallTool) {
 		t.Errorf("search mode lists %v", searchNames)
 	}
-	t.Logf("tools/list: full %d tools, %d bytes (~%d tokens); search %d tools, %d bytes (~%d tokens)",
-		len(fullNames), fullBytes, fullBytes/4, len(searchNames), searchBytes, searchBytes/4)
+	t.Logf("tools/list: full %d tools, %d bytes (~%d tokens); search %d tools %v, %d bytes (~%d tokens)",
+		len(fullNames), fullBytes, fullBytes/4, len(searchNames), searchNames, searchBytes, searchBytes/4)
+	// The built-in tools (state, task) are listed in both modes; search
+	// mode must still be a small fraction of the full catalog.
+	if searchBytes*10 > fullBytes {
+		t.Errorf("search mode's tools/list is %d bytes, more than a tenth of full mode's %d", searchBytes, fullBytes)
+	}
 
 	cs := connectURL(t, search.url, bearer("alice-key"))
 	top1, top3 := 0, 0

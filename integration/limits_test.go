@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -442,5 +444,33 @@ roles:
 	}
 	if out := cli("tasks", "show", "alice-limits"); !strings.Contains(out, "budget:    2 of 3 cost units spent") {
 		t.Errorf("tasks show:\n%s", out)
+	}
+
+	// A plan's step refused by the budget is counted too, by the worker,
+	// once: with the gateway's refusal above, two budget refusals. A state
+	// call is counted by op and result.
+	if res := call(t, alice, "airlock_state_set", map[string]any{"key": "done", "value": 1}, ""); res.IsError {
+		t.Fatalf("state set: %s", text(res))
+	}
+	planFile := filepath.Join(d.dir, "costly.yaml")
+	writeFile(t, planFile, "name: costly\nsteps:\n  - {id: one, tool: counter__put, args: {key: p1}}\n  - {id: two, tool: counter__put, args: {key: p2}}\n")
+	out, _ := runAirlock(t, d.bin, "run", "--config", cfg, "--temporal-address", fmt.Sprintf("127.0.0.1:%d", temporalPort), "--as", "alice", planFile)
+	if n := countEffects(t, d.effects, "put", "p2"); n != 0 {
+		t.Fatalf("the plan's second step ran over the budget:\n%s", out)
+	}
+	resp, err := http.Get("http://" + listen + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`airlock_limit_refusals_total{check="budget",limit="budget"} 2`,
+		`airlock_limit_refusals_total{check="rate_limit",limit="echoes"} 1`,
+		`airlock_task_state_calls_total{op="set",result="ok"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s\nairlock run:\n%s", want, grepLines(string(body), "airlock_limit_refusals")+"\n"+grepLines(string(body), "airlock_task_state"), out)
+		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 
 // Lock is one resource lock a call of a tool takes (issue 16 §4). Key is
 // a CEL expression over args, call and roots (the variables of a capture)
-// whose value, a string, names the lock: '"file:" + args.path'. Calls of
+// and principal ({name, roles}: who calls) whose value, a string, names the
+// lock: '"file:" + args.path'. Calls of
 // any tool, in any task, whose keys are equal exclude each other: one
 // exclusive holder, or any number of shared ones (readers/writer).
 //
@@ -89,8 +90,8 @@ func (v *validator) locks(p string, t *Tool) {
 			kp = ep // the short form: the key is the element itself
 		}
 		if strings.TrimSpace(l.Key) == "" {
-			v.add(kp, `is empty; write a CEL expression over %s giving the lock's name, e.g. '"file:" + args.path'`, celVariables(expr.Capture))
-		} else if _, err := expr.CompileString(expr.Capture, l.Key); err != nil {
+			v.add(kp, `is empty; write a CEL expression over %s giving the lock's name, e.g. '"file:" + args.path'`, celVariables(expr.Lock))
+		} else if _, err := expr.CompileString(expr.Lock, l.Key); err != nil {
 			v.lockProblem(kp, err)
 		}
 		if l.Mode != "" {
@@ -116,11 +117,11 @@ func (v *validator) lockProblem(p string, err error) {
 	case errors.Is(err, expr.ErrNotString):
 		// CompileString's message says how already.
 	case errors.Is(err, expr.ErrUndeclaredReference):
-		msg += "; a lock key is computed before the call runs, so it may use only " + celVariables(expr.Capture)
+		msg += "; a lock key is computed before the call runs, so it may use only " + celVariables(expr.Lock)
 	case errors.Is(err, expr.ErrUndefinedField):
-		msg += "; call has the fields id, task, tool and slug"
+		msg += "; call has the fields id, task, tool and slug, principal has name and roles"
 	default:
-		msg += "; write a CEL expression over " + celVariables(expr.Capture) + ` giving a string, e.g. '"file:" + args.path' (see https://cel.dev)`
+		msg += "; write a CEL expression over " + celVariables(expr.Lock) + ` giving a string, e.g. '"file:" + args.path' (see https://cel.dev)`
 	}
 	v.add(p, "%s", msg)
 }

@@ -92,6 +92,9 @@ func (f *fakePolicy) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 func newHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToolOutput, error)) *harness {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
+	if harnessMetrics != nil {
+		s.SetMetricsHandler(harnessMetrics)
+	}
 	env := s.NewTestWorkflowEnvironment()
 	// The SDK calls a workflow task that runs over a second a deadlock;
 	// on a loaded 2-core machine under -race a sound task can take that

@@ -217,6 +217,21 @@ func (t *task) refusal(req api.CallRequest, hit api.LimitHit, reason string) *ap
 		Decision: &api.Decision{Effect: string(policy.Deny), Check: hit.Check, Rule: hit.Limit, Reason: reason}}
 }
 
+// metricLimitRefusals is the counter of calls refused by a limit. The
+// gateway counts the calls it answers; a plan's steps reach no gateway,
+// so the Plan workflow counts their refusals (countStepRefusal) through
+// the SDK's metrics handler, which counts nothing during a replay.
+const metricLimitRefusals = "airlock_limit_refusals_total"
+
+// countStepRefusal counts a plan step refused by a rate limit or budget.
+// It records nothing in the history, so it needs no version.
+func countStepRefusal(ctx workflow.Context, res api.CallResult) {
+	if h := res.Limit; h != nil {
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"check": h.Check, "limit": h.Limit}).
+			Counter(metricLimitRefusals).Inc(1)
+	}
+}
+
 // budget is the task's budget of cost units (0: none).
 func (t *task) budget() int {
 	if q := t.in.Quota; q != nil {

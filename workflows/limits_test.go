@@ -6,13 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/plans"
 )
 
 // TestGCRATake: a window of 3 calls per 3s admits a burst of 3, refuses
@@ -160,5 +165,39 @@ func TestLimiterContinuesAsNew(t *testing.T) {
 	}
 	if next.Key != l.WindowKey("") || next.TAT.IsZero() {
 		t.Errorf("carried %+v: want the key and the window's TAT", next)
+	}
+}
+
+// harnessMetrics, when set, is the metrics handler of the harnesses a test
+// makes (newHarness).
+var harnessMetrics client.MetricsHandler
+
+// TestPlanStepRefusalIsCounted: a plan step refused by the task's budget
+// is counted once in airlock_limit_refusals_total{check=budget,limit=budget}
+// (plan steps reach no gateway, which counts the calls it answers), and
+// the plan's allowed steps are not.
+func TestPlanStepRefusalIsCounted(t *testing.T) {
+	harnessMetrics = metrics.NewSDKHandler()
+	t.Cleanup(func() { harnessMetrics = nil })
+	refusals := func() float64 {
+		var m dto.Metric
+		if err := metrics.LimitRefusals.WithLabelValues(api.CheckBudget, "budget").Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	before := refusals()
+	h := newPlanHarness(t)
+	in := planInput(
+		plans.Step{ID: "a", Tool: "fs__read", Args: map[string]any{"path": "/a"}},
+		plans.Step{ID: "b", Tool: "fs__read", Args: map[string]any{"path": "/b"}},
+	)
+	in.Quota = api.NewQuota(nil, 1)
+	_, st := h.runPlan(in)
+	if diff := cmp.Diff([]string{"a=ok", "b=failed/limit"}, stepStates(st)); diff != "" {
+		t.Errorf("step states (-want +got):\n%s", diff)
+	}
+	if got := refusals() - before; got != 1 {
+		t.Errorf("airlock_limit_refusals_total{check=budget,limit=budget} rose by %v, want 1", got)
 	}
 }

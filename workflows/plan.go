@@ -113,6 +113,7 @@ func (t *task) runStep(ctx workflow.Context, in api.PlanInput, i int, results ma
 		req := requestFor(st.CallID, prep.Call)
 		req.Principal = t.in.Principal
 		res, _ = t.callTool(ctx, req)
+		countStepRefusal(ctx, res) // limits.go
 	}
 	if res.Outcome == api.OutcomeToolError && res.Reason == "" {
 		res.Reason = step.Tool + " reported an error: " + api.ResultText(res.Result)

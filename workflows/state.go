@@ -79,8 +79,26 @@ func (s *taskState) encode() json.RawMessage {
 // refused: state_args, state_size, state_schema).
 func (t *task) stateCall(ctx workflow.Context, req api.CallRequest, started time.Time) api.CallResult {
 	res := t.applyState(ctx, req)
+	countStateCall(ctx, req, res)
 	t.lastActivity = workflow.Now(ctx)
 	return t.record(req, started, t.lastActivity, res)
+}
+
+// metricStateCalls counts the state tools' calls by op and result.
+const metricStateCalls = "airlock_task_state_calls_total"
+
+// countStateCall counts a state call through the SDK's metrics handler,
+// which counts nothing during a replay; it records nothing in the history.
+func countStateCall(ctx workflow.Context, req api.CallRequest, res api.CallResult) {
+	result := "ok"
+	if res.Outcome != api.OutcomeOK {
+		result = string(res.Outcome)
+		if res.Decision != nil && res.Decision.Check != "" {
+			result = res.Decision.Check
+		}
+	}
+	op := strings.TrimPrefix(req.Tool, "airlock_state_")
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"op": op, "result": result}).Counter(metricStateCalls).Inc(1)
 }
 
 func (t *task) applyState(ctx workflow.Context, req api.CallRequest) api.CallResult {

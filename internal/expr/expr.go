@@ -19,6 +19,8 @@
 //	              vars   map(string, dyn)  the plan's variables
 //	              task   {id, plan}
 //	              state  map(string, dyn)  the task's state document
+//	Lock          args, call and roots as Capture, and
+//	              principal {name, roles}  who calls (a lock key)
 //
 // The fields of call, task and a step are checked when the expression
 // compiles (call.slg is an error); keys of maps are not (a missing key is an
@@ -77,6 +79,9 @@ const (
 	// Step is an argument or condition of a plan step: it sees steps, vars,
 	// task and state.
 	Step
+	// Lock is the key of a tool's resource lock (issue 16 §4): it sees
+	// args, call, roots and principal.
+	Lock
 )
 
 // String names the kind as messages do: "capture", "compensation", "step".
@@ -88,6 +93,8 @@ func (k Kind) String() string {
 		return "compensation"
 	case Step:
 		return "step"
+	case Lock:
+		return "lock"
 	}
 	return fmt.Sprintf("expr.Kind(%d)", int(k))
 }
@@ -102,6 +109,8 @@ func (k Kind) Variables() []string {
 		return []string{"args", "result", "before", "call", "roots"}
 	case Step:
 		return []string{"steps", "vars", "task", "state"}
+	case Lock:
+		return []string{"args", "call", "roots", "principal"}
 	}
 	return nil
 }
@@ -117,6 +126,15 @@ type Call struct {
 	Tool string `cel:"tool" json:"tool"`
 	// Slug is Slug(Task, ID): a short, filename-safe name for the call.
 	Slug string `cel:"slug" json:"slug"`
+}
+
+// Principal is the variable principal of a lock key: who makes the call.
+// Eval also accepts it as a map with these keys (roles a list of strings).
+type Principal struct {
+	// Name is the principal's name from the configuration.
+	Name string `cel:"name" json:"name"`
+	// Roles are the principal's role names.
+	Roles []string `cel:"roles" json:"roles"`
 }
 
 // StepState is one entry of the variable steps: what became of an earlier
@@ -151,7 +169,7 @@ const (
 // evalTimeout is a variable so that tests can shorten it.
 var evalTimeout = time.Second
 
-var envs [3]func() (*cel.Env, error)
+var envs [4]func() (*cel.Env, error)
 
 func init() {
 	for k := range envs {
@@ -160,9 +178,9 @@ func init() {
 }
 
 func newEnv(k Kind) (*cel.Env, error) {
-	callT, taskT, stepT := reflect.TypeFor[Call](), reflect.TypeFor[Task](), reflect.TypeFor[StepState]()
+	callT, taskT, stepT, principalT := reflect.TypeFor[Call](), reflect.TypeFor[Task](), reflect.TypeFor[StepState](), reflect.TypeFor[Principal]()
 	opts := []cel.EnvOption{
-		ext.NativeTypes(callT, taskT, stepT, ext.ParseStructTags(true)),
+		ext.NativeTypes(callT, taskT, stepT, principalT, ext.ParseStructTags(true)),
 		ext.Strings(),
 		cel.OptionalTypes(),
 		cel.CrossTypeNumericComparisons(true),
@@ -175,14 +193,17 @@ func newEnv(k Kind) (*cel.Env, error) {
 	dyn := cel.DynType
 	callType := cel.ObjectType(celTypeName(callT))
 	switch k {
-	case Capture, Compensation:
+	case Capture, Compensation, Lock:
 		opts = append(opts,
 			cel.Variable("args", cel.MapType(cel.StringType, dyn)),
 			cel.Variable("call", callType),
 			cel.Variable("roots", cel.ListType(cel.StringType)),
 		)
-		if k == Compensation {
+		switch k {
+		case Compensation:
 			opts = append(opts, cel.Variable("result", dyn), cel.Variable("before", dyn))
+		case Lock:
+			opts = append(opts, cel.Variable("principal", cel.ObjectType(celTypeName(principalT))))
 		}
 	case Step:
 		opts = append(opts,
@@ -295,6 +316,7 @@ var boolExample = map[Kind]string{
 	Capture:      `args.path != ""`,
 	Compensation: "before != null",
 	Step:         `steps.write.outcome == "ok"`,
+	Lock:         `"admin" in principal.roles`,
 }
 
 // Mistakes a compile error may name, for callers that add a hint to it;
@@ -304,7 +326,7 @@ var (
 	// not have.
 	ErrUndeclaredReference = errors.New("undeclared reference")
 	// ErrUndefinedField: the expression selects a field the type of call,
-	// task or a step does not have.
+	// task, principal or a step does not have.
 	ErrUndefinedField = errors.New("undefined field")
 	// ErrNotBool: CompileBool's expression is not a condition.
 	ErrNotBool = errors.New("not bool")

@@ -112,6 +112,10 @@ func activation(k Kind, vars map[string]any) (map[string]any, error) {
 			if v, err = toCall(v); err != nil {
 				return nil, fmt.Errorf("variable call: %w", err)
 			}
+		case "principal":
+			if v, err = toPrincipal(v); err != nil {
+				return nil, fmt.Errorf("variable principal: %w", err)
+			}
 		case "task":
 			if v, err = toTask(v); err != nil {
 				return nil, fmt.Errorf("variable task: %w", err)
@@ -139,6 +143,54 @@ func toCall(v any) (Call, error) {
 	var c Call
 	err := fromStringMap(v, map[string]*string{"id": &c.ID, "task": &c.Task, "tool": &c.Tool, "slug": &c.Slug})
 	return c, err
+}
+
+func toPrincipal(v any) (Principal, error) {
+	switch v := v.(type) {
+	case Principal:
+		return v, nil
+	case *Principal:
+		if v != nil {
+			return *v, nil
+		}
+		return Principal{}, nil
+	case nil:
+		return Principal{}, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Principal{}, fmt.Errorf("a %T, want a map with keys name and roles", v)
+	}
+	var p Principal
+	for k, val := range m {
+		switch k {
+		case "name":
+			s, ok := val.(string)
+			if !ok && val != nil {
+				return Principal{}, fmt.Errorf("name is a %T, not a string", val)
+			}
+			p.Name = s
+		case "roles":
+			switch rs := val.(type) {
+			case nil:
+			case []string:
+				p.Roles = rs
+			case []any:
+				for _, r := range rs {
+					s, ok := r.(string)
+					if !ok {
+						return Principal{}, fmt.Errorf("roles holds a %T, not a string", r)
+					}
+					p.Roles = append(p.Roles, s)
+				}
+			default:
+				return Principal{}, fmt.Errorf("roles is a %T, not a list of strings", val)
+			}
+		default:
+			return Principal{}, fmt.Errorf("unknown key %q; the keys are name, roles", k)
+		}
+	}
+	return p, nil
 }
 
 func toTask(v any) (Task, error) {

@@ -5,7 +5,8 @@
 // Every role records into the same process-wide Registry: the gateway the
 // calls it answers, the worker each attempt of a tool call, each policy
 // decision and each approval it closes, and the Temporal SDK its own
-// metrics (SDK, through NewSDKHandler). Workflow code records nothing, so a
+// metrics (SDK, through NewSDKHandler). Workflow code records only through
+// the SDK's replay-aware handler (see sdkOwned), so a
 // replay cannot count twice. It imports the Prometheus client and the
 // Temporal SDK's metrics interface only.
 package metrics

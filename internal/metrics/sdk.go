@@ -113,8 +113,36 @@ func withTagsKey(tags map[string]string) string {
 	return string(b)
 }
 
+// sdkOwned are airlock's own counters that workflow code counts through
+// the SDK's replay-aware handler (workflow.GetMetricsHandler), by name:
+// such a count goes to the vector, with the labels it declares taken from
+// the handler's tags (the SDK's own tags, namespace, task_queue and
+// workflow_type, are dropped), so that one metric has one set of labels
+// whichever role counted it.
+var sdkOwned = map[string]struct {
+	vec    *prometheus.CounterVec
+	labels []string
+}{
+	// Plan steps refused by a limit (workflows, runStep); the gateway
+	// counts the calls it answers itself.
+	"airlock_limit_refusals_total": {LimitRefusals, []string{"check", "limit"}},
+	// Task-state calls (workflows, stateCall), whoever called.
+	"airlock_task_state_calls_total": {StateCalls, []string{"op", "result"}},
+}
+
 // Counter implements client.MetricsHandler.
 func (h *SDKHandler) Counter(name string) client.MetricsCounter {
+	if o, ok := sdkOwned[name]; ok {
+		l := prometheus.Labels{}
+		for _, n := range o.labels {
+			l[n] = h.tags[n]
+		}
+		c, err := o.vec.GetMetricWith(l)
+		if err != nil {
+			return client.MetricsNopHandler.Counter(name)
+		}
+		return counter{c}
+	}
 	c, ok := h.get("counter", name, func(opts prometheus.Opts) prometheus.Collector {
 		return prometheus.NewCounter(prometheus.CounterOpts(opts))
 	}).(prometheus.Counter)

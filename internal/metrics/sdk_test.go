@@ -253,3 +253,25 @@ func BenchmarkSDKHandlerWithTags(b *testing.B) {
 		})
 	}
 }
+
+// TestSDKHandlerOwnedCounter: a workflow's count of an airlock counter
+// through the SDK handler (a plan step refused by a limit) lands in that
+// counter's vector with its own labels only (the SDK's tags dropped), so
+// the process registry still scrapes and the series is the gateway's.
+func TestSDKHandlerOwnedCounter(t *testing.T) {
+	wf := SDK.WithTags(map[string]string{"namespace": "default", "task_queue": "q", "workflow_type": "Plan"})
+	wf.WithTags(map[string]string{"check": "rate_limit", "limit": "owned-test"}).Counter("airlock_limit_refusals_total").Inc(1)
+	wf.WithTags(map[string]string{"check": "rate_limit", "limit": "owned-test"}).Counter("airlock_limit_refusals_total").Inc(1)
+	rec := httptest.NewRecorder()
+	Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	if rec.Code != 200 {
+		t.Fatalf("scrape: %d %s", rec.Code, body)
+	}
+	if want := `airlock_limit_refusals_total{check="rate_limit",limit="owned-test"} 2`; !strings.Contains(body, want) {
+		t.Errorf("/metrics lacks %q:\n%s", want, body)
+	}
+	if strings.Contains(body, `airlock_limit_refusals_total{check="rate_limit",limit="owned-test",namespace=`) {
+		t.Error("the owned counter kept the SDK's tags")
+	}
+}
