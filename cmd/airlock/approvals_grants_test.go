@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -60,34 +57,10 @@ func TestApprovalsGrants(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(grants), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("TEMPORAL_ADDRESS", "")
-	t.Setenv("TEMPORAL_NAMESPACE", "")
-	dataDir := filepath.Join(t.TempDir(), "data")
-	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
-	if s != nil {
-		defer s.stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s := approvalsDev(t, cfg, filepath.Join(t.TempDir(), "data"))
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
-	session := func(key string) *mcp.ClientSession {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT(key)}},
-				&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
-	}
+	session := func(key string) *mcp.ClientSession { return approvalsSession(t, ctx, s, key) }
 	alice, bob := session("alice-key"), session("bob-key")
 	deadline := time.Now().Add(60 * time.Second)
 	for {

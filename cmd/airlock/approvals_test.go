@@ -60,6 +60,43 @@ approver_groups:
 	return cfg, effects
 }
 
+// approvalsDev runs `airlock dev` in-process on cfg (embedded Temporal,
+// worker and gateway; data and the default audit log in dataDir) until the
+// test ends; ctx is cancelled after it stops.
+func approvalsDev(t *testing.T, cfg, dataDir string) (context.Context, *stack) {
+	t.Helper()
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	t.Setenv("TEMPORAL_NAMESPACE", "")
+	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
+	if s != nil {
+		t.Cleanup(s.stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, s
+}
+
+// approvalsSession connects to s's gateway with key, as a 2025-11-25
+// client, until the test ends.
+func approvalsSession(t *testing.T, ctx context.Context, s *stack, key string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT(key)}},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 // TestApprovalsArguments: mistakes are reported before anything is dialed,
 // naming the flag or variable to fix.
 func TestApprovalsArguments(t *testing.T) {
@@ -117,23 +154,9 @@ func TestApprovalsArguments(t *testing.T) {
 func TestApprovalsCLI(t *testing.T) {
 	upstream := buildTestupstream(t)
 	cfg, effects := approvalsConfig(t, upstream)
-	t.Setenv("TEMPORAL_ADDRESS", "")
-	t.Setenv("TEMPORAL_NAMESPACE", "")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	auditPath := filepath.Join(dataDir, "audit.jsonl") // dev's default
-	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
-	if s != nil {
-		defer s.stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s := approvalsDev(t, cfg, dataDir)
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
 
 	// The page is mounted on the gateway.
