@@ -36,21 +36,7 @@ func pathReq(id, path string) api.CallRequest {
 func (h *approvalHarness) grantDecide(d time.Duration, r api.CallRequest, approver string, approve bool, grant *api.GrantAsk, res *api.DecideResult, rejected *error) {
 	dr := api.DecideRequest{RequestID: "task-1~" + r.CallID, Approver: approver, Approve: approve, Via: "test", Grant: grant,
 		Digest: api.RequestDigest("task-1", r.CallID, r.Tool, r.Arguments, "pv1")}
-	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(api.UpdateDecide, "decide-"+r.CallID+"-"+approver+d.String(), &testsuite.TestUpdateCallback{
-			OnAccept: func() {},
-			OnReject: func(err error) {
-				if rejected != nil {
-					*rejected = err
-				}
-			},
-			OnComplete: func(v any, err error) {
-				if err == nil && res != nil {
-					*res = v.(api.DecideResult)
-				}
-			},
-		}, dr)
-	}, d)
+	h.decideAt(d, "decide-"+r.CallID+"-"+approver+d.String(), dr, res, rejected)
 }
 
 func (h *approvalHarness) revokeAt(d time.Duration, id, by string, res *api.Grant, rejected *error) {
