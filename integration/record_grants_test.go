@@ -41,13 +41,7 @@ func TestRecordGrantsHistory(t *testing.T) {
 	waitTools(t, s.connect(t, nil), "counter__put")
 	ctx := context.Background()
 	taskID := "record-grants"
-	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
-		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-		Limits:   api.Limits{MaxCalls: 20, IdleTimeout: time.Hour, ContinueAsNewAfter: 4}}
-	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := startRecorderTask(t, s, taskID, api.Limits{MaxCalls: 20, IdleTimeout: time.Hour, ContinueAsNewAfter: 4})
 	pending := func(callID string) api.ApprovalRequest {
 		t.Helper()
 		var ar api.ApprovalRequest
@@ -81,12 +75,8 @@ func TestRecordGrantsHistory(t *testing.T) {
 		var res api.CallResult
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: id,
-				UpdateName: api.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
-			if err == nil {
-				err = h.Get(ctx, &res)
-			}
-			if err == nil {
+			var err error
+			if res, err = sendCall(ctx, s, taskID, req); err == nil {
 				break
 			}
 			if time.Now().After(deadline) { // between runs the update may race the new run
@@ -191,14 +181,7 @@ func TestRecordPrincipalGrantsHistory(t *testing.T) {
 	waitTools(t, s.connect(t, nil), "counter__put")
 	ctx := context.Background()
 	start := func(id string) client.WorkflowRun {
-		in := api.TaskInput{TaskID: id, Principal: "recorder",
-			Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-			Limits:   api.Limits{MaxCalls: 20, IdleTimeout: time.Hour}}
-		run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return run
+		return startRecorderTask(t, s, id, api.Limits{MaxCalls: 20, IdleTimeout: time.Hour})
 	}
 	runA, runB := start("record-pgrants-a"), start("record-pgrants-b")
 	decide := func(task, callID string, approve bool, grant *api.GrantAsk) {
@@ -220,12 +203,7 @@ func TestRecordPrincipalGrantsHistory(t *testing.T) {
 		}
 		req := api.CallRequest{CallID: id, Tool: "counter__put", Server: "counter", UpstreamTool: "put",
 			Arguments: json.RawMessage(`{"key":"` + key + `"}`), Spec: api.SpecFor(m.Tools["put"])}
-		h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: task, UpdateID: id,
-			UpdateName: api.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
-		var res api.CallResult
-		if err == nil {
-			err = h.Get(ctx, &res)
-		}
+		res, err := sendCall(ctx, s, task, req)
 		if err != nil {
 			t.Fatalf("call %s: %v", id, err)
 		}
