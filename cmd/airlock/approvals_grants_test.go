@@ -99,22 +99,13 @@ func TestApprovalsGrants(t *testing.T) {
 	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s+ops\s+0/1\s`)
 	pending := func() (id, digest string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			_, stdout, _ := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
-			if m := idRE.FindStringSubmatch(stdout); m != nil {
-				_, show, _ := runCLI(t, append([]string{"approvals", "show", m[1]}, temporal...)...)
-				d := regexp.MustCompile(`(?m)^digest:\s+([0-9a-f]{64})$`).FindStringSubmatch(show)
-				if d == nil {
-					t.Fatalf("show %s:\n%s", m[1], show)
-				}
-				return m[1], d[1]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no pending request:\n%s", stdout)
-			}
-			time.Sleep(200 * time.Millisecond)
+		id = listedRequest(t, temporal, idRE)
+		_, show, _ := runCLI(t, append([]string{"approvals", "show", id}, temporal...)...)
+		d := regexp.MustCompile(`(?m)^digest:\s+([0-9a-f]{64})$`).FindStringSubmatch(show)
+		if d == nil {
+			t.Fatalf("show %s:\n%s", id, show)
 		}
+		return id, d[1]
 	}
 	mcpDecide := func(id, digest string, calls int) *mcp.CallToolResult {
 		t.Helper()

@@ -97,6 +97,26 @@ func approvalsSession(t *testing.T, ctx context.Context, s *stack, key string) *
 	return cs
 }
 
+// listedRequest waits (60 s at most) until approvals list shows a request
+// that idRE matches and returns idRE's first group, its ID.
+func listedRequest(t *testing.T, temporal []string, idRE *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, stdout, stderr := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
+		if code != 0 {
+			t.Fatalf("approvals list: %d %s", code, stderr)
+		}
+		if m := idRE.FindStringSubmatch(stdout); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("approvals list never showed the request:\n%s", stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // TestApprovalsArguments: mistakes are reported before anything is dialed,
 // naming the flag or variable to fix.
 func TestApprovalsArguments(t *testing.T) {
@@ -202,21 +222,7 @@ func TestApprovalsCLI(t *testing.T) {
 	}()
 
 	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s+ops\s+0/1\s`)
-	var id string
-	deadline = time.Now().Add(60 * time.Second)
-	for id == "" {
-		code, stdout, stderr := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
-		if code != 0 {
-			t.Fatalf("approvals list: %d %s", code, stderr)
-		}
-		if m := idRE.FindStringSubmatch(stdout); m != nil {
-			id = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("approvals list never showed the request:\n%s", stdout)
-		} else {
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	id := listedRequest(t, temporal, idRE)
 	code, stdout, stderr := runCLI(t, append([]string{"approvals", "show", id}, temporal...)...)
 	digest := regexp.MustCompile(`(?m)^digest:\s+([0-9a-f]{64})$`).FindStringSubmatch(stdout)
 	if code != 0 || digest == nil || strings.Contains(stdout, "cli-secret") || !strings.Contains(stdout, "[redacted]") {

@@ -48,20 +48,7 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 	}()
 
 	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s`)
-	var id string
-	for deadline := time.Now().Add(60 * time.Second); id == ""; {
-		code, stdout, stderr := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
-		if code != 0 {
-			t.Fatalf("approvals list: %d %s", code, stderr)
-		}
-		if m := idRE.FindStringSubmatch(stdout); m != nil {
-			id = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("approvals list never showed the request:\n%s", stdout)
-		} else {
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	id := listedRequest(t, temporal, idRE)
 	argsFile := filepath.Join(t.TempDir(), "args.json")
 	if err := os.WriteFile(argsFile, []byte(`{"key": "cli-edited"}`), 0o600); err != nil {
 		t.Fatal(err)
