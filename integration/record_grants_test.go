@@ -25,17 +25,7 @@ import (
 // asks again; its new grant is revoked (by bob; mallory may not), and the
 // next call asks again.
 func TestRecordGrantsHistory(t *testing.T) {
-	m, _ := counterManifest(t, `  put:
-    side_effects: [write]
-    data_access_level: internal
-    risk: high
-    idempotent: true
-    approval:
-      group: ops
-      timeout: 1h
-      max_grant: {calls: 5, duration: 1h}
-      grant_args: [key]
-`)
+	m := grantsManifest(t, "{calls: 5, duration: 1h}")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}},
 		continueAsNewAfter: 4})
 	waitTools(t, s.connect(t, nil), "counter__put")
@@ -152,6 +142,23 @@ func TestRecordGrantsHistory(t *testing.T) {
 	replayRuns(t, s, taskID, run.GetRunID(), "grants_v1")
 }
 
+// grantsManifest is the counter whose put needs ops's approval, which may
+// grant within maxGrant for the same key.
+func grantsManifest(t *testing.T, maxGrant string) *manifests.Manifest {
+	m, _ := counterManifest(t, `  put:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    idempotent: true
+    approval:
+      group: ops
+      timeout: 1h
+      max_grant: `+maxGrant+`
+      grant_args: [key]
+`)
+	return m
+}
+
 func isRefusal(err error) bool {
 	var ref *approver.Refusal
 	return errors.As(err, &ref)
@@ -166,17 +173,7 @@ func isRefusal(err error) bool {
 // the next call of task B asks, is approved with a new principal grant,
 // which the principal revokes; the next call of task A asks again.
 func TestRecordPrincipalGrantsHistory(t *testing.T) {
-	m, _ := counterManifest(t, `  put:
-    side_effects: [write]
-    data_access_level: internal
-    risk: high
-    idempotent: true
-    approval:
-      group: ops
-      timeout: 1h
-      max_grant: {calls: 5, duration: 1h, principal: true}
-      grant_args: [key]
-`)
+	m := grantsManifest(t, "{calls: 5, duration: 1h, principal: true}")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}}})
 	waitTools(t, s.connect(t, nil), "counter__put")
 	ctx := context.Background()
