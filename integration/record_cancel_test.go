@@ -105,11 +105,6 @@ func TestRecordCancelHistory(t *testing.T) {
 		}
 	}
 
-	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	finishTask(t, s, taskID)
 	replayRuns(t, s, taskID, run.GetRunID(), "cancel_v1")
 }

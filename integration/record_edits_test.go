@@ -107,11 +107,6 @@ func TestRecordEditsHistory(t *testing.T) {
 		t.Errorf("saga %+v: the compensation must undo the edited call", st.Saga)
 	}
 
-	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	finishTask(t, s, taskID)
 	replayRuns(t, s, taskID, run.GetRunID(), "edits_v1")
 }

@@ -133,12 +133,7 @@ func TestRecordGrantsHistory(t *testing.T) {
 	if st.Runs != 2 || len(st.Grants) != 2 || st.Grants[0].State(time.Now()) != "used" || st.Grants[1].State(time.Now()) != "revoked" {
 		t.Errorf("status: runs %d grants %+v", st.Runs, st.Grants)
 	}
-	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.client.GetWorkflow(ctx, taskID, "").Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	finishTask(t, s, taskID)
 	replayRuns(t, s, taskID, run.GetRunID(), "grants_v1")
 }
 
@@ -238,12 +233,7 @@ func TestRecordPrincipalGrantsHistory(t *testing.T) {
 		t.Fatalf("principal grants %+v %v", grants, err)
 	}
 	for _, run := range []client.WorkflowRun{runA, runB} {
-		if err := s.client.SignalWorkflow(ctx, run.GetID(), "", api.SignalFinish, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := run.Get(ctx, nil); err != nil {
-			t.Fatal(err)
-		}
+		finishTask(t, s, run.GetID())
 	}
 	// The grants workflow waits for its last grant to expire: end it here
 	// so its history is complete.

@@ -186,6 +186,18 @@ func startRecorderTask(t testing.TB, s *stack, taskID string, limits api.Limits)
 	return run
 }
 
+// finishTask signals task taskID to finish and waits until it has.
+func finishTask(t testing.TB, s *stack, taskID string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.GetWorkflow(ctx, taskID, "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sendCall delivers one call to task taskID as the gateway does (update
 // UpdateCallTool, its ID the call's) and waits for the result.
 func sendCall(ctx context.Context, s *stack, taskID string, req api.CallRequest) (api.CallResult, error) {
@@ -396,11 +408,6 @@ func TestRecordApprovalHistory(t *testing.T) {
 			t.Fatalf("call %s: %v %+v, want %s", c.id, err, res, c.want)
 		}
 	}
-	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	finishTask(t, s, taskID)
 	replayRuns(t, s, taskID, run.GetRunID(), "approvals_v1")
 }
