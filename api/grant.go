@@ -47,14 +47,7 @@ func (g *GrantAsk) String() string {
 	if g.Empty() {
 		return "once only"
 	}
-	var parts []string
-	if g.Calls > 0 {
-		parts = append(parts, plural(g.Calls, "call"))
-	}
-	if g.For > 0 {
-		parts = append(parts, g.For.String())
-	}
-	s := strings.Join(parts, " within ")
+	s := strings.Join(amounts(g.Calls, g.For), " within ")
 	if g.Principal {
 		s += " for the principal"
 	}
@@ -104,18 +97,23 @@ func (b *GrantBound) String() string {
 	if b == nil {
 		return "none"
 	}
-	var parts []string
-	if b.Calls > 0 {
-		parts = append(parts, plural(b.Calls, "call"))
-	}
-	if b.Duration > 0 {
-		parts = append(parts, b.Duration.String())
-	}
-	s := strings.Join(parts, ", ")
+	s := strings.Join(amounts(b.Calls, b.Duration), ", ")
 	if b.Principal {
 		s += ", principal"
 	}
 	return s
+}
+
+// amounts names the calls and the time a grant covers, those that are set.
+func amounts(calls int, d time.Duration) []string {
+	var parts []string
+	if calls > 0 {
+		parts = append(parts, plural(calls, "call"))
+	}
+	if d > 0 {
+		parts = append(parts, d.String())
+	}
+	return parts
 }
 
 func plural(n int, what string) string {

@@ -512,6 +512,12 @@ func newTestGateway(t *testing.T, ft *fakeTemporal, o Options) *Gateway {
 // without HTTP headers, like stdio.
 func connectMemory(t *testing.T, g *Gateway) *mcp.ClientSession {
 	t.Helper()
+	return connectMemoryWith(t, g, nil)
+}
+
+// connectMemoryWith is connectMemory with the client's options.
+func connectMemoryWith(t *testing.T, g *Gateway, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := g.Server().Connect(ctx, st, nil)
@@ -519,7 +525,7 @@ func connectMemory(t *testing.T, g *Gateway) *mcp.ClientSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,20 +21,10 @@ func TestReloadPublishesToolChanges(t *testing.T) {
 	g := newTestGateway(t, ft, base)
 
 	changed := make(chan struct{}, 8)
-	ct, st := mcp.NewInMemoryTransports()
-	ctx := context.Background()
-	ss, err := g.Server().Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+	cs := connectMemoryWith(t, g, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	}).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
+	})
+	ctx := context.Background()
 	names := func() []string {
 		res, err := cs.ListTools(ctx, nil)
 		if err != nil {

@@ -33,6 +33,19 @@ tools:
 	return d
 }
 
+// devArgs are the arguments of an airlock dev on d's airlock.yaml, its data
+// in d.dir/data, on free ports, then extra: base is its gateway's URL,
+// temporal its embedded Temporal's address. A dev restarted with the same
+// arguments finds its tasks again.
+func (d counterDev) devArgs(t *testing.T, extra ...string) (args []string, base, temporal string) {
+	t.Helper()
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tport := freePort(t)
+	args = append([]string{"--config", filepath.Join(d.dir, "airlock.yaml"), "--data-dir", filepath.Join(d.dir, "data"),
+		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--log-format", "json"}, extra...)
+	return args, "http://" + listen, fmt.Sprintf("127.0.0.1:%d", tport)
+}
+
 // appendNeedsOpsTools is a tools block whose append needs ops' approval.
 const appendNeedsOpsTools = `  append:
     side_effects: [write]

@@ -347,12 +347,7 @@ func TestLocksSurviveKill(t *testing.T) {
     lock_timeout: 120s
 `)
 	writeFile(t, d.dir+"/airlock.yaml", "manifests: [counter.yaml]\n"+identityYAML)
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	tport := freePort(t)
-	temporalAddr := fmt.Sprintf("127.0.0.1:%d", tport)
-	args := []string{"--config", d.dir + "/airlock.yaml", "--data-dir", d.dir + "/data",
-		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--log-format", "json"}
-	base := "http://" + listen
+	args, base, temporalAddr := d.devArgs(t)
 	p := startDev(t, d.bin, args...)
 	p.waitHealthy(t, base)
 	csA, csB := connectURL(t, base+"/mcp", nil), connectURL(t, base+"/mcp", nil)

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/manifests"
@@ -30,23 +28,12 @@ func TestRecordCancelHistory(t *testing.T) {
 	waitTools(t, s.connect(t, nil), "counter__wait")
 	ctx := context.Background()
 	taskID := "record-cancel"
-	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
-		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-		Limits:   api.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
-	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := startRecorderTask(t, s, taskID, api.Limits{MaxCalls: 10, IdleTimeout: time.Hour})
 	send := func(id, tool, args string) api.CallResult {
 		t.Helper()
 		req := api.CallRequest{CallID: id, Tool: "counter__" + tool, Server: "counter", UpstreamTool: tool,
 			Arguments: json.RawMessage(args), Spec: api.SpecFor(m.Tools[tool])}
-		h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: id,
-			UpdateName: api.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
-		var res api.CallResult
-		if err == nil {
-			err = h.Get(ctx, &res)
-		}
+		res, err := sendCall(ctx, s, taskID, req)
 		if err != nil {
 			t.Fatalf("call %s: %v", id, err)
 		}
@@ -118,11 +105,6 @@ func TestRecordCancelHistory(t *testing.T) {
 		}
 	}
 
-	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	finishTask(t, s, taskID)
 	replayRuns(t, s, taskID, run.GetRunID(), "cancel_v1")
 }

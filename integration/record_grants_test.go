@@ -25,29 +25,13 @@ import (
 // asks again; its new grant is revoked (by bob; mallory may not), and the
 // next call asks again.
 func TestRecordGrantsHistory(t *testing.T) {
-	m, _ := counterManifest(t, `  put:
-    side_effects: [write]
-    data_access_level: internal
-    risk: high
-    idempotent: true
-    approval:
-      group: ops
-      timeout: 1h
-      max_grant: {calls: 5, duration: 1h}
-      grant_args: [key]
-`)
+	m := grantsManifest(t, "{calls: 5, duration: 1h}")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}},
 		continueAsNewAfter: 4})
 	waitTools(t, s.connect(t, nil), "counter__put")
 	ctx := context.Background()
 	taskID := "record-grants"
-	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
-		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-		Limits:   api.Limits{MaxCalls: 20, IdleTimeout: time.Hour, ContinueAsNewAfter: 4}}
-	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := startRecorderTask(t, s, taskID, api.Limits{MaxCalls: 20, IdleTimeout: time.Hour, ContinueAsNewAfter: 4})
 	pending := func(callID string) api.ApprovalRequest {
 		t.Helper()
 		var ar api.ApprovalRequest
@@ -81,12 +65,8 @@ func TestRecordGrantsHistory(t *testing.T) {
 		var res api.CallResult
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: id,
-				UpdateName: api.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
-			if err == nil {
-				err = h.Get(ctx, &res)
-			}
-			if err == nil {
+			var err error
+			if res, err = sendCall(ctx, s, taskID, req); err == nil {
 				break
 			}
 			if time.Now().After(deadline) { // between runs the update may race the new run
@@ -153,13 +133,25 @@ func TestRecordGrantsHistory(t *testing.T) {
 	if st.Runs != 2 || len(st.Grants) != 2 || st.Grants[0].State(time.Now()) != "used" || st.Grants[1].State(time.Now()) != "revoked" {
 		t.Errorf("status: runs %d grants %+v", st.Runs, st.Grants)
 	}
-	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.client.GetWorkflow(ctx, taskID, "").Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	finishTask(t, s, taskID)
 	replayRuns(t, s, taskID, run.GetRunID(), "grants_v1")
+}
+
+// grantsManifest is the counter whose put needs ops's approval, which may
+// grant within maxGrant for the same key.
+func grantsManifest(t *testing.T, maxGrant string) *manifests.Manifest {
+	m, _ := counterManifest(t, `  put:
+    side_effects: [write]
+    data_access_level: internal
+    risk: high
+    idempotent: true
+    approval:
+      group: ops
+      timeout: 1h
+      max_grant: `+maxGrant+`
+      grant_args: [key]
+`)
+	return m
 }
 
 func isRefusal(err error) bool {
@@ -176,29 +168,12 @@ func isRefusal(err error) bool {
 // the next call of task B asks, is approved with a new principal grant,
 // which the principal revokes; the next call of task A asks again.
 func TestRecordPrincipalGrantsHistory(t *testing.T) {
-	m, _ := counterManifest(t, `  put:
-    side_effects: [write]
-    data_access_level: internal
-    risk: high
-    idempotent: true
-    approval:
-      group: ops
-      timeout: 1h
-      max_grant: {calls: 5, duration: 1h, principal: true}
-      grant_args: [key]
-`)
+	m := grantsManifest(t, "{calls: 5, duration: 1h, principal: true}")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}}})
 	waitTools(t, s.connect(t, nil), "counter__put")
 	ctx := context.Background()
 	start := func(id string) client.WorkflowRun {
-		in := api.TaskInput{TaskID: id, Principal: "recorder",
-			Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-			Limits:   api.Limits{MaxCalls: 20, IdleTimeout: time.Hour}}
-		run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return run
+		return startRecorderTask(t, s, id, api.Limits{MaxCalls: 20, IdleTimeout: time.Hour})
 	}
 	runA, runB := start("record-pgrants-a"), start("record-pgrants-b")
 	decide := func(task, callID string, approve bool, grant *api.GrantAsk) {
@@ -220,12 +195,7 @@ func TestRecordPrincipalGrantsHistory(t *testing.T) {
 		}
 		req := api.CallRequest{CallID: id, Tool: "counter__put", Server: "counter", UpstreamTool: "put",
 			Arguments: json.RawMessage(`{"key":"` + key + `"}`), Spec: api.SpecFor(m.Tools["put"])}
-		h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: task, UpdateID: id,
-			UpdateName: api.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
-		var res api.CallResult
-		if err == nil {
-			err = h.Get(ctx, &res)
-		}
+		res, err := sendCall(ctx, s, task, req)
 		if err != nil {
 			t.Fatalf("call %s: %v", id, err)
 		}
@@ -263,12 +233,7 @@ func TestRecordPrincipalGrantsHistory(t *testing.T) {
 		t.Fatalf("principal grants %+v %v", grants, err)
 	}
 	for _, run := range []client.WorkflowRun{runA, runB} {
-		if err := s.client.SignalWorkflow(ctx, run.GetID(), "", api.SignalFinish, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := run.Get(ctx, nil); err != nil {
-			t.Fatal(err)
-		}
+		finishTask(t, s, run.GetID())
 	}
 	// The grants workflow waits for its last grant to expire: end it here
 	// so its history is complete.

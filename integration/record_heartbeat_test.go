@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
@@ -44,25 +42,14 @@ tools:
 
 	ctx := context.Background()
 	taskID := "record-heartbeat"
-	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
-		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-		Limits:   api.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
-	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := startRecorderTask(t, s, taskID, api.Limits{MaxCalls: 10, IdleTimeout: time.Hour})
 	callReq := func(id, tool, args string, spec api.ToolSpec) api.CallRequest {
 		return api.CallRequest{CallID: id, Tool: "counter__" + tool, Server: "counter", UpstreamTool: tool,
 			Arguments: json.RawMessage(args), Spec: spec}
 	}
 	send := func(c api.CallRequest) api.CallResult {
 		t.Helper()
-		h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: c.CallID,
-			UpdateName: api.UpdateCallTool, Args: []any{c}, WaitForStage: client.WorkflowUpdateStageCompleted})
-		var res api.CallResult
-		if err == nil {
-			err = h.Get(ctx, &res)
-		}
+		res, err := sendCall(ctx, s, taskID, c)
 		if err != nil {
 			t.Errorf("call %s: %v", c.CallID, err)
 		}

@@ -172,6 +172,44 @@ func replayClientRuns(t *testing.T, c client.Client, id, runID, name string) {
 	}
 }
 
+// startRecorderTask starts an agent task as the principal "recorder" (every
+// counter__ tool allowed), for the recorded histories.
+func startRecorderTask(t testing.TB, s *stack, taskID string, limits api.Limits) client.WorkflowRun {
+	t.Helper()
+	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
+		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
+		Limits:   limits}
+	run, err := s.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// finishTask signals task taskID to finish and waits until it has.
+func finishTask(t testing.TB, s *stack, taskID string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.GetWorkflow(ctx, taskID, "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sendCall delivers one call to task taskID as the gateway does (update
+// UpdateCallTool, its ID the call's) and waits for the result.
+func sendCall(ctx context.Context, s *stack, taskID string, req api.CallRequest) (api.CallResult, error) {
+	h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: req.CallID,
+		UpdateName: api.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var res api.CallResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	return res, err
+}
+
 // sagaCounter is testupstream with compensable writes: append captures
 // with echo and is undone by put; put is undone by put.
 func sagaCounter(t testing.TB) *manifests.Manifest {
@@ -206,13 +244,7 @@ func TestRecordRollbackHistory(t *testing.T) {
 	waitTools(t, cs, "counter__append")
 	ctx := context.Background()
 	taskID := "record-rollback"
-	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
-		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-		Limits:   api.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
-	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := startRecorderTask(t, s, taskID, api.Limits{MaxCalls: 10, IdleTimeout: time.Hour})
 	m := sagaCounter(t)
 	callReq := func(id, tool, key string) api.CallRequest {
 		return api.CallRequest{CallID: id, Tool: "counter__" + tool, Server: "counter", UpstreamTool: tool,
@@ -337,13 +369,7 @@ func TestRecordApprovalHistory(t *testing.T) {
 	waitTools(t, cs, "counter__put")
 	ctx := context.Background()
 	taskID := "record-approvals"
-	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
-		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
-		Limits:   api.Limits{MaxCalls: 10, IdleTimeout: time.Hour}}
-	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := startRecorderTask(t, s, taskID, api.Limits{MaxCalls: 10, IdleTimeout: time.Hour})
 	// decide waits for the call's request to be pending (and, when
 	// escalated is set, escalated), then delivers one approver's decision.
 	decide := func(callID, who string, approve, escalated bool) {
@@ -377,21 +403,11 @@ func TestRecordApprovalHistory(t *testing.T) {
 		if c.tool == "fail" {
 			req.Arguments = json.RawMessage(`{"text":"t"}`)
 		}
-		h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: c.id,
-			UpdateName: api.UpdateCallTool, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
-		var res api.CallResult
-		if err == nil {
-			err = h.Get(ctx, &res)
-		}
+		res, err := sendCall(ctx, s, taskID, req)
 		if err != nil || res.Outcome != c.want {
 			t.Fatalf("call %s: %v %+v, want %s", c.id, err, res, c.want)
 		}
 	}
-	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalFinish, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	finishTask(t, s, taskID)
 	replayRuns(t, s, taskID, run.GetRunID(), "approvals_v1")
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -285,16 +284,8 @@ var reloadMetric = regexp.MustCompile(`(?m)^airlock_config_reload_total\{result=
 // reloadCount reads airlock_config_reload_total{result} from /metrics.
 func reloadCount(t *testing.T, base, result string) int {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range reloadMetric.FindAllStringSubmatch(string(b), -1) {
+	_, _, body := uiGet(t, base+"/metrics")
+	for _, m := range reloadMetric.FindAllStringSubmatch(body, -1) {
 		if m[1] == result {
 			n, _ := strconv.Atoi(m[2])
 			return n

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"encoding/json"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -30,11 +29,7 @@ task:
       properties:
         done: {type: array, items: {type: string}}
 `+identityYAML)
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	tport := freePort(t)
-	args := []string{"--config", filepath.Join(d.dir, "airlock.yaml"), "--data-dir", filepath.Join(d.dir, "data"),
-		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--no-ui", "--log-format", "json"}
-	base := "http://" + listen
+	args, base, temporal := d.devArgs(t, "--no-ui")
 	p1 := startDev(t, d.bin, args...)
 	p1.waitHealthy(t, base)
 	cs := connectURL(t, base+"/mcp", nil)
@@ -60,7 +55,7 @@ task:
 	if bad := call(t, cs2, api.ToolStateSet, map[string]any{"key": "done", "value": "all"}, ""); !bad.IsError || !strings.Contains(text(bad), "task.state.schema") {
 		t.Fatalf("a value against the configured schema: isError=%v %s", bad.IsError, text(bad))
 	}
-	out, err := exec.Command(d.bin, "tasks", "show", "--temporal-address", fmt.Sprintf("127.0.0.1:%d", tport), task).CombinedOutput()
+	out, err := exec.Command(d.bin, "tasks", "show", "--temporal-address", temporal, task).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "state doc: 25 bytes, 1 key(s): done") {
 		t.Errorf("airlock tasks show: %v\n%s", err, out)
 	}

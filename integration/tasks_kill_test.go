@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,11 +22,7 @@ import (
 func TestTasksExtensionSurvivesKill(t *testing.T) {
 	d := newCounterDev(t, appendNeedsOpsTools)
 	d.writeApprovalsConfig(t, "2s")
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	tport := freePort(t)
-	args := []string{"--config", filepath.Join(d.dir, "airlock.yaml"), "--data-dir", filepath.Join(d.dir, "data"),
-		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--log-format", "json", "--no-ui"}
-	base := "http://" + listen
+	args, base, temporal := d.devArgs(t, "--no-ui")
 	p1 := startDev(t, d.bin, args...)
 	p1.waitHealthy(t, base)
 
@@ -56,7 +51,7 @@ func TestTasksExtensionSurvivesKill(t *testing.T) {
 	if rerr != nil || got["status"] != "working" {
 		t.Fatalf("tasks/get after the restart: %v %v; want working", got, rerr)
 	}
-	c := dialTest(t, fmt.Sprintf("127.0.0.1:%d", tport), "default")
+	c := dialTest(t, temporal, "default")
 	local := approver.Local{Temporal: c, Namespace: "default"}
 	ar, err := local.Show(context.Background(), handle)
 	if err != nil || ar.State != api.ApprovalPending {

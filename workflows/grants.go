@@ -247,14 +247,7 @@ func (t *task) noteGrant(ar *api.ApprovalRequest, d api.DecideRequest) string {
 	return "; with a grant of " + d.Grant.String() + " of " + ar.Tool
 }
 
-func (t *task) grant(id string) *api.Grant {
-	for _, g := range t.grants {
-		if g.ID == id {
-			return g
-		}
-	}
-	return nil
-}
+func (t *task) grant(id string) *api.Grant { return findGrant(t.grants, id) }
 
 // validateRevokeGrant refuses revocations that would change nothing.
 func (t *task) validateRevokeGrant(ctx workflow.Context, r api.RevokeGrantRequest) error {
@@ -267,34 +260,17 @@ func (t *task) validateRevokeGrant(ctx workflow.Context, r api.RevokeGrantReques
 		return refuse("the revocation names nobody (By)")
 	case g == nil:
 		return refuse(fmt.Sprintf("task %s has no grant %q; airlock tasks show %s lists its grants", t.in.TaskID, r.GrantID, t.in.TaskID))
-	case !g.RevokedAt.IsZero():
-		return refuse(fmt.Sprintf("grant %s was already revoked by %s at %s", g.ID, g.RevokedBy, g.RevokedAt.UTC().Format(time.RFC3339)))
-	case r.By != g.Principal && !slices.Contains(g.Approvers, r.By):
-		return refuse(fmt.Sprintf("%s may not revoke grant %s: only its principal (%s) and the approvers of group %q may", r.By, g.ID, g.Principal, g.Group))
 	}
-	return nil
+	return revokeRefusal(g, r.By)
 }
 
 // revokeGrant ends a grant: later calls ask for approval again.
 func (t *task) revokeGrant(ctx workflow.Context, r api.RevokeGrantRequest) (api.Grant, error) {
-	g := t.grant(r.GrantID)
-	g.RevokedAt, g.RevokedBy, g.Reason = workflow.Now(ctx), r.By, r.Reason
-	return *g, nil
+	return revoke(ctx, t.grant(r.GrantID), r), nil
 }
 
 // grantsCopy is the task's grants, for the status query and continue-as-new.
-func (t *task) grantsCopy() []api.Grant {
-	if len(t.grants) == 0 {
-		return nil
-	}
-	out := make([]api.Grant, len(t.grants))
-	for i, g := range t.grants {
-		out[i] = *g
-		out[i].GrantedBy = slices.Clone(g.GrantedBy)
-		out[i].Args = slices.Clone(g.Args)
-	}
-	return out
-}
+func (t *task) grantsCopy() []api.Grant { return copyGrants(t.grants) }
 
 // grantNote is what a vote granted, for notices ("" for none).
 func grantNote(g *api.GrantAsk) string {

@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -36,21 +34,7 @@ func pathReq(id, path string) api.CallRequest {
 func (h *approvalHarness) grantDecide(d time.Duration, r api.CallRequest, approver string, approve bool, grant *api.GrantAsk, res *api.DecideResult, rejected *error) {
 	dr := api.DecideRequest{RequestID: "task-1~" + r.CallID, Approver: approver, Approve: approve, Via: "test", Grant: grant,
 		Digest: api.RequestDigest("task-1", r.CallID, r.Tool, r.Arguments, "pv1")}
-	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(api.UpdateDecide, "decide-"+r.CallID+"-"+approver+d.String(), &testsuite.TestUpdateCallback{
-			OnAccept: func() {},
-			OnReject: func(err error) {
-				if rejected != nil {
-					*rejected = err
-				}
-			},
-			OnComplete: func(v any, err error) {
-				if err == nil && res != nil {
-					*res = v.(api.DecideResult)
-				}
-			},
-		}, dr)
-	}, d)
+	h.decideAt(d, "decide-"+r.CallID+"-"+approver+d.String(), dr, res, rejected)
 }
 
 func (h *approvalHarness) revokeAt(d time.Duration, id, by string, res *api.Grant, rejected *error) {
@@ -275,15 +259,7 @@ func TestGrantCarriedThroughContinueAsNew(t *testing.T) {
 	h.callAt(time.Second, c1, nil, nil)
 	h.grantDecide(time.Minute, c1, "bob", true, &api.GrantAsk{Calls: 3}, nil, nil)
 	h.callAt(2*time.Minute, pathReq("c2", "/a"), nil, nil)
-	h.env.ExecuteWorkflow(api.AgentTaskName, in)
-	var can *workflow.ContinueAsNewError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
-		t.Fatalf("want continue-as-new, got %v", err)
-	}
-	var next api.TaskInput
-	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
-		t.Fatal(err)
-	}
+	next := h.continued(in)
 	if next.Carried == nil || len(next.Carried.Grants) != 1 || next.Carried.Grants[0].Used != 1 {
 		t.Fatalf("carried grants %+v", next.Carried)
 	}

@@ -65,16 +65,7 @@ func ResourceLock(ctx workflow.Context, in api.LockInput) error {
 			checkTimer = workflow.NewTimer(ctx, check)
 		}
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(reqCh, func(c workflow.ReceiveChannel, _ bool) {
-			var r api.LockRequest
-			c.Receive(ctx, &r)
-			l.request(ctx, r)
-		})
-		sel.AddReceive(relCh, func(c workflow.ReceiveChannel, _ bool) {
-			var r api.LockRelease
-			c.Receive(ctx, &r)
-			l.release(r.Owner.ID())
-		})
+		l.addSignals(ctx, sel, reqCh, relCh)
 		if checkTimer != nil {
 			sel.AddFuture(checkTimer, func(workflow.Future) {
 				checkTimer = nil
@@ -104,6 +95,17 @@ func (l *resourceLock) awaitIdle(ctx workflow.Context, reqCh, relCh workflow.Rec
 	defer cancel()
 	timedOut := false
 	sel := workflow.NewSelector(ctx)
+	l.addSignals(ctx, sel, reqCh, relCh)
+	sel.AddFuture(workflow.NewTimer(tctx, lockIdle), func(workflow.Future) { timedOut = true })
+	sel.Select(ctx)
+	if !timedOut {
+		return true
+	}
+	return l.drain(ctx, reqCh, relCh)
+}
+
+// addSignals has sel handle a lock request or release, whichever comes.
+func (l *resourceLock) addSignals(ctx workflow.Context, sel workflow.Selector, reqCh, relCh workflow.ReceiveChannel) {
 	sel.AddReceive(reqCh, func(c workflow.ReceiveChannel, _ bool) {
 		var r api.LockRequest
 		c.Receive(ctx, &r)
@@ -114,12 +116,6 @@ func (l *resourceLock) awaitIdle(ctx workflow.Context, reqCh, relCh workflow.Rec
 		c.Receive(ctx, &r)
 		l.release(r.Owner.ID())
 	})
-	sel.AddFuture(workflow.NewTimer(tctx, lockIdle), func(workflow.Future) { timedOut = true })
-	sel.Select(ctx)
-	if !timedOut {
-		return true
-	}
-	return l.drain(ctx, reqCh, relCh)
 }
 
 // drain handles the signals already delivered; it reports whether there

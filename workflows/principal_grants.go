@@ -99,14 +99,7 @@ func (s *principalGrants) lastExpiry(now time.Time) time.Time {
 	return last
 }
 
-func (s *principalGrants) grant(id string) *api.Grant {
-	for _, g := range s.grants {
-		if g.ID == id {
-			return g
-		}
-	}
-	return nil
-}
+func (s *principalGrants) grant(id string) *api.Grant { return findGrant(s.grants, id) }
 
 func (s *principalGrants) validateAdd(ctx workflow.Context, g api.Grant) error {
 	refuse := func(msg string) error { return temporal.NewApplicationError(msg, api.ErrTypeGrantRefused) }
@@ -157,21 +150,47 @@ func (s *principalGrants) validateRevoke(ctx workflow.Context, r api.RevokeGrant
 		return refuse("the revocation names nobody (By), or its name or reason is too long")
 	case g == nil:
 		return refuse(fmt.Sprintf("%s has no grant %q across tasks", s.principal, r.GrantID))
-	case !g.RevokedAt.IsZero():
-		return refuse(fmt.Sprintf("grant %s was already revoked by %s at %s", g.ID, g.RevokedBy, g.RevokedAt.UTC().Format(time.RFC3339)))
-	case r.By != g.Principal && !slices.Contains(g.Approvers, r.By):
-		return refuse(fmt.Sprintf("%s may not revoke grant %s: only its principal (%s) and the approvers of group %q may", r.By, g.ID, g.Principal, g.Group))
+	}
+	return revokeRefusal(g, r.By)
+}
+
+func (s *principalGrants) revoke(ctx workflow.Context, r api.RevokeGrantRequest) (api.Grant, error) {
+	s.changed = true
+	return revoke(ctx, s.grant(r.GrantID), r), nil
+}
+
+// The helpers below serve both a task's grants and a principal's grants
+// across tasks, so the two keep the same rules.
+
+func findGrant(gs []*api.Grant, id string) *api.Grant {
+	for _, g := range gs {
+		if g.ID == id {
+			return g
+		}
 	}
 	return nil
 }
 
-func (s *principalGrants) revoke(ctx workflow.Context, r api.RevokeGrantRequest) (api.Grant, error) {
-	g := s.grant(r.GrantID)
-	g.RevokedAt, g.RevokedBy, g.Reason = workflow.Now(ctx), r.By, r.Reason
-	s.changed = true
-	return *g, nil
+// revokeRefusal refuses revoking grant g again, or by someone who is neither
+// its principal nor one of its approvers.
+func revokeRefusal(g *api.Grant, by string) error {
+	refuse := func(msg string) error { return temporal.NewApplicationError(msg, api.ErrTypeGrantRefused) }
+	switch {
+	case !g.RevokedAt.IsZero():
+		return refuse(fmt.Sprintf("grant %s was already revoked by %s at %s", g.ID, g.RevokedBy, g.RevokedAt.UTC().Format(time.RFC3339)))
+	case by != g.Principal && !slices.Contains(g.Approvers, by):
+		return refuse(fmt.Sprintf("%s may not revoke grant %s: only its principal (%s) and the approvers of group %q may", by, g.ID, g.Principal, g.Group))
+	}
+	return nil
 }
 
+// revoke ends grant g (validated first) and returns a copy of it.
+func revoke(ctx workflow.Context, g *api.Grant, r api.RevokeGrantRequest) api.Grant {
+	g.RevokedAt, g.RevokedBy, g.Reason = workflow.Now(ctx), r.By, r.Reason
+	return *g
+}
+
+// copyGrants is a deep copy, for queries and continue-as-new.
 func copyGrants(gs []*api.Grant) []api.Grant {
 	if len(gs) == 0 {
 		return nil

@@ -2,13 +2,11 @@ package workflows
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -250,15 +248,7 @@ func TestStateSurvivesContinueAsNew(t *testing.T) {
 		stateReq("s1", api.ToolStateSet, `{"key":"done","value":["plan"]}`),
 		stateReq("s2", api.ToolStateSet, `{"key":"done","value":["plan","write"]}`),
 	)
-	h.env.ExecuteWorkflow(api.AgentTaskName, in)
-	var can *workflow.ContinueAsNewError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
-		t.Fatalf("want continue-as-new, got %v", err)
-	}
-	var next api.TaskInput
-	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
-		t.Fatal(err)
-	}
+	next := h.continued(in)
 	if string(next.Carried.State) != `{"done":["plan","write"]}` || next.State == nil || next.State.MaxBytes != 1000 {
 		t.Fatalf("carried state %s, config %+v", next.Carried.State, next.State)
 	}

@@ -187,14 +187,7 @@ func approvalsShow(c *Call, o *approvalsOptions) int {
 func decideWith(approve bool) func(*Call, *approvalsOptions) int {
 	sub := map[bool]string{true: "approve", false: "deny"}[approve]
 	return func(c *Call, o *approvalsOptions) int {
-		if code := o.check(c, sub); code != 0 {
-			return code
-		}
-		cfg, ok := o.connect(c, true)
-		if !ok {
-			return 1
-		}
-		who, code := o.approver(c, cfg)
+		cfg, who, code := o.decider(c, sub)
 		if who == "" {
 			return code
 		}
@@ -208,6 +201,44 @@ func decideWith(approve bool) func(*Call, *approvalsOptions) int {
 				Via: "cli", Comment: strings.TrimSpace(o.comment), Digest: o.digest, Arguments: args, Grant: grant})
 		})
 	}
+}
+
+// decider checks sub's flags, connects and authenticates the API key: the
+// principal who decides ("" after reporting why there is none, with the
+// exit status).
+func (o *approvalsOptions) decider(c *Call, sub string) (*config.Config, string, int) {
+	if code := o.check(c, sub); code != 0 {
+		return nil, "", code
+	}
+	cfg, ok := o.connect(c, true)
+	if !ok {
+		return nil, "", 1
+	}
+	who, code := o.approver(c, cfg)
+	return cfg, who, code
+}
+
+// openAudit opens the audit stream the services write to, so the CLI's
+// decisions land beside theirs; doing says what --audit-log off allows.
+func (o *approvalsOptions) openAudit(c *Call, cfg *config.Config, doing string) (*auditstream.Log, io.Closer, int) {
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, nil, c.fail(err)
+	}
+	audit, closeAudit, err := auditstream.Open(firstNonEmpty(o.auditLog, cfg.AuditLog(dataDir)), c.Stdout, c.Stderr)
+	if err != nil {
+		return nil, nil, c.fail(fmt.Errorf("%w (pass --audit-log off to %s without auditing)", err, doing))
+	}
+	return audit, closeAudit, 0
+}
+
+// failDecision reports err about id, a refusal by its reason.
+func failDecision(c *Call, id string, err error) int {
+	var ref *approver.Refusal
+	if errors.As(err, &ref) {
+		return c.failOn(id, fmt.Errorf("refused: %s", ref.Reason))
+	}
+	return c.failOn(id, err)
 }
 
 // approver is the principal whose API key decides ("" after reporting
@@ -227,23 +258,15 @@ func (o *approvalsOptions) approver(c *Call, cfg *config.Config) (string, int) {
 // decide delivers the decision, audited in the same stream as the
 // services'.
 func (o *approvalsOptions) decide(ctx context.Context, c *Call, cfg *config.Config, local *approver.Local, d approver.Decision) int {
-	dataDir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return c.fail(err)
-	}
-	audit, closeAudit, err := auditstream.Open(firstNonEmpty(o.auditLog, cfg.AuditLog(dataDir)), c.Stdout, c.Stderr)
-	if err != nil {
-		return c.fail(fmt.Errorf("%w (pass --audit-log off to decide without auditing)", err))
+	audit, closeAudit, code := o.openAudit(c, cfg, "decide")
+	if code != 0 {
+		return code
 	}
 	defer closeAudit.Close()
 	local.Audit = audit
 	res, err := local.Decide(ctx, d)
-	var ref *approver.Refusal
-	if errors.As(err, &ref) {
-		return c.failOn(d.RequestID, fmt.Errorf("refused: %s", ref.Reason))
-	}
 	if err != nil {
-		return c.failOn(d.RequestID, err)
+		return failDecision(c, d.RequestID, err)
 	}
 	fmt.Fprintf(c.Stdout, "%s (as %s): %s\n", res.RequestID, d.Approver, res.Message)
 	if res.EditDigest != "" {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -60,24 +59,13 @@ func (o *approvalsOptions) checkGrant(c *Call, sub string) int {
 
 // approvalsRevoke revokes a grant as the principal of the API key.
 func approvalsRevoke(c *Call, o *approvalsOptions) int {
-	if code := o.check(c, "revoke"); code != 0 {
-		return code
-	}
-	cfg, ok := o.connect(c, true)
-	if !ok {
-		return 1
-	}
-	who, code := o.approver(c, cfg)
+	cfg, who, code := o.decider(c, "revoke")
 	if who == "" {
 		return code
 	}
-	dataDir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return c.fail(err)
-	}
-	audit, closeAudit, err := auditstream.Open(firstNonEmpty(o.auditLog, cfg.AuditLog(dataDir)), c.Stdout, c.Stderr)
-	if err != nil {
-		return c.fail(fmt.Errorf("%w (pass --audit-log off to revoke without auditing)", err))
+	audit, closeAudit, code := o.openAudit(c, cfg, "revoke")
+	if code != 0 {
+		return code
 	}
 	defer closeAudit.Close()
 	return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
@@ -90,11 +78,8 @@ func approvalsRevoke(c *Call, o *approvalsOptions) int {
 		if err == nil || ref != nil {
 			audit.GrantRevoked(rv)
 		}
-		if errors.As(err, &ref) {
-			return c.failOn(c.Args[0], fmt.Errorf("refused: %s", ref.Reason))
-		}
 		if err != nil {
-			return c.failOn(c.Args[0], err)
+			return failDecision(c, c.Args[0], err)
 		}
 		fmt.Fprintf(c.Stdout, "%s (as %s): revoked; it had allowed %d call(s) of %s\n", g.ID, who, g.Used, g.Tool)
 		return 0

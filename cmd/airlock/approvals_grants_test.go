@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -60,34 +57,10 @@ func TestApprovalsGrants(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(grants), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("TEMPORAL_ADDRESS", "")
-	t.Setenv("TEMPORAL_NAMESPACE", "")
-	dataDir := filepath.Join(t.TempDir(), "data")
-	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
-	if s != nil {
-		defer s.stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s := approvalsDev(t, cfg, filepath.Join(t.TempDir(), "data"))
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
-	session := func(key string) *mcp.ClientSession {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT(key)}},
-				&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
-	}
+	session := func(key string) *mcp.ClientSession { return approvalsSession(t, ctx, s, key) }
 	alice, bob := session("alice-key"), session("bob-key")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -126,22 +99,13 @@ func TestApprovalsGrants(t *testing.T) {
 	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s+ops\s+0/1\s`)
 	pending := func() (id, digest string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			_, stdout, _ := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
-			if m := idRE.FindStringSubmatch(stdout); m != nil {
-				_, show, _ := runCLI(t, append([]string{"approvals", "show", m[1]}, temporal...)...)
-				d := regexp.MustCompile(`(?m)^digest:\s+([0-9a-f]{64})$`).FindStringSubmatch(show)
-				if d == nil {
-					t.Fatalf("show %s:\n%s", m[1], show)
-				}
-				return m[1], d[1]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no pending request:\n%s", stdout)
-			}
-			time.Sleep(200 * time.Millisecond)
+		id = listedRequest(t, temporal, idRE)
+		_, show, _ := runCLI(t, append([]string{"approvals", "show", id}, temporal...)...)
+		d := regexp.MustCompile(`(?m)^digest:\s+([0-9a-f]{64})$`).FindStringSubmatch(show)
+		if d == nil {
+			t.Fatalf("show %s:\n%s", id, show)
 		}
+		return id, d[1]
 	}
 	mcpDecide := func(id, digest string, calls int) *mcp.CallToolResult {
 		t.Helper()

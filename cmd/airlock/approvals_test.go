@@ -60,6 +60,63 @@ approver_groups:
 	return cfg, effects
 }
 
+// approvalsDev runs `airlock dev` in-process on cfg (embedded Temporal,
+// worker and gateway; data and the default audit log in dataDir) until the
+// test ends; ctx is cancelled after it stops.
+func approvalsDev(t *testing.T, cfg, dataDir string) (context.Context, *stack) {
+	t.Helper()
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	t.Setenv("TEMPORAL_NAMESPACE", "")
+	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
+	if s != nil {
+		t.Cleanup(s.stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, s
+}
+
+// approvalsSession connects to s's gateway with key, as a 2025-11-25
+// client, until the test ends.
+func approvalsSession(t *testing.T, ctx context.Context, s *stack, key string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT(key)}},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// listedRequest waits (60 s at most) until approvals list shows a request
+// that idRE matches and returns idRE's first group, its ID.
+func listedRequest(t *testing.T, temporal []string, idRE *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, stdout, stderr := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
+		if code != 0 {
+			t.Fatalf("approvals list: %d %s", code, stderr)
+		}
+		if m := idRE.FindStringSubmatch(stdout); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("approvals list never showed the request:\n%s", stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // TestApprovalsArguments: mistakes are reported before anything is dialed,
 // naming the flag or variable to fix.
 func TestApprovalsArguments(t *testing.T) {
@@ -117,23 +174,9 @@ func TestApprovalsArguments(t *testing.T) {
 func TestApprovalsCLI(t *testing.T) {
 	upstream := buildTestupstream(t)
 	cfg, effects := approvalsConfig(t, upstream)
-	t.Setenv("TEMPORAL_ADDRESS", "")
-	t.Setenv("TEMPORAL_NAMESPACE", "")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	auditPath := filepath.Join(dataDir, "audit.jsonl") // dev's default
-	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
-	if s != nil {
-		defer s.stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s := approvalsDev(t, cfg, dataDir)
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
 
 	// The page is mounted on the gateway.
@@ -179,21 +222,7 @@ func TestApprovalsCLI(t *testing.T) {
 	}()
 
 	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s+ops\s+0/1\s`)
-	var id string
-	deadline = time.Now().Add(60 * time.Second)
-	for id == "" {
-		code, stdout, stderr := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
-		if code != 0 {
-			t.Fatalf("approvals list: %d %s", code, stderr)
-		}
-		if m := idRE.FindStringSubmatch(stdout); m != nil {
-			id = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("approvals list never showed the request:\n%s", stdout)
-		} else {
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	id := listedRequest(t, temporal, idRE)
 	code, stdout, stderr := runCLI(t, append([]string{"approvals", "show", id}, temporal...)...)
 	digest := regexp.MustCompile(`(?m)^digest:\s+([0-9a-f]{64})$`).FindStringSubmatch(stdout)
 	if code != 0 || digest == nil || strings.Contains(stdout, "cli-secret") || !strings.Contains(stdout, "[redacted]") {

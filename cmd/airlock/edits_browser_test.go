@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,28 +42,8 @@ func TestApprovalsPageApproveWithEdits(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(granting), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("TEMPORAL_ADDRESS", "")
-	t.Setenv("TEMPORAL_NAMESPACE", "")
-	e, err := load(commonFlags{config: cfg, dataDir: filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
-	if s != nil {
-		defer s.stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT("alice-key")}},
-			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	ctx, s := approvalsDev(t, cfg, filepath.Join(t.TempDir(), "data"))
+	cs := approvalsSession(t, ctx, s, "alice-key")
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		deadline := time.Now().Add(60 * time.Second)

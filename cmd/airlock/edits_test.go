@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,31 +26,10 @@ import (
 func TestApprovalsApproveWithEdits(t *testing.T) {
 	upstream := buildTestupstream(t)
 	cfg, effects := approvalsConfig(t, upstream)
-	t.Setenv("TEMPORAL_ADDRESS", "")
-	t.Setenv("TEMPORAL_NAMESPACE", "")
-	dataDir := filepath.Join(t.TempDir(), "data")
-	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
-	if s != nil {
-		defer s.stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s := approvalsDev(t, cfg, filepath.Join(t.TempDir(), "data"))
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort()}
 
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT("alice-key")}},
-			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := approvalsSession(t, ctx, s, "alice-key")
 	type result struct {
 		res *mcp.CallToolResult
 		err error
@@ -72,20 +49,7 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 	}()
 
 	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s`)
-	var id string
-	for deadline := time.Now().Add(60 * time.Second); id == ""; {
-		code, stdout, stderr := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
-		if code != 0 {
-			t.Fatalf("approvals list: %d %s", code, stderr)
-		}
-		if m := idRE.FindStringSubmatch(stdout); m != nil {
-			id = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("approvals list never showed the request:\n%s", stdout)
-		} else {
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	id := listedRequest(t, temporal, idRE)
 	argsFile := filepath.Join(t.TempDir(), "args.json")
 	if err := os.WriteFile(argsFile, []byte(`{"key": "cli-edited"}`), 0o600); err != nil {
 		t.Fatal(err)

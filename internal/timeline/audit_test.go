@@ -75,27 +75,34 @@ func build(t testing.TB, runs []string, opts *Options) *Timeline {
 	return tl
 }
 
+// checkGolden compares tl's rendering with testdata/<name>.golden (-update
+// rewrites it).
+func checkGolden(t *testing.T, tl *Timeline, name string) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Render(&b, tl, &RenderOptions{UIURL: "http://127.0.0.1:8233", Namespace: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), b.String()); diff != "" {
+		t.Errorf("rendering differs from %s (-want +got; -update rewrites it):\n%s", golden, diff)
+	}
+}
+
 func TestRenderGolden(t *testing.T) {
 	for _, tc := range tasks {
 		t.Run(tc.name, func(t *testing.T) {
 			tl := build(t, tc.runs, nil)
-			var b bytes.Buffer
-			if err := Render(&b, tl, &RenderOptions{UIURL: "http://127.0.0.1:8233", Namespace: "default"}); err != nil {
-				t.Fatal(err)
-			}
-			golden := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), b.String()); diff != "" {
-				t.Errorf("rendering differs from %s (-want +got; -update rewrites it):\n%s", golden, diff)
-			}
+			checkGolden(t, tl, tc.name)
 		})
 	}
 }

@@ -1,14 +1,9 @@
 package timeline
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // TestLocksTimeline renders the recorded tasks that took resource locks
@@ -48,23 +43,7 @@ func TestLocksTimeline(t *testing.T) {
 					t.Errorf("locked call's reason %q does not name the lock and its holder", r)
 				}
 			}
-			var b bytes.Buffer
-			if err := Render(&b, tl, &RenderOptions{UIURL: "http://127.0.0.1:8233", Namespace: "default"}); err != nil {
-				t.Fatal(err)
-			}
-			golden := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), b.String()); diff != "" {
-				t.Errorf("rendering differs from %s (-want +got; -update rewrites it):\n%s", golden, diff)
-			}
+			checkGolden(t, tl, name)
 		})
 	}
 }

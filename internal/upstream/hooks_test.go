@@ -15,6 +15,16 @@ import (
 	"github.com/airlock-run/airlock/manifests"
 )
 
+// askPool is a pool connected over HTTP to newAskServer, server "ask".
+func askPool(t *testing.T, release <-chan struct{}, holding chan<- struct{}) *Pool {
+	t.Helper()
+	srv := newAskServer(release, holding)
+	t.Cleanup(srv.Close)
+	p := startPool(t, []manifests.Server{{Name: "ask", HTTP: &manifests.HTTPServer{URL: srv.URL}, ProtocolVersion: "2025-11-25"}}, testOptions())
+	waitState(t, p, "ask", StateConnected)
+	return p
+}
+
 // newAskServer serves "ask", which logs, reports progress, elicits and
 // answers with its progress token and the elicited name, and "hold",
 // which runs until release is closed.
@@ -74,10 +84,7 @@ func (r *recorder) hooks(token any) *CallHooks {
 // dropped, as neither can be attributed for sure.
 func TestCallHooks(t *testing.T) {
 	release, holding := make(chan struct{}), make(chan struct{}, 1)
-	srv := newAskServer(release, holding)
-	t.Cleanup(srv.Close)
-	p := startPool(t, []manifests.Server{{Name: "ask", HTTP: &manifests.HTTPServer{URL: srv.URL}, ProtocolVersion: "2025-11-25"}}, testOptions())
-	waitState(t, p, "ask", StateConnected)
+	p := askPool(t, release, holding)
 	ctx := context.Background()
 
 	var alone recorder

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-
-	"github.com/airlock-run/airlock/manifests"
 )
 
 // TestOwnSession checks that a call with Own hooks to an HTTP upstream
@@ -15,10 +13,7 @@ import (
 // call on the shared session has its elicitation refused (TestCallHooks).
 func TestOwnSession(t *testing.T) {
 	release, holding := make(chan struct{}), make(chan struct{}, 1)
-	srv := newAskServer(release, holding)
-	t.Cleanup(srv.Close)
-	p := startPool(t, []manifests.Server{{Name: "ask", HTTP: &manifests.HTTPServer{URL: srv.URL}, ProtocolVersion: "2025-11-25"}}, testOptions())
-	waitState(t, p, "ask", StateConnected)
+	p := askPool(t, release, holding)
 	ctx := context.Background()
 
 	held := make(chan error, 1)
