@@ -256,10 +256,10 @@ func (h *Interactions) Dispatch(ic *slack.InteractionCallback) {
 // group; the returned function starts the delivery (it does nothing for
 // interactions that are not airlock clicks, or after Shutdown).
 func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
-	if start, ours := h.acceptEdit(ic); ours { // approve with edits (slack_edits.go)
+	if start, ours := h.acceptModal(ic, h.editFlow()); ours { // approve with edits (slack_edits.go)
 		return start
 	}
-	if start, ours := h.acceptGrantForm(ic); ours { // a chosen grant (slack_grant_form.go)
+	if start, ours := h.acceptModal(ic, h.grantFlow()); ours { // a chosen grant (slack_grant_form.go)
 		return start
 	}
 	c, ours, problem := ParseClick(ic)

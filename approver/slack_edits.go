@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -85,70 +84,23 @@ func (h *Interactions) background(f func()) func() {
 	}
 }
 
-// acceptEdit handles the edit flow's interactions: a click on "Edit &
-// approve" (it opens the modal) and a submitted modal (delivered in the
-// background, problems said ephemerally: Socket Mode). ours is false for
-// any other interaction.
-func (h *Interactions) acceptEdit(ic *slack.InteractionCallback) (start func(), ours bool) {
-	switch ic.Type {
-	case slack.InteractionTypeViewSubmission:
-		if ic.View.CallbackID != ViewEdit {
-			return nil, false
-		}
-		c, problem, start := h.submitEdit(ic)
-		if problem != "" {
-			return h.background(func() { h.ephemeral(c, ":warning: "+problem) }), true
-		}
-		return start, true
-	case slack.InteractionTypeBlockActions:
-		for _, a := range ic.ActionCallback.BlockActions {
-			if a != nil && a.ActionID == ActionEdit && strings.HasPrefix(a.BlockID, BlockIDPrefix) {
-				a := *a
-				return h.background(func() { h.openEdit(ic, a) }), true
+// editFlow is the edit modal's flow (slack_modal.go): a click on "Edit &
+// approve" opens it; its submission approves with the edited arguments.
+func (h *Interactions) editFlow() modalFlow {
+	return modalFlow{
+		name: "edit", view: ViewEdit, action: ActionEdit,
+		refuse: func(r api.ApprovalRequest) string {
+			if EditableArguments(r) == "" {
+				_, err := EditedArguments(r, []byte("{}"))
+				return slackEscape(err.Error())
 			}
-		}
-	}
-	return nil, false
-}
-
-// openEdit opens the modal for a click on "Edit & approve", or tells the
-// clicker why not.
-func (h *Interactions) openEdit(ic *slack.InteractionCallback, a slack.BlockAction) {
-	c := Click{SlackUser: ic.User.ID, Channel: ic.Channel.ID, Decision: api.DecideRequest{RequestID: a.Value, Via: ViaSlack}}
-	if c.Channel == "" {
-		c.Channel = ic.Container.ChannelID
-	}
-	if _, problem := h.principal(ic.User.ID); problem != "" {
-		h.ephemeral(c, ":warning: "+problem+".")
-		return
-	}
-	ctx, cancel := context.WithTimeout(h.base, h.opts.Timeout)
-	defer cancel()
-	r, err := h.lookup(ctx, a.Value)
-	var problem string
-	switch {
-	case err != nil:
-		problem = "airlock could not read the request: " + err.Error()
-	case r.State != api.ApprovalPending:
-		problem = fmt.Sprintf("request `%s` is already %s", slackEscape(r.ID), r.State)
-	case r.Digest != strings.TrimPrefix(a.BlockID, BlockIDPrefix):
-		problem = fmt.Sprintf("request `%s` changed since this message was posted; decide on the current request", slackEscape(r.ID))
-	case EditableArguments(r) == "":
-		_, err := EditedArguments(r, []byte("{}"))
-		problem = slackEscape(err.Error())
-	}
-	if problem != "" {
-		h.ephemeral(c, ":warning: "+problem+".")
-		return
-	}
-	if h.opts.Slack == nil {
-		h.log.Error().Str("request", r.ID).Msg("cannot open the edit modal: no Slack client configured")
-		return
-	}
-	meta, _ := json.Marshal(editMeta{Request: r.ID, Digest: r.Digest, Channel: c.Channel})
-	if _, err := h.opts.Slack.OpenViewContext(ctx, ic.TriggerID, editModal(r, string(meta))); err != nil {
-		h.log.Warn().Err(err).Str("request", r.ID).Msg("could not open the edit modal in Slack")
-		h.ephemeral(c, ":warning: airlock could not open the edit form ("+slackEscape(err.Error())+"); use `airlock approvals approve --args FILE` instead.")
+			return ""
+		},
+		modal: editModal,
+		submit: func(ic *slack.InteractionCallback) (Click, string, func()) {
+			return h.submitEdit(ic)
+		},
+		instead: "`airlock approvals approve --args FILE`",
 	}
 }
 

@@ -125,67 +125,24 @@ func grantArgsText(args []string) string {
 	return "values of " + slackEscape(strings.Join(args, ", "))
 }
 
-// acceptGrantForm handles the grant form's interactions: a click on
-// "Approve + grant…" (it opens the modal) and a submitted modal (Socket
-// Mode: problems said ephemerally). ours is false for any other.
-func (h *Interactions) acceptGrantForm(ic *slack.InteractionCallback) (start func(), ours bool) {
-	switch ic.Type {
-	case slack.InteractionTypeViewSubmission:
-		if ic.View.CallbackID != ViewGrant {
-			return nil, false
-		}
-		c, problem, _, start := h.submitGrant(ic)
-		if problem != "" {
-			return h.background(func() { h.ephemeral(c, ":warning: "+problem) }), true
-		}
-		return start, true
-	case slack.InteractionTypeBlockActions:
-		for _, a := range ic.ActionCallback.BlockActions {
-			if a != nil && a.ActionID == ActionGrantForm && strings.HasPrefix(a.BlockID, BlockIDPrefix) {
-				a := *a
-				return h.background(func() { h.openGrant(ic, a) }), true
+// grantFlow is the grant modal's flow (slack_modal.go): a click on
+// "Approve + grant…" opens it; its submission approves with the chosen
+// grant.
+func (h *Interactions) grantFlow() modalFlow {
+	return modalFlow{
+		name: "grant", view: ViewGrant, action: ActionGrantForm,
+		refuse: func(r api.ApprovalRequest) string {
+			if r.MaxGrant == nil || (r.MaxGrant.Calls == 0 && r.MaxGrant.Duration == 0) {
+				return slackEscape((*api.GrantBound)(nil).Check(r.Tool, &api.GrantAsk{Calls: 1}))
 			}
-		}
-	}
-	return nil, false
-}
-
-// openGrant opens the grant modal for a click, or tells the clicker why not.
-func (h *Interactions) openGrant(ic *slack.InteractionCallback, a slack.BlockAction) {
-	c := Click{SlackUser: ic.User.ID, Channel: ic.Channel.ID, Decision: api.DecideRequest{RequestID: a.Value, Via: ViaSlack}}
-	if c.Channel == "" {
-		c.Channel = ic.Container.ChannelID
-	}
-	if _, problem := h.principal(ic.User.ID); problem != "" {
-		h.ephemeral(c, ":warning: "+problem+".")
-		return
-	}
-	ctx, cancel := context.WithTimeout(h.base, h.opts.Timeout)
-	defer cancel()
-	r, err := h.lookup(ctx, a.Value)
-	var problem string
-	switch {
-	case err != nil:
-		problem = "airlock could not read the request: " + Explain(err)
-	case r.State != api.ApprovalPending:
-		problem = fmt.Sprintf("request `%s` is already %s", slackEscape(r.ID), r.State)
-	case r.Digest != strings.TrimPrefix(a.BlockID, BlockIDPrefix):
-		problem = fmt.Sprintf("request `%s` changed since this message was posted; decide on the current request", slackEscape(r.ID))
-	case r.MaxGrant == nil || (r.MaxGrant.Calls == 0 && r.MaxGrant.Duration == 0):
-		problem = slackEscape((*api.GrantBound)(nil).Check(r.Tool, &api.GrantAsk{Calls: 1}))
-	}
-	if problem != "" {
-		h.ephemeral(c, ":warning: "+problem+".")
-		return
-	}
-	if h.opts.Slack == nil {
-		h.log.Error().Str("request", r.ID).Msg("cannot open the grant modal: no Slack client configured")
-		return
-	}
-	meta, _ := json.Marshal(editMeta{Request: r.ID, Digest: r.Digest, Channel: c.Channel})
-	if _, err := h.opts.Slack.OpenViewContext(ctx, ic.TriggerID, grantModal(r, string(meta))); err != nil {
-		h.log.Warn().Err(err).Str("request", r.ID).Msg("could not open the grant modal in Slack")
-		h.ephemeral(c, ":warning: airlock could not open the grant form ("+slackEscape(err.Error())+"); use `airlock approvals approve --grant-calls N` or `--grant-for D` instead.")
+			return ""
+		},
+		modal: grantModal,
+		submit: func(ic *slack.InteractionCallback) (Click, string, func()) {
+			c, problem, _, start := h.submitGrant(ic)
+			return c, problem, start
+		},
+		instead: "`airlock approvals approve --grant-calls N` or `--grant-for D`",
 	}
 }
 
