@@ -47,16 +47,7 @@ func TestApprovalsGrantArguments(t *testing.T) {
 func TestApprovalsGrants(t *testing.T) {
 	upstream := buildTestupstream(t)
 	cfg, effects := approvalsConfig(t, upstream)
-	manifest := filepath.Join(filepath.Dir(cfg), "counter.yaml")
-	b, err := os.ReadFile(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grants := strings.Replace(string(b), "approval: {group: ops, timeout: 10m}",
-		"approval: {group: ops, timeout: 10m, max_grant: {calls: 3, duration: 1h}, grant_args: [key]}", 1)
-	if err := os.WriteFile(manifest, []byte(grants), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	allowGrants(t, cfg, "{calls: 3, duration: 1h}")
 	ctx, s := approvalsDev(t, cfg, filepath.Join(t.TempDir(), "data"))
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
@@ -183,7 +174,7 @@ func TestApprovalsGrants(t *testing.T) {
 	if r := wait(fourth, "the denied call"); !r.IsError {
 		t.Fatalf("the call after the revocation ran: %s", text(r))
 	}
-	b, _ = os.ReadFile(effects)
+	b, _ := os.ReadFile(effects)
 	if n := strings.Count(string(b), "append k1\n"); n != 3 {
 		t.Errorf("append k1 ran %d times, want 3", n)
 	}

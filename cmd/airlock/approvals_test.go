@@ -63,6 +63,25 @@ approver_groups:
 // approvalsDev runs `airlock dev` in-process on cfg (embedded Temporal,
 // worker and gateway; data and the default audit log in dataDir) until the
 // test ends; ctx is cancelled after it stops.
+// allowGrants gives the counter manifest's append approval the max_grant
+// (a YAML flow mapping) and grant_args [key].
+func allowGrants(t *testing.T, cfg, maxGrant string) {
+	t.Helper()
+	manifest := filepath.Join(filepath.Dir(cfg), "counter.yaml")
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants := strings.Replace(string(b), "approval: {group: ops, timeout: 10m}",
+		"approval: {group: ops, timeout: 10m, max_grant: "+maxGrant+", grant_args: [key]}", 1)
+	if grants == string(b) {
+		t.Fatal("the counter manifest has no approval line to give grants to")
+	}
+	if err := os.WriteFile(manifest, []byte(grants), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func approvalsDev(t *testing.T, cfg, dataDir string) (context.Context, *stack) {
 	t.Helper()
 	t.Setenv("TEMPORAL_ADDRESS", "")

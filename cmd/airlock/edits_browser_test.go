@@ -32,16 +32,7 @@ func TestApprovalsPageApproveWithEdits(t *testing.T) {
 	exe := testenv.Chromium(t)
 	upstream := buildTestupstream(t)
 	cfg, effects := approvalsConfig(t, upstream)
-	manifest := filepath.Join(filepath.Dir(cfg), "counter.yaml")
-	mb, err := os.ReadFile(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	granting := strings.Replace(string(mb), "approval: {group: ops, timeout: 10m}",
-		"approval: {group: ops, timeout: 10m, max_grant: {calls: 3, duration: 1h}, grant_args: [key]}", 1)
-	if err := os.WriteFile(manifest, []byte(granting), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	allowGrants(t, cfg, "{calls: 3, duration: 1h}")
 	ctx, s := approvalsDev(t, cfg, filepath.Join(t.TempDir(), "data"))
 	cs := approvalsSession(t, ctx, s, "alice-key")
 	done := make(chan *mcp.CallToolResult, 1)

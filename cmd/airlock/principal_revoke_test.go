@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,40 +22,11 @@ import (
 func TestAuditShowPrincipalGrantRevocation(t *testing.T) {
 	upstream := buildTestupstream(t)
 	cfg, _ := approvalsConfig(t, upstream)
-	manifest := filepath.Join(filepath.Dir(cfg), "counter.yaml")
-	b, err := os.ReadFile(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grants := strings.Replace(string(b), "approval: {group: ops, timeout: 10m}",
-		"approval: {group: ops, timeout: 10m, max_grant: {calls: 3, duration: 1h, principal: true}, grant_args: [key]}", 1)
-	if err := os.WriteFile(manifest, []byte(grants), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("TEMPORAL_ADDRESS", "")
-	t.Setenv("TEMPORAL_NAMESPACE", "")
-	e, err := load(commonFlags{config: cfg, dataDir: filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "error", logFormat: "json"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := start(ctx, e, roles{embedded: true, worker: true, gateway: true}, 0)
-	if s != nil {
-		defer s.stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	allowGrants(t, cfg, "{calls: 3, duration: 1h, principal: true}")
+	ctx, s := approvalsDev(t, cfg, filepath.Join(t.TempDir(), "data"))
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.addr + "/mcp", HTTPClient: &http.Client{Transport: bearerRT("alice-key")}},
-			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := approvalsSession(t, ctx, s, "alice-key")
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		deadline := time.Now().Add(60 * time.Second)
