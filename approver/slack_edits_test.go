@@ -15,14 +15,19 @@ import (
 // slackViewSubmission is the form body Slack posts when user submits the
 // edit modal with value in its input.
 func slackViewSubmission(user, viewID, meta, value string) string {
+	return slackViewPayload(user, viewID, ViewEdit, meta,
+		map[string]any{EditBlock: map[string]any{EditInput: map[string]any{"type": "plain_text_input", "value": value}}})
+}
+
+// slackViewPayload is the form body of a view_submission of the modal
+// callbackID with these state values.
+func slackViewPayload(user, viewID, callbackID, meta string, values map[string]any) string {
 	p := map[string]any{
 		"type": "view_submission",
 		"user": map[string]any{"id": user, "username": strings.ToLower(user), "team_id": "T1"},
 		"team": map[string]any{"id": "T1", "domain": "example"},
-		"view": map[string]any{
-			"id": viewID, "type": "modal", "callback_id": ViewEdit, "private_metadata": meta,
-			"state": map[string]any{"values": map[string]any{EditBlock: map[string]any{EditInput: map[string]any{"type": "plain_text_input", "value": value}}}},
-		},
+		"view": map[string]any{"id": viewID, "type": "modal", "callback_id": callbackID, "private_metadata": meta,
+			"state": map[string]any{"values": values}},
 	}
 	b, _ := json.Marshal(p)
 	return "payload=" + url.QueryEscape(string(b))

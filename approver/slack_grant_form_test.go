@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -30,15 +29,7 @@ func slackGrantSubmission(user, viewID, meta, calls, dur string, principal bool)
 		scope = append(scope, map[string]any{"value": grantScopePrincipal, "text": map[string]any{"type": "plain_text", "text": "p"}})
 	}
 	values[GrantScopeBlock] = map[string]any{GrantScopeInput: map[string]any{"type": "checkboxes", "selected_options": scope}}
-	p := map[string]any{
-		"type": "view_submission",
-		"user": map[string]any{"id": user, "username": strings.ToLower(user), "team_id": "T1"},
-		"team": map[string]any{"id": "T1", "domain": "example"},
-		"view": map[string]any{"id": viewID, "type": "modal", "callback_id": ViewGrant, "private_metadata": meta,
-			"state": map[string]any{"values": values}},
-	}
-	b, _ := json.Marshal(p)
-	return "payload=" + url.QueryEscape(string(b))
+	return slackViewPayload(user, viewID, ViewGrant, meta, values)
 }
 
 // TestSlackGrantForm: "Approve + grant…" opens a modal through views.open
