@@ -116,6 +116,31 @@ func approvalsSession(t *testing.T, ctx context.Context, s *stack, key string) *
 	return cs
 }
 
+// appendInBackground calls counter__append with key as cs's principal,
+// again while the upstream is still starting ("unavailable", for up to 60
+// s); the result arrives on the channel (a failed call is reported and
+// arrives as an IsError result).
+func appendInBackground(t *testing.T, ctx context.Context, cs *mcp.ClientSession, key string) <-chan *mcp.CallToolResult {
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": key}})
+			if err == nil && res.IsError && strings.Contains(textOf(res), "unavailable") && time.Now().Before(deadline) {
+				time.Sleep(200 * time.Millisecond) // the upstream is still starting
+				continue
+			}
+			if err != nil {
+				t.Errorf("call %s: %v", key, err)
+				res = &mcp.CallToolResult{IsError: true}
+			}
+			done <- res
+			return
+		}
+	}()
+	return done
+}
+
 // listedRequest waits (60 s at most) until approvals list shows a request
 // that idRE matches and returns idRE's first group, its ID.
 func listedRequest(t *testing.T, temporal []string, idRE *regexp.Regexp) string {

@@ -35,22 +35,7 @@ func TestApprovalsPageApproveWithEdits(t *testing.T) {
 	allowGrants(t, cfg, "{calls: 3, duration: 1h}")
 	ctx, s := approvalsDev(t, cfg, filepath.Join(t.TempDir(), "data"))
 	cs := approvalsSession(t, ctx, s, "alice-key")
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "web-draft"}})
-			if err == nil && res.IsError && strings.Contains(textOf(res), "unavailable") && time.Now().Before(deadline) {
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			if err != nil {
-				t.Errorf("call: %v", err)
-			}
-			done <- res
-			return
-		}
-	}()
+	done := appendInBackground(t, ctx, cs, "web-draft")
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("headless", "new"))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)

@@ -30,23 +30,7 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort()}
 
 	cs := approvalsSession(t, ctx, s, "alice-key")
-	type result struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "cli-draft"}})
-			if err == nil && res.IsError && strings.Contains(textOf(res), "unavailable") && time.Now().Before(deadline) {
-				time.Sleep(200 * time.Millisecond) // the upstream is still starting
-				continue
-			}
-			done <- result{res, err}
-			return
-		}
-	}()
+	done := appendInBackground(t, ctx, cs, "cli-draft")
 
 	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s`)
 	id := listedRequest(t, temporal, idRE)
@@ -67,21 +51,21 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 	if b, _ := os.ReadFile(auditPath); !strings.Contains(string(b), `"edit_digest":"`+digest[1]+`"`) || strings.Contains(string(b), "cli-edited") {
 		t.Errorf("audit stream %s: want approval_decided with edit_digest, without argument values", b)
 	}
-	var r result
+	var r *mcp.CallToolResult
 	select {
 	case r = <-done:
 	case <-time.After(60 * time.Second):
 		t.Fatal("the approved call did not finish")
 	}
-	if r.err != nil || r.res.IsError {
-		t.Fatalf("approved call: %v %+v", r.err, r.res)
+	if r.IsError {
+		t.Fatalf("approved call: %+v", r)
 	}
-	text := textOf(r.res)
+	text := textOf(r)
 	if !strings.Contains(text, "approver bob changed the arguments") || !strings.Contains(text, `key: "[redacted]" → "[redacted]"`) ||
 		strings.Contains(text, "cli-draft") {
 		t.Errorf("the agent's result does not say, masked, that bob edited the arguments:\n%s", text)
 	}
-	meta, _ := json.Marshal(r.res.Meta[api.EditMetaKey])
+	meta, _ := json.Marshal(r.Meta[api.EditMetaKey])
 	if !strings.Contains(string(meta), `"by":"bob"`) || !strings.Contains(string(meta), digest[1]) {
 		t.Errorf("result _meta[%s] = %s", api.EditMetaKey, meta)
 	}
@@ -98,10 +82,7 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bobCS.Close()
-	go func() {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "mcp-draft"}})
-		done <- result{res, err}
-	}()
+	done = appendInBackground(t, ctx, cs, "mcp-draft")
 	var view struct {
 		Requests []struct {
 			ID, Digest string
@@ -136,8 +117,8 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the call approved over MCP did not finish")
 	}
-	if r.err != nil || r.res.IsError || !strings.Contains(textOf(r.res), "approver bob changed the arguments") {
-		t.Fatalf("call approved over MCP: %v %+v", r.err, r.res)
+	if r.IsError || !strings.Contains(textOf(r), "approver bob changed the arguments") {
+		t.Fatalf("call approved over MCP: %+v", r)
 	}
 	if b, _ := os.ReadFile(effects); string(b) != "append cli-edited\nappend mcp-edited\n" {
 		t.Errorf("side effects %q after the MCP approval", b)

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/airlock-run/airlock/api"
 )
 
@@ -27,23 +25,7 @@ func TestAuditShowPrincipalGrantRevocation(t *testing.T) {
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
 	cs := approvalsSession(t, ctx, s, "alice-key")
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "k1"}})
-			if err == nil && res.IsError && strings.Contains(textOf(res), "unavailable") && time.Now().Before(deadline) {
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			if err != nil {
-				t.Errorf("call: %v", err)
-				res = &mcp.CallToolResult{IsError: true}
-			}
-			done <- res
-			return
-		}
-	}()
+	done := appendInBackground(t, ctx, cs, "k1")
 	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s`)
 	var id string
 	for deadline := time.Now().Add(60 * time.Second); id == ""; {
