@@ -872,12 +872,24 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		}
 		if run, ok := g.running.Load(taskID); ok {
 			uo.RunID, _ = run.(string)
-			h, err = g.opts.Temporal.UpdateWorkflow(ictx, uo)
+			// An attempt pinned to a run is bounded: an Update admitted
+			// while that run continues as new is aborted with a retryable
+			// error, which the SDK retries against the same (now closed)
+			// run until its context ends. Past the bound the call is sent
+			// again unpinned, to whichever run is current; the same
+			// Update ID joins the call if it was accepted.
+			actx, acancel := context.WithTimeout(ictx, pinnedAttempt)
+			h, err = g.opts.Temporal.UpdateWorkflow(actx, uo)
+			if err == nil {
+				err = h.Get(actx, &res)
+			}
+			acancel()
 			var nf *serviceerror.NotFound
-			if errors.As(err, &nf) {
-				// Ended (or never existed here): let Update-with-Start
-				// decide, which reports an ended task clearly.
-				g.running.Delete(taskID)
+			if errors.As(err, &nf) || (err != nil && actx.Err() != nil && ictx.Err() == nil) {
+				// Ended (or never existed here), or the pinned attempt
+				// ran out: let Update-with-Start decide, which reports
+				// an ended task clearly.
+				g.running.CompareAndDelete(taskID, run)
 				continue
 			}
 		} else {
@@ -888,10 +900,8 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			})
 			if err == nil {
 				g.running.Store(taskID, h.RunID())
+				err = h.Get(ictx, &res)
 			}
-		}
-		if err == nil {
-			err = h.Get(ictx, &res)
 		}
 		// The task is rolling over to a new run: the same Update ID goes
 		// to the new run.
@@ -939,6 +949,12 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	countRefusal(res) // limits.go
 	return toMCP(taskID, res), nil
 }
+
+// pinnedAttempt bounds one attempt of a call sent to the task's last
+// known run (see the call loop): past it the call is sent again to the
+// current run. Calls that take longer only lose the saving of naming the run.
+// A variable for tests.
+var pinnedAttempt = 5 * time.Second
 
 // waitedOut reports whether err means the inline wait ran out (the SDK may
 // report its own "timeout waiting for update" just before our deadline).

@@ -316,6 +316,37 @@ func TestCallToTaskThatEndedSince(t *testing.T) {
 	}
 }
 
+// An Update admitted while the run it names continues as new is aborted
+// with a retryable error, which the SDK retries against that closed run
+// until its context ends. The call is sent again, unpinned, after a
+// bounded attempt, under the same Update ID, and gets its result well
+// within the inline wait.
+func TestCallPinnedToAClosingRunIsSentAgain(t *testing.T) {
+	defer func(d time.Duration) { pinnedAttempt = d }(pinnedAttempt)
+	pinnedAttempt = 100 * time.Millisecond
+	ft := &fakeTemporal{hangPinned: true}
+	cs := connectMemory(t, newTestGateway(t, ft, Options{InlineWait: 8 * time.Second}))
+	if res := callTool(t, cs, "counter__echo", map[string]any{"text": "one"}, ""); res.IsError {
+		t.Fatalf("first call: %q", textOf(res))
+	}
+	res := callTool(t, cs, "counter__echo", map[string]any{"text": "two"}, "")
+	if res.IsError || textOf(res) != "echo two" {
+		t.Fatalf("call whose pinned Update hangs: isError=%v %q; want its result, not pending after the inline wait", res.IsError, textOf(res))
+	}
+	ups := ft.all()
+	var kinds []bool
+	for _, u := range ups {
+		kinds = append(kinds, u.withStart)
+	}
+	if diff := cmp.Diff([]bool{true, false, true}, kinds); diff != "" {
+		t.Fatalf("updates sent, withStart (-want +got):\n%s", diff)
+	}
+	if ups[1].update.RunID != fakeRunID || ups[2].update.RunID != "" || ups[1].update.UpdateID != ups[2].update.UpdateID {
+		t.Fatalf("second call: pinned to %q then %q, IDs %q and %q; want the run then none, one ID",
+			ups[1].update.RunID, ups[2].update.RunID, ups[1].update.UpdateID, ups[2].update.UpdateID)
+	}
+}
+
 func TestCallFailuresAreExplained(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -633,9 +664,10 @@ type fakeTemporal struct {
 	// answer decides the outcome of the nth update (from 1); default: the
 	// call's arguments echoed as "echo <text>".
 	answer func(u sentUpdate, n int) (api.CallResult, error)
-	// block makes results wait until the caller gives up.
-	block    bool
-	describe func(id string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+	// block makes results wait until the caller gives up; hangPinned
+	// does so for Updates that name a run only.
+	block, hangPinned bool
+	describe          func(id string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
 
 	mu      sync.Mutex
 	pending []pendingStart
@@ -696,7 +728,7 @@ func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowU
 	f.updates = append(f.updates, u)
 	n := len(f.updates)
 	f.mu.Unlock()
-	if f.block {
+	if f.block || (f.hangPinned && !u.withStart && u.update.RunID != "") {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}

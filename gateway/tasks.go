@@ -121,39 +121,56 @@ func (g *Gateway) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// taskOfCall reads the state of call in task from the task.
+// taskOfCall reads the state of call in task from the task. A call only
+// moves forward (in flight, possibly waiting for approval, then finished),
+// and the task answers one query at a time, so a call that is not in
+// flight when asked is looked for among the finished ones once more: it
+// may have finished between the two queries.
 func (g *Gateway) taskOfCall(ctx context.Context, task, call string) (*taskState, *jsonrpc.Error) {
 	now := time.Now().UTC().Format(time.RFC3339)
 	st := &taskState{ResultType: "complete", TaskID: task + "~" + call, CreatedAt: now, LastUpdatedAt: now,
 		PollIntervalMs: taskPollInterval.Milliseconds()}
-	if res, ok := g.finishedCall(ctx, task, call, 5*time.Second); ok {
+	finished := func() (bool, *jsonrpc.Error) {
+		res, ok := g.finishedCall(ctx, task, call, 5*time.Second)
+		if !ok {
+			return false, nil
+		}
 		b, err := json.Marshal(toMCP(task, res))
 		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+			return true, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 		}
 		raw := json.RawMessage(b)
 		st.Status, st.Result = terminalStatus(res.Outcome), &raw
 		st.StatusMessage = fmt.Sprintf("%s: %s", res.Tool, res.Outcome)
-		return st, nil
+		return true, nil
 	}
-	if a := g.pendingApproval(ctx, task, call); a != nil {
-		// A person decides, not the client: the call is working (the
-		// extension's input_required asks the client for input).
-		st.Status = "working"
-		st.CreatedAt = a.RequestedAt.UTC().Format(time.RFC3339)
-		st.StatusMessage = fmt.Sprintf("%s is waiting for approval by %q (request %s: %d of %d approvals, expires %s); nothing has run yet",
-			a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
-		return st, nil
+	if ok, jerr := finished(); ok {
+		return st, jerr
 	}
 	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", api.QueryStatus)
 	var s api.Status
 	if err == nil && v.Get(&s) == nil && slices.Contains(s.InFlight, call) {
+		if a := g.pendingApproval(ctx, task, call); a != nil {
+			// A person decides, not the client: the call is working (the
+			// extension's input_required asks the client for input).
+			st.Status = "working"
+			st.CreatedAt = a.RequestedAt.UTC().Format(time.RFC3339)
+			st.StatusMessage = fmt.Sprintf("%s is waiting for approval by %q (request %s: %d of %d approvals, expires %s); nothing has run yet",
+				a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
+			return st, nil
+		}
 		st.Status, st.StatusMessage = "working", "running"
 		if reqs := g.pendingInputs(ctx, task, call); len(reqs) > 0 { // mrtr.go
 			st.Status, st.InputRequests = "input_required", reqs
 			st.StatusMessage = fmt.Sprintf("running; its upstream asks the client (%d request(s)): answer with tasks/update", len(reqs))
 		}
 		return st, nil
+	}
+	if ok, jerr := finished(); ok {
+		return st, jerr
+	}
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("task %s~%s: reading task %s: %v", task, call, task, err)}
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s~%s: task %s has no call %s in flight or finished", task, call, task, call)}
 }
