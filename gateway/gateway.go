@@ -864,6 +864,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	ictx, finishAsks := watchAsks(wctx, sink) // mrtr.go
 	var res api.CallResult
 	drained := false // an attempt was turned away: the task is moving to a new run
+	moved := false   // the call was sent again, to the task's current run
 	for {
 		var h client.WorkflowUpdateHandle
 		uo := client.UpdateWorkflowOptions{
@@ -890,6 +891,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 				// ran out: let Update-with-Start decide, which reports
 				// an ended task clearly.
 				g.running.CompareAndDelete(taskID, run)
+				moved = true
 				continue
 			}
 		} else {
@@ -906,7 +908,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		// The task is rolling over to a new run: the same Update ID goes
 		// to the new run.
 		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil {
-			drained = true
+			drained, moved = true, true
 		}
 		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && ictx.Err() == nil {
 			select {
@@ -943,6 +945,15 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		log.Warn().Err(err).Msg("call not completed")
 		metrics.Calls.WithLabelValues(e.exposed, OutcomeError).Inc()
 		return errorResult(taskID, callID, g.explain(ctx, wctx, taskID, callID, e.exposed, err)), nil
+	}
+	if r := res.Repeat; moved && r != nil && !r.Held && r.RunID != "" {
+		// This call ran in a run its first attempt was sent to, which
+		// has continued as new since; the run that answered no longer
+		// holds the result, that run's history does.
+		if full, ok := g.resultInRun(ctx, taskID, r.RunID, callID); ok {
+			full.Repeat = &api.Repeat{Run: r.Run, RunID: r.RunID, Held: true}
+			res = full
+		}
 	}
 	log.Info().Str("outcome", string(res.Outcome)).Int("attempts", res.Attempts).Msg("call finished")
 	metrics.Calls.WithLabelValues(e.exposed, string(res.Outcome)).Inc()

@@ -534,7 +534,13 @@ func counterManifest() *manifests.Manifest {
 
 func newTestGateway(t *testing.T, ft *fakeTemporal, o Options) *Gateway {
 	t.Helper()
-	o.Temporal = ft
+	return newTestGatewayWith(t, ft, o)
+}
+
+// newTestGatewayWith is newTestGateway with any client.
+func newTestGatewayWith(t *testing.T, c client.Client, o Options) *Gateway {
+	t.Helper()
+	o.Temporal = c
 	o.Manifests = []*manifests.Manifest{counterManifest()}
 	return New(o)
 }
