@@ -864,7 +864,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	ictx, finishAsks := watchAsks(wctx, sink) // mrtr.go
 	var res api.CallResult
 	drained := false // an attempt was turned away: the task is moving to a new run
-	moved := false   // the call was sent again, to the task's current run
+	moved := false   // an attempt waited past pinnedAttempt and the call was sent again
 	for {
 		var h client.WorkflowUpdateHandle
 		uo := client.UpdateWorkflowOptions{
@@ -884,14 +884,15 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			if err == nil {
 				err = h.Get(actx, &res)
 			}
+			stalled := err != nil && actx.Err() == context.DeadlineExceeded && ictx.Err() == nil
 			acancel()
 			var nf *serviceerror.NotFound
-			if errors.As(err, &nf) || (err != nil && actx.Err() != nil && ictx.Err() == nil) {
+			if errors.As(err, &nf) || stalled {
 				// Ended (or never existed here), or the pinned attempt
 				// ran out: let Update-with-Start decide, which reports
 				// an ended task clearly.
 				g.running.CompareAndDelete(taskID, run)
-				moved = true
+				moved = moved || stalled
 				continue
 			}
 		} else {
@@ -908,7 +909,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		// The task is rolling over to a new run: the same Update ID goes
 		// to the new run.
 		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil {
-			drained, moved = true, true
+			drained = true
 		}
 		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && ictx.Err() == nil {
 			select {
@@ -947,9 +948,11 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		return errorResult(taskID, callID, g.explain(ctx, wctx, taskID, callID, e.exposed, err)), nil
 	}
 	if r := res.Repeat; moved && r != nil && !r.Held && r.RunID != "" {
-		// This call ran in a run its first attempt was sent to, which
-		// has continued as new since; the run that answered no longer
-		// holds the result, that run's history does.
+		// This send waited in a run that has continued as new since, and
+		// the call ran there (through this send or a concurrent one of
+		// the same key); the run that answered no longer holds the
+		// result, that run's history does. A plain retry is answered by
+		// the task as it is (README: what "never runs twice" covers).
 		if full, ok := g.resultInRun(ctx, taskID, r.RunID, callID); ok {
 			full.Repeat = &api.Repeat{Run: r.Run, RunID: r.RunID, Held: true}
 			res = full

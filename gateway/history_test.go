@@ -7,6 +7,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
 	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -89,12 +90,25 @@ func TestMovedCallGetsItsResultFromHistory(t *testing.T) {
 		t.Fatalf("moved call: isError=%v %q; want the result recorded in run-5's history", res.IsError, textOf(res))
 	}
 
-	// Not moved: the task's answer stands, and no history is read.
-	ft2 := &fakeTemporal{answer: func(u sentUpdate, _ int) (api.CallResult, error) { return ranBefore(u), nil }}
+	// Not held up: a retry sent to the run the gateway knew, which has
+	// ended since (NotFound), then to the current run, gets the task's
+	// answer, and no history is read.
+	ft2 := &fakeTemporal{answer: func(u sentUpdate, n int) (api.CallResult, error) {
+		switch n {
+		case 1:
+			return okResult("first"), nil
+		case 2:
+			return api.CallResult{}, serviceerror.NewNotFound("workflow execution already completed")
+		}
+		return ranBefore(u), nil
+	}}
 	ht2 := &historyTemporal{fakeTemporal: ft2, run: "run-5", completed: map[string]api.CallResult{"k-old-1": okResult("the real result")}}
 	cs2 := connectMemory(t, newTestGatewayWith(t, ht2, Options{}))
+	if res := callTool(t, cs2, "counter__echo", map[string]any{}, ""); textOf(res) != "first" {
+		t.Fatalf("first call: %q", textOf(res))
+	}
 	res = callTool(t, cs2, "counter__echo", map[string]any{}, "old-1")
-	if textOf(res) != "already ran" || len(ht2.asked) != 0 {
-		t.Fatalf("repeat of an old call: %q, histories read %v; want the task's answer and none read", textOf(res), ht2.asked)
+	if textOf(res) != "already ran" || len(ht2.asked) != 0 || ft2.count() != 3 {
+		t.Fatalf("repeat of an old call: %q, histories read %v, %d updates; want the task's answer, none read, 3 updates", textOf(res), ht2.asked, ft2.count())
 	}
 }
