@@ -193,7 +193,8 @@ func TestSessionCapPerPrincipal(t *testing.T) {
 // a call, a new session is refused (CodeTooManySessions) rather than one
 // closed under its call.
 func TestSessionCapNeverClosesABusySession(t *testing.T) {
-	g := newTestGateway(t, &fakeTemporal{block: true}, Options{Principal: "alice", MaxSessionsPerPrincipal: 1, InlineWait: 3 * time.Second})
+	ft := &fakeTemporal{block: true}
+	g := newTestGateway(t, ft, Options{Principal: "alice", MaxSessionsPerPrincipal: 1, InlineWait: 3 * time.Second})
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(srv.Close)
 	hc := &http.Client{Transport: &http.Transport{}}
@@ -206,7 +207,13 @@ func TestSessionCapNeverClosesABusySession(t *testing.T) {
 		resp, _ := busy.post(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"counter__echo","arguments":{}}}`, nil)
 		done <- resp.StatusCode
 	}()
+	// The call has reached the task (so the middleware counts it), not
+	// only some other request of the session, such as its initialized
+	// notification.
 	settled(t, "the call in flight", 5*time.Second, func() bool {
+		if ft.count() == 0 {
+			return false
+		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		for _, s := range g.sessions {
