@@ -884,7 +884,9 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			if err == nil {
 				err = h.Get(actx, &res)
 			}
-			stalled := err != nil && actx.Err() == context.DeadlineExceeded && ictx.Err() == nil
+			// Ran out of time (gRPC's own timer may report it a moment
+			// before actx is marked done), not the whole wait: ictx goes on.
+			stalled := err != nil && ictx.Err() == nil && waitedOut(actx, err)
 			acancel()
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) || stalled {

@@ -734,7 +734,15 @@ func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowU
 	f.updates = append(f.updates, u)
 	n := len(f.updates)
 	f.mu.Unlock()
-	if f.block || (f.hangPinned && !u.withStart && u.update.RunID != "") {
+	if f.hangPinned && !u.withStart && u.update.RunID != "" {
+		// As gRPC may: its deadline error comes a moment before the
+		// context is marked done.
+		if dl, ok := ctx.Deadline(); ok {
+			time.Sleep(time.Until(dl) - 20*time.Millisecond)
+		}
+		return nil, client.NewWorkflowUpdateServiceTimeoutOrCanceledError(context.DeadlineExceeded)
+	}
+	if f.block {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
