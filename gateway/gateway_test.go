@@ -678,6 +678,7 @@ type fakeTemporal struct {
 	mu      sync.Mutex
 	pending []pendingStart
 	updates []sentUpdate
+	signals []string
 }
 
 type pendingStart struct {
@@ -760,6 +761,16 @@ func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowU
 	}
 	res.CallID, res.Tool = u.req.CallID, u.req.Tool
 	return fakeHandle{res: res}, nil
+}
+
+// SignalWorkflow records a signal. The gateway signals a task when a
+// client cancels a call (relay.go); the go-sdk client may cancel a call
+// whose answer it is just reading, which is harmless for a finished call.
+func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _, name string, arg any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.signals = append(f.signals, name+" "+id)
+	return nil
 }
 
 func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
