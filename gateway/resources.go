@@ -65,6 +65,11 @@ func levelCovers(have, need manifests.DataLevel) bool {
 // ready.
 type resourceState struct {
 	watch sync.Once
+	// refresh serialises refreshResources, which reads the upstreams'
+	// catalogs and then publishes: two refreshes interleaved could publish
+	// the older catalogs last (a resource of an upstream that connected
+	// meanwhile would stay unpublished until its next change).
+	refresh sync.Mutex
 
 	mu        sync.Mutex
 	resources map[string]*resourceEntry // URI -> published resource
@@ -125,6 +130,8 @@ func (g *Gateway) refreshResources() {
 			Changed: func(string) { g.refreshResources() },
 		})
 	})
+	g.res.refresh.Lock()
+	defer g.res.refresh.Unlock()
 
 	ms := slices.Clone(g.cur().Manifests)
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Server.Name < ms[j].Server.Name })
