@@ -1,0 +1,160 @@
+package devserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// BenchmarkUpdateFloor measures what the embedded server and the SDK alone
+// cost per durable call, with no airlock code on the path: one workflow per
+// session, each call an Update (naming the run, waiting for completion) whose
+// handler runs one local activity that returns its input. That is the shape
+// of airlock's fast path (a task's auto-allowed call: one Update, one
+// speculative workflow task, one local activity, six history events), so
+// airlock's own cost per call is the difference between `airlock bench`
+// and this floor, measured on the same machine in the same hour.
+//
+// Reported per call: the process's CPU (user + system, all goroutines: the
+// server's services, the worker and the callers), p50 latency, calls per
+// second. Run it with a fixed count, e.g.
+//
+//	go test -run '^$' -bench UpdateFloor -benchtime 600x ./internal/devserver/
+//
+// It is a benchmark, not a test: nothing here asserts a time.
+func BenchmarkUpdateFloor(b *testing.B) {
+	for _, sessions := range []int{1, 32} {
+		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) { benchUpdateFloor(b, sessions) })
+	}
+}
+
+const (
+	floorWorkflowName = "UpdateFloorWorkflow"
+	floorActivityName = "UpdateFloorEcho"
+	floorUpdateName   = "call"
+	floorTaskQueue    = "update-floor"
+)
+
+func floorWorkflow(ctx workflow.Context) error {
+	err := workflow.SetUpdateHandler(ctx, floorUpdateName, func(ctx workflow.Context, in string) (string, error) {
+		ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+		var out string
+		err := workflow.ExecuteLocalActivity(ctx, floorActivityName, in).Get(ctx, &out)
+		return out, err
+	})
+	if err != nil {
+		return err
+	}
+	return workflow.Await(ctx, func() bool { return false })
+}
+
+func floorEcho(_ context.Context, in string) (string, error) { return in, nil }
+
+func benchUpdateFloor(b *testing.B, sessions int) {
+	ctx := context.Background()
+	s, err := Start(ctx, Options{DataDir: b.TempDir(), Port: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Stop()
+	c, err := client.Dial(client.Options{HostPort: s.HostPort(), Namespace: s.Namespace(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	w := worker.New(c, floorTaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(floorWorkflow, workflow.RegisterOptions{Name: floorWorkflowName})
+	w.RegisterActivityWithOptions(floorEcho, activity.RegisterOptions{Name: floorActivityName})
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+
+	runs := make([]client.WorkflowRun, sessions)
+	for i := range runs {
+		runs[i], err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: fmt.Sprintf("floor-%d-%d", sessions, i), TaskQueue: floorTaskQueue,
+		}, floorWorkflowName)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	call := func(run client.WorkflowRun, n int) error {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: floorUpdateName,
+			UpdateID: fmt.Sprintf("%s-%d", run.GetID(), n), Args: []any{"hi"},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err != nil {
+			return err
+		}
+		var out string
+		return h.Get(ctx, &out)
+	}
+	// Warm up: each workflow's first workflow task, the sticky queue.
+	for _, r := range runs {
+		if err := call(r, -1); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	per := (b.N + sessions - 1) / sessions
+	lat := make([][]time.Duration, sessions)
+	errs := make(chan error, sessions)
+	var wg sync.WaitGroup
+	cpu0 := processCPU()
+	b.ResetTimer()
+	start := time.Now()
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range per {
+				t0 := time.Now()
+				if err := call(runs[i], n); err != nil {
+					errs <- err
+					return
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpu := processCPU() - cpu0
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	calls := float64(len(all))
+	b.ReportMetric(float64(cpu.Microseconds())/1000/calls, "cpu-ms/call")
+	b.ReportMetric(calls/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
