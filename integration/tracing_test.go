@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/telemetry"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/tracing"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
@@ -383,9 +383,9 @@ func BenchmarkTracingOverhead(b *testing.B) {
 
 // processCPU is the user and system CPU time this process has used.
 func processCPU(t testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
+	cpu, ok := testenv.ProcessCPU()
+	if !ok {
+		t.Fatal("cannot read this process's CPU time (getrusage)")
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpu
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // BenchmarkDecide measures a call that passes every check and is decided by
@@ -68,7 +70,7 @@ func BenchmarkDecide(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("%srules=%d", c.name, n), func(b *testing.B) {
 				b.ReportAllocs()
-				cpu0, cpuOK := processCPU()
+				cpu0, cpuOK := testenv.ProcessCPU()
 				for b.Loop() {
 					if d := p.Decide(in); d.Rule != "last" {
 						b.Fatalf("decided by %+v", d)
@@ -84,7 +86,7 @@ func BenchmarkDecide(b *testing.B) {
 // (cpu-ns/op), which the load of a shared machine inflates far less than
 // the wall time of ns/op.
 func reportCPU(b *testing.B, cpu0 time.Duration, ok bool) {
-	cpu1, ok1 := processCPU()
+	cpu1, ok1 := testenv.ProcessCPU()
 	if ok && ok1 && b.N > 0 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 	}
