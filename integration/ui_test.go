@@ -52,9 +52,11 @@ tools:
 		"--temporal-port", fmt.Sprint(temporalPort), "--ui-port", fmt.Sprint(uiPort), "--log-format", "json")
 	p.waitHealthy(t, "http://"+listen)
 	ui := fmt.Sprintf("http://127.0.0.1:%d", uiPort)
-	if !strings.Contains(p.output(), "Temporal UI:   "+ui) {
-		t.Errorf("the banner does not print the UI's URL %s", ui)
-	}
+	// The banner is written just after the gateway starts serving, so /healthz can
+	// answer a moment before it reaches the output.
+	waitFor(t, "the banner to print the UI's URL "+ui, 30*time.Second, func() bool {
+		return strings.Contains(p.output(), "Temporal UI:   "+ui)
+	})
 
 	cs := connectURL(t, "http://"+listen+"/mcp", nil)
 	waitTools(t, cs, "counter__put")
