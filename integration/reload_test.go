@@ -164,9 +164,9 @@ tools:
 	badLine := 1 + slices.IndexFunc(strings.Split(bad, "\n"), func(l string) bool { return strings.Contains(l, "when:") })
 	replaceFile(t, cfg, bad)
 	waitFor(t, "the failed reload to be counted", 30*time.Second, func() bool { return reloadCount(t, url, "error") == errBefore+1 })
-	if want := fmt.Sprintf("airlock.yaml:%d: policy.rules[0].when", badLine); !strings.Contains(p.output(), want) {
-		t.Fatalf("the log does not name the problem at %s:\n%s", want, p.output())
-	}
+	// The counter and the log line are written one after the other: wait for the line.
+	want := fmt.Sprintf("airlock.yaml:%d: policy.rules[0].when", badLine)
+	waitFor(t, "the log to name the problem at "+want, 30*time.Second, func() bool { return strings.Contains(p.output(), want) })
 	if r := call(t, alice, "counter__put", map[string]any{"key": "blocked"}, ""); !r.IsError || lastDecision(t, tc, task).PolicyVersion != v2 {
 		t.Fatalf("after the invalid edit: %q under %s; want the running version %s to deny", text(r), lastDecision(t, tc, task).PolicyVersion, v2)
 	}
@@ -183,9 +183,7 @@ tools:
 		t.Fatal(err)
 	}
 	waitFor(t, "the reload by SIGHUP", 30*time.Second, func() bool { return reloadCount(t, url, "ok") > okBefore })
-	if !strings.Contains(p.output(), `"trigger":"signal hangup"`) {
-		t.Fatalf("no reload by signal in the log:\n%s", p.output())
-	}
+	waitFor(t, "the reload by signal in the log", 30*time.Second, func() bool { return strings.Contains(p.output(), `"trigger":"signal hangup"`) })
 	drain(listChanged)
 	if err := os.Remove(filepath.Join(mdir, "notes.yaml")); err != nil {
 		t.Fatal(err)
