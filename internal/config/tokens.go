@@ -51,6 +51,10 @@ type Tokens struct {
 	// last fetch is this old, so tokens with made-up key IDs cannot make
 	// airlock hammer the provider (default 30s).
 	JWKSRefetchCooldown manifests.Duration `yaml:"jwks_refetch_cooldown,omitempty"`
+	// MaxTokenLifetime bounds a JWT access token's lifetime (exp - iat):
+	// a token issued for longer is refused, since nothing can revoke it
+	// before it expires (default 24h).
+	MaxTokenLifetime manifests.Duration `yaml:"max_token_lifetime,omitempty"`
 }
 
 // TokenIssuer is one authorization server.
@@ -109,7 +113,7 @@ func (t TokenIssuer) IssuerName() string {
 // OAuthOptions converts the block into the verifier's options.
 func (t *Tokens) OAuthOptions() oauth.Options {
 	o := oauth.Options{Resource: t.Resource, RequiredScopes: t.RequiredScopes, ScopesSupported: t.ScopesSupported, Algorithms: t.Algorithms,
-		JWKSRefetchCooldown: t.JWKSRefetchCooldown.D()}
+		JWKSRefetchCooldown: t.JWKSRefetchCooldown.D(), MaxTokenLifetime: t.MaxTokenLifetime.D()}
 	for _, is := range t.Issuers {
 		oi := oauth.Issuer{URL: is.Issuer, Name: is.IssuerName(), Audience: is.Audience, PrincipalClaim: is.PrincipalClaim, JWKSURL: is.JWKSURL}
 		if in := is.Introspection; in != nil {
@@ -137,6 +141,9 @@ func (c *Config) validateTokens(v *validator) {
 	}
 	if d := t.JWKSRefetchCooldown; d != 0 && (d < manifests.Duration(time.Second) || d > manifests.Duration(time.Hour)) {
 		v.add(at+".jwks_refetch_cooldown", `must be between 1s and 1h, got %s; it is the least time between two fetches of an issuer's keys (default 30s)`, d)
+	}
+	if d := t.MaxTokenLifetime; d != 0 && (d < manifests.Duration(time.Minute) || d > manifests.Duration(30*24*time.Hour)) {
+		v.add(at+".max_token_lifetime", `must be between 1m and 720h, got %s; it is the longest exp - iat of an accepted access token (default 24h)`, d)
 	}
 	if len(t.Issuers) == 0 {
 		v.add(at+".issuers", "is empty; name the authorization server(s) whose tokens are accepted, e.g. - issuer: https://login.example.com")

@@ -26,6 +26,7 @@ principals_from_tokens:
   tool_scopes:
     - {tools: "fs__write_*", scopes: [files:write]}
   jwks_refetch_cooldown: 2m
+  max_token_lifetime: 8h
 `
 	snap, err := config.Load(write(t, filepath.Join(dir, "good.yaml"), good))
 	if err != nil {
@@ -36,7 +37,7 @@ principals_from_tokens:
 		t.Fatalf("tokens block %+v", tk)
 	}
 	o := tk.OAuthOptions()
-	if o.Resource != "https://airlock.example.com/mcp" || o.Issuers[0].Name != "login.example.com" || len(o.Roles) != 1 || o.ToolScopes[0].Scopes[0] != "files:write" || o.JWKSRefetchCooldown != 2*time.Minute {
+	if o.Resource != "https://airlock.example.com/mcp" || o.Issuers[0].Name != "login.example.com" || len(o.Roles) != 1 || o.ToolScopes[0].Scopes[0] != "files:write" || o.JWKSRefetchCooldown != 2*time.Minute || o.MaxTokenLifetime != 8*time.Hour {
 		t.Fatalf("options %+v", o)
 	}
 
@@ -60,6 +61,7 @@ principals_from_tokens:
     - {tools: "[", scopes: []}
   algorithms: [HS256, none]
   jwks_refetch_cooldown: 10ms
+  max_token_lifetime: 10s
 `
 	_, err = config.Load(write(t, filepath.Join(dir, "bad.yaml"), bad))
 	got := strings.Join(problems(t, err), "\n")
@@ -78,6 +80,7 @@ principals_from_tokens:
 		"principals_from_tokens.algorithms[0]: algorithm \"HS256\" is HMAC",
 		"principals_from_tokens.algorithms[1]: algorithm \"none\" accepts unsigned tokens",
 		"bad.yaml:20: principals_from_tokens.jwks_refetch_cooldown: must be between 1s and 1h, got 10ms",
+		"bad.yaml:21: principals_from_tokens.max_token_lifetime: must be between 1m and 720h, got 10s",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q; got:\n%s", want, got)

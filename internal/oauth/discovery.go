@@ -33,35 +33,35 @@ type serverMetadata struct {
 }
 
 // getVerifier discovers the issuer's key set once (retrying later after a
-// failure) and returns its verifier. The key set is go-oidc's RemoteKeySet:
-// keys are cached, and a token signed with a key ID not in the cache makes
-// it fetch the set again, which is how a rotation is followed: at most once
-// per is.cooldown (jwks.go).
-func (is *issuer) getVerifier(ctx context.Context, algs []string, now func() time.Time) (*oidc.IDTokenVerifier, error) {
+// failure) and returns its verifier. The key set (jwks.go) is fetched again
+// on a schedule, so a withdrawn key stops verifying, and when a token names
+// a key ID it does not hold, which is how a rotation is followed: that at
+// most once per is.cooldown.
+func (is *issuer) getVerifier(ctx context.Context, algs []string, now func() time.Time) (*oidc.IDTokenVerifier, *keySet, error) {
 	is.mu.Lock()
 	defer is.mu.Unlock()
 	if is.verifier != nil {
-		return is.verifier, nil
+		return is.verifier, is.keys, nil
 	}
 	if is.lastErr != nil && time.Since(is.lastTry) < retryDiscoveryAfter {
-		return nil, is.lastErr
+		return nil, nil, is.lastErr
 	}
 	jwks := is.cfg.JWKSURL
 	if jwks == "" {
 		md, err := discover(ctx, is.client, is.cfg.URL)
 		if err != nil {
 			is.lastErr, is.lastTry = err, time.Now()
-			return nil, err
+			return nil, nil, err
 		}
 		jwks = md.JWKSURI
 	}
-	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), keySetClient(is.client, jwks, is.cooldown, now)), jwks)
-	is.verifier = oidc.NewVerifier(is.cfg.URL, keys, &oidc.Config{
+	is.keys = newKeySet(is.client, jwks, is.cooldown, now, algs)
+	is.verifier = oidc.NewVerifier(is.cfg.URL, is.keys, &oidc.Config{
 		ClientID:             is.cfg.Audience,
 		SupportedSigningAlgs: slices.Clone(algs),
 		Now:                  now,
 	})
-	return is.verifier, nil
+	return is.verifier, is.keys, nil
 }
 
 // discover reads the issuer's OpenID Connect discovery document, or its

@@ -1,82 +1,196 @@
 package oauth
 
 import (
-	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // DefaultJWKSRefetchCooldown is the least time between two fetches of an
-// issuer's key set (Options.JWKSRefetchCooldown).
+// issuer's key set for tokens whose key ID it does not hold
+// (Options.JWKSRefetchCooldown).
 const DefaultJWKSRefetchCooldown = 30 * time.Second
 
-// jwksLimiter is the transport of an issuer's key set: go-oidc fetches
-// the set again for every token whose key ID it does not know (that is how
-// it follows a rotation), so a stream of tokens with made-up key IDs would
-// make airlock hammer the provider. Within every of the last fetch, the
-// limiter answers the key set's URL with the set it fetched last (the
-// token's key is then unknown and it is refused) instead of asking the
-// provider again; other URLs pass through.
-type jwksLimiter struct {
-	base  http.RoundTripper
-	url   string
-	every time.Duration
-	now   func() time.Time
+// The key set is fetched again on a schedule, so that a key the provider
+// withdrew stops verifying: after the provider's Cache-Control max-age,
+// bounded to [MinJWKSRefresh, MaxJWKSRefresh] (MaxJWKSRefresh when it
+// sends none). MaxJWKSRefresh is the README's promise: a withdrawn key
+// verifies nothing a minute after the provider stopped publishing it.
+const (
+	MinJWKSRefresh = 30 * time.Second
+	MaxJWKSRefresh = time.Minute
+)
 
-	mu     sync.Mutex // held across a fetch: one fetch at a time
-	last   time.Time
-	status int
-	header http.Header
-	body   []byte // nil: the last fetch failed
+// keySet is an issuer's JWKS (go-oidc's oidc.KeySet). go-oidc's own
+// RemoteKeySet keeps the keys it fetched until a token names a key ID it
+// does not hold, so a withdrawn key kept verifying for as long as no such
+// token came; and every such token made it fetch again, so a stream of
+// made-up key IDs would make airlock hammer the provider. This one fetches
+// the set on a schedule (refreshAfter), and for an unknown key ID (a
+// rotation) at most once per cooldown; within it such a token is refused
+// without a request to the provider. A failed fetch keeps the keys of the
+// last good one (a provider that cannot be reached withdrew nothing) and is
+// tried again after the cooldown (at most MaxJWKSRefresh).
+type keySet struct {
+	url      string
+	client   *http.Client
+	now      func() time.Time
+	cooldown time.Duration
+	algs     []jose.SignatureAlgorithm
+
+	mu      sync.Mutex // held across a fetch: one fetch at a time
+	keys    []jose.JSONWebKey
+	have    bool      // a fetch succeeded
+	lastTry time.Time // the last fetch, good or not
+	lastErr error     // of the last fetch
+	next    time.Time // when the set is fetched again
 }
 
-func (l *jwksLimiter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet || req.URL.String() != l.url {
-		return l.base.RoundTrip(req)
+func newKeySet(c *http.Client, url string, cooldown time.Duration, now func() time.Time, algs []string) *keySet {
+	ks := &keySet{url: url, client: c, now: now, cooldown: cooldown}
+	for _, a := range algs {
+		ks.algs = append(ks.algs, jose.SignatureAlgorithm(a))
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now := l.now(); !l.last.IsZero() && now.Sub(l.last) < l.every {
-		if l.body == nil {
-			return nil, fmt.Errorf("the key set at %s could not be fetched %s ago and is not asked again within %s (principals_from_tokens.jwks_refetch_cooldown)",
-				l.url, now.Sub(l.last).Round(time.Second), l.every)
-		}
-		return l.replay(req), nil
+	return ks
+}
+
+// VerifySignature implements oidc.KeySet: it returns the payload of jwt
+// when a key of the issuer's current set verifies it (the key its kid
+// names, or any key when it names none, as go-oidc does).
+func (ks *keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error) {
+	jws, err := jose.ParseSigned(jwt, ks.algs)
+	if err != nil {
+		return nil, fmt.Errorf("malformed jwt: %v", err)
 	}
-	l.last, l.body = l.now(), nil
-	resp, err := l.base.RoundTrip(req)
+	if len(jws.Signatures) != 1 {
+		return nil, errors.New("a JWT access token has exactly one signature")
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	keys, err := ks.current(ctx, kid)
 	if err != nil {
 		return nil, err
 	}
-	b, err := readLimited(resp.Body)
-	resp.Body.Close()
+	for _, k := range keys {
+		if kid == "" || k.KeyID == kid {
+			if payload, err := jws.Verify(&k); err == nil {
+				return payload, nil
+			}
+		}
+	}
+	if kid != "" && !hasKeyID(keys, kid) {
+		return nil, fmt.Errorf("key ID %q is not in the issuer's key set (%s)", kid, ks.url)
+	}
+	return nil, errors.New("no key of the issuer's key set verifies the signature")
+}
+
+// until is when the keys held now are fetched again: a token verified
+// with them is taken on trust no longer than that.
+func (ks *keySet) until() time.Time {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.next
+}
+
+// current returns the keys to verify a token signed with kid, fetching
+// the set first when it is due, or when it lacks kid and the cooldown has
+// passed.
+func (ks *keySet) current(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	now := ks.now()
+	due := ks.lastTry.IsZero() || !now.Before(ks.next)
+	rotated := ks.have && kid != "" && !hasKeyID(ks.keys, kid) && now.Sub(ks.lastTry) >= ks.cooldown
+	if due || rotated {
+		ks.fetch(ctx, now)
+	}
+	if !ks.have {
+		return nil, fmt.Errorf("the key set at %s could not be fetched (%v); it is tried again %s after the last attempt (principals_from_tokens.jwks_refetch_cooldown)",
+			ks.url, ks.lastErr, ks.next.Sub(ks.lastTry).Round(time.Second))
+	}
+	return ks.keys, nil
+}
+
+func (ks *keySet) fetch(ctx context.Context, now time.Time) {
+	ks.lastTry = now
+	keys, maxAge, err := ks.get(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", l.url, err)
+		ks.lastErr = err
+		ks.next = now.Add(min(ks.cooldown, MaxJWKSRefresh))
+		return
 	}
-	l.status, l.header = resp.StatusCode, resp.Header.Clone()
-	if resp.StatusCode == http.StatusOK {
-		l.body = b
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	return resp, nil
+	ks.keys, ks.have, ks.lastErr = keys, true, nil
+	ks.next = now.Add(refreshAfter(maxAge))
 }
 
-// replay answers req with the key set fetched last.
-func (l *jwksLimiter) replay(req *http.Request) *http.Response {
-	return &http.Response{Status: http.StatusText(l.status), StatusCode: l.status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: l.header.Clone(), Body: io.NopCloser(bytes.NewReader(l.body)), ContentLength: int64(len(l.body)), Request: req}
+// get fetches the key set. The fetch is the issuer's, not the request's
+// that needed it: a client that goes away does not make it fail.
+func (ks *keySet) get(ctx context.Context) ([]jose.JSONWebKey, time.Duration, error) {
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodGet, ks.url, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := ks.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := readLimited(resp.Body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %v", ks.url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, 0, fmt.Errorf("%s: %s", ks.url, resp.Status)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(b, &set); err != nil {
+		return nil, 0, fmt.Errorf("%s: not a JSON Web Key Set: %v", ks.url, err)
+	}
+	return set.Keys, maxAge(resp.Header), nil
 }
 
-// keySetClient is c with its key-set fetches limited to one per every.
-func keySetClient(c *http.Client, jwksURL string, every time.Duration, now func() time.Time) *http.Client {
-	base := c.Transport
-	if base == nil {
-		base = http.DefaultTransport
+// refreshAfter is how long a fetched key set is used before it is fetched
+// again: the provider's max-age (-1: none given), within the bounds.
+func refreshAfter(maxAge time.Duration) time.Duration {
+	if maxAge < 0 {
+		return MaxJWKSRefresh
 	}
-	kc := *c
-	kc.Transport = &jwksLimiter{base: base, url: jwksURL, every: every, now: now}
-	return &kc
+	return min(max(maxAge, MinJWKSRefresh), MaxJWKSRefresh)
+}
+
+// maxAge reads Cache-Control: its max-age (no-store and no-cache count as
+// 0), or -1 when it says neither.
+func maxAge(h http.Header) time.Duration {
+	age := time.Duration(-1)
+	for _, v := range h.Values("Cache-Control") {
+		for _, d := range strings.Split(v, ",") {
+			d = strings.ToLower(strings.TrimSpace(d))
+			switch {
+			case d == "no-store", d == "no-cache":
+				return 0
+			case strings.HasPrefix(d, "max-age="):
+				if n, err := strconv.Atoi(strings.Trim(strings.TrimPrefix(d, "max-age="), `"`)); err == nil && n >= 0 {
+					age = time.Duration(n) * time.Second
+				}
+			}
+		}
+	}
+	return age
+}
+
+func hasKeyID(keys []jose.JSONWebKey, kid string) bool {
+	for _, k := range keys {
+		if k.KeyID == kid {
+			return true
+		}
+	}
+	return false
 }

@@ -7,12 +7,15 @@
 // the RFC 9728 Protected Resource Metadata with the WWW-Authenticate
 // challenges that point clients to it.
 //
-// Discovery (OpenID Connect or RFC 8414 metadata), key caching and key
-// rotation, issuer, audience, expiry, not-before and the signature algorithm
+// Issuer, audience, expiry, not-before and the signature algorithm
 // allowlist are go-oidc's (github.com/coreos/go-oidc/v3); this package adds
-// what a resource server needs beyond an ID token verifier.
+// what a resource server needs beyond an ID token verifier: discovery (OpenID
+// Connect or RFC 8414 metadata), the issuer's key set fetched on a schedule
+// and on rotation (jwks.go), and the checks that make a verified JWT an
+// access token (accesstoken.go: not an ID token, iat, lifetime).
 //
-// It is a leaf: it imports the standard library, go-oidc and cel-go, never
+// It is a leaf: it imports the standard library, go-oidc (and go-jose,
+// which go-oidc is built on) and cel-go, never
 // airlock's packages, and it never logs. Package identity builds a Verifier
 // from the configuration and turns a Token into a principal.
 package oauth
@@ -75,6 +78,9 @@ type Options struct {
 	// fetch the set again (a rotation) only when the last fetch is at
 	// least this old (default DefaultJWKSRefetchCooldown).
 	JWKSRefetchCooldown time.Duration
+	// MaxTokenLifetime bounds exp - iat of a JWT access token: a longer
+	// lived one is refused (default DefaultMaxTokenLifetime).
+	MaxTokenLifetime time.Duration
 }
 
 // Issuer is one authorization server whose tokens are accepted.
@@ -184,6 +190,7 @@ type issuer struct {
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
+	keys     *keySet
 	lastErr  error
 	lastTry  time.Time
 }
@@ -207,6 +214,9 @@ func New(opts Options) (*Verifier, error) {
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if opts.MaxTokenLifetime <= 0 {
+		opts.MaxTokenLifetime = DefaultMaxTokenLifetime
 	}
 	v := &Verifier{opts: opts, getenv: opts.Getenv, now: opts.Now, cache: map[[32]byte]cached{}}
 	if v.now == nil {
@@ -393,13 +403,18 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Token, error) {
 		return c.tok, nil
 	}
 	v.mu.Unlock()
-	tok, err := v.verify(ctx, raw)
+	tok, keysUntil, err := v.verify(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
 	until := now.Add(cacheTTL)
 	if tok.Expiry.Before(until) {
 		until = tok.Expiry
+	}
+	// Not beyond the key set that verified it: a key withdrawn at the
+	// next fetch verifies no cached token either.
+	if !keysUntil.IsZero() && keysUntil.Before(until) {
+		until = keysUntil
 	}
 	v.mu.Lock()
 	if len(v.cache) >= maxCache {
@@ -417,7 +432,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Token, error) {
 	return tok, nil
 }
 
-func (v *Verifier) verify(ctx context.Context, raw string) (*Token, error) {
+// verify checks raw; keysUntil is when the key set that verified it is
+// fetched again (zero for an introspected token).
+func (v *Verifier) verify(ctx context.Context, raw string) (tok *Token, keysUntil time.Time, err error) {
 	var claims map[string]any
 	var is *issuer
 	if !LooksLikeJWT(raw) {
@@ -428,17 +445,17 @@ func (v *Verifier) verify(ctx context.Context, raw string) (*Token, error) {
 			}
 		}
 		if is == nil {
-			return nil, invalid("the bearer token is neither an API key nor a JWT access token (no issuer is configured for introspection of opaque tokens)")
+			return nil, time.Time{}, invalid("the bearer token is neither an API key nor a JWT access token (no issuer is configured for introspection of opaque tokens)")
 		}
 		c, err := v.introspect(ctx, is, raw)
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		claims = c
 	} else {
 		iss, err := unverifiedIssuer(raw)
 		if err != nil {
-			return nil, invalid("malformed JWT: %v", err)
+			return nil, time.Time{}, invalid("malformed JWT: %v", err)
 		}
 		for _, i := range v.issuers {
 			if i.cfg.URL == iss {
@@ -446,21 +463,26 @@ func (v *Verifier) verify(ctx context.Context, raw string) (*Token, error) {
 			}
 		}
 		if is == nil {
-			return nil, invalid("wrong issuer: tokens of %q are not accepted (accepted: %s)", iss, strings.Join(v.issuerURLs(), ", "))
+			return nil, time.Time{}, invalid("wrong issuer: tokens of %q are not accepted (accepted: %s)", iss, strings.Join(v.issuerURLs(), ", "))
 		}
-		vf, err := is.getVerifier(ctx, v.opts.Algorithms, v.now)
+		vf, keys, err := is.getVerifier(ctx, v.opts.Algorithms, v.now)
 		if err != nil {
-			return nil, invalid("cannot verify tokens of %s: %v", is.cfg.URL, err)
+			return nil, time.Time{}, invalid("cannot verify tokens of %s: %v", is.cfg.URL, err)
 		}
-		t, err := vf.Verify(oidc.ClientContext(ctx, is.client), raw)
+		t, err := vf.Verify(ctx, raw)
 		if err != nil {
-			return nil, classify(err, is.cfg.Audience)
+			return nil, time.Time{}, classify(err, is.cfg.Audience)
 		}
+		keysUntil = keys.until()
 		if err := t.Claims(&claims); err != nil {
-			return nil, invalid("claims: %v", err)
+			return nil, time.Time{}, invalid("claims: %v", err)
+		}
+		if e := checkAccessToken(raw, claims, v.now(), v.opts.MaxTokenLifetime); e != nil {
+			return nil, time.Time{}, e
 		}
 	}
-	return v.toToken(ctx, is, claims)
+	tok, err = v.toToken(ctx, is, claims)
+	return tok, keysUntil, err
 }
 
 func (v *Verifier) issuerURLs() []string {
@@ -476,6 +498,8 @@ func classify(err error, aud string) *Error {
 	var exp *oidc.TokenExpiredError
 	msg := strings.TrimPrefix(err.Error(), "oidc: ")
 	switch {
+	case errors.As(err, &exp) && exp.Expiry.IsZero():
+		return invalid("the token has no exp (expiry) claim; airlock accepts only access tokens that expire")
 	case errors.As(err, &exp):
 		return invalid("token expired at %s", exp.Expiry.UTC().Format(time.RFC3339))
 	case strings.Contains(msg, "expected audience"):

@@ -89,7 +89,22 @@ func TestRefusals(t *testing.T) {
 		{"alg none", oauthtest.Unsigned(t, good), "algorithm not allowed"},
 		{"key not in the JWKS", oauthtest.SignWithUnknownKey(t, good), "bad signature"},
 		{"tampered signature", oauthtest.Tamper(t, p.Sign(t, good)), "bad signature"},
-		{"no exp", p.Sign(t, func() map[string]any { c := p.Claims("alice"); delete(c, "exp"); return c }()), "expired"},
+		{"no exp", p.Sign(t, func() map[string]any { c := p.Claims("alice"); delete(c, "exp"); return c }()), "has no exp (expiry) claim"},
+		// Issue 25: iat in the future, ID tokens, and lifetimes beyond
+		// max_token_lifetime (default a day).
+		{"iat in the future", p.Sign(t, with("iat", time.Now().Add(time.Hour).Unix())), "issued in the future"},
+		{"the provider's ID token", p.IDToken(t, nil), "is an ID token (it carries nonce"},
+		{"at_hash", p.Sign(t, with("at_hash", "x3YtCHbbhNDKc4b2YA7RzQ")), "is an ID token (it carries at_hash"},
+		{"typ claim ID (Keycloak)", p.Sign(t, with("typ", "ID")), `is an ID token (its typ claim is "ID")`},
+		{"typ id_token+jwt", p.SignWithHeader(t, good, map[string]any{"typ": "id_token+jwt"}), `typ "id_token+jwt" is not an access token's`},
+		{"typ logout+jwt", p.SignWithHeader(t, good, map[string]any{"typ": "logout+jwt"}), `typ "logout+jwt" is not an access token's`},
+		{"typ not a string", p.SignWithHeader(t, good, map[string]any{"typ": 7}), "malformed JWT header"},
+		{"lifetime of two days", p.Sign(t, with("exp", time.Now().Add(48*time.Hour).Unix())), "longer than principals_from_tokens.max_token_lifetime (24h0m0s)"},
+		{"two days left, no iat", p.Sign(t, func() map[string]any {
+			c := with("exp", time.Now().Add(48*time.Hour).Unix())
+			delete(c, "iat")
+			return c
+		}()), "without iat"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,6 +124,47 @@ func TestRefusals(t *testing.T) {
 	// The good token is accepted by the same verifier.
 	if _, err := v.Verify(context.Background(), p.Sign(t, good)); err != nil {
 		t.Fatalf("good token: %v", err)
+	}
+}
+
+// TestAccessTokenShapes: what an access token of RFC 9068 or of the
+// common providers looks like is accepted: typ at+jwt (either spelling),
+// typ JWT or none without an ID token's claims, Keycloak's typ claim
+// "Bearer" even beside a nonce (Keycloak before 24 put one in access
+// tokens), iat within the leeway; and max_token_lifetime is the bound.
+func TestAccessTokenShapes(t *testing.T) {
+	p := oauthtest.Start(t, resource)
+	v := newVerifier(t, p)
+	ctx := context.Background()
+	with := func(kv ...any) map[string]any {
+		c := p.Claims("alice")
+		for i := 0; i < len(kv); i += 2 {
+			c[kv[i].(string)] = kv[i+1]
+		}
+		return c
+	}
+	for name, tok := range map[string]string{
+		"typ at+jwt":             p.SignWithHeader(t, with(), map[string]any{"typ": "at+jwt"}),
+		"typ application/at+jwt": p.SignWithHeader(t, with(), map[string]any{"typ": "application/at+jwt"}),
+		"typ JWT":                p.Sign(t, with()),
+		"no typ":                 oauthtest.SignWith(t, p.M.Keypair, with(), map[string]any{"typ": nil}),
+		"Keycloak Bearer":        p.Sign(t, with("typ", "Bearer", "nonce", "n-1")),
+		"at+jwt with a nonce":    p.SignWithHeader(t, with("nonce", "n-1"), map[string]any{"typ": "at+jwt"}),
+		"iat a minute ahead":     p.Sign(t, with("iat", time.Now().Add(time.Minute).Unix())),
+		"lifetime of a day":      p.Sign(t, with("exp", time.Now().Add(23*time.Hour).Unix())),
+		"the provider's token":   p.Token(t, nil),
+	} {
+		if _, err := v.Verify(ctx, tok); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	short := newVerifierWith(t, func(o *oauth.Options) { o.MaxTokenLifetime = time.Hour }, p)
+	if _, err := short.Verify(ctx, p.Sign(t, with("exp", time.Now().Add(2*time.Hour).Unix()))); err == nil ||
+		!strings.Contains(err.Error(), "valid for 2h0m0s (iat to exp), longer than principals_from_tokens.max_token_lifetime (1h0m0s)") {
+		t.Errorf("a two-hour token with max_token_lifetime 1h: %v", err)
+	}
+	if _, err := short.Verify(ctx, p.Sign(t, with())); err != nil {
+		t.Errorf("a ten-minute token with max_token_lifetime 1h: %v", err)
 	}
 }
 

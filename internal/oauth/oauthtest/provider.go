@@ -63,6 +63,23 @@ func (p *Provider) Issuer() string { return p.M.Issuer() }
 // client secret) and returns the access token the provider issued.
 func (p *Provider) Token(t testing.TB, user *mockoidc.MockUser) string {
 	t.Helper()
+	return p.exchange(t, user).AccessToken
+}
+
+// IDToken signs user in as Token does and returns the ID token the
+// provider issued beside the access token (for the client, never to be
+// sent as a bearer token).
+func (p *Provider) IDToken(t testing.TB, user *mockoidc.MockUser) string {
+	t.Helper()
+	id, _ := p.exchange(t, user).Extra("id_token").(string)
+	if id == "" {
+		t.Fatal("the provider issued no ID token")
+	}
+	return id
+}
+
+func (p *Provider) exchange(t testing.TB, user *mockoidc.MockUser) *oauth2.Token {
+	t.Helper()
 	if user != nil {
 		p.M.QueueUser(user)
 	}
@@ -82,7 +99,7 @@ func (p *Provider) Token(t testing.TB, user *mockoidc.MockUser) string {
 	if err != nil {
 		t.Fatalf("token exchange: %v", err)
 	}
-	return tok.AccessToken
+	return tok
 }
 
 // Claims are the claims of a token the provider would issue for subject
@@ -98,6 +115,33 @@ func (p *Provider) Claims(subject string) jwt.MapClaims {
 func (p *Provider) Sign(t testing.TB, claims jwt.MapClaims) string {
 	t.Helper()
 	s, err := p.M.Keypair.SignJWT(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// SignWithHeader signs claims with the provider's current key under its
+// key ID, with the header fields of hdr added (e.g. "typ").
+func (p *Provider) SignWithHeader(t testing.TB, claims jwt.MapClaims, hdr map[string]any) string {
+	t.Helper()
+	return SignWith(t, p.M.Keypair, claims, hdr)
+}
+
+// SignWith signs claims with kp (a key the provider published, or
+// published once) under its key ID, with the header fields of hdr added.
+func SignWith(t testing.TB, kp *mockoidc.Keypair, claims jwt.MapClaims, hdr map[string]any) string {
+	t.Helper()
+	kid, err := kp.KeyID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
+	tok.Header["kid"] = kid
+	for k, v := range hdr {
+		tok.Header[k] = v
+	}
+	s, err := tok.SignedString(kp.PrivateKey)
 	if err != nil {
 		t.Fatal(err)
 	}
