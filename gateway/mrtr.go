@@ -320,6 +320,7 @@ func watchAsks(wctx context.Context, cs *callSink) (ictx context.Context, finish
 	return ictx, func() []*ask {
 		cancel(nil)
 		<-done
+		cs.stopWaiting() // a request offered from now on is not taken here
 		if got == nil {
 			return nil
 		}

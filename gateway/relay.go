@@ -36,6 +36,7 @@ type callSink struct {
 	// its session); ended is closed when the call stops waiting.
 	asked chan *ask
 	ended chan struct{}
+	leave sync.Once // closes ended
 	// viaTasks: the client declared the Tasks extension; its call's
 	// requests wait for tasks/update.
 	viaTasks bool
@@ -134,10 +135,18 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 		cs.mu.Lock()
 		cs.done = true
 		cs.mu.Unlock()
-		close(ended)
+		cs.stopWaiting()
 		unregister()
 	}
 }
+
+// stopWaiting says that the client no longer waits on the call (its wait
+// ended: a result, input-required, or the timeout). An upstream request
+// offered after it is not taken (askClient, forwardAsk): it goes through
+// the task, or stays in the heartbeats, for the next client to wait on the
+// call. Before it, such a request blocked the tools/call or airlock_await
+// from answering until its client went away (issue 25).
+func (cs *callSink) stopWaiting() { cs.leave.Do(func() { close(cs.ended) }) }
 
 // cancelInTask tells the call's task that the client cancelled it
 // (api.SignalCancelCall): the task withdraws its approval request, or
@@ -262,7 +271,7 @@ func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolReques
 	for _, id := range cs.answered {
 		asked[id] = true
 	}
-	return tick.Every(ctx, every, func(int) {
+	tickStop := tick.Every(ctx, every, func(int) {
 		desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, taskID, "")
 		if err != nil {
 			return
@@ -300,4 +309,7 @@ func (g *Gateway) heartbeatProgress(ctx context.Context, req *mcp.CallToolReques
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: cp.Progress, Total: cp.Total, Message: cp.Message})
 		}
 	})
+	// A tick may be offering a request (forwardAsk) that nobody takes
+	// now: it returns once the sink says the wait is over.
+	return func() { cs.stopWaiting(); tickStop() }
 }
