@@ -207,12 +207,17 @@ func Decode(data []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	return exact(v, "$")
+	return Exact(v)
 }
 
-// exact replaces the json.Numbers in v (decoded with UseNumber) by their
-// Number values. Object keys are visited in sorted order, so the error
-// reported for several bad numbers is the same on every run.
+// Exact replaces the json.Numbers in v, a value decoded with
+// json.Decoder.UseNumber, by their Number values, in place; a number
+// without one is a *NumberError. It is Decode for a caller that decodes
+// itself (and does not refuse repeated keys).
+func Exact(v any) (any, error) { return exact(v, "$") }
+
+// exact is Exact at path. Object keys are visited in sorted order, so the
+// error reported for several bad numbers is the same on every run.
 func exact(v any, path string) (any, error) {
 	switch v := v.(type) {
 	case json.Number:
