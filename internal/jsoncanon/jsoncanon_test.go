@@ -3,7 +3,10 @@ package jsoncanon
 import (
 	"encoding/json"
 	"errors"
+	"math"
+	"math/big"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -216,4 +219,45 @@ func TestDecode(t *testing.T) {
 	if _, err := Decode([]byte(`{"a":1,"a":2}`)); !errors.As(err, &dup) {
 		t.Fatalf("Decode of a duplicate key: %v", err)
 	}
+}
+
+// FuzzNumber: whatever Number accepts has the literal's value exactly (an
+// integer) or is the double whose shortest form has it, and no double lies
+// in [2^53, 2^64], where CEL compares doubles with integers inexactly.
+func FuzzNumber(f *testing.F) {
+	for _, s := range []string{"0", "-0", "1.5", "9007199254740993", "9007199254740993.0", "9.007199254740993e15", "1e2", "1e400",
+		"18446744073709551615", "18446744073709551616", "18446744073709552000", "0.1", "1e-400", "-9223372036854775808", "123e-330"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		var n json.Number
+		if json.Unmarshal([]byte(lit), &n) != nil || string(n) != lit || len(lit) > 400 {
+			return // not one JSON number literal
+		}
+		v, ok := Number(lit)
+		if !ok {
+			return
+		}
+		want, okW := new(big.Rat).SetString(lit)
+		if !okW {
+			t.Fatalf("big.Rat cannot read %s", lit)
+		}
+		var got *big.Rat
+		switch v := v.(type) {
+		case int64:
+			got = new(big.Rat).SetInt64(v)
+		case uint64:
+			got = new(big.Rat).SetInt(new(big.Int).SetUint64(v))
+		case float64:
+			if a := math.Abs(v); a >= 1<<53 && a <= 1<<64 {
+				t.Fatalf("Number(%s) = %v, a double CEL compares inexactly with integers", lit, v)
+			}
+			got, _ = new(big.Rat).SetString(strconv.FormatFloat(v, 'g', -1, 64))
+		default:
+			t.Fatalf("Number(%s) = %T", lit, v)
+		}
+		if got.Cmp(want) != 0 {
+			t.Fatalf("Number(%s) = %#v, another number", lit, v)
+		}
+	})
 }
