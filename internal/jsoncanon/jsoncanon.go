@@ -214,18 +214,47 @@ func Decode(data []byte) (any, error) {
 // json.Decoder.UseNumber, by their Number values, in place; a number
 // without one is a *NumberError. It is Decode for a caller that decodes
 // itself (and does not refuse repeated keys).
-func Exact(v any) (any, error) { return exact(v, "$") }
+func Exact(v any) (any, error) {
+	if x, ok := exact(v); ok {
+		return x, nil
+	}
+	return nil, badNumber(v, "$")
+}
 
-// exact is Exact at path. Object keys are visited in sorted order, so the
-// error reported for several bad numbers is the same on every run.
-func exact(v any, path string) (any, error) {
+// exact is Exact without paths, for the common case of no bad number.
+func exact(v any) (any, bool) {
 	switch v := v.(type) {
 	case json.Number:
-		n, ok := Number(string(v))
-		if !ok {
-			return nil, &NumberError{Path: path, Literal: string(v)}
+		return Number(string(v))
+	case map[string]any:
+		for k, e := range v {
+			x, ok := exact(e)
+			if !ok {
+				return nil, false
+			}
+			v[k] = x
 		}
-		return n, nil
+	case []any:
+		for i, e := range v {
+			x, ok := exact(e)
+			if !ok {
+				return nil, false
+			}
+			v[i] = x
+		}
+	}
+	return v, true
+}
+
+// badNumber is the *NumberError of the first bad number in v (partly
+// converted by exact), object keys in sorted order, so that the one
+// reported for several is the same on every run.
+func badNumber(v any, path string) error {
+	switch v := v.(type) {
+	case json.Number:
+		if _, ok := Number(string(v)); !ok {
+			return &NumberError{Path: path, Literal: string(v)}
+		}
 	case map[string]any:
 		keys := make([]string, 0, len(v))
 		for k := range v {
@@ -233,22 +262,18 @@ func exact(v any, path string) (any, error) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			x, err := exact(v[k], path+member(k))
-			if err != nil {
-				return nil, err
+			if err := badNumber(v[k], path+member(k)); err != nil {
+				return err
 			}
-			v[k] = x
 		}
 	case []any:
 		for i, e := range v {
-			x, err := exact(e, path+"["+strconv.Itoa(i)+"]")
-			if err != nil {
-				return nil, err
+			if err := badNumber(e, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
 			}
-			v[i] = x
 		}
 	}
-	return v, nil
+	return nil
 }
 
 // Bounds between which a double holds only integers some of which a 64-bit
