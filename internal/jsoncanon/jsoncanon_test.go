@@ -133,6 +133,13 @@ func FuzzCanonical(f *testing.F) {
 		if !reflect.DeepEqual(a, b) {
 			t.Fatalf("%q decodes to %#v, its canonical form %s to %#v", data, a, canon, b)
 		}
+		// Exact values too (as policy decodes): the same numbers, or the
+		// same refusal.
+		da, errA := Decode(data)
+		db, errB := Decode(canon)
+		if (errA == nil) != (errB == nil) || !reflect.DeepEqual(da, db) {
+			t.Fatalf("Decode(%q) = %#v, %v but Decode of its canonical form %s = %#v, %v", data, da, errA, canon, db, errB)
+		}
 		again, err := Canonical(canon)
 		if err != nil || string(again) != string(canon) {
 			t.Fatalf("Canonical is not idempotent: %s -> %s, %v", canon, again, err)
