@@ -42,6 +42,12 @@ func TestCallToolForwardsNumbersExactly(t *testing.T) {
 	if got := string(ft.last(t).req.Arguments); got != exactArgsCanon {
 		t.Errorf("the direct call sent the upstream %s; want %s", got, exactArgsCanon)
 	}
+	// The inner arguments go through the direct call's canonicalisation,
+	// which refuses a repeated key (they were decoded last-wins).
+	if res := callTool(t, cs, ToolCallTool, json.RawMessage(`{"name":"counter__echo","arguments":{"id":1,"id":2}}`), ""); !res.IsError ||
+		!strings.Contains(textOf(res), "more than once") {
+		t.Errorf("inner arguments with a repeated key: isError=%v %q; want refused", res.IsError, textOf(res))
+	}
 	for _, bad := range []string{`[1]`, `"x"`} {
 		res := callTool(t, cs, ToolCallTool, json.RawMessage(`{"name":"counter__echo","arguments":`+bad+`}`), "")
 		if !res.IsError || !strings.Contains(textOf(res), "must be a JSON object") {
