@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-run/airlock/internal/jsoncanon"
 )
 
 // Approval wire names.
@@ -163,8 +165,23 @@ type DecideResult struct {
 }
 
 // RequestDigest binds an approval to exactly one call: the task, the call
-// ID, the tool, the arguments in canonical form and the policy version.
+// ID, the tool, the arguments in canonical form (jsoncanon.Canonical: the
+// form the upstream is sent, numbers as written) and the policy version.
+// Two calls that differ only past 2^53 have different digests. Arguments
+// that are not canonical JSON (a repeated key) are hashed as they are.
 func RequestDigest(taskID, callID, tool string, args json.RawMessage, policyVersion string) string {
+	canon := args
+	if b, err := jsoncanon.Canonical(args); err == nil {
+		canon = b
+	}
+	return digestParts(taskID, callID, tool, canon, policyVersion)
+}
+
+// LegacyRequestDigest is RequestDigest as task runs recorded before exact
+// numbers (workflows' changeExactNumbers) computed it: the arguments
+// decoded into float64 and re-encoded, so 9007199254740993 hashed as
+// 9007199254740992. Only those runs use it.
+func LegacyRequestDigest(taskID, callID, tool string, args json.RawMessage, policyVersion string) string {
 	canon := args
 	var v any
 	if err := json.Unmarshal(args, &v); err == nil {
@@ -172,6 +189,10 @@ func RequestDigest(taskID, callID, tool string, args json.RawMessage, policyVers
 			canon = b
 		}
 	}
+	return digestParts(taskID, callID, tool, canon, policyVersion)
+}
+
+func digestParts(taskID, callID, tool string, canon []byte, policyVersion string) string {
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(taskID), []byte(callID), []byte(tool), canon, []byte(policyVersion)} {
 		fmt.Fprintf(h, "%d:", len(part))

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-run/airlock/internal/jsoncanon"
 )
 
 // Approval grants (issue 17 §3): an approver who approves a call may also
@@ -140,6 +143,10 @@ type Grant struct {
 	Principal string
 	Scope     string
 	Args      []GrantArg `json:",omitempty"`
+	// ExactArgs says Args hold GrantArgValue's exact form; false: the
+	// float64 form of LegacyGrantArgValue, as grants made before exact
+	// numbers (workflows' changeExactNumbers) recorded them.
+	ExactArgs bool `json:",omitempty"`
 	GrantedBy []string
 	GrantedAt time.Time
 	// Group and Approvers are the request's: who may revoke the grant
@@ -207,27 +214,68 @@ type RevokeGrantRequest struct {
 
 // GrantArgValue is the canonical JSON of args at a dot-separated path
 // ("" when it is absent), for comparing a later call's with the approved
-// call's. Only objects are walked: a path through a list compares the
-// whole list.
+// call's: jsoncanon's form, numbers as written, so a grant bound to
+// 9007199254740992 does not cover 9007199254740993. Only objects are
+// walked: a path through a list compares the whole list.
 func GrantArgValue(args json.RawMessage, path string) string {
+	if len(args) == 0 || jsoncanon.CheckDuplicates(args) != nil {
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return ""
+	}
+	v, ok := argAt(v, path)
+	if !ok {
+		return ""
+	}
+	b, err := jsoncanon.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// LegacyGrantArgValue is GrantArgValue as grants made before exact numbers
+// recorded their values (Grant.ExactArgs false): decoded into float64, so
+// it cannot tell numbers apart past 2^53. Only those grants use it.
+func LegacyGrantArgValue(args json.RawMessage, path string) string {
 	var v any
 	if len(args) == 0 || json.Unmarshal(args, &v) != nil {
 		return ""
 	}
-	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return ""
-		}
-		if v, ok = m[k]; !ok {
-			return ""
-		}
+	v, ok := argAt(v, path)
+	if !ok {
+		return ""
 	}
 	b, err := json.Marshal(v) // map keys sorted: canonical
 	if err != nil {
 		return ""
 	}
 	return string(b)
+}
+
+func argAt(v any, path string) (any, bool) {
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// ArgValue is the value of args at path in the form g's Args hold.
+func (g Grant) ArgValue(args json.RawMessage, path string) string {
+	if g.ExactArgs {
+		return GrantArgValue(args, path)
+	}
+	return LegacyGrantArgValue(args, path)
 }
 
 // ErrTypeGrantRefused is the error type with which the decide Update's
@@ -322,7 +370,7 @@ func (g Grant) Covers(tool string, args json.RawMessage) bool {
 		return false
 	}
 	for _, a := range g.Args {
-		if GrantArgValue(args, a.Path) != a.Value {
+		if g.ArgValue(args, a.Path) != a.Value {
 			return false
 		}
 	}

@@ -6,7 +6,9 @@
 //
 // Every other airlock package may import api; api imports only the
 // libraries whose types it carries (policy's Principal and Decision, plans'
-// Step, manifests for SpecFor) and never a role or the workflows. Wire
+// Step, manifests for SpecFor), internal/jsoncanon (the one canonical form
+// of arguments that digests and grants compare) and never a role or the
+// workflows. Wire
 // names are constants and must never change: recorded histories name them.
 package api
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/jsoncanon"
 	"github.com/airlock-run/airlock/internal/redact"
 )
 
@@ -30,6 +31,16 @@ func EditedArguments(r api.ApprovalRequest, submitted []byte) (json.RawMessage, 
 	}
 	if len(submitted) > api.MaxArgumentBytes {
 		return nil, fmt.Errorf("the edited arguments are %d bytes; keep them under %d", len(submitted), api.MaxArgumentBytes)
+	}
+	// Refused here as policy would refuse them: a repeated key, and a
+	// number that has no exact value.
+	var dup *jsoncanon.DuplicateKeyError
+	var num *jsoncanon.NumberError
+	switch _, err := jsoncanon.Decode(submitted); {
+	case errors.As(err, &dup):
+		return nil, fmt.Errorf("the edited arguments are ambiguous: %v (JSON parsers disagree on which value counts); give each key once", err)
+	case errors.As(err, &num):
+		return nil, fmt.Errorf("the edited arguments: %v", err)
 	}
 	edited, err := decodeNumbers(submitted)
 	if err != nil {
@@ -53,11 +64,11 @@ func EditedArguments(r api.ApprovalRequest, submitted []byte) (json.RawMessage, 
 			edited = unmask(edited, original, strings.Split(p, "."))
 		}
 	}
-	out, err := json.Marshal(edited)
+	out, err := jsoncanon.Marshal(edited) // the form the gateway forwards, numbers as written
 	if err != nil {
 		return nil, err
 	}
-	if orig, err := json.Marshal(original); err == nil && bytes.Equal(orig, out) {
+	if orig, err := jsoncanon.Marshal(original); err == nil && bytes.Equal(orig, out) {
 		return nil, nil
 	}
 	return out, nil

@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/api"
@@ -50,23 +53,25 @@ type MCPDecision struct {
 // ApprovalView is one request as airlock_approvals_list shows it: the
 // arguments with the manifest's redact paths masked.
 type ApprovalView struct {
-	ID          string    `json:"id"`
-	Task        string    `json:"task"`
-	Tool        string    `json:"tool"`
-	RequestedBy string    `json:"requested_by"`
-	Arguments   any       `json:"arguments,omitempty" jsonschema:"the call's arguments, sensitive fields masked"`
-	Digest      string    `json:"digest"`
-	SideEffects []string  `json:"side_effects"`
-	DataLevel   string    `json:"data_level"`
-	Risk        string    `json:"risk"`
-	Rule        string    `json:"rule,omitempty"`
-	Reason      string    `json:"reason,omitempty"`
-	Group       string    `json:"group"`
-	Approvals   int       `json:"approvals"`
-	Quorum      int       `json:"quorum"`
-	RequestedAt time.Time `json:"requested_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
-	OnTimeout   string    `json:"on_timeout"`
+	ID          string `json:"id"`
+	Task        string `json:"task"`
+	Tool        string `json:"tool"`
+	RequestedBy string `json:"requested_by"`
+	// Arguments are the masked arguments' bytes: decoded into any, an
+	// integer beyond 2^53 would show as its neighbour.
+	Arguments   json.RawMessage `json:"arguments,omitempty" jsonschema:"the call's arguments, sensitive fields masked"`
+	Digest      string          `json:"digest"`
+	SideEffects []string        `json:"side_effects"`
+	DataLevel   string          `json:"data_level"`
+	Risk        string          `json:"risk"`
+	Rule        string          `json:"rule,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	Group       string          `json:"group"`
+	Approvals   int             `json:"approvals"`
+	Quorum      int             `json:"quorum"`
+	RequestedAt time.Time       `json:"requested_at"`
+	ExpiresAt   time.Time       `json:"expires_at"`
+	OnTimeout   string          `json:"on_timeout"`
 	// Editable: the approver may change the arguments when approving.
 	Editable bool `json:"editable"`
 	// MaxGrant (approval grants) is the most an approval may also grant
@@ -104,9 +109,13 @@ func (g *Gateway) addApprovalTools() {
 	if g.opts.Approvals == nil {
 		return
 	}
-	mcp.AddTool(g.server, &mcp.Tool{Name: ToolApprovalsList, Title: "airlock: calls waiting for your approval",
+	// A raw handler with its own output schema: the SDK's typed handler
+	// re-encodes structured output from float64s, which would show an
+	// approver 9007199254740992 for a call that runs 9007199254740993.
+	g.server.AddTool(&mcp.Tool{Name: ToolApprovalsList, Title: "airlock: calls waiting for your approval",
 		Description: "Lists the calls waiting for a decision that you may make (you are in their approver group and did not ask for them), " +
 			"with their arguments (sensitive fields masked), risk, rule and digest. Read-only.",
+		InputSchema: &jsonschema.Schema{Type: "object"}, OutputSchema: approvalsListSchema(),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, g.approvalsListTool)
 	mcp.AddTool(g.server, &mcp.Tool{Name: ToolApprovalsDecide, Title: "airlock: approve or deny a call",
 		Description: "Approves or denies one waiting call as you, bound to the digest airlock_approvals_list showed (so you decide on the call you saw). " +
@@ -126,14 +135,24 @@ func (g *Gateway) approverName(req *mcp.CallToolRequest) (string, error) {
 	return pr.Name, nil
 }
 
-func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, approvalsListOut, error) {
+// approvalsListSchema is approvalsListOut's schema, arguments any JSON.
+func approvalsListSchema() *jsonschema.Schema {
+	s, err := jsonschema.For[approvalsListOut](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): {}}})
+	if err != nil {
+		panic(err) // a programmer error in approvalsListOut, at registration
+	}
+	return s
+}
+
+func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	name, err := g.approverName(req)
 	if err != nil {
-		return errorResult("", "", err.Error()), approvalsListOut{}, nil
+		return errorResult("", "", err.Error()), nil
 	}
 	reqs, err := g.opts.Approvals.Decidable(ctx, name)
 	if err != nil {
-		return errorResult("", "", "cannot read the pending requests: "+err.Error()), approvalsListOut{}, nil
+		return errorResult("", "", "cannot read the pending requests: "+err.Error()), nil
 	}
 	out := approvalsListOut{Requests: []ApprovalView{}}
 	var b strings.Builder
@@ -141,10 +160,8 @@ func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolReques
 		b.WriteString("Nothing waits for your decision.")
 	}
 	for _, r := range reqs {
-		masked := redact.Arguments(r.Arguments, r.Redact)
-		var args any
-		_ = json.Unmarshal(masked, &args) // redact.Arguments always gives JSON
-		v := ApprovalView{ID: r.ID, Task: r.TaskID, Tool: r.Tool, RequestedBy: r.Principal, Arguments: args,
+		masked := redact.Arguments(r.Arguments, r.Redact) // always JSON, numbers as written
+		v := ApprovalView{ID: r.ID, Task: r.TaskID, Tool: r.Tool, RequestedBy: r.Principal, Arguments: masked,
 			Digest: r.Digest, SideEffects: r.SideEffects, DataLevel: r.DataLevel, Risk: r.Risk, Rule: r.Rule, Reason: r.Reason,
 			Group: r.Group, Approvals: r.Approvals(), Quorum: r.Quorum, RequestedAt: r.RequestedAt, ExpiresAt: r.ExpiresAt, OnTimeout: r.OnTimeout,
 			Editable: !r.NoEdits}
@@ -159,7 +176,12 @@ func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolReques
 			fmt.Fprintf(&b, "  an approval may also grant later calls of %s in task %s (grant_calls, grant_for): at most %s\n", v.Tool, v.Task, v.MaxGrant)
 		}
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(b.String())}}}, out, nil
+	sc, err := json.Marshal(out)
+	if err != nil {
+		return errorResult("", "", "cannot encode the pending requests: "+err.Error()), nil
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(b.String())}},
+		StructuredContent: json.RawMessage(sc)}, nil
 }
 
 func (g *Gateway) approvalsDecideTool(ctx context.Context, req *mcp.CallToolRequest, in approvalsDecideIn) (*mcp.CallToolResult, approvalsDecideOut, error) {
@@ -187,7 +209,17 @@ func (g *Gateway) approvalsDecideTool(ctx context.Context, req *mcp.CallToolRequ
 		if !approve {
 			return errorResult("", "", "arguments come with approve only; to refuse the call, deny it without arguments"), approvalsDecideOut{}, nil
 		}
-		d.Arguments, _ = json.Marshal(in.Arguments)
+		// The bytes the approver sent, not in.Arguments re-encoded: the
+		// SDK decoded those into float64s (9007199254740993 became
+		// 9007199254740992). The SDK has validated the request against
+		// the input schema, which admits one "arguments" key only.
+		var raw struct {
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &raw); err != nil {
+			return errorResult("", "", "arguments: "+err.Error()), approvalsDecideOut{}, nil
+		}
+		d.Arguments = bytes.TrimSpace(raw.Arguments)
 	}
 	calls := ""
 	if in.GrantCalls != 0 {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,9 +50,13 @@ type findToolsOut struct {
 	Tools []FoundTool `json:"tools"`
 }
 
+// callToolIn keeps the inner arguments as their bytes: decoding them into
+// map[string]any would round integers beyond 2^53 (and the call pipeline
+// canonicalizes them anyway, refusing a repeated key as a direct call
+// does).
 type callToolIn struct {
-	Name      string         `json:"name" jsonschema:"the tool's name, as airlock_find_tools gave it"`
-	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"the tool's arguments, matching its inputSchema"`
+	Name      string          `json:"name" jsonschema:"the tool's name, as airlock_find_tools gave it"`
+	Arguments json.RawMessage `json:"arguments,omitempty" jsonschema:"the tool's arguments, matching its inputSchema"`
 }
 
 func (g *Gateway) addCatalogTools() {
@@ -150,12 +155,11 @@ func (g *Gateway) callToolTool(ctx context.Context, req *mcp.CallToolRequest) (*
 		return errorResult("", "", fmt.Sprintf("no tool %q that you may call; airlock_find_tools lists the ones you may", name)), nil
 	}
 	args := json.RawMessage(`{}`)
-	if in.Arguments != nil {
-		b, err := json.Marshal(in.Arguments)
-		if err != nil {
-			return errorResult("", "", "arguments: "+err.Error()), nil
+	if a := bytes.TrimSpace(in.Arguments); len(a) > 0 && string(a) != "null" {
+		if a[0] != '{' {
+			return errorResult("", "", "arguments must be a JSON object of the tool's arguments"), nil
 		}
-		args = b
+		args = a
 	}
 	inner := &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra,
 		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: name, Arguments: args}}

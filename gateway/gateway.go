@@ -924,7 +924,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	}
 	if asks := finishAsks(); len(asks) > 0 {
 		log.Info().Int("requests", len(asks)).Msg("call asks the client for input (input-required)")
-		return g.inputRequired(taskID, callID, pr.Name, asks), nil
+		return g.inputRequired(taskID, callID, pr.Name, req.Params.Name, asks), nil
 	}
 	if err != nil {
 		// The inline wait may also run out during an attempt rather than

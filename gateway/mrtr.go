@@ -76,11 +76,15 @@ type ask struct {
 
 // askState is what the RequestState of an input-required result carries:
 // the call the answers resume, whose task and principal they must come
-// from, and the requests they answer.
+// from, the tool the answering request must name (the one that was
+// answered input-required: a state replayed under another tool's name
+// would resume a call that name's checks never judged), and the requests
+// they answer.
 type askState struct {
 	Task      string   `json:"t"`
 	Call      string   `json:"c"`
 	Principal string   `json:"p"`
+	Tool      string   `json:"n"`
 	Asks      []string `json:"a"`
 	// Keys are the activity's keys of the requests that wait in another
 	// process (their answers go through the task).
@@ -242,6 +246,9 @@ func (g *Gateway) resumeState(req *mcp.CallToolRequest, taskID, principal string
 	if s.Task != taskID || s.Principal != principal {
 		return nil, fmt.Errorf("requestState belongs to a call of another task or caller than this request's (task %s); call the tool again without it", taskID)
 	}
+	if s.Tool != req.Params.Name {
+		return nil, fmt.Errorf("requestState was issued for a call of %q, not %q: send it back with the request that got it (tools/call of %q), or call %q again without it", s.Tool, req.Params.Name, s.Tool, req.Params.Name)
+	}
 	for _, id := range s.Asks {
 		if _, ok := req.Params.InputResponses[id]; !ok {
 			return nil, fmt.Errorf("inputResponses has no answer for %q, which the input-required result asked for", id)
@@ -281,9 +288,9 @@ func (g *Gateway) deliverAnswers(req *mcp.CallToolRequest, s *askState) error {
 }
 
 // inputRequired is the result that asks a 2026-07-28 client for input on
-// behalf of a call's upstream.
-func (g *Gateway) inputRequired(taskID, callID, principal string, asks []*ask) *mcp.CallToolResult {
-	s := askState{Task: taskID, Call: callID, Principal: principal}
+// behalf of a call's upstream, answering a tools/call of tool.
+func (g *Gateway) inputRequired(taskID, callID, principal, tool string, asks []*ask) *mcp.CallToolResult {
+	s := askState{Task: taskID, Call: callID, Principal: principal, Tool: tool}
 	reqs := mcp.InputRequestMap{}
 	for _, a := range asks {
 		s.Asks = append(s.Asks, a.id)

@@ -17,14 +17,15 @@ func TestRequestState(t *testing.T) {
 	other := New(Options{SessionKey: key})
 	stranger := New(Options{})
 	asks := []*ask{{id: "ask-1", req: &mcp.ElicitParams{Message: "name?"}}, {id: "ask-2", req: &mcp.ElicitParams{Message: "age?"}, key: []byte("k")}}
-	res := g.inputRequired("task-1", "call-1", "alice", asks)
+	res := g.inputRequired("task-1", "call-1", "alice", "x", asks)
 	if len(res.InputRequests) != 2 || res.Content != nil || res.RequestState == "" {
 		t.Fatalf("input-required result: %+v", res)
 	}
 	answers := mcp.InputResponseMap{"ask-1": &mcp.ElicitResult{Action: "accept"}, "ask-2": &mcp.ElicitResult{Action: "decline"}}
-	req := func(state string, ans mcp.InputResponseMap) *mcp.CallToolRequest {
-		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "x", RequestState: state, InputResponses: ans}}
+	reqFor := func(tool, state string, ans mcp.InputResponseMap) *mcp.CallToolRequest {
+		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool, RequestState: state, InputResponses: ans}}
 	}
+	req := func(state string, ans mcp.InputResponseMap) *mcp.CallToolRequest { return reqFor("x", state, ans) }
 
 	// Another replica with the same key resumes the same call; the key of
 	// the request that waits in another process travels in the state.
@@ -39,19 +40,24 @@ func TestRequestState(t *testing.T) {
 	for _, c := range []struct {
 		name            string
 		gw              *Gateway
+		tool            string
 		state           string
 		ans             mcp.InputResponseMap
 		task, principal string
 		want            string
 	}{
-		{"another key", stranger, res.RequestState, answers, "task-1", "alice", "not issued by this gateway"},
-		{"altered", g, strings.Replace(res.RequestState, ".", "x.", 1), answers, "task-1", "alice", "not issued by this gateway"},
-		{"another task", g, res.RequestState, answers, "task-2", "alice", "another task or caller"},
-		{"another caller", g, res.RequestState, answers, "task-1", "mallory", "another task or caller"},
-		{"an answer missing", g, res.RequestState, mcp.InputResponseMap{"ask-1": answers["ask-1"]}, "task-1", "alice", `no answer for "ask-2"`},
-		{"answers without state", g, "", answers, "task-1", "alice", "without requestState"},
+		{"another key", stranger, "x", res.RequestState, answers, "task-1", "alice", "not issued by this gateway"},
+		{"altered", g, "x", strings.Replace(res.RequestState, ".", "x.", 1), answers, "task-1", "alice", "not issued by this gateway"},
+		{"another task", g, "x", res.RequestState, answers, "task-2", "alice", "another task or caller"},
+		{"another caller", g, "x", res.RequestState, answers, "task-1", "mallory", "another task or caller"},
+		{"an answer missing", g, "x", res.RequestState, mcp.InputResponseMap{"ask-1": answers["ask-1"]}, "task-1", "alice", `no answer for "ask-2"`},
+		{"answers without state", g, "x", "", answers, "task-1", "alice", "without requestState"},
+		// Issue 25: replayed under another tool's name, it resumed the
+		// original call.
+		{"another tool", g, "y", res.RequestState, answers, "task-1", "alice", `issued for a call of "x", not "y"`},
+		{"the await of the call", g, "airlock_await", res.RequestState, answers, "task-1", "alice", `issued for a call of "x", not "airlock_await"`},
 	} {
-		_, err := c.gw.resumeState(req(c.state, c.ans), c.task, c.principal)
+		_, err := c.gw.resumeState(reqFor(c.tool, c.state, c.ans), c.task, c.principal)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v, want one saying %q", c.name, err, c.want)
 		}

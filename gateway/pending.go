@@ -186,7 +186,7 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	var res api.CallResult
 	err = h.Get(ictx, &res)
 	if asks := finishAsks(); len(asks) > 0 {
-		return g.inputRequired(task, in.Call, pr.Name, asks), nil, nil
+		return g.inputRequired(task, in.Call, pr.Name, req.Params.Name, asks), nil, nil
 	}
 	if err != nil {
 		if waitedOut(wctx, err) && ctx.Err() == nil {

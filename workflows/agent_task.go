@@ -112,6 +112,9 @@ type task struct {
 	editsOn  bool
 	edited   map[string]*api.ArgsEdit
 	nextEdit *pendingEdit
+	// exactOn (changeExactNumbers, edits.go): this run digests, edits and
+	// binds grants to arguments in jsoncanon's form, numbers exact.
+	exactOn bool
 	// Approval grants (changeGrants, grants.go): whether this run takes
 	// them, and the task's grants, oldest first.
 	grantsOn bool
@@ -149,6 +152,8 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	}
 	// And whether approvers may edit a call's arguments (edits.go).
 	t.editsOn = workflow.GetVersion(ctx, changeApproveEdits, workflow.DefaultVersion, 1) >= 1
+	// And whether digests, edits and grants keep numbers exact (edits.go).
+	t.exactOn = workflow.GetVersion(ctx, changeExactNumbers, workflow.DefaultVersion, 1) >= 1
 
 	// And whether approvals may grant later calls (grants.go).
 	if err := t.startGrants(ctx); err != nil {

@@ -24,7 +24,7 @@ func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.De
 		ID: t.in.TaskID + "~" + req.CallID, TaskID: t.in.TaskID, CallID: req.CallID,
 		Tool: req.Tool, Server: req.Server, Principal: t.in.Principal, Client: t.in.Client,
 		Arguments: req.Arguments, PolicyVersion: d.PolicyVersion, Rule: d.Rule, Reason: d.Reason,
-		Digest:      api.RequestDigest(t.in.TaskID, req.CallID, req.Tool, req.Arguments, d.PolicyVersion),
+		Digest:      t.digest(req.CallID, req.Tool, req.Arguments, d.PolicyVersion),
 		SideEffects: spec.SideEffects, DataLevel: spec.DataLevel, Risk: spec.Risk, Redact: spec.Redact,
 		Group: d.Group, Quorum: max(d.Quorum, 1), Approvers: slices.Clone(spec.Approvers),
 		ExpiresAt: now.Add(spec.Timeout), OnTimeout: spec.OnTimeout, RequestedAt: now, State: api.ApprovalPending,

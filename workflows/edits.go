@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/jsoncanon"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/redact"
 )
@@ -24,6 +25,22 @@ import (
 // whether this run takes edits: a run from before refuses them rather
 // than run the original call.
 const changeApproveEdits = "approve-edits"
+
+// changeExactNumbers versions exact numbers (issue 25 item 4): a run
+// computes approval digests (approval.go, takeEdit), edited arguments
+// (takeEdit) and grant values (grants.go) from jsoncanon's canonical form,
+// in which 9007199254740993 stays 9007199254740993; runs recorded before
+// it keep the float64 forms they recorded (api.LegacyRequestDigest,
+// api.LegacyGrantArgValue).
+const changeExactNumbers = "exact-numbers"
+
+// digest is the approval digest of a call of this task, in this run's form.
+func (t *task) digest(callID, tool string, args json.RawMessage, policyVersion string) string {
+	if t.exactOn {
+		return api.RequestDigest(t.in.TaskID, callID, tool, args, policyVersion)
+	}
+	return api.LegacyRequestDigest(t.in.TaskID, callID, tool, args, policyVersion)
+}
 
 // editSuffix ends the ID of a request that asks about an approver's edit
 // (its task and call are those of the original request).
@@ -77,8 +94,16 @@ func (t *task) validateEdit(ar *api.ApprovalRequest, d api.DecideRequest) error 
 	case len(d.Arguments) > api.MaxArgumentBytes:
 		return fmt.Errorf("the edited arguments are %d bytes; keep them under %d", len(d.Arguments), api.MaxArgumentBytes)
 	}
-	var obj map[string]any
-	if err := json.Unmarshal([]byte(d.Arguments), &obj); err != nil || obj == nil {
+	v, err := jsoncanon.Decode([]byte(d.Arguments))
+	var dup *jsoncanon.DuplicateKeyError
+	var num *jsoncanon.NumberError
+	switch {
+	case errors.As(err, &dup):
+		return fmt.Errorf("the edited arguments are ambiguous: %v (JSON parsers disagree on which value counts); send each key once", err)
+	case errors.As(err, &num):
+		return fmt.Errorf("the edited arguments: %v", err)
+	}
+	if obj, ok := v.(map[string]any); err != nil || !ok || obj == nil {
 		return errors.New(`the edited arguments must be a JSON object, like the call's own ({"name": value, ...})`)
 	}
 	return nil
@@ -93,14 +118,18 @@ func (t *task) takeEdit(ctx workflow.Context, ar *api.ApprovalRequest, d api.Dec
 	if len(d.Arguments) == 0 || !d.Approve {
 		return ""
 	}
-	edited := canonical(json.RawMessage(d.Arguments))
-	if bytes.Equal(edited, canonical(ar.Arguments)) {
+	canon := canonical
+	if t.exactOn {
+		canon = exactCanonical
+	}
+	edited := canon(json.RawMessage(d.Arguments))
+	if bytes.Equal(edited, canon(ar.Arguments)) {
 		return ""
 	}
 	ar.Edit = &api.ArgsEdit{
 		RequestID: ar.ID, By: d.Approver, Via: d.Via, At: workflow.Now(ctx), Comment: d.Comment,
 		Original: ar.Arguments, OriginalDigest: ar.Digest, Arguments: edited,
-		Digest:  api.RequestDigest(ar.TaskID, ar.CallID, ar.Tool, edited, ar.PolicyVersion),
+		Digest:  t.digest(ar.CallID, ar.Tool, edited, ar.PolicyVersion),
 		Changes: argChanges(ar.Arguments, edited, ar.Redact),
 	}
 	ar.State = api.ApprovalApproved
@@ -252,8 +281,20 @@ func EditNote(e *api.ArgsEdit) string {
 		e.By, strings.Join(parts, "; "))
 }
 
-// canonical is JSON with object keys sorted (as RequestDigest hashes it);
-// input that does not parse is returned as it is.
+// exactCanonical is jsoncanon's canonical form, what the gateway forwards
+// and RequestDigest hashes; input it refuses is returned as it is (and
+// policy then refuses it).
+func exactCanonical(raw json.RawMessage) json.RawMessage {
+	b, err := jsoncanon.Canonical(raw)
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// canonical is JSON with object keys sorted, as runs before
+// changeExactNumbers wrote edited arguments; input that does not parse is
+// returned as it is.
 func canonical(raw json.RawMessage) json.RawMessage {
 	v, err := decodeExact(raw)
 	if err != nil {

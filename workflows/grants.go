@@ -102,7 +102,7 @@ func grantCovers(g *api.Grant, req api.CallRequest) bool {
 		return false // arguments not in history: nothing to compare
 	}
 	for _, a := range g.Args {
-		if api.GrantArgValue(req.Arguments, a.Path) != a.Value {
+		if g.ArgValue(req.Arguments, a.Path) != a.Value {
 			return false
 		}
 	}
@@ -172,12 +172,12 @@ func (t *task) grantOnApproval(ctx workflow.Context, req api.CallRequest) {
 	g := &api.Grant{ID: api.GrantIDOf(t.in.TaskID, req.CallID), TaskID: t.in.TaskID, RequestID: ar.ID,
 		Group: ar.Group, Approvers: slices.Clone(ar.Approvers),
 		Tool: req.Tool, Principal: t.in.Principal, Scope: api.GrantScopeTask, GrantedBy: by, GrantedAt: at,
-		Calls: ask.Calls}
+		Calls: ask.Calls, ExactArgs: t.exactOn}
 	if ask.For > 0 {
 		g.ExpiresAt = at.Add(ask.For)
 	}
 	for _, p := range ar.GrantArgs {
-		g.Args = append(g.Args, api.GrantArg{Path: p, Value: api.GrantArgValue(req.Arguments, p)})
+		g.Args = append(g.Args, api.GrantArg{Path: p, Value: g.ArgValue(req.Arguments, p)})
 	}
 	if ask.Principal && b.Principal && !g.ExpiresAt.IsZero() {
 		// Across the principal's tasks: recorded in its grants workflow.

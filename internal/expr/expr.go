@@ -25,8 +25,9 @@
 // The fields of call, task and a step are checked when the expression
 // compiles (call.slg is an error); keys of maps are not (a missing key is an
 // evaluation error: guard optional ones with has(args.x) or
-// args.?x.orValue("")). JSON numbers are doubles, as in policy rules;
-// numbers of different types compare (args.count > 1). The string extension
+// args.?x.orValue("")). JSON numbers are exact, as in policy rules: an
+// integer is an int (a uint above 2^63-1), other numbers doubles (see
+// JSONValue); numbers of different types compare (args.count > 1.5). The string extension
 // (split, join, replace, format, …) and optional types are available.
 //
 // Values go in as decoded JSON (JSONValue, ResultValue) and come out as
@@ -45,7 +46,8 @@
 // Template (template.go) evaluates a JSON value whose strings may hold
 // ${{ expr }} placeholders: the arguments of a plan step.
 //
-// This package is a leaf: it imports cel-go and the standard library, never
+// This package is a leaf: it imports cel-go, the standard library and
+// internal/jsoncanon (for exact numbers), never
 // manifests or plans (they import it), and never logs.
 package expr
 
@@ -388,9 +390,8 @@ func (p *Program) Fields(name string) (fields []string, dynamic bool) {
 // not declare are ignored; a declared one that is missing is an error only
 // when the expression uses it.
 //
-// The result is decoded JSON: nil, bool, int64 (a CEL int or uint),
-// float64 (a CEL double, so a JSON number that went in comes out as
-// float64), string, []any or map[string]any. Bytes become base64 strings,
+// The result is decoded JSON: nil, bool, int64 (a CEL int, or a uint up
+// to 2^63-1), uint64 (a larger uint), float64 (a CEL double), string, []any or map[string]any. Bytes become base64 strings,
 // timestamps RFC 3339 strings and durations Go duration strings ("1m30s");
 // an optional value is its value, or nil when absent. NaN, infinities and
 // maps with keys other than strings are errors, since JSON cannot hold

@@ -121,7 +121,7 @@ func TestEval(t *testing.T) {
 		{name: "double arithmetic", kind: Compensation, src: "args.n * 2.0", vars: map[string]any{"args": map[string]any{"n": 1.5}}, want: 3.0},
 		{name: "int arithmetic", kind: Step, src: "1 + 2", want: int64(3)},
 		{name: "uint", kind: Step, src: "7u", want: int64(7)},
-		{name: "uint too large", kind: Step, src: "18446744073709551615u", wantErr: "too large for JSON"},
+		{name: "uint above int64", kind: Step, src: "18446744073709551615u", want: uint64(18446744073709551615)},
 		{name: "mixed numbers compare", kind: Compensation, src: "args.n > 1 && args.n == 2", vars: map[string]any{"args": map[string]any{"n": 2.0}}, want: true},
 		{name: "mixed arithmetic fails", kind: Compensation, src: "args.n + 1", vars: map[string]any{"args": map[string]any{"n": 2.0}}, wantErr: "no such overload"},
 		{name: "infinity", kind: Step, src: "1.0 / 0.0", wantErr: "+Inf is not a JSON number"},
@@ -305,11 +305,11 @@ func TestResultValue(t *testing.T) {
 		{"empty", "", nil},
 		{"not a result", `[1]`, nil},
 		{"not JSON", `{`, nil},
-		{"structured", `{"content":[{"type":"text","text":"ignored"}],"structuredContent":{"content":"old","n":2}}`, map[string]any{"content": "old", "n": 2.0}},
+		{"structured", `{"content":[{"type":"text","text":"ignored"}],"structuredContent":{"content":"old","n":2}}`, map[string]any{"content": "old", "n": int64(2)}},
 		{"structured null falls back to text", `{"content":[{"type":"text","text":"hi"}],"structuredContent":null}`, "hi"},
 		{"text that is JSON", `{"content":[{"type":"text","text":"{\"entities\":"},{"type":"text","text":"[]}"}]}`, map[string]any{"entities": []any{}}},
 		{"text that is not JSON", `{"content":[{"type":"text","text":"Successfully wrote"}]}`, "Successfully wrote"},
-		{"text that is a number", `{"content":[{"type":"text","text":"42"}]}`, 42.0},
+		{"text that is a number", `{"content":[{"type":"text","text":"42"}]}`, int64(42)},
 		{"empty text", `{"content":[{"type":"text","text":""}]}`, ""},
 		{"only an image", `{"content":[{"type":"image","data":"aGk=","mimeType":"image/png"}]}`, nil},
 		{"error result", `{"content":[{"type":"text","text":"ENOENT: no such file"}],"isError":true}`, "ENOENT: no such file"},
@@ -329,12 +329,38 @@ func TestJSONValue(t *testing.T) {
 			t.Errorf("JSONValue(%q) = %v, %v; want nil, nil", raw, v, err)
 		}
 	}
-	v, err := JSONValue(json.RawMessage(`{"a":[1,"x"]}`))
-	if diff := cmp.Diff(map[string]any{"a": []any{1.0, "x"}}, v); diff != "" || err != nil {
+	v, err := JSONValue(json.RawMessage(`{"a":[1,"x",1.5,9007199254740993,1234567890123456789,18446744073709551615]}`))
+	want := map[string]any{"a": []any{int64(1), "x", 1.5, int64(9007199254740993), int64(1234567890123456789), uint64(18446744073709551615)}}
+	if diff := cmp.Diff(want, v); diff != "" || err != nil {
 		t.Errorf("JSONValue: %v (-want +got):\n%s", err, diff)
 	}
-	if _, err := JSONValue(json.RawMessage(`{"a":`)); err == nil {
-		t.Error("JSONValue(truncated) succeeded")
+	for _, raw := range []string{`{"a":`, `{"a":1} {}`, `{"a":[9007199254740993.5]}`} {
+		if _, err := JSONValue(json.RawMessage(raw)); err == nil {
+			t.Errorf("JSONValue(%s) succeeded", raw)
+		}
+	}
+}
+
+// TestIntegersPassExactly: a compensation or lock key computed from an ID
+// beyond 2^53 names that ID, not its nearest double (issue 25 item 4).
+func TestIntegersPassExactly(t *testing.T) {
+	for _, id := range []string{"9007199254740991", "9007199254740992", "9007199254740993", "1234567890123456789", "1234567890123456700"} {
+		args, err := JSONValue(json.RawMessage(`{"id":` + id + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := CompileTemplate(Compensation, map[string]any{"id": "${{ args.id }}", "key": `${{ "acct-" + string(args.id) }}`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tpl.Eval(map[string]any{"args": args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(out)
+		if want := `{"id":` + id + `,"key":"acct-` + id + `"}`; string(b) != want {
+			t.Errorf("compensation arguments from id %s: %s; want %s", id, b, want)
+		}
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"reflect"
@@ -19,17 +21,32 @@ import (
 	"cel.dev/cel-go/common/types/traits"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/airlock-run/airlock/internal/jsoncanon"
 )
 
-// JSONValue decodes raw for use as a variable: numbers become float64,
-// objects map[string]any, arrays []any. Empty input (nil, or only
-// whitespace) is nil, as is JSON null.
+// JSONValue decodes raw for use as a variable: objects become
+// map[string]any, arrays []any, numbers exact as in policy rules
+// (jsoncanon.Number: int64 or uint64 for integers, float64 otherwise, and
+// an error for a number that has no exact value), so that an ID beyond
+// 2^53 in a call's arguments or result reaches a compensation or a lock
+// key as it was written. Empty input (nil, or only whitespace) is nil, as
+// is JSON null.
 func JSONValue(raw json.RawMessage) (any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decoding JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("decoding JSON: invalid character after the top-level value")
+	}
+	v, err := jsoncanon.Exact(v)
+	if err != nil {
 		return nil, fmt.Errorf("decoding JSON: %w", err)
 	}
 	return v, nil
@@ -364,7 +381,7 @@ func toJSON(v ref.Val, depth int) (any, error) {
 		return int64(v), nil
 	case types.Uint:
 		if uint64(v) > math.MaxInt64 {
-			return nil, fmt.Errorf("%du is too large for JSON; write it as a double", uint64(v))
+			return uint64(v), nil
 		}
 		return int64(v), nil
 	case types.Double:

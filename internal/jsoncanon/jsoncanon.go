@@ -18,8 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 )
 
 // DuplicateKeyError reports an object that has Key more than once. Path
@@ -152,6 +155,13 @@ func Canonical(data []byte) (json.RawMessage, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
+	return Marshal(v)
+}
+
+// Marshal encodes v, a value decoded with json.Decoder.UseNumber (or
+// Decode), in the canonical form Canonical gives: no insignificant space,
+// object keys sorted, no HTML escaping, json.Number as written.
+func Marshal(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -159,4 +169,202 @@ func Canonical(data []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// NumberError reports a number that has no exact value a comparison can
+// use: not an integer within 64 bits, and not the number its nearest
+// double is (9007199254740993.5, 1e400, 18446744073709551616). Path
+// locates it, in JSONPath notation.
+type NumberError struct {
+	Path    string
+	Literal string
+}
+
+func (e *NumberError) Error() string {
+	return fmt.Sprintf("the number %s at %s cannot be held exactly (it is not a 64-bit integer, and the nearest double is another number), so policy could judge a different value than the one sent; send it as a string, or as an integer within 64 bits", clipNumber(e.Literal), e.Path)
+}
+
+func clipNumber(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// Decode checks data as CheckDuplicates does and decodes it with every
+// number exact (see Number): objects become map[string]any, arrays []any,
+// numbers int64, uint64 or float64. A number that none of these holds
+// exactly is a *NumberError. Values compared with what Decode gives (CEL
+// rules, grants) therefore see the number the upstream is sent, as
+// Canonical writes it.
+func Decode(data []byte) (any, error) {
+	if err := CheckDuplicates(data); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return Exact(v)
+}
+
+// Exact replaces the json.Numbers in v, a value decoded with
+// json.Decoder.UseNumber, by their Number values, in place; a number
+// without one is a *NumberError. It is Decode for a caller that decodes
+// itself (and does not refuse repeated keys).
+func Exact(v any) (any, error) {
+	if x, ok := exact(v); ok {
+		return x, nil
+	}
+	return nil, badNumber(v, "$")
+}
+
+// exact is Exact without paths, for the common case of no bad number.
+func exact(v any) (any, bool) {
+	switch v := v.(type) {
+	case json.Number:
+		return Number(string(v))
+	case map[string]any:
+		for k, e := range v {
+			x, ok := exact(e)
+			if !ok {
+				return nil, false
+			}
+			v[k] = x
+		}
+	case []any:
+		for i, e := range v {
+			x, ok := exact(e)
+			if !ok {
+				return nil, false
+			}
+			v[i] = x
+		}
+	}
+	return v, true
+}
+
+// badNumber is the *NumberError of the first bad number in v (partly
+// converted by exact), object keys in sorted order, so that the one
+// reported for several is the same on every run.
+func badNumber(v any, path string) error {
+	switch v := v.(type) {
+	case json.Number:
+		if _, ok := Number(string(v)); !ok {
+			return &NumberError{Path: path, Literal: string(v)}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if err := badNumber(v[k], path+member(k)); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if err := badNumber(e, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Bounds between which a double holds only integers some of which a 64-bit
+// integer holds too: a CEL comparison of an int with such a double converts
+// the int to a double, rounding it (cel-go common/types/compare.go), so
+// 9007199254740993 == 9007199254740992.0 would be true.
+const (
+	minInexact = 1 << 53 // 2^53: below it, every integer is a double
+	maxInexact = 1 << 64 // 2^64: above it, no 64-bit integer compares equal
+)
+
+// Number is the exact value of a JSON number literal, and false when it
+// has none:
+//
+//   - an integer (however written: 12, 1.2e1, 9007199254740993.0) that
+//     fits an int64 is an int64, one that fits only a uint64 a uint64 —
+//     except that an integer below 2^53 written with a fraction or an
+//     exponent (1.0, 1e2) stays a float64, as such numbers always were;
+//   - any other number is a float64 when the double nearest to it, written
+//     in its shortest form, is the number written (0.1, 1.5, 1e300), and
+//     lies outside [2^53, 2^64];
+//   - anything else (9007199254740993.5, 18446744073709551616, 1e400,
+//     1e-400, 0.1000000000000000000001) has no exact value.
+//
+// Two literals with different values never give the same result, and a
+// float64 result never lies where CEL compares it inexactly with an
+// integer.
+func Number(lit string) (any, bool) {
+	if !strings.ContainsAny(lit, ".eE") {
+		if i, err := strconv.ParseInt(lit, 10, 64); err == nil {
+			return i, true
+		}
+		if u, err := strconv.ParseUint(lit, 10, 64); err == nil {
+			return u, true
+		}
+	}
+	neg, digits, exp, ok := decimal(lit)
+	if !ok {
+		return nil, false
+	}
+	if n := len(digits); n > 0 && n <= exp && exp <= 20 { // an integer of at most 20 digits
+		s := digits + strings.Repeat("0", exp-n)
+		if neg {
+			s = "-" + s
+		}
+		i, ierr := strconv.ParseInt(s, 10, 64)
+		if ierr == nil && (i >= minInexact || i <= -minInexact) {
+			return i, true
+		}
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil && u >= minInexact {
+			return u, true
+		}
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil {
+		return nil, false
+	}
+	if a := math.Abs(f); a >= minInexact && a <= maxInexact {
+		return nil, false
+	}
+	fneg, fdigits, fexp, _ := decimal(strconv.FormatFloat(f, 'e', -1, 64))
+	if fdigits != digits || (digits != "" && (fexp != exp || fneg != neg)) {
+		return nil, false
+	}
+	return f, true
+}
+
+// decimal splits a JSON number literal into its sign and the significant
+// digits and exponent of its value, 0.digits × 10^exp (digits without
+// leading or trailing zeros; "" for zero, whose exponent is then 0).
+func decimal(lit string) (neg bool, digits string, exp int, ok bool) {
+	s := lit
+	if neg = strings.HasPrefix(s, "-"); neg {
+		s = s[1:]
+	}
+	mant, e, hasExp := strings.Cut(strings.ToLower(s), "e")
+	if hasExp {
+		n, err := strconv.Atoi(strings.TrimPrefix(e, "+"))
+		if err != nil || n > 1<<30 || n < -(1<<30) {
+			return false, "", 0, false
+		}
+		exp = n
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	all := intPart + frac
+	exp += len(intPart)
+	trimmed := strings.TrimLeft(all, "0")
+	exp -= len(all) - len(trimmed)
+	digits = strings.TrimRight(trimmed, "0")
+	if digits == "" {
+		exp = 0
+	}
+	return neg, digits, exp, true
 }

@@ -245,23 +245,29 @@ func holds(held []string, need string) bool {
 	return false
 }
 
-// decodeArgs decodes the arguments, which must be a JSON object.
+// decodeArgs decodes the arguments, which must be a JSON object, with
+// numbers exact (jsoncanon.Decode): an integer is a CEL int (or uint), so
+// 9007199254740993 is not 9007199254740992, and a number that has no exact
+// value is refused rather than judged as a neighbour.
 func decodeArgs(tool string, raw json.RawMessage) (map[string]any, string) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{}, ""
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Sprintf("denied: the arguments to %s are not valid JSON (%s); send a JSON object", tool, clip(err.Error()))
-	}
-	// A repeated key decodes to its last value here, while an upstream's
-	// parser may keep the first: the decision would be about other
-	// arguments than the ones that run. The gateway refuses these before
-	// the call is recorded; this catches any other way in.
+	v, err := jsoncanon.Decode(raw)
+	// A repeated key decodes to its last value in encoding/json, while an
+	// upstream's parser may keep the first: the decision would be about
+	// other arguments than the ones that run. The gateway refuses these
+	// before the call is recorded; this catches any other way in.
 	var dup *jsoncanon.DuplicateKeyError
-	if err := jsoncanon.CheckDuplicates(raw); errors.As(err, &dup) {
+	var num *jsoncanon.NumberError
+	switch {
+	case errors.As(err, &dup):
 		return nil, fmt.Sprintf("denied: the arguments to %s are ambiguous: %s (JSON parsers disagree on which value counts); send each key once", tool, clip(dup.Error()))
+	case errors.As(err, &num):
+		return nil, fmt.Sprintf("denied: the arguments to %s: %s", tool, num.Error())
+	case err != nil:
+		return nil, fmt.Sprintf("denied: the arguments to %s are not valid JSON (%s); send a JSON object", tool, clip(err.Error()))
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -285,7 +291,7 @@ func jsonTypeName(v any) string {
 		return "null"
 	case bool:
 		return "boolean"
-	case float64, json.Number:
+	case float64, int64, uint64, json.Number:
 		return "number"
 	case string:
 		return "string"

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"reflect"
+	"strconv"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -37,8 +39,9 @@ var ruleEvalTimeout = 100 * time.Millisecond
 //	principal {name, roles, permissions, data_level, slack_user_id}
 //	tool      {name, server, upstream, side_effects, data_access_level,
 //	           required_permissions, risk, idempotent, covered}
-//	args      map(string, dyn): the call's arguments as decoded JSON
-//	          (numbers are doubles)
+//	args      map(string, dyn): the call's arguments as decoded JSON;
+//	          an integer is an int (a uint above 2^63-1), exactly, and
+//	          other numbers are doubles (see jsoncanon.Number)
 //	task      {id, calls, elapsed_seconds}
 //
 // tool.covered is false for a tool no manifest covers; its other fields then
@@ -208,6 +211,9 @@ func compileRule(env *cel.Env, r Rule) (compiledRule, error) {
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return compiledRule{}, fmt.Errorf("condition is of type %s, not bool; compare it, e.g. args.?force.orValue(false) == true", ast.OutputType())
 	}
+	if err := inexactDouble(ast.NativeRep()); err != nil {
+		return compiledRule{}, err
+	}
 	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
 	cr := compiledRule{Rule: r, sizeBound: staticSizeBound(env, ast)}
 	var err error
@@ -223,6 +229,29 @@ func compileRule(env *cel.Env, r Rule) (compiledRule, error) {
 	cr.loops = len(celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind))) > 0
 	cr.tools, cr.restricted = ruleToolNames(ast.NativeRep().Expr())
 	return cr, nil
+}
+
+// inexactDouble refuses a double literal from 2^53 to 2^64: cel-go compares
+// an int with a double by converting the int to a double (common/types/
+// compare.go), which rounds above 2^53, so args.account !=
+// 9007199254740992.0 would be false for the integer 9007199254740993.
+// Arguments hold such integers exactly (jsoncanon.Number), and never such
+// doubles; an integer literal compares with them exactly.
+func inexactDouble(a *celast.AST) error {
+	for _, e := range celast.MatchDescendants(celast.NavigateAST(a), celast.ConstantValueMatcher()) {
+		d, ok := e.AsLiteral().(types.Double)
+		f := math.Abs(float64(d))
+		if !ok || f < 1<<53 || f > 1<<64 {
+			continue
+		}
+		write := "a string"
+		if f < 1<<63 || (d > 0 && f < 1<<64) {
+			write = "an integer literal, " + strconv.FormatFloat(float64(d), 'f', -1, 64)
+		}
+		return fmt.Errorf("the double %s is at or beyond 2^53, where CEL compares integers with it inexactly (9007199254740993 == 9007199254740992.0 is true); write it as %s",
+			strconv.FormatFloat(float64(d), 'g', -1, 64), write)
+	}
+	return nil
 }
 
 // eval evaluates the rule's condition over vars. size is the input's
