@@ -3,12 +3,14 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/catalog"
+	"github.com/airlock-run/airlock/internal/jsoncanon"
 )
 
 // Catalog modes (Options.Catalog, the configuration's catalog).
@@ -50,8 +52,10 @@ type findToolsOut struct {
 }
 
 type callToolIn struct {
-	Name      string         `json:"name" jsonschema:"the tool's name, as airlock_find_tools gave it"`
-	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"the tool's arguments, matching its inputSchema"`
+	Name string `json:"name"`
+	// Arguments pass on as sent: the call pipeline refuses repeated keys
+	// and canonicalizes them as for a direct call (args.go).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 func (g *Gateway) addCatalogTools() {
@@ -136,10 +140,34 @@ func firstLine(s string) string {
 // exist, so the meta-tool reveals nothing the list would not.
 func (g *Gateway) callToolTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var in callToolIn
+	// A key repeated anywhere is refused: in the target's arguments
+	// exactly as a direct call with them is, and in the meta-tool's own
+	// ({"name": A, "name": B} must not pick one).
+	dupErr := jsoncanon.CheckDuplicates(req.Params.Arguments)
+	var dup *jsoncanon.DuplicateKeyError
+	inArgs := errors.As(dupErr, &dup) && (dup.Path == "$.arguments" || strings.HasPrefix(dup.Path, "$.arguments.") || strings.HasPrefix(dup.Path, "$.arguments["))
+	if dup != nil && !inArgs {
+		return errorResult("", "", duplicateArgument(ToolCallTool, dup).Error()), nil
+	}
 	if len(req.Params.Arguments) > 0 {
-		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+		// Members by their exact names, as the SDK reads a direct call's
+		// (encoding/json would also take "NAME" or "Arguments").
+		var m map[string]json.RawMessage
+		err := json.Unmarshal(req.Params.Arguments, &m)
+		if err == nil {
+			for k := range m {
+				if (k != "name" && strings.EqualFold(k, "name")) || (k != "arguments" && strings.EqualFold(k, "arguments")) {
+					err = fmt.Errorf("%q is not a member; spell it in lower case", k)
+				}
+			}
+		}
+		if err == nil && m["name"] != nil {
+			err = json.Unmarshal(m["name"], &in.Name)
+		}
+		if err != nil {
 			return errorResult("", "", "arguments must be {\"name\": TOOL, \"arguments\": {...}}: "+err.Error()), nil
 		}
+		in.Arguments = m["arguments"]
 	}
 	name := strings.TrimSpace(in.Name)
 	if name == "" {
@@ -149,16 +177,14 @@ func (g *Gateway) callToolTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	if !ok {
 		return errorResult("", "", fmt.Sprintf("no tool %q that you may call; airlock_find_tools lists the ones you may", name)), nil
 	}
-	args := json.RawMessage(`{}`)
-	if in.Arguments != nil {
-		b, err := json.Marshal(in.Arguments)
-		if err != nil {
-			return errorResult("", "", "arguments: "+err.Error()), nil
-		}
-		args = b
+	if inArgs {
+		// The path inside the target's arguments, as a direct call names it.
+		inner := *dup
+		inner.Path = "$" + strings.TrimPrefix(dup.Path, "$.arguments")
+		return errorResult("", "", duplicateArgument(name, &inner).Error()), nil
 	}
 	inner := &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra,
-		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: name, Arguments: args}}
+		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: name, Arguments: in.Arguments}}
 	return g.call(ctx, e, inner)
 }
 
