@@ -1,10 +1,17 @@
 package gateway
 
 import (
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // rawSession opens a session at 2025-03-26 (the revision that still
@@ -161,5 +168,78 @@ func TestStepUpThroughCallTool(t *testing.T) {
 	defer strong.Close()
 	if res := callTool(t, strong, ToolCallTool, map[string]any{"name": "counter__echo", "arguments": map[string]any{"text": "x"}}, ""); res.IsError || o.ft.count() != 1 {
 		t.Fatalf("with the scope: isError=%v %q", res.IsError, textOf(res))
+	}
+}
+
+// TestHiddenToolAnswersAsUnknown (issue 25, low): a direct call of a tool
+// the principal may not call (outside its allowlist) gets exactly the
+// answer of a name that does not exist, the same JSON-RPC error code and
+// message, and nothing reaches the task.
+func TestHiddenToolAnswersAsUnknown(t *testing.T) {
+	pol, err := policy.Compile(policy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := &fakeTemporal{}
+	g := newTestGateway(t, ft, Options{Principal: "alice", Policy: pol})
+	g.open.AllowTools = []string{"other__*"}
+	cs := connectMemory(t, g)
+	callErr := func(name string) *jsonrpc.Error {
+		t.Helper()
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "x"}})
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) {
+			t.Fatalf("calling %s: %v; want a JSON-RPC error", name, err)
+		}
+		return we
+	}
+	hidden, unknown := callErr("counter__echo"), callErr("counter__ehco")
+	if hidden.Code != unknown.Code || hidden.Message != strings.ReplaceAll(unknown.Message, "counter__ehco", "counter__echo") {
+		t.Fatalf("hidden tool: %d %q; unknown name: %d %q; want the same answer", hidden.Code, hidden.Message, unknown.Code, unknown.Message)
+	}
+	if n := ft.count(); n != 0 {
+		t.Fatalf("%d calls reached the task", n)
+	}
+	// Allowed, it runs.
+	g.open.AllowTools = []string{"counter__*"}
+	if res := callTool(t, cs, "counter__echo", map[string]any{"text": "x"}, ""); res.IsError || ft.count() != 1 {
+		t.Fatalf("allowed: isError=%v %q", res.IsError, textOf(res))
+	}
+}
+
+// TestCallToolRefusesDuplicateArgumentKeys (issue 25, low): arguments for
+// airlock_call_tool's target that repeat a key are refused with the same
+// error as a direct call with those arguments, and nothing reaches the
+// task; a key repeated in the meta-tool's own arguments (two names) is
+// refused too.
+func TestCallToolRefusesDuplicateArgumentKeys(t *testing.T) {
+	for _, args := range []string{
+		`{"text":"secret","text":"ok"}`,
+		`{"text":"x","opts":{"path":"secret.env","path":"ok.txt"}}`,
+	} {
+		ft := &fakeTemporal{}
+		cs := connectMemory(t, newTestGateway(t, ft, Options{Principal: "alice", Catalog: CatalogSearch}))
+		direct := callTool(t, cs, "counter__echo", json.RawMessage(args), "")
+		meta := callTool(t, cs, ToolCallTool, json.RawMessage(`{"name":"counter__echo","arguments":`+args+`}`), "")
+		if !direct.IsError || !meta.IsError || textOf(meta) != textOf(direct) {
+			t.Errorf("%s: direct isError=%v %q; through %s isError=%v %q; want the same refusal", args, direct.IsError, textOf(direct), ToolCallTool, meta.IsError, textOf(meta))
+		}
+		if n := ft.count(); n != 0 {
+			t.Errorf("%s: %d calls reached the task", args, n)
+		}
+	}
+	ft := &fakeTemporal{}
+	cs := connectMemory(t, newTestGateway(t, ft, Options{Principal: "alice", Catalog: CatalogSearch}))
+	for _, outer := range []string{
+		`{"name":"counter__nope","name":"counter__echo","arguments":{"text":"x"}}`,
+		`{"name":"counter__echo","arguments":{"text":"a"},"arguments":{"text":"b"}}`,
+		`{"name":"counter__echo","NAME":"counter__nope","arguments":{"text":"x"}}`,
+	} {
+		if res := callTool(t, cs, ToolCallTool, json.RawMessage(outer), ""); !res.IsError {
+			t.Errorf("%s: accepted: %q", outer, textOf(res))
+		}
+	}
+	if n := ft.count(); n != 0 {
+		t.Errorf("%d calls reached the task", n)
 	}
 }
