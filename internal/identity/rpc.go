@@ -34,9 +34,15 @@ var (
 	callParams = []string{"name", "arguments", "_meta", "inputResponses", "requestState", "task"}
 )
 
+// rpcCall is a tools/call of a request body: the index of its message
+// (0 for a single message) and the tool it names.
+type rpcCall struct {
+	Msg  int
+	Tool string
+}
+
 // parseRPC reads a POST body the way the MCP SDK will dispatch it, or
-// refuses it: it returns the tool names of its tools/call requests in
-// order. The SDK's decoder reads member names case-sensitively, keeps the
+// refuses it: it returns its tools/call requests in order. The SDK's decoder reads member names case-sensitively, keeps the
 // last of a repeated member and ignores whatever follows the first value,
 // while encoding/json folds case and refuses trailing data; a check that
 // read the body with either could judge another tool than the one that
@@ -46,7 +52,7 @@ var (
 // transport), and no member may differ from one the SDK reads only by
 // case; what is left reads the same to every decoder, and the names
 // returned are the ones the SDK reads.
-func parseRPC(body []byte) (tools []string, single bool, err error) {
+func parseRPC(body []byte) (calls []rpcCall, single bool, err error) {
 	if !json.Valid(body) {
 		var v json.RawMessage
 		reason := "not one JSON value"
@@ -77,10 +83,10 @@ func parseRPC(body []byte) (tools []string, single bool, err error) {
 			return nil, single, err
 		}
 		if isCall {
-			tools = append(tools, tool)
+			calls = append(calls, rpcCall{Msg: i, Tool: tool})
 		}
 	}
-	return tools, single, nil
+	return calls, single, nil
 }
 
 // parseMessage checks one message and returns its tool when it is a
@@ -207,9 +213,13 @@ func readRPC(r *http.Request) ([]string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil // the MCP handler answers that a POST needs a body
 	}
-	tools, single, err := parseRPC(body)
+	calls, single, err := parseRPC(body)
 	if err != nil {
 		return nil, err
+	}
+	tools := make([]string, len(calls))
+	for i, c := range calls {
+		tools[i] = c.Tool
 	}
 	if h := r.Header.Values(headerName); len(h) > 0 && single && len(tools) == 1 && (len(h) > 1 || h[0] != tools[0]) {
 		return nil, invalid("the %s header %q does not name the tool the body calls, %q; send the same name in both", headerName, strings.Join(h, ", "), tools[0])
