@@ -177,6 +177,9 @@ func members(raw json.RawMessage, at string, known []string) (map[string]json.Ra
 
 // noDuplicates refuses a value in which any object repeats a key.
 func noDuplicates(v json.RawMessage, at string) error {
+	if t := bytes.TrimSpace(v); len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+		return nil // a scalar has no members (and the body is valid JSON)
+	}
 	err := jsoncanon.CheckDuplicates(v)
 	var dup *jsoncanon.DuplicateKeyError
 	if errors.As(err, &dup) {

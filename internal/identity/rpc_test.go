@@ -139,3 +139,14 @@ func TestParseRPCRefusesTheAttacks(t *testing.T) {
 		t.Fatalf("batch: %+v %v %v", calls, single, err)
 	}
 }
+
+// BenchmarkParseRPC: the edge's cost for a typical tools/call.
+func BenchmarkParseRPC(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"filesystem__write_file","arguments":{"path":"/srv/sandbox/notes.md","content":"` + strings.Repeat("x", 1000) + `"},"_meta":{"progressToken":7,"airlock.dev/idempotency-key":"k-1"}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := parseRPC(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
