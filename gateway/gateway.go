@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -803,6 +804,8 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		// same check on the body (identity.Directory.ScopeError).
 		if err := d.ScopeError(pr, e.exposed); err != nil {
 			g.log.Info().Str("principal", pr.Name).Str("tool", e.exposed).Err(err).Msg("call refused: insufficient scope")
+			metrics.AuthFailures.WithLabelValues(strconv.Itoa(http.StatusForbidden)).Inc()
+			g.opts.Audit.AuthFailed(auditstream.AuthFailure{Status: http.StatusForbidden, Channel: "mcp", Principal: pr.Name, Reason: err.Error(), Method: http.MethodPost})
 			return errorResult("", "", err.Error()+". Nothing ran"), nil
 		}
 	}

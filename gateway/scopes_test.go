@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
@@ -159,6 +160,15 @@ func TestStepUpThroughCallTool(t *testing.T) {
 	res := callTool(t, weak, ToolCallTool, map[string]any{"name": "counter__echo", "arguments": map[string]any{"text": "x"}}, "")
 	if !res.IsError || !strings.Contains(textOf(res), "needs scope counter:call") || !strings.Contains(textOf(res), "Nothing ran") || o.ft.count() != 0 {
 		t.Fatalf("isError=%v %q, %d calls reached the task; want a tool error naming counter:call and nothing run", res.IsError, textOf(res), o.ft.count())
+	}
+	audited := false
+	for _, l := range o.audit.lines(t) {
+		if r, _ := l["reason"].(string); l["event"] == auditstream.EventAuthFailed && l["status"] == float64(403) && l["principal"] == "alice@corp" && strings.Contains(r, "needs scope counter:call") {
+			audited = true
+		}
+	}
+	if !audited {
+		t.Errorf("no auth_failed line for the refused inner call: %s", o.audit)
 	}
 	c["scope"] = "openid counter:call"
 	strong, err := connectHTTP(o.url, &headerRT{h: map[string]string{"Authorization": "Bearer " + o.p.Sign(t, c)}})
