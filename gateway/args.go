@@ -23,7 +23,7 @@ func callArguments(tool string, raw json.RawMessage) (json.RawMessage, error) {
 	var dup *jsoncanon.DuplicateKeyError
 	switch {
 	case errors.As(err, &dup):
-		return nil, fmt.Errorf("invalid arguments to %s: %w (JSON parsers disagree on which value counts); send each key once. Nothing ran", tool, err)
+		return nil, duplicateArgument(tool, dup)
 	case err != nil:
 		return nil, fmt.Errorf("invalid arguments to %s: not one JSON value (%v); send a JSON object. Nothing ran", tool, err)
 	}
@@ -31,4 +31,9 @@ func callArguments(tool string, raw json.RawMessage) (json.RawMessage, error) {
 		return json.RawMessage("{}"), nil
 	}
 	return canon, nil
+}
+
+// duplicateArgument is the refusal of arguments to tool that repeat a key.
+func duplicateArgument(tool string, dup *jsoncanon.DuplicateKeyError) error {
+	return fmt.Errorf("invalid arguments to %s: %w (JSON parsers disagree on which value counts); send each key once. Nothing ran", tool, dup)
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/catalog"
+	"github.com/airlock-run/airlock/internal/jsoncanon"
 )
 
 // Catalog modes (Options.Catalog, the configuration's catalog).
@@ -141,10 +143,34 @@ func firstLine(s string) string {
 // exist, so the meta-tool reveals nothing the list would not.
 func (g *Gateway) callToolTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var in callToolIn
+	// A key repeated anywhere is refused: in the target's arguments
+	// exactly as a direct call with them is, and in the meta-tool's own
+	// ({"name": A, "name": B} must not pick one).
+	dupErr := jsoncanon.CheckDuplicates(req.Params.Arguments)
+	var dup *jsoncanon.DuplicateKeyError
+	inArgs := errors.As(dupErr, &dup) && (dup.Path == "$.arguments" || strings.HasPrefix(dup.Path, "$.arguments.") || strings.HasPrefix(dup.Path, "$.arguments["))
+	if dup != nil && !inArgs {
+		return errorResult("", "", duplicateArgument(ToolCallTool, dup).Error()), nil
+	}
 	if len(req.Params.Arguments) > 0 {
-		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+		// Members by their exact names, as the SDK reads a direct call's
+		// (encoding/json would also take "NAME" or "Arguments").
+		var m map[string]json.RawMessage
+		err := json.Unmarshal(req.Params.Arguments, &m)
+		if err == nil {
+			for k := range m {
+				if (k != "name" && strings.EqualFold(k, "name")) || (k != "arguments" && strings.EqualFold(k, "arguments")) {
+					err = fmt.Errorf("%q is not a member; spell it in lower case", k)
+				}
+			}
+		}
+		if err == nil && m["name"] != nil {
+			err = json.Unmarshal(m["name"], &in.Name)
+		}
+		if err != nil {
 			return errorResult("", "", "arguments must be {\"name\": TOOL, \"arguments\": {...}}: "+err.Error()), nil
 		}
+		in.Arguments = m["arguments"]
 	}
 	name := strings.TrimSpace(in.Name)
 	if name == "" {
@@ -153,6 +179,12 @@ func (g *Gateway) callToolTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	e, ok := g.catalogEntries(req.Extra)[name]
 	if !ok {
 		return errorResult("", "", fmt.Sprintf("no tool %q that you may call; airlock_find_tools lists the ones you may", name)), nil
+	}
+	if inArgs {
+		// The path inside the target's arguments, as a direct call names it.
+		inner := *dup
+		inner.Path = "$" + strings.TrimPrefix(dup.Path, "$.arguments")
+		return errorResult("", "", duplicateArgument(name, &inner).Error()), nil
 	}
 	args := json.RawMessage(`{}`)
 	if a := bytes.TrimSpace(in.Arguments); len(a) > 0 && string(a) != "null" {

@@ -20,11 +20,13 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
@@ -442,6 +444,23 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 	return out
 }
 
+// visibleTo reports whether pr may call e: what visibleTools lists for it
+// (the state tools always).
+func (g *Gateway) visibleTo(pr *identity.Principal, e *toolEntry) bool {
+	live := g.cur()
+	if live.Policy == nil || isStateTool(e.exposed) {
+		return true
+	}
+	ppr := policy.Principal{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions, DataLevel: pr.DataLevel, SlackUserID: pr.SlackUserID}
+	return live.Policy.Visible(ppr, policy.Task{AllowTools: pr.AllowTools}, policy.Tool{Name: e.exposed, Server: e.server, Upstream: e.upstream, Decl: e.decl})
+}
+
+// unknownTool is the MCP SDK's answer to a tools/call of a name it does
+// not have (mcp.Server.callTool), word for word.
+func unknownTool(name string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+}
+
 // principalFor returns the caller of a request: the API key's principal
 // for HTTP, the local principal for stdio (no headers).
 func (g *Gateway) principalFor(extra *mcp.RequestExtra) (*identity.Principal, error) {
@@ -772,6 +791,23 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	pr, err := g.principalFor(req.Extra)
 	if err != nil {
 		return errorResult("", "", err.Error()), nil
+	}
+	if !g.visibleTo(pr, e) {
+		// A tool the caller may not call answers as one that does not
+		// exist (the SDK's own answer), so names cannot be probed.
+		g.log.Info().Str("principal", pr.Name).Str("tool", e.exposed).Msg("call refused: the tool is not one the principal may call")
+		return nil, unknownTool(req.Params.Name)
+	}
+	if d := g.opts.Directory; d != nil {
+		// The step-up check on the tool dispatched, whichever way it was
+		// named (a direct call, airlock_call_tool); the HTTP edge made the
+		// same check on the body (identity.Directory.ScopeError).
+		if err := d.ScopeError(pr, e.exposed); err != nil {
+			g.log.Info().Str("principal", pr.Name).Str("tool", e.exposed).Err(err).Msg("call refused: insufficient scope")
+			metrics.AuthFailures.WithLabelValues(strconv.Itoa(http.StatusForbidden)).Inc()
+			g.opts.Audit.AuthFailed(auditstream.AuthFailure{Status: http.StatusForbidden, Channel: "mcp", Principal: pr.Name, Reason: err.Error(), Method: http.MethodPost})
+			return errorResult("", "", err.Error()+". Nothing ran"), nil
+		}
 	}
 	taskID, clientName, err := g.taskFor(req, pr.Name)
 	if err != nil {

@@ -74,6 +74,12 @@ type oauthGateway struct {
 // real OpenID provider for its own URL, and the API key "key-holder-key".
 func newOAuthGateway(t *testing.T) *oauthGateway {
 	t.Helper()
+	return newOAuthGatewayWith(t, Options{})
+}
+
+// newOAuthGatewayWith is newOAuthGateway with more options.
+func newOAuthGatewayWith(t *testing.T, o Options) *oauthGateway {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	resource := "http://" + srv.Listener.Addr().String() + "/mcp"
 	p := oauthtest.Start(t, resource)
@@ -91,7 +97,8 @@ func newOAuthGateway(t *testing.T) *oauthGateway {
 	dir := identity.New(cfg)
 	audit := &lockedBuffer{}
 	ft := &fakeTemporal{}
-	g := newTestGateway(t, ft, Options{Directory: dir, Audit: auditstream.New(audit)})
+	o.Directory, o.Audit = dir, auditstream.New(audit)
+	g := newTestGateway(t, ft, o)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", g.Handler())
 	dir.MountMetadata(mux)

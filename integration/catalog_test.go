@@ -248,9 +248,10 @@ func TestCatalogSearch(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "no tool") {
 		t.Errorf("gh called a Jira tool through the meta-tool: %q", text(res))
 	}
-	direct := call(t, gh, "jira__create_ticket", map[string]any{"id": "T-3"}, "")
-	if !direct.IsError {
-		t.Errorf("gh called a Jira tool directly: %q", text(direct))
+	// Directly, the tool answers as a name that does not exist (issue 25).
+	if _, err := gh.CallTool(context.Background(), &mcp.CallToolParams{Name: "jira__create_ticket", Arguments: map[string]any{"id": "T-3"}}); err == nil ||
+		!strings.Contains(err.Error(), `unknown tool "jira__create_ticket"`) {
+		t.Errorf("gh calling a Jira tool directly: %v; want the answer to an unknown tool", err)
 	}
 	res = call(t, gh, gateway.ToolCallTool, map[string]any{"name": "github__create_issue", "arguments": map[string]any{"id": "I-1"}}, "")
 	if res.IsError || !strings.Contains(text(res), "did github create_issue") {

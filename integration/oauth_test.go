@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -263,5 +264,108 @@ tools:
 	})
 	if b, _ := os.ReadFile(auditFile); strings.Contains(string(b), strings.Split(p.Sign(t, c), ".")[1]) {
 		t.Fatal("the audit stream holds the token")
+	}
+}
+
+// TestOAuthStepUpBypassesDevBinary (issue 25, high item 2): against the
+// real `airlock dev` with tool_scopes (counter__put needs raw:write), a
+// token with only mcp:tools never gets counter__put to run, by the tricks
+// that once passed the step-up check: a "NAME" member beside "name", one
+// trailing byte after a 2026-07-28 request with the right Mcp-Name
+// header, a "Method" member in a batch, and airlock_call_tool. The
+// upstream's own effect log stays empty; the same call with raw:write
+// writes it.
+func TestOAuthStepUpBypassesDevBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildBinary(t, "./cmd/airlock")
+	upstreamBin := buildBinary(t, "./integration/testupstream")
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	base := "http://" + listen
+	p := oauthtest.Start(t, base+"/mcp")
+	effects := filepath.Join(dir, "effects.log")
+	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
+  name: counter
+  stdio:
+    command: %s
+    env: {SIDE_EFFECT_LOG: %s}
+tools:
+  put: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
+`, upstreamBin, effects))
+	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\ncatalog: search\n"+identityYAML+fmt.Sprintf(`principals_from_tokens:
+  resource: %s/mcp
+  issuers:
+    - {issuer: %s, name: corp}
+  roles:
+    - {roles: [all], when: 'claims.sub != ""'}
+  tool_scopes:
+    - {tools: counter__put, scopes: [raw:write]}
+`, base, p.Issuer()))
+	dev := startDev(t, bin, "--config", filepath.Join(dir, "airlock.yaml"), "--data-dir", filepath.Join(dir, "data"),
+		"--listen", listen, "--temporal-port", fmt.Sprint(freePort(t)), "--log-format", "json")
+	dev.waitHealthy(t, base)
+	c := p.Claims("alice")
+	c["scope"] = "mcp:tools"
+	weak := p.Sign(t, c)
+	c["scope"] = "mcp:tools raw:write"
+	strong := p.Sign(t, c)
+
+	post := func(hdr map[string]string, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	// A legacy session (2025-03-26 takes batches), opened by hand.
+	resp, body := post(map[string]string{"Authorization": "Bearer " + weak},
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	session := map[string]string{"Authorization": "Bearer " + weak, "Mcp-Session-Id": sid}
+	post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	h2026 := map[string]string{"Authorization": "Bearer " + weak, "Mcp-Protocol-Version": gateway.StatelessProtocol, "Mcp-Method": "tools/call", "Mcp-Name": "counter__put"}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+		body string
+	}{
+		{"NAME beside name", session, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"counter__put","NAME":"airlock_status","arguments":{"key":"k1"}}}`},
+		{"2026-07-28 with a trailing byte", h2026, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"counter__put","arguments":{"key":"k2"},` + meta + `}}x`},
+		{"batch with Method beside method", session, `[{"jsonrpc":"2.0","id":3,"method":"tools/call","Method":"ping","params":{"name":"counter__put","arguments":{"key":"k3"}}}]`},
+	} {
+		resp, body := post(tc.hdr, tc.body)
+		if resp.StatusCode != 400 || !strings.Contains(body, "Nothing ran") {
+			t.Errorf("%s: %d %s; want 400 saying nothing ran", tc.name, resp.StatusCode, body)
+		}
+	}
+	cs := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer " + weak})
+	waitTools(t, cs, gateway.ToolCallTool)
+	if res := call(t, cs, gateway.ToolCallTool, map[string]any{"name": "counter__put", "arguments": map[string]any{"key": "k4"}}, ""); !res.IsError || !strings.Contains(text(res), "needs scope raw:write") {
+		t.Errorf("airlock_call_tool: isError=%v %q; want a tool error naming raw:write", res.IsError, text(res))
+	}
+	if b, _ := os.ReadFile(effects); len(b) != 0 {
+		t.Fatalf("counter__put ran for a token without raw:write:\n%s", b)
+	}
+
+	// With the scope, the same call runs and the log shows it.
+	cs2 := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer " + strong})
+	waitTools(t, cs2, gateway.ToolCallTool)
+	if res := call(t, cs2, gateway.ToolCallTool, map[string]any{"name": "counter__put", "arguments": map[string]any{"key": "ok"}}, ""); res.IsError {
+		t.Fatalf("with raw:write: %s", text(res))
+	}
+	if b, _ := os.ReadFile(effects); string(b) != "put ok\n" {
+		t.Fatalf("effect log %q, want the one allowed call", b)
 	}
 }

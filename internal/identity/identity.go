@@ -10,7 +10,6 @@
 package identity
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -18,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -321,10 +319,20 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.d.refuse(w, err)
 		return
 	}
-	if p.Token != nil && g.d.Tokens().HasToolScopes() && r.Method == http.MethodPost {
-		if err := g.d.checkToolScopes(r, p); err != nil {
-			g.d.refuse(w, err)
+	if r.Method == http.MethodPost {
+		// What is judged here is what the MCP SDK dispatches: a body it
+		// could read otherwise than this check is refused (rpc.go).
+		tools, err := readRPC(r)
+		var re *RequestError
+		if errors.As(err, &re) {
+			writeRPCError(w, re)
 			return
+		}
+		for _, tool := range tools {
+			if err := g.d.ScopeError(p, tool); err != nil {
+				g.d.refuse(w, err)
+				return
+			}
 		}
 	}
 	if sid := r.Header.Get(sessionHeader); sid != "" {
@@ -378,62 +386,29 @@ func (d *Directory) refuse(w http.ResponseWriter, err error) {
 	writeJSONError(w, status, err.Error())
 }
 
-// maxInspectedBody bounds the request body read to find the tool a call
-// names; larger calls of a token holder are refused (413) when tool scopes
-// are configured, since their tool could not be checked.
-const maxInspectedBody = 16 << 20
+// maxInspectedBody bounds the request body read to judge it: the MCP
+// SDK's own default limit (mcp.DefaultMaxRequestBodyBytes), which refuses
+// larger bodies anyway.
+const maxInspectedBody = 4 << 20
 
-// checkToolScopes refuses (403 insufficient_scope) a tools/call whose tool
-// needs scopes the principal's token lacks. It reads the body and puts it
-// back for the MCP handler.
-func (d *Directory) checkToolScopes(r *http.Request, p *Principal) error {
+// ScopeError is the one step-up check of tool_scopes, made wherever a
+// tool is about to be called (here at the edge for the tools a request
+// body names, and in the gateway for the tool it dispatches, the inner
+// tool of airlock_call_tool included): an *oauth.Error (403
+// insufficient_scope, naming the scopes to ask for) when the principal's
+// token lacks a scope a call of tool needs, nil otherwise (and for
+// principals authenticated without a token).
+func (d *Directory) ScopeError(p *Principal, tool string) error {
 	d = d.now()
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxInspectedBody+1))
-	r.Body.Close()
-	if err != nil {
-		return &oauth.Error{Status: http.StatusBadRequest, Code: "invalid_request", Reason: "reading the request: " + err.Error()}
+	if p == nil || p.Token == nil || d.tokens == nil || !d.tokens.HasToolScopes() {
+		return nil
 	}
-	if len(body) > maxInspectedBody {
-		return &oauth.Error{Status: http.StatusRequestEntityTooLarge, Code: "invalid_request", Reason: "request larger than 16MiB"}
+	lacking, want := d.tokens.ScopesFor(p.Token, tool)
+	if len(lacking) == 0 {
+		return nil
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	for _, tool := range calledTools(body) {
-		if lacking, want := d.tokens.ScopesFor(p.Token, tool); len(lacking) > 0 {
-			return &oauth.Error{Status: http.StatusForbidden, Code: oauth.CodeInsufficientScope, Scope: want,
-				Reason: fmt.Sprintf("calling %s needs scope %s, which the token of %s lacks; ask the authorization server for a token with scope %q", tool, strings.Join(lacking, " "), p.Name, strings.Join(want, " "))}
-		}
-	}
-	return nil
-}
-
-// calledTools returns the tool names of the tools/call requests in a
-// JSON-RPC message or batch. What does not parse is left to the MCP
-// handler to refuse.
-func calledTools(body []byte) []string {
-	type msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	var msgs []msg
-	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
-		_ = json.Unmarshal(body, &msgs)
-	} else {
-		var m msg
-		if json.Unmarshal(body, &m) == nil {
-			msgs = append(msgs, m)
-		}
-	}
-	var out []string
-	for _, m := range msgs {
-		if m.Method == "tools/call" {
-			out = append(out, m.Params.Name)
-		}
-	}
-	return out
+	return &oauth.Error{Status: http.StatusForbidden, Code: oauth.CodeInsufficientScope, Scope: want,
+		Reason: fmt.Sprintf("calling %s needs scope %s, which the token of %s lacks; ask the authorization server for a token with scope %q", tool, strings.Join(lacking, " "), p.Name, strings.Join(want, " "))}
 }
 
 func (g *guard) bind(sid, principal string) {
