@@ -15,6 +15,10 @@ import (
 // reference filesystem server uses.
 var conventionalPathArgs = []string{"path", "paths", "source", "destination"}
 
+// pathsOverload is the one overload of paths, named for the cost estimate
+// (cost.go).
+const pathsOverload = "paths_tool_args"
+
 // pathsFunction is the rule function paths(tool, args): every path a call
 // names, so that a rule about files is written once for every tool and
 // argument instead of one args.?x per argument name (a rule on args.path
@@ -25,7 +29,7 @@ var conventionalPathArgs = []string{"path", "paths", "source", "destination"}
 // nothing (the path check refuses it for a declared path argument).
 func pathsFunction(toolType *cel.Type) cel.EnvOption {
 	return cel.Function("paths",
-		cel.Overload("paths_tool_args", []*cel.Type{toolType, cel.MapType(cel.StringType, cel.DynType)}, cel.ListType(cel.StringType),
+		cel.Overload(pathsOverload, []*cel.Type{toolType, cel.MapType(cel.StringType, cel.DynType)}, cel.ListType(cel.StringType),
 			cel.BinaryBinding(func(tool, args ref.Val) ref.Val {
 				t, ok := tool.Value().(celTool)
 				if !ok {

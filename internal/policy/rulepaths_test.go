@@ -1,9 +1,12 @@
 package policy
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -83,5 +86,57 @@ func TestPathsFunction(t *testing.T) {
 		Args: args("target", r+"/t", "paths", []any{r + "/a", r + "/b"}, "path", "p", "source", []any{"s", 3}, "destination", 7, "other", "o")})
 	if d.Rule != "listed" {
 		t.Errorf("paths(tool, args) is not the expected list: %+v", d)
+	}
+}
+
+// TestPathsRuleIsBounded: a rule over paths(tool, args) has a static cost
+// bound (so it is evaluated without the runtime cost tracker for ordinary
+// calls), and that bound holds: within it, the tracked program's cost is
+// within the limit and the untracked program decides alike.
+func TestPathsRuleIsBounded(t *testing.T) {
+	env, err := newEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := compileRule(env, Rule{Name: "r", When: `paths(tool, args).exists(p, p.endsWith(".env"))`, Effect: Deny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.sizeBound < 1<<12 {
+		t.Fatalf("sizeBound = %d, want at least %d", r.sizeBound, 1<<12)
+	}
+	tool := readMultiple("/r")
+	facts := factsOf(tool)
+	var within int
+	for _, n := range []int{0, 1, 10, 100, 1000, 3000, 20000} {
+		for _, elem := range []string{"a", strings.Repeat("x", 50)} {
+			l := make([]any, n)
+			for i := range l {
+				l[i] = elem
+			}
+			argv := map[string]any{"paths": l, "path": strings.Repeat("p", n), "source": elem}
+			raw, _ := json.Marshal(argv)
+			in := Input{Principal: alice(), Tool: tool, Args: raw}
+			size := inputSizeBound(in, facts)
+			vars, err := ruleVars(env.CELTypeAdapter(), in, facts, argv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, det, terr := r.tracked.Eval(vars)
+			if size > r.sizeBound {
+				continue
+			}
+			within++
+			if c := det.ActualCost(); c == nil || *c > ruleCostLimit {
+				t.Fatalf("%d paths: size %d is within the bound %d, but the tracked cost is %v (err %v)", n, size, r.sizeBound, c, terr)
+			}
+			fout, _, ferr := r.fast.Eval(vars)
+			if fmt.Sprint(out, terr) != fmt.Sprint(fout, ferr) {
+				t.Fatalf("%d paths: tracked gave %v (%v), untracked %v (%v)", n, out, terr, fout, ferr)
+			}
+		}
+	}
+	if within == 0 {
+		t.Fatal("no call was within the bound")
 	}
 }
