@@ -62,7 +62,13 @@ type WebOptions struct {
 const (
 	SessionCookie = "airlock_approvals_session"
 	flashCookie   = "airlock_approvals_flash"
+	// deviceCookie marks a browser that has logged in before: its login
+	// attempts are limited on their own, not with its address's.
+	deviceCookie = "airlock_approvals_device"
 )
+
+// deviceTTL is how long a browser stays known after its last login.
+const deviceTTL = 30 * 24 * time.Hour
 
 // maxForm bounds a posted form.
 const maxForm = 64 << 10
@@ -121,6 +127,14 @@ type session struct {
 	Principal string `json:"p"`
 	Expires   int64  `json:"e"` // unix seconds
 	Nonce     string `json:"n"` // per login, so each login has its own CSRF token
+}
+
+// device is what the device cookie holds, signed: the browser's own name
+// in the login limiter.
+type device struct {
+	Principal string `json:"p"`
+	Expires   int64  `json:"e"` // unix seconds
+	Nonce     string `json:"n"`
 }
 
 type flash struct {
@@ -243,12 +257,19 @@ func (h *web) login(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusForbidden, v)
 		return
 	}
-	addr := clientAddr(r)
-	if wait := h.logins.locked(addr, h.o.Now()); wait > 0 {
+	// Failed logins are counted per client address, except from a browser
+	// that has logged in before (a valid device cookie): its attempts have
+	// their own bucket, so guesses from elsewhere behind the same address
+	// (a NAT, a proxy) cannot lock its owner out.
+	bucket, from := "addr:"+clientAddr(r), "address"
+	if d, ok := h.device(r); ok {
+		bucket, from = "device:"+d.Nonce, "browser"
+	}
+	if wait := h.logins.locked(bucket, h.o.Now()); wait > 0 {
 		secs := int(wait.Seconds() + 0.999)
-		h.authFailed(r, http.StatusTooManyRequests, "too many failed logins from this address")
+		h.authFailed(r, http.StatusTooManyRequests, "too many failed logins from this "+from)
 		w.Header().Set("Retry-After", fmt.Sprint(secs))
-		v.Error = fmt.Sprintf("too many failed logins from your address: wait %d s before trying again", secs)
+		v.Error = fmt.Sprintf("too many failed logins from this %s: wait %d s before trying again", from, secs)
 		h.render(w, http.StatusTooManyRequests, v)
 		return
 	}
@@ -271,7 +292,7 @@ func (h *web) login(w http.ResponseWriter, r *http.Request) {
 		default:
 			v.Error = "login failed: " + err.Error()
 		}
-		h.logins.failed(addr, h.o.Now())
+		h.logins.failed(bucket, h.o.Now())
 		h.authFailed(r, http.StatusUnauthorized, reason)
 		h.render(w, http.StatusUnauthorized, v)
 		return
@@ -285,6 +306,12 @@ func (h *web) login(w http.ResponseWriter, r *http.Request) {
 	exp := h.o.Now().Add(h.o.SessionTTL)
 	value := h.sign("session", mustJSON(session{Principal: p.Name, Expires: exp.Unix(), Nonce: base64.RawURLEncoding.EncodeToString(nonce)}))
 	http.SetCookie(w, h.cookie(r, SessionCookie, value, exp))
+	devNonce := make([]byte, 16)
+	if _, err := rand.Read(devNonce); err == nil {
+		dexp := h.o.Now().Add(deviceTTL)
+		dv := h.sign("device", mustJSON(device{Principal: p.Name, Expires: dexp.Unix(), Nonce: base64.RawURLEncoding.EncodeToString(devNonce)}))
+		http.SetCookie(w, h.cookie(r, deviceCookie, dv, dexp))
+	}
 	h.redirect(w, r, flash{OK: true, Msg: "logged in as " + p.Name})
 }
 
@@ -495,6 +522,24 @@ func (h *web) session(r *http.Request) (session, string, bool) {
 		return session{}, "", false
 	}
 	return s, c.Value, true
+}
+
+// device returns the request's valid device cookie: a browser that logged
+// in within deviceTTL.
+func (h *web) device(r *http.Request) (device, bool) {
+	c, err := r.Cookie(deviceCookie)
+	if err != nil || c.Value == "" {
+		return device{}, false
+	}
+	payload, ok := h.verify("device", c.Value)
+	if !ok {
+		return device{}, false
+	}
+	var d device
+	if json.Unmarshal(payload, &d) != nil || d.Nonce == "" || !h.o.Now().Before(time.Unix(d.Expires, 0)) {
+		return device{}, false
+	}
+	return d, true
 }
 
 // csrf is the CSRF token of a session: a MAC of its cookie.

@@ -71,6 +71,51 @@ func TestWebFailedLoginsAuditedAndLimited(t *testing.T) {
 	}
 }
 
+// Guesses from another browser behind the same address (a NAT, a proxy)
+// lock that address out, but not a browser that has logged in before: its
+// owner's right key still works, and its own bad attempts are limited on
+// their own.
+func TestWebFailedLoginsDoNotLockOutAKnownBrowser(t *testing.T) {
+	e := newWebEnvWith(t, func(o *WebOptions) { o.FailedLogins, o.FailedLoginEvery = 3, time.Minute })
+	bob := e.browser()
+	e.login(bob, "bob-key")
+	_, _, token := e.page(bob)
+	if resp, body := e.do(bob, "POST", "/approvals/logout", url.Values{"csrf": {token}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %d %s", resp.StatusCode, body)
+	}
+
+	guesser := e.browser()
+	for i := range 3 {
+		resp, body := e.do(guesser, "POST", "/approvals/login", url.Values{"key": {"guess-" + string(rune('a'+i))}}, nil)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d\n%s", i, resp.StatusCode, body)
+		}
+	}
+	// The guesser is limited, even with the right key: it learns nothing.
+	if resp, body := e.do(guesser, "POST", "/approvals/login", url.Values{"key": {"alice-key"}}, nil); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "too many failed logins") {
+		t.Fatalf("guesser over the limit: %d\n%s", resp.StatusCode, body)
+	}
+	// Bob, from the same address, still gets in with his key.
+	e.login(bob, "bob-key")
+
+	// Bob's own bad attempts are limited too, in his browser's bucket.
+	for i := range 3 {
+		if resp, body := e.do(bob, "POST", "/approvals/login", url.Values{"key": {"typo-" + string(rune('a'+i))}}, nil); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("typo %d: %d\n%s", i, resp.StatusCode, body)
+		}
+	}
+	if resp, body := e.do(bob, "POST", "/approvals/login", url.Values{"key": {"bob-key"}}, nil); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "too many failed logins from this browser") {
+		t.Fatalf("known browser over its own limit: %d\n%s", resp.StatusCode, body)
+	}
+	// A forged device cookie is no way around the address's limit.
+	forged := e.browser()
+	u, _ := url.Parse(e.srv.URL + "/approvals")
+	forged.Jar.SetCookies(u, []*http.Cookie{{Name: "airlock_approvals_device", Value: "eyJwIjoiYm9iIiwiZSI6OTk5OTk5OTk5OSwibiI6IngifQ.AAAA", Path: "/approvals"}})
+	if resp, body := e.do(forged, "POST", "/approvals/login", url.Values{"key": {"bob-key"}}, nil); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("forged device cookie: %d\n%s", resp.StatusCode, body)
+	}
+}
+
 func TestWebFormAddressReloadShowsThePage(t *testing.T) {
 	e := newWebEnv(t)
 	for _, p := range []string{"/approvals/login", "/approvals/decide", "/approvals/logout/"} {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"gopkg.in/yaml.v3"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
@@ -32,6 +33,9 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(sandbox, "escape")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(sandbox, "stage.env"), []byte("top secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
 	mem := loadExample(t, "memory.yaml", "server-memory", nil, map[string]string{"MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "m.jsonl")})
 	readTools := []string{"filesystem__read_*", "filesystem__list_*", "filesystem__get_file_info", "filesystem__search_files", "filesystem__directory_tree"}
@@ -47,8 +51,7 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 	})
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm, mem}, directory: dir, policy: &policy.Config{
 		MaxArgBytes: 64 << 10,
-		Rules: []policy.Rule{{Name: "no-env-files", When: `args.?path.orValue("").endsWith(".env")`, Effect: policy.Deny,
-			Reason: ".env files hold secrets"}},
+		Rules:       exampleRules(t), // no-env-files, as airlock.yaml has it
 	}})
 
 	dev := connectURL(t, s.url, bearer("dev-key"))
@@ -112,6 +115,10 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 		{"oversized arguments", "filesystem__write_file", map[string]any{"path": path, "content": big}, "bytes"},
 		{"schema violation", "filesystem__write_file", map[string]any{"path": path}, "content"},
 		{"rule", "filesystem__write_file", map[string]any{"path": filepath.Join(sandbox, "prod.env"), "content": "KEY=1"}, "no-env-files"},
+		// The rule holds for every path argument (paths(tool, args)).
+		{"rule over a list of paths", "filesystem__read_multiple_files", map[string]any{"paths": []string{path, filepath.Join(sandbox, "stage.env")}}, "no-env-files"},
+		{"rule over a move's destination", "filesystem__move_file", map[string]any{"source": path, "destination": filepath.Join(sandbox, "s8.env")}, "no-env-files"},
+		{"rule over a move's source", "filesystem__move_file", map[string]any{"source": filepath.Join(sandbox, "stage.env"), "destination": filepath.Join(sandbox, "b.md")}, "no-env-files"},
 		{"high risk needs approval", "filesystem__move_file", map[string]any{"source": path, "destination": filepath.Join(sandbox, "moved.md")}, "needs approval"},
 	}
 	for _, a := range attacks {
@@ -126,8 +133,10 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != "hello" {
 		t.Errorf("a denied call changed the file: %q", b)
 	}
-	if _, err := os.Stat(filepath.Join(sandbox, "prod.env")); !os.IsNotExist(err) {
-		t.Errorf("the denied .env write happened: %v", err)
+	for _, f := range []string{"prod.env", "s8.env", "b.md"} {
+		if _, err := os.Stat(filepath.Join(sandbox, f)); !os.IsNotExist(err) {
+			t.Errorf("the denied call making %s happened: %v", f, err)
+		}
 	}
 
 	// Decisions are recorded with the task.
@@ -151,4 +160,26 @@ func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
 	if denied != len(attacks) {
 		t.Errorf("status shows %d denials, want %d", denied, len(attacks))
 	}
+}
+
+// exampleRules are the policy rules of the repository's airlock.yaml, so
+// that the example operators copy is the one tried against the real server.
+func exampleRules(t *testing.T) []policy.Rule {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Policy struct {
+			Rules []policy.Rule `yaml:"rules"`
+		} `yaml:"policy"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Policy.Rules) == 0 {
+		t.Fatal("airlock.yaml has no policy rules")
+	}
+	return f.Policy.Rules
 }

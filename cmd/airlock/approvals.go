@@ -219,13 +219,19 @@ func (o *approvalsOptions) decider(c *Call, sub string) (*config.Config, string,
 }
 
 // openAudit opens the audit stream the services write to, so the CLI's
-// decisions land beside theirs; doing says what --audit-log off allows.
-func (o *approvalsOptions) openAudit(c *Call, cfg *config.Config, doing string) (*auditstream.Log, io.Closer, int) {
+// decisions land beside theirs: --audit-log, else the one the airlock dev
+// serving tc's Temporal writes (its --data-dir and --audit-log included),
+// else the configuration's. doing says what --audit-log off allows.
+func (o *approvalsOptions) openAudit(ctx context.Context, c *Call, tc client.Client, cfg *config.Config, doing string) (*auditstream.Log, io.Closer, int) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return nil, nil, c.fail(err)
 	}
-	audit, closeAudit, err := auditstream.Open(firstNonEmpty(o.auditLog, cfg.AuditLog(dataDir)), c.Stdout, c.Stderr)
+	dest := o.auditLog
+	if dest == "" {
+		_, dest = runningDev(ctx, tc, o.conn.namespace)
+	}
+	audit, closeAudit, err := auditstream.Open(firstNonEmpty(dest, cfg.AuditLog(dataDir)), c.Stdout, c.Stderr)
 	if err != nil {
 		return nil, nil, c.fail(fmt.Errorf("%w (pass --audit-log off to %s without auditing)", err, doing))
 	}
@@ -258,7 +264,7 @@ func (o *approvalsOptions) approver(c *Call, cfg *config.Config) (string, int) {
 // decide delivers the decision, audited in the same stream as the
 // services'.
 func (o *approvalsOptions) decide(ctx context.Context, c *Call, cfg *config.Config, local *approver.Local, d approver.Decision) int {
-	audit, closeAudit, code := o.openAudit(c, cfg, "decide")
+	audit, closeAudit, code := o.openAudit(ctx, c, local.Temporal, cfg, "decide")
 	if code != 0 {
 		return code
 	}

@@ -63,12 +63,12 @@ func approvalsRevoke(c *Call, o *approvalsOptions) int {
 	if who == "" {
 		return code
 	}
-	audit, closeAudit, code := o.openAudit(c, cfg, "revoke")
-	if code != 0 {
-		return code
-	}
-	defer closeAudit.Close()
 	return o.withLocal(c, func(ctx context.Context, local *approver.Local) int {
+		audit, closeAudit, code := o.openAudit(ctx, c, local.Temporal, cfg, "revoke")
+		if code != 0 {
+			return code
+		}
+		defer closeAudit.Close()
 		g, err := approver.Revoke(ctx, local.Temporal, c.Args[0], who, strings.TrimSpace(o.reason))
 		var ref *approver.Refusal
 		rv := auditstream.GrantRevocation{Grant: c.Args[0], By: who, Via: "cli"}

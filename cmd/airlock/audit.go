@@ -139,7 +139,8 @@ func auditShow(c *Call, o *auditOptions) int {
 			printJSON(c.Stdout, tl)
 			return 0
 		}
-		if err := timeline.Render(c.Stdout, tl, &timeline.RenderOptions{UIURL: o.linkURL(c), Namespace: o.conn.namespace}); err != nil {
+		devDir, _ := runningDev(ctx, tc, o.conn.namespace)
+		if err := timeline.Render(c.Stdout, tl, &timeline.RenderOptions{UIURL: o.linkURL(c, devDir), Namespace: o.conn.namespace}); err != nil {
 			return c.failOn(id, err)
 		}
 		return 0
@@ -237,15 +238,19 @@ func loadRedact(path string) (map[string][]string, error) {
 
 // linkURL is the Web UI that show links to: --ui-url or AIRLOCK_UI_URL
 // when set, else the configuration's temporal.ui_url, else the UI that the
-// airlock dev using the configuration's data dir serves for this Temporal;
+// airlock dev serving this Temporal recorded in its data dir (devDir, else
+// the configuration's data dir);
 // "" (no link) when none is known, rather than a port that may serve
 // nothing.
-func (o *auditOptions) linkURL(c *Call) string {
+func (o *auditOptions) linkURL(c *Call, devDir string) string {
 	_, env := os.LookupEnv(envUIURL)
-	return o.showLink(env || c.given("ui-url"))
+	return o.showLink(env || c.given("ui-url"), devDir)
 }
 
-func (o *auditOptions) showLink(asked bool) string {
+// showLink: devDir is the data dir of the airlock dev whose Temporal the
+// command talks to ("": none), which says where its UI is better than the
+// configuration's data_dir (the dev may run with --data-dir).
+func (o *auditOptions) showLink(asked bool, devDir string) string {
 	if asked {
 		return o.uiURL
 	}
@@ -260,7 +265,7 @@ func (o *auditOptions) showLink(asked bool) string {
 			}
 		}
 	}
-	url, _ := readServedUI(dataDir, o.conn.address)
+	url, _ := readServedUI(firstNonEmpty(devDir, dataDir), o.conn.address)
 	return url
 }
 

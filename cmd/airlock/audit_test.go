@@ -221,7 +221,7 @@ func TestShowLink(t *testing.T) {
 			}
 			o := &auditOptions{uiURL: tc.asked}
 			o.conn.address = tc.address
-			if got := o.showLink(tc.asked != ""); got != tc.want {
+			if got := o.showLink(tc.asked != "", ""); got != tc.want {
 				t.Errorf("link %q, want %q", got, tc.want)
 			}
 		})

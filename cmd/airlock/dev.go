@@ -311,6 +311,7 @@ func (s *stack) startEmbedded(ctx context.Context, r roles, temporalPort int) er
 		Namespace:        e.ns,
 		Port:             temporalPort,
 		SearchAttributes: api.SearchAttributes(),
+		Data:             devNamespaceData(e),
 		Logger:           e.log.With().Str("component", "temporal-server").Logger(),
 	})
 	if err != nil {

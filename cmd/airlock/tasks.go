@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
 )
 
@@ -36,8 +37,10 @@ func tasksCommand() *Command {
 				Short: "the newest tasks, with their state", Long: tasksListLong, Flags: bind(tasksFlags, tasksList)},
 			{Name: "show", Usage: "[--json] TASK_ID", Short: "one task: calls, plan steps, pending compensations",
 				Long: "Shows one task: its calls, plan steps and pending compensations.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksShow)},
-			{Name: "rollback", Usage: "[--reason TEXT] TASK_ID", Short: "undo the task's changes (compensations, newest first, each once)",
+			{Name: "rollback", Usage: "[--reason TEXT] [--queue] TASK_ID", Short: "undo the task's changes (compensations, newest first, each once)",
 				Long: tasksRollbackLong, Flags: bind(tasksFlags, tasksRollback)},
+			{Name: "withdraw", Usage: "[--reason TEXT] TASK~CALL", Short: "withdraw a pending approval request (the call does not run)",
+				Long: tasksWithdrawLong, Flags: bind(tasksFlags, tasksWithdraw)},
 			{Name: "cancel", Usage: "TASK_ID", Short: "cancel the task: it rolls back, then ends",
 				Long: "Cancels the task: it rolls back, then ends.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksCancel)},
 			{Name: "finish", Usage: "TASK_ID", Short: "end the task once its running calls are done, without rolling back",
@@ -57,6 +60,20 @@ const tasksRollbackLong = `Undoes the task's changes (compensations, newest firs
 it and prints what was undone and what was not. Also retries a rollback that
 failed, and undoes a task that has ended (a completed plan), once, as
 workflow rollback-TASK_ID.
+
+A rollback starts once the task's running calls are done, and a call waiting
+for approval is not done until it is decided, withdrawn or expires. So while
+the task has a pending approval request, rollback refuses at once and lists
+them: deny them (airlock approvals deny TASK~CALL), withdraw them (airlock
+tasks withdraw TASK~CALL), or pass --queue to leave the rollback queued (it
+returns at once and the rollback runs when the last of them is closed).
+
+` + talksToDev
+
+const tasksWithdrawLong = `Withdraws the pending approval request TASK~CALL (airlock approvals list
+shows them): nobody may decide on it any more, the call ends as cancelled
+without running, and the agent is told so. Only a pending request can be
+withdrawn; to stop the whole task, use airlock tasks cancel.
 
 ` + talksToDev
 
@@ -80,6 +97,7 @@ type tasksOptions struct {
 	asJSON          bool
 	reason          string
 	wait            time.Duration
+	queue           bool
 }
 
 func tasksFlags(fs *flag.FlagSet, o *tasksOptions) {
@@ -93,6 +111,7 @@ func tasksFlags(fs *flag.FlagSet, o *tasksOptions) {
 	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
 	fs.StringVar(&o.reason, "reason", "", "why (rollback; kept in the task's record)")
 	fs.DurationVar(&o.wait, "wait", 10*time.Minute, "how long rollback waits for the compensations to run")
+	fs.BoolVar(&o.queue, "queue", false, "rollback: when calls wait for approval, leave the rollback queued behind them and return at once")
 }
 
 // withTemporal dials and runs f, the whole bounded by the longest a
@@ -181,12 +200,25 @@ func tasksRollback(c *Call, o *tasksOptions) int {
 		return code
 	}
 	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
+		req := api.RollbackRequest{By: "operator", Reason: o.reason}
+		// A rollback waits for the running calls, and a call waiting for
+		// approval runs until people act: say so now rather than wait.
+		if pending := pendingApprovals(ctx, tc, id); len(pending) > 0 {
+			if !o.queue {
+				return c.failOn(id, errors.New(describePending(id, pending, time.Now())))
+			}
+			return queueRollback(ctx, c, tc, id, req, pending)
+		}
 		rctx, rcancel := context.WithTimeout(ctx, o.wait)
 		defer rcancel()
-		req := api.RollbackRequest{By: "operator", Reason: o.reason}
 		res, err := rollbackTask(rctx, tc, id, req, o.conn.taskQueue)
 		if err != nil {
 			if rctx.Err() != nil {
+				// A call that began to wait for approval after the check
+				// above holds the rollback: say which.
+				if pending := pendingApprovals(ctx, tc, id); len(pending) > 0 {
+					return c.failOn(id, fmt.Errorf("still waiting after %s, and it goes on without you: %s", o.wait, describePending(id, pending, time.Now())))
+				}
 				return c.failOn(id, fmt.Errorf("still running after %s; it goes on without you (airlock tasks show %s)", o.wait, id))
 			}
 			return c.failOn(id, err)
@@ -199,6 +231,94 @@ func tasksRollback(c *Call, o *tasksOptions) int {
 		if res.State == api.StateRollbackFailed {
 			return 1
 		}
+		return 0
+	})
+}
+
+// pendingApprovals are the task's approval requests still pending; none
+// when the task cannot be asked (it has ended, or it is a plan).
+func pendingApprovals(ctx context.Context, tc client.Client, id string) []api.ApprovalRequest {
+	v, err := tc.QueryWorkflow(ctx, id, "", api.QueryApprovals)
+	var reqs []api.ApprovalRequest
+	if err != nil || v.Get(&reqs) != nil {
+		return nil
+	}
+	return slices.DeleteFunc(reqs, func(r api.ApprovalRequest) bool { return r.State != api.ApprovalPending })
+}
+
+// describePending says what a rollback of task id would wait for, and how
+// to end the wait.
+func describePending(id string, pending []api.ApprovalRequest, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "not rolled back: a rollback starts once the task's calls are done, and %d call(s) wait for approval:\n", len(pending))
+	for _, r := range pending {
+		fmt.Fprintf(&b, "  %s  %s  asked by %s, group %s (%d of %d approvals), expires %s (in %s)\n",
+			r.ID, r.Tool, r.Principal, r.Group, approvedVotes(r), r.Quorum, r.ExpiresAt.UTC().Format(time.RFC3339), r.ExpiresAt.Sub(now).Round(time.Second))
+	}
+	fmt.Fprintf(&b, "close each first: airlock approvals deny %s (as an approver of its group), or airlock tasks withdraw %s (nothing runs);\n", pending[0].ID, pending[0].ID)
+	fmt.Fprintf(&b, "or queue the rollback behind them: airlock tasks rollback --queue %s", id)
+	return b.String()
+}
+
+func approvedVotes(r api.ApprovalRequest) int {
+	n := 0
+	for _, v := range r.Votes {
+		if v.Approve {
+			n++
+		}
+	}
+	return n
+}
+
+// queueRollback sends the rollback and returns once the task has accepted
+// it: it runs when the pending calls are closed.
+func queueRollback(ctx context.Context, c *Call, tc client.Client, id string, req api.RollbackRequest, pending []api.ApprovalRequest) int {
+	_, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateRollback,
+		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err != nil {
+		return c.failOn(id, err)
+	}
+	ids := make([]string, len(pending))
+	for i, r := range pending {
+		ids[i] = r.ID
+	}
+	fmt.Fprintf(c.Stdout, "rollback queued: task %s rolls back once %s %s decided, withdrawn or expired; new calls are refused until it is done (airlock tasks show %s)\n",
+		id, strings.Join(ids, ", "), map[bool]string{true: "is", false: "are"}[len(ids) == 1], id)
+	return 0
+}
+
+// tasksWithdraw withdraws a pending approval request (api.SignalCancelCall,
+// as a client's cancellation does).
+func tasksWithdraw(c *Call, o *tasksOptions) int {
+	if len(c.Args) != 1 {
+		return c.usage("name one approval request TASK~CALL (airlock approvals list shows them)")
+	}
+	rid := c.Args[0]
+	task, err := approver.TaskOf(rid)
+	if err != nil {
+		return c.usage("%v", err)
+	}
+	if len(o.reason) > api.MaxReasonBytes {
+		return c.usage("--reason is %d bytes; keep it under %d", len(o.reason), api.MaxReasonBytes)
+	}
+	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
+		var req *api.ApprovalRequest
+		for _, r := range pendingApprovals(ctx, tc, task) {
+			if r.ID == rid {
+				req = &r
+			}
+		}
+		if req == nil {
+			return c.failOn(rid, fmt.Errorf("no pending approval request of that ID (it was decided, withdrawn or expired, or the task has ended); airlock approvals show %s says what became of it", rid))
+		}
+		why := "withdrawn by an operator (airlock tasks withdraw)"
+		if o.reason != "" {
+			why += ": " + o.reason
+		}
+		if err := tc.SignalWorkflow(ctx, task, "", api.SignalCancelCall, api.CancelCall{CallID: req.CallID, Reason: why}); err != nil {
+			return c.failOn(rid, err)
+		}
+		fmt.Fprintf(c.Stdout, "%s: withdrawn; the call %s (%s) ends cancelled and does not run\n", rid, req.CallID, req.Tool)
 		return 0
 	})
 }

@@ -56,6 +56,10 @@ type Options struct {
 	// Retention of closed workflows. Default 30 days. An existing namespace
 	// with a shorter retention is raised to it, never lowered.
 	Retention time.Duration
+	// Data is set in the namespace's data at every start (keys merged, the
+	// rest kept), so a client of this server can learn what runs it:
+	// airlock dev records its data dir and audit log there.
+	Data map[string]string
 	// Logger receives the server's logs. The zero Logger discards them.
 	Logger zerolog.Logger
 	// LogLevel filters the server's logs: debug, info, warn or error.

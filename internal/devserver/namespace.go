@@ -30,7 +30,38 @@ func configureNamespace(ctx context.Context, hostPort string, opts Options, minL
 	if err := ensureSearchAttributes(ctx, c, opts.Namespace, opts.SearchAttributes); err != nil {
 		return err
 	}
-	return ensureRetention(ctx, c, opts.Namespace, opts.Retention)
+	if err := ensureRetention(ctx, c, opts.Namespace, opts.Retention); err != nil {
+		return err
+	}
+	return ensureData(ctx, c, opts.Namespace, opts.Data)
+}
+
+// ensureData sets the namespace data keys whose value differs from want.
+func ensureData(ctx context.Context, c client.Client, namespace string, want map[string]string) error {
+	if len(want) == 0 {
+		return nil
+	}
+	desc, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("describe namespace %s: %w", namespace, err)
+	}
+	have := desc.GetNamespaceInfo().GetData()
+	changed := map[string]string{}
+	for k, v := range want {
+		if have[k] != v {
+			changed[k] = v
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	if _, err := c.WorkflowService().UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{
+		Namespace:  namespace,
+		UpdateInfo: &namespacepb.UpdateNamespaceInfo{Data: changed},
+	}); err != nil {
+		return fmt.Errorf("set the data of namespace %s: %w", namespace, err)
+	}
+	return nil
 }
 
 // dialReady retries until the frontend serves the namespace. Server.Start

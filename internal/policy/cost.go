@@ -98,7 +98,14 @@ func (e sizeEstimator) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
 	return nil
 }
 
-func (sizeEstimator) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
+func (e sizeEstimator) EstimateCallCost(function, overload string, _ *cost.AstNode, _ []cost.AstNode) *cost.CallEstimate {
+	if function == "paths" && overload == pathsOverload {
+		// paths(tool, args) costs one at run time (a function without a
+		// cost of its own) and lists strings taken from args: fewer than
+		// its bytes, each one of its values.
+		inner := cost.SizeEstimate{Max: e.max}
+		return &cost.CallEstimate{CostEstimate: cost.CostEstimate{Min: 1, Max: 1}, ResultSize: &cost.SizeEstimate{Max: e.max, Elem: &inner}}
+	}
 	return nil
 }
 
@@ -153,7 +160,7 @@ func inputSizeBound(in Input, facts toolFacts) uint64 {
 	grow(in.Principal.Name, string(in.Principal.DataLevel), in.Principal.SlackUserID,
 		in.Tool.Name, in.Tool.Server, in.Tool.Upstream, string(facts.level), string(facts.risk),
 		in.Task.ID)
-	for _, l := range [][]string{in.Principal.Roles, in.Principal.Permissions, facts.sideEffects, facts.perms} {
+	for _, l := range [][]string{in.Principal.Roles, in.Principal.Permissions, facts.sideEffects, facts.perms, facts.pathArgs} {
 		n = max(n, len(l))
 		grow(l...)
 	}

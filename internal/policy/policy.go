@@ -51,6 +51,12 @@
 // (their condition starts with a test of tool.name) are skipped for other
 // tools, which decides exactly as evaluating them would (see index.go).
 //
+// A rule about files names them with paths(tool, args): the strings of
+// the arguments in the manifest's path_args (tool.path_args) and of any
+// argument named path, paths, source or destination, a list's elements
+// each (rulepaths.go), so one condition such as
+// paths(tool, args).exists(p, p.endsWith(".env")) holds for every tool.
+//
 // A tool no manifest covers (Tool.Decl == nil) is treated as writing,
 // high-risk and restricted. Every Decision names the check that decided,
 // carries a reason written for the model (what failed and what would allow

@@ -46,6 +46,8 @@ var ruleEvalTimeout = 100 * time.Millisecond
 //
 // tool.covered is false for a tool no manifest covers; its other fields then
 // hold the values assumed for such tools (write, high, restricted).
+// tool.path_args are the manifest's path_args; paths(tool, args) lists
+// every path the call names (rulepaths.go).
 type celPrincipal struct {
 	Name        string   `cel:"name"`
 	Roles       []string `cel:"roles"`
@@ -64,6 +66,7 @@ type celTool struct {
 	Risk                string   `cel:"risk"`
 	Idempotent          bool     `cel:"idempotent"`
 	Covered             bool     `cel:"covered"`
+	PathArgs            []string `cel:"path_args"`
 }
 
 type celTask struct {
@@ -89,6 +92,7 @@ func newEnv() (*cel.Env, error) {
 		// task.elapsed_seconds > 60 (a double against an int literal)
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(ruleMaxExprBytes),
+		pathsFunction(cel.ObjectType(celTypeName(tt))),
 	)
 }
 
@@ -113,6 +117,7 @@ func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (
 			Risk:                string(facts.risk),
 			Idempotent:          facts.idempotent,
 			Covered:             facts.covered,
+			PathArgs:            facts.pathArgs,
 		}),
 		task: a.NativeToValue(celTask{
 			ID:             in.Task.ID,

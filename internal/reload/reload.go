@@ -234,6 +234,7 @@ func (r *Reloader[T]) watch(w *fsnotify.Watcher, old []string) []string {
 			}
 		}
 	}
+	pats = append(pats, symlinkTargets(pats)...)
 	slices.Sort(pats)
 	pats = slices.Compact(pats)
 	if slices.Equal(pats, old) {
@@ -259,6 +260,30 @@ func (r *Reloader[T]) watch(w *fsnotify.Watcher, old []string) []string {
 		}
 	}
 	return pats
+}
+
+// symlinkTargets is where the patterns' files resolve to when they are
+// symlinks (a glob's: each file it matches now). An edit in place of a
+// link's target changes only the target, in the target's directory: the
+// event names the target, never the link. The set is taken again after
+// every reload, so a link pointed elsewhere (an event on the link itself)
+// moves the watch to its new target.
+func symlinkTargets(pats []string) []string {
+	var out []string
+	for _, p := range pats {
+		files := []string{p}
+		if hasMeta(p) {
+			files, _ = filepath.Glob(p)
+		}
+		for _, f := range files {
+			if t, err := filepath.EvalSymlinks(f); err == nil && t != f {
+				if abs, err := filepath.Abs(t); err == nil {
+					out = append(out, filepath.Clean(abs))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // matches reports whether a changed file is one of the patterns'.

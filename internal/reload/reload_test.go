@@ -275,3 +275,51 @@ func TestWatchConfigMapSwap(t *testing.T) {
 		t.Fatalf("after the ..data swap: %q", got)
 	}
 }
+
+// A watched file that is a symlink (a manifest linked from a checkout, a
+// glob's file linked in): editing its target in place reloads, and so
+// does pointing the link at another file, whose edits then reload too.
+func TestWatchSymlinkTargetEditedInPlace(t *testing.T) {
+	f := newFiles(t)
+	elsewhere := t.TempDir()
+	target := filepath.Join(elsewhere, "real.part")
+	write(t, target, "p1;")
+	if err := os.Symlink(target, filepath.Join(f.dir, "conf.d", "linked.part")); err != nil {
+		t.Fatal(err)
+	}
+	mainTarget := filepath.Join(elsewhere, "main.real")
+	write(t, mainTarget, "m1;")
+	if err := os.Remove(filepath.Join(f.dir, "main.conf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(mainTarget, filepath.Join(f.dir, "main.conf")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, applied := start(t, f, 50*time.Millisecond)
+
+	write(t, target, "p2;") // in place: the event is in elsewhere/, not conf.d/
+	if got := next(t, applied); got != "m1;p2;" {
+		t.Fatalf("after editing a glob file's target: %q", got)
+	}
+	write(t, mainTarget, "m2;")
+	if got := next(t, applied); got != "m2;p2;" {
+		t.Fatalf("after editing main.conf's target: %q", got)
+	}
+
+	other := filepath.Join(t.TempDir(), "other.real")
+	write(t, other, "o1;")
+	tmp := filepath.Join(f.dir, ".main.conf.tmp")
+	if err := os.Symlink(other, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(f.dir, "main.conf")); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, applied); got != "o1;p2;" {
+		t.Fatalf("after pointing main.conf elsewhere: %q", got)
+	}
+	write(t, other, "o2;")
+	if got := next(t, applied); got != "o2;p2;" {
+		t.Fatalf("after editing the new target: %q", got)
+	}
+}
