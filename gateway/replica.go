@@ -92,9 +92,9 @@ func (g *Gateway) verifySession(sid string) (sessionToken, error) {
 	if len(parts) != 4 || parts[0] == "" {
 		return sessionToken{}, errBadSession
 	}
-	task, err1 := b64.DecodeString(parts[1])
-	principal, err2 := b64.DecodeString(parts[2])
-	mac, err3 := b64.DecodeString(parts[3])
+	task, err1 := canonicalB64(parts[1])
+	principal, err2 := canonicalB64(parts[2])
+	mac, err3 := canonicalB64(parts[3])
 	if err1 != nil || err2 != nil || err3 != nil {
 		return sessionToken{}, errBadSession
 	}
@@ -103,6 +103,21 @@ func (g *Gateway) verifySession(sid string) (sessionToken, error) {
 		return sessionToken{}, errBadSession
 	}
 	return t, nil
+}
+
+// canonicalB64 decodes s, which must be exactly what issueSession
+// writes: the decoder alone would also take other spellings of the same
+// bytes (non-zero trailing bits, line breaks), so that one session would
+// have many IDs.
+func canonicalB64(s string) ([]byte, error) {
+	b, err := b64.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	if b64.EncodeToString(b) != s {
+		return nil, errBadSession
+	}
+	return b, nil
 }
 
 // newRawSessionID is the go-sdk session ID of a new HTTP session; the task
@@ -180,6 +195,9 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A new session (initialize): its ID is signed on its way out.
 		task := strings.TrimSpace(r.Header.Get(HeaderTask))
 		s.stateful.ServeHTTP(&tokenWriter{ResponseWriter: w, rewrite: func(raw string) string {
+			if _, no := g.refused.LoadAndDelete(raw); no {
+				return "" // a refused initialize opens no session
+			}
 			t := task
 			if t == "" {
 				t = sessionTaskID(raw)
@@ -264,7 +282,11 @@ func (t *tokenWriter) header() {
 	}
 	t.done = true
 	if raw := t.Header().Get(headerSessionID); raw != "" {
-		t.Header().Set(headerSessionID, t.rewrite(raw))
+		if sid := t.rewrite(raw); sid != "" {
+			t.Header().Set(headerSessionID, sid)
+		} else {
+			t.Header().Del(headerSessionID)
+		}
 	}
 }
 
