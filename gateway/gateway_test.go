@@ -677,6 +677,11 @@ type fakeTemporal struct {
 	mu      sync.Mutex
 	pending []pendingStart
 	starts  []pendingStart // tasks started alone (claimTask)
+	queried []string       // "<query> <task>" of each QueryWorkflow
+	// startErr, when set, is ExecuteWorkflow's answer.
+	startErr func(id string) error
+	// described counts DescribeWorkflowExecution calls.
+	described int
 	updates []sentUpdate
 	signals []string
 }
@@ -774,6 +779,9 @@ func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _, name string, arg
 }
 
 func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	f.mu.Lock()
+	f.described++
+	f.mu.Unlock()
 	if f.describe == nil {
 		return nil, serviceerror.NewNotFound("no such workflow")
 	}
@@ -796,6 +804,11 @@ func describedTask(owner string, st enumspb.WorkflowExecutionStatus) *workflowse
 func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.startErr != nil {
+		if err := f.startErr(o.ID); err != nil {
+			return nil, err
+		}
+	}
 	in, _ := args[0].(api.TaskInput)
 	f.starts = append(f.starts, pendingStart{start: o, in: in})
 	return fakeRun{}, nil
@@ -843,6 +856,7 @@ func (h fakeHandle) Get(_ context.Context, v any) error {
 func (f *fakeTemporal) QueryWorkflow(_ context.Context, id, _ string, queryType string, _ ...any) (converter.EncodedValue, error) {
 	f.mu.Lock()
 	v, ok := f.queries[queryType]
+	f.queried = append(f.queried, queryType+" "+id)
 	f.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("workflow %s: no %s query in this fake", id, queryType)
