@@ -735,7 +735,7 @@ func (f *fakeTemporal) UpdateWorkflow(ctx context.Context, o client.UpdateWorkfl
 }
 
 func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowUpdateHandle, error) {
-	u.req = u.update.Args[0].(api.CallRequest)
+	u.req, _ = u.update.Args[0].(api.CallRequest) // a rollback sends a RollbackRequest
 	f.mu.Lock()
 	f.updates = append(f.updates, u)
 	n := len(f.updates)
