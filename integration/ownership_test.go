@@ -192,3 +192,41 @@ func post(t *testing.T, url, key, sid string, headers map[string]string, body st
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
 }
+
+// TestTaskOwnershipDevBinary: issue 25 item 1 against `airlock dev` with
+// API keys. bob names alice's task with the Airlock-Task header: his
+// airlock_status (whole task and one call) and airlock_await are refused
+// and show nothing of it; alice's call ran once.
+func TestTaskOwnershipDevBinary(t *testing.T) {
+	d := newCounterDev(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n"+
+		"  append: {side_effects: [write], data_access_level: internal, risk: medium}\n")
+	d.writeApprovalsConfig(t, "5s")
+	args, base, _ := d.devArgs(t, "--no-ui")
+	p := startDev(t, d.bin, args...)
+	p.waitHealthy(t, base)
+
+	const victim = "alice-books"
+	alice := connectStateless(t, base+"/mcp", map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: victim})
+	waitTools(t, alice, "counter__append")
+	if res := call(t, alice, "counter__append", map[string]any{"key": "ledger-secret"}, "k1"); res.IsError {
+		t.Fatalf("alice's call: %s", text(res))
+	}
+	bob := connectStateless(t, base+"/mcp", map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: victim})
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{gateway.ToolStatus, map[string]any{}},
+		{gateway.ToolStatus, map[string]any{"call": "k-k1"}},
+		{gateway.ToolAwait, map[string]any{"call": "k-k1", "timeout_seconds": 1}},
+	} {
+		res := call(t, bob, c.tool, c.args, "")
+		got := text(res) + mustJSON(t, res.StructuredContent)
+		if !res.IsError || !strings.Contains(got, "belongs to another principal") || strings.Contains(got, "ledger-secret") || strings.Contains(got, "counter__append") {
+			t.Errorf("bob's %s %v in alice's task: isError=%v %q; want it refused, showing nothing", c.tool, c.args, res.IsError, got)
+		}
+	}
+	if n := sideEffects(t, d.effects, "append", "ledger-secret"); n != 1 {
+		t.Errorf("alice's call ran %d times, want once", n)
+	}
+}
