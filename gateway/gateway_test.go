@@ -682,8 +682,8 @@ type fakeTemporal struct {
 	startErr func(id string) error
 	// described counts DescribeWorkflowExecution calls.
 	described int
-	updates []sentUpdate
-	signals []string
+	updates   []sentUpdate
+	signals   []string
 }
 
 type pendingStart struct {

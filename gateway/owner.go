@@ -10,9 +10,10 @@ package gateway
 // answered, nor for queries.
 //
 // A task's owner never changes (the reuse policy rejects a second run
-// with the same ID), so each replica remembers the owners it learned from
-// DescribeWorkflowExecution (the AirlockPrincipal search attribute, set at
-// the start) and checks a known task with a map lookup. A task that does
+// with the same ID, until retention deletes the ended task), so each
+// replica remembers the owners it learned from DescribeWorkflowExecution
+// (the AirlockPrincipal search attribute, set at the start) for ownerTTL
+// and checks a known task with a map lookup. A task that does
 // not exist yet is the caller's to create; readers answer that there is
 // nothing yet without reading (it may appear a moment later, someone
 // else's), and a call creates a task named by its client before sending
@@ -25,6 +26,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -46,26 +48,39 @@ func (e errNotYourTask) Error() string {
 // memory starts over (a refetch costs one DescribeWorkflowExecution).
 const maxKnownOwners = 100_000
 
+// ownerTTL is how long a replica trusts an owner it learned: far less
+// than any namespace retention (at least a day), after which an ended
+// task's ID could be started again by someone else.
+const ownerTTL = 10 * time.Minute
+
 // owners remembers the owner of each task this replica has described.
 type owners struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[string]knownOwner
+}
+
+type knownOwner struct {
+	principal string
+	until     time.Time
 }
 
 func (o *owners) get(task string) (string, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	p, ok := o.m[task]
-	return p, ok
+	k, ok := o.m[task]
+	if !ok || time.Now().After(k.until) {
+		return "", false
+	}
+	return k.principal, true
 }
 
 func (o *owners) put(task, owner string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil || len(o.m) >= maxKnownOwners {
-		o.m = map[string]string{}
+		o.m = map[string]knownOwner{}
 	}
-	o.m[task] = owner
+	o.m[task] = knownOwner{principal: owner, until: time.Now().Add(ownerTTL)}
 }
 
 // authorizeTask establishes that principal may touch task: nil when the
