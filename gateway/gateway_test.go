@@ -676,14 +676,15 @@ type fakeTemporal struct {
 
 	mu      sync.Mutex
 	pending []pendingStart
+	updates []sentUpdate
+	signals []string
+
 	starts  []pendingStart // tasks started alone (claimTask)
 	queried []string       // "<query> <task>" of each QueryWorkflow
 	// startErr, when set, is ExecuteWorkflow's answer.
 	startErr func(id string) error
 	// described counts DescribeWorkflowExecution calls.
 	described int
-	updates   []sentUpdate
-	signals   []string
 }
 
 type pendingStart struct {
