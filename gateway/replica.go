@@ -110,15 +110,18 @@ func (g *Gateway) verifySession(sid string) (sessionToken, error) {
 // bytes (non-zero trailing bits, line breaks), so that one session would
 // have many IDs.
 func canonicalB64(s string) ([]byte, error) {
-	b, err := b64.DecodeString(s)
+	// Strict refuses set trailing bits; the length, skipped line breaks.
+	b, err := b64Strict.DecodeString(s)
 	if err != nil {
 		return nil, err
 	}
-	if b64.EncodeToString(b) != s {
+	if len(s) != b64.EncodedLen(len(b)) {
 		return nil, errBadSession
 	}
 	return b, nil
 }
+
+var b64Strict = b64.Strict()
 
 // newRawSessionID is the go-sdk session ID of a new HTTP session; the task
 // of a session opened without the Airlock-Task header is "task-" + it, so
