@@ -502,7 +502,7 @@ func (g *Gateway) checkReattach(ctx context.Context, taskID, principal string) e
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
-		return nil // its owner was known here; it has not started yet
+		return nil // known here as the caller's, yet not found: nothing has ended
 	case err != nil:
 		return fmt.Errorf("looking up task %s: %w", taskID, err)
 	}

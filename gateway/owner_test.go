@@ -36,8 +36,13 @@ func keysDirectory(names ...string) *identity.Directory {
 func aliceSecrets() *fakeTemporal {
 	return &fakeTemporal{
 		describe: func(id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-			if id == "alice-task" {
+			switch id {
+			case "alice-task":
 				return describedTask("alice", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING), nil
+			case "alice-ended":
+				return describedTask("alice", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED), nil
+			case "lock-workflow": // a workflow that is no airlock task: nobody's
+				return describedTask("", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING), nil
 			}
 			return nil, serviceerror.NewNotFound("no such workflow")
 		},
@@ -160,6 +165,15 @@ func TestRefusedInitializeIssuesNoSession(t *testing.T) {
 	}
 	if sid := resp.Header.Get(headerSessionID); sid != "" {
 		t.Errorf("the refused initialize carries %s %q; want none", headerSessionID, sid)
+	}
+	// Whether another principal's task has ended is not told either; a
+	// workflow with no owner is nobody's.
+	for _, task := range []string{"alice-ended", "lock-workflow"} {
+		resp, body = rs.post(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+			map[string]string{"Authorization": "Bearer bob-key", HeaderTask: task})
+		if !strings.Contains(body, "belongs to another principal") || strings.Contains(body, "has ended") || resp.Header.Get(headerSessionID) != "" {
+			t.Errorf("initialize naming %s: %s %v; want it refused as another's, without a session", task, body, resp.Header)
+		}
 	}
 	// An accepted one still gets its session.
 	resp, _ = rs.post(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
