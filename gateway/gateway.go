@@ -336,7 +336,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string
 // sessionMiddleware binds MCP sessions to tasks at initialize and forgets
 // them when they end.
 func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 		defer g.track(req)() // a session's use, for the cap (session.go)
 		if method == "tools/list" {
 			// The pool reports tool list changes only, not an upstream
@@ -353,76 +353,72 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
-		res, err := g.initialize(ctx, ir, next, method, req)
-		if err != nil && ir.Session != nil && ir.Session.ID() != "" {
-			// The go-sdk has given the refused session an ID: the
-			// answer must not carry it, signed (replica.go).
-			g.refused.Store(ir.Session.ID(), struct{}{})
+		defer func() {
+			if err != nil && ir.Session != nil && ir.Session.ID() != "" {
+				// The go-sdk has given the refused session an ID: the
+				// answer must not carry it, signed (replica.go).
+				g.refused.Store(ir.Session.ID(), struct{}{})
+			}
+		}()
+		pr, err := g.principalFor(ir.Extra)
+		if err != nil {
+			return nil, err
 		}
+		taskID := ""
+		if ir.Extra != nil && ir.Extra.Header != nil {
+			taskID = strings.TrimSpace(ir.Extra.Header.Get(HeaderTask))
+		}
+		if taskID != "" {
+			if !taskIDAllowed(taskID, pr.Name) {
+				return nil, badTaskID("header "+HeaderTask, taskID)
+			}
+			if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
+				return nil, fmt.Errorf("header %s: %w", HeaderTask, err)
+			}
+			if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
+				return nil, err
+			}
+		}
+		clientName := ""
+		if ir.Params != nil && ir.Params.ClientInfo != nil {
+			clientName = ir.Params.ClientInfo.Name + " " + ir.Params.ClientInfo.Version
+		}
+		named := taskID != "" && taskID != api.DefaultTaskID(pr.Name)
+		g.mu.Lock()
+		s, exists := g.sessions[ir.Session]
+		if !exists {
+			if err := g.makeRoomLocked(ir.Session, pr.Name); err != nil {
+				g.mu.Unlock()
+				return nil, err
+			}
+			if taskID == "" && ir.Extra != nil && ir.Extra.Header != nil && ir.Session != nil && ir.Session.ID() != "" {
+				// The signed session ID names this task (replica.go).
+				taskID = sessionTaskID(ir.Session.ID())
+			}
+			if taskID == "" {
+				taskID = g.newSessionTaskLocked(ir.Extra)
+				named = taskID == g.stdioTask
+			}
+			s = g.bindLocked(ir.Session, taskID, pr.Name)
+			s.named = named
+		} else if taskID != "" {
+			s.taskID, s.named = taskID, named
+		}
+		s.principal = pr.Name
+		s.client = strings.TrimSpace(clientName)
+		id := s.taskID
+		g.mu.Unlock()
+
+		res, err = next(ctx, method, req)
+		if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
+			if r.Meta == nil {
+				r.Meta = mcp.Meta{}
+			}
+			r.Meta[MetaTask] = id
+		}
+		g.log.Info().Str("task", id).Str("client", clientName).Msg("session attached")
 		return res, err
 	}
-}
-
-// initialize binds the session of an initialize request to its task.
-func (g *Gateway) initialize(ctx context.Context, ir *mcp.ServerRequest[*mcp.InitializeParams], next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
-	pr, err := g.principalFor(ir.Extra)
-	if err != nil {
-		return nil, err
-	}
-	taskID := ""
-	if ir.Extra != nil && ir.Extra.Header != nil {
-		taskID = strings.TrimSpace(ir.Extra.Header.Get(HeaderTask))
-	}
-	if taskID != "" {
-		if !taskIDAllowed(taskID, pr.Name) {
-			return nil, badTaskID("header "+HeaderTask, taskID)
-		}
-		if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
-			return nil, fmt.Errorf("header %s: %w", HeaderTask, err)
-		}
-		if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
-			return nil, err
-		}
-	}
-	clientName := ""
-	if ir.Params != nil && ir.Params.ClientInfo != nil {
-		clientName = ir.Params.ClientInfo.Name + " " + ir.Params.ClientInfo.Version
-	}
-	named := taskID != "" && taskID != api.DefaultTaskID(pr.Name)
-	g.mu.Lock()
-	s, exists := g.sessions[ir.Session]
-	if !exists {
-		if err := g.makeRoomLocked(ir.Session, pr.Name); err != nil {
-			g.mu.Unlock()
-			return nil, err
-		}
-		if taskID == "" && ir.Extra != nil && ir.Extra.Header != nil && ir.Session != nil && ir.Session.ID() != "" {
-			// The signed session ID names this task (replica.go).
-			taskID = sessionTaskID(ir.Session.ID())
-		}
-		if taskID == "" {
-			taskID = g.newSessionTaskLocked(ir.Extra)
-			named = taskID == g.stdioTask
-		}
-		s = g.bindLocked(ir.Session, taskID, pr.Name)
-		s.named = named
-	} else if taskID != "" {
-		s.taskID, s.named = taskID, named
-	}
-	s.principal = pr.Name
-	s.client = strings.TrimSpace(clientName)
-	id := s.taskID
-	g.mu.Unlock()
-
-	res, err := next(ctx, method, req)
-	if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
-		if r.Meta == nil {
-			r.Meta = mcp.Meta{}
-		}
-		r.Meta[MetaTask] = id
-	}
-	g.log.Info().Str("task", id).Str("client", clientName).Msg("session attached")
-	return res, err
 }
 
 // visibleTools keeps the tools the caller may call.
