@@ -182,6 +182,11 @@ type Gateway struct {
 	// run itself holds the call's Update, and the call falls back to
 	// Update-with-Start, which finds the current run.
 	running sync.Map // task ID -> run ID ("" when not known)
+	// owners remembers who owns each task described here (owner.go).
+	owners owners
+	// refused holds the go-sdk IDs of sessions whose initialize was
+	// refused, until their answer is written without them (replica.go).
+	refused sync.Map // go-sdk session ID -> struct{}
 	// cancels counts each session's notifications/cancelled (relay.go).
 	cancels sync.Map // *mcp.ServerSession -> *cancelMark
 	// asks holds the upstream requests waiting for a 2026-07-28 client's
@@ -214,6 +219,7 @@ type session struct {
 	taskID    string
 	client    string
 	principal string
+	named     bool      // its client chose the task's ID (taskRef.named)
 	last      time.Time // the last request began or ended
 	inflight  int       // requests being handled
 }
@@ -302,13 +308,13 @@ func (g *Gateway) Handler() http.Handler {
 // ServeStdio serves one MCP session over t (stdin/stdout for Claude
 // Desktop), attached to taskID, or to a new task if taskID is empty.
 func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string) error {
-	if taskID != "" && !taskIDPattern.MatchString(taskID) {
-		return fmt.Errorf("--task %q is not a task ID: use letters, digits and . _ : - (at most 128)", taskID)
-	}
 	if taskID != "" {
 		pr, err := g.principalFor(nil)
 		if err != nil {
 			return err
+		}
+		if !taskIDAllowed(taskID, pr.Name) {
+			return badTaskID("--task", taskID)
 		}
 		if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
 			return fmt.Errorf("--task: %w", err)
@@ -332,7 +338,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string
 // sessionMiddleware binds MCP sessions to tasks at initialize and forgets
 // them when they end.
 func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 		defer g.track(req)() // a session's use, for the cap (session.go)
 		if method == "tools/list" {
 			// The pool reports tool list changes only, not an upstream
@@ -349,6 +355,13 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
+		defer func() {
+			if err != nil && ir.Session != nil && ir.Session.ID() != "" {
+				// The go-sdk has given the refused session an ID: the
+				// answer must not carry it, signed (replica.go).
+				g.refused.Store(ir.Session.ID(), struct{}{})
+			}
+		}()
 		pr, err := g.principalFor(ir.Extra)
 		if err != nil {
 			return nil, err
@@ -358,8 +371,8 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			taskID = strings.TrimSpace(ir.Extra.Header.Get(HeaderTask))
 		}
 		if taskID != "" {
-			if !taskIDPattern.MatchString(taskID) {
-				return nil, fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, taskID)
+			if !taskIDAllowed(taskID, pr.Name) {
+				return nil, badTaskID("header "+HeaderTask, taskID)
 			}
 			if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
 				return nil, fmt.Errorf("header %s: %w", HeaderTask, err)
@@ -372,6 +385,7 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if ir.Params != nil && ir.Params.ClientInfo != nil {
 			clientName = ir.Params.ClientInfo.Name + " " + ir.Params.ClientInfo.Version
 		}
+		named := taskID != "" && taskID != api.DefaultTaskID(pr.Name)
 		g.mu.Lock()
 		s, exists := g.sessions[ir.Session]
 		if !exists {
@@ -385,17 +399,19 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			if taskID == "" {
 				taskID = g.newSessionTaskLocked(ir.Extra)
+				named = taskID == g.stdioTask
 			}
 			s = g.bindLocked(ir.Session, taskID, pr.Name)
+			s.named = named
 		} else if taskID != "" {
-			s.taskID = taskID
+			s.taskID, s.named = taskID, named
 		}
 		s.principal = pr.Name
 		s.client = strings.TrimSpace(clientName)
 		id := s.taskID
 		g.mu.Unlock()
 
-		res, err := next(ctx, method, req)
+		res, err = next(ctx, method, req)
 		if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
 			if r.Meta == nil {
 				r.Meta = mcp.Meta{}
@@ -490,22 +506,24 @@ func (g *Gateway) forgetLocked(ss *mcp.ServerSession) {
 	}
 }
 
-// checkReattach refuses to attach to a task that exists but has ended.
+// checkReattach refuses to attach to a task of another principal
+// (authorizeTask), or to one of the caller's that has ended.
 func (g *Gateway) checkReattach(ctx context.Context, taskID, principal string) error {
+	exists, err := g.authorizeTask(ctx, taskID, principal)
+	if err != nil || !exists {
+		return err // not exists: a new task with the client's chosen ID
+	}
 	desc, err := g.opts.Temporal.DescribeWorkflowExecution(ctx, taskID, "")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
-		return nil // a new task with the client's chosen ID
+		return nil // known here as the caller's, yet not found: nothing has ended
 	case err != nil:
 		return fmt.Errorf("looking up task %s: %w", taskID, err)
 	}
 	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING &&
 		st != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
 		return fmt.Errorf("task %s has ended (%s); connect without the %s header to start a new task", taskID, strings.ToLower(st.String()), HeaderTask)
-	}
-	if owner := taskOwner(desc.GetWorkflowExecutionInfo().GetSearchAttributes()); owner != "" && owner != principal {
-		return fmt.Errorf("task %s belongs to another principal; connect without the %s header to start your own task", taskID, HeaderTask)
 	}
 	return nil
 }
@@ -521,22 +539,47 @@ func taskOwner(sa *commonpb.SearchAttributes) string {
 	return owner
 }
 
-// taskFor returns the task of the session making req:
+// taskRef is the task a request acts on, once authorizeTask has let it.
+type taskRef struct {
+	id, client string
+	// exists: the task exists (and is the caller's); else it does not
+	// exist yet, and there is nothing of it to read.
+	exists bool
+	// named: its client chose the ID (Airlock-Task), so that another
+	// client may name it too; a call creates such a task first
+	// (claimTask).
+	named bool
+}
+
+// taskFor returns the task of the session making req, once the caller is
+// known to own it (authorizeTask):
 //   - the task bound to the session (at initialize, or at its first call);
-//   - for stateless HTTP requests (no session of their own), the
-//     Airlock-Task header (not one reserved for another principal, see
-//     api.ClaimTaskID), else the principal's default task
-//     api.DefaultTaskID ("<principal>-default");
+//   - for stateless HTTP requests (no session of their own), the task the
+//     signed session ID names, or the Airlock-Task header (not one
+//     reserved for another principal, see api.ClaimTaskID), else the
+//     principal's default task api.DefaultTaskID ("<principal>-default");
 //   - for a connection without HTTP headers (stdio, in-memory) that skipped
 //     initialize (protocol 2026-07-28), a task bound to the connection now.
-func (g *Gateway) taskFor(req *mcp.CallToolRequest, principal string) (taskID, clientName string, err error) {
+func (g *Gateway) taskFor(ctx context.Context, req *mcp.CallToolRequest, principal string) (taskRef, error) {
+	t, err := g.resolveTask(req, principal)
+	if err != nil {
+		return taskRef{}, err
+	}
+	if t.exists, err = g.authorizeTask(ctx, t.id, principal); err != nil {
+		return taskRef{}, err
+	}
+	return t, nil
+}
+
+// resolveTask names the task of req (see taskFor), not yet authorized.
+func (g *Gateway) resolveTask(req *mcp.CallToolRequest, principal string) (taskRef, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s, ok := g.sessions[req.Session]; ok {
 		if s.principal != "" && s.principal != principal {
-			return "", "", errors.New("this MCP session belongs to another principal; open your own session")
+			return taskRef{}, errors.New("this MCP session belongs to another principal; open your own session")
 		}
-		return s.taskID, s.client, nil
+		return taskRef{id: s.taskID, client: s.client, named: s.named}, nil
 	}
 	if req.Extra != nil && req.Extra.Header != nil {
 		// A session made on another replica (or before a restart, or
@@ -544,32 +587,33 @@ func (g *Gateway) taskFor(req *mcp.CallToolRequest, principal string) (taskID, c
 		if sid := req.Extra.Header.Get(headerSessionID); sid != "" {
 			t, err := g.verifySession(sid)
 			if err != nil {
-				return "", "", err
+				return taskRef{}, err
 			}
 			if t.principal != principal {
-				return "", "", errors.New("this MCP session belongs to another principal; open your own session")
+				return taskRef{}, errors.New("this MCP session belongs to another principal; open your own session")
 			}
-			if !taskIDPattern.MatchString(t.task) {
-				return "", "", fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, t.task)
+			if !taskIDAllowed(t.task, principal) {
+				return taskRef{}, badTaskID("header "+HeaderTask, t.task)
 			}
 			if err := api.ClaimTaskID(t.task, principal); err != nil {
-				return "", "", fmt.Errorf("header %s: %w", HeaderTask, err)
+				return taskRef{}, fmt.Errorf("header %s: %w", HeaderTask, err)
 			}
-			return t.task, "", nil
+			return taskRef{id: t.task, named: t.task != sessionTaskID(t.raw)}, nil
 		}
 		if h := strings.TrimSpace(req.Extra.Header.Get(HeaderTask)); h != "" {
-			if !taskIDPattern.MatchString(h) {
-				return "", "", fmt.Errorf("header %s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", HeaderTask, h)
+			if !taskIDAllowed(h, principal) {
+				return taskRef{}, badTaskID("header "+HeaderTask, h)
 			}
 			if err := api.ClaimTaskID(h, principal); err != nil {
-				return "", "", fmt.Errorf("header %s: %w", HeaderTask, err)
+				return taskRef{}, fmt.Errorf("header %s: %w", HeaderTask, err)
 			}
-			return h, "", nil
+			return taskRef{id: h, named: h != api.DefaultTaskID(principal)}, nil
 		}
-		return api.DefaultTaskID(principal), "", nil
+		return taskRef{id: api.DefaultTaskID(principal)}, nil
 	}
 	s := g.bindLocked(req.Session, g.newSessionTaskLocked(nil), principal)
-	return s.taskID, s.client, nil
+	s.named = g.stdioTask != "" && s.taskID == g.stdioTask
+	return taskRef{id: s.taskID, client: s.client, named: s.named}, nil
 }
 
 // newSessionTaskLocked picks the task of a new connection-bound session.
@@ -809,10 +853,11 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			return errorResult("", "", err.Error()+". Nothing ran"), nil
 		}
 	}
-	taskID, clientName, err := g.taskFor(req, pr.Name)
+	tref, err := g.taskFor(ctx, req, pr.Name)
 	if err != nil {
 		return errorResult("", "", err.Error()), nil
 	}
+	taskID, clientName := tref.id, tref.client
 	// A 2026-07-28 client answering an input-required result resumes the
 	// call that asked (mrtr.go).
 	resume, err := g.resumeState(req, taskID, pr.Name)
@@ -880,6 +925,14 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			api.SAPrincipal.ValueSet(pr.Name), api.SAStatus.ValueSet(api.StateRunning)),
+	}
+
+	if !tref.exists && tref.named {
+		// Another client may name this task too: create it before
+		// sending the call (owner.go).
+		if err := g.claimTask(ctx, startOpts, in); err != nil {
+			return errorResult(taskID, "", err.Error()), nil
+		}
 	}
 
 	wctx, cancel := context.WithTimeout(ctx, g.inlineWait(ctx)) // tasks.go

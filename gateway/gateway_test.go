@@ -145,7 +145,8 @@ func TestTaskForStatelessRequests(t *testing.T) {
 		{"a rollback's ID", hdr(HeaderTask, "rollback-alice-default"), "", "reserved"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, err := g.taskFor(tc.req, "alice")
+			tref, err := g.resolveTask(tc.req, "alice")
+			got := tref.id
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("taskFor: %q, %v; want an error containing %q", got, err, tc.wantErr)
@@ -398,8 +399,7 @@ func TestHTTPSessionsBindTasks(t *testing.T) {
 	ft := &fakeTemporal{}
 	ft.describe = func(id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 		if id == "t-done" {
-			return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
-				Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}}, nil
+			return describedTask("alice", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED), nil
 		}
 		return nil, serviceerror.NewNotFound("no such workflow")
 	}
@@ -462,8 +462,7 @@ func TestHTTPSessionsBindTasks(t *testing.T) {
 
 func TestServeStdio(t *testing.T) {
 	ft := &fakeTemporal{describe: func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-		return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
-			Status: enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED}}, nil
+		return describedTask("local", enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED), nil
 	}}
 	g := newTestGateway(t, ft, Options{})
 	_, st := mcp.NewInMemoryTransports()
@@ -679,6 +678,13 @@ type fakeTemporal struct {
 	pending []pendingStart
 	updates []sentUpdate
 	signals []string
+
+	starts  []pendingStart // tasks started alone (claimTask)
+	queried []string       // "<query> <task>" of each QueryWorkflow
+	// startErr, when set, is ExecuteWorkflow's answer.
+	startErr func(id string) error
+	// described counts DescribeWorkflowExecution calls.
+	described int
 }
 
 type pendingStart struct {
@@ -730,7 +736,7 @@ func (f *fakeTemporal) UpdateWorkflow(ctx context.Context, o client.UpdateWorkfl
 }
 
 func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowUpdateHandle, error) {
-	u.req = u.update.Args[0].(api.CallRequest)
+	u.req, _ = u.update.Args[0].(api.CallRequest) // a rollback sends a RollbackRequest
 	f.mu.Lock()
 	f.updates = append(f.updates, u)
 	n := len(f.updates)
@@ -774,11 +780,44 @@ func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _, name string, arg
 }
 
 func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	f.mu.Lock()
+	f.described++
+	f.mu.Unlock()
 	if f.describe == nil {
 		return nil, serviceerror.NewNotFound("no such workflow")
 	}
 	return f.describe(id)
 }
+
+// describedTask is what DescribeWorkflowExecution says of a task of owner
+// in status st.
+func describedTask(owner string, st enumspb.WorkflowExecutionStatus) *workflowservice.DescribeWorkflowExecutionResponse {
+	p, err := converter.GetDefaultDataConverter().ToPayload(owner)
+	if err != nil {
+		panic(err)
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+		Status: st, SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{api.SAPrincipal.GetName(): p}}}}
+}
+
+// ExecuteWorkflow records the start of a task its client named
+// (claimTask), which then exists.
+func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.startErr != nil {
+		if err := f.startErr(o.ID); err != nil {
+			return nil, err
+		}
+	}
+	in, _ := args[0].(api.TaskInput)
+	f.starts = append(f.starts, pendingStart{start: o, in: in})
+	return fakeRun{}, nil
+}
+
+type fakeRun struct{ client.WorkflowRun }
+
+func (fakeRun) GetRunID() string { return fakeRunID }
 
 func (f *fakeTemporal) all() []sentUpdate {
 	f.mu.Lock()
@@ -818,6 +857,7 @@ func (h fakeHandle) Get(_ context.Context, v any) error {
 func (f *fakeTemporal) QueryWorkflow(_ context.Context, id, _ string, queryType string, _ ...any) (converter.EncodedValue, error) {
 	f.mu.Lock()
 	v, ok := f.queries[queryType]
+	f.queried = append(f.queried, queryType+" "+id)
 	f.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("workflow %s: no %s query in this fake", id, queryType)

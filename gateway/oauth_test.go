@@ -317,3 +317,33 @@ func TestOAuthKeyRotation(t *testing.T) {
 		t.Fatalf("retired key: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestOAuthTokenNamesOwnDefaultTask: issue 25 (low). A token principal
+// (alice@corp) names its own default task, alice@corp-default, with the
+// Airlock-Task header, at initialize and on a stateless call; a token
+// principal of another subject may not.
+func TestOAuthTokenNamesOwnDefaultTask(t *testing.T) {
+	o := newOAuthGateway(t)
+	sign := func(sub string) string {
+		c := o.p.Claims(sub)
+		c["scope"] = "openid counter:call"
+		return o.p.Sign(t, c)
+	}
+	alice := sign("alice")
+	cs, err := connectHTTP(o.url, &headerRT{h: map[string]string{"Authorization": "Bearer " + alice, HeaderTask: "alice@corp-default"}})
+	if err != nil {
+		t.Fatalf("initialize naming alice@corp-default: %v", err)
+	}
+	defer cs.Close()
+	if res := callTool(t, cs, "counter__echo", map[string]any{"text": "hi"}, ""); res.IsError || res.Meta[MetaTask] != "alice@corp-default" {
+		t.Fatalf("call: %v %q; want it in alice@corp-default", res.Meta[MetaTask], textOf(res))
+	}
+	stateless := connectStatelessHTTP(t, o.url, &headerRT{h: map[string]string{"Authorization": "Bearer " + alice, HeaderTask: "alice@corp-default"}})
+	if res := callTool(t, stateless, "counter__echo", map[string]any{"text": "hi"}, ""); res.IsError || o.ft.last(t).update.WorkflowID != "alice@corp-default" {
+		t.Fatalf("stateless call: %q; want it in alice@corp-default", textOf(res))
+	}
+	mallory := connectStatelessHTTP(t, o.url, &headerRT{h: map[string]string{"Authorization": "Bearer " + sign("mallory"), HeaderTask: "alice@corp-default"}})
+	if res := callTool(t, mallory, "counter__echo", map[string]any{"text": "hi"}, ""); !res.IsError {
+		t.Fatalf("mallory@corp naming alice@corp-default: %q; want it refused", textOf(res))
+	}
+}

@@ -36,19 +36,29 @@ func (g *Gateway) addBuiltins() {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, g.awaitTool)
 }
 
-func (g *Gateway) callerTask(req *mcp.CallToolRequest) (string, error) {
-	pr, err := g.principalFor(req.Extra)
-	if err != nil {
-		return "", err
+// noCallsYet answers a read of a task that does not exist (yet): nothing
+// of it is read, since by the time a query reached it, it could be
+// another principal's.
+func noCallsYet(task, call string) *mcp.CallToolResult {
+	msg := fmt.Sprintf("task %s has no calls yet: nothing to show", task)
+	if call != "" {
+		msg = fmt.Sprintf("task %s has no calls yet, so no call %s", task, call)
 	}
-	task, _, err := g.taskFor(req, pr.Name)
-	return task, err
+	return errorResult(task, call, msg)
 }
 
 func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in statusIn) (*mcp.CallToolResult, any, error) {
-	task, err := g.callerTask(req)
+	pr, err := g.principalFor(req.Extra)
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
+	}
+	tref, err := g.taskFor(ctx, req, pr.Name)
+	if err != nil {
+		return errorResult("", "", err.Error()), nil, nil
+	}
+	task := tref.id
+	if !tref.exists {
+		return noCallsYet(task, in.Call), nil, nil
 	}
 	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", api.QueryStatus)
 	var st api.Status
@@ -137,12 +147,16 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
-	task, _, err := g.taskFor(req, pr.Name)
+	tref, err := g.taskFor(ctx, req, pr.Name)
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
+	task := tref.id
 	if in.Call == "" {
 		return errorResult(task, "", "call is required: pass the call ID from the pending result's _meta "+MetaCall), nil, nil
+	}
+	if !tref.exists {
+		return noCallsYet(task, in.Call), nil, nil
 	}
 	// A 2026-07-28 client answering the input-required result of an
 	// earlier airlock_await brings the answers here (mrtr.go).

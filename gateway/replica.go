@@ -92,9 +92,9 @@ func (g *Gateway) verifySession(sid string) (sessionToken, error) {
 	if len(parts) != 4 || parts[0] == "" {
 		return sessionToken{}, errBadSession
 	}
-	task, err1 := b64.DecodeString(parts[1])
-	principal, err2 := b64.DecodeString(parts[2])
-	mac, err3 := b64.DecodeString(parts[3])
+	task, err1 := canonicalB64(parts[1])
+	principal, err2 := canonicalB64(parts[2])
+	mac, err3 := canonicalB64(parts[3])
 	if err1 != nil || err2 != nil || err3 != nil {
 		return sessionToken{}, errBadSession
 	}
@@ -104,6 +104,24 @@ func (g *Gateway) verifySession(sid string) (sessionToken, error) {
 	}
 	return t, nil
 }
+
+// canonicalB64 decodes s, which must be exactly what issueSession
+// writes: the decoder alone would also take other spellings of the same
+// bytes (non-zero trailing bits, line breaks), so that one session would
+// have many IDs.
+func canonicalB64(s string) ([]byte, error) {
+	// Strict refuses set trailing bits; the length, skipped line breaks.
+	b, err := b64Strict.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(s) != b64.EncodedLen(len(b)) {
+		return nil, errBadSession
+	}
+	return b, nil
+}
+
+var b64Strict = b64.Strict()
 
 // newRawSessionID is the go-sdk session ID of a new HTTP session; the task
 // of a session opened without the Airlock-Task header is "task-" + it, so
@@ -180,6 +198,9 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A new session (initialize): its ID is signed on its way out.
 		task := strings.TrimSpace(r.Header.Get(HeaderTask))
 		s.stateful.ServeHTTP(&tokenWriter{ResponseWriter: w, rewrite: func(raw string) string {
+			if _, no := g.refused.LoadAndDelete(raw); no {
+				return "" // a refused initialize opens no session
+			}
 			t := task
 			if t == "" {
 				t = sessionTaskID(raw)
@@ -264,7 +285,11 @@ func (t *tokenWriter) header() {
 	}
 	t.done = true
 	if raw := t.Header().Get(headerSessionID); raw != "" {
-		t.Header().Set(headerSessionID, t.rewrite(raw))
+		if sid := t.rewrite(raw); sid != "" {
+			t.Header().Set(headerSessionID, sid)
+		} else {
+			t.Header().Del(headerSessionID)
+		}
 	}
 }
 

@@ -109,3 +109,34 @@ func BenchmarkVerifySession(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(sid)), "id-bytes")
 }
+
+// TestSessionTokensCanonical: issue 25 (low). A session ID is accepted in
+// the one spelling issueSession writes: another base64 spelling of the
+// same bytes (non-zero trailing bits, a line break) is refused, so that
+// one session has one ID.
+func TestSessionTokensCanonical(t *testing.T) {
+	g := New(Options{SessionKey: []byte(strings.Repeat("a", 32))})
+	// "ab" encodes as "YWI": its last character carries two unused bits.
+	tok := sessionToken{raw: newRawSessionID(), task: "ab", principal: "alice"}
+	sid := g.issueSession(tok)
+	if _, err := g.verifySession(sid); err != nil {
+		t.Fatalf("the issued ID: %v", err)
+	}
+	parts := strings.Split(sid, ".")
+	if parts[1] != "YWI" {
+		t.Fatalf("task part %q, want YWI", parts[1])
+	}
+	for name, task := range map[string]string{"trailing bits set": "YWJ", "line break": "YW\nI", "carriage return": "Y\rWI"} {
+		forged := append([]string(nil), parts...)
+		forged[1] = task
+		if got, err := g.verifySession(strings.Join(forged, ".")); err == nil {
+			t.Errorf("%s: %q accepted as %+v", name, strings.Join(forged, "."), got)
+		}
+	}
+	// The MAC too: a line break inside it.
+	forged := append([]string(nil), parts...)
+	forged[3] = forged[3][:5] + "\n" + forged[3][5:]
+	if _, err := g.verifySession(strings.Join(forged, ".")); err == nil {
+		t.Error("a MAC with a line break accepted")
+	}
+}

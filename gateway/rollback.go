@@ -34,9 +34,16 @@ func (g *Gateway) rollbackTool(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
-	task, _, err := g.taskFor(req, pr.Name)
+	tref, err := g.taskFor(ctx, req, pr.Name)
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
+	}
+	task := tref.id
+	if !tref.exists {
+		// Not sent: an Update reaching a task that appeared meanwhile
+		// could be answered from another principal's (owner.go).
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+			"task %s has made no calls yet: nothing to roll back", task)}}, Meta: mcp.Meta{MetaTask: task}}, nil, nil
 	}
 	if len(in.Reason) > api.MaxReasonBytes {
 		return errorResult(task, "", fmt.Sprintf("reason is %d bytes; keep it under %d", len(in.Reason), api.MaxReasonBytes)), nil, nil

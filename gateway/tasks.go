@@ -17,6 +17,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -198,7 +199,7 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, principal s
 		return
 	}
 	task, call, ok := strings.Cut(msg.Params.TaskID, "~")
-	if !ok || !taskIDPattern.MatchString(task) || call == "" {
+	if !ok || !taskIDAllowed(task, principal) || call == "" {
 		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("params.taskId %q is not a task handle of this server", msg.Params.TaskID)})
 		return
 	}
@@ -269,18 +270,19 @@ func (g *Gateway) cancelTask(ctx context.Context, task, call string) (*taskState
 	return st, nil
 }
 
-// checkTaskOwner refuses a task handle of another principal's task.
+// checkTaskOwner refuses a task handle of a task that is not the
+// caller's (authorizeTask), or of none: a handle names a call, so its
+// task exists once the handle is real.
 func (g *Gateway) checkTaskOwner(ctx context.Context, task, principal string) *jsonrpc.Error {
-	v, err := g.opts.Temporal.QueryWorkflow(ctx, task, "", api.QueryStatus)
-	var s api.Status
-	if err == nil {
-		err = v.Get(&s)
-	}
-	if err != nil {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no task %s here: %v", task, err)}
-	}
-	if s.Principal != principal {
-		return &jsonrpc.Error{Code: CodeAccessDenied, Message: fmt.Sprintf("task %s belongs to another principal", task)}
+	exists, err := g.authorizeTask(ctx, task, principal)
+	var foreign errNotYourTask
+	switch {
+	case errors.As(err, &foreign):
+		return &jsonrpc.Error{Code: CodeAccessDenied, Message: err.Error()}
+	case err != nil:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	case !exists:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no task %s here: the handle names no call of yours", task)}
 	}
 	return nil
 }

@@ -189,10 +189,18 @@ func (c *Config) validateTokens(v *validator) {
 			}
 		}
 	}
+	// Beside token principals (sub@issuer), an @ in a key principal's
+	// name would make two principals read alike (alice@corp, a key, and
+	// alice@corp@ext, a token), in policy rules, approvals and audit, and
+	// an issuer added later could make them one: with tokens, @ is theirs
+	// (RATIONALE.md, "Why may key principals not have an @ beside token
+	// principals?").
 	for i, p := range c.Principals {
 		if _, iss, ok := strings.Cut(p.Name, "@"); ok {
 			if _, clash := names[iss[strings.LastIndex(iss, "@")+1:]]; clash {
 				v.add(fmt.Sprintf("principals[%d].name", i), "%q ends in the name of an issuer of principals_from_tokens, so a token could be taken for it; rename the principal or the issuer", p.Name)
+			} else {
+				v.add(fmt.Sprintf("principals[%d].name", i), "%q has an @, which with principals_from_tokens names a token's principal (sub@issuer); rename the key principal without @, e.g. %q", p.Name, strings.ReplaceAll(p.Name, "@", "."))
 			}
 		}
 	}

@@ -46,6 +46,7 @@ roles:
   dev: {permissions: ["*"], data_access_level: internal, tools: ["*"]}
 principals:
   - {name: bob@corp, roles: [dev]}
+  - {name: alice@example.com, roles: [dev]}
 principals_from_tokens:
   resource: /mcp
   issuers:
@@ -67,8 +68,10 @@ principals_from_tokens:
 	got := strings.Join(problems(t, err), "\n")
 	for _, want := range []string{
 		"bad.yaml:5: principals[0].name: \"bob@corp\" ends in the name of an issuer",
-		"bad.yaml:7: principals_from_tokens.resource: \"/mcp\" is not an absolute URL",
-		"bad.yaml:9: principals_from_tokens.issuers[0].issuer: \"login.example.com\" is not an issuer identifier",
+		// issue 25 (low): beside token principals, @ is theirs.
+		"bad.yaml:6: principals[1].name: \"alice@example.com\" has an @, which with principals_from_tokens names a token's principal (sub@issuer); rename the key principal without @, e.g. \"alice.example.com\"",
+		"bad.yaml:8: principals_from_tokens.resource: \"/mcp\" is not an absolute URL",
+		"bad.yaml:10: principals_from_tokens.issuers[0].issuer: \"login.example.com\" is not an issuer identifier",
 		"principals_from_tokens.issuers[1].name: \"corp\" is also the name of issuers[0]",
 		"principals_from_tokens.issuers[1].introspection.client_secret_env: \"not a var\" is not an environment variable name",
 		"principals_from_tokens.roles[0].roles[0]: role \"admin\" is not defined",
@@ -79,8 +82,8 @@ principals_from_tokens:
 		"principals_from_tokens.tool_scopes[0].scopes: is empty",
 		"principals_from_tokens.algorithms[0]: algorithm \"HS256\" is HMAC",
 		"principals_from_tokens.algorithms[1]: algorithm \"none\" accepts unsigned tokens",
-		"bad.yaml:20: principals_from_tokens.jwks_refetch_cooldown: must be between 1s and 1h, got 10ms",
-		"bad.yaml:21: principals_from_tokens.max_token_lifetime: must be between 1m and 720h, got 10s",
+		"bad.yaml:21: principals_from_tokens.jwks_refetch_cooldown: must be between 1s and 1h, got 10ms",
+		"bad.yaml:22: principals_from_tokens.max_token_lifetime: must be between 1m and 720h, got 10s",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q; got:\n%s", want, got)
