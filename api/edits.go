@@ -49,7 +49,14 @@ type ArgsEdit struct {
 	// require_approval; Reason its reason.
 	Effect string `json:",omitempty"`
 	Reason string `json:",omitempty"`
+	// Refused says why the edited call was refused (policy's deny, a
+	// schema or path check, or the other group's denial); nothing ran.
+	Refused string `json:",omitempty"`
 }
+
+// EditNeedsApproval is the ArgsEdit.Effect of an edited call that policy
+// sends to an approval of its own (policy's require_approval).
+const EditNeedsApproval = "require_approval"
 
 // ArgChange is one changed value: Path is dot separated ("" for the whole
 // arguments); From and To are JSON (absent: the key was added or removed).

@@ -127,6 +127,12 @@ func (c WebhookChannel) serves(group string) bool {
 	return len(c.Groups) == 0 || slices.Contains(c.Groups, group)
 }
 
+// servesRequest reports whether the channel may decide r: it serves r's
+// group, or the group r was escalated to.
+func (c WebhookChannel) servesRequest(r api.ApprovalRequest) bool {
+	return c.serves(r.Group) || r.Escalated && r.EscalateTo != "" && c.serves(r.EscalateTo)
+}
+
 // WebhookNotifier posts approval requests, their updates and rollback
 // failures to a webhook channel as signed JSON. A delivery that fails is
 // retried a few times with backoff inside the activity, then by Temporal
@@ -182,6 +188,23 @@ type WebhookRequest struct {
 	EditedBy string `json:"edited_by,omitempty"`
 	// MaxGrant (approval grants) is the most an approval may also grant.
 	MaxGrant *WebhookGrantBound `json:"max_grant,omitempty"`
+	// Edit is the edit an approver made when approving (approve with
+	// edits), with what policy said of the edited call.
+	Edit *WebhookEdit `json:"edit,omitempty"`
+	// Outcome, on approval_closed, is how the call's approval ended:
+	// approved, denied, expired, or edit_refused (approved with edited
+	// arguments that policy then refused: nothing ran).
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// WebhookEdit is an approver's edit in a webhook event.
+type WebhookEdit struct {
+	By     string `json:"by"`
+	Digest string `json:"digest"`
+	// Effect is policy's decision on the edited call (allow, deny,
+	// require_approval); Refused says why it was refused (nothing ran).
+	Effect  string `json:"effect,omitempty"`
+	Refused string `json:"refused,omitempty"`
 }
 
 // WebhookVote is one decision in an update.
@@ -214,6 +237,15 @@ func webhookRequest(n api.ApprovalNotice) *WebhookRequest {
 		Arguments: redact.Arguments(n.Arguments, n.Redact), Digest: n.Digest, SideEffects: n.SideEffects, DataLevel: n.DataLevel,
 		Risk: n.Risk, Rule: n.Rule, Reason: n.Reason, Group: n.Group, Quorum: n.Quorum, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, State: n.State,
 		Editable: !n.NoEdits, EditOf: n.EditOf, EditedBy: n.EditedBy,
+	}
+	if e := n.Edit; e != nil {
+		r.Edit = &WebhookEdit{By: e.By, Digest: e.Digest, Effect: e.Effect, Refused: e.Refused}
+	}
+	if n.State != api.ApprovalPending && n.State != "" {
+		r.Outcome = n.State
+		if n.State == api.ApprovalApproved && n.Edit != nil && n.Edit.Refused != "" {
+			r.Outcome = "edit_refused"
+		}
 	}
 	if !n.RequestedAt.IsZero() {
 		t := n.RequestedAt
@@ -386,8 +418,11 @@ type WebhookDecisionOptions struct {
 // WebhookDecisions serves WebhookDecisionPath: a signed decision from a
 // bridge is delivered like a CLI or web decision (Via "webhook:<channel>"),
 // with the same refusals; the answer is JSON: 200 {"recorded":true,...},
-// 409 {"recorded":false,"refused":...}, 401 for a bad signature (audited
-// as auth_failed on channel webhook), 400 for a malformed body.
+// 200 {"recorded":false,"already_decided":true,...} for a repeat of a
+// recorded decision (a replayed delivery; nothing is recorded or audited
+// again), 409 {"recorded":false,"refused":...} (also for a request of a
+// group the channel does not serve), 401 for a bad signature (audited as
+// auth_failed on channel webhook), 400 for a malformed body or digest.
 func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -445,6 +480,10 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 			answer(http.StatusBadRequest, map[string]any{"error": "request, digest and approver are required"})
 			return
 		}
+		if _, err := digestPrefix(d.Digest); err != nil {
+			answer(http.StatusBadRequest, map[string]any{"error": err.Error()})
+			return
+		}
 		if o.Directory != nil {
 			if _, ok := o.Directory.Lookup(d.Approver); !ok {
 				answer(http.StatusConflict, map[string]any{"recorded": false, "refused": fmt.Sprintf("approver %q is not one of the configured principals", d.Approver)})
@@ -466,9 +505,11 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
 		res, err := o.Local.Decide(ctx, Decision{RequestID: d.Request, Approver: d.Approver, Approve: approve,
-			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments, Grant: grant})
+			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments, Grant: grant, Channel: &ch})
 		var ref *Refusal
 		switch {
+		case errors.As(err, &ref) && ref.Repeat:
+			answer(http.StatusOK, map[string]any{"recorded": false, "already_decided": true, "request": d.Request, "message": ref.Reason})
 		case errors.As(err, &ref):
 			answer(http.StatusConflict, map[string]any{"recorded": false, "request": d.Request, "refused": ref.Reason})
 		case err != nil:

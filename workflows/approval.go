@@ -101,6 +101,7 @@ func (t *task) closeApproval(ctx workflow.Context, ar *api.ApprovalRequest, noti
 	}
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		_ = notified.Get(gctx, nil)
+		t.awaitEditJudged(gctx, ar) // changeEditOutcome: the notice tells what became of an edit
 		actx := workflow.WithActivityOptions(gctx, notifyOptions(time.Hour))
 		_ = workflow.ExecuteActivity(actx, api.UpdateApprovalName, t.notice(ar, ar.Group, false)).Get(gctx, nil)
 	})
@@ -226,11 +227,23 @@ func (t *task) decide(ctx workflow.Context, d api.DecideRequest) (api.DecideResu
 		ar.DecidedAt = workflow.Now(ctx)
 	}
 	msg := fmt.Sprintf("%s: %d of %d approvals", ar.State, approvals, ar.Quorum)
+	res := api.DecideResult{RequestID: ar.ID, State: ar.State, Approver: d.Approver, Approve: d.Approve, EditDigest: edit, Nonce: d.Nonce}
 	if edit != "" {
 		msg = "approved with edited arguments; policy judges the edited call again before it runs"
+		t.awaitEditJudged(ctx, ar) // changeEditOutcome
+		switch e := ar.Edit; {
+		case e.Refused != "":
+			msg = "approved with edited arguments, but the edit was refused: " + e.Refused + "; nothing ran"
+			res.EditRefused = e.Refused
+		case e.Effect == api.EditNeedsApproval:
+			msg = "approved with edited arguments; policy sends the edited call to approval by its group before it runs"
+		case e.Effect != "":
+			msg = "approved with edited arguments; policy allowed the edited call, and it runs"
+		}
+		res.EditEffect = ar.Edit.Effect
 	}
-	msg += t.noteGrant(ar, d)
-	return api.DecideResult{RequestID: ar.ID, State: ar.State, Message: msg, Approver: d.Approver, Approve: d.Approve, EditDigest: edit}, nil
+	res.Message = msg + t.noteGrant(ar, d)
+	return res, nil
 }
 
 func (t *task) approvalsQuery() ([]api.ApprovalRequest, error) {

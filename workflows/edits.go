@@ -29,6 +29,25 @@ const changeApproveEdits = "approve-edits"
 // (its task and call are those of the original request).
 const editSuffix = "~edit"
 
+// changeEditOutcome versions telling approvers what became of an edit
+// (issue 25 §8): the decide Update answers once policy has judged the
+// edited call (refused, sent to another approval, or allowed), and the
+// closing notice waits for the same, so no channel reports "approved" for
+// an edit that policy refused and that never ran.
+const changeEditOutcome = "edit-outcome"
+
+// editJudged reports whether policy has judged an edit (or refused it).
+func editJudged(e *api.ArgsEdit) bool { return e == nil || e.Effect != "" || e.Refused != "" }
+
+// awaitEditJudged waits (bounded) until policy has judged ar's edit, in
+// runs since changeEditOutcome.
+func (t *task) awaitEditJudged(ctx workflow.Context, ar *api.ApprovalRequest) {
+	if ar.Edit == nil || workflow.GetVersion(ctx, changeEditOutcome, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	_, _ = workflow.AwaitWithTimeout(ctx, time.Minute, func() bool { return editJudged(ar.Edit) })
+}
+
 // pendingEdit is the edit the next approval request asks about.
 type pendingEdit struct {
 	of, by string
@@ -145,6 +164,7 @@ func (t *task) editedCall(ctx workflow.Context, e *api.ArgsEdit, ar *api.Approva
 	d2, out2 := t.judge(ctx, *req, workflow.Now(ctx))
 	e.Effect, e.Reason = d2.Effect, d2.Reason
 	refused := func(why string) *api.CallResult {
+		e.Refused = why
 		return &api.CallResult{Outcome: api.OutcomeDenied, Decision: &d2,
 			Reason: fmt.Sprintf("%s approved %s with edited arguments, but the edit was refused: %s. Neither the original nor the edited call ran", e.By, req.Tool, why)}
 	}
