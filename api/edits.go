@@ -59,11 +59,15 @@ type ArgsEdit struct {
 const EditNeedsApproval = "require_approval"
 
 // ArgChange is one changed value: Path is dot separated ("" for the whole
-// arguments); From and To are JSON (absent: the key was added or removed).
+// arguments; list elements by index where a list holds a secret); From
+// and To are JSON (absent: the key was added or removed).
 type ArgChange struct {
 	Path string          `json:"path"`
 	From json.RawMessage `json:"from,omitempty"`
 	To   json.RawMessage `json:"to,omitempty"`
+	// Masked: a secret at Path changed, so From and To (masked) may read
+	// the same; the path is what tells the change.
+	Masked bool `json:"masked,omitempty"`
 }
 
 // EditMetaKey is the _meta key of a call result whose arguments an

@@ -154,15 +154,8 @@ func writeEdits(line func(k, v string), r api.ApprovalRequest) {
 	if e := r.Edit; e != nil {
 		var parts []string
 		for _, c := range e.Changes {
-			parts = append(parts, fmt.Sprintf("%s: %s → %s", c.Path, orNone(c.From), orNone(c.To)))
+			parts = append(parts, redact.ChangeText(c.Path, c.From, c.To, c.Masked))
 		}
 		line("edited", fmt.Sprintf("by %s via %s: %s (digest %s)", e.By, e.Via, strings.Join(parts, "; "), e.Digest))
 	}
-}
-
-func orNone(v json.RawMessage) string {
-	if len(v) == 0 {
-		return "(none)"
-	}
-	return string(v)
 }
