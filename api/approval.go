@@ -74,6 +74,9 @@ type ApprovalRequest struct {
 	Escalated   bool      `json:",omitempty"`
 	// Messages are the notifications posted (Slack channel and ts).
 	Messages []MessageRef `json:",omitempty"`
+	// Deliveries say how posting went, per notifier and group (tasks
+	// since changeDeliveries).
+	Deliveries []Delivery `json:",omitempty"`
 
 	// Approve with edits (edits.go).
 	ApprovalEdits

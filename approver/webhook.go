@@ -134,15 +134,14 @@ func (c WebhookChannel) servesRequest(r api.ApprovalRequest) bool {
 }
 
 // WebhookNotifier posts approval requests, their updates and rollback
-// failures to a webhook channel as signed JSON. A delivery that fails is
-// retried a few times with backoff inside the activity, then by Temporal
-// (429 and 5xx; other 4xx are the bridge refusing and are not retried).
+// failures to a webhook channel as signed JSON. One call is one attempt: a
+// delivery that fails is retried by Temporal, durably and with backoff
+// over minutes (429, 5xx and network errors; other 4xx are the bridge
+// refusing and are not retried), and every failed attempt is logged.
 type WebhookNotifier struct {
 	ch     WebhookChannel
 	client *http.Client
 	now    func() time.Time
-	// backoff is the wait before each in-activity retry.
-	backoff []time.Duration
 }
 
 var _ activities.Notifier = (*WebhookNotifier)(nil)
@@ -152,7 +151,7 @@ func NewWebhookNotifier(ch WebhookChannel, client *http.Client) *WebhookNotifier
 	if client == nil {
 		client = &http.Client{Timeout: 15 * time.Second}
 	}
-	return &WebhookNotifier{ch: ch, client: client, now: time.Now, backoff: []time.Duration{500 * time.Millisecond, 2 * time.Second}}
+	return &WebhookNotifier{ch: ch, client: client, now: time.Now}
 }
 
 // Name is the MessageRef.Notifier of this notifier's deliveries.
@@ -311,7 +310,7 @@ func (w *WebhookNotifier) Alert(ctx context.Context, n api.RollbackNotice) error
 	return err
 }
 
-// deliver posts ev, signed, retrying with backoff; the delivery ID is
+// deliver posts ev, signed, once (Temporal retries); the delivery ID is
 // stable per event (key), so a bridge can drop repeats.
 func (w *WebhookNotifier) deliver(ctx context.Context, ev WebhookEvent, key string) (string, error) {
 	sum := sha256.Sum256([]byte(w.ch.Name + "\x00" + key))
@@ -321,27 +320,15 @@ func (w *WebhookNotifier) deliver(ctx context.Context, ev WebhookEvent, key stri
 		return "", temporal.NewNonRetryableApplicationError("encoding the webhook event", ErrTypeWebhookRejected, err)
 	}
 	what := fmt.Sprintf("delivering %s to approval channel %s (%s)", ev.Event, w.ch.Name, w.ch.URL)
-	var last error
-	for attempt := 0; ; attempt++ {
-		retry, err := w.post(ctx, ev, body)
-		if err == nil {
-			return ev.Delivery, nil
-		}
-		last = err
-		if !retry || attempt >= len(w.backoff) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return "", temporal.NewApplicationErrorWithCause(what+": "+ctx.Err().Error(), ErrTypeWebhookUnavailable, last)
-		case <-time.After(w.backoff[attempt]):
-		}
+	_, err = w.post(ctx, ev, body)
+	if err == nil {
+		return ev.Delivery, nil
 	}
 	var rej *webhookRejected
-	if errors.As(last, &rej) {
-		return "", temporal.NewNonRetryableApplicationError(what+": "+last.Error(), ErrTypeWebhookRejected, last)
+	if errors.As(err, &rej) {
+		return "", temporal.NewNonRetryableApplicationError(what+": "+err.Error(), ErrTypeWebhookRejected, err)
 	}
-	return "", temporal.NewApplicationErrorWithCause(what+": "+last.Error()+"; retrying", ErrTypeWebhookUnavailable, last)
+	return "", temporal.NewApplicationErrorWithCause(what+": "+err.Error()+"; retrying", ErrTypeWebhookUnavailable, err)
 }
 
 type webhookRejected struct{ status string }
