@@ -35,27 +35,39 @@ var ErrNoChannel = errors.New("no channel configured for this approver group")
 // notifier that fails is retried by Temporal (429s and 5xx included); the
 // request stays pending meanwhile and is never approved by default.
 func (a *Activities) NotifyApprovers(ctx context.Context, n api.ApprovalNotice) (refs []api.MessageRef, err error) {
+	var errs []error
+	posted := 0
 	if firstAttempt(ctx) {
 		defer func() {
 			r := auditstream.ApprovalRequest{Request: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal,
-				Group: n.Group, Quorum: n.Quorum, Rule: n.Rule, Digest: n.Digest, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, Posted: len(refs)}
-			if err != nil {
+				Group: n.Group, Quorum: n.Quorum, Rule: n.Rule, Digest: n.Digest, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, Posted: posted}
+			switch {
+			case err != nil:
 				r.NotifyError = err.Error()
+			case len(errs) > 0 && posted == 0: // Separate: each failed notifier is retried on its own
+				r.NotifyError = errors.Join(errs...).Error()
 			}
 			a.Audit.ApprovalRequested(r)
 		}()
 	}
-	var errs []error
 	for _, nt := range a.Notifiers {
 		r, err := nt.Post(ctx, n)
 		if errors.Is(err, ErrNoChannel) {
 			continue
 		}
 		if err != nil {
+			logDeliveryFailure(ctx, nt.Name(), n, err)
 			errs = append(errs, err)
+			if n.Separate { // the workflow retries this notifier alone
+				refs = append(refs, api.MessageRef{Notifier: nt.Name(), Group: n.Group, Failed: err.Error()})
+			}
 			continue
 		}
+		posted += len(r)
 		refs = append(refs, r...)
+	}
+	if n.Separate {
+		return refs, nil
 	}
 	switch {
 	case len(errs) == 1 && len(refs) == 0:
@@ -64,6 +76,40 @@ func (a *Activities) NotifyApprovers(ctx context.Context, n api.ApprovalNotice) 
 		return nil, errors.Join(errs...)
 	}
 	return refs, nil
+}
+
+// DeliverApprovalNotice posts a request with the one notifier that
+// failed to in NotifyApprovers. The workflow runs it with a retry policy
+// (backoff over minutes, until the request expires); every failed attempt
+// is logged, and a notifier's refusal (a 4xx from a webhook bridge) is
+// not retried.
+func (a *Activities) DeliverApprovalNotice(ctx context.Context, c api.ChannelNotice) ([]api.MessageRef, error) {
+	for _, nt := range a.Notifiers {
+		if nt.Name() != c.Notifier {
+			continue
+		}
+		refs, err := nt.Post(ctx, c.Notice)
+		if errors.Is(err, ErrNoChannel) {
+			return nil, temporal.NewNonRetryableApplicationError("notifier "+c.Notifier+" no longer serves group "+c.Notice.Group, "NoChannel", err)
+		}
+		if err != nil {
+			logDeliveryFailure(ctx, c.Notifier, c.Notice, err)
+			return nil, err
+		}
+		return refs, nil
+	}
+	return nil, temporal.NewNonRetryableApplicationError("no notifier "+c.Notifier+" is configured any more (the approval channels changed)", "NoChannel", nil)
+}
+
+// logDeliveryFailure logs one failed attempt to post or update a request.
+func logDeliveryFailure(ctx context.Context, notifier string, n api.ApprovalNotice, err error) {
+	if !activity.IsActivity(ctx) {
+		return
+	}
+	info := activity.GetInfo(ctx)
+	activity.GetLogger(ctx).Warn("approval notification not delivered; Temporal retries it",
+		"notifier", notifier, "request", n.RequestID, "group", n.Group, "activity", info.ActivityType.Name,
+		"attempt", info.Attempt, "error", err.Error())
 }
 
 // UpdateApprovalMessages shows a request's outcome on its messages. It is
@@ -76,6 +122,7 @@ func (a *Activities) UpdateApprovalMessages(ctx context.Context, n api.ApprovalN
 	var errs []error
 	for _, nt := range a.Notifiers {
 		if err := nt.Update(ctx, n); err != nil && !errors.Is(err, ErrNoChannel) {
+			logDeliveryFailure(ctx, nt.Name(), n, err)
 			errs = append(errs, err)
 		}
 	}

@@ -114,7 +114,41 @@ type CallLog struct {
 const (
 	NotifyApproversName = "NotifyApprovers"
 	UpdateApprovalName  = "UpdateApprovalMessages"
+	// DeliverApprovalNoticeName posts a request with one notifier, retried
+	// by Temporal with backoff until the request expires: the delivery a
+	// notifier failed in NotifyApprovers while the others succeeded.
+	DeliverApprovalNoticeName = "DeliverApprovalNotice"
 )
+
+// ChannelNotice is the input of DeliverApprovalNotice: a notice for the
+// notifier named Notifier (MessageRef.Notifier, "webhook:teams").
+type ChannelNotice struct {
+	Notifier string
+	Notice   ApprovalNotice
+}
+
+// Delivery states of an approval request's notifications.
+const (
+	DeliveryDelivered = "delivered"
+	DeliveryRetrying  = "retrying"
+	DeliveryFailed    = "failed"
+	// DeliveryAbandoned: the request closed before the delivery got
+	// through, so it was stopped.
+	DeliveryAbandoned = "abandoned"
+)
+
+// Delivery is how posting a request to one notifier went.
+type Delivery struct {
+	Notifier string
+	Group    string
+	State    string
+	// Error is the first failure while retrying (and once delivered
+	// after it), the last once failed.
+	Error string `json:",omitempty"`
+	// Since is when it first failed; At when it reached its state.
+	Since time.Time `json:",omitempty"`
+	At    time.Time
+}
 
 // ApprovalNotice is what approvers are shown about one request. Arguments
 // are raw; notifiers mask Redact paths before showing them.
@@ -152,6 +186,11 @@ type ApprovalNotice struct {
 	// (it never enters history).
 	TaskURL string `json:"-"`
 
+	// Separate (changeDeliveries): NotifyApprovers reports a notifier
+	// that failed as a MessageRef with Failed set instead of failing, and
+	// the workflow retries that notifier alone (DeliverApprovalNotice).
+	Separate bool `json:",omitempty"`
+
 	// For updates: the request's state, its votes, and the messages to
 	// update.
 	State    string       `json:",omitempty"`
@@ -175,6 +214,9 @@ type MessageRef struct {
 	Channel  string
 	TS       string
 	Group    string
+	// Failed (ApprovalNotice.Separate): this notifier could not post;
+	// the error. Nothing was posted, so there is nothing to update.
+	Failed string `json:",omitempty"`
 }
 
 // NotifyRollbackFailedName is the wire name of the activity that tells

@@ -76,6 +76,9 @@ type ApprovalRequest struct {
 	Escalated   bool      `json:",omitempty"`
 	// Messages are the notifications posted (Slack channel and ts).
 	Messages []MessageRef `json:",omitempty"`
+	// Deliveries say how posting went, per notifier and group (tasks
+	// since changeDeliveries).
+	Deliveries []Delivery `json:",omitempty"`
 
 	// Approve with edits (edits.go).
 	ApprovalEdits
@@ -144,6 +147,11 @@ type DecideRequest struct {
 	// Grant (approval grants): an approval that also covers later calls
 	// of the tool, within the request's MaxGrant.
 	Grant *GrantAsk `json:",omitempty"`
+	// Nonce is fresh for each delivery and echoed in DecideResult.Nonce:
+	// Temporal answers a repeated Update ID with the first delivery's
+	// outcome, so a different nonce tells the caller its decision is a
+	// repeat that recorded nothing.
+	Nonce string `json:",omitempty"`
 }
 
 // DecideResult answers the approver.
@@ -162,6 +170,14 @@ type DecideResult struct {
 	// Approve with edits (edits.go): EditDigest is the digest of the
 	// edited arguments this decision recorded ("" when it edited nothing).
 	EditDigest string `json:",omitempty"`
+	// EditRefused, with EditDigest, says why policy refused the edited
+	// call (nothing ran); EditEffect is what policy said of it (allow,
+	// deny, require_approval; "" when the task's workflow predates it).
+	EditRefused string `json:",omitempty"`
+	EditEffect  string `json:",omitempty"`
+	// Nonce is the DecideRequest.Nonce of the delivery that recorded
+	// this outcome.
+	Nonce string `json:",omitempty"`
 }
 
 // RequestDigest binds an approval to exactly one call: the task, the call

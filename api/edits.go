@@ -49,14 +49,25 @@ type ArgsEdit struct {
 	// require_approval; Reason its reason.
 	Effect string `json:",omitempty"`
 	Reason string `json:",omitempty"`
+	// Refused says why the edited call was refused (policy's deny, a
+	// schema or path check, or the other group's denial); nothing ran.
+	Refused string `json:",omitempty"`
 }
 
+// EditNeedsApproval is the ArgsEdit.Effect of an edited call that policy
+// sends to an approval of its own (policy's require_approval).
+const EditNeedsApproval = "require_approval"
+
 // ArgChange is one changed value: Path is dot separated ("" for the whole
-// arguments); From and To are JSON (absent: the key was added or removed).
+// arguments; list elements by index where a list holds a secret); From
+// and To are JSON (absent: the key was added or removed).
 type ArgChange struct {
 	Path string          `json:"path"`
 	From json.RawMessage `json:"from,omitempty"`
 	To   json.RawMessage `json:"to,omitempty"`
+	// Masked: a secret at Path changed, so From and To (masked) may read
+	// the same; the path is what tells the change.
+	Masked bool `json:"masked,omitempty"`
 }
 
 // EditMetaKey is the _meta key of a call result whose arguments an

@@ -2,6 +2,8 @@ package approver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -27,11 +29,18 @@ func TaskOf(requestID string) (string, error) {
 // the same ID gets the first answer and changes nothing. The workflow's
 // validator decides whether the decision counts; its refusal comes back as
 // the error, worded for the person who decided.
+//
+// A repeat of an Update ID already answered (a replayed webhook, the same
+// CLI command run twice, a Slack click redelivered to another replica)
+// comes back as a *RepeatedError: the first delivery recorded the vote,
+// this one nothing. Every channel tells it apart this way, so each real
+// decision is reported (and audited) as recorded exactly once.
 func Deliver(ctx context.Context, c client.Client, updateID string, d api.DecideRequest) (api.DecideResult, error) {
 	task, err := TaskOf(d.RequestID)
 	if err != nil {
 		return api.DecideResult{}, err
 	}
+	d.Nonce = newNonce()
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: task, UpdateID: updateID, UpdateName: api.UpdateDecide,
 		Args: []any{d}, WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -47,7 +56,33 @@ func Deliver(ctx context.Context, c client.Client, updateID string, d api.Decide
 		}
 		return res, fmt.Errorf("decision on %s not recorded: %w", d.RequestID, err)
 	}
+	if res.Nonce != "" && res.Nonce != d.Nonce {
+		return res, &RepeatedError{Result: res}
+	}
 	return res, nil
+}
+
+// RepeatedError is a decision Temporal answered with an earlier
+// delivery's outcome (the same Update ID): nothing new was recorded.
+type RepeatedError struct{ Result api.DecideResult }
+
+func (e *RepeatedError) Error() string {
+	r := e.Result
+	return fmt.Sprintf("%s already %s request %s (it is %s now); a decision is recorded once, and this repeat recorded nothing",
+		r.Approver, pastVerdict(r.Approve), r.RequestID, r.State)
+}
+
+func pastVerdict(approve bool) string {
+	if approve {
+		return "approved"
+	}
+	return "denied"
+}
+
+func newNonce() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b)
 }
 
 // NoTaskError is a decision on a request whose task never existed (a

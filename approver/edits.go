@@ -127,6 +127,22 @@ func EditUpdateID(via, requestID, approver string, args json.RawMessage) string 
 	return UpdateID(via, requestID, approver, true) + ":edit-" + hex.EncodeToString(sum[:8])
 }
 
+// EditOutcome says what became of an approval with edited arguments, from
+// the decision's result: policy judged the edited call before the
+// workflow answered (EditEffect), except in tasks started before it did.
+func EditOutcome(res api.DecideResult) string {
+	d := short(res.EditDigest)
+	switch {
+	case res.EditRefused != "":
+		return fmt.Sprintf("You changed its arguments (edited digest %s), but the edit was refused by policy: %s. Nothing ran, neither the original nor the edited call; the agent is told.", d, res.EditRefused)
+	case res.EditEffect == api.EditNeedsApproval:
+		return fmt.Sprintf("You changed its arguments (edited digest %s): policy sends the edited call to another approval, and it runs only if that is approved.", d)
+	case res.EditEffect != "":
+		return fmt.Sprintf("You changed its arguments (edited digest %s): policy allowed the edited call, and it is what runs.", d)
+	}
+	return fmt.Sprintf("You changed its arguments (edited digest %s): policy checks the edited call again before it runs.", d)
+}
+
 // EditableArguments is what an approver is shown to edit: r's arguments
 // indented, masked ("" when r may not be edited).
 func EditableArguments(r api.ApprovalRequest) string {
@@ -149,15 +165,8 @@ func writeEdits(line func(k, v string), r api.ApprovalRequest) {
 	if e := r.Edit; e != nil {
 		var parts []string
 		for _, c := range e.Changes {
-			parts = append(parts, fmt.Sprintf("%s: %s → %s", c.Path, orNone(c.From), orNone(c.To)))
+			parts = append(parts, redact.ChangeText(c.Path, c.From, c.To, c.Masked))
 		}
 		line("edited", fmt.Sprintf("by %s via %s: %s (digest %s)", e.By, e.Via, strings.Join(parts, "; "), e.Digest))
 	}
-}
-
-func orNone(v json.RawMessage) string {
-	if len(v) == 0 {
-		return "(none)"
-	}
-	return string(v)
 }

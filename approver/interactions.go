@@ -346,6 +346,12 @@ func (h *Interactions) process(c Click, problem string) {
 	ctx, cancel := context.WithTimeout(h.base, h.opts.Timeout)
 	defer cancel()
 	res, err := h.opts.Deliver(ctx, c.UpdateID, c.Decision)
+	var rep *RepeatedError
+	if errors.As(err, &rep) { // recorded (and audited) by the first delivery
+		log.Info().Str("reason", rep.Error()).Msg("Slack decision repeated: already recorded")
+		h.ephemeral(c, fmt.Sprintf("Your decision on request `%s` was already recorded: %s", slackEscape(c.Decision.RequestID), slackEscape(rep.Error())))
+		return
+	}
 	if err != nil {
 		why := Explain(err)
 		log.Info().Str("reason", why).Msg("Slack decision refused")

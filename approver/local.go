@@ -52,16 +52,32 @@ type Decision struct {
 	// Grant (approval grants): an approval that also covers later calls
 	// (api.ParseGrant reads it from a form or flags).
 	Grant *api.GrantAsk
+	// Channel, when set, restricts the decision to the requests of the
+	// groups the deciding channel serves (a webhook channel's groups).
+	Channel *WebhookChannel
 }
 
 // MinDigestPrefix is the shortest digest prefix a decision may bind to.
 const MinDigestPrefix = 8
+
+// digestPrefix is a decision's digest (prefix) in lower case, or an error
+// when it is too short or not hex ("" is no digest: the request as it is).
+func digestPrefix(digest string) (string, error) {
+	want := strings.ToLower(strings.TrimSpace(digest))
+	if want != "" && (len(want) < MinDigestPrefix || strings.Trim(want, "0123456789abcdef") != "") {
+		return "", fmt.Errorf("digest %q: give at least %d hex digits of the request's digest (airlock approvals show prints it; a webhook event carries it whole)", digest, MinDigestPrefix)
+	}
+	return want, nil
+}
 
 // Refusal is a decision that did not count, with the reason worded for the
 // person who decided (from the workflow's validator, or a local check).
 type Refusal struct {
 	RequestID string
 	Reason    string
+	// Repeat: the same approver had already made this decision; it was
+	// recorded then, and this repeat recorded (and audited) nothing.
+	Repeat bool
 }
 
 func (r *Refusal) Error() string { return "refused: " + r.Reason }
@@ -154,7 +170,7 @@ func (l Local) DecideOn(ctx context.Context, d Decision) (api.DecideResult, api.
 	case err == nil:
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: res.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
 			UpdateID: localUpdateID(d, res.RequestID), State: res.State, EditDigest: res.EditDigest, Grant: grantText(d.Grant)})
-	case errors.As(err, &ref):
+	case errors.As(err, &ref) && !ref.Repeat: // a repeat was audited when it was recorded
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
 			UpdateID: localUpdateID(d, ref.RequestID), Refused: ref.Reason, Grant: grantText(d.Grant)})
 	}
@@ -168,20 +184,26 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.Ap
 	if d.Via == "" {
 		return api.DecideResult{}, api.ApprovalRequest{}, errors.New("the decision names no path (cli or web)")
 	}
-	want := strings.ToLower(strings.TrimSpace(d.Digest))
-	if want != "" {
-		if len(want) < MinDigestPrefix || strings.Trim(want, "0123456789abcdef") != "" {
-			return api.DecideResult{}, api.ApprovalRequest{}, fmt.Errorf("digest %q: give at least %d hex digits of the digest that airlock approvals show prints", d.Digest, MinDigestPrefix)
-		}
+	want, err := digestPrefix(d.Digest)
+	if err != nil {
+		return api.DecideResult{}, api.ApprovalRequest{}, err
 	}
 	r, err := l.Show(ctx, d.RequestID)
 	if err != nil {
 		return api.DecideResult{}, api.ApprovalRequest{}, err
 	}
+	if c := d.Channel; c != nil && !c.servesRequest(r) {
+		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf(
+			"approval channel %s serves groups %s, and request %s is for group %q: decide it through a channel of that group",
+			c.Name, strings.Join(c.Groups, ", "), r.ID, r.Group)}
+	}
 	if want != "" && !strings.HasPrefix(r.Digest, want) {
 		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf(
 			"request %s has digest %s, not the %s you decided on; it is not the call you saw: run airlock approvals show %s and decide again",
 			r.ID, short(r.Digest), want, r.ID)}
+	}
+	if why := repeated(r, d); why != "" {
+		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: why, Repeat: true}
 	}
 	dr := api.DecideRequest{
 		RequestID: r.ID, Digest: r.Digest, Approver: d.Approver, Approve: d.Approve, Via: d.Via, Comment: d.Comment,
@@ -211,12 +233,41 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.Ap
 		if errors.As(err, &nf) {
 			return res, r, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf("task %s has ended, so request %s is closed", r.TaskID, r.ID)}
 		}
+		var rep *RepeatedError
+		if errors.As(err, &rep) {
+			return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: rep.Error(), Repeat: true}
+		}
 		return res, r, err
 	}
 	if why := mismatch(dr, res); why != "" {
 		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: why}
 	}
 	return res, r, nil
+}
+
+// repeated says how d repeats a vote its approver already cast on r (the
+// same verdict), or "" when it does not. The opposite verdict is not a
+// repeat: the workflow's validator refuses it, and that refusal is
+// audited.
+func repeated(r api.ApprovalRequest, d Decision) string {
+	if r.EditOf != "" && d.Approver == r.EditedBy {
+		return "" // the validator says why the editor may not approve the edit
+	}
+	for _, v := range r.Votes {
+		if v.Approver != d.Approver || v.Approve != d.Approve {
+			continue
+		}
+		how := ""
+		if v.Via != "" {
+			how = " via " + v.Via
+		}
+		if !v.At.IsZero() {
+			how += " at " + v.At.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("%s already %s request %s%s (it is %s now); a decision is recorded once, and this repeat recorded nothing",
+			v.Approver, pastVerdict(v.Approve), r.ID, how, r.State)
+	}
+	return ""
 }
 
 // MayDecide says why name may not decide on r, or nil when it may. The

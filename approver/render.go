@@ -104,6 +104,7 @@ func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
 	line("policy", r.PolicyVersion)
 	line("digest", r.Digest)
 	writeEdits(line, r) // approve with edits (edits.go)
+	writeDeliveries(&b, r)
 	if len(r.Votes) > 0 {
 		b.WriteString("votes:\n")
 		for _, v := range r.Votes {
@@ -141,4 +142,25 @@ func short(digest string) string {
 		return digest[:12]
 	}
 	return digest
+}
+
+// writeDeliveries lists how posting the request went per channel: a
+// webhook that is still being retried, or that gave up, shows here.
+func writeDeliveries(b *strings.Builder, r api.ApprovalRequest) {
+	if len(r.Deliveries) == 0 {
+		return
+	}
+	b.WriteString("delivered to:\n")
+	for _, d := range r.Deliveries {
+		fmt.Fprintf(b, "  %s (group %s): %s", cell(d.Notifier), cell(d.Group), d.State)
+		switch {
+		case d.State == api.DeliveryRetrying:
+			fmt.Fprintf(b, " since %s, with backoff until the request closes (first failure: %s)", d.Since.Local().Format(time.DateTime), cell(d.Error))
+		case d.State == api.DeliveryDelivered && !d.Since.IsZero():
+			fmt.Fprintf(b, " at %s, after failing since %s (%s)", d.At.Local().Format(time.DateTime), d.Since.Local().Format(time.DateTime), cell(d.Error))
+		case d.Error != "":
+			fmt.Fprintf(b, " at %s: %s", d.At.Local().Format(time.DateTime), cell(d.Error))
+		}
+		b.WriteString("\n")
+	}
 }

@@ -50,3 +50,27 @@ func TestExpiresIn(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteRequestShowsDeliveries (issue 25 §10): approvals show says how
+// each channel's delivery stands: a webhook still retried after a 500, one
+// delivered late, one that gave up.
+func TestWriteRequestShowsDeliveries(t *testing.T) {
+	now := time.Now()
+	r := testRequest("task-1", now)
+	r.Deliveries = []api.Delivery{
+		{Notifier: "slack", Group: "ops", State: api.DeliveryDelivered, At: now},
+		{Notifier: "webhook:teams", Group: "ops", State: api.DeliveryRetrying, Error: "the bridge answered 500 Internal Server Error", Since: now, At: now},
+		{Notifier: "webhook:pager", Group: "ops", State: api.DeliveryFailed, Error: "the bridge refused it: 403 Forbidden", Since: now, At: now},
+	}
+	var b strings.Builder
+	if err := WriteRequest(&b, r, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"delivered to:", "slack (group ops): delivered", "webhook:teams (group ops): retrying since", "answered 500",
+		"webhook:pager (group ops): failed", "403 Forbidden"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show output lacks %q:\n%s", want, out)
+		}
+	}
+}

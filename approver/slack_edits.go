@@ -175,6 +175,12 @@ func slackEditNote(n api.ApprovalNotice) string {
 	case n.EditOf != "":
 		return fmt.Sprintf(":pencil2: *Edited by %s* when approving request `%s`: the arguments below are %s's. %s may not approve them again.",
 			slackEscape(n.EditedBy), slackEscape(n.EditOf), slackEscape(n.EditedBy), slackEscape(n.EditedBy))
+	case n.Edit != nil && n.Edit.Refused != "":
+		return fmt.Sprintf(":pencil2: Edited by %s (digest `%s`): the edited call was refused, so nothing ran.",
+			slackEscape(n.Edit.By), slackEscape(shortHex(n.Edit.Digest)))
+	case n.Edit != nil && n.Edit.Effect == api.EditNeedsApproval:
+		return fmt.Sprintf(":pencil2: *Approved with edited arguments* by %s (digest `%s`); policy sends the edited call to another approval before it runs.",
+			slackEscape(n.Edit.By), slackEscape(shortHex(n.Edit.Digest)))
 	case n.Edit != nil:
 		return fmt.Sprintf(":pencil2: *Approved with edited arguments* by %s (digest `%s`); policy judged the edited call again.",
 			slackEscape(n.Edit.By), slackEscape(shortHex(n.Edit.Digest)))

@@ -141,3 +141,35 @@ func TestSlackEditNotes(t *testing.T) {
 		t.Errorf("outcome message: %s", b)
 	}
 }
+
+// TestSlackFormsOpenOnlyForDeciders (issue 25, low): the edit and grant
+// forms do not open for someone who may not decide (the requester, a
+// non-member): they are told why at once, ephemerally, instead of after
+// filling the form in.
+func TestSlackFormsOpenOnlyForDeciders(t *testing.T) {
+	for _, action := range []string{ActionEdit, ActionGrantForm} {
+		for user, want := range map[string]string{"U_ALICE": "asked for this call", "U_BOB": "not in approver group"} {
+			t.Run(action+"/"+user, func(t *testing.T) {
+				f := newSlackFake(t)
+				d := &slackDelivery{}
+				r := testRequest("task-1a2b", time.Now())
+				r.ID, r.Digest, r.Approvers = slackRequest, slackDigest, []string{"alice", "carol"}
+				r.MaxGrant = &api.GrantBound{Calls: 3}
+				h := newSlackHandler(t, f, d)
+				h.opts.Lookup = func(_ context.Context, id string) (api.ApprovalRequest, error) { return r, nil }
+				click := slackClickBody(user, action, slackRequest, slackDigest, "1700000000.000001")
+				if w := postSlack(h, click, slackSign(slackSecret, time.Now(), click)); w.Code != http.StatusOK {
+					t.Fatalf("click: %d", w.Code)
+				}
+				h.Wait()
+				if opened := f.ok("views.open"); len(opened) != 0 {
+					t.Fatalf("the form opened for %s: %+v", user, opened)
+				}
+				eph := f.waitFor(t, "chat.postEphemeral", 1)
+				if eph[0].Form.Get("user") != user || !strings.Contains(eph[0].Form.Get("text"), want) {
+					t.Errorf("ephemeral %+v, want %q", eph[0].Form, want)
+				}
+			})
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/slack-go/slack"
 
@@ -61,17 +62,19 @@ func (h *Interactions) openModal(ic *slack.InteractionCallback, a slack.BlockAct
 	if c.Channel == "" {
 		c.Channel = ic.Container.ChannelID
 	}
-	if _, problem := h.principal(ic.User.ID); problem != "" {
+	p, problem := h.principal(ic.User.ID)
+	if problem != "" {
 		h.ephemeral(c, ":warning: "+problem+".")
 		return
 	}
 	ctx, cancel := context.WithTimeout(h.base, h.opts.Timeout)
 	defer cancel()
 	r, err := h.lookup(ctx, a.Value)
-	var problem string
 	switch {
 	case err != nil:
 		problem = "airlock could not read the request: " + Explain(err)
+	case MayDecide(r, p.Name, time.Now()) != nil: // the form opens only for someone who may submit it
+		problem = MayDecide(r, p.Name, time.Now()).Error()
 	case r.State != api.ApprovalPending:
 		problem = fmt.Sprintf("request `%s` is already %s", slackEscape(r.ID), r.State)
 	case r.Digest != strings.TrimPrefix(a.BlockID, BlockIDPrefix):

@@ -189,20 +189,24 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block) {
 	var title, summary string
 	approvals := n.Approvals()
-	switch n.State {
-	case api.ApprovalApproved:
+	switch {
+	case n.State == api.ApprovalApproved && n.Edit != nil && n.Edit.Refused != "": // approve with edits: policy refused the edit
+		title = "Edit refused: " + n.Tool
+		summary = fmt.Sprintf(":no_entry: *Edit refused by policy*: %s approved with edited arguments, but %s. *Nothing ran*, neither the original nor the edited call.",
+			slackEscape(n.Edit.By), slackEscape(n.Edit.Refused))
+	case n.State == api.ApprovalApproved:
 		title = "Approved: " + n.Tool
 		summary = fmt.Sprintf(":white_check_mark: *Approved* (%d of %d approvals)", approvals, max(n.Quorum, 1))
 		if approvals == 0 {
 			summary = ":white_check_mark: *Approved automatically* when the request expired (approval.on_timeout: approve)"
 		}
-	case api.ApprovalDenied:
+	case n.State == api.ApprovalDenied:
 		title = "Denied: " + n.Tool
 		summary = ":no_entry: *Denied*"
 		if n.Denials() == 0 {
 			summary = ":no_entry: *Denied*: the request was closed without a deny vote (the task ended)"
 		}
-	case api.ApprovalExpired:
+	case n.State == api.ApprovalExpired:
 		title = "Expired: " + n.Tool
 		summary = fmt.Sprintf(":hourglass: *Expired* at %s: nobody decided in time, so the call was denied", slackTime(n.ExpiresAt))
 	default:

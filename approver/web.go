@@ -366,6 +366,8 @@ func (h *web) decide(w http.ResponseWriter, r *http.Request) {
 	res, req, err := h.local.DecideOn(ctx, Decision{RequestID: id, Approver: s.Principal, Approve: approve, Via: "web", Comment: comment, Digest: digest, Arguments: edited, Grant: grant})
 	var ref *Refusal
 	switch {
+	case errors.As(err, &ref) && ref.Repeat:
+		h.redirect(w, r, flash{Msg: "Already decided: " + ref.Reason})
 	case errors.As(err, &ref):
 		h.redirect(w, r, flash{Msg: "Refused: " + ref.Reason})
 	case err != nil:
@@ -396,7 +398,7 @@ func decidedNotice(approve bool, res api.DecideResult, r api.ApprovalRequest) st
 		next = "The call still waits for the other approvals it needs."
 	}
 	if res.EditDigest != "" {
-		next = fmt.Sprintf("You changed its arguments (edited digest %s): policy checks the edited call again, and it is what runs.", short(res.EditDigest))
+		next = EditOutcome(res)
 	}
 	return strings.TrimSpace(fmt.Sprintf("Your %s of %s is recorded: %s. %s", verb(approve), what, res.Message, next))
 }

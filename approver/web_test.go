@@ -281,6 +281,15 @@ func TestWebCSRF(t *testing.T) {
 		}
 	}
 
+	// The form submitted again (a second tab, the back button): already
+	// decided, nothing delivered or audited again (issue 25 §9).
+	_, _, token = e.page(bob)
+	e.do(bob, "POST", "/approvals/decide", form(token), map[string]string{"Origin": e.srv.URL, "Sec-Fetch-Site": "same-origin"})
+	if _, body, _ := e.page(bob); !strings.Contains(body, "Already decided: bob already approved request task-1~call-1 via web") ||
+		strings.Contains(body, "Your approval of") || len(e.ft.sent()) != 1 {
+		t.Errorf("page after approving again (%d updates):\n%s", len(e.ft.sent()), body)
+	}
+
 	// Logout ends the session.
 	_, _, token = e.page(bob)
 	if resp, _ := e.do(bob, "POST", "/approvals/logout", url.Values{"csrf": {token}}, nil); resp.StatusCode != http.StatusSeeOther {

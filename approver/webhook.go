@@ -127,16 +127,21 @@ func (c WebhookChannel) serves(group string) bool {
 	return len(c.Groups) == 0 || slices.Contains(c.Groups, group)
 }
 
+// servesRequest reports whether the channel may decide r: it serves r's
+// group, or the group r was escalated to.
+func (c WebhookChannel) servesRequest(r api.ApprovalRequest) bool {
+	return c.serves(r.Group) || r.Escalated && r.EscalateTo != "" && c.serves(r.EscalateTo)
+}
+
 // WebhookNotifier posts approval requests, their updates and rollback
-// failures to a webhook channel as signed JSON. A delivery that fails is
-// retried a few times with backoff inside the activity, then by Temporal
-// (429 and 5xx; other 4xx are the bridge refusing and are not retried).
+// failures to a webhook channel as signed JSON. One call is one attempt: a
+// delivery that fails is retried by Temporal, durably and with backoff
+// over minutes (429, 5xx and network errors; other 4xx are the bridge
+// refusing and are not retried), and every failed attempt is logged.
 type WebhookNotifier struct {
 	ch     WebhookChannel
 	client *http.Client
 	now    func() time.Time
-	// backoff is the wait before each in-activity retry.
-	backoff []time.Duration
 }
 
 var _ activities.Notifier = (*WebhookNotifier)(nil)
@@ -146,7 +151,7 @@ func NewWebhookNotifier(ch WebhookChannel, client *http.Client) *WebhookNotifier
 	if client == nil {
 		client = &http.Client{Timeout: 15 * time.Second}
 	}
-	return &WebhookNotifier{ch: ch, client: client, now: time.Now, backoff: []time.Duration{500 * time.Millisecond, 2 * time.Second}}
+	return &WebhookNotifier{ch: ch, client: client, now: time.Now}
 }
 
 // Name is the MessageRef.Notifier of this notifier's deliveries.
@@ -182,6 +187,23 @@ type WebhookRequest struct {
 	EditedBy string `json:"edited_by,omitempty"`
 	// MaxGrant (approval grants) is the most an approval may also grant.
 	MaxGrant *WebhookGrantBound `json:"max_grant,omitempty"`
+	// Edit is the edit an approver made when approving (approve with
+	// edits), with what policy said of the edited call.
+	Edit *WebhookEdit `json:"edit,omitempty"`
+	// Outcome, on approval_closed, is how the call's approval ended:
+	// approved, denied, expired, or edit_refused (approved with edited
+	// arguments that policy then refused: nothing ran).
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// WebhookEdit is an approver's edit in a webhook event.
+type WebhookEdit struct {
+	By     string `json:"by"`
+	Digest string `json:"digest"`
+	// Effect is policy's decision on the edited call (allow, deny,
+	// require_approval); Refused says why it was refused (nothing ran).
+	Effect  string `json:"effect,omitempty"`
+	Refused string `json:"refused,omitempty"`
 }
 
 // WebhookVote is one decision in an update.
@@ -214,6 +236,15 @@ func webhookRequest(n api.ApprovalNotice) *WebhookRequest {
 		Arguments: redact.Arguments(n.Arguments, n.Redact), Digest: n.Digest, SideEffects: n.SideEffects, DataLevel: n.DataLevel,
 		Risk: n.Risk, Rule: n.Rule, Reason: n.Reason, Group: n.Group, Quorum: n.Quorum, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, State: n.State,
 		Editable: !n.NoEdits, EditOf: n.EditOf, EditedBy: n.EditedBy,
+	}
+	if e := n.Edit; e != nil {
+		r.Edit = &WebhookEdit{By: e.By, Digest: e.Digest, Effect: e.Effect, Refused: e.Refused}
+	}
+	if n.State != api.ApprovalPending && n.State != "" {
+		r.Outcome = n.State
+		if n.State == api.ApprovalApproved && n.Edit != nil && n.Edit.Refused != "" {
+			r.Outcome = "edit_refused"
+		}
 	}
 	if !n.RequestedAt.IsZero() {
 		t := n.RequestedAt
@@ -279,7 +310,7 @@ func (w *WebhookNotifier) Alert(ctx context.Context, n api.RollbackNotice) error
 	return err
 }
 
-// deliver posts ev, signed, retrying with backoff; the delivery ID is
+// deliver posts ev, signed, once (Temporal retries); the delivery ID is
 // stable per event (key), so a bridge can drop repeats.
 func (w *WebhookNotifier) deliver(ctx context.Context, ev WebhookEvent, key string) (string, error) {
 	sum := sha256.Sum256([]byte(w.ch.Name + "\x00" + key))
@@ -289,27 +320,15 @@ func (w *WebhookNotifier) deliver(ctx context.Context, ev WebhookEvent, key stri
 		return "", temporal.NewNonRetryableApplicationError("encoding the webhook event", ErrTypeWebhookRejected, err)
 	}
 	what := fmt.Sprintf("delivering %s to approval channel %s (%s)", ev.Event, w.ch.Name, w.ch.URL)
-	var last error
-	for attempt := 0; ; attempt++ {
-		retry, err := w.post(ctx, ev, body)
-		if err == nil {
-			return ev.Delivery, nil
-		}
-		last = err
-		if !retry || attempt >= len(w.backoff) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return "", temporal.NewApplicationErrorWithCause(what+": "+ctx.Err().Error(), ErrTypeWebhookUnavailable, last)
-		case <-time.After(w.backoff[attempt]):
-		}
+	_, err = w.post(ctx, ev, body)
+	if err == nil {
+		return ev.Delivery, nil
 	}
 	var rej *webhookRejected
-	if errors.As(last, &rej) {
-		return "", temporal.NewNonRetryableApplicationError(what+": "+last.Error(), ErrTypeWebhookRejected, last)
+	if errors.As(err, &rej) {
+		return "", temporal.NewNonRetryableApplicationError(what+": "+err.Error(), ErrTypeWebhookRejected, err)
 	}
-	return "", temporal.NewApplicationErrorWithCause(what+": "+last.Error()+"; retrying", ErrTypeWebhookUnavailable, last)
+	return "", temporal.NewApplicationErrorWithCause(what+": "+err.Error()+"; retrying", ErrTypeWebhookUnavailable, err)
 }
 
 type webhookRejected struct{ status string }
@@ -386,8 +405,11 @@ type WebhookDecisionOptions struct {
 // WebhookDecisions serves WebhookDecisionPath: a signed decision from a
 // bridge is delivered like a CLI or web decision (Via "webhook:<channel>"),
 // with the same refusals; the answer is JSON: 200 {"recorded":true,...},
-// 409 {"recorded":false,"refused":...}, 401 for a bad signature (audited
-// as auth_failed on channel webhook), 400 for a malformed body.
+// 200 {"recorded":false,"already_decided":true,...} for a repeat of a
+// recorded decision (a replayed delivery; nothing is recorded or audited
+// again), 409 {"recorded":false,"refused":...} (also for a request of a
+// group the channel does not serve), 401 for a bad signature (audited as
+// auth_failed on channel webhook), 400 for a malformed body or digest.
 func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -445,6 +467,10 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 			answer(http.StatusBadRequest, map[string]any{"error": "request, digest and approver are required"})
 			return
 		}
+		if _, err := digestPrefix(d.Digest); err != nil {
+			answer(http.StatusBadRequest, map[string]any{"error": err.Error()})
+			return
+		}
 		if o.Directory != nil {
 			if _, ok := o.Directory.Lookup(d.Approver); !ok {
 				answer(http.StatusConflict, map[string]any{"recorded": false, "refused": fmt.Sprintf("approver %q is not one of the configured principals", d.Approver)})
@@ -466,9 +492,11 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
 		res, err := o.Local.Decide(ctx, Decision{RequestID: d.Request, Approver: d.Approver, Approve: approve,
-			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments, Grant: grant})
+			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments, Grant: grant, Channel: &ch})
 		var ref *Refusal
 		switch {
+		case errors.As(err, &ref) && ref.Repeat:
+			answer(http.StatusOK, map[string]any{"recorded": false, "already_decided": true, "request": d.Request, "message": ref.Reason})
 		case errors.As(err, &ref):
 			answer(http.StatusConflict, map[string]any{"recorded": false, "request": d.Request, "refused": ref.Reason})
 		case err != nil:

@@ -103,6 +103,8 @@ type approvalsDecideOut struct {
 	// EditDigest is the edited arguments' digest when the approval
 	// carried edits.
 	EditDigest string `json:"edit_digest,omitempty"`
+	// EditRefused says why policy refused the edited call: nothing ran.
+	EditRefused string `json:"edit_refused,omitempty"`
 }
 
 func (g *Gateway) addApprovalTools() {
@@ -238,7 +240,11 @@ func (g *Gateway) approvalsDecideTool(ctx context.Context, req *mcp.CallToolRequ
 	if approve {
 		verb = "approval"
 	}
-	out := approvalsDecideOut{Request: res.RequestID, State: res.State, Message: res.Message, EditDigest: res.EditDigest}
+	out := approvalsDecideOut{Request: res.RequestID, State: res.State, Message: res.Message, EditDigest: res.EditDigest, EditRefused: res.EditRefused}
+	if res.EditRefused != "" { // approve with edits: the vote counts, the edited call was refused
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+			"Your approval of %s is recorded, but the edit was refused by policy: %s. Nothing ran, neither the original nor the edited call.", res.RequestID, res.EditRefused)}}}, out, nil
+	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Your %s of %s is recorded: %s", verb, res.RequestID, res.Message)}}}, out, nil
 }
 

@@ -98,9 +98,10 @@ func TestLocalApprovals(t *testing.T) {
 	if err != nil || res.State != api.ApprovalApproved || !strings.Contains(res.Message, "1 of 1") {
 		t.Fatalf("bob approving: %+v %v", res, err)
 	}
-	// Running the same command again is idempotent (same Update ID).
-	if again, err := local.Decide(ctx, bob); err != nil || again != res {
-		t.Errorf("repeated approve: %+v %v, want %+v", again, err, res)
+	// Running the same command again records nothing and says so.
+	var rep *approver.Refusal
+	if again, err := local.Decide(ctx, bob); !errors.As(err, &rep) || !rep.Repeat || !strings.Contains(rep.Reason, "bob already approved") {
+		t.Errorf("repeated approve: %+v %v, want already decided", again, err)
 	}
 	r := <-first
 	if r.err != nil || r.res.IsError || !strings.Contains(mustJSON(t, r.res.StructuredContent), `"count":1`) {

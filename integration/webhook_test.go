@@ -26,8 +26,11 @@ type bridge struct {
 	secret    string
 	mu        sync.Mutex
 	failFirst int
-	events    []approver.WebhookEvent
-	bad       int
+	// failCode is the status of a failed delivery (0: 503).
+	failCode int
+	failed   int
+	events   []approver.WebhookEvent
+	bad      int
 }
 
 func (b *bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -47,7 +50,12 @@ func (b *bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if b.failFirst > 0 {
 		b.failFirst--
-		http.Error(w, "bridge warming up", http.StatusServiceUnavailable)
+		b.failed++
+		code := b.failCode
+		if code == 0 {
+			code = http.StatusServiceUnavailable
+		}
+		http.Error(w, "bridge warming up", code)
 		return
 	}
 	b.events = append(b.events, ev)

@@ -111,6 +111,7 @@ func Register(r Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.DecideAndCall, activity.RegisterOptions{Name: api.DecideAndCallName})
 	r.RegisterActivityWithOptions(acts.NotifyApprovers, activity.RegisterOptions{Name: api.NotifyApproversName})
 	r.RegisterActivityWithOptions(acts.UpdateApprovalMessages, activity.RegisterOptions{Name: api.UpdateApprovalName})
+	r.RegisterActivityWithOptions(acts.DeliverApprovalNotice, activity.RegisterOptions{Name: api.DeliverApprovalNoticeName})
 	r.RegisterActivityWithOptions(acts.PlanCompensation, activity.RegisterOptions{Name: api.PlanCompensationName})
 	r.RegisterActivityWithOptions(acts.NotifyRollbackFailed, activity.RegisterOptions{Name: api.NotifyRollbackFailedName})
 	r.RegisterActivityWithOptions(acts.PrepareStep, activity.RegisterOptions{Name: api.PrepareStepName})

@@ -109,9 +109,12 @@ type task struct {
 	// Approve with edits (changeApproveEdits, edits.go): editsOn says this
 	// run takes edited arguments; edited holds the edits of calls not yet
 	// recorded; nextEdit is the edit the next approval request asks about.
-	editsOn  bool
-	edited   map[string]*api.ArgsEdit
-	nextEdit *pendingEdit
+	editsOn bool
+	// redeliveries cancel the retried deliveries of each open request
+	// (changeDeliveries, approval.go).
+	redeliveries map[string][]workflow.CancelFunc
+	edited       map[string]*api.ArgsEdit
+	nextEdit     *pendingEdit
 	// exactOn (changeExactNumbers, edits.go): this run digests, edits and
 	// binds grants to arguments in jsoncanon's form, numbers exact.
 	exactOn bool

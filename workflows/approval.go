@@ -99,8 +99,10 @@ func (t *task) closeApproval(ctx workflow.Context, ar *api.ApprovalRequest, noti
 		ar.State = state
 		ar.DecidedAt = workflow.Now(ctx)
 	}
+	t.stopRedeliveries(ar) // changeDeliveries: nothing to announce any more
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		_ = notified.Get(gctx, nil)
+		t.awaitEditJudged(gctx, ar) // changeEditOutcome: the notice tells what became of an edit
 		actx := workflow.WithActivityOptions(gctx, notifyOptions(time.Hour))
 		_ = workflow.ExecuteActivity(actx, api.UpdateApprovalName, t.notice(ar, ar.Group, false)).Get(gctx, nil)
 	})
@@ -113,14 +115,101 @@ func (t *task) closeApproval(ctx workflow.Context, ar *api.ApprovalRequest, noti
 func (t *task) notify(ctx workflow.Context, ar *api.ApprovalRequest, group string, escalation bool) workflow.Future {
 	f, settle := workflow.NewFuture(ctx)
 	notice := t.notice(ar, group, escalation)
+	separate := workflow.GetVersion(ctx, changeDeliveries, workflow.DefaultVersion, 1) >= 1
+	notice.Separate = separate
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		actx := workflow.WithActivityOptions(gctx, notifyOptions(ar.ExpiresAt.Sub(workflow.Now(gctx))))
 		var refs []api.MessageRef
 		err := workflow.ExecuteActivity(actx, api.NotifyApproversName, notice).Get(gctx, &refs)
-		ar.Messages = append(ar.Messages, refs...)
+		if !separate {
+			ar.Messages = append(ar.Messages, refs...)
+			settle.Set(nil, err)
+			return
+		}
+		now := workflow.Now(gctx)
+		for _, r := range refs {
+			if r.Failed == "" {
+				ar.Messages = append(ar.Messages, r)
+				ar.Deliveries = setDelivery(ar.Deliveries, api.Delivery{Notifier: r.Notifier, Group: group, State: api.DeliveryDelivered, At: now})
+				continue
+			}
+			ar.Deliveries = setDelivery(ar.Deliveries, api.Delivery{Notifier: r.Notifier, Group: group, State: api.DeliveryRetrying, Error: r.Failed, Since: now, At: now})
+			t.redeliver(ctx, ar, notice, r.Notifier)
+		}
 		settle.Set(nil, err)
 	})
 	return f
+}
+
+// changeDeliveries versions the delivery of approval requests per
+// notifier (issue 25 §10): a notifier that fails while another succeeds
+// (a webhook bridge answering 500 beside a working Slack) is retried on
+// its own, durably, with backoff over minutes until the request closes or
+// expires, and the request says how each delivery stands.
+const changeDeliveries = "approval-deliveries"
+
+// redeliver retries posting notice with one notifier in the background;
+// closing the request stops it (abandoned).
+func (t *task) redeliver(ctx workflow.Context, ar *api.ApprovalRequest, notice api.ApprovalNotice, notifier string) {
+	dctx, cancel := workflow.WithCancel(ctx)
+	if t.redeliveries == nil {
+		t.redeliveries = map[string][]workflow.CancelFunc{}
+	}
+	t.redeliveries[ar.ID] = append(t.redeliveries[ar.ID], cancel)
+	workflow.Go(dctx, func(gctx workflow.Context) {
+		actx := workflow.WithActivityOptions(gctx, deliveryOptions(ar.ExpiresAt.Sub(workflow.Now(gctx))))
+		var refs []api.MessageRef
+		err := workflow.ExecuteActivity(actx, api.DeliverApprovalNoticeName, api.ChannelNotice{Notifier: notifier, Notice: notice}).Get(gctx, &refs)
+		d := api.Delivery{Notifier: notifier, Group: notice.Group, State: api.DeliveryDelivered, At: workflow.Now(gctx)}
+		var canceled *temporal.CanceledError
+		switch {
+		case errors.As(err, &canceled):
+			d.State, d.Error = api.DeliveryAbandoned, "the request closed before this delivery got through"
+		case err != nil:
+			d.State, d.Error = api.DeliveryFailed, err.Error()
+		default:
+			ar.Messages = append(ar.Messages, refs...)
+		}
+		for _, old := range ar.Deliveries {
+			if old.Notifier == d.Notifier && old.Group == d.Group {
+				d.Since = old.Since
+				if d.Error == "" {
+					d.Error = old.Error // delivered after failing: why it was late
+				}
+			}
+		}
+		ar.Deliveries = setDelivery(ar.Deliveries, d)
+	})
+}
+
+// stopRedeliveries stops the retries of a closed request's deliveries.
+func (t *task) stopRedeliveries(ar *api.ApprovalRequest) {
+	for _, cancel := range t.redeliveries[ar.ID] {
+		cancel()
+	}
+	delete(t.redeliveries, ar.ID)
+}
+
+// setDelivery replaces the delivery of d's notifier and group, or adds d.
+func setDelivery(ds []api.Delivery, d api.Delivery) []api.Delivery {
+	for i := range ds {
+		if ds[i].Notifier == d.Notifier && ds[i].Group == d.Group {
+			ds[i] = d
+			return ds
+		}
+	}
+	return append(ds, d)
+}
+
+// deliveryOptions retry one notifier's delivery with backoff over
+// minutes, until the request would expire (at least ten minutes).
+func deliveryOptions(within time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: max(within, 10*time.Minute),
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 5 * time.Minute},
+	}
 }
 
 // notifyOptions retry posting until the request would expire anyway.
@@ -226,11 +315,23 @@ func (t *task) decide(ctx workflow.Context, d api.DecideRequest) (api.DecideResu
 		ar.DecidedAt = workflow.Now(ctx)
 	}
 	msg := fmt.Sprintf("%s: %d of %d approvals", ar.State, approvals, ar.Quorum)
+	res := api.DecideResult{RequestID: ar.ID, State: ar.State, Approver: d.Approver, Approve: d.Approve, EditDigest: edit, Nonce: d.Nonce}
 	if edit != "" {
 		msg = "approved with edited arguments; policy judges the edited call again before it runs"
+		t.awaitEditJudged(ctx, ar) // changeEditOutcome
+		switch e := ar.Edit; {
+		case e.Refused != "":
+			msg = "approved with edited arguments, but the edit was refused: " + e.Refused + "; nothing ran"
+			res.EditRefused = e.Refused
+		case e.Effect == api.EditNeedsApproval:
+			msg = "approved with edited arguments; policy sends the edited call to approval by its group before it runs"
+		case e.Effect != "":
+			msg = "approved with edited arguments; policy allowed the edited call, and it runs"
+		}
+		res.EditEffect = ar.Edit.Effect
 	}
-	msg += t.noteGrant(ar, d)
-	return api.DecideResult{RequestID: ar.ID, State: ar.State, Message: msg, Approver: d.Approver, Approve: d.Approve, EditDigest: edit}, nil
+	res.Message = msg + t.noteGrant(ar, d)
+	return res, nil
 }
 
 func (t *task) approvalsQuery() ([]api.ApprovalRequest, error) {

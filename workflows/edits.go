@@ -46,6 +46,39 @@ func (t *task) digest(callID, tool string, args json.RawMessage, policyVersion s
 // (its task and call are those of the original request).
 const editSuffix = "~edit"
 
+// changeEditOutcome versions telling approvers what became of an edit
+// (issue 25 §8): the decide Update answers once policy has judged the
+// edited call (refused, sent to another approval, or allowed), and the
+// closing notice waits for the same, so no channel reports "approved" for
+// an edit that policy refused and that never ran.
+const changeEditOutcome = "edit-outcome"
+
+// changeEditDiff versions the diff an edit records (issue 25 §11): a
+// change under a masked field is named by its path (redact.Changes)
+// instead of showing the whole value as "[redacted]" → "[redacted]".
+const changeEditDiff = "edit-diff"
+
+// editChanges is the diff of an edit since changeEditDiff.
+func editChanges(from, to json.RawMessage, paths []string) []api.ArgChange {
+	var out []api.ArgChange
+	for _, c := range redact.Changes(from, to, paths) {
+		out = append(out, api.ArgChange{Path: c.Path, From: c.From, To: c.To, Masked: c.Masked})
+	}
+	return out
+}
+
+// editJudged reports whether policy has judged an edit (or refused it).
+func editJudged(e *api.ArgsEdit) bool { return e == nil || e.Effect != "" || e.Refused != "" }
+
+// awaitEditJudged waits (bounded) until policy has judged ar's edit, in
+// runs since changeEditOutcome.
+func (t *task) awaitEditJudged(ctx workflow.Context, ar *api.ApprovalRequest) {
+	if ar.Edit == nil || workflow.GetVersion(ctx, changeEditOutcome, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	_, _ = workflow.AwaitWithTimeout(ctx, time.Minute, func() bool { return editJudged(ar.Edit) })
+}
+
 // pendingEdit is the edit the next approval request asks about.
 type pendingEdit struct {
 	of, by string
@@ -129,8 +162,12 @@ func (t *task) takeEdit(ctx workflow.Context, ar *api.ApprovalRequest, d api.Dec
 	ar.Edit = &api.ArgsEdit{
 		RequestID: ar.ID, By: d.Approver, Via: d.Via, At: workflow.Now(ctx), Comment: d.Comment,
 		Original: ar.Arguments, OriginalDigest: ar.Digest, Arguments: edited,
-		Digest:  t.digest(ar.CallID, ar.Tool, edited, ar.PolicyVersion),
-		Changes: argChanges(ar.Arguments, edited, ar.Redact),
+		Digest: t.digest(ar.CallID, ar.Tool, edited, ar.PolicyVersion),
+	}
+	if workflow.GetVersion(ctx, changeEditDiff, workflow.DefaultVersion, 1) >= 1 {
+		ar.Edit.Changes = editChanges(ar.Arguments, edited, ar.Redact)
+	} else {
+		ar.Edit.Changes = argChanges(ar.Arguments, edited, ar.Redact)
 	}
 	ar.State = api.ApprovalApproved
 	return ar.Edit.Digest
@@ -174,6 +211,7 @@ func (t *task) editedCall(ctx workflow.Context, e *api.ArgsEdit, ar *api.Approva
 	d2, out2 := t.judge(ctx, *req, workflow.Now(ctx))
 	e.Effect, e.Reason = d2.Effect, d2.Reason
 	refused := func(why string) *api.CallResult {
+		e.Refused = why
 		return &api.CallResult{Outcome: api.OutcomeDenied, Decision: &d2,
 			Reason: fmt.Sprintf("%s approved %s with edited arguments, but the edit was refused: %s. Neither the original nor the edited call ran", e.By, req.Tool, why)}
 	}
@@ -264,18 +302,7 @@ func annotateResult(raw json.RawMessage, e *api.ArgsEdit) json.RawMessage {
 func EditNote(e *api.ArgsEdit) string {
 	var parts []string
 	for _, c := range e.Changes {
-		path := c.Path
-		if path == "" {
-			path = "(arguments)"
-		}
-		switch {
-		case len(c.From) == 0:
-			parts = append(parts, fmt.Sprintf("%s: added %s", path, c.To))
-		case len(c.To) == 0:
-			parts = append(parts, fmt.Sprintf("%s: removed (was %s)", path, c.From))
-		default:
-			parts = append(parts, fmt.Sprintf("%s: %s → %s", path, c.From, c.To))
-		}
+		parts = append(parts, redact.ChangeText(c.Path, c.From, c.To, c.Masked))
 	}
 	return fmt.Sprintf("Note from airlock: approver %s changed the arguments of this call before approving it; what ran is the edited call. Changes: %s.",
 		e.By, strings.Join(parts, "; "))

@@ -84,7 +84,7 @@ func TestApproveWithEditsRunsTheEditedCall(t *testing.T) {
 	}
 	if len(out.Content) != 2 || out.Content[0].Text != "default" ||
 		!strings.Contains(out.Content[1].Text, "approver bob changed the arguments") ||
-		!strings.Contains(out.Content[1].Text, `path: "/a" → "/b"`) || !strings.Contains(out.Content[1].Text, `token: "[redacted]" → "[redacted]"`) {
+		!strings.Contains(out.Content[1].Text, `path: "/a" → "/b"`) || !strings.Contains(out.Content[1].Text, `token: masked value changed`) {
 		t.Errorf("result content %+v", out.Content)
 	}
 	m := out.Meta[api.EditMetaKey]
@@ -100,10 +100,20 @@ func TestApproveWithEditsDeniedByPolicy(t *testing.T) {
 	h := newApprovalHarness(t, ops("bob"), 1)
 	editsPolicy(h, ops("lisa"))
 	var res api.CallResult
+	var dres api.DecideResult
 	h.callAt(time.Second, req("c1", false), &res, nil)
-	h.decideAt(time.Minute, "click-1", edit("bob", `{"path":"/secret/key"}`), nil, nil)
+	h.decideAt(time.Minute, "click-1", edit("bob", `{"path":"/secret/key"}`), &dres, nil)
 	h.finishAt(2 * time.Hour)
 	h.run(baseInput())
+	// Issue 25 §8: the approver is told that the edit was refused and
+	// nothing ran, and so is every channel (the closing notice).
+	if dres.EditRefused == "" || !strings.Contains(dres.EditRefused, "no-secret") || dres.EditEffect != string(policy.Deny) ||
+		!strings.Contains(dres.Message, "the edit was refused") || !strings.Contains(dres.Message, "nothing ran") {
+		t.Errorf("decide result %+v, want it to say the edit was refused", dres)
+	}
+	if len(h.notes.updates) != 1 || h.notes.updates[0].Edit == nil || !strings.Contains(h.notes.updates[0].Edit.Refused, "no-secret") {
+		t.Errorf("closing notices %+v, want the edit's refusal", h.notes.updates)
+	}
 	if res.Outcome != api.OutcomeDenied || h.tools.calls() != 0 ||
 		!strings.Contains(res.Reason, "bob approved fs__read with edited arguments, but the edit was refused") ||
 		!strings.Contains(res.Reason, "rule no-secret") {
@@ -111,6 +121,34 @@ func TestApproveWithEditsDeniedByPolicy(t *testing.T) {
 	}
 	if res.Edit == nil || res.Edit.Effect != string(policy.Deny) || res.Decision == nil || res.Decision.Rule != "no-secret" {
 		t.Errorf("edit %+v decision %+v", res.Edit, res.Decision)
+	}
+}
+
+// TestEditNoteNamesMaskedPaths (issue 25 §11): an edit inside a masked
+// nested field shows which path changed in the agent's note and _meta.
+func TestEditNoteNamesMaskedPaths(t *testing.T) {
+	h := newApprovalHarness(t, ops("bob"), 1)
+	h.policy.approval.Redact = []string{"deletions.key"}
+	editsPolicy(h, ops("lisa"))
+	r := req("c1", false)
+	r.Arguments = json.RawMessage(`{"path":"/a","deletions":[{"line":1,"key":"k1"},{"line":2,"key":"k2"}]}`)
+	var res api.CallResult
+	h.callAt(time.Second, r, &res, nil)
+	h.decideAt(time.Minute, "click-1", func() api.DecideRequest {
+		d := edit("bob", `{"path":"/a","deletions":[{"line":1,"key":"k1"},{"line":2,"key":"k9"}]}`)
+		d.Digest = api.RequestDigest("task-1", "c1", "fs__read", r.Arguments, "pv1")
+		return d
+	}(), nil, nil)
+	h.finishAt(2 * time.Hour)
+	h.run(baseInput())
+	if res.Outcome != api.OutcomeOK || res.Edit == nil {
+		t.Fatalf("call %+v", res)
+	}
+	if c := res.Edit.Changes; len(c) != 1 || c[0].Path != "deletions.1.key" || !c[0].Masked {
+		t.Errorf("changes %+v, want deletions.1.key (masked)", c)
+	}
+	if text := api.ResultText(res.Result); !strings.Contains(text, "deletions.1.key: masked value changed") || strings.Contains(text, "k9") {
+		t.Errorf("the agent's note: %s", text)
 	}
 }
 

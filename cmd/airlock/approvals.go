@@ -241,6 +241,10 @@ func (o *approvalsOptions) openAudit(ctx context.Context, c *Call, tc client.Cli
 // failDecision reports err about id, a refusal by its reason.
 func failDecision(c *Call, id string, err error) int {
 	var ref *approver.Refusal
+	if errors.As(err, &ref) && ref.Repeat {
+		fmt.Fprintf(c.Stdout, "%s: already decided: %s\n", id, ref.Reason)
+		return 0 // the vote stands; nothing new was recorded
+	}
 	if errors.As(err, &ref) {
 		return c.failOn(id, fmt.Errorf("refused: %s", ref.Reason))
 	}
@@ -277,6 +281,9 @@ func (o *approvalsOptions) decide(ctx context.Context, c *Call, cfg *config.Conf
 	fmt.Fprintf(c.Stdout, "%s (as %s): %s\n", res.RequestID, d.Approver, res.Message)
 	if res.EditDigest != "" {
 		fmt.Fprintf(c.Stdout, "edited arguments: digest %s\n", res.EditDigest)
+	}
+	if res.EditRefused != "" {
+		return c.failOn(res.RequestID, fmt.Errorf("the edit was refused by policy: %s; nothing ran", res.EditRefused))
 	}
 	return 0
 }

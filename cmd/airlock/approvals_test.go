@@ -283,11 +283,15 @@ func TestApprovalsCLI(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "refused:") || !strings.Contains(stderr, "not the call you saw") {
 		t.Fatalf("approve with a wrong --digest: %d %s", code, stderr)
 	}
-	for range 2 { // the second run is the same decision: same answer, no new vote
-		code, stdout, stderr = runCLI(t, append([]string{"approvals", "approve", id, "--digest", digest[1][:12], "--comment", "ok"}, temporal...)...)
-		if code != 0 || !strings.Contains(stdout, "(as bob): approved: 1 of 1 approvals") {
-			t.Fatalf("bob approving: %d %s %s", code, stdout, stderr)
-		}
+	code, stdout, stderr = runCLI(t, append([]string{"approvals", "approve", id, "--digest", digest[1][:12], "--comment", "ok"}, temporal...)...)
+	if code != 0 || !strings.Contains(stdout, "(as bob): approved: 1 of 1 approvals") {
+		t.Fatalf("bob approving: %d %s %s", code, stdout, stderr)
+	}
+	// The second run is the same decision: no new vote, and it says so
+	// (issue 25 §9) instead of "approved" again.
+	code, stdout, stderr = runCLI(t, append([]string{"approvals", "approve", id, "--digest", digest[1][:12], "--comment", "ok"}, temporal...)...)
+	if code != 0 || !strings.Contains(stdout, "already decided: bob already approved request "+id+" via cli") || strings.Contains(stdout, "(as bob)") {
+		t.Fatalf("bob approving again: %d %s %s", code, stdout, stderr)
 	}
 	select {
 	case r := <-done:
@@ -326,10 +330,9 @@ func TestApprovalsCLI(t *testing.T) {
 			decisions = append(decisions, strings.Join([]string{l.Event, l.Approver, l.Decision, l.Via, l.State}, " "))
 		}
 	}
-	want := []string{ // the repeated approval is audited again, with the same update_id
+	want := []string{ // the repeated approval is not audited again (issue 25 §9)
 		"approval_refused alice approve cli ",
 		"approval_refused bob approve cli ",
-		"approval_decided bob approve cli approved",
 		"approval_decided bob approve cli approved",
 		"approval_refused bob deny cli ",
 	}

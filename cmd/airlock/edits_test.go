@@ -51,6 +51,14 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 	if b, _ := os.ReadFile(auditPath); !strings.Contains(string(b), `"edit_digest":"`+digest[1]+`"`) || strings.Contains(string(b), "cli-edited") {
 		t.Errorf("audit stream %s: want approval_decided with edit_digest, without argument values", b)
 	}
+	// Issue 25 §9: the same command again records nothing and says so.
+	code, stdout, stderr = runCLI(t, append([]string{"approvals", "approve", id, "--args", argsFile, "--audit-log", auditPath}, temporal...)...)
+	if code != 0 || !strings.Contains(stdout, "already decided: bob already approved request "+id+" via cli") || strings.Contains(stdout, "(as bob)") {
+		t.Errorf("approve --args again: %d %s %s, want already decided", code, stdout, stderr)
+	}
+	if b, _ := os.ReadFile(auditPath); strings.Count(string(b), `"approval_decided"`) != 1 {
+		t.Errorf("audit stream after a repeat %s: want one approval_decided line", b)
+	}
 	var r *mcp.CallToolResult
 	select {
 	case r = <-done:
@@ -61,7 +69,7 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 		t.Fatalf("approved call: %+v", r)
 	}
 	text := textOf(r)
-	if !strings.Contains(text, "approver bob changed the arguments") || !strings.Contains(text, `key: "[redacted]" → "[redacted]"`) ||
+	if !strings.Contains(text, "approver bob changed the arguments") || !strings.Contains(text, `key: masked value changed`) ||
 		strings.Contains(text, "cli-draft") {
 		t.Errorf("the agent's result does not say, masked, that bob edited the arguments:\n%s", text)
 	}
@@ -126,7 +134,7 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 
 	task, _, _ := strings.Cut(id, "~")
 	code, stdout, stderr = runCLI(t, "audit", "show", "--config", cfg, "--temporal-address", s.srv.HostPort(), task)
-	if code != 0 || !strings.Contains(stdout, "arguments edited by bob via cli: key: \"[redacted]\" → \"[redacted]\" (digest ") ||
+	if code != 0 || !strings.Contains(stdout, "arguments edited by bob via cli: key: masked value changed (digest ") ||
 		!strings.Contains(stdout, digest[1][:12]) || strings.Contains(stdout, "cli-draft") || strings.Contains(stdout, "cli-edited") {
 		t.Errorf("audit show: %d %s\n%s", code, stderr, stdout)
 	}

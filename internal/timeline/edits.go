@@ -32,6 +32,8 @@ type Edit struct {
 	// Effect and Reason are policy's decision on the edited call.
 	Effect string `json:"effect,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Refused says why the edited call was refused (nothing ran).
+	Refused string `json:"refused,omitempty"`
 }
 
 // editRequest reports whether a request ID names the request about an
@@ -62,9 +64,24 @@ func (b *builder) finishEdit(cs *callState, paths []string) []string {
 	}
 	cs.c.Edit = &Edit{By: e.By, Via: e.Via, At: e.At.UTC(), Request: e.RequestID, Comment: e.Comment,
 		Original: redact.Arguments(e.Original, paths), OriginalDigest: e.OriginalDigest,
-		Arguments: redact.Arguments(e.Arguments, paths), Digest: e.Digest, Changes: e.Changes,
-		Effect: e.Effect, Reason: e.Reason}
+		Arguments: redact.Arguments(e.Arguments, paths), Digest: e.Digest, Changes: changesOf(e, paths),
+		Effect: e.Effect, Reason: e.Reason, Refused: e.Refused}
 	return redact.ValuesAt(e.Arguments, paths)
+}
+
+// changesOf is what an edit changed, computed again from both argument
+// versions with paths (the redact paths as they are now): a history
+// recorded before changeEditDiff holds a diff that showed a change under
+// a masked field as "[redacted]" → "[redacted]".
+func changesOf(e *api.ArgsEdit, paths []string) []api.ArgChange {
+	if len(e.Original) == 0 || len(e.Arguments) == 0 {
+		return e.Changes
+	}
+	var out []api.ArgChange
+	for _, c := range redact.Changes(e.Original, e.Arguments, paths) {
+		out = append(out, api.ArgChange{Path: c.Path, From: c.From, To: c.To, Masked: c.Masked})
+	}
+	return out
 }
 
 func editEvents(c *Call, base func(time.Time, int, string, string, map[string]any) event) []event {
@@ -72,10 +89,13 @@ func editEvents(c *Call, base func(time.Time, int, string, string, map[string]an
 	if e := c.Edit; e != nil {
 		var parts []string
 		for _, ch := range e.Changes {
-			parts = append(parts, fmt.Sprintf("%s: %s → %s", ch.Path, orNone(ch.From), orNone(ch.To)))
+			parts = append(parts, redact.ChangeText(ch.Path, ch.From, ch.To, ch.Masked))
 		}
 		text := fmt.Sprintf("arguments edited by %s via %s: %s (digest %s → %s); the edited call was judged again: %s",
 			e.By, e.Via, strings.Join(parts, "; "), shortDigest(e.OriginalDigest), shortDigest(e.Digest), e.Effect)
+		if e.Refused != "" {
+			text += "; the edit was refused (" + e.Refused + "), nothing ran"
+		}
 		out = append(out, base(e.At, 1, EventArgumentsEdited, text, map[string]any{
 			"request": e.Request, "by": e.By, "via": e.Via, "original": e.Original, "original_digest": e.OriginalDigest,
 			"arguments": e.Arguments, "digest": e.Digest, "changes": e.Changes, "effect": e.Effect}))
@@ -84,11 +104,4 @@ func editEvents(c *Call, base func(time.Time, int, string, string, map[string]an
 		out = append(out, approvalEvents(c, ap, base)...)
 	}
 	return out
-}
-
-func orNone(v json.RawMessage) string {
-	if len(v) == 0 {
-		return "(none)"
-	}
-	return string(v)
 }
