@@ -312,3 +312,54 @@ func TestBudgetHoldsUnderBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordFastUncountedHistory records an agent task under
+// changeFastUncounted on the real server: a rate limit over put only, so
+// that echo (uncounted) takes the fast path (DecideAndCall) while put
+// (counted) is decided by Decide and run by the CallTool activity. With
+// -record it writes fast_uncounted_v1_run1.json.
+func TestRecordFastUncountedHistory(t *testing.T) {
+	m, effects := counterManifest(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n"+cheapPut)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}})
+	waitTools(t, s.connect(t, nil), "counter__echo", "counter__put")
+
+	ctx := context.Background()
+	const taskID = "record-fast-uncounted"
+	in := api.TaskInput{TaskID: taskID, Principal: "recorder",
+		Identity: &api.Identity{Name: "recorder", Permissions: []string{"*"}, DataLevel: "restricted", AllowTools: []string{"counter__*"}},
+		Limits:   api.Limits{MaxCalls: 100, IdleTimeout: time.Hour},
+		Quota:    api.NewQuota([]api.RateLimit{{Name: "puts", Scope: api.ScopeTask, Tool: "counter__put", Calls: 10, Window: time.Hour}}, 0)}
+	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID, TaskQueue: api.DefaultTaskQueue}, api.AgentTaskName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []api.CallRequest{
+		{CallID: "e1", Tool: "counter__echo", Server: "counter", UpstreamTool: "echo", Arguments: json.RawMessage(`{"text":"fast"}`), Spec: api.SpecFor(m.Tools["echo"])},
+		{CallID: "p1", Tool: "counter__put", Server: "counter", UpstreamTool: "put", Arguments: json.RawMessage(`{"key":"p1"}`), Spec: api.SpecFor(m.Tools["put"])},
+	}
+	for _, c := range calls {
+		res, err := sendCall(ctx, s, taskID, c)
+		if err != nil || res.Outcome != api.OutcomeOK {
+			t.Fatalf("call %s: %+v %v", c.CallID, res, err)
+		}
+	}
+	finishTask(t, s, taskID)
+	if n := countEffects(t, effects, "put", "p1"); n != 1 {
+		t.Fatalf("put p1 ran %d times, want 1", n)
+	}
+	hist := fetchHistory(t, s.client, taskID, "")
+	var local, regular []string
+	for _, ev := range hist.Events {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			regular = append(regular, a.GetActivityType().GetName())
+		}
+		if mk := ev.GetMarkerRecordedEventAttributes(); mk != nil && mk.GetMarkerName() == "LocalActivity" {
+			local = append(local, string(mk.GetDetails()["data"].GetPayloads()[0].GetData()))
+		}
+	}
+	if len(regular) != 1 || regular[0] != api.CallToolName || len(local) != 2 ||
+		!strings.Contains(local[0], api.DecideAndCallName) || !strings.Contains(local[1], `"`+api.DecideName+`"`) {
+		t.Fatalf("activities %q, local activities %q; want CallTool for put, DecideAndCall for echo and Decide for put", regular, local)
+	}
+	replayClientRuns(t, s.client, taskID, run.GetRunID(), "fast_uncounted_v1")
+}
