@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,8 +37,12 @@ const cheapPut = "  put: {side_effects: [write], data_access_level: internal, ri
 // completed, as a workflow task is dropped when its Updates are aborted or
 // its attempt fails: nothing of that attempt is committed, and the retry
 // starts again from the last committed state.
+// With limit set it drops at most that many; while paused, none.
 type dropOnce struct {
 	interceptor.WorkerInterceptorBase
+	limit  int
+	paused atomic.Bool
+
 	mu      sync.Mutex
 	dropped map[string]bool
 }
@@ -45,7 +50,7 @@ type dropOnce struct {
 func (d *dropOnce) first(callID string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.dropped[callID] {
+	if d.paused.Load() || d.dropped[callID] || d.limit > 0 && len(d.dropped) >= d.limit {
 		return false
 	}
 	if d.dropped == nil {
@@ -259,16 +264,24 @@ func burnCPU(t *testing.T) {
 // Temporal's 10 Updates in flight per workflow, into tasks with a budget
 // of 10, while every core is kept busy. In each task exactly three calls
 // run, each reaching the upstream once, and every refusal in the history
-// left no effect in the upstream's own log.
+// left no effect in the upstream's own log. The first rounds are the
+// burst alone (whose dropped workflow tasks come when they come); in the
+// last, the worker also drops the workflow task of the first few calls'
+// decisions once, so that the round meets what made the budget fail
+// before issue 25 every time it runs.
 func TestBudgetHoldsUnderBurst(t *testing.T) {
 	m, effects := counterManifest(t, cheapPut)
-	const budget, burst, rounds = 10, 48, 3
-	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, budget: budget, inlineWait: 3 * time.Minute})
+	const budget, burst, rounds = 10, 48, 4
+	drop := &dropOnce{limit: 5}
+	drop.paused.Store(true)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, budget: budget, inlineWait: 3 * time.Minute,
+		interceptors: []interceptor.WorkerInterceptor{drop}})
 	waitTools(t, s.connect(t, nil), "counter__put")
 	cost := api.SpecFor(m.Tools["put"]).Cost
 	burnCPU(t)
 
 	for r := range rounds {
+		drop.paused.Store(r < rounds-1)
 		taskID := fmt.Sprintf("burst-%d", r)
 		cs := s.connect(t, map[string]string{gateway.HeaderTask: taskID})
 		keys := make([]string, burst)
@@ -310,6 +323,11 @@ func TestBudgetHoldsUnderBurst(t *testing.T) {
 		if okCalls != budget/cost || runs != budget/cost {
 			t.Errorf("round %d: %d calls answered ok and %d recorded as run; want %d", r, okCalls, runs, budget/cost)
 		}
+	}
+	drop.mu.Lock()
+	defer drop.mu.Unlock()
+	if len(drop.dropped) == 0 {
+		t.Error("the last round dropped no workflow task")
 	}
 }
 
