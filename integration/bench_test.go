@@ -250,3 +250,19 @@ func BenchmarkSagaOverhead(b *testing.B) {
 	b.ReportMetric(float64(pct(capt, 50))/float64(pct(plain, 50)), "captured/plain-p50")
 	b.ReportMetric(ms(rb)/float64(2*b.N+5), "rollback-ms/compensation")
 }
+
+// BenchmarkCountedCallOverhead is BenchmarkCallOverhead with every task
+// under a budget (issue 25): each echo is a counted call, which takes the
+// regular pipeline (Decide, then the CallTool activity) rather than the
+// fast path. Compare it with BenchmarkCallOverhead in the same minutes.
+//
+//	go test -run '^$' -bench 'CallOverhead' -benchtime 300x ./integration/
+func BenchmarkCountedCallOverhead(b *testing.B) {
+	up := startHTTPUpstream(b, filepath.Join(b.TempDir(), "effects.log"))
+	m := httpUpstreamManifest(b, up)
+	s := newStack(b, stackOptions{manifests: []*manifests.Manifest{m}, maxCalls: 1 << 30, budget: 1 << 30})
+	waitTools(b, s.connect(b, nil), "counter__echo")
+	for _, n := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) { benchOverhead(b, s, up, n) })
+	}
+}

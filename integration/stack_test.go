@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/activities"
@@ -180,6 +181,8 @@ type stackOptions struct {
 	// sessionKey is the gateway's session key (default a new one), for
 	// tests that add replicas sharing it (issue 14).
 	sessionKey []byte
+	// interceptors wrap the worker (burst_test.go drops workflow tasks).
+	interceptors []interceptor.WorkerInterceptor
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -265,7 +268,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		hub, gwHub = nil, nil // as airlock worker and airlock gateway, each alone
 	}
 	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
-		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity})
+		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -45,6 +46,9 @@ type Options struct {
 	// Versioning opts into Temporal's worker versioning: VersioningOff
 	// (or ""), VersioningAutoUpgrade or VersioningPinned. It needs BuildID.
 	Versioning string
+	// Interceptors wrap the worker's workflows and activities (tests
+	// inject faults through them).
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // DefaultDeploymentName is the Worker Deployment airlock's workers belong
@@ -87,6 +91,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 		WorkerStopTimeout: stop,
 		Identity:          opts.Identity,
 		DeploymentOptions: deploymentOptions(opts),
+		Interceptors:      opts.Interceptors,
 	})
 	Register(w, acts)
 	// Resource locks (issue 16 §4) need the client: their activities start

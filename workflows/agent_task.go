@@ -92,8 +92,9 @@ type task struct {
 	seen   map[api.LedgerKey]int
 	runID  string
 
-	// fast: this run may take the fast path (changeFastPath).
-	fast bool
+	// fast: this run may take the fast path (changeFastPath);
+	// fastUncounted: only with calls nothing counts (changeFastUncounted).
+	fast, fastUncounted bool
 	// Call cancellation (changeCancelCall, cancel.go): cancelled holds
 	// the calls SignalCancelCall named and why, callCancels the running
 	// calls' cancel functions.
@@ -149,6 +150,10 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	// Also once per run: whether auto-allowed calls may decide and run in
 	// one local activity (runs recorded before it replay without).
 	t.fast = workflow.GetVersion(ctx, changeFastPath, workflow.DefaultVersion, 1) >= 1
+	// And whether counted calls keep off it (fastpath.go).
+	if t.fast {
+		t.fastUncounted = workflow.GetVersion(ctx, changeFastUncounted, workflow.DefaultVersion, 1) >= 1
+	}
 	// And whether a call may be cancelled on its own (cancel.go).
 	if workflow.GetVersion(ctx, changeCancelCall, workflow.DefaultVersion, 1) >= 1 {
 		t.listenCancels(ctx)
@@ -674,7 +679,7 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	var out api.DecideOutput
 	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) >= 1 {
 		var d api.Decision
-		if t.fastEligible(req) {
+		if t.fastEligible(req, started) {
 			var done *api.CallResult
 			if d, out, done = t.decideAndCall(ctx, req, started); done != nil {
 				t.lastActivity = workflow.Now(ctx)

@@ -25,14 +25,71 @@ const changeFastPath = "fast-path"
 // activity of its own.
 const fastPathMaxTimeout = time.Minute
 
+// changeFastUncounted keeps counted calls off the fast path (issue 25): a
+// call whose admission depends on what the task has counted (its budget,
+// a rate limit over its tool, the last calls of max_calls or of the
+// ledger, the minutes before its deadline) takes the regular pipeline, so
+// that its charge and its ScheduleActivityTask command are committed in
+// one workflow task completion before the tool runs. The fast path runs
+// the tool inside the workflow task that admits the call; when that task
+// is dropped (an Update aborted, the in-flight limit, a failed or timed-out
+// attempt), the retry starts again from the last committed state and may
+// admit other calls, so a budget could be spent once per attempt while the
+// history recorded refusals for calls that had run. Taken once per run,
+// with the fast path (RATIONALE.md, "Why do counted calls not take the
+// fast path?").
+const changeFastUncounted = "fast-path-uncounted"
+
+// fastHeadroom is how many calls of max_calls (and of the ledger) must
+// remain for a call to take the fast path: Temporal's
+// history.maxInFlightUpdates, the most Updates one workflow task can admit
+// at once (default 10; raise this with it). A call that ran in a dropped
+// workflow task and is delivered again to the retried one is then among
+// at most that many, and still finds room.
+const fastHeadroom = 10
+
+// fastDeadlineMargin is how long before the task's deadline its calls
+// leave the fast path, for the same reason: a retried workflow task comes
+// later, and must not find a call that ran already past the deadline.
+const fastDeadlineMargin = time.Minute
+
 // fastEligible reports whether req may try the fast path. This is the
 // workflow's view (the gateway's copy of the manifest); the worker checks
-// its own manifests and the decision before it runs anything.
-func (t *task) fastEligible(req api.CallRequest) bool {
+// its own manifests and the decision before it runs anything. It is asked
+// after the call was admitted and counted (t.calls includes it).
+func (t *task) fastEligible(req api.CallRequest, now time.Time) bool {
 	s := req.Spec
 	return t.fast && s.Idempotent && s.Risk == string(manifests.RiskLow) &&
 		req.ArgumentsRef == "" && s.Timeout > 0 && s.Timeout <= fastPathMaxTimeout &&
-		!(t.mrtrOn && s.MayAsk) // a local activity has no heartbeats to carry its upstream's requests (mrtr.go)
+		!(t.mrtrOn && s.MayAsk) && // a local activity has no heartbeats to carry its upstream's requests (mrtr.go)
+		!(t.fastUncounted && t.counted(req, now))
+}
+
+// counted reports whether req's admission depended on state a dropped
+// workflow task would not have committed: a budget (every call of a task
+// with one costs), a rate limit over its tool, little headroom left under
+// max_calls or the ledger, or a deadline near.
+func (t *task) counted(req api.CallRequest, now time.Time) bool {
+	if q := t.in.Quota; q != nil {
+		if q.Budget > 0 {
+			return true
+		}
+		for _, l := range q.Rates {
+			if l.Applies(req.Tool) {
+				return true
+			}
+		}
+	}
+	if lim := t.in.Limits.MaxCalls; lim > 0 && lim-t.calls < fastHeadroom {
+		return true
+	}
+	if t.ledger != nil && api.MaxTaskCalls-t.ledger.Len()-len(t.inFlight) < fastHeadroom {
+		return true
+	}
+	if dl := t.in.Limits.Deadline; !dl.IsZero() && dl.Sub(now) < fastDeadlineMargin {
+		return true
+	}
+	return false
 }
 
 // decideAndCall runs DecideAndCall. It returns the decision and, when the

@@ -93,7 +93,7 @@ func TestFastPathRunsAllowedCallInOneLocalActivity(t *testing.T) {
 	var res api.CallResult
 	h.callAt(time.Second, lowRisk(req("c1", true)), &res, nil)
 	h.finishAt(time.Minute)
-	h.run(baseInput())
+	h.run(fastInput())
 	if res.Outcome != api.OutcomeOK || res.Attempts != 1 || string(res.Result) != `{"content":[{"type":"text","text":"fast"}]}` {
 		t.Fatalf("result %+v", res)
 	}
@@ -118,7 +118,7 @@ func TestFastPathDeniedCallDoesNotRun(t *testing.T) {
 	var res api.CallResult
 	h.callAt(time.Second, lowRisk(req("c1", true)), &res, nil)
 	h.finishAt(time.Minute)
-	h.run(baseInput())
+	h.run(fastInput())
 	if res.Outcome != api.OutcomeDenied || res.Decision == nil || res.Decision.Rule != "no" {
 		t.Fatalf("result %+v", res)
 	}
@@ -186,7 +186,7 @@ func TestFastPathLeavesOtherCallsOnTheRegularPath(t *testing.T) {
 			var res api.CallResult
 			h.callAt(time.Second, tc.req, &res, nil)
 			h.finishAt(2 * time.Hour)
-			h.run(baseInput())
+			h.run(fastInput())
 			if res.Outcome != api.OutcomeOK || res.Decision == nil {
 				t.Fatalf("result %+v", res)
 			}
@@ -209,7 +209,7 @@ func TestFastPathFailureIsRetriedOnTheRegularPath(t *testing.T) {
 	var res api.CallResult
 	h.callAt(time.Second, lowRisk(req("c1", true)), &res, nil)
 	h.finishAt(time.Hour)
-	h.run(baseInput())
+	h.run(fastInput())
 	if res.Outcome != api.OutcomeOK || res.Attempts != 2 {
 		t.Fatalf("result %+v; want ok after 2 attempts", res)
 	}
@@ -224,7 +224,7 @@ func TestFastPathRejectedIsNotRetried(t *testing.T) {
 	var res api.CallResult
 	h.callAt(time.Second, lowRisk(req("c1", true)), &res, nil)
 	h.finishAt(time.Hour)
-	h.run(baseInput())
+	h.run(fastInput())
 	if res.Outcome != api.OutcomeRejected || res.Attempts != 1 || h.tools.calls() != 0 {
 		t.Fatalf("result %+v, CallTool ran %d times", res, h.tools.calls())
 	}
@@ -236,10 +236,70 @@ func TestFastPathTimeoutFallsBackToTheRegularPath(t *testing.T) {
 	var res api.CallResult
 	h.callAt(time.Second, lowRisk(req("c1", true)), &res, nil)
 	h.finishAt(time.Hour)
-	h.run(baseInput())
+	h.run(fastInput())
 	local, regular := h.ran()
 	if res.Outcome != api.OutcomeOK || !slices.Equal(local, []string{api.DecideAndCallName, api.DecideName}) ||
 		!slices.Equal(regular, []string{api.CallToolName}) {
 		t.Fatalf("result %+v, local %q, activities %q; want ok through Decide and CallTool", res, local, regular)
+	}
+}
+
+// fastInput is a task with room for the fast path: max_calls far from
+// reached, no budget, no rate limits, no deadline.
+func fastInput() api.TaskInput {
+	in := baseInput()
+	in.Limits.MaxCalls = 1000
+	return in
+}
+
+// TestCountedCallsTakeTheRegularPath (issue 25): a call whose admission
+// counted something a dropped workflow task would not have committed
+// (the budget, a rate limit over its tool, the last calls under
+// max_calls, a near deadline) is decided by Decide and run by the
+// CallTool activity, never inside DecideAndCall; a rate limit over other
+// tools leaves it on the fast path.
+func TestCountedCallsTakeTheRegularPath(t *testing.T) {
+	start := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		in   func(*api.TaskInput)
+		fast bool
+	}{
+		{name: "nothing counted", in: func(*api.TaskInput) {}, fast: true},
+		{name: "budget", in: func(in *api.TaskInput) { in.Quota = api.NewQuota(nil, 10) }},
+		{name: "rate limit over the tool", in: func(in *api.TaskInput) {
+			in.Quota = api.NewQuota([]api.RateLimit{{Name: "reads", Scope: api.ScopeTask, Tool: "fs__*", Calls: 100, Window: time.Minute}}, 0)
+		}},
+		{name: "rate limit over other tools", fast: true, in: func(in *api.TaskInput) {
+			in.Quota = api.NewQuota([]api.RateLimit{{Name: "gh", Scope: api.ScopeTask, Tool: "github__*", Calls: 100, Window: time.Minute}}, 0)
+		}},
+		{name: "max_calls near", in: func(in *api.TaskInput) { in.Limits.MaxCalls = fastHeadroom }},
+		{name: "max_calls with headroom", fast: true, in: func(in *api.TaskInput) { in.Limits.MaxCalls = fastHeadroom + 1 }},
+		{name: "deadline near", in: func(in *api.TaskInput) { in.Limits.Deadline = start.Add(30 * time.Second) }},
+		{name: "deadline far", fast: true, in: func(in *api.TaskInput) { in.Limits.Deadline = start.Add(time.Hour) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := withFastPath(newHarness(t, respond(okOutput(`{"content":[]}`), nil)), respond(okOutput(`{"content":[]}`), nil))
+			h.env.SetStartTime(start)
+			in := fastInput()
+			tc.in(&in)
+			var res api.CallResult
+			h.callAt(time.Second, lowRisk(req("c1", true)), &res, nil)
+			h.finishAt(10 * time.Second)
+			h.run(in)
+			if res.Outcome != api.OutcomeOK || res.Attempts != 1 {
+				t.Fatalf("result %+v", res)
+			}
+			local, regular := h.ran()
+			wantLocal, wantRegular, wantFast, wantTools := []string{api.DecideName}, []string{api.CallToolName}, 0, 1
+			if tc.fast {
+				wantLocal, wantRegular, wantFast, wantTools = []string{api.DecideAndCallName}, nil, 1, 0
+			}
+			if !slices.Equal(local, wantLocal) || !slices.Equal(regular, wantRegular) || h.fast.calls() != wantFast || h.tools.calls() != wantTools {
+				t.Fatalf("local %q, activities %q, ran %d times in DecideAndCall and %d in CallTool; want %q, %q, %d, %d",
+					local, regular, h.fast.calls(), h.tools.calls(), wantLocal, wantRegular, wantFast, wantTools)
+			}
+		})
 	}
 }
