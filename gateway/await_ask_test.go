@@ -43,7 +43,7 @@ func (h runningHandle) Get(ctx context.Context, _ any) error {
 	return ctx.Err()
 }
 
-// heartbeatWith is a task whose CallTool activity of call publishes asks
+// heartbeatWith is a task of alice whose CallTool activity of call publishes asks
 // in its heartbeat details (api.CallProgress), as a worker does for an
 // upstream's elicitation that no client in its process waited for.
 func heartbeatWith(t *testing.T, call string, asks ...api.CallAsk) *workflowservice.DescribeWorkflowExecutionResponse {
@@ -52,11 +52,11 @@ func heartbeatWith(t *testing.T, call string, asks ...api.CallAsk) *workflowserv
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &workflowservice.DescribeWorkflowExecutionResponse{
-		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
-		PendingActivities: []*workflowpb.PendingActivityInfo{{ActivityType: &commonpb.ActivityType{Name: api.CallToolName},
-			HeartbeatDetails: p}},
-	}
+	// The task is alice's, the test gateway's principal (owner.go).
+	d := describedTask("alice", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING)
+	d.PendingActivities = []*workflowpb.PendingActivityInfo{{ActivityType: &commonpb.ActivityType{Name: api.CallToolName},
+		HeartbeatDetails: p}}
+	return d
 }
 
 func elicitAsk(id, message string) api.CallAsk {
@@ -74,6 +74,9 @@ func elicitAsk(id, message string) api.CallAsk {
 // and that await never answered.
 func TestAwaitAnswersWhenAsked(t *testing.T) {
 	connect := func(t *testing.T, g *Gateway) *mcp.ClientSession {
+		// The owner is known (owner.go), so the fake's DescribeWorkflowExecution
+		// is read only for the call's heartbeats.
+		g.owners.put("t-ask", "alice")
 		srv := httptest.NewServer(g.Handler())
 		t.Cleanup(srv.Close)
 		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
