@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -101,13 +102,14 @@ type scanner struct {
 	keys [][]byte
 }
 
-// step is one level of a path: a member name (plain: always written
-// ".name", as the message-level paths always were) or an array index.
+// step is one level of a path: a member name or an array index. plain
+// marks an envelope member, param a member of params (see refusal).
 type step struct {
 	key   []byte
 	index int
 	isKey bool
 	plain bool
+	param bool
 }
 
 func (s *scanner) ws() {
@@ -190,15 +192,16 @@ func (s *scanner) message() (tool string, isCall bool, err error) {
 		return "", false, err
 	}
 	var (
-		method, name    []byte // raw values, nil when absent
-		hasParams       bool
-		paramsIsObject  bool
-		nested          *RequestError // in an envelope member but params (a tools/call)
-		all             *RequestError // in any envelope member (not a tools/call)
-		pAll            *RequestError // anywhere in params
-		pLevel, pNested *RequestError // of params itself, nested in it but arguments (a tools/call)
-		keyStart        = len(s.keys)
-		seen            map[string]struct{}
+		method, name   []byte // raw values, nil when absent
+		hasParams      bool
+		paramsIsObject bool
+		nested         *repeat       // in an envelope member but params (a tools/call)
+		all            *repeat       // in any envelope member (not a tools/call)
+		pAll           *repeat       // anywhere in params
+		pNested        *repeat       // nested in a member of params but arguments (a tools/call)
+		pLevel         *RequestError // of params itself (a tools/call)
+		keyStart       = len(s.keys)
+		seen           map[string]struct{}
 	)
 	defer func() { s.keys = s.keys[:keyStart] }()
 	s.ws()
@@ -212,7 +215,7 @@ func (s *scanner) message() (tool string, isCall bool, err error) {
 			}
 			s.path = s.path[:0] // the message itself
 			if s.add(keyStart, &seen, key) {
-				return "", false, s.duplicate(key)
+				return "", false, s.repeatHere(key).refusal(s.at, true)
 			}
 			if k := caseVariant(key, envelope); k != "" {
 				return "", false, invalid("the member %q at %s differs from the JSON-RPC/MCP member %q only by case (parsers disagree on whether it is the same); spell it %q", key, s.at, k, k)
@@ -231,7 +234,7 @@ func (s *scanner) message() (tool string, isCall bool, err error) {
 				}
 				first(&all, pAll)
 			default:
-				var found *RequestError
+				var found *repeat
 				err = s.value(&found)
 				first(&nested, found)
 				first(&all, found)
@@ -259,12 +262,12 @@ func (s *scanner) message() (tool string, isCall bool, err error) {
 	}
 	if m != "tools/call" {
 		if all != nil {
-			return "", false, all
+			return "", false, all.refusal(s.at, false)
 		}
 		return "", false, nil
 	}
 	if nested != nil {
-		return "", false, nested
+		return "", false, nested.refusal(s.at, true)
 	}
 	if !hasParams || !paramsIsObject {
 		return "", true, nil // no params, or null or not an object: the SDK refuses it
@@ -273,7 +276,7 @@ func (s *scanner) message() (tool string, isCall bool, err error) {
 		return "", false, pLevel
 	}
 	if pNested != nil {
-		return "", false, pNested
+		return "", false, pNested.refusal(s.at, true)
 	}
 	if name != nil {
 		var ok bool
@@ -291,7 +294,7 @@ func (s *scanner) message() (tool string, isCall bool, err error) {
 // in one of its members but arguments (*nested: the gateway's call
 // refuses repeated keys in arguments itself, gateway/args.go). It returns
 // the raw value of name.
-func (s *scanner) params(all, level, nested **RequestError) (name []byte, err error) {
+func (s *scanner) params(all **repeat, level **RequestError, nested **repeat) (name []byte, err error) {
 	s.i++ // the '{'
 	if err := s.enter(); err != nil {
 		return nil, err
@@ -312,16 +315,16 @@ func (s *scanner) params(all, level, nested **RequestError) (name []byte, err er
 		}
 		s.path = s.path[:1] // params itself
 		if s.add(keyStart, &seen, key) {
-			d := s.duplicate(key)
+			d := s.repeatHere(key)
 			first(all, d)
-			first(level, d)
+			first(level, d.refusal(s.at, true))
 		} else if k := caseVariant(key, callParams); k != "" {
 			first(level, invalid("the member %q at %s.params differs from the JSON-RPC/MCP member %q only by case (parsers disagree on whether it is the same); spell it %q", key, s.at, k, k))
 		}
-		s.path = append(s.path, step{key: key, isKey: true, plain: true})
+		s.path = append(s.path, step{key: key, isKey: true, param: true})
 		s.ws()
 		start := s.i
-		var found *RequestError
+		var found *repeat
 		if err := s.value(&found); err != nil {
 			return nil, err
 		}
@@ -343,7 +346,7 @@ func (s *scanner) params(all, level, nested **RequestError) (name []byte, err er
 }
 
 // first keeps e in *slot unless a refusal is there already.
-func first(slot **RequestError, e *RequestError) {
+func first[T any](slot **T, e *T) {
 	if *slot == nil {
 		*slot = e
 	}
@@ -352,7 +355,7 @@ func first(slot **RequestError, e *RequestError) {
 // value reads one JSON value. With found set, an object in it that
 // repeats a member is noted there (the first one only) and reading goes
 // on; the error returned is errSyntax only.
-func (s *scanner) value(found **RequestError) error {
+func (s *scanner) value(found **repeat) error {
 	s.ws()
 	if s.i >= len(s.b) {
 		return errSyntax
@@ -402,7 +405,7 @@ func (s *scanner) value(found **RequestError) error {
 }
 
 // object reads an object below the message level.
-func (s *scanner) object(found **RequestError) error {
+func (s *scanner) object(found **repeat) error {
 	s.i++ // the '{'
 	if err := s.enter(); err != nil {
 		return err
@@ -427,7 +430,7 @@ func (s *scanner) object(found **RequestError) error {
 		if found != nil && *found == nil {
 			if s.add(keyStart, &seen, key) {
 				s.path = s.path[:len(s.path)-1] // the path of the object, not of its member
-				*found = s.duplicate(key)
+				*found = s.repeatHere(key)
 				s.path = append(s.path, step{})
 			}
 		}
@@ -628,24 +631,38 @@ func (s *scanner) add(from int, seen *map[string]struct{}, key []byte) bool {
 	return false
 }
 
-// duplicate is the refusal of key repeated in the object at the current
-// path, worded as before: the message-level steps are written ".name",
-// deeper ones as JSONPath (".name", or ["name"] when not a plain name,
-// "[i]" for an element).
-func (s *scanner) duplicate(key []byte) *RequestError {
+// repeat is a member found twice in an object: its name and the path of
+// the object, worded only when it is the refusal reported.
+type repeat struct {
+	key  []byte
+	path []step
+}
+
+// repeatHere notes key repeated in the object at the current path.
+func (s *scanner) repeatHere(key []byte) *repeat {
+	return &repeat{key: key, path: slices.Clone(s.path)}
+}
+
+// refusal words r as the check before the scanner did, in the message at:
+// the envelope member is written ".name", and so is a member of the params
+// of a tools/call (these were named one by one); below them, and for the
+// params of any other method (checked as a whole), steps are JSONPath as
+// jsoncanon writes them (".name", or ["name"] when not a plain name, "[i]"
+// for an element). Which method it is is known only at the message's end.
+func (r *repeat) refusal(at string, toolsCall bool) *RequestError {
 	var b strings.Builder
-	b.WriteString(s.at)
-	for _, p := range s.path {
+	b.WriteString(at)
+	for _, p := range r.path {
 		switch {
 		case !p.isKey:
 			b.WriteString("[" + strconv.Itoa(p.index) + "]")
-		case p.plain || plainName(p.key):
+		case p.plain || (p.param && toolsCall) || plainName(p.key):
 			b.WriteString("." + string(p.key))
 		default:
 			b.WriteString("[" + strconv.Quote(string(p.key)) + "]")
 		}
 	}
-	return invalid("the member %q appears more than once in the object at %s (JSON parsers disagree on which one counts); send each member once", key, b.String())
+	return invalid("the member %q appears more than once in the object at %s (JSON parsers disagree on which one counts); send each member once", r.key, b.String())
 }
 
 // plainName reports whether key matches ^[A-Za-z_][A-Za-z0-9_]*$, written
