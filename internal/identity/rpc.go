@@ -54,7 +54,10 @@ type rpcCall struct {
 // case; what is left reads the same to every decoder, and the names
 // returned are the ones the SDK reads.
 func parseRPC(body []byte) (calls []rpcCall, single bool, err error) {
-	s := scanner{b: body}
+	s := &scanner{b: body}
+	// Room for the members and path of a typical body in the one
+	// allocation of the scanner (append grows past it when needed).
+	s.keys, s.path = s.keysBuf[:0], s.pathBuf[:0]
 	calls, single, err = s.body()
 	if err == errSyntax || (err != nil && !json.Valid(body)) {
 		// The scanner stops at its first refusal; a body that is not
@@ -100,6 +103,9 @@ type scanner struct {
 	// object's from its own start, so a repeat is found without a map per
 	// object (one is made only for an object with many members).
 	keys [][]byte
+
+	keysBuf [32][]byte
+	pathBuf [8]step
 }
 
 // step is one level of a path: a member name or an array index. plain
@@ -253,14 +259,14 @@ func (s *scanner) message() (tool string, isCall bool, err error) {
 		}
 	}
 	s.depth--
-	m := ""
+	toolsCall := false
 	if method != nil {
 		var ok bool
-		if m, ok = stringValue(method); !ok {
+		if toolsCall, ok = stringIs(method, "tools/call"); !ok {
 			return "", false, invalid("%s.method is not a string", s.at)
 		}
 	}
-	if m != "tools/call" {
+	if !toolsCall {
 		if all != nil {
 			return "", false, all.refusal(s.at, false)
 		}
@@ -689,11 +695,30 @@ func caseVariant(key []byte, known []string) string {
 
 // stringValue decodes a JSON value into a string as json.Unmarshal would
 // (null is ""); ok is false for any other kind of value.
-func stringValue(raw []byte) (v string, ok bool) {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+func stringValue(raw []byte) (string, bool) {
+	if plainString(raw) {
 		return string(raw[1 : len(raw)-1]), true // nothing to decode
 	}
-	return v, json.Unmarshal(raw, &v) == nil
+	var v string
+	err := json.Unmarshal(raw, &v)
+	return v, err == nil
+}
+
+// stringIs reports whether the JSON value raw decodes to the string want
+// (is), and whether it is a string or null at all (ok), without
+// allocating for a plain string.
+func stringIs(raw []byte, want string) (is, ok bool) {
+	if plainString(raw) {
+		return string(raw[1:len(raw)-1]) == want, true
+	}
+	v, ok := stringValue(raw)
+	return ok && v == want, ok
+}
+
+// plainString reports whether raw is a string whose bytes between the
+// quotes are what it decodes to (no escape, valid UTF-8).
+func plainString(raw []byte) bool {
+	return len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw)
 }
 
 func invalid(format string, a ...any) *RequestError {
