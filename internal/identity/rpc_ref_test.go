@@ -181,7 +181,7 @@ func noDuplicatesRef(v json.RawMessage, at string) error {
 // refusals, objects large enough to be kept in a map.
 var refBodies = []string{
 	``, ` `, `[`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `[1,]`, `[,1]`, `01`, `-`, `-0`, `1.`, `1.5e`, `1e+7`, `-0.0E-3`,
-	`tru`, `nul`, `"\x"`, `"\u12g4"`, "\"a\tb\"", `"\ud800\udc00"`, `{"a":1} `, "\t\r\n{}\n",
+	`tru`, `nul`, `"\x"`, "\"a\x1fb\"", "\"\x7f\"", `"\u12g4"`, "\"a\tb\"", `"\ud800\udc00"`, `{"a":1} `, "\t\r\n{}\n",
 	`{"jsonrpc":"2.0","id":{"a":1,"a":2},"method":"ping"}`,
 	`{"jsonrpc":"2.0","id":[{"x-y":{"b":1,"b":2}}],"method":"ping"}`,
 	`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"arguments":{"a":1,"a":2}}}`,
