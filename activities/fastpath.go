@@ -49,12 +49,18 @@ func (a *Activities) DecideAndCall(ctx context.Context, in api.DecideAndCallInpu
 // fastPath reports whether a call so decided may run inside its local
 // activity: allowed outright, and its tool declared (in this worker's own
 // manifests, not the caller's view) idempotent and low-risk, with no
-// capture and no compensation.
+// capture and no compensation, and no rule that may apply to it reading
+// the task's counters.
 func (a *Activities) fastPath(tool string, d api.DecideOutput) bool {
 	if d.Effect != policy.Allow || d.Approval != nil || d.Capture != nil || d.CaptureError != "" || d.Compensable || len(d.Locks) > 0 {
 		return false
 	}
-	t, ok := a.judge().Catalog.Tool(tool)
+	j := a.judge()
+	t, ok := j.Catalog.Tool(tool)
+	// A rule over the task's counters decided on state that a dropped
+	// workflow task had not committed: the call goes the regular way,
+	// where its decision is committed before it runs (issue 25 item 3,
+	// as workflows' counted() does for budgets and rate limits).
 	return ok && t.Decl != nil && t.Decl.Idempotent && t.Decl.Risk == manifests.RiskLow &&
-		t.Decl.Compensation == nil && t.Decl.Capture == nil
+		t.Decl.Compensation == nil && t.Decl.Capture == nil && !j.Policy.ReadsTaskCounters(tool)
 }

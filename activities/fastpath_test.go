@@ -76,3 +76,55 @@ tools:
 		})
 	}
 }
+
+// TestDecideAndCallLeavesTaskCounterRulesToTheRegularPath (issue 25 item
+// 3): a rule over task.calls or task.elapsed_seconds decides on what the
+// task had admitted when the workflow task ran; an attempt that is
+// dropped and retried may see other counts and deny what the first
+// attempt let run, so such a call is decided in the local activity but
+// not run there. A rule over task.id, or one restricted to other tools,
+// leaves the fast path alone.
+func TestDecideAndCallLeavesTaskCounterRulesToTheRegularPath(t *testing.T) {
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "fs.yaml"), []byte(`server:
+  name: fs
+  stdio: {command: /bin/true}
+tools:
+  read: {side_effects: [read], data_access_level: public, risk: low, idempotent: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		when string
+		ran  bool
+	}{
+		{when: `tool.upstream == "read" && task.calls > 100`},
+		{when: `task.elapsed_seconds > 3600.0`},
+		{when: `[task].exists(x, x.calls > 100)`},
+		{when: `task.id == "other"`, ran: true},
+		{when: `tool.name == "fs__other" && task.calls > 1`, ran: true},
+		{when: `args.?path.orValue("") == "x"`, ran: true},
+	} {
+		t.Run(tc.when, func(t *testing.T) {
+			pol, err := policy.Compile(policy.Config{ApprovalGroup: "ops", Rules: []policy.Rule{
+				{Name: "r", When: tc.when, Effect: policy.Deny, Reason: "no"},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			caller := &countingCaller{}
+			a := &Activities{Tools: caller, Policy: pol, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, false)}
+			out, err := a.DecideAndCall(context.Background(), api.DecideAndCallInput{
+				Decide: api.DecideInput{TaskID: "t1", CallID: "c1", Tool: "fs__read", Arguments: json.RawMessage(`{}`), AllowTools: []string{"*"},
+					Principal: policy.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}},
+				Call: api.CallToolInput{TaskID: "t1", CallID: "c1", Attempt: 1, Server: "fs", Tool: "read", Arguments: json.RawMessage(`{}`)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Decision.Effect != policy.Allow || out.Ran != tc.ran || (len(caller.calls) == 1) != tc.ran {
+				t.Fatalf("effect %s (%s), ran %v, upstream calls %q; want allow, ran %v", out.Decision.Effect, out.Decision.Reason, out.Ran, caller.calls, tc.ran)
+			}
+		})
+	}
+}

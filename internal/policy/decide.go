@@ -416,3 +416,23 @@ func clip(s string) string {
 	}
 	return s[:cut] + "…"
 }
+
+// ReadsTaskCounters reports whether a rule that may apply to the tool
+// named (exposed name) reads the task's counters (task.calls,
+// task.elapsed_seconds). Such a decision depends on how many calls the
+// task has admitted and when, which differs between two attempts of a
+// workflow task, so the worker does not run such a call inside the local
+// activity that decides it (activities.DecideAndCall): a dropped attempt
+// would have run a call that the retried one may deny.
+func (p *Policy) ReadsTaskCounters(tool string) bool {
+	if p == nil {
+		return false
+	}
+	var buf [32]int
+	for _, i := range p.index.candidates(tool, buf[:]) {
+		if p.rules[i].countsTask {
+			return true
+		}
+	}
+	return false
+}

@@ -205,6 +205,11 @@ type compiledRule struct {
 	// chain, on the first rule of a run of chainable rules, evaluates
 	// the run as one program (see chain.go).
 	chain *ruleChain
+	// countsTask is true when the condition reads the task's counters
+	// (task.calls, task.elapsed_seconds, or task as a whole), which a
+	// workflow task that is dropped and retried may see otherwise
+	// (Policy.ReadsTaskCounters).
+	countsTask bool
 }
 
 // compileRule parses and type-checks one condition, which must be a bool.
@@ -233,7 +238,25 @@ func compileRule(env *cel.Env, r Rule) (compiledRule, error) {
 	nav := celast.NavigateAST(ast.NativeRep())
 	cr.loops = len(celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind))) > 0
 	cr.tools, cr.restricted = ruleToolNames(ast.NativeRep().Expr())
+	cr.countsTask = readsTaskCounters(nav)
 	return cr, nil
+}
+
+// readsTaskCounters reports whether an expression reads task.calls or
+// task.elapsed_seconds, or uses task other than by selecting its id (a
+// comprehension variable named task counts too: the answer errs towards
+// true).
+func readsTaskCounters(nav celast.NavigableExpr) bool {
+	for _, e := range celast.MatchDescendants(nav, celast.KindMatcher(celast.IdentKind)) {
+		if e.AsIdent() != "task" {
+			continue
+		}
+		parent, ok := e.Parent()
+		if !ok || parent.Kind() != celast.SelectKind || parent.AsSelect().FieldName() != "id" {
+			return true
+		}
+	}
+	return false
 }
 
 // inexactDouble refuses a double literal from 2^53 to 2^64: cel-go compares
