@@ -137,6 +137,13 @@ func checkAgainstHistory(t *testing.T, s *stack, effects, taskID string, keys []
 	if err != nil {
 		t.Fatal(err)
 	}
+	return checkAgainstTimeline(t, tl, effects, taskID, keys, callID, cost, budget)
+}
+
+// checkAgainstTimeline is checkAgainstHistory over the task's timeline
+// (as `airlock audit show --json` prints it).
+func checkAgainstTimeline(t *testing.T, tl *timeline.Timeline, effects, taskID string, keys []string, callID func(string) string, cost, budget int) int {
+	t.Helper()
 	byID := map[string]*timeline.Call{}
 	for _, c := range tl.Calls {
 		byID[c.ID] = c
