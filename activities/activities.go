@@ -36,8 +36,9 @@ import (
 	"github.com/airlock-run/airlock/manifests"
 )
 
-// ToolCaller calls a tool on an upstream. *upstream.Pool implements it; the
-// WASM sandbox will be the second implementation.
+// ToolCaller calls a tool on an upstream. *upstream.Pool implements it, for
+// native (WASM) tools too: internal/sandbox/toolserver serves those to the
+// pool as in-process MCP servers. Tests give fakes.
 type ToolCaller interface {
 	CallTool(ctx context.Context, server, tool string, args json.RawMessage) (*mcp.CallToolResult, error)
 }

@@ -723,8 +723,10 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 		}
 		if d.Effect != string(policy.Allow) && !approved {
 			reason := d.Reason
+			// Only a task started before the approval wait
+			// (changeApprovals) gets here needing approval.
 			if d.Effect == string(policy.RequireApproval) {
-				reason = fmt.Sprintf("%s needs approval by %q (quorum %d) under policy %s, and this airlock has no approval path yet; ask an operator to allow the call by a rule or run it another way", req.Tool, d.Group, max(d.Quorum, 1), d.PolicyVersion)
+				reason = fmt.Sprintf("%s needs approval by %q (quorum %d) under policy %s, and this task was started before airlock waited for approvals, so it cannot ask for one; start a new task, or ask an operator to allow the call by a rule", req.Tool, d.Group, max(d.Quorum, 1), d.PolicyVersion)
 				if d.Reason != "" {
 					reason += ". Policy said: " + d.Reason
 				}

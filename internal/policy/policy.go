@@ -1,6 +1,6 @@
 // Package policy decides whether an agent's tool call may run: allow, deny
-// or require a person's approval. It is the engine behind the "Policy"
-// section of DESIGN.md.
+// or require a person's approval. It is the engine behind README.md's
+// "What is checked before a call runs".
 //
 // A Config (rules, limits, risk defaults) is compiled once into an immutable
 // Policy; Policy.Decide then judges one call (principal, tool, arguments,
