@@ -31,11 +31,6 @@ const timeoutGrace = 2 * time.Second
 // changeHeartbeat.
 const heartbeatTimeout = 10 * time.Second
 
-// changeHeartbeat versions the calls' heartbeat timeout: each tool's own
-// (ToolSpec.HeartbeatTimeout, from its manifest) instead of heartbeatTimeout
-// for every tool.
-const changeHeartbeat = "heartbeat-timeout"
-
 // heartbeatFor is the heartbeat timeout of an activity that may run for d,
 // in runs from before changeHeartbeat. A call shorter than the heartbeat
 // timeout needs none: its start-to-close timeout notices a dead worker as
@@ -350,10 +345,6 @@ func newTask(ctx workflow.Context, in api.TaskInput) *task {
 	}
 	return t
 }
-
-// changeCallLedger versions the call ledger: a task remembers every call
-// it ran across continue-as-new, not only its recent ones.
-const changeCallLedger = "call-ledger"
 
 // keepLedger starts this run's ledger from the one carried in; a task
 // continued from a run that kept none starts it from the recent calls it
@@ -797,9 +788,6 @@ func (t *task) droppedResult(r api.CallRecord) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}, "isError": r.Outcome == api.OutcomeToolError})
 	return b
 }
-
-// changePolicyDecision versions the policy decision step of the pipeline.
-const changePolicyDecision = "policy-decision"
 
 // judge runs the policy decision as a local activity. Any failure to
 // decide denies.

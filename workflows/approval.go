@@ -12,10 +12,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// changeApprovals versions the approval wait: before it, calls that needed
-// approval were refused.
-const changeApprovals = "approvals"
-
 // awaitApproval asks the approvers and waits, durably, until the request is
 // decided or expires. It reports whether the call may run and, if not, why.
 func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.Decision, spec *api.ApprovalSpec) (bool, string) {
@@ -140,13 +136,6 @@ func (t *task) notify(ctx workflow.Context, ar *api.ApprovalRequest, group strin
 	})
 	return f
 }
-
-// changeDeliveries versions the delivery of approval requests per
-// notifier (issue 25 §10): a notifier that fails while another succeeds
-// (a webhook bridge answering 500 beside a working Slack) is retried on
-// its own, durably, with backoff over minutes until the request closes or
-// expires, and the request says how each delivery stands.
-const changeDeliveries = "approval-deliveries"
 
 // redeliver retries posting notice with one notifier in the background;
 // closing the request stops it (abandoned).

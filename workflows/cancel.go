@@ -8,11 +8,6 @@ import (
 	"github.com/airlock-run/airlock/api"
 )
 
-// changeCancelCall versions call cancellation (api.SignalCancelCall): runs
-// from before it neither listen for the signal nor give a call its own
-// cancellable context. Decided once per run, at its start.
-const changeCancelCall = "cancel-call"
-
 // listenCancels starts the run's cancellation handler: a call the signal
 // names is cancelled if it runs, withdrawn if it waits for approval, and
 // remembered if it has not arrived yet (the signal can overtake the

@@ -11,7 +11,11 @@
 // Everything here must replay deterministically: no clocks but
 // workflow.Now, no goroutines, no map-order iteration, no I/O. Manifests and
 // policy reach the workflow as values inside its inputs; activities are
-// called by their wire names.
+// called by their wire names. Every change to workflow logic is behind
+// workflow.GetVersion, and versions.go lists every change ID with the
+// feature it guards and the first recorded history (testdata) that holds
+// it; TestChangeIDs keeps that list, the GetVersion calls and testdata in
+// step.
 //
 // This package imports the wire contract (api) and the deterministic
 // libraries whose values it evaluates (internal/policy, manifests, plans,

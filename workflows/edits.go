@@ -18,22 +18,6 @@ import (
 	"github.com/airlock-run/airlock/internal/redact"
 )
 
-// changeApproveEdits versions approve with edits (issue 17 §2): an
-// approver may change a call's arguments when approving it; the edited
-// call is judged again and is what runs. Decided once per run, at its
-// start, so the decide validator (which may not record a marker) knows
-// whether this run takes edits: a run from before refuses them rather
-// than run the original call.
-const changeApproveEdits = "approve-edits"
-
-// changeExactNumbers versions exact numbers (issue 25 item 4): a run
-// computes approval digests (approval.go, takeEdit), edited arguments
-// (takeEdit) and grant values (grants.go) from jsoncanon's canonical form,
-// in which 9007199254740993 stays 9007199254740993; runs recorded before
-// it keep the float64 forms they recorded (api.LegacyRequestDigest,
-// api.LegacyGrantArgValue).
-const changeExactNumbers = "exact-numbers"
-
 // digest is the approval digest of a call of this task, in this run's form.
 func (t *task) digest(callID, tool string, args json.RawMessage, policyVersion string) string {
 	if t.exactOn {
@@ -45,18 +29,6 @@ func (t *task) digest(callID, tool string, args json.RawMessage, policyVersion s
 // editSuffix ends the ID of a request that asks about an approver's edit
 // (its task and call are those of the original request).
 const editSuffix = "~edit"
-
-// changeEditOutcome versions telling approvers what became of an edit
-// (issue 25 §8): the decide Update answers once policy has judged the
-// edited call (refused, sent to another approval, or allowed), and the
-// closing notice waits for the same, so no channel reports "approved" for
-// an edit that policy refused and that never ran.
-const changeEditOutcome = "edit-outcome"
-
-// changeEditDiff versions the diff an edit records (issue 25 §11): a
-// change under a masked field is named by its path (redact.Changes)
-// instead of showing the whole value as "[redacted]" → "[redacted]".
-const changeEditDiff = "edit-diff"
 
 // editChanges is the diff of an edit since changeEditDiff.
 func editChanges(from, to json.RawMessage, paths []string) []api.ArgChange {

@@ -13,32 +13,10 @@ import (
 	"github.com/airlock-run/airlock/manifests"
 )
 
-// changeFastPath versions the fast path: a call that policy allows outright,
-// to an idempotent, low-risk tool with no capture and no compensation, is
-// decided and run in one local activity (DecideAndCall), inside the
-// workflow task that accepted its Update: one workflow task and six history
-// events per call instead of two and twelve. Taken once per run.
-const changeFastPath = "fast-path"
-
 // fastPathMaxTimeout bounds the tools that may run in a local activity:
 // one holds its workflow task while it runs, so a long one belongs in an
 // activity of its own.
 const fastPathMaxTimeout = time.Minute
-
-// changeFastUncounted keeps counted calls off the fast path (issue 25): a
-// call whose admission depends on what the task has counted (its budget,
-// a rate limit over its tool, the last calls of max_calls or of the
-// ledger, the minutes before its deadline) takes the regular pipeline, so
-// that its charge and its ScheduleActivityTask command are committed in
-// one workflow task completion before the tool runs. The fast path runs
-// the tool inside the workflow task that admits the call; when that task
-// is dropped (an Update aborted, the in-flight limit, a failed or timed-out
-// attempt), the retry starts again from the last committed state and may
-// admit other calls, so a budget could be spent once per attempt while the
-// history recorded refusals for calls that had run. Taken once per run,
-// with the fast path (RATIONALE.md, "Why do counted calls not take the
-// fast path?").
-const changeFastUncounted = "fast-path-uncounted"
 
 // fastHeadroom is how many calls of max_calls (and of the ledger) must
 // remain for a call to take the fast path: Temporal's

@@ -13,13 +13,6 @@ import (
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
-// changeGrants versions approval grants (issue 17 §3): an approver may
-// approve a call and also the next calls of the same tool in the task, and
-// a later call covered by such a grant is allowed (check "grant") instead
-// of waiting for approval. Runs recorded before it neither take nor use
-// grants.
-const changeGrants = "grants"
-
 // grantsKept is how many grants a task remembers (active ones first to
 // stay), across continue-as-new.
 const grantsKept = 32

@@ -11,12 +11,6 @@ import (
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
-// changeLimits versions rate limits and budgets (issue 16 §3): a task
-// whose input carries a Quota checks each call against it before the
-// call counts. Tasks without a Quota never ask, so their histories are
-// unchanged.
-const changeLimits = "limits"
-
 // Rate limits are token buckets kept as GCRA's theoretical arrival time
 // (TAT): one time per window, whole nanoseconds, no floats, so that a
 // replay computes the same answers. A window of Calls per Window admits a

@@ -12,12 +12,6 @@ import (
 	"github.com/airlock-run/airlock/api"
 )
 
-// changeLocks versions resource locks (issue 16 §4): a call whose decision
-// names locks acquires them, all and in sorted order, from their lock
-// workflows (lock_workflow.go) before its capture and execution, and
-// releases them when it ends, whatever its outcome.
-const changeLocks = "locks"
-
 // Lock wait metrics, recorded through the workflow's metrics handler
 // (which records nothing while replaying): a counter by result (granted,
 // timeout, cancelled, failed) and the wait in seconds.

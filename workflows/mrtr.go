@@ -6,13 +6,6 @@ import (
 	"github.com/airlock-run/airlock/api"
 )
 
-// changeMRTR versions the task's part in sampling and elicitation across
-// processes (api.SignalCallInput): runs from before it neither keep the
-// clients' sealed answers for their calls' activities nor keep calls that
-// may ask the client off the fast path. Decided once per run, at its
-// start.
-const changeMRTR = "mrtr"
-
 // maxInputs bounds the answers a run keeps: an activity reads its answer
 // within a second of its arrival, so only the latest few matter.
 const maxInputs = 32

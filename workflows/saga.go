@@ -12,9 +12,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// changeSaga versions capture, compensation and rollback.
-const changeSaga = "saga"
-
 // undoneKept is how many finished compensations the task remembers.
 const undoneKept = 32
 

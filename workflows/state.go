@@ -15,12 +15,6 @@ import (
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
-// changeTaskState versions task-scoped state: calls of the built-in state
-// tools (api.ToolStateGet, ToolStateSet, ToolStateDelete) are served by the
-// workflow itself, and a set or delete pushes a compensation that restores
-// the previous value. Histories from before never hold such a call.
-const changeTaskState = "task-state"
-
 // maxStateKeyBytes bounds one key of the state document.
 const maxStateKeyBytes = 256
 

@@ -1,0 +1,168 @@
+package workflows
+
+// The change IDs of every workflow.GetVersion marker in package workflows,
+// in the order they entered recorded histories. Each is recorded in histories
+// (the Version marker and the TemporalChangeVersion search attribute), so its
+// value never changes; a new change to workflow logic adds a new constant
+// here. Each comment names the feature the change guards, the file that
+// uses it and the first recorded history in testdata that holds it.
+// TestChangeIDs (versions_test.go) keeps this list, the GetVersion calls and
+// testdata in step.
+const (
+	// changePolicyDecision versions the policy decision step of the pipeline.
+	//
+	// Feature and GetVersion in agent_task.go; first recorded in testdata/agent_task_v2_run1.json.
+	changePolicyDecision = "policy-decision"
+
+	// changeApprovals versions the approval wait: before it, calls that needed
+	// approval were refused.
+	//
+	// Feature in approval.go, GetVersion in agent_task.go; first recorded in
+	// testdata/agent_task_v3_run1.json.
+	changeApprovals = "approvals"
+
+	// changeSaga versions capture, compensation and rollback.
+	//
+	// Feature and GetVersion in saga.go; first recorded in testdata/saga_v1_run1.json.
+	changeSaga = "saga"
+
+	// changeCallLedger versions the call ledger: a task remembers every call
+	// it ran across continue-as-new, not only its recent ones.
+	//
+	// Feature and GetVersion in agent_task.go; first recorded in testdata/agent_task_v4_run1.json.
+	changeCallLedger = "call-ledger"
+
+	// changeHeartbeat versions the calls' heartbeat timeout: each tool's own
+	// (ToolSpec.HeartbeatTimeout, from its manifest) instead of heartbeatTimeout
+	// for every tool.
+	//
+	// Feature and GetVersion in agent_task.go; first recorded in testdata/heartbeat_v1_run1.json.
+	changeHeartbeat = "heartbeat-timeout"
+
+	// changeFastPath versions the fast path: a call that policy allows outright,
+	// to an idempotent, low-risk tool with no capture and no compensation, is
+	// decided and run in one local activity (DecideAndCall), inside the
+	// workflow task that accepted its Update: one workflow task and six history
+	// events per call instead of two and twelve. Taken once per run.
+	//
+	// Feature in fastpath.go, GetVersion in agent_task.go; first recorded in
+	// testdata/agent_task_v5_run1.json.
+	changeFastPath = "fast-path"
+
+	// changeCancelCall versions call cancellation (api.SignalCancelCall): runs
+	// from before it neither listen for the signal nor give a call its own
+	// cancellable context. Decided once per run, at its start.
+	//
+	// Feature in cancel.go, GetVersion in agent_task.go; first recorded in
+	// testdata/cancel_v1_run1.json.
+	changeCancelCall = "cancel-call"
+
+	// changeLimits versions rate limits and budgets (issue 16 §3): a task
+	// whose input carries a Quota checks each call against it before the
+	// call counts. Tasks without a Quota never ask, so their histories are
+	// unchanged.
+	//
+	// Feature and GetVersion in limits.go; first recorded in testdata/limits_v1_run1.json.
+	changeLimits = "limits"
+
+	// changeLocks versions resource locks (issue 16 §4): a call whose decision
+	// names locks acquires them, all and in sorted order, from their lock
+	// workflows (lock_workflow.go) before its capture and execution, and
+	// releases them when it ends, whatever its outcome.
+	//
+	// Feature and GetVersion in locks.go; first recorded in testdata/locks_v1_run1.json.
+	changeLocks = "locks"
+
+	// changeGrants versions approval grants (issue 17 §3): an approver may
+	// approve a call and also the next calls of the same tool in the task, and
+	// a later call covered by such a grant is allowed (check "grant") instead
+	// of waiting for approval. Runs recorded before it neither take nor use
+	// grants.
+	//
+	// Feature and GetVersion in grants.go; first recorded in testdata/grants_v1_run1.json.
+	changeGrants = "grants"
+
+	// changeTaskState versions task-scoped state: calls of the built-in state
+	// tools (api.ToolStateGet, ToolStateSet, ToolStateDelete) are served by the
+	// workflow itself, and a set or delete pushes a compensation that restores
+	// the previous value. Histories from before never hold such a call.
+	//
+	// Feature in state.go, GetVersion in agent_task.go; first recorded in
+	// testdata/state_v1_run1.json.
+	changeTaskState = "task-state"
+
+	// changeApproveEdits versions approve with edits (issue 17 §2): an
+	// approver may change a call's arguments when approving it; the edited
+	// call is judged again and is what runs. Decided once per run, at its
+	// start, so the decide validator (which may not record a marker) knows
+	// whether this run takes edits: a run from before refuses them rather
+	// than run the original call.
+	//
+	// Feature in edits.go, GetVersion in agent_task.go; first recorded in
+	// testdata/edits_v1_run1.json.
+	changeApproveEdits = "approve-edits"
+
+	// changeMRTR versions the task's part in sampling and elicitation across
+	// processes (api.SignalCallInput): runs from before it neither keep the
+	// clients' sealed answers for their calls' activities nor keep calls that
+	// may ask the client off the fast path. Decided once per run, at its
+	// start.
+	//
+	// Feature in mrtr.go, GetVersion in agent_task.go; first recorded in
+	// testdata/mrtr_v1_run1.json.
+	changeMRTR = "mrtr"
+
+	// changeExactNumbers versions exact numbers (issue 25 item 4): a run
+	// computes approval digests (approval.go, takeEdit), edited arguments
+	// (takeEdit) and grant values (grants.go) from jsoncanon's canonical form,
+	// in which 9007199254740993 stays 9007199254740993; runs recorded before
+	// it keep the float64 forms they recorded (api.LegacyRequestDigest,
+	// api.LegacyGrantArgValue).
+	//
+	// Feature in edits.go, GetVersion in agent_task.go; first recorded in
+	// testdata/numbers_v1_run1.json.
+	changeExactNumbers = "exact-numbers"
+
+	// changeFastUncounted keeps counted calls off the fast path (issue 25): a
+	// call whose admission depends on what the task has counted (its budget,
+	// a rate limit over its tool, the last calls of max_calls or of the
+	// ledger, the minutes before its deadline) takes the regular pipeline, so
+	// that its charge and its ScheduleActivityTask command are committed in
+	// one workflow task completion before the tool runs. The fast path runs
+	// the tool inside the workflow task that admits the call; when that task
+	// is dropped (an Update aborted, the in-flight limit, a failed or timed-out
+	// attempt), the retry starts again from the last committed state and may
+	// admit other calls, so a budget could be spent once per attempt while the
+	// history recorded refusals for calls that had run. Taken once per run,
+	// with the fast path (RATIONALE.md, "Why do counted calls not take the
+	// fast path?").
+	//
+	// Feature in fastpath.go, GetVersion in agent_task.go; first recorded in
+	// testdata/fast_uncounted_v1_run1.json.
+	changeFastUncounted = "fast-path-uncounted"
+
+	// changeDeliveries versions the delivery of approval requests per
+	// notifier (issue 25 §10): a notifier that fails while another succeeds
+	// (a webhook bridge answering 500 beside a working Slack) is retried on
+	// its own, durably, with backoff over minutes until the request closes or
+	// expires, and the request says how each delivery stands.
+	//
+	// Feature and GetVersion in approval.go; first recorded in testdata/approvals_v2_run1.json.
+	changeDeliveries = "approval-deliveries"
+
+	// changeEditOutcome versions telling approvers what became of an edit
+	// (issue 25 §8): the decide Update answers once policy has judged the
+	// edited call (refused, sent to another approval, or allowed), and the
+	// closing notice waits for the same, so no channel reports "approved" for
+	// an edit that policy refused and that never ran.
+	//
+	// Feature and GetVersion in edits.go; first recorded in testdata/approvals_v2_run1.json.
+	changeEditOutcome = "edit-outcome"
+
+	// changeEditDiff versions the diff an edit records (issue 25 §11): a
+	// change under a masked field is named by its path (redact.Changes)
+	// instead of showing the whole value as "[redacted]" → "[redacted]".
+	//
+	// Feature and GetVersion in edits.go; first recorded in testdata/approvals_v2_run1.json.
+	changeEditDiff = "edit-diff"
+)
