@@ -2,18 +2,15 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/timeline"
@@ -60,54 +57,8 @@ roles:
 			connectURL(t, base+"/mcp", h), connectStateless(t, base+"/mcp", h)}
 		waitTools(t, clients[0], "counter__put")
 
-		ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
-		keys := make([]string, burst)
-		results := make([]*mcp.CallToolResult, burst)
-		errs := make([]error, burst)
-		var wg sync.WaitGroup
-		for i := range burst {
-			keys[i] = fmt.Sprintf("bin-r%d-c%d", r, i)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cs := clients[i%len(clients)]
-				params := &mcp.CallToolParams{Name: "counter__put",
-					Arguments: map[string]any{"key": keys[i]}, Meta: mcp.Meta{gateway.MetaIdempotencyKey: keys[i]}}
-				// Pending (past the gateway's wait) or refused before it
-				// started (Updates turned away while the task's workflow
-				// task fails): send it again with its key, as an agent
-				// would, which collects it without running it twice. A
-				// budget refusal is final.
-				again := func(res *mcp.CallToolResult) bool {
-					return pending(res) || res.IsError && res.Meta[gateway.MetaLimitCheck] != api.CheckBudget
-				}
-				res, err := cs.CallTool(ctx, params)
-				for err == nil && again(res) {
-					if ctx.Err() != nil {
-						err = fmt.Errorf("still %q: %w", text(res), ctx.Err())
-						break
-					}
-					if !pending(res) {
-						time.Sleep(200 * time.Millisecond) // backoff before a re-send, not synchronisation
-					}
-					res, err = cs.CallTool(ctx, params)
-				}
-				results[i], errs[i] = res, err
-			}()
-		}
-		wg.Wait()
-		cancel()
-		okCalls := 0
-		for i, res := range results {
-			switch {
-			case errs[i] != nil:
-				t.Errorf("round %d: call %s not answered within the round's %s: %v", r, keys[i], roundTimeout, errs[i])
-			case !res.IsError:
-				okCalls++
-			case res.Meta[gateway.MetaLimitCheck] != api.CheckBudget:
-				t.Errorf("round %d: call %s failed, not by the budget: %s", r, keys[i], text(res))
-			}
-		}
+		keys := burstKeys(fmt.Sprintf("bin-r%d", r), burst)
+		okCalls := sendBurst(t, fmt.Sprintf("round %d", r), clients, keys, roundTimeout)
 
 		tl := auditShowJSON(t, d.bin, cfg, temporal, taskID)
 		recorded := map[string]bool{}

@@ -291,48 +291,8 @@ func TestBudgetHoldsUnderBurst(t *testing.T) {
 		drop.paused.Store(r < rounds-1)
 		taskID := fmt.Sprintf("burst-%d", r)
 		cs := s.connect(t, map[string]string{gateway.HeaderTask: taskID})
-		keys := make([]string, burst)
-		results := make([]*mcp.CallToolResult, burst)
-		errs := make([]error, burst)
-		var wg sync.WaitGroup
-		for i := range burst {
-			keys[i] = fmt.Sprintf("r%d-c%d", r, i)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-				defer cancel()
-				p := &mcp.CallToolParams{Name: "counter__put",
-					Arguments: map[string]any{"key": keys[i]}, Meta: mcp.Meta{gateway.MetaIdempotencyKey: keys[i]}}
-				res, err := cs.CallTool(ctx, p)
-				// A call past the gateway's wait is answered "pending":
-				// send it again with its key, as the answer says, which
-				// collects it without running it twice.
-				// One refused before it started (the server turns Updates
-				// away while the task's workflow task is failing, as in the
-				// last round) is sent again with its key, as an agent
-				// would; a budget refusal is final.
-				for tries := 0; err == nil && tries < 50 && (pending(res) || res.IsError && !strings.Contains(text(res), "budget")); tries++ {
-					if !pending(res) {
-						time.Sleep(200 * time.Millisecond) // backoff before a retry, not synchronisation
-					}
-					res, err = cs.CallTool(ctx, p)
-				}
-				results[i], errs[i] = res, err
-			}()
-		}
-		wg.Wait()
-		okCalls := 0
-		for i, res := range results {
-			switch {
-			case errs[i] != nil:
-				t.Errorf("round %d: call %s: %v", r, keys[i], errs[i])
-			case !res.IsError:
-				okCalls++
-			case !strings.Contains(text(res), "budget"):
-				t.Errorf("round %d: call %s failed, not by the budget: %s", r, keys[i], text(res))
-			}
-		}
+		keys := burstKeys(fmt.Sprintf("r%d", r), burst)
+		okCalls := sendBurst(t, fmt.Sprintf("round %d", r), []*mcp.ClientSession{cs}, keys, 4*time.Minute)
 		runs := checkAgainstHistory(t, s, effects, taskID, keys, func(k string) string { return "k-" + k }, cost, budget)
 		if okCalls != budget/cost || runs != budget/cost {
 			t.Errorf("round %d: %d calls answered ok and %d recorded as run; want %d", r, okCalls, runs, budget/cost)
@@ -394,4 +354,66 @@ func TestRecordFastUncountedHistory(t *testing.T) {
 		t.Fatalf("activities %q, local activities %q; want CallTool for put, DecideAndCall for echo and Decide for put", regular, local)
 	}
 	replayClientRuns(t, s.client, taskID, run.GetRunID(), "fast_uncounted_v1")
+}
+
+// burstKeys are n unique keys (and idempotency keys) of puts.
+func burstKeys(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s-c%d", prefix, i)
+	}
+	return keys
+}
+
+// sendBurst sends counter__put of every key at once, spread over clients,
+// and returns how many were answered ok; every other answer must be a
+// budget refusal. A call answered pending (past the gateway's wait), or
+// refused before it started (the server turns Updates away while the
+// task's workflow task is failing), is sent again with its key, as an
+// agent would, which collects it without running it twice; a budget
+// refusal (told by _meta's limit check, not by its text) is final. Each
+// call has timeout in all.
+func sendBurst(t *testing.T, what string, clients []*mcp.ClientSession, keys []string, timeout time.Duration) (okCalls int) {
+	t.Helper()
+	results := make([]*mcp.CallToolResult, len(keys))
+	errs := make([]error, len(keys))
+	byBudget := func(res *mcp.CallToolResult) bool {
+		return res.IsError && res.Meta[gateway.MetaLimitCheck] == api.CheckBudget
+	}
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			cs := clients[i%len(clients)]
+			p := &mcp.CallToolParams{Name: "counter__put",
+				Arguments: map[string]any{"key": keys[i]}, Meta: mcp.Meta{gateway.MetaIdempotencyKey: keys[i]}}
+			res, err := cs.CallTool(ctx, p)
+			for err == nil && (pending(res) || res.IsError && !byBudget(res)) {
+				if ctx.Err() != nil {
+					err = fmt.Errorf("still %q: %w", text(res), ctx.Err())
+					break
+				}
+				if !pending(res) {
+					time.Sleep(200 * time.Millisecond) // backoff before a re-send, not synchronisation
+				}
+				res, err = cs.CallTool(ctx, p)
+			}
+			results[i], errs[i] = res, err
+		}()
+	}
+	wg.Wait()
+	for i, res := range results {
+		switch {
+		case errs[i] != nil:
+			t.Errorf("%s: call %s not answered within %s: %v", what, keys[i], timeout, errs[i])
+		case !res.IsError:
+			okCalls++
+		case !byBudget(res):
+			t.Errorf("%s: call %s failed, not by the budget: %s", what, keys[i], text(res))
+		}
+	}
+	return okCalls
 }
