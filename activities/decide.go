@@ -51,12 +51,12 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 		return api.DecideOutput{}, temporal.NewNonRetryableApplicationError("this worker has no policy loaded; it cannot judge calls", api.ErrTypeInternal, nil)
 	}
 	tool, ok := j.Catalog.Tool(in.Tool)
-	var d policy.Decision
+	var d api.Verdict
 	if !ok {
-		d = policy.Decision{Effect: policy.Deny, Check: policy.CheckError, Version: j.Policy.Version(),
+		d = api.Verdict{Effect: api.Deny, Check: api.CheckError, Version: j.Policy.Version(),
 			Reason: fmt.Sprintf("denied: no manifest on the worker covers %s; the tool may have been removed from the configuration", in.Tool)}
 	} else if reason := a.blocked(j.Catalog, tool); reason != "" {
-		d = policy.Decision{Effect: policy.Deny, Check: api.CheckPin, Version: j.Policy.Version(), Reason: reason}
+		d = api.Verdict{Effect: api.Deny, Check: api.CheckPin, Version: j.Policy.Version(), Reason: reason}
 	} else {
 		d = j.Policy.Decide(policy.Input{
 			Principal: in.Principal,
@@ -73,11 +73,11 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
 	a.Audit.Decision(auditstream.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
 		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments})
-	out := api.DecideOutput{Decision: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout}
-	if d.Effect == policy.RequireApproval {
+	out := api.DecideOutput{Verdict: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout}
+	if d.Effect == api.RequireApproval {
 		out.Approval = approvalSpec(d, tool, j.Groups)
 	}
-	if d.Effect != policy.Deny && tool.Decl != nil {
+	if d.Effect != api.Deny && tool.Decl != nil {
 		out.Compensable = tool.Decl.Compensation != nil
 		if c, ok := j.Catalog.(*Catalog); ok {
 			capture, err := c.capture(in.TaskID, in.CallID, in.Tool, in.Arguments)
@@ -90,7 +90,7 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	return out, nil
 }
 
-func approvalSpec(d policy.Decision, tool policy.Tool, groups map[string][]string) *api.ApprovalSpec {
+func approvalSpec(d api.Verdict, tool policy.Tool, groups map[string][]string) *api.ApprovalSpec {
 	spec := &api.ApprovalSpec{Approvers: groups[d.Group], Timeout: DefaultApprovalTimeout, OnTimeout: "deny",
 		DataLevel: string(manifests.DataRestricted), Risk: string(manifests.RiskHigh), SideEffects: []string{string(manifests.SideEffectWrite)}}
 	if decl := tool.Decl; decl != nil {

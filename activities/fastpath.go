@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -52,7 +51,7 @@ func (a *Activities) DecideAndCall(ctx context.Context, in api.DecideAndCallInpu
 // capture and no compensation, and no rule that may apply to it reading
 // the task's counters.
 func (a *Activities) fastPath(tool string, d api.DecideOutput) bool {
-	if d.Effect != policy.Allow || d.Approval != nil || d.Capture != nil || d.CaptureError != "" || d.Compensable || len(d.Locks) > 0 {
+	if d.Effect != api.Allow || d.Approval != nil || d.Capture != nil || d.CaptureError != "" || d.Compensable || len(d.Locks) > 0 {
 		return false
 	}
 	j := a.judge()

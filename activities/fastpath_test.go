@@ -39,7 +39,7 @@ tools:
 		t.Fatal(err)
 	}
 	pol, err := policy.Compile(policy.Config{ApprovalGroup: "ops", Rules: []policy.Rule{
-		{Name: "no-secret", When: `tool.upstream == "secret"`, Effect: policy.Deny, Reason: "no"},
+		{Name: "no-secret", When: `tool.upstream == "secret"`, Effect: api.Deny, Reason: "no"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -47,21 +47,21 @@ tools:
 	for _, tc := range []struct {
 		tool   string
 		ran    bool
-		effect policy.Effect
+		effect api.Effect
 	}{
-		{tool: "fs__read", ran: true, effect: policy.Allow},
-		{tool: "fs__append", effect: policy.Allow},          // not idempotent
-		{tool: "fs__put", effect: policy.Allow},             // not low-risk
-		{tool: "fs__purge", effect: policy.RequireApproval}, // needs approval
-		{tool: "fs__secret", effect: policy.Deny},           // denied
-		{tool: "fs__missing", effect: policy.Deny},          // no manifest
+		{tool: "fs__read", ran: true, effect: api.Allow},
+		{tool: "fs__append", effect: api.Allow},
+		{tool: "fs__put", effect: api.Allow},
+		{tool: "fs__purge", effect: api.RequireApproval},
+		{tool: "fs__secret", effect: api.Deny},
+		{tool: "fs__missing", effect: api.Deny},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			caller := &countingCaller{}
 			a := &Activities{Tools: caller, Policy: pol, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, false)}
 			out, err := a.DecideAndCall(context.Background(), api.DecideAndCallInput{
 				Decide: api.DecideInput{TaskID: "t1", CallID: "c1", Tool: tc.tool, Arguments: json.RawMessage(`{}`), AllowTools: []string{"*"},
-					Principal: policy.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}},
+					Principal: api.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}},
 				Call: api.CallToolInput{TaskID: "t1", CallID: "c1", Attempt: 1, Server: "fs", Tool: tc.tool[len("fs__"):], Arguments: json.RawMessage(`{}`)},
 			})
 			if err != nil {
@@ -107,7 +107,7 @@ tools:
 	} {
 		t.Run(tc.when, func(t *testing.T) {
 			pol, err := policy.Compile(policy.Config{ApprovalGroup: "ops", Rules: []policy.Rule{
-				{Name: "r", When: tc.when, Effect: policy.Deny, Reason: "no"},
+				{Name: "r", When: tc.when, Effect: api.Deny, Reason: "no"},
 			}})
 			if err != nil {
 				t.Fatal(err)
@@ -116,13 +116,13 @@ tools:
 			a := &Activities{Tools: caller, Policy: pol, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, false)}
 			out, err := a.DecideAndCall(context.Background(), api.DecideAndCallInput{
 				Decide: api.DecideInput{TaskID: "t1", CallID: "c1", Tool: "fs__read", Arguments: json.RawMessage(`{}`), AllowTools: []string{"*"},
-					Principal: policy.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}},
+					Principal: api.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}},
 				Call: api.CallToolInput{TaskID: "t1", CallID: "c1", Attempt: 1, Server: "fs", Tool: "read", Arguments: json.RawMessage(`{}`)},
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.Decision.Effect != policy.Allow || out.Ran != tc.ran || (len(caller.calls) == 1) != tc.ran {
+			if out.Decision.Effect != api.Allow || out.Ran != tc.ran || (len(caller.calls) == 1) != tc.ran {
 				t.Fatalf("effect %s (%s), ran %v, upstream calls %q; want allow, ran %v", out.Decision.Effect, out.Decision.Reason, out.Ran, caller.calls, tc.ran)
 			}
 		})

@@ -27,7 +27,7 @@ const maxLockKey = 1024
 // §4), sorted by key, each key once (exclusive wins over shared), so that
 // every task acquires them in the same order and two tasks cannot
 // deadlock. Nil when the tool declares none.
-func (c *Catalog) lockKeys(taskID, callID string, principal policy.Principal, tool policy.Tool, args json.RawMessage) ([]api.LockKey, error) {
+func (c *Catalog) lockKeys(taskID, callID string, principal api.Principal, tool policy.Tool, args json.RawMessage) ([]api.LockKey, error) {
 	decl := tool.Decl
 	if decl == nil || len(decl.Locks) == 0 {
 		return nil, nil
@@ -68,14 +68,14 @@ func (c *Catalog) lockKeys(taskID, callID string, principal policy.Principal, to
 // decideLocks adds the call's locks to an allowing decision; a key that
 // cannot be computed denies the call (check lock), as a capture that
 // cannot be computed stops it: the call would run unprotected.
-func (a *Activities) decideLocks(cat ToolCatalog, in api.DecideInput, tool policy.Tool, d *policy.Decision) ([]api.LockKey, time.Duration) {
+func (a *Activities) decideLocks(cat ToolCatalog, in api.DecideInput, tool policy.Tool, d *api.Verdict) ([]api.LockKey, time.Duration) {
 	c, ok := cat.(*Catalog)
-	if !ok || d.Effect == policy.Deny || tool.Decl == nil || len(tool.Decl.Locks) == 0 {
+	if !ok || d.Effect == api.Deny || tool.Decl == nil || len(tool.Decl.Locks) == 0 {
 		return nil, 0
 	}
 	keys, err := c.lockKeys(in.TaskID, in.CallID, in.Principal, tool, in.Arguments)
 	if err != nil {
-		*d = policy.Decision{Effect: policy.Deny, Check: api.CheckLock, Version: d.Version,
+		*d = api.Verdict{Effect: api.Deny, Check: api.CheckLock, Version: d.Version,
 			Reason: fmt.Sprintf("denied: the locks of %s could not be computed (%v); nothing ran. Fix the arguments or the manifest's locks", in.Tool, err)}
 		return nil, 0
 	}

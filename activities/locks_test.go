@@ -43,7 +43,7 @@ tools:
 	if ps := m.Validate(); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	pol, err := policy.Compile(policy.Config{Rules: []policy.Rule{{Name: "no-secrets", When: `args.?path.orValue("") == "/secret"`, Effect: policy.Deny}}})
+	pol, err := policy.Compile(policy.Config{Rules: []policy.Rule{{Name: "no-secrets", When: `args.?path.orValue("") == "/secret"`, Effect: api.Deny}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ tools:
 	decideAs := func(args string, roles ...string) api.DecideOutput {
 		t.Helper()
 		out, err := a.Decide(context.Background(), api.DecideInput{TaskID: "t1", CallID: "c1", Tool: "fs__write", Arguments: json.RawMessage(args), AllowTools: []string{"*"},
-			Principal: policy.Principal{Name: "p", Roles: roles, Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}})
+			Principal: api.Principal{Name: "p", Roles: roles, Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ tools:
 
 	out := decide(`{"path":"/a","repo":"r"}`)
 	want := []api.LockKey{{Key: "file:/a", Mode: api.LockExclusive}, {Key: "repo:r", Mode: api.LockShared}, {Key: "task:t1", Mode: api.LockExclusive}, {Key: "tenant:p", Mode: api.LockExclusive}}
-	if diff := cmp.Diff(want, out.Locks); diff != "" || out.LockTimeout != 5*time.Second || out.Effect != policy.Allow {
+	if diff := cmp.Diff(want, out.Locks); diff != "" || out.LockTimeout != 5*time.Second || out.Effect != api.Allow {
 		t.Errorf("locks (-want +got):\n%s\ntimeout %s, effect %s", diff, out.LockTimeout, out.Effect)
 	}
 	if a.fastPath("fs__write", out) {
@@ -75,17 +75,17 @@ tools:
 	}
 
 	out = decide(`{"path":"/a"}`) // no repo: the key cannot be computed
-	if out.Effect != policy.Deny || out.Check != api.CheckLock || !strings.Contains(out.Reason, "tools.write.locks[1]") || len(out.Locks) != 0 {
+	if out.Effect != api.Deny || out.Check != api.CheckLock || !strings.Contains(out.Reason, "tools.write.locks[1]") || len(out.Locks) != 0 {
 		t.Errorf("a key that cannot be computed: %+v", out)
 	}
 
 	out = decide(`{"path":"/` + strings.Repeat("a", 1100) + `","repo":"r"}`)
-	if out.Effect != policy.Deny || out.Check != api.CheckLock || !strings.Contains(out.Reason, "more than 1024") {
-		t.Errorf("a key too long: %+v", out.Decision)
+	if out.Effect != api.Deny || out.Check != api.CheckLock || !strings.Contains(out.Reason, "more than 1024") {
+		t.Errorf("a key too long: %+v", out.Verdict)
 	}
 
 	out = decide(`{"path":"/secret","repo":"r"}`)
-	if out.Effect != policy.Deny || out.Check == api.CheckLock || len(out.Locks) != 0 {
+	if out.Effect != api.Deny || out.Check == api.CheckLock || len(out.Locks) != 0 {
 		t.Errorf("a denied call: %+v", out)
 	}
 }

@@ -32,7 +32,7 @@ func TestDecideFollowsReloadedJudge(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2, err := policy.Compile(policy.Config{ApprovalGroup: "ops", Rules: []policy.Rule{
-		{Name: "review-writes", When: `tool.upstream == "write"`, Effect: policy.RequireApproval, Group: "ops"},
+		{Name: "review-writes", When: `tool.upstream == "write"`, Effect: api.RequireApproval, Group: "ops"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -43,28 +43,28 @@ func TestDecideFollowsReloadedJudge(t *testing.T) {
 	decide := func(tool string) api.DecideOutput {
 		t.Helper()
 		out, err := a.Decide(context.Background(), api.DecideInput{TaskID: "t1", CallID: "c-" + tool, Tool: tool, Arguments: json.RawMessage(`{}`), AllowTools: []string{"*"},
-			Principal: policy.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}})
+			Principal: api.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
-	if d := decide("fs__write"); d.Decision.Effect != policy.Allow || d.Decision.Version != p1.Version() {
-		t.Fatalf("before: %s under %s, want allow under %s", d.Decision.Effect, d.Decision.Version, p1.Version())
+	if d := decide("fs__write"); d.Verdict.Effect != api.Allow || d.Verdict.Version != p1.Version() {
+		t.Fatalf("before: %s under %s, want allow under %s", d.Verdict.Effect, d.Verdict.Version, p1.Version())
 	}
-	if d := decide("fs__purge"); d.Decision.Effect != policy.Deny {
-		t.Fatalf("before: fs__purge %s, want deny (no manifest covers it yet)", d.Decision.Effect)
+	if d := decide("fs__purge"); d.Verdict.Effect != api.Deny {
+		t.Fatalf("before: fs__purge %s, want deny (no manifest covers it yet)", d.Verdict.Effect)
 	}
 
 	cur.Store(&Judge{Policy: p2, Catalog: NewCatalog([]*manifests.Manifest{v2}, nil, nil, false), Groups: map[string][]string{"ops": {"omar"}}})
 	d := decide("fs__write")
-	if d.Decision.Effect != policy.RequireApproval || d.Decision.Rule != "review-writes" || d.Decision.Version != p2.Version() || p2.Version() == p1.Version() {
-		t.Fatalf("after: %s by %q under %s, want require_approval by review-writes under the new version %s", d.Decision.Effect, d.Decision.Rule, d.Decision.Version, p2.Version())
+	if d.Verdict.Effect != api.RequireApproval || d.Verdict.Rule != "review-writes" || d.Verdict.Version != p2.Version() || p2.Version() == p1.Version() {
+		t.Fatalf("after: %s by %q under %s, want require_approval by review-writes under the new version %s", d.Verdict.Effect, d.Verdict.Rule, d.Verdict.Version, p2.Version())
 	}
 	if d.Approval == nil || len(d.Approval.Approvers) != 1 || d.Approval.Approvers[0] != "omar" {
 		t.Fatalf("approvers %+v, want the reloaded group [omar]", d.Approval)
 	}
-	if d := decide("fs__purge"); d.Decision.Effect != policy.Allow {
-		t.Fatalf("after: fs__purge %s (%s), want allow (the new manifest covers it)", d.Decision.Effect, d.Decision.Reason)
+	if d := decide("fs__purge"); d.Verdict.Effect != api.Allow {
+		t.Fatalf("after: fs__purge %s (%s), want allow (the new manifest covers it)", d.Verdict.Effect, d.Verdict.Reason)
 	}
 }

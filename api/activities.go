@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/plans"
 )
 
@@ -256,7 +255,7 @@ type DecideInput struct {
 	TaskID string
 	// CallID is the call's idempotency key (for captures: call.id, call.slug).
 	CallID     string `json:",omitempty"`
-	Principal  policy.Principal
+	Principal  Principal
 	AllowTools []string
 	// Tool is the exposed name ("server__tool").
 	Tool      string
@@ -267,10 +266,10 @@ type DecideInput struct {
 }
 
 // DecideOutput is a decision and, when it requires approval, who approves
-// and under what timers. Its JSON is a superset of policy.Decision's, so
+// and under what timers. Its JSON is a superset of Verdict's, so
 // decisions recorded before approvals existed still decode.
 type DecideOutput struct {
-	policy.Decision
+	Verdict
 	Approval *ApprovalSpec `json:",omitempty"`
 	// Capture is the pre-image read to make before the call runs (nil: the
 	// tool declares none). CaptureError says why it could not be computed;

@@ -4,12 +4,17 @@
 // signals, queries, activities, search attributes, error types) that appear
 // in workflow histories.
 //
-// Every other airlock package may import api; api imports only the
-// libraries whose types it carries (policy's Principal and Decision, plans'
-// Step, manifests for SpecFor), internal/jsoncanon (the one canonical form
-// of arguments that digests and grants compare) and never a role or the
-// workflows. Wire
-// names are constants and must never change: recorded histories name them.
+// api owns the vocabulary: the policy's Effect, check names, Principal and
+// Verdict (verdict.go; internal/policy imports them from here), and the
+// grammars of the wire identifiers built from others, such as a request
+// ID task~call (ids.go, taskid.go).
+//
+// Every other airlock package may import api; api imports, of airlock, only
+// the schemas whose types it carries (plans' Step, manifests for SpecFor and
+// Principal's data level) and internal/jsoncanon (the one canonical form of
+// arguments that digests and grants compare): never the policy engine, a
+// role or the workflows. imports_test.go keeps it so. Wire names are
+// constants and must never change: recorded histories name them.
 package api
 
 import (

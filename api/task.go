@@ -137,7 +137,7 @@ type CancelCall struct {
 
 // Decision is the policy decision recorded with a call.
 type Decision struct {
-	Effect string
+	Effect Effect
 	// Check is the step that decided (allowlist, permission, data_level,
 	// size, json, schema, path, rule, default, error).
 	Check  string

@@ -433,7 +433,7 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 	if err != nil {
 		return nil
 	}
-	ppr := policy.Principal{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions, DataLevel: pr.DataLevel, SlackUserID: pr.SlackUserID}
+	ppr := api.Principal{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions, DataLevel: pr.DataLevel, SlackUserID: pr.SlackUserID}
 	task := policy.Task{AllowTools: pr.AllowTools}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -467,7 +467,7 @@ func (g *Gateway) visibleTo(pr *identity.Principal, e *toolEntry) bool {
 	if live.Policy == nil || isStateTool(e.exposed) {
 		return true
 	}
-	ppr := policy.Principal{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions, DataLevel: pr.DataLevel, SlackUserID: pr.SlackUserID}
+	ppr := api.Principal{Name: pr.Name, Roles: pr.Roles, Permissions: pr.Permissions, DataLevel: pr.DataLevel, SlackUserID: pr.SlackUserID}
 	return live.Policy.Visible(ppr, policy.Task{AllowTools: pr.AllowTools}, policy.Tool{Name: e.exposed, Server: e.server, Upstream: e.upstream, Decl: e.decl})
 }
 

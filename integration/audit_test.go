@@ -48,7 +48,7 @@ tools:
 		t.Fatal(err)
 	}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, policy: &policy.Config{Rules: []policy.Rule{{
-		Name: "no-fail", When: `tool.name == "counter__fail"`, Effect: policy.Deny, Reason: "fail is off limits"}}}})
+		Name: "no-fail", When: `tool.name == "counter__fail"`, Effect: api.Deny, Reason: "fail is off limits"}}}})
 	const task = "audit-e2e"
 	cs := s.connect(t, map[string]string{gateway.HeaderTask: task})
 	waitTools(t, cs, "counter__echo", "counter__put", "counter__fail")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -36,7 +37,7 @@ tools:
 	}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, policy: &policy.Config{
 		Rules: []policy.Rule{{Name: "no-env-files", When: `args.?path.orValue("").endsWith(".env") || args.?opts.?path.orValue("").endsWith(".env")`,
-			Effect: policy.Deny, Reason: ".env files hold secrets"}},
+			Effect: api.Deny, Reason: ".env files hold secrets"}},
 	}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__rawargs")

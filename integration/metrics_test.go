@@ -288,7 +288,7 @@ func newMeteredStack(t *testing.T) (*stack, string) {
 			}
 		}})
 	pol, err := policy.Compile(policy.Config{Rules: []policy.Rule{{Name: "no-forbidden", When: `args.?text.orValue("") == "forbidden"`,
-		Effect: policy.Deny, Reason: "forbidden text"}}})
+		Effect: api.Deny, Reason: "forbidden text"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func TestRecordDeliveriesHistory(t *testing.T) {
 	ch := approver.WebhookChannel{Name: "teams", URL: bsrv.URL, Secret: secret, Groups: []string{"ops"}}
 	slack := &okNotifier{}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, policy: &policy.Config{Rules: []policy.Rule{
-		{Name: "no-secrets", When: `args.?key.orValue("") == "secret"`, Effect: policy.Deny, Reason: "secrets stay out of tools"},
+		{Name: "no-secrets", When: `args.?key.orValue("") == "secret"`, Effect: api.Deny, Reason: "secrets stay out of tools"},
 	}}, groups: map[string][]string{"ops": {"bob"}},
 		notifiers: []activities.Notifier{slack, approver.NewWebhookNotifier(ch, nil)}})
 	decisions := httptest.NewServer(approver.WebhookDecisions(approver.WebhookDecisionOptions{

@@ -30,8 +30,8 @@ func TestRecordEditsHistory(t *testing.T) {
     compensation: {tool: put, args: {key: '"undo-" + args.key'}}
 `)
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, policy: &policy.Config{Rules: []policy.Rule{
-		{Name: "no-secrets", When: `args.?key.orValue("") == "secret"`, Effect: policy.Deny, Reason: "secrets stay out of tools"},
-		{Name: "prod-needs-leads", When: `string(args.?key.orValue("")).startsWith("prod")`, Effect: policy.RequireApproval, Group: "leads"},
+		{Name: "no-secrets", When: `args.?key.orValue("") == "secret"`, Effect: api.Deny, Reason: "secrets stay out of tools"},
+		{Name: "prod-needs-leads", When: `string(args.?key.orValue("")).startsWith("prod")`, Effect: api.RequireApproval, Group: "leads"},
 	}}, groups: map[string][]string{"ops": {"bob"}, "leads": {"lisa"}}})
 	waitTools(t, s.connect(t, nil), "counter__put")
 	ctx := context.Background()
@@ -82,7 +82,7 @@ func TestRecordEditsHistory(t *testing.T) {
 	}
 	// 3 an edit that breaks the input schema: refused too.
 	go decide(taskID+"~schema", "bob", `{"key":5}`)
-	if res := send("schema", "k3"); res.Outcome != api.OutcomeDenied || res.Decision == nil || res.Decision.Check != policy.CheckSchema {
+	if res := send("schema", "k3"); res.Outcome != api.OutcomeDenied || res.Decision == nil || res.Decision.Check != api.CheckSchema {
 		t.Fatalf("schema: %+v %+v", res, res.Decision)
 	}
 	// 4 an edit that needs leads: a new request, lisa approves it.

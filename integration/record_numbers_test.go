@@ -51,7 +51,7 @@ tools:
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{free, bank}, catalog: gateway.CatalogSearch,
 		groups: map[string][]string{"ops": {"bob"}},
 		policy: &policy.Config{Rules: []policy.Rule{{Name: "frozen-account", When: `tool.server == "free" && args.?account.orValue(0) == 9007199254740993`,
-			Effect: policy.Deny, Reason: "account 9007199254740993 is frozen"}}}})
+			Effect: api.Deny, Reason: "account 9007199254740993 is frozen"}}}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, gateway.ToolCallTool)
 	rawLog := func(name string) string {

@@ -46,8 +46,8 @@ tools:
 		t.Fatal(err)
 	}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{counter, down}, policy: &policy.Config{Rules: []policy.Rule{
-		{Name: "no-secrets", When: `args.?text.orValue("") == "secret"`, Effect: policy.Deny, Reason: "secrets stay out of tools"},
-		{Name: "approve-puts", When: `tool.upstream == "put"`, Effect: policy.RequireApproval, Group: "ops"},
+		{Name: "no-secrets", When: `args.?text.orValue("") == "secret"`, Effect: api.Deny, Reason: "secrets stay out of tools"},
+		{Name: "approve-puts", When: `tool.upstream == "put"`, Effect: api.RequireApproval, Group: "ops"},
 	}}, groups: map[string][]string{"ops": {"bob"}}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__echo")

@@ -281,7 +281,7 @@ func TestAgentRollbackOverMCP(t *testing.T) {
 // policy rule denies is rolled back; the denied step never runs.
 func TestPlanDenialRollsBack(t *testing.T) {
 	n := newNPMStack(t, stackOptions{policy: &policy.Config{Rules: []policy.Rule{{
-		Name: "no-moves", When: `tool.name == "filesystem__move_file"`, Effect: policy.Deny,
+		Name: "no-moves", When: `tool.name == "filesystem__move_file"`, Effect: api.Deny,
 		Reason: "moves are off limits in this test"}}}})
 	files, graph := n.snapshot(t)
 	run := n.startPlan(t, `name: denied

@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -688,7 +687,7 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 			decision = &d
 		}
 		// 2 approval wait
-		if d.Effect == string(policy.RequireApproval) && out.Approval != nil &&
+		if d.Effect == api.RequireApproval && out.Approval != nil &&
 			workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
 			// A withdrawn request (SignalCancelCall) ends the wait: its
 			// state is no longer pending (cancel.go).
@@ -712,11 +711,11 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 			}
 			t.grantOnApproval(ctx, req)
 		}
-		if d.Effect != string(policy.Allow) && !approved {
+		if d.Effect != api.Allow && !approved {
 			reason := d.Reason
 			// Only a task started before the approval wait
 			// (changeApprovals) gets here needing approval.
-			if d.Effect == string(policy.RequireApproval) {
+			if d.Effect == api.RequireApproval {
 				reason = fmt.Sprintf("%s needs approval by %q (quorum %d) under policy %s, and this task was started before airlock waited for approvals, so it cannot ask for one; start a new task, or ask an operator to allow the call by a rule", req.Tool, d.Group, max(d.Quorum, 1), d.PolicyVersion)
 				if d.Reason != "" {
 					reason += ". Policy said: " + d.Reason
@@ -800,19 +799,13 @@ func (t *task) judge(ctx workflow.Context, req api.CallRequest, now time.Time) (
 	if err := workflow.ExecuteLocalActivity(lctx, api.DecideName, t.decideInput(req, now)).Get(ctx, &d); err != nil {
 		return undecided(err), api.DecideOutput{}
 	}
-	return decisionOf(d), d
+	return d.Recorded(), d
 }
 
 // undecided is the decision when the policy could not be evaluated.
 func undecided(err error) api.Decision {
-	return api.Decision{Effect: string(policy.Deny), Check: policy.CheckError,
+	return api.Decision{Effect: api.Deny, Check: api.CheckError,
 		Reason: fmt.Sprintf("denied: the policy could not be evaluated (%v); nothing ran", err)}
-}
-
-// decisionOf is the decision a call records.
-func decisionOf(d api.DecideOutput) api.Decision {
-	return api.Decision{Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, Reason: d.Reason,
-		PolicyVersion: d.Version, Group: d.Group, Quorum: d.Quorum}
 }
 
 // decideInput is what the worker needs to judge req.
@@ -820,10 +813,10 @@ func (t *task) decideInput(req api.CallRequest, now time.Time) api.DecideInput {
 	in := api.DecideInput{
 		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Arguments: req.Arguments,
 		Calls: t.calls - 1, Elapsed: now.Sub(t.startedAt),
-		Principal: policy.Principal{Name: t.in.Principal},
+		Principal: api.Principal{Name: t.in.Principal},
 	}
 	if id := t.in.Identity; id != nil {
-		in.Principal = policy.Principal{Name: id.Name, Roles: id.Roles, Permissions: id.Permissions,
+		in.Principal = api.Principal{Name: id.Name, Roles: id.Roles, Permissions: id.Permissions,
 			DataLevel: manifests.DataLevel(id.DataLevel), SlackUserID: id.SlackUserID}
 		in.AllowTools = id.AllowTools
 	}

@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // fakeTools is a scripted CallTool activity: each call takes the next
@@ -66,7 +65,7 @@ type harness struct {
 // fakePolicy is a scripted Decide activity: it allows unless decide is set.
 type fakePolicy struct {
 	mu       sync.Mutex
-	decide   func(api.DecideInput) (policy.Decision, error)
+	decide   func(api.DecideInput) (api.Verdict, error)
 	approval *api.ApprovalSpec
 	seen     []api.DecideInput
 	// undo adds the saga facts (capture, compensable) to a decision.
@@ -77,13 +76,13 @@ func (f *fakePolicy) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen = append(f.seen, in)
-	out := api.DecideOutput{Decision: policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault, Version: "v-test"}}
+	out := api.DecideOutput{Verdict: api.Verdict{Effect: api.Allow, Check: api.CheckDefault, Version: "v-test"}}
 	var err error
 	if f.decide != nil {
-		out.Decision, err = f.decide(in)
+		out.Verdict, err = f.decide(in)
 		out.Approval = f.approval
 	}
-	if f.undo != nil && out.Effect != policy.Deny {
+	if f.undo != nil && out.Effect != api.Deny {
 		f.undo(in, &out)
 	}
 	return out, err
@@ -422,20 +421,20 @@ func TestCallsDuringContinueAsNewAreRejectedForRetry(t *testing.T) {
 func TestPolicyDecisions(t *testing.T) {
 	tests := []struct {
 		name       string
-		decide     func(api.DecideInput) (policy.Decision, error)
+		decide     func(api.DecideInput) (api.Verdict, error)
 		want       api.Outcome
 		wantReason string
 		ran        bool
 	}{
 		{name: "allow runs the tool", want: api.OutcomeOK, ran: true},
-		{name: "deny names the rule", decide: func(api.DecideInput) (policy.Decision, error) {
-			return policy.Decision{Effect: policy.Deny, Check: policy.CheckRule, Rule: "no-env", Reason: "denied by rule no-env: .env files hold secrets", Version: "v1"}, nil
+		{name: "deny names the rule", decide: func(api.DecideInput) (api.Verdict, error) {
+			return api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "no-env", Reason: "denied by rule no-env: .env files hold secrets", Version: "v1"}, nil
 		}, want: api.OutcomeDenied, wantReason: "rule no-env"},
-		{name: "require approval is refused until approvals exist", decide: func(api.DecideInput) (policy.Decision, error) {
-			return policy.Decision{Effect: policy.RequireApproval, Check: policy.CheckDefault, Group: "ops", Quorum: 2, Version: "v1"}, nil
+		{name: "require approval is refused until approvals exist", decide: func(api.DecideInput) (api.Verdict, error) {
+			return api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "ops", Quorum: 2, Version: "v1"}, nil
 		}, want: api.OutcomeDenied, wantReason: `needs approval by "ops" (quorum 2)`},
-		{name: "a policy that cannot decide denies", decide: func(api.DecideInput) (policy.Decision, error) {
-			return policy.Decision{}, temporal.NewNonRetryableApplicationError("no policy loaded", api.ErrTypeInternal, nil)
+		{name: "a policy that cannot decide denies", decide: func(api.DecideInput) (api.Verdict, error) {
+			return api.Verdict{}, temporal.NewNonRetryableApplicationError("no policy loaded", api.ErrTypeInternal, nil)
 		}, want: api.OutcomeDenied, wantReason: "could not be evaluated"},
 	}
 	for _, tc := range tests {
@@ -452,7 +451,7 @@ func TestPolicyDecisions(t *testing.T) {
 			if res.Outcome != tc.want || !strings.Contains(res.Reason, tc.wantReason) {
 				t.Fatalf("outcome %q reason %q; want %q containing %q", res.Outcome, res.Reason, tc.want, tc.wantReason)
 			}
-			if res.Decision == nil || (tc.decide != nil && res.Decision.Effect == string(policy.Allow)) {
+			if res.Decision == nil || (tc.decide != nil && res.Decision.Effect == api.Allow) {
 				t.Fatalf("decision not recorded: %+v", res.Decision)
 			}
 			if ran := h.tools.calls() == 2; ran != tc.ran && tc.want != api.OutcomeDenied {

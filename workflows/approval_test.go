@@ -12,7 +12,6 @@ import (
 
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // fakeNotifier records the approval notices the workflow sends.
@@ -50,8 +49,8 @@ func newApprovalHarness(t *testing.T, spec api.ApprovalSpec, quorum int) *approv
 	n := &fakeNotifier{}
 	h.env.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: api.NotifyApproversName})
 	h.env.RegisterActivityWithOptions(n.Update, activity.RegisterOptions{Name: api.UpdateApprovalName})
-	h.policy.decide = func(api.DecideInput) (policy.Decision, error) {
-		return policy.Decision{Effect: policy.RequireApproval, Check: policy.CheckDefault, Group: "ops", Quorum: quorum, Version: "pv1"}, nil
+	h.policy.decide = func(api.DecideInput) (api.Verdict, error) {
+		return api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "ops", Quorum: quorum, Version: "pv1"}, nil
 	}
 	h.policy.approval = &spec
 	return &approvalHarness{harness: h, notes: n}

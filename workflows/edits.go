@@ -14,7 +14,6 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/jsoncanon"
-	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/redact"
 )
 
@@ -181,15 +180,15 @@ func (t *task) editedCall(ctx workflow.Context, e *api.ArgsEdit, ar *api.Approva
 	t.edited[req.CallID] = e
 	req.Arguments, req.ArgumentsRef = e.Arguments, ""
 	d2, out2 := t.judge(ctx, *req, workflow.Now(ctx))
-	e.Effect, e.Reason = d2.Effect, d2.Reason
+	e.Effect, e.Reason = string(d2.Effect), d2.Reason
 	refused := func(why string) *api.CallResult {
 		e.Refused = why
 		return &api.CallResult{Outcome: api.OutcomeDenied, Decision: &d2,
 			Reason: fmt.Sprintf("%s approved %s with edited arguments, but the edit was refused: %s. Neither the original nor the edited call ran", e.By, req.Tool, why)}
 	}
 	switch {
-	case d2.Effect == string(policy.Allow):
-	case d2.Effect == string(policy.RequireApproval) && out2.Approval != nil:
+	case d2.Effect == api.Allow:
+	case d2.Effect == api.RequireApproval && out2.Approval != nil:
 		quorum := max(d2.Quorum, 1)
 		same := d2.Group == ar.Group && slices.Contains(out2.Approval.Approvers, e.By)
 		if same && quorum <= 1 {
@@ -207,7 +206,7 @@ func (t *task) editedCall(ctx workflow.Context, e *api.ArgsEdit, ar *api.Approva
 		if !ok {
 			return refused(fmt.Sprintf("the edited call needs approval by %q, which did not approve it (%s)", d2.Group, why))
 		}
-	case d2.Effect == string(policy.RequireApproval):
+	case d2.Effect == api.RequireApproval:
 		return refused("the edited call needs approval, and this call path has none")
 	default:
 		reason := d2.Reason

@@ -7,26 +7,25 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // editsPolicy asks ops to approve fs__read; an edited path under /secret
 // is denied, and one under /prod needs group leads.
 func editsPolicy(h *approvalHarness, leads api.ApprovalSpec) {
 	ops := *h.policy.approval
-	h.policy.decide = func(in api.DecideInput) (policy.Decision, error) {
+	h.policy.decide = func(in api.DecideInput) (api.Verdict, error) {
 		// Called under the fake's lock, which reads approval next.
 		h.policy.approval = &ops
 		var a struct{ Path string }
 		_ = json.Unmarshal(in.Arguments, &a)
 		switch {
 		case strings.HasPrefix(a.Path, "/secret"):
-			return policy.Decision{Effect: policy.Deny, Check: policy.CheckRule, Rule: "no-secret", Reason: "denied by rule no-secret: secrets stay put", Version: "pv1"}, nil
+			return api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "no-secret", Reason: "denied by rule no-secret: secrets stay put", Version: "pv1"}, nil
 		case strings.HasPrefix(a.Path, "/prod"):
 			h.policy.approval = &leads
-			return policy.Decision{Effect: policy.RequireApproval, Check: policy.CheckRule, Rule: "prod", Group: "leads", Quorum: 1, Version: "pv1"}, nil
+			return api.Verdict{Effect: api.RequireApproval, Check: api.CheckRule, Rule: "prod", Group: "leads", Quorum: 1, Version: "pv1"}, nil
 		}
-		return policy.Decision{Effect: policy.RequireApproval, Check: policy.CheckDefault, Group: "ops", Quorum: 1, Version: "pv1"}, nil
+		return api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "ops", Quorum: 1, Version: "pv1"}, nil
 	}
 }
 
@@ -107,7 +106,7 @@ func TestApproveWithEditsDeniedByPolicy(t *testing.T) {
 	h.run(baseInput())
 	// Issue 25 §8: the approver is told that the edit was refused and
 	// nothing ran, and so is every channel (the closing notice).
-	if dres.EditRefused == "" || !strings.Contains(dres.EditRefused, "no-secret") || dres.EditEffect != string(policy.Deny) ||
+	if dres.EditRefused == "" || !strings.Contains(dres.EditRefused, "no-secret") || dres.EditEffect != string(api.Deny) ||
 		!strings.Contains(dres.Message, "the edit was refused") || !strings.Contains(dres.Message, "nothing ran") {
 		t.Errorf("decide result %+v, want it to say the edit was refused", dres)
 	}
@@ -119,7 +118,7 @@ func TestApproveWithEditsDeniedByPolicy(t *testing.T) {
 		!strings.Contains(res.Reason, "rule no-secret") {
 		t.Fatalf("call %+v ran %d times", res, h.tools.calls())
 	}
-	if res.Edit == nil || res.Edit.Effect != string(policy.Deny) || res.Decision == nil || res.Decision.Rule != "no-secret" {
+	if res.Edit == nil || res.Edit.Effect != string(api.Deny) || res.Decision == nil || res.Decision.Rule != "no-secret" {
 		t.Errorf("edit %+v decision %+v", res.Edit, res.Decision)
 	}
 }

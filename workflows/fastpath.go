@@ -108,7 +108,7 @@ func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time
 		}
 		return undecided(err), api.DecideOutput{}, nil
 	}
-	d := decisionOf(o.Decision)
+	d := o.Decision.Recorded()
 	if !o.Ran {
 		return d, o.Decision, nil
 	}

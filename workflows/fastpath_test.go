@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // fastHarness adds the fast path's local activity to a harness: the
@@ -54,7 +53,7 @@ func (f *fastHarness) DecideAndCall(ctx context.Context, in api.DecideAndCallInp
 		return api.DecideAndCallOutput{}, err
 	}
 	out := api.DecideAndCallOutput{Decision: d}
-	if d.Effect != policy.Allow || d.Approval != nil || d.Capture != nil || d.CaptureError != "" || d.Compensable {
+	if d.Effect != api.Allow || d.Approval != nil || d.Capture != nil || d.CaptureError != "" || d.Compensable {
 		return out, nil
 	}
 	out.Ran = true
@@ -97,7 +96,7 @@ func TestFastPathRunsAllowedCallInOneLocalActivity(t *testing.T) {
 	if res.Outcome != api.OutcomeOK || res.Attempts != 1 || string(res.Result) != `{"content":[{"type":"text","text":"fast"}]}` {
 		t.Fatalf("result %+v", res)
 	}
-	if res.Decision == nil || res.Decision.Effect != string(policy.Allow) || res.Decision.PolicyVersion != "v-test" {
+	if res.Decision == nil || res.Decision.Effect != api.Allow || res.Decision.PolicyVersion != "v-test" {
 		t.Fatalf("the decision is not recorded with the call: %+v", res.Decision)
 	}
 	local, regular := h.ran()
@@ -112,8 +111,8 @@ func TestFastPathRunsAllowedCallInOneLocalActivity(t *testing.T) {
 
 func TestFastPathDeniedCallDoesNotRun(t *testing.T) {
 	h := withFastPath(newHarness(t))
-	h.policy.decide = func(api.DecideInput) (policy.Decision, error) {
-		return policy.Decision{Effect: policy.Deny, Check: policy.CheckRule, Rule: "no", Reason: "denied by rule no", Version: "v-test"}, nil
+	h.policy.decide = func(api.DecideInput) (api.Verdict, error) {
+		return api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "no", Reason: "denied by rule no", Version: "v-test"}, nil
 	}
 	var res api.CallResult
 	h.callAt(time.Second, lowRisk(req("c1", true)), &res, nil)
@@ -151,8 +150,8 @@ func TestFastPathLeavesOtherCallsOnTheRegularPath(t *testing.T) {
 				n := &fakeNotifier{}
 				h.env.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: api.NotifyApproversName})
 				h.env.RegisterActivityWithOptions(n.Update, activity.RegisterOptions{Name: api.UpdateApprovalName})
-				h.policy.decide = func(api.DecideInput) (policy.Decision, error) {
-					return policy.Decision{Effect: policy.RequireApproval, Check: policy.CheckDefault, Group: "ops", Quorum: 1, Version: "pv1"}, nil
+				h.policy.decide = func(api.DecideInput) (api.Verdict, error) {
+					return api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "ops", Quorum: 1, Version: "pv1"}, nil
 				}
 				spec := ops("bob")
 				h.policy.approval = &spec

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // grantsKept is how many grants a task remembers (active ones first to
@@ -38,7 +37,7 @@ func (t *task) startGrants(ctx workflow.Context) error {
 // what is left of it. It counts the call against the grant. Calls policy
 // allows or denies outright never reach a grant.
 func (t *task) granted(ctx workflow.Context, req api.CallRequest, d api.Decision, spec *api.ApprovalSpec) (api.Decision, bool) {
-	if !t.grantsOn || d.Effect != string(policy.RequireApproval) || spec == nil || spec.MaxGrant == nil {
+	if !t.grantsOn || d.Effect != api.RequireApproval || spec == nil || spec.MaxGrant == nil {
 		return d, false
 	}
 	now := workflow.Now(ctx)
@@ -49,14 +48,14 @@ func (t *task) granted(ctx workflow.Context, req api.CallRequest, d api.Decision
 		g.Used++
 		reason := fmt.Sprintf("allowed by grant %s (%s approved %s with it at %s, bound to %s): %s",
 			g.ID, strings.Join(g.GrantedBy, ", "), g.RequestID, g.GrantedAt.UTC().Format(time.RFC3339), grantArgsText(g), g.Remaining())
-		return api.Decision{Effect: string(policy.Allow), Check: api.CheckGrant, Rule: d.Rule, Reason: reason,
+		return api.Decision{Effect: api.Allow, Check: api.CheckGrant, Rule: d.Rule, Reason: reason,
 			PolicyVersion: d.PolicyVersion, Group: d.Group, Quorum: d.Quorum, Grant: g.ID}, true
 	}
 	if spec.MaxGrant.Principal {
 		if g := t.usePrincipalGrant(ctx, req); g != nil {
 			reason := fmt.Sprintf("allowed by grant %s across %s's tasks (%s approved %s with it at %s, bound to %s): %s",
 				g.ID, g.Principal, strings.Join(g.GrantedBy, ", "), g.RequestID, g.GrantedAt.UTC().Format(time.RFC3339), grantArgsText(g), g.Remaining())
-			return api.Decision{Effect: string(policy.Allow), Check: api.CheckGrant, Rule: d.Rule, Reason: reason,
+			return api.Decision{Effect: api.Allow, Check: api.CheckGrant, Rule: d.Rule, Reason: reason,
 				PolicyVersion: d.PolicyVersion, Group: d.Group, Quorum: d.Quorum, Grant: g.ID}, true
 		}
 	}

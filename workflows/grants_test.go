@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // grantSpec is an approval by ops (bob, carol) whose tool allows grants
@@ -191,8 +190,8 @@ func TestGrantNeverCoversDeny(t *testing.T) {
 	h.env.RegisterDelayedCallback(func() {
 		h.policy.mu.Lock()
 		defer h.policy.mu.Unlock()
-		h.policy.decide = func(api.DecideInput) (policy.Decision, error) {
-			return policy.Decision{Effect: policy.Deny, Check: policy.CheckDefault, Reason: "frozen", Version: "pv2"}, nil
+		h.policy.decide = func(api.DecideInput) (api.Verdict, error) {
+			return api.Verdict{Effect: api.Deny, Check: api.CheckDefault, Reason: "frozen", Version: "pv2"}, nil
 		}
 	}, 2*time.Minute)
 	h.callAt(3*time.Minute, pathReq("c2", "/a"), &r2, nil)

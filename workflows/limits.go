@@ -8,7 +8,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // Rate limits are token buckets kept as GCRA's theoretical arrival time
@@ -208,7 +207,7 @@ func (t *task) rateRefusal(req api.CallRequest, l api.RateLimit, retry time.Dura
 // refusal records the decision that refused a call over a limit.
 func (t *task) refusal(req api.CallRequest, hit api.LimitHit, reason string) *api.CallResult {
 	return &api.CallResult{Outcome: api.OutcomeLimit, Reason: reason, Limit: &hit,
-		Decision: &api.Decision{Effect: string(policy.Deny), Check: hit.Check, Rule: hit.Limit, Reason: reason}}
+		Decision: &api.Decision{Effect: api.Deny, Check: hit.Check, Rule: hit.Limit, Reason: reason}}
 }
 
 // metricLimitRefusals is the counter of calls refused by a limit. The

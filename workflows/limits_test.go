@@ -16,7 +16,6 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/metrics"
-	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/plans"
 )
 
@@ -63,11 +62,11 @@ func TestGCRATake(t *testing.T) {
 // before it reaches the upstream.
 func TestBudgetGivesBackDeniedCalls(t *testing.T) {
 	h := newHarness(t)
-	h.policy.decide = func(in api.DecideInput) (policy.Decision, error) {
+	h.policy.decide = func(in api.DecideInput) (api.Verdict, error) {
 		if in.CallID == "denied" {
-			return policy.Decision{Effect: policy.Deny, Check: policy.CheckRule, Rule: "no", Version: "v-test"}, nil
+			return api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "no", Version: "v-test"}, nil
 		}
-		return policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault, Version: "v-test"}, nil
+		return api.Verdict{Effect: api.Allow, Check: api.CheckDefault, Version: "v-test"}, nil
 	}
 	in := baseInput()
 	in.Quota = api.NewQuota(nil, 2)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/expr"
-	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/plans"
 )
 
@@ -185,11 +184,11 @@ func TestPlanSkipsAStepWhoseWhenIsFalse(t *testing.T) {
 
 func TestPlanStepFailure(t *testing.T) {
 	ok := respond(okOutput(`{"content":[]}`), nil)
-	deny := func(in api.DecideInput) (policy.Decision, error) {
+	deny := func(in api.DecideInput) (api.Verdict, error) {
 		if in.Tool == "fs__delete" {
-			return policy.Decision{Effect: policy.Deny, Check: policy.CheckRule, Rule: "no-deletes", Reason: "denied by rule no-deletes"}, nil
+			return api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "no-deletes", Reason: "denied by rule no-deletes"}, nil
 		}
-		return policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault}, nil
+		return api.Verdict{Effect: api.Allow, Check: api.CheckDefault}, nil
 	}
 	tests := []struct {
 		name string

@@ -14,7 +14,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // sagaHarness adds a compensation planner and a rollback notifier to the
@@ -228,11 +227,11 @@ func TestCancelRollsBack(t *testing.T) {
 
 func TestRollbackOnDeny(t *testing.T) {
 	h := newSagaHarness(t)
-	h.policy.decide = func(in api.DecideInput) (policy.Decision, error) {
+	h.policy.decide = func(in api.DecideInput) (api.Verdict, error) {
 		if in.Tool == "fs__delete" {
-			return policy.Decision{Effect: policy.Deny, Check: policy.CheckRule, Rule: "no-deletes", Reason: "denied by rule no-deletes"}, nil
+			return api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "no-deletes", Reason: "denied by rule no-deletes"}, nil
 		}
-		return policy.Decision{Effect: policy.Allow, Check: policy.CheckDefault}, nil
+		return api.Verdict{Effect: api.Allow, Check: api.CheckDefault}, nil
 	}
 	var denied api.CallResult
 	h.callAt(time.Second, writeReq("c1"), nil, nil)

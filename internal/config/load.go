@@ -96,13 +96,13 @@ func Load(path string) (*Snapshot, error) {
 func compilePolicy(c *Config, lines manifests.Lines) (*policy.Policy, manifests.Problems) {
 	pc := policy.Config{MaxArgBytes: c.Policy.MaxArgBytes, File: c.File}
 	if len(c.Policy.RiskDefaults) > 0 {
-		pc.RiskDefaults = map[manifests.Risk]policy.Effect{}
+		pc.RiskDefaults = map[manifests.Risk]api.Effect{}
 		for r, e := range c.Policy.RiskDefaults {
-			pc.RiskDefaults[r] = policy.Effect(e)
+			pc.RiskDefaults[r] = api.Effect(e)
 		}
 	}
 	for _, r := range c.Policy.Rules {
-		pc.Rules = append(pc.Rules, policy.Rule{Name: r.Name, When: r.When, Effect: policy.Effect(r.Effect), Group: r.Group, Quorum: r.Quorum, Reason: r.Reason})
+		pc.Rules = append(pc.Rules, policy.Rule{Name: r.Name, When: r.When, Effect: api.Effect(r.Effect), Group: r.Group, Quorum: r.Quorum, Reason: r.Reason})
 	}
 	p, err := policy.Compile(pc)
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/testenv"
 )
 
@@ -60,9 +61,9 @@ func BenchmarkDecide(b *testing.B) {
 		for _, n := range c.sizes {
 			rules := make([]Rule, n)
 			for i := range n - 1 {
-				rules[i] = Rule{Name: fmt.Sprintf("r%d", i), When: c.when(i), Effect: Deny}
+				rules[i] = Rule{Name: fmt.Sprintf("r%d", i), When: c.when(i), Effect: api.Deny}
 			}
-			rules[n-1] = Rule{Name: "last", When: `"dev" in principal.roles && tool.name.startsWith("filesystem__read_")`, Effect: Allow}
+			rules[n-1] = Rule{Name: "last", When: `"dev" in principal.roles && tool.name.startsWith("filesystem__read_")`, Effect: api.Allow}
 			p := mustCompile(b, Config{Rules: rules})
 			in := in
 			if c.schema {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // withoutChains is p with its rule chains removed, so that every rule is
@@ -27,27 +29,27 @@ func withoutChains(p *Policy) *Policy {
 // evaluating its rules one by one.
 func TestChainsDecideAsRulesOneByOne(t *testing.T) {
 	var rules []Rule
-	add := func(effect Effect, when string) {
+	add := func(effect api.Effect, when string) {
 		rules = append(rules, Rule{Name: fmt.Sprintf("r%d", len(rules)), When: when, Effect: effect, Reason: "because " + when})
 	}
 	for i := range 40 {
-		add(Deny, fmt.Sprintf(`args.?path.orValue("").startsWith("/srv/private/%d/") || task.calls > %d`, i, 1000+i))
+		add(api.Deny, fmt.Sprintf(`args.?path.orValue("").startsWith("/srv/private/%d/") || task.calls > %d`, i, 1000+i))
 	}
-	add(RequireApproval, `args.?mode.orValue("") == "approve"`)
+	add(api.RequireApproval, `args.?mode.orValue("") == "approve"`)
 	// Fails (no such key) when the call has a "strict" argument without
 	// "level": the decision must name this rule.
-	add(Deny, `has(args.strict) && args.level > 3.0`)
-	add(Deny, `tool.name == "filesystem__write_file" && args.?force.orValue(false) == true`) // restricted
+	add(api.Deny, `has(args.strict) && args.level > 3.0`)
+	add(api.Deny, `tool.name == "filesystem__write_file" && args.?force.orValue(false) == true`) // restricted
 	for i := range 5 {
-		add(Deny, fmt.Sprintf(`args.?path.orValue("") == "/deny/%d"`, i))
+		add(api.Deny, fmt.Sprintf(`args.?path.orValue("") == "/deny/%d"`, i))
 	}
-	add(Deny, `args.?tags.orValue([]).exists(t, t == "secret")`) // loops: ends the run
-	add(Allow, `// a comment ending the line
+	add(api.Deny, `args.?tags.orValue([]).exists(t, t == "secret")`) // loops: ends the run
+	add(api.Allow, `// a comment ending the line
 "dev" in principal.roles && args.?path.orValue("").endsWith(".md")`)
 	for i := range 35 {
-		add(Deny, fmt.Sprintf(`args.?n.orValue(0.0) == %d.0`, i))
+		add(api.Deny, fmt.Sprintf(`args.?n.orValue(0.0) == %d.0`, i))
 	}
-	add(Allow, `true`)
+	add(api.Allow, `true`)
 
 	p := mustCompile(t, Config{Rules: rules, ApprovalGroup: "ops"})
 	chains, shared := 0, 0

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // costRules are conditions over every kind of variable, with and without
@@ -86,7 +88,7 @@ func TestStaticCostBoundHolds(t *testing.T) {
 	}
 	var fast, tracked int
 	for _, when := range costRules {
-		r, err := compileRule(env, Rule{Name: "r", When: when, Effect: Deny})
+		r, err := compileRule(env, Rule{Name: "r", When: when, Effect: api.Deny})
 		if err != nil {
 			t.Fatalf("%s: %v", when, err)
 		}
@@ -149,14 +151,14 @@ func randomCall(rng *rand.Rand) (Input, toolFacts, map[string]any) {
 // TestDecideOverTheSizeBound: a rule whose bound an input exceeds is
 // evaluated with the cost tracker, and the limit still denies.
 func TestDecideOverTheSizeBound(t *testing.T) {
-	p := mustCompile(t, Config{Rules: []Rule{{Name: "nested", When: `args.a.contains(args.b)`, Effect: Allow}}})
+	p := mustCompile(t, Config{Rules: []Rule{{Name: "nested", When: `args.a.contains(args.b)`, Effect: api.Allow}}})
 	in := Input{Principal: alice(), Tool: readTextFile(), Task: Task{ID: "t", AllowTools: []string{"*"}}}
 	tests := []struct {
 		n    int
-		want Decision
+		want api.Verdict
 	}{
-		{n: 10, want: Decision{Effect: Allow, Check: CheckRule, Rule: "nested"}},
-		{n: 20000, want: Decision{Effect: Deny, Check: CheckError, Rule: "nested"}},
+		{n: 10, want: api.Verdict{Effect: api.Allow, Check: api.CheckRule, Rule: "nested"}},
+		{n: 20000, want: api.Verdict{Effect: api.Deny, Check: api.CheckError, Rule: "nested"}},
 	}
 	for _, tt := range tests {
 		in.Args = args("a", strings.Repeat("a", tt.n), "b", strings.Repeat("a", tt.n))
@@ -164,7 +166,7 @@ func TestDecideOverTheSizeBound(t *testing.T) {
 		if diff := cmp.Diff(tt.want, got, decisionOpts); diff != "" {
 			t.Errorf("n=%d: Decide() mismatch (-want +got):\n%s\nreason: %s", tt.n, diff, got.Reason)
 		}
-		if tt.want.Effect == Deny && !strings.Contains(got.Reason, "cost limit exceeded") {
+		if tt.want.Effect == api.Deny && !strings.Contains(got.Reason, "cost limit exceeded") {
 			t.Errorf("n=%d: reason %q does not name the cost limit", tt.n, got.Reason)
 		}
 	}
@@ -177,7 +179,7 @@ func TestEvalWithoutABound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := compileRule(env, Rule{Name: "r", When: `args.?l.orValue([]).exists(x, args.?l.orValue([]).exists(y, x != y))`, Effect: Deny})
+	r, err := compileRule(env, Rule{Name: "r", When: `args.?l.orValue([]).exists(x, args.?l.orValue([]).exists(y, x != y))`, Effect: api.Deny})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,35 +11,18 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/jsoncanon"
 	"github.com/airlock-run/airlock/manifests"
 )
 
 // Input is one call to judge.
 type Input struct {
-	Principal Principal
+	Principal api.Principal
 	Tool      Tool
 	// Args are the call's arguments, a JSON object; empty or null means {}.
 	Args json.RawMessage
 	Task Task
-}
-
-// Decision is the verdict on one call.
-type Decision struct {
-	Effect Effect
-	// Check names the step that decided (the Check* constants).
-	Check string
-	// Rule is the rule's name when Check is "rule", and when Check is
-	// "error" because a rule failed.
-	Rule string `json:",omitempty"`
-	// Reason is written for the model: what failed and what would allow
-	// the call.
-	Reason string
-	// Version is the Version of the policy that decided.
-	Version string
-	// Group and Quorum say who must approve a require_approval decision.
-	Group  string `json:",omitempty"`
-	Quorum int    `json:",omitempty"`
 }
 
 // levels orders data access levels.
@@ -89,46 +72,46 @@ func factsOf(t Tool) toolFacts {
 
 // Decide judges one call. It never panics; see the package documentation
 // for the order of the checks.
-func (p *Policy) Decide(in Input) (d Decision) {
+func (p *Policy) Decide(in Input) (d api.Verdict) {
 	if p == nil {
-		return Decision{Effect: Deny, Check: CheckError, Reason: "denied: no policy is loaded; report this to an operator"}
+		return api.Verdict{Effect: api.Deny, Check: api.CheckError, Reason: "denied: no policy is loaded; report this to an operator"}
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			d = p.decision(Deny, CheckError, "", fmt.Sprintf("denied: internal policy error (panic: %v); report this to an operator", r))
+			d = p.decision(api.Deny, api.CheckError, "", fmt.Sprintf("denied: internal policy error (panic: %v); report this to an operator", r))
 		}
 	}()
 	facts := factsOf(in.Tool)
 	if check, reason := gate(in.Principal, in.Task, in.Tool, facts); check != "" {
-		return p.decision(Deny, check, "", reason)
+		return p.decision(api.Deny, check, "", reason)
 	}
 
 	// size, json
 	if len(in.Args) > p.maxArgBytes {
-		return p.decision(Deny, CheckSize, "", fmt.Sprintf("denied: the arguments to %s are %d bytes, over the limit of %d; send less, e.g. split the content across several calls",
+		return p.decision(api.Deny, api.CheckSize, "", fmt.Sprintf("denied: the arguments to %s are %d bytes, over the limit of %d; send less, e.g. split the content across several calls",
 			in.Tool.Name, len(in.Args), p.maxArgBytes))
 	}
 	args, reason := decodeArgs(in.Tool.Name, in.Args)
 	if reason != "" {
-		return p.decision(Deny, CheckJSON, "", reason)
+		return p.decision(api.Deny, api.CheckJSON, "", reason)
 	}
 
 	// schema
 	if len(bytes.TrimSpace(in.Tool.InputSchema)) > 0 {
 		sch := p.schemas.get(in.Tool.InputSchema)
 		if err := sch.err; err != nil {
-			return p.decision(Deny, CheckSchema, "", fmt.Sprintf("denied: the input schema of %s cannot be used (%s), so its arguments cannot be checked; ask an operator to fix the upstream server's schema",
+			return p.decision(api.Deny, api.CheckSchema, "", fmt.Sprintf("denied: the input schema of %s cannot be used (%s), so its arguments cannot be checked; ask an operator to fix the upstream server's schema",
 				in.Tool.Name, clip(err.Error())))
 		}
 		if err := validateArgs(sch, args); err != nil {
-			return p.decision(Deny, CheckSchema, "", fmt.Sprintf("denied: the arguments do not match the input schema of %s: %s; fix the arguments and call again",
+			return p.decision(api.Deny, api.CheckSchema, "", fmt.Sprintf("denied: the arguments do not match the input schema of %s: %s; fix the arguments and call again",
 				in.Tool.Name, clip(err.Error())))
 		}
 	}
 
 	// path
 	if reason := checkPaths(in.Tool, facts.pathArgs, args); reason != "" {
-		return p.decision(Deny, CheckPath, "", reason)
+		return p.decision(api.Deny, api.CheckPath, "", reason)
 	}
 
 	// rule
@@ -141,7 +124,7 @@ func (p *Policy) Decide(in Input) (d Decision) {
 	// default
 	eff, ok := p.riskDefaults[facts.risk]
 	if !ok {
-		return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: %s has unknown risk tier %q, so there is no default decision; ask an operator to fix its manifest",
+		return p.decision(api.Deny, api.CheckError, "", fmt.Sprintf("denied: %s has unknown risk tier %q, so there is no default decision; ask an operator to fix its manifest",
 			in.Tool.Name, facts.risk))
 	}
 	what := fmt.Sprintf("%s risk", facts.risk)
@@ -149,20 +132,20 @@ func (p *Policy) Decide(in Input) (d Decision) {
 		what = "high risk (no manifest covers it)"
 	}
 	switch eff {
-	case Allow:
-		return p.decision(Allow, CheckDefault, "", fmt.Sprintf("allowed: %s is %s, which the policy allows by default", in.Tool.Name, what))
-	case RequireApproval:
-		return p.approval(CheckDefault, "", in.Tool.Name, facts, "", 0,
+	case api.Allow:
+		return p.decision(api.Allow, api.CheckDefault, "", fmt.Sprintf("allowed: %s is %s, which the policy allows by default", in.Tool.Name, what))
+	case api.RequireApproval:
+		return p.approval(api.CheckDefault, "", in.Tool.Name, facts, "", 0,
 			fmt.Sprintf("%s is %s, which needs approval by default", in.Tool.Name, what))
 	default:
-		return p.decision(Deny, CheckDefault, "", fmt.Sprintf("denied: %s is %s, which the policy denies by default; ask an operator for a rule that allows this call", in.Tool.Name, what))
+		return p.decision(api.Deny, api.CheckDefault, "", fmt.Sprintf("denied: %s is %s, which the policy denies by default; ask an operator for a rule that allows this call", in.Tool.Name, what))
 	}
 }
 
 // Visible reports whether tool should be listed to the principal within the
 // task: the allowlist, permission and data level checks of Decide. A tool
 // that is not visible would be denied whatever its arguments.
-func (p *Policy) Visible(pr Principal, t Task, tool Tool) (ok bool) {
+func (p *Policy) Visible(pr api.Principal, t Task, tool Tool) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			ok = false
@@ -175,10 +158,10 @@ func (p *Policy) Visible(pr Principal, t Task, tool Tool) (ok bool) {
 // gate runs the checks that depend only on who calls which tool in which
 // task: allowlist, permission, data level. It returns the failing check and
 // the reason, or "" when all pass.
-func gate(pr Principal, t Task, tool Tool, facts toolFacts) (check, reason string) {
+func gate(pr api.Principal, t Task, tool Tool, facts toolFacts) (check, reason string) {
 	// allowlist
 	if len(t.AllowTools) == 0 {
-		return CheckAllowlist, fmt.Sprintf("denied: task %q allows no tools; start a task whose allowlist includes %s", t.ID, tool.Name)
+		return api.CheckAllowlist, fmt.Sprintf("denied: task %q allows no tools; start a task whose allowlist includes %s", t.ID, tool.Name)
 	}
 	matched := false
 	for _, g := range t.AllowTools {
@@ -186,12 +169,12 @@ func gate(pr Principal, t Task, tool Tool, facts toolFacts) (check, reason strin
 		// one denies whatever its position.
 		ok, err := path.Match(g, tool.Name)
 		if err != nil {
-			return CheckError, fmt.Sprintf("denied: the allowlist of task %q has a malformed pattern %q (%v); start the task again with a corrected allowlist", t.ID, g, err)
+			return api.CheckError, fmt.Sprintf("denied: the allowlist of task %q has a malformed pattern %q (%v); start the task again with a corrected allowlist", t.ID, g, err)
 		}
 		matched = matched || ok
 	}
 	if !matched {
-		return CheckAllowlist, fmt.Sprintf("denied: %s is not in the allowlist of task %q (%s); use a tool the task allows, or start a task whose allowlist includes it",
+		return api.CheckAllowlist, fmt.Sprintf("denied: %s is not in the allowlist of task %q (%s); use a tool the task allows, or start a task whose allowlist includes it",
 			tool.Name, t.ID, clip(strings.Join(t.AllowTools, ", ")))
 	}
 
@@ -205,26 +188,26 @@ func gate(pr Principal, t Task, tool Tool, facts toolFacts) (check, reason strin
 	switch len(missing) {
 	case 0:
 	case 1:
-		return CheckPermission, fmt.Sprintf("denied: principal %q lacks permission %s required by %s; ask an operator to grant it through a role", pr.Name, missing[0], tool.Name)
+		return api.CheckPermission, fmt.Sprintf("denied: principal %q lacks permission %s required by %s; ask an operator to grant it through a role", pr.Name, missing[0], tool.Name)
 	default:
-		return CheckPermission, fmt.Sprintf("denied: principal %q lacks permissions %s required by %s; ask an operator to grant them through a role", pr.Name, strings.Join(missing, ", "), tool.Name)
+		return api.CheckPermission, fmt.Sprintf("denied: principal %q lacks permissions %s required by %s; ask an operator to grant them through a role", pr.Name, strings.Join(missing, ", "), tool.Name)
 	}
 
 	// data_level
 	have, ok := levels[pr.DataLevel]
 	if !ok {
-		return CheckDataLevel, fmt.Sprintf("denied: principal %q has unknown data access level %q (levels are public, internal, confidential, sensitive, restricted); ask an operator to fix the principal", pr.Name, pr.DataLevel)
+		return api.CheckDataLevel, fmt.Sprintf("denied: principal %q has unknown data access level %q (levels are public, internal, confidential, sensitive, restricted); ask an operator to fix the principal", pr.Name, pr.DataLevel)
 	}
 	need, ok := levels[facts.level]
 	if !ok {
-		return CheckDataLevel, fmt.Sprintf("denied: %s declares unknown data access level %q; ask an operator to fix its manifest", tool.Name, facts.level)
+		return api.CheckDataLevel, fmt.Sprintf("denied: %s declares unknown data access level %q; ask an operator to fix its manifest", tool.Name, facts.level)
 	}
 	if have < need {
 		uncovered := ""
 		if !facts.covered {
 			uncovered = " (no manifest covers it, so it is treated as restricted)"
 		}
-		return CheckDataLevel, fmt.Sprintf("denied: %s handles %s data%s but principal %q is cleared only for %s; ask an operator to raise the principal's data access level",
+		return api.CheckDataLevel, fmt.Sprintf("denied: %s handles %s data%s but principal %q is cleared only for %s; ask an operator to raise the principal's data access level",
 			tool.Name, facts.level, uncovered, pr.Name, pr.DataLevel)
 	}
 	return "", ""
@@ -305,10 +288,10 @@ func jsonTypeName(v any) string {
 
 // evalRules runs the rules in order, skipping those the index shows cannot
 // match the tool; ok is false when none matched.
-func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Decision, bool) {
+func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (api.Verdict, bool) {
 	vars, err := ruleVars(p.adapter, in, facts, args)
 	if err != nil {
-		return p.decision(Deny, CheckError, "", fmt.Sprintf("denied: the policy rules cannot see this call (%v); report this to an operator", err)), true
+		return p.decision(api.Deny, api.CheckError, "", fmt.Sprintf("denied: the policy rules cannot see this call (%v); report this to an operator", err)), true
 	}
 	// One deadline, ruleEvalTimeout after the rules start, bounds all the
 	// comprehensions of a decision (only they check it). Its context is
@@ -340,30 +323,30 @@ func (p *Policy) evalRules(in Input, facts toolFacts, args map[string]any) (Deci
 		}
 		matched, err := r.eval(ctx, vars, size)
 		if err != nil {
-			return p.decision(Deny, CheckError, r.Name, fmt.Sprintf("denied: policy rule %q could not be evaluated for this call (%s); if the rule expects an argument this call lacks, supply it, otherwise ask an operator to fix the rule",
+			return p.decision(api.Deny, api.CheckError, r.Name, fmt.Sprintf("denied: policy rule %q could not be evaluated for this call (%s); if the rule expects an argument this call lacks, supply it, otherwise ask an operator to fix the rule",
 				r.Name, clip(err.Error()))), true
 		}
 		if matched {
 			return p.ruleDecision(r, in, facts), true
 		}
 	}
-	return Decision{}, false
+	return api.Verdict{}, false
 }
 
 // ruleDecision is the decision of rule r, which matched.
-func (p *Policy) ruleDecision(r *compiledRule, in Input, facts toolFacts) Decision {
+func (p *Policy) ruleDecision(r *compiledRule, in Input, facts toolFacts) api.Verdict {
 	switch r.Effect {
-	case Allow:
-		return p.decision(Allow, CheckRule, r.Name, withReason(fmt.Sprintf("allowed by policy rule %q", r.Name), r.Reason))
-	case RequireApproval:
-		return p.approval(CheckRule, r.Name, in.Tool.Name, facts, r.Group, r.Quorum,
+	case api.Allow:
+		return p.decision(api.Allow, api.CheckRule, r.Name, withReason(fmt.Sprintf("allowed by policy rule %q", r.Name), r.Reason))
+	case api.RequireApproval:
+		return p.approval(api.CheckRule, r.Name, in.Tool.Name, facts, r.Group, r.Quorum,
 			withReason(fmt.Sprintf("policy rule %q requires approval", r.Name), r.Reason))
 	default:
 		why := r.Reason
 		if why == "" {
 			why = "ask an operator if this call is needed"
 		}
-		return p.decision(Deny, CheckRule, r.Name, fmt.Sprintf("denied by policy rule %q: %s", r.Name, why))
+		return p.decision(api.Deny, api.CheckRule, r.Name, fmt.Sprintf("denied by policy rule %q: %s", r.Name, why))
 	}
 }
 
@@ -377,7 +360,7 @@ func withReason(s, reason string) string {
 // approval builds a require_approval decision, choosing the approver group
 // and quorum: the rule's group, else the manifest's, else the policy's
 // fallback group. Without any group the call is denied.
-func (p *Policy) approval(check, rule, tool string, facts toolFacts, group string, quorum int, why string) Decision {
+func (p *Policy) approval(check, rule, tool string, facts toolFacts, group string, quorum int, why string) api.Verdict {
 	switch {
 	case group != "":
 	case facts.approval != nil && strings.TrimSpace(facts.approval.Group) != "":
@@ -388,18 +371,18 @@ func (p *Policy) approval(check, rule, tool string, facts toolFacts, group strin
 	case p.approvalGrp != "":
 		group = p.approvalGrp
 	default:
-		return p.decision(Deny, CheckError, rule, fmt.Sprintf("denied: %s, but no approver group is configured (not by the rule, the tool's manifest, nor the policy's approval_group), so nobody could approve it; ask an operator to name an approver group", why))
+		return p.decision(api.Deny, api.CheckError, rule, fmt.Sprintf("denied: %s, but no approver group is configured (not by the rule, the tool's manifest, nor the policy's approval_group), so nobody could approve it; ask an operator to name an approver group", why))
 	}
 	if quorum < 1 {
 		quorum = 1
 	}
-	d := p.decision(RequireApproval, check, rule, fmt.Sprintf("%s; waiting for %d approval(s) from group %q", why, quorum, group))
+	d := p.decision(api.RequireApproval, check, rule, fmt.Sprintf("%s; waiting for %d approval(s) from group %q", why, quorum, group))
 	d.Group, d.Quorum = group, quorum
 	return d
 }
 
-func (p *Policy) decision(e Effect, check, rule, reason string) Decision {
-	return Decision{Effect: e, Check: check, Rule: rule, Reason: reason, Version: p.version}
+func (p *Policy) decision(e api.Effect, check, rule, reason string) api.Verdict {
+	return api.Verdict{Effect: e, Check: check, Rule: rule, Reason: reason, Version: p.version}
 }
 
 // maxReasonPart bounds text that comes from the call (paths, validator and

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -33,8 +34,8 @@ const writeFileSchema = `{
 	"additionalProperties": false
 }`
 
-func alice() Principal {
-	return Principal{
+func alice() api.Principal {
+	return api.Principal{
 		Name:        "alice",
 		Roles:       []string{"dev"},
 		Permissions: []string{"filesystem.read", "filesystem.write"},
@@ -170,7 +171,7 @@ func args(kv ...any) json.RawMessage {
 
 // decisionOpts compares decisions without Reason (checked by substring and
 // the golden file) and Version (checked in TestVersion).
-var decisionOpts = cmpopts.IgnoreFields(Decision{}, "Reason", "Version")
+var decisionOpts = cmpopts.IgnoreFields(api.Verdict{}, "Reason", "Version")
 
 func TestDecide(t *testing.T) {
 	// The cost limit, not the time backstop, must decide "rule/cost limit
@@ -198,265 +199,265 @@ func TestDecide(t *testing.T) {
 		name   string
 		cfg    Config
 		in     Input
-		want   Decision
+		want   api.Verdict
 		reason string // a substring of the reason
 	}{
 		// allowlist
-		{name: "allowlist/glob matches", in: in(), want: Decision{Effect: Allow, Check: CheckDefault}, reason: "medium risk"},
+		{name: "allowlist/glob matches", in: in(), want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}, reason: "medium risk"},
 		{name: "allowlist/exact name", in: in(func(i *Input) { i.Task.AllowTools = []string{"filesystem__write_file"} }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "allowlist/empty allows nothing", in: in(func(i *Input) { i.Task.AllowTools = nil }),
-			want: Decision{Effect: Deny, Check: CheckAllowlist}, reason: `task "t1" allows no tools`},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckAllowlist}, reason: `task "t1" allows no tools`},
 		{name: "allowlist/no glob matches", in: in(func(i *Input) { i.Task.AllowTools = []string{"filesystem__read_*", "memory__*"} }),
-			want: Decision{Effect: Deny, Check: CheckAllowlist}, reason: "filesystem__write_file is not in the allowlist"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckAllowlist}, reason: "filesystem__write_file is not in the allowlist"},
 		{name: "allowlist/glob does not cross the separator by prefix", in: in(func(i *Input) { i.Task.AllowTools = []string{"filesystem"} }),
-			want: Decision{Effect: Deny, Check: CheckAllowlist}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckAllowlist}},
 		{name: "allowlist/malformed glob denies even after a match", in: in(func(i *Input) { i.Task.AllowTools = []string{"filesystem__*", "memory__[", "x"} }),
-			want: Decision{Effect: Deny, Check: CheckError}, reason: `malformed pattern "memory__["`},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckError}, reason: `malformed pattern "memory__["`},
 
 		// permission
 		{name: "permission/missing", in: in(func(i *Input) {
-			i.Principal = Principal{Name: "bob", DataLevel: manifests.DataRestricted, Permissions: []string{"filesystem.read"}}
+			i.Principal = api.Principal{Name: "bob", DataLevel: manifests.DataRestricted, Permissions: []string{"filesystem.read"}}
 		}),
-			want:   Decision{Effect: Deny, Check: CheckPermission},
+			want:   api.Verdict{Effect: api.Deny, Check: api.CheckPermission},
 			reason: `denied: principal "bob" lacks permission "filesystem.write" required by filesystem__write_file; ask an operator to grant it through a role`},
 		{name: "permission/several missing", in: in(func(i *Input) { i.Tool = moveFile(root); i.Principal.Permissions = nil }),
-			want: Decision{Effect: Deny, Check: CheckPermission}, reason: `lacks permissions "filesystem.write", "filesystem.delete"`},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPermission}, reason: `lacks permissions "filesystem.write", "filesystem.delete"`},
 		{name: "permission/star grants all", in: in(func(i *Input) { i.Principal.Permissions = []string{"*"} }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "permission/prefix wildcard grants", in: in(func(i *Input) { i.Principal.Permissions = []string{"filesystem.*"} }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "permission/other prefix wildcard does not", in: in(func(i *Input) { i.Principal.Permissions = []string{"files.*", "memory.*"} }),
-			want: Decision{Effect: Deny, Check: CheckPermission}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPermission}},
 		{name: "permission/wildcard needs the dot", in: in(func(i *Input) { i.Principal.Permissions = []string{"filesystem*"} }),
-			want: Decision{Effect: Deny, Check: CheckPermission}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPermission}},
 
 		// data level
 		{name: "data_level/lower denies", in: in(func(i *Input) { i.Principal.DataLevel = manifests.DataPublic }),
-			want: Decision{Effect: Deny, Check: CheckDataLevel}, reason: `handles internal data but principal "alice" is cleared only for public`},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckDataLevel}, reason: `handles internal data but principal "alice" is cleared only for public`},
 		{name: "data_level/equal allows", in: in(func(i *Input) { i.Principal.DataLevel = manifests.DataInternal }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "data_level/unknown principal level", in: in(func(i *Input) { i.Principal.DataLevel = "top-secret" }),
-			want: Decision{Effect: Deny, Check: CheckDataLevel}, reason: `unknown data access level "top-secret"`},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckDataLevel}, reason: `unknown data access level "top-secret"`},
 		{name: "data_level/empty principal level", in: in(func(i *Input) { i.Principal.DataLevel = "" }),
-			want: Decision{Effect: Deny, Check: CheckDataLevel}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckDataLevel}},
 		{name: "data_level/unknown tool level", in: in(func(i *Input) { i.Tool.Decl.DataAccessLevel = "secret" }),
-			want: Decision{Effect: Deny, Check: CheckDataLevel}, reason: `declares unknown data access level "secret"`},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckDataLevel}, reason: `declares unknown data access level "secret"`},
 		{name: "data_level/uncovered tool is restricted", in: in(func(i *Input) { i.Tool.Decl = nil }),
-			want: Decision{Effect: Deny, Check: CheckDataLevel}, reason: "no manifest covers it"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckDataLevel}, reason: "no manifest covers it"},
 
 		// size and json
 		{name: "size/over the limit", cfg: Config{MaxArgBytes: 32}, in: in(func(i *Input) { i.Args = args("path", "/srv/sandbox/a.txt", "content", "hi") }),
-			want: Decision{Effect: Deny, Check: CheckSize}, reason: "over the limit of 32"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckSize}, reason: "over the limit of 32"},
 		{name: "size/default limit", in: in(func(i *Input) { i.Args = args("path", "/srv/a", "content", strings.Repeat("x", DefaultMaxArgBytes)) }),
-			want: Decision{Effect: Deny, Check: CheckSize}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckSize}},
 		{name: "json/array", in: in(func(i *Input) { i.Args = json.RawMessage(`["/etc/passwd"]`) }),
-			want: Decision{Effect: Deny, Check: CheckJSON}, reason: "must be a JSON object, not an array"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckJSON}, reason: "must be a JSON object, not an array"},
 		{name: "json/string", in: in(func(i *Input) { i.Args = json.RawMessage(`"x"`) }),
-			want: Decision{Effect: Deny, Check: CheckJSON}, reason: "not a string"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckJSON}, reason: "not a string"},
 		{name: "json/number", in: in(func(i *Input) { i.Args = json.RawMessage(`12`) }),
-			want: Decision{Effect: Deny, Check: CheckJSON}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckJSON}},
 		{name: "json/invalid", in: in(func(i *Input) { i.Args = json.RawMessage(`{"path": `) }),
-			want: Decision{Effect: Deny, Check: CheckJSON}, reason: "not valid JSON"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckJSON}, reason: "not valid JSON"},
 		{name: "json/trailing data", in: in(func(i *Input) { i.Args = json.RawMessage(`{} {}`) }),
-			want: Decision{Effect: Deny, Check: CheckJSON}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckJSON}},
 		{name: "json/duplicate key", in: in(func(i *Input) { i.Args = json.RawMessage(`{"path":"/etc/passwd","path":"/srv/sandbox/a.txt"}`) }),
-			want: Decision{Effect: Deny, Check: CheckJSON}, reason: `the key "path" appears more than once in the object at $`},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckJSON}, reason: `the key "path" appears more than once in the object at $`},
 		{name: "json/nested duplicate key", in: in(func(i *Input) {
 			i.Args = json.RawMessage(`{"path":"/srv/sandbox/a.txt","opts":[{"mode":"r","mode":"w"}]}`)
-		}), want: Decision{Effect: Deny, Check: CheckJSON}, reason: `the key "mode" appears more than once in the object at $.opts[0]`},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckJSON}, reason: `the key "mode" appears more than once in the object at $.opts[0]`},
 		{name: "json/empty means no arguments", in: in(func(i *Input) { i.Args = nil }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "json/null means no arguments", in: in(func(i *Input) { i.Args = json.RawMessage(` null `) }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 
 		// schema
 		{name: "schema/valid", in: in(func(i *Input) { i.Tool.InputSchema = json.RawMessage(writeFileSchema) }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "schema/wrong type", in: in(func(i *Input) {
 			i.Tool.InputSchema = json.RawMessage(writeFileSchema)
 			i.Args = args("path", root+"/a", "content", 42)
-		}), want: Decision{Effect: Deny, Check: CheckSchema}, reason: `want "string"`},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckSchema}, reason: `want "string"`},
 		{name: "schema/missing required", in: in(func(i *Input) {
 			i.Tool.InputSchema = json.RawMessage(writeFileSchema)
 			i.Args = args("path", root+"/a")
-		}), want: Decision{Effect: Deny, Check: CheckSchema}, reason: `missing properties: ["content"]`},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckSchema}, reason: `missing properties: ["content"]`},
 		{name: "schema/additional property", in: in(func(i *Input) {
 			i.Tool.InputSchema = json.RawMessage(writeFileSchema)
 			i.Args = args("path", root+"/a", "content", "x", "mode", "0777")
-		}), want: Decision{Effect: Deny, Check: CheckSchema}, reason: "mode"},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckSchema}, reason: "mode"},
 		{name: "schema/draft-07 without the fragment", in: in(func(i *Input) {
 			i.Tool.InputSchema = json.RawMessage(strings.Replace(writeFileSchema, "schema#", "schema", 1))
 			i.Args = args("path", root+"/a")
-		}), want: Decision{Effect: Deny, Check: CheckSchema}, reason: "missing properties"},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckSchema}, reason: "missing properties"},
 		{name: "schema/unsupported version", in: in(func(i *Input) {
 			i.Tool.InputSchema = json.RawMessage(`{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}`)
-		}), want: Decision{Effect: Deny, Check: CheckSchema}, reason: "cannot be used"},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckSchema}, reason: "cannot be used"},
 		{name: "schema/not a schema", in: in(func(i *Input) { i.Tool.InputSchema = json.RawMessage(`{"type": 12}`) }),
-			want: Decision{Effect: Deny, Check: CheckSchema}, reason: "cannot be used"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckSchema}, reason: "cannot be used"},
 		{name: "schema/remote ref is not fetched", in: in(func(i *Input) {
 			i.Tool.InputSchema = json.RawMessage(`{"$ref": "https://example.com/s.json"}`)
-		}), want: Decision{Effect: Deny, Check: CheckSchema}, reason: "cannot be used"},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckSchema}, reason: "cannot be used"},
 
 		// path
 		{name: "path/inside", in: in(func(i *Input) { i.Args = args("path", filepath.Join(root, "notes.txt")) }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "path/new file in a new directory inside", in: in(func(i *Input) { i.Args = args("path", filepath.Join(root, "sub", "new", "deeper", "f.txt")) }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "path/the root itself", in: in(func(i *Input) { i.Args = args("path", root) }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "path/dot-dot inside stays inside", in: in(func(i *Input) { i.Args = args("path", root+"/sub/../notes.txt") }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "path/dot-dot escape", in: in(func(i *Input) { i.Args = args("path", root+"/../outside/secret.txt") }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "is outside the allowed directories"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "is outside the allowed directories"},
 		{name: "path/dot-dot escape past the filesystem root", in: in(func(i *Input) { i.Args = args("path", root+strings.Repeat("/..", 40)+"/etc/passwd") }),
-			want: Decision{Effect: Deny, Check: CheckPath}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}},
 		{name: "path/absolute elsewhere", in: in(func(i *Input) { i.Args = args("path", "/etc/passwd") }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: `argument "path" of filesystem__write_file (/etc/passwd) is outside`},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: `argument "path" of filesystem__write_file (/etc/passwd) is outside`},
 		{name: "path/sibling with the root as prefix", in: in(func(i *Input) { i.Args = args("path", root+"-evil/x") }),
-			want: Decision{Effect: Deny, Check: CheckPath}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}},
 		{name: "path/symlink inside the root pointing outside", in: in(func(i *Input) { i.Args = args("path", filepath.Join(root, "escape", "secret.txt")) }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "through a symlink"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "through a symlink"},
 		{name: "path/symlink itself pointing outside", in: in(func(i *Input) { i.Args = args("path", filepath.Join(root, "escape")) }),
-			want: Decision{Effect: Deny, Check: CheckPath}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}},
 		{name: "path/new file under an escaping symlink", in: in(func(i *Input) { i.Args = args("path", filepath.Join(root, "escape", "new.txt")) }),
-			want: Decision{Effect: Deny, Check: CheckPath}},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}},
 		{name: "path/dangling symlink", in: in(func(i *Input) { i.Args = args("path", filepath.Join(root, "dangling")) }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "symlink whose target does not exist"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "symlink whose target does not exist"},
 		{name: "path/symlink staying inside", in: in(func(i *Input) { i.Args = args("path", filepath.Join(root, "inner", "f.txt")) }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "path/root given through a symlink", in: in(func(i *Input) {
 			i.Tool.PathRoots = []string{filepath.Join(root, "inner")}
 			i.Args = args("path", filepath.Join(root, "sub", "f.txt"))
-		}), want: Decision{Effect: Allow, Check: CheckDefault}},
+		}), want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "path/second root", in: in(func(i *Input) {
 			i.Tool.PathRoots = []string{filepath.Join(root, "sub"), fx.outside}
 			i.Args = args("path", filepath.Join(fx.outside, "secret.txt"))
-		}), want: Decision{Effect: Allow, Check: CheckDefault}},
+		}), want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "path/relative", in: in(func(i *Input) { i.Args = args("path", "notes.txt") }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "is a relative path"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "is a relative path"},
 		{name: "path/home", in: in(func(i *Input) { i.Args = args("path", "~/.ssh/id_rsa") }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "is a relative path"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "is a relative path"},
 		{name: "path/empty", in: in(func(i *Input) { i.Args = args("path", "") }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "empty path"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "empty path"},
 		{name: "path/NUL", in: in(func(i *Input) { i.Args = args("path", root+"/a\x00/../../etc") }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "NUL"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "NUL"},
 		{name: "path/through a file", in: in(func(i *Input) { i.Args = args("path", filepath.Join(root, "notes.txt", "x")) }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "cannot be checked"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "cannot be checked"},
 		{name: "path/not a string", in: in(func(i *Input) { i.Args = args("path", 7) }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "not a number"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "not a number"},
 		{name: "path/absent argument is not checked", in: in(func(i *Input) { i.Args = args("content", "x") }),
-			want: Decision{Effect: Allow, Check: CheckDefault}},
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "path/no roots configured", in: in(func(i *Input) { i.Tool.PathRoots = nil }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "no allowed directories are configured"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "no allowed directories are configured"},
 		{name: "path/relative root", in: in(func(i *Input) { i.Tool.PathRoots = []string{"sandbox"} }),
-			want: Decision{Effect: Deny, Check: CheckPath}, reason: "not an absolute path"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "not an absolute path"},
 		{name: "path/array all inside", in: in(func(i *Input) {
 			i.Tool = readMultiple(root)
 			i.Args = args("paths", []string{filepath.Join(root, "notes.txt"), filepath.Join(root, "sub")})
-		}), want: Decision{Effect: Allow, Check: CheckDefault}},
+		}), want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "path/array with one escape", in: in(func(i *Input) {
 			i.Tool = readMultiple(root)
 			i.Args = args("paths", []string{filepath.Join(root, "notes.txt"), filepath.Join(root, "escape", "secret.txt")})
-		}), want: Decision{Effect: Deny, Check: CheckPath}, reason: `argument "paths[1]"`},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: `argument "paths[1]"`},
 		{name: "path/array with a non-string", in: in(func(i *Input) {
 			i.Tool = readMultiple(root)
 			i.Args = args("paths", []any{filepath.Join(root, "notes.txt"), 3})
-		}), want: Decision{Effect: Deny, Check: CheckPath}, reason: "element 1 is a number"},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: "element 1 is a number"},
 		{name: "path/second path argument escapes", in: in(func(i *Input) {
 			i.Principal.Permissions = append(i.Principal.Permissions, "filesystem.delete")
 			i.Tool = moveFile(root)
 			i.Args = args("source", filepath.Join(root, "notes.txt"), "destination", "/tmp/../etc/x")
-		}), want: Decision{Effect: Deny, Check: CheckPath}, reason: `argument "destination"`},
+		}), want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}, reason: `argument "destination"`},
 
 		// rules
-		{name: "rule/deny", cfg: withRules(Rule{Name: "no-sub", When: `args.path.contains("/sub/")`, Effect: Deny, Reason: "sub/ is read-only; write elsewhere in the sandbox"}),
+		{name: "rule/deny", cfg: withRules(Rule{Name: "no-sub", When: `args.path.contains("/sub/")`, Effect: api.Deny, Reason: "sub/ is read-only; write elsewhere in the sandbox"}),
 			in:   in(func(i *Input) { i.Args = args("path", filepath.Join(root, "sub", "f")) }),
-			want: Decision{Effect: Deny, Check: CheckRule, Rule: "no-sub"}, reason: `denied by policy rule "no-sub": sub/ is read-only`},
-		{name: "rule/deny without reason", cfg: withRules(Rule{Name: "never", When: `true`, Effect: Deny}), in: in(),
-			want: Decision{Effect: Deny, Check: CheckRule, Rule: "never"}, reason: "ask an operator"},
-		{name: "rule/allow overrides the risk default", cfg: withRules(Rule{Name: "devs-move", When: `"dev" in principal.roles && tool.upstream == "move_file"`, Effect: Allow}),
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "no-sub"}, reason: `denied by policy rule "no-sub": sub/ is read-only`},
+		{name: "rule/deny without reason", cfg: withRules(Rule{Name: "never", When: `true`, Effect: api.Deny}), in: in(),
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "never"}, reason: "ask an operator"},
+		{name: "rule/allow overrides the risk default", cfg: withRules(Rule{Name: "devs-move", When: `"dev" in principal.roles && tool.upstream == "move_file"`, Effect: api.Allow}),
 			in: in(func(i *Input) {
 				i.Principal.Permissions = []string{"filesystem.*"}
 				i.Tool = moveFile(root)
 				i.Args = args("source", root+"/notes.txt", "destination", root+"/n2.txt")
 			}),
-			want: Decision{Effect: Allow, Check: CheckRule, Rule: "devs-move"}},
-		{name: "rule/require approval with the rule's group", cfg: withRules(Rule{Name: "busy", When: `task.calls >= 3`, Effect: RequireApproval, Group: "leads", Quorum: 2, Reason: "many calls"}),
-			in: in(), want: Decision{Effect: RequireApproval, Check: CheckRule, Rule: "busy", Group: "leads", Quorum: 2}, reason: `waiting for 2 approval(s) from group "leads"`},
-		{name: "rule/require approval falls back to the manifest", cfg: withRules(Rule{Name: "slow", When: `task.elapsed_seconds > 60`, Effect: RequireApproval}),
+			want: api.Verdict{Effect: api.Allow, Check: api.CheckRule, Rule: "devs-move"}},
+		{name: "rule/require approval with the rule's group", cfg: withRules(Rule{Name: "busy", When: `task.calls >= 3`, Effect: api.RequireApproval, Group: "leads", Quorum: 2, Reason: "many calls"}),
+			in: in(), want: api.Verdict{Effect: api.RequireApproval, Check: api.CheckRule, Rule: "busy", Group: "leads", Quorum: 2}, reason: `waiting for 2 approval(s) from group "leads"`},
+		{name: "rule/require approval falls back to the manifest", cfg: withRules(Rule{Name: "slow", When: `task.elapsed_seconds > 60`, Effect: api.RequireApproval}),
 			in: in(func(i *Input) {
 				i.Principal.Permissions = []string{"*"}
 				i.Tool = moveFile(root)
 				i.Args = args("source", root+"/notes.txt", "destination", root+"/n2.txt")
 			}),
-			want: Decision{Effect: RequireApproval, Check: CheckRule, Rule: "slow", Group: "ops", Quorum: 2}},
-		{name: "rule/rule quorum overrides the manifest's", cfg: withRules(Rule{Name: "slow", When: `task.elapsed_seconds > 60.0`, Effect: RequireApproval, Quorum: 3}),
+			want: api.Verdict{Effect: api.RequireApproval, Check: api.CheckRule, Rule: "slow", Group: "ops", Quorum: 2}},
+		{name: "rule/rule quorum overrides the manifest's", cfg: withRules(Rule{Name: "slow", When: `task.elapsed_seconds > 60.0`, Effect: api.RequireApproval, Quorum: 3}),
 			in: in(func(i *Input) {
 				i.Principal.Permissions = []string{"*"}
 				i.Tool = moveFile(root)
 				i.Args = args("source", root+"/notes.txt", "destination", root+"/n2.txt")
 			}),
-			want: Decision{Effect: RequireApproval, Check: CheckRule, Rule: "slow", Group: "ops", Quorum: 3}},
-		{name: "rule/require approval falls back to the policy group", cfg: Config{ApprovalGroup: "admins", Rules: []Rule{{Name: "all", When: "true", Effect: RequireApproval}}},
-			in: in(), want: Decision{Effect: RequireApproval, Check: CheckRule, Rule: "all", Group: "admins", Quorum: 1}},
-		{name: "rule/require approval without any group denies", cfg: withRules(Rule{Name: "all", When: "true", Effect: RequireApproval}),
-			in: in(), want: Decision{Effect: Deny, Check: CheckError, Rule: "all"}, reason: "no approver group is configured"},
+			want: api.Verdict{Effect: api.RequireApproval, Check: api.CheckRule, Rule: "slow", Group: "ops", Quorum: 3}},
+		{name: "rule/require approval falls back to the policy group", cfg: Config{ApprovalGroup: "admins", Rules: []Rule{{Name: "all", When: "true", Effect: api.RequireApproval}}},
+			in: in(), want: api.Verdict{Effect: api.RequireApproval, Check: api.CheckRule, Rule: "all", Group: "admins", Quorum: 1}},
+		{name: "rule/require approval without any group denies", cfg: withRules(Rule{Name: "all", When: "true", Effect: api.RequireApproval}),
+			in: in(), want: api.Verdict{Effect: api.Deny, Check: api.CheckError, Rule: "all"}, reason: "no approver group is configured"},
 		{name: "rule/first match wins", cfg: withRules(
-			Rule{Name: "miss", When: `principal.name == "mallory"`, Effect: Deny},
-			Rule{Name: "first", When: `tool.server == "filesystem"`, Effect: Allow},
-			Rule{Name: "second", When: `true`, Effect: Deny},
-		), in: in(), want: Decision{Effect: Allow, Check: CheckRule, Rule: "first"}},
+			Rule{Name: "miss", When: `principal.name == "mallory"`, Effect: api.Deny},
+			Rule{Name: "first", When: `tool.server == "filesystem"`, Effect: api.Allow},
+			Rule{Name: "second", When: `true`, Effect: api.Deny},
+		), in: in(), want: api.Verdict{Effect: api.Allow, Check: api.CheckRule, Rule: "first"}},
 		{name: "rule/first match wins, deny first", cfg: withRules(
-			Rule{Name: "first", When: `"write" in tool.side_effects`, Effect: Deny},
-			Rule{Name: "second", When: `true`, Effect: Allow},
-		), in: in(), want: Decision{Effect: Deny, Check: CheckRule, Rule: "first"}},
-		{name: "rule/none matches, default decides", cfg: withRules(Rule{Name: "miss", When: `tool.risk == "critical"`, Effect: Deny}),
-			in: in(), want: Decision{Effect: Allow, Check: CheckDefault}},
+			Rule{Name: "first", When: `"write" in tool.side_effects`, Effect: api.Deny},
+			Rule{Name: "second", When: `true`, Effect: api.Allow},
+		), in: in(), want: api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "first"}},
+		{name: "rule/none matches, default decides", cfg: withRules(Rule{Name: "miss", When: `tool.risk == "critical"`, Effect: api.Deny}),
+			in: in(), want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "rule/missing key is an evaluation error that denies", cfg: withRules(
-			Rule{Name: "by-mode", When: `args.mode == "0777"`, Effect: Deny},
-			Rule{Name: "allow", When: `true`, Effect: Allow},
-		), in: in(), want: Decision{Effect: Deny, Check: CheckError, Rule: "by-mode"}, reason: `policy rule "by-mode" could not be evaluated for this call (no such key: mode)`},
-		{name: "rule/optional syntax", cfg: withRules(Rule{Name: "by-mode", When: `args.?mode.orValue("") == "0777"`, Effect: Deny}),
-			in: in(), want: Decision{Effect: Allow, Check: CheckDefault}},
-		{name: "rule/optional syntax matches", cfg: withRules(Rule{Name: "by-mode", When: `args.?mode.orValue("") == "0777"`, Effect: Deny}),
-			in: in(func(i *Input) { i.Args = args("path", root+"/a", "mode", "0777") }), want: Decision{Effect: Deny, Check: CheckRule, Rule: "by-mode"}},
-		{name: "rule/has guard", cfg: withRules(Rule{Name: "by-mode", When: `has(args.mode) && args.mode == "0777"`, Effect: Deny}),
-			in: in(), want: Decision{Effect: Allow, Check: CheckDefault}},
-		{name: "rule/JSON numbers compare with int literals", cfg: withRules(Rule{Name: "big", When: `args.?size.orValue(0) > 10 && args.size == 20`, Effect: Deny}),
-			in: in(func(i *Input) { i.Args = args("path", root+"/a", "size", 20) }), want: Decision{Effect: Deny, Check: CheckRule, Rule: "big"}},
-		{name: "rule/principal fields", cfg: withRules(Rule{Name: "p", When: `principal.name == "alice" && "filesystem.write" in principal.permissions && principal.data_level == "confidential" && principal.slack_user_id == "U1"`, Effect: Deny}),
-			in: in(func(i *Input) { i.Principal.SlackUserID = "U1" }), want: Decision{Effect: Deny, Check: CheckRule, Rule: "p"}},
-		{name: "rule/tool fields", cfg: withRules(Rule{Name: "t", When: `tool.name == "filesystem__write_file" && tool.data_access_level == "internal" && tool.required_permissions == ["filesystem.write"] && tool.risk == "medium" && !tool.idempotent && tool.covered`, Effect: Deny}),
-			in: in(), want: Decision{Effect: Deny, Check: CheckRule, Rule: "t"}},
-		{name: "rule/task fields", cfg: withRules(Rule{Name: "k", When: `task.id == "t1" && task.calls == 3 && task.elapsed_seconds == 90.0`, Effect: Deny}),
-			in: in(), want: Decision{Effect: Deny, Check: CheckRule, Rule: "k"}},
-		{name: "rule/uncovered tool facts", cfg: Config{ApprovalGroup: "admins", Rules: []Rule{{Name: "u", When: `!tool.covered && tool.side_effects == ["write"] && tool.data_access_level == "restricted" && tool.risk == "high" && size(tool.required_permissions) == 0`, Effect: Deny}}},
-			in: in(func(i *Input) { i.Tool.Decl = nil; i.Principal.DataLevel = manifests.DataRestricted }), want: Decision{Effect: Deny, Check: CheckRule, Rule: "u"}},
-		{name: "rule/cost limit denies", cfg: withRules(Rule{Name: "heavy", When: `[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, a+b+c+d+e > 0)))))`, Effect: Allow}),
-			in: in(), want: Decision{Effect: Deny, Check: CheckError, Rule: "heavy"}, reason: "cost limit exceeded"},
-		{name: "rule/never reached after an earlier deny", cfg: withRules(Rule{Name: "allow-all", When: `true`, Effect: Allow}),
-			in: in(func(i *Input) { i.Args = args("path", "/etc/passwd") }), want: Decision{Effect: Deny, Check: CheckPath}},
+			Rule{Name: "by-mode", When: `args.mode == "0777"`, Effect: api.Deny},
+			Rule{Name: "allow", When: `true`, Effect: api.Allow},
+		), in: in(), want: api.Verdict{Effect: api.Deny, Check: api.CheckError, Rule: "by-mode"}, reason: `policy rule "by-mode" could not be evaluated for this call (no such key: mode)`},
+		{name: "rule/optional syntax", cfg: withRules(Rule{Name: "by-mode", When: `args.?mode.orValue("") == "0777"`, Effect: api.Deny}),
+			in: in(), want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
+		{name: "rule/optional syntax matches", cfg: withRules(Rule{Name: "by-mode", When: `args.?mode.orValue("") == "0777"`, Effect: api.Deny}),
+			in: in(func(i *Input) { i.Args = args("path", root+"/a", "mode", "0777") }), want: api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "by-mode"}},
+		{name: "rule/has guard", cfg: withRules(Rule{Name: "by-mode", When: `has(args.mode) && args.mode == "0777"`, Effect: api.Deny}),
+			in: in(), want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
+		{name: "rule/JSON numbers compare with int literals", cfg: withRules(Rule{Name: "big", When: `args.?size.orValue(0) > 10 && args.size == 20`, Effect: api.Deny}),
+			in: in(func(i *Input) { i.Args = args("path", root+"/a", "size", 20) }), want: api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "big"}},
+		{name: "rule/principal fields", cfg: withRules(Rule{Name: "p", When: `principal.name == "alice" && "filesystem.write" in principal.permissions && principal.data_level == "confidential" && principal.slack_user_id == "U1"`, Effect: api.Deny}),
+			in: in(func(i *Input) { i.Principal.SlackUserID = "U1" }), want: api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "p"}},
+		{name: "rule/tool fields", cfg: withRules(Rule{Name: "t", When: `tool.name == "filesystem__write_file" && tool.data_access_level == "internal" && tool.required_permissions == ["filesystem.write"] && tool.risk == "medium" && !tool.idempotent && tool.covered`, Effect: api.Deny}),
+			in: in(), want: api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "t"}},
+		{name: "rule/task fields", cfg: withRules(Rule{Name: "k", When: `task.id == "t1" && task.calls == 3 && task.elapsed_seconds == 90.0`, Effect: api.Deny}),
+			in: in(), want: api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "k"}},
+		{name: "rule/uncovered tool facts", cfg: Config{ApprovalGroup: "admins", Rules: []Rule{{Name: "u", When: `!tool.covered && tool.side_effects == ["write"] && tool.data_access_level == "restricted" && tool.risk == "high" && size(tool.required_permissions) == 0`, Effect: api.Deny}}},
+			in: in(func(i *Input) { i.Tool.Decl = nil; i.Principal.DataLevel = manifests.DataRestricted }), want: api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "u"}},
+		{name: "rule/cost limit denies", cfg: withRules(Rule{Name: "heavy", When: `[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, a+b+c+d+e > 0)))))`, Effect: api.Allow}),
+			in: in(), want: api.Verdict{Effect: api.Deny, Check: api.CheckError, Rule: "heavy"}, reason: "cost limit exceeded"},
+		{name: "rule/never reached after an earlier deny", cfg: withRules(Rule{Name: "allow-all", When: `true`, Effect: api.Allow}),
+			in: in(func(i *Input) { i.Args = args("path", "/etc/passwd") }), want: api.Verdict{Effect: api.Deny, Check: api.CheckPath}},
 
 		// default
-		{name: "default/low allows", in: in(func(i *Input) { i.Tool.Decl.Risk = manifests.RiskLow }), want: Decision{Effect: Allow, Check: CheckDefault}},
+		{name: "default/low allows", in: in(func(i *Input) { i.Tool.Decl.Risk = manifests.RiskLow }), want: api.Verdict{Effect: api.Allow, Check: api.CheckDefault}},
 		{name: "default/high takes the manifest's approval", in: in(func(i *Input) {
 			i.Principal.Permissions = []string{"*"}
 			i.Tool = moveFile(root)
 			i.Args = args("source", root+"/notes.txt", "destination", root+"/n2.txt")
-		}), want: Decision{Effect: RequireApproval, Check: CheckDefault, Group: "ops", Quorum: 2}, reason: "high risk, which needs approval by default"},
+		}), want: api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "ops", Quorum: 2}, reason: "high risk, which needs approval by default"},
 		{name: "default/high without approval group denies", in: in(func(i *Input) { i.Tool.Decl.Risk = manifests.RiskHigh }),
-			want: Decision{Effect: Deny, Check: CheckError}, reason: "no approver group is configured"},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckError}, reason: "no approver group is configured"},
 		{name: "default/high uses the policy group", cfg: Config{ApprovalGroup: "admins"}, in: in(func(i *Input) { i.Tool.Decl.Risk = manifests.RiskHigh }),
-			want: Decision{Effect: RequireApproval, Check: CheckDefault, Group: "admins", Quorum: 1}},
+			want: api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "admins", Quorum: 1}},
 		{name: "default/uncovered tool needs approval", cfg: Config{ApprovalGroup: "admins"}, in: in(func(i *Input) { i.Tool.Decl = nil; i.Principal.DataLevel = manifests.DataRestricted }),
-			want: Decision{Effect: RequireApproval, Check: CheckDefault, Group: "admins", Quorum: 1}, reason: "no manifest covers it"},
-		{name: "default/configured deny", cfg: Config{RiskDefaults: map[manifests.Risk]Effect{manifests.RiskMedium: Deny}}, in: in(),
-			want: Decision{Effect: Deny, Check: CheckDefault}, reason: "ask an operator for a rule that allows this call"},
-		{name: "default/configured approval for low risk", cfg: Config{ApprovalGroup: "admins", RiskDefaults: map[manifests.Risk]Effect{manifests.RiskMedium: RequireApproval}}, in: in(),
-			want: Decision{Effect: RequireApproval, Check: CheckDefault, Group: "admins", Quorum: 1}},
+			want: api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "admins", Quorum: 1}, reason: "no manifest covers it"},
+		{name: "default/configured deny", cfg: Config{RiskDefaults: map[manifests.Risk]api.Effect{manifests.RiskMedium: api.Deny}}, in: in(),
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckDefault}, reason: "ask an operator for a rule that allows this call"},
+		{name: "default/configured approval for low risk", cfg: Config{ApprovalGroup: "admins", RiskDefaults: map[manifests.Risk]api.Effect{manifests.RiskMedium: api.RequireApproval}}, in: in(),
+			want: api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "admins", Quorum: 1}},
 		{name: "default/unknown risk", in: in(func(i *Input) { i.Tool.Decl.Risk = "extreme" }),
-			want: Decision{Effect: Deny, Check: CheckError}, reason: `unknown risk tier "extreme"`},
+			want: api.Verdict{Effect: api.Deny, Check: api.CheckError}, reason: `unknown risk tier "extreme"`},
 	}
 
 	var golden strings.Builder
@@ -521,7 +522,7 @@ func TestDecideSchemaReasonIsDeterministic(t *testing.T) {
 	var first string
 	for i := range 50 {
 		d := mustCompile(t, Config{}).Decide(in) // a new cache each time
-		if d.Check != CheckSchema {
+		if d.Check != api.CheckSchema {
 			t.Fatalf("Check = %q, want schema (%s)", d.Check, d.Reason)
 		}
 		if i == 0 {
@@ -535,11 +536,11 @@ func TestDecideSchemaReasonIsDeterministic(t *testing.T) {
 }
 
 func TestVisible(t *testing.T) {
-	p := mustCompile(t, Config{Rules: []Rule{{Name: "deny-all", When: "true", Effect: Deny}}})
+	p := mustCompile(t, Config{Rules: []Rule{{Name: "deny-all", When: "true", Effect: api.Deny}}})
 	task := Task{ID: "t", AllowTools: []string{"filesystem__write_*"}}
 	tests := []struct {
 		name string
-		pr   func(*Principal)
+		pr   func(*api.Principal)
 		task Task
 		tool Tool
 		want bool
@@ -548,11 +549,11 @@ func TestVisible(t *testing.T) {
 		{name: "not in allowlist", task: task, tool: readMultiple("/srv"), want: false},
 		{name: "empty allowlist", task: Task{}, tool: writeFile("/srv"), want: false},
 		{name: "malformed glob", task: Task{AllowTools: []string{"["}}, tool: writeFile("/srv"), want: false},
-		{name: "missing permission", pr: func(p *Principal) { p.Permissions = []string{"filesystem.read"} }, task: task, tool: writeFile("/srv"), want: false},
-		{name: "wildcard permission", pr: func(p *Principal) { p.Permissions = []string{"filesystem.*"} }, task: task, tool: writeFile("/srv"), want: true},
-		{name: "data level too low", pr: func(p *Principal) { p.DataLevel = manifests.DataPublic }, task: task, tool: writeFile("/srv"), want: false},
+		{name: "missing permission", pr: func(p *api.Principal) { p.Permissions = []string{"filesystem.read"} }, task: task, tool: writeFile("/srv"), want: false},
+		{name: "wildcard permission", pr: func(p *api.Principal) { p.Permissions = []string{"filesystem.*"} }, task: task, tool: writeFile("/srv"), want: true},
+		{name: "data level too low", pr: func(p *api.Principal) { p.DataLevel = manifests.DataPublic }, task: task, tool: writeFile("/srv"), want: false},
 		{name: "uncovered tool below restricted", task: Task{AllowTools: []string{"*"}}, tool: Tool{Name: "x__y"}, want: false},
-		{name: "uncovered tool at restricted", pr: func(p *Principal) { p.DataLevel = manifests.DataRestricted }, task: Task{AllowTools: []string{"*"}}, tool: Tool{Name: "x__y"}, want: true},
+		{name: "uncovered tool at restricted", pr: func(p *api.Principal) { p.DataLevel = manifests.DataRestricted }, task: Task{AllowTools: []string{"*"}}, tool: Tool{Name: "x__y"}, want: true},
 		{name: "no path roots does not hide", task: task, tool: writeFile(), want: true},
 	}
 	for _, tt := range tests {
@@ -571,7 +572,7 @@ func TestVisible(t *testing.T) {
 // Decide is called from many activities at once; run with -race.
 func TestDecideConcurrent(t *testing.T) {
 	fx := newFS(t)
-	p := mustCompile(t, Config{Rules: []Rule{{Name: "big", When: `size(args.?content.orValue("")) > 5`, Effect: Deny}}})
+	p := mustCompile(t, Config{Rules: []Rule{{Name: "big", When: `size(args.?content.orValue("")) > 5`, Effect: api.Deny}}})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -583,9 +584,9 @@ func TestDecideConcurrent(t *testing.T) {
 					Args:      args("path", filepath.Join(fx.root, "f"), "content", content),
 					Task:      Task{AllowTools: []string{"*"}},
 				})
-				want := Allow
+				want := api.Allow
 				if len(content) > 5 {
-					want = Deny
+					want = api.Deny
 				}
 				if d.Effect != want {
 					t.Errorf("content %q: %+v", content, d)
@@ -599,7 +600,7 @@ func TestDecideConcurrent(t *testing.T) {
 
 func TestDecideNilPolicy(t *testing.T) {
 	var p *Policy
-	if d := p.Decide(Input{}); d.Effect != Deny || d.Check != CheckError {
+	if d := p.Decide(Input{}); d.Effect != api.Deny || d.Check != api.CheckError {
 		t.Errorf("nil policy: %+v", d)
 	}
 }

@@ -4,18 +4,20 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // preRuleChecks are the checks that come before the rules: a deny from one
 // of them must stand whatever the rules say.
 var preRuleChecks = map[string]bool{
-	CheckAllowlist: true, CheckPermission: true, CheckDataLevel: true,
-	CheckSize: true, CheckJSON: true, CheckSchema: true, CheckPath: true,
+	api.CheckAllowlist: true, api.CheckPermission: true, api.CheckDataLevel: true,
+	api.CheckSize: true, api.CheckJSON: true, api.CheckSchema: true, api.CheckPath: true,
 }
 
 var allChecks = map[string]bool{
-	CheckAllowlist: true, CheckPermission: true, CheckDataLevel: true, CheckSize: true, CheckJSON: true,
-	CheckSchema: true, CheckPath: true, CheckRule: true, CheckDefault: true, CheckError: true,
+	api.CheckAllowlist: true, api.CheckPermission: true, api.CheckDataLevel: true, api.CheckSize: true, api.CheckJSON: true,
+	api.CheckSchema: true, api.CheckPath: true, api.CheckRule: true, api.CheckDefault: true, api.CheckError: true,
 }
 
 // FuzzDecide feeds arbitrary arguments and an arbitrary rule to Decide.
@@ -91,7 +93,7 @@ func FuzzDecide(f *testing.F) {
 		d0 := base.Decide(in)
 		checkDecision(t, base, d0)
 
-		p, err := Compile(Config{Rules: []Rule{{Name: "fuzz", When: strings.ReplaceAll(rule, "ROOT", fx.root), Effect: Allow}}})
+		p, err := Compile(Config{Rules: []Rule{{Name: "fuzz", When: strings.ReplaceAll(rule, "ROOT", fx.root), Effect: api.Allow}}})
 		if err != nil {
 			return
 		}
@@ -100,19 +102,19 @@ func FuzzDecide(f *testing.F) {
 		if again := p.Decide(in); again != d1 {
 			t.Fatalf("not deterministic:\n%+v\n%+v", d1, again)
 		}
-		if d0.Effect == Deny && preRuleChecks[d0.Check] {
+		if d0.Effect == api.Deny && preRuleChecks[d0.Check] {
 			d1.Version = d0.Version
 			if d1 != d0 {
 				t.Fatalf("a rule overturned an earlier deny:\nwithout rules: %+v\nwith rule %q: %+v", d0, rule, d1)
 			}
 		}
-		if d1.Effect == Allow && d1.Check == CheckRule && d0.Effect == Deny && d0.Check != CheckDefault && d0.Check != CheckError {
+		if d1.Effect == api.Allow && d1.Check == api.CheckRule && d0.Effect == api.Deny && d0.Check != api.CheckDefault && d0.Check != api.CheckError {
 			t.Fatalf("allowed by a rule after %s denied: %+v", d0.Check, d0)
 		}
 	})
 }
 
-func checkDecision(t *testing.T, p *Policy, d Decision) {
+func checkDecision(t *testing.T, p *Policy, d api.Verdict) {
 	t.Helper()
 	if !d.Effect.Valid() {
 		t.Fatalf("invalid effect in %+v", d)
@@ -129,10 +131,10 @@ func checkDecision(t *testing.T, p *Policy, d Decision) {
 	if strings.Contains(d.Reason, "internal policy error") || strings.Contains(d.Reason, "internal error in the") {
 		t.Fatalf("recovered panic: %+v", d)
 	}
-	if d.Effect == RequireApproval && (d.Group == "" || d.Quorum < 1) {
+	if d.Effect == api.RequireApproval && (d.Group == "" || d.Quorum < 1) {
 		t.Fatalf("approval without group or quorum: %+v", d)
 	}
-	if d.Check == CheckError && d.Effect != Deny {
+	if d.Check == api.CheckError && d.Effect != api.Deny {
 		t.Fatalf("error that does not deny: %+v", d)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 func TestRuleToolNames(t *testing.T) {
@@ -93,9 +95,9 @@ func TestIndexKeepsFirstMatch(t *testing.T) {
 		write = "filesystem__write_file"
 		mem   = "memory__create_entities"
 	)
-	rule := func(name, when string, e Effect) Rule {
+	rule := func(name, when string, e api.Effect) Rule {
 		r := Rule{Name: name, When: when, Effect: e}
-		if e == RequireApproval {
+		if e == api.RequireApproval {
 			r.Group = "ops"
 		}
 		return r
@@ -111,51 +113,51 @@ func TestIndexKeepsFirstMatch(t *testing.T) {
 		{
 			name: "a general rule before a tool's rule",
 			rules: []Rule{
-				rule("general", `task.calls > 5`, Deny),
-				rule("write", `tool.name == "filesystem__write_file"`, Allow),
+				rule("general", `task.calls > 5`, api.Deny),
+				rule("write", `tool.name == "filesystem__write_file"`, api.Allow),
 			},
 			want: map[string]string{read: "general", write: "general", mem: "general"},
 		},
 		{
 			name: "a tool's rule before a general rule",
 			rules: []Rule{
-				rule("write", `tool.name == "filesystem__write_file"`, Allow),
-				rule("general", `task.calls > 5`, Deny),
+				rule("write", `tool.name == "filesystem__write_file"`, api.Allow),
+				rule("general", `task.calls > 5`, api.Deny),
 			},
 			want: map[string]string{read: "general", write: "write", mem: "general"},
 		},
 		{
 			name: "a general rule between two tools' rules",
 			rules: []Rule{
-				rule("read", `tool.name == "filesystem__read_text_file" && task.calls > 100`, Allow),
-				rule("general", `args.?mode.orValue("") == "w"`, Deny),
-				rule("write", `tool.name in ["filesystem__write_file", "filesystem__read_text_file"]`, RequireApproval),
+				rule("read", `tool.name == "filesystem__read_text_file" && task.calls > 100`, api.Allow),
+				rule("general", `args.?mode.orValue("") == "w"`, api.Deny),
+				rule("write", `tool.name in ["filesystem__write_file", "filesystem__read_text_file"]`, api.RequireApproval),
 			},
 			want: map[string]string{read: "write", write: "write", mem: ""},
 		},
 		{
 			name: "prefixes and names interleaved",
 			rules: []Rule{
-				rule("fs-read", `tool.name.startsWith("filesystem__read_")`, Allow),
-				rule("mem", `tool.name == "memory__create_entities"`, Deny),
-				rule("fs", `tool.name.startsWith("filesystem__")`, RequireApproval),
-				rule("late", `true`, Deny),
+				rule("fs-read", `tool.name.startsWith("filesystem__read_")`, api.Allow),
+				rule("mem", `tool.name == "memory__create_entities"`, api.Deny),
+				rule("fs", `tool.name.startsWith("filesystem__")`, api.RequireApproval),
+				rule("late", `true`, api.Deny),
 			},
 			want: map[string]string{read: "fs-read", write: "fs", mem: "mem"},
 		},
 		{
 			name: "a rule restricted by a name and a prefix is evaluated once",
 			rules: []Rule{
-				rule("both", `(tool.name == "filesystem__write_file" || tool.name.startsWith("filesystem__")) && task.calls > 100`, Allow),
-				rule("general", `true`, Deny),
+				rule("both", `(tool.name == "filesystem__write_file" || tool.name.startsWith("filesystem__")) && task.calls > 100`, api.Allow),
+				rule("general", `true`, api.Deny),
 			},
 			want: map[string]string{read: "general", write: "general", mem: "general"},
 		},
 		{
 			name: "a failing rule for another tool is skipped",
 			rules: []Rule{
-				rule("write-mode", `tool.name == "filesystem__write_file" && args.mode == "w"`, Deny),
-				rule("general", `true`, Allow),
+				rule("write-mode", `tool.name == "filesystem__write_file" && args.mode == "w"`, api.Deny),
+				rule("general", `true`, api.Allow),
 			},
 			// write: args.mode is missing, so the rule fails and denies.
 			want: map[string]string{read: "general", write: "write-mode", mem: "general"},
@@ -163,8 +165,8 @@ func TestIndexKeepsFirstMatch(t *testing.T) {
 		{
 			name: "a restriction evaluated after a failing term is not used",
 			rules: []Rule{
-				rule("mode-write", `args.mode == "w" || tool.name == "filesystem__write_file"`, Deny),
-				rule("general", `true`, Allow),
+				rule("mode-write", `args.mode == "w" || tool.name == "filesystem__write_file"`, api.Deny),
+				rule("general", `true`, api.Allow),
 			},
 			want: map[string]string{read: "mode-write", write: "mode-write", mem: "mode-write"},
 		},
@@ -173,8 +175,8 @@ func TestIndexKeepsFirstMatch(t *testing.T) {
 			// running out of cost stops the evaluation, and denies.
 			name: "a restriction evaluated after a term that runs out of cost is not used",
 			rules: []Rule{
-				rule("costly-write", `args.a.contains(args.b) && tool.name == "filesystem__write_file"`, Allow),
-				rule("general", `true`, Allow),
+				rule("costly-write", `args.a.contains(args.b) && tool.name == "filesystem__write_file"`, api.Allow),
+				rule("general", `true`, api.Allow),
 			},
 			args: map[string]any{"a": long, "b": long},
 			want: map[string]string{read: "costly-write", write: "costly-write", mem: "costly-write"},
@@ -252,7 +254,7 @@ func TestIndexMatchesLinearEvaluation(t *testing.T) {
 			default:
 				when = pick(otherTerms)
 			}
-			e := []Effect{Allow, Deny, RequireApproval}[rng.IntN(3)]
+			e := []api.Effect{api.Allow, api.Deny, api.RequireApproval}[rng.IntN(3)]
 			rules = append(rules, Rule{Name: fmt.Sprintf("r%d", j), When: when, Effect: e})
 		}
 		cfg := Config{Rules: rules, ApprovalGroup: "admins"}
@@ -271,9 +273,9 @@ func TestIndexMatchesLinearEvaluation(t *testing.T) {
 				t.Fatalf("rules %+v, call %s %s:\nDecide() differs from the linear evaluation (-linear +Decide):\n%s\nreasons:\n%s\n%s", rules, tool, in.Args, diff, want.Reason, got.Reason)
 			}
 			switch got.Check {
-			case CheckRule:
+			case api.CheckRule:
 				decided++
-			case CheckError:
+			case api.CheckError:
 				failed++
 			default:
 				defaulted++
@@ -320,10 +322,10 @@ func newLinear(t *testing.T, cfg Config) *linearPolicy {
 	return l
 }
 
-func (l *linearPolicy) decide(t *testing.T, in Input) Decision {
+func (l *linearPolicy) decide(t *testing.T, in Input) api.Verdict {
 	t.Helper()
 	d := l.noRules.Decide(in)
-	if d.Check != CheckDefault {
+	if d.Check != api.CheckDefault {
 		return d
 	}
 	p := l.rulesFrom
@@ -349,24 +351,24 @@ func (l *linearPolicy) decide(t *testing.T, in Input) Decision {
 		out, _, err := l.prgs[i].ContextEval(ctx, act)
 		cancel()
 		if err != nil {
-			return p.decision(Deny, CheckError, r.Name, fmt.Sprintf("denied: policy rule %q could not be evaluated for this call (%s); if the rule expects an argument this call lacks, supply it, otherwise ask an operator to fix the rule",
+			return p.decision(api.Deny, api.CheckError, r.Name, fmt.Sprintf("denied: policy rule %q could not be evaluated for this call (%s); if the rule expects an argument this call lacks, supply it, otherwise ask an operator to fix the rule",
 				r.Name, clip(err.Error())))
 		}
 		if out.Value() != true {
 			continue
 		}
 		switch r.Effect {
-		case Allow:
-			return p.decision(Allow, CheckRule, r.Name, withReason(fmt.Sprintf("allowed by policy rule %q", r.Name), r.Reason))
-		case RequireApproval:
-			return p.approval(CheckRule, r.Name, in.Tool.Name, facts, r.Group, r.Quorum,
+		case api.Allow:
+			return p.decision(api.Allow, api.CheckRule, r.Name, withReason(fmt.Sprintf("allowed by policy rule %q", r.Name), r.Reason))
+		case api.RequireApproval:
+			return p.approval(api.CheckRule, r.Name, in.Tool.Name, facts, r.Group, r.Quorum,
 				withReason(fmt.Sprintf("policy rule %q requires approval", r.Name), r.Reason))
 		default:
 			why := r.Reason
 			if why == "" {
 				why = "ask an operator if this call is needed"
 			}
-			return p.decision(Deny, CheckRule, r.Name, fmt.Sprintf("denied by policy rule %q: %s", r.Name, why))
+			return p.decision(api.Deny, api.CheckRule, r.Name, fmt.Sprintf("denied by policy rule %q: %s", r.Name, why))
 		}
 	}
 	return d

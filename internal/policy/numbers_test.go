@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -17,10 +18,10 @@ import (
 func TestRulesSeeIntegersExactly(t *testing.T) {
 	tool := Tool{Name: "bank__pay", Server: "bank", Upstream: "pay",
 		Decl: &manifests.Tool{SideEffects: []manifests.SideEffect{manifests.SideEffectWrite}, DataAccessLevel: manifests.DataInternal, Risk: manifests.RiskLow}}
-	decide := func(t *testing.T, when, raw string) Decision {
+	decide := func(t *testing.T, when, raw string) api.Verdict {
 		t.Helper()
-		p := mustCompile(t, Config{Rules: []Rule{{Name: "r", When: when, Effect: Deny, Reason: "matched"}}})
-		return p.Decide(Input{Principal: Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted},
+		p := mustCompile(t, Config{Rules: []Rule{{Name: "r", When: when, Effect: api.Deny, Reason: "matched"}}})
+		return p.Decide(Input{Principal: api.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted},
 			Tool: tool, Args: json.RawMessage(raw), Task: Task{ID: "t1", AllowTools: []string{"*"}}})
 	}
 	tests := []struct {
@@ -54,30 +55,30 @@ func TestRulesSeeIntegersExactly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		d := decide(t, tt.when, tt.args)
-		if got := d.Effect == Deny; got != tt.deny || (tt.deny && d.Check != CheckRule) {
+		if got := d.Effect == api.Deny; got != tt.deny || (tt.deny && d.Check != api.CheckRule) {
 			t.Errorf("rule %s over %s: %s (%s) %q; want deny=%v by the rule", tt.when, tt.args, d.Effect, d.Check, d.Reason, tt.deny)
 		}
 	}
 
 	for _, raw := range []string{`{"a":{"b":[1,9007199254740993.5]}}`, `{"a":{"b":[1,1e400]}}`, `{"a":{"b":[1,18446744073709551616]}}`} {
 		d := decide(t, `false`, raw)
-		if d.Effect != Deny || !strings.Contains(d.Reason, "$.a.b[1]") || !strings.Contains(d.Reason, "send it as a string") {
+		if d.Effect != api.Deny || !strings.Contains(d.Reason, "$.a.b[1]") || !strings.Contains(d.Reason, "send it as a string") {
 			t.Errorf("%s: %s %q; want a denial naming $.a.b[1]", raw, d.Effect, d.Reason)
 		}
 	}
 
 	for _, when := range []string{`args.account != 9007199254740992.0`, `args.id == -1.2345678901234568e18`, `args.id < 18446744073709551616.0`} {
-		_, err := Compile(Config{Rules: []Rule{{Name: "r", When: when, Effect: Deny}}})
+		_, err := Compile(Config{Rules: []Rule{{Name: "r", When: when, Effect: api.Deny}}})
 		if err == nil || !strings.Contains(err.Error(), "compares integers with it inexactly") {
 			t.Errorf("rule %s compiled (%v); want it refused", when, err)
 		}
 	}
-	if _, err := Compile(Config{Rules: []Rule{{Name: "r", When: `args.account != 9007199254740992.0`, Effect: Deny}}}); err == nil ||
+	if _, err := Compile(Config{Rules: []Rule{{Name: "r", When: `args.account != 9007199254740992.0`, Effect: api.Deny}}}); err == nil ||
 		!strings.Contains(err.Error(), "write it as an integer literal, 9007199254740992") {
 		t.Errorf("the refusal does not say how to write the rule: %v", err)
 	}
 	for _, when := range []string{`args.x < 9007199254740991.0`, `args.x > 1e300`, `args.x == 0.1`} {
-		if _, err := Compile(Config{Rules: []Rule{{Name: "r", When: when, Effect: Deny}}}); err != nil {
+		if _, err := Compile(Config{Rules: []Rule{{Name: "r", When: when, Effect: api.Deny}}}); err != nil {
 			t.Errorf("rule %s: %v", when, err)
 		}
 	}

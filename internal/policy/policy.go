@@ -58,10 +58,10 @@
 // paths(tool, args).exists(p, p.endsWith(".env")) holds for every tool.
 //
 // A tool no manifest covers (Tool.Decl == nil) is treated as writing,
-// high-risk and restricted. Every Decision names the check that decided,
-// carries a reason written for the model (what failed and what would allow
-// the call) and the policy Version, so the workflow history records which
-// policy decided.
+// high-risk and restricted. Every verdict (api.Verdict) names the check
+// that decided, carries a reason written for the model (what failed and what
+// would allow the call) and the policy Version, so the workflow history
+// records which policy decided.
 //
 // Approval groups: a require_approval decision needs an approver group. It
 // comes from the rule's group, else the tool manifest's approval.group, else
@@ -69,7 +69,7 @@
 // with a reason naming the missing setting. The quorum is the rule's (when
 // set), else the manifest's when its group is used, else 1.
 //
-// Decide is deterministic: the same Input gives the same Decision, with
+// Decide is deterministic: the same Input gives the same verdict, with
 // three exceptions. Path confinement reads the filesystem to resolve
 // symlinks (so a symlink changed between two calls changes the answer, and
 // the filesystem may change between the decision and the upstream's use of
@@ -82,8 +82,10 @@
 // becomes a deny with Check "error".
 //
 // This package is a leaf: it returns values and errors, never logs and never
-// touches the network. It imports manifests, cel-go and jsonschema-go, and
-// nothing from Temporal, MCP or the services.
+// touches the network. It imports api (whose Effect, Check* names,
+// Principal and Verdict are its vocabulary: the workflow records them),
+// manifests, cel-go and jsonschema-go; nothing from MCP or the services,
+// and of Temporal only what api carries (its error and enum types).
 package policy
 
 import (
@@ -99,46 +101,9 @@ import (
 
 	"cel.dev/cel-go/common/types"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/manifests"
 )
-
-// Effect is what a decision lets happen to a call.
-type Effect string
-
-const (
-	Allow           Effect = "allow"
-	Deny            Effect = "deny"
-	RequireApproval Effect = "require_approval"
-)
-
-// Valid reports whether e is one of the three effects.
-func (e Effect) Valid() bool { return e == Allow || e == Deny || e == RequireApproval }
-
-// The checks of Decide, in order; Decision.Check names the one that decided.
-const (
-	CheckAllowlist  = "allowlist"
-	CheckPermission = "permission"
-	CheckDataLevel  = "data_level"
-	CheckSize       = "size"
-	CheckJSON       = "json"
-	CheckSchema     = "schema"
-	CheckPath       = "path"
-	CheckRule       = "rule"
-	CheckDefault    = "default"
-	// CheckError means the policy could not judge the call (a malformed
-	// allowlist glob, a rule that failed to evaluate, a missing approver
-	// group, an internal error). It always denies.
-	CheckError = "error"
-)
-
-// Principal is who makes the call.
-type Principal struct {
-	Name        string
-	Roles       []string
-	Permissions []string
-	DataLevel   manifests.DataLevel
-	SlackUserID string `json:",omitempty"`
-}
 
 // Task is the unit of work the call belongs to.
 type Task struct {
@@ -171,9 +136,9 @@ type Tool struct {
 // Rule is one policy rule: when When (a CEL expression, see the package
 // documentation of the variables) is true, Effect decides the call.
 type Rule struct {
-	Name   string `yaml:"name" json:"name"`
-	When   string `yaml:"when" json:"when"`
-	Effect Effect `yaml:"effect" json:"effect"`
+	Name   string     `yaml:"name" json:"name"`
+	When   string     `yaml:"when" json:"when"`
+	Effect api.Effect `yaml:"effect" json:"effect"`
 	// Group and Quorum apply to require_approval only. Group empty means the
 	// tool manifest's approval group (then Config.ApprovalGroup); Quorum 0
 	// means the manifest's quorum when its group is used, else 1.
@@ -201,7 +166,7 @@ type Config struct {
 	// RiskDefaults is the decision when no rule matches, per risk tier.
 	// Tiers left out keep the default: low and medium allow, high and
 	// critical require approval.
-	RiskDefaults map[manifests.Risk]Effect `yaml:"risk_defaults,omitempty" json:"risk_defaults,omitempty"`
+	RiskDefaults map[manifests.Risk]api.Effect `yaml:"risk_defaults,omitempty" json:"risk_defaults,omitempty"`
 	// ApprovalGroup is the approver group of last resort, for a
 	// require_approval decision when neither the rule nor the tool's
 	// manifest names one (e.g. tools no manifest covers).
@@ -212,11 +177,11 @@ type Config struct {
 }
 
 // defaultRiskEffects are the RiskDefaults a Config does not override.
-var defaultRiskEffects = map[manifests.Risk]Effect{
-	manifests.RiskLow:      Allow,
-	manifests.RiskMedium:   Allow,
-	manifests.RiskHigh:     RequireApproval,
-	manifests.RiskCritical: RequireApproval,
+var defaultRiskEffects = map[manifests.Risk]api.Effect{
+	manifests.RiskLow:      api.Allow,
+	manifests.RiskMedium:   api.Allow,
+	manifests.RiskHigh:     api.RequireApproval,
+	manifests.RiskCritical: api.RequireApproval,
 }
 
 // engineVersion is part of Version so that a change in how this package
@@ -228,7 +193,7 @@ type Policy struct {
 	rules        []compiledRule
 	index        ruleIndex
 	maxArgBytes  int
-	riskDefaults map[manifests.Risk]Effect
+	riskDefaults map[manifests.Risk]api.Effect
 	approvalGrp  string
 	version      string
 	schemas      *schemaCache
@@ -269,7 +234,7 @@ func Compile(cfg Config) (*Policy, error) {
 
 	p := &Policy{
 		maxArgBytes:  cfg.MaxArgBytes,
-		riskDefaults: make(map[manifests.Risk]Effect, len(defaultRiskEffects)),
+		riskDefaults: make(map[manifests.Risk]api.Effect, len(defaultRiskEffects)),
 		approvalGrp:  strings.TrimSpace(cfg.ApprovalGroup),
 		schemas:      newSchemaCache(),
 	}
@@ -314,7 +279,7 @@ func Compile(cfg Config) (*Policy, error) {
 		if !r.Effect.Valid() {
 			ruleErr(i, r.Name, "effect %q is not an effect; use allow, deny or require_approval", r.Effect)
 		}
-		if r.Effect != RequireApproval && (r.Group != "" || r.Quorum != 0) {
+		if r.Effect != api.RequireApproval && (r.Group != "" || r.Quorum != 0) {
 			ruleErr(i, r.Name, "group and quorum apply only to require_approval rules; remove them or change the effect")
 		}
 		if r.Quorum < 0 {
@@ -351,19 +316,19 @@ func (p *Policy) MaxArgBytes() int { return p.maxArgBytes }
 
 func version(cfg Config, p *Policy) string {
 	type canonRule struct {
-		Name   string `json:"name"`
-		When   string `json:"when"`
-		Effect Effect `json:"effect"`
-		Group  string `json:"group"`
-		Quorum int    `json:"quorum"`
-		Reason string `json:"reason"`
+		Name   string     `json:"name"`
+		When   string     `json:"when"`
+		Effect api.Effect `json:"effect"`
+		Group  string     `json:"group"`
+		Quorum int        `json:"quorum"`
+		Reason string     `json:"reason"`
 	}
 	canon := struct {
-		Engine        string                    `json:"engine"`
-		Rules         []canonRule               `json:"rules"`
-		MaxArgBytes   int                       `json:"max_arg_bytes"`
-		RiskDefaults  map[manifests.Risk]Effect `json:"risk_defaults"` // encoding/json sorts map keys
-		ApprovalGroup string                    `json:"approval_group"`
+		Engine        string                        `json:"engine"`
+		Rules         []canonRule                   `json:"rules"`
+		MaxArgBytes   int                           `json:"max_arg_bytes"`
+		RiskDefaults  map[manifests.Risk]api.Effect `json:"risk_defaults"` // encoding/json sorts map keys
+		ApprovalGroup string                        `json:"approval_group"`
 	}{
 		Engine:        engineVersion,
 		Rules:         make([]canonRule, 0, len(cfg.Rules)),

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -17,10 +18,10 @@ func TestCompileErrors(t *testing.T) {
 		{
 			name: "CEL errors name file, rule and cause, for every bad rule",
 			cfg: Config{File: "conf/airlock.yaml", Rules: []Rule{
-				{Name: "ok", When: "true", Effect: Allow},
-				{Name: "syntax", When: "args.path ==", Effect: Deny},
-				{Name: "typo", When: `principal.rol == "x"`, Effect: Deny},
-				{Name: "undeclared", When: `agent == "x"`, Effect: Deny},
+				{Name: "ok", When: "true", Effect: api.Allow},
+				{Name: "syntax", When: "args.path ==", Effect: api.Deny},
+				{Name: "typo", When: `principal.rol == "x"`, Effect: api.Deny},
+				{Name: "undeclared", When: `agent == "x"`, Effect: api.Deny},
 			}},
 			want: []string{
 				"conf/airlock.yaml: rules[1] syntax: ERROR: <input>:1:13: Syntax error",
@@ -30,7 +31,7 @@ func TestCompileErrors(t *testing.T) {
 		},
 		{
 			name: "non-bool rule",
-			cfg:  Config{Rules: []Rule{{Name: "str", When: `principal.name`, Effect: Deny}, {Name: "dyn", When: `args.force`, Effect: Deny}}},
+			cfg:  Config{Rules: []Rule{{Name: "str", When: `principal.name`, Effect: api.Deny}, {Name: "dyn", When: `args.force`, Effect: api.Deny}}},
 			want: []string{
 				"policy: rules[0] str: condition is of type string, not bool",
 				"policy: rules[1] dyn: condition is of type dyn, not bool",
@@ -39,13 +40,13 @@ func TestCompileErrors(t *testing.T) {
 		{
 			name: "names, effects, groups, quorums",
 			cfg: Config{File: "p.yaml", Rules: []Rule{
-				{Name: "", When: "true", Effect: Deny},
-				{Name: "a", When: "true", Effect: Deny},
-				{Name: "a", When: "true", Effect: Allow},
+				{Name: "", When: "true", Effect: api.Deny},
+				{Name: "a", When: "true", Effect: api.Deny},
+				{Name: "a", When: "true", Effect: api.Allow},
 				{Name: "b", When: "true", Effect: "block"},
-				{Name: "c", When: "true", Effect: Deny, Group: "ops"},
-				{Name: "d", When: "true", Effect: RequireApproval, Quorum: -1},
-				{Name: "e", When: " ", Effect: Allow},
+				{Name: "c", When: "true", Effect: api.Deny, Group: "ops"},
+				{Name: "d", When: "true", Effect: api.RequireApproval, Quorum: -1},
+				{Name: "e", When: " ", Effect: api.Allow},
 			}},
 			want: []string{
 				"p.yaml: rules[0] (unnamed): name is empty",
@@ -58,8 +59,8 @@ func TestCompileErrors(t *testing.T) {
 		},
 		{
 			name: "limits and defaults",
-			cfg: Config{File: "p.yaml", MaxArgBytes: -1, RiskDefaults: map[manifests.Risk]Effect{
-				"extreme": Deny, manifests.RiskLow: "maybe",
+			cfg: Config{File: "p.yaml", MaxArgBytes: -1, RiskDefaults: map[manifests.Risk]api.Effect{
+				"extreme": api.Deny, manifests.RiskLow: "maybe",
 			}},
 			want: []string{
 				"p.yaml: max_arg_bytes: must not be negative",
@@ -87,7 +88,7 @@ func TestCompileErrors(t *testing.T) {
 }
 
 func TestCompileRuleErrorType(t *testing.T) {
-	_, err := Compile(Config{File: "f", Rules: []Rule{{Name: "x", When: "1", Effect: Deny}}})
+	_, err := Compile(Config{File: "f", Rules: []Rule{{Name: "x", When: "1", Effect: api.Deny}}})
 	var re *RuleError
 	if !errors.As(err, &re) {
 		t.Fatalf("error %v is not a *RuleError", err)
@@ -100,11 +101,11 @@ func TestCompileRuleErrorType(t *testing.T) {
 func TestCompileAcceptsExamples(t *testing.T) {
 	// Rules an operator would write; they must compile as written.
 	rules := []Rule{
-		{Name: "no-secrets", When: `args.?path.orValue("").matches("(?i)\\.(env|pem|key)$")`, Effect: Deny, Reason: "secret files are off limits"},
-		{Name: "bulk-delete", When: `"delete" in tool.side_effects && size(args.?paths.orValue([])) > 10`, Effect: RequireApproval, Group: "ops", Quorum: 2},
-		{Name: "runaway", When: `task.calls > 200 || task.elapsed_seconds > 3600`, Effect: RequireApproval},
-		{Name: "interns", When: `"intern" in principal.roles && tool.risk != "low"`, Effect: Deny},
-		{Name: "public-reads", When: `tool.side_effects.all(s, s == "read") && tool.data_access_level == "public"`, Effect: Allow},
+		{Name: "no-secrets", When: `args.?path.orValue("").matches("(?i)\\.(env|pem|key)$")`, Effect: api.Deny, Reason: "secret files are off limits"},
+		{Name: "bulk-delete", When: `"delete" in tool.side_effects && size(args.?paths.orValue([])) > 10`, Effect: api.RequireApproval, Group: "ops", Quorum: 2},
+		{Name: "runaway", When: `task.calls > 200 || task.elapsed_seconds > 3600`, Effect: api.RequireApproval},
+		{Name: "interns", When: `"intern" in principal.roles && tool.risk != "low"`, Effect: api.Deny},
+		{Name: "public-reads", When: `tool.side_effects.all(s, s == "read") && tool.data_access_level == "public"`, Effect: api.Allow},
 	}
 	if _, err := Compile(Config{Rules: rules}); err != nil {
 		t.Fatal(err)
@@ -116,8 +117,8 @@ func TestVersion(t *testing.T) {
 		return Config{
 			File: "a.yaml",
 			Rules: []Rule{
-				{Name: "r1", When: `tool.risk == "critical"`, Effect: Deny, Reason: "no"},
-				{Name: "r2", When: `task.calls > 10`, Effect: RequireApproval, Group: "ops", Quorum: 2},
+				{Name: "r1", When: `tool.risk == "critical"`, Effect: api.Deny, Reason: "no"},
+				{Name: "r2", When: `task.calls > 10`, Effect: api.RequireApproval, Group: "ops", Quorum: 2},
 			},
 		}
 	}
@@ -127,10 +128,12 @@ func TestVersion(t *testing.T) {
 	}
 
 	same := map[string]func(*Config){
-		"compiled again":               func(*Config) {},
-		"other file":                   func(c *Config) { c.File = "b.yaml" },
-		"explicit default size":        func(c *Config) { c.MaxArgBytes = DefaultMaxArgBytes },
-		"explicit default risk effect": func(c *Config) { c.RiskDefaults = map[manifests.Risk]Effect{manifests.RiskHigh: RequireApproval} },
+		"compiled again":        func(*Config) {},
+		"other file":            func(c *Config) { c.File = "b.yaml" },
+		"explicit default size": func(c *Config) { c.MaxArgBytes = DefaultMaxArgBytes },
+		"explicit default risk effect": func(c *Config) {
+			c.RiskDefaults = map[manifests.Risk]api.Effect{manifests.RiskHigh: api.RequireApproval}
+		},
 	}
 	for name, edit := range same {
 		c := base()
@@ -141,17 +144,19 @@ func TestVersion(t *testing.T) {
 	}
 
 	changed := map[string]func(*Config){
-		"condition":      func(c *Config) { c.Rules[0].When = `tool.risk == "high"` },
-		"effect":         func(c *Config) { c.Rules[0].Effect = RequireApproval },
-		"reason":         func(c *Config) { c.Rules[0].Reason = "never" },
-		"name":           func(c *Config) { c.Rules[0].Name = "r0" },
-		"group":          func(c *Config) { c.Rules[1].Group = "leads" },
-		"quorum":         func(c *Config) { c.Rules[1].Quorum = 3 },
-		"order":          func(c *Config) { c.Rules[0], c.Rules[1] = c.Rules[1], c.Rules[0] },
-		"rule added":     func(c *Config) { c.Rules = append(c.Rules, Rule{Name: "r3", When: "false", Effect: Allow}) },
-		"rule removed":   func(c *Config) { c.Rules = c.Rules[:1] },
-		"size limit":     func(c *Config) { c.MaxArgBytes = 1024 },
-		"risk default":   func(c *Config) { c.RiskDefaults = map[manifests.Risk]Effect{manifests.RiskLow: RequireApproval} },
+		"condition":    func(c *Config) { c.Rules[0].When = `tool.risk == "high"` },
+		"effect":       func(c *Config) { c.Rules[0].Effect = api.RequireApproval },
+		"reason":       func(c *Config) { c.Rules[0].Reason = "never" },
+		"name":         func(c *Config) { c.Rules[0].Name = "r0" },
+		"group":        func(c *Config) { c.Rules[1].Group = "leads" },
+		"quorum":       func(c *Config) { c.Rules[1].Quorum = 3 },
+		"order":        func(c *Config) { c.Rules[0], c.Rules[1] = c.Rules[1], c.Rules[0] },
+		"rule added":   func(c *Config) { c.Rules = append(c.Rules, Rule{Name: "r3", When: "false", Effect: api.Allow}) },
+		"rule removed": func(c *Config) { c.Rules = c.Rules[:1] },
+		"size limit":   func(c *Config) { c.MaxArgBytes = 1024 },
+		"risk default": func(c *Config) {
+			c.RiskDefaults = map[manifests.Risk]api.Effect{manifests.RiskLow: api.RequireApproval}
+		},
 		"approval group": func(c *Config) { c.ApprovalGroup = "admins" },
 	}
 	seen := map[string]string{v0: "base"}

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -65,7 +66,7 @@ func TestExampleNoEnvFilesCoversEveryPathArgument(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := p.Decide(tc.in)
-			denied := d.Effect == Deny && d.Check == CheckRule && d.Rule == "no-env-files"
+			denied := d.Effect == api.Deny && d.Check == api.CheckRule && d.Rule == "no-env-files"
 			if denied != tc.deny {
 				t.Errorf("decision %+v, want denied by no-env-files: %v", d, tc.deny)
 			}
@@ -81,7 +82,7 @@ func TestPathsFunction(t *testing.T) {
 	decl := readMultiple(r)
 	decl.Decl.PathArgs = []string{"target", "paths"}
 	want := `[` + strconv.Quote(r+"/t") + `, ` + strconv.Quote(r+"/a") + `, ` + strconv.Quote(r+"/b") + `, "p", "s"]`
-	p := mustCompile(t, Config{Rules: []Rule{{Name: "listed", Effect: Deny, When: `paths(tool, args) == ` + want}}})
+	p := mustCompile(t, Config{Rules: []Rule{{Name: "listed", Effect: api.Deny, When: `paths(tool, args) == ` + want}}})
 	d := p.Decide(Input{Principal: alice(), Tool: decl, Task: Task{ID: "t1", AllowTools: []string{"*"}},
 		Args: args("target", r+"/t", "paths", []any{r + "/a", r + "/b"}, "path", "p", "source", []any{"s", 3}, "destination", 7, "other", "o")})
 	if d.Rule != "listed" {
@@ -98,7 +99,7 @@ func TestPathsRuleIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := compileRule(env, Rule{Name: "r", When: `paths(tool, args).exists(p, p.endsWith(".env"))`, Effect: Deny})
+	r, err := compileRule(env, Rule{Name: "r", When: `paths(tool, args).exists(p, p.endsWith(".env"))`, Effect: api.Deny})
 	if err != nil {
 		t.Fatal(err)
 	}

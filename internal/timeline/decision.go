@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // assignDecision makes a recorded decision the call's.
@@ -13,12 +12,12 @@ func (b *builder) assignDecision(cs *callState, d *decideMarker) {
 	at := d.at
 	if d.err != "" {
 		cs.decideError = d.err
-		cs.c.Decision = &Decision{At: &at, Effect: string(policy.Deny), Check: policy.CheckError,
+		cs.c.Decision = &Decision{At: &at, Effect: api.Deny, Check: api.CheckError,
 			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", d.err)}
 		return
 	}
 	o := d.out
-	cs.c.Decision = &Decision{At: &at, Effect: string(o.Effect), Check: o.Check, Rule: o.Rule, Reason: o.Reason,
+	cs.c.Decision = &Decision{At: &at, Effect: o.Effect, Check: o.Check, Rule: o.Rule, Reason: o.Reason,
 		PolicyVersion: o.Version, Group: o.Group, Quorum: o.Quorum}
 	if o.Approval != nil {
 		cs.redact = append(cs.redact, o.Approval.Redact...)
@@ -57,8 +56,8 @@ func sameDecision(d *decideMarker, r *api.Decision) bool {
 		return false
 	}
 	if d.err != "" {
-		return r.Check == policy.CheckError
+		return r.Check == api.CheckError
 	}
 	o := d.out
-	return string(o.Effect) == r.Effect && o.Check == r.Check && o.Rule == r.Rule && o.Reason == r.Reason && o.Version == r.PolicyVersion
+	return o.Effect == r.Effect && o.Check == r.Check && o.Rule == r.Rule && o.Reason == r.Reason && o.Version == r.PolicyVersion
 }

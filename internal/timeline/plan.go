@@ -7,7 +7,6 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // prepareStep handles a PrepareStep marker: the i-th one prepares the
@@ -62,9 +61,9 @@ func (b *builder) finishPlanCall() {
 			fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", cs.decideError)
 	case d == nil:
 		res.Outcome, res.Reason = string(api.OutcomeLimit), "a task limit (calls or deadline) stopped the call"
-	case d.Effect == string(policy.Deny):
+	case d.Effect == api.Deny:
 		res.Outcome, res.Reason = string(api.OutcomeDenied), d.Reason
-	case d.Effect == string(policy.RequireApproval) && (c.Approval == nil || c.Approval.State != api.ApprovalApproved):
+	case d.Effect == api.RequireApproval && (c.Approval == nil || c.Approval.State != api.ApprovalApproved):
 		res.Outcome, res.Reason = string(api.OutcomeDenied), "not approved"
 		if c.Approval != nil {
 			res.Reason = "the approval request was " + c.Approval.State

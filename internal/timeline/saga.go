@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/policy"
 )
 
 // sagaEntry brings a call's compensation up to date with a rollback's
@@ -71,7 +70,7 @@ func (b *builder) inferRollback(at time.Time) int {
 		// the approvals of calls still running.
 		if n := len(b.decides); n > 0 {
 			d := b.decides[n-1]
-			denied = d.err != "" || d.out.Effect == policy.Deny
+			denied = d.err != "" || d.out.Effect == api.Deny
 		}
 		for _, cs := range b.order {
 			if cs.done == 0 && b.deniedNow(cs, at) {
@@ -97,7 +96,7 @@ func (b *builder) inferRollback(at time.Time) int {
 // deniedNow reports that cs was denied by policy or by its approvers (or
 // its request expired) by the time at.
 func (b *builder) deniedNow(cs *callState, at time.Time) bool {
-	if d := cs.c.Decision; d != nil && d.Effect == string(policy.Deny) {
+	if d := cs.c.Decision; d != nil && d.Effect == api.Deny {
 		return true
 	}
 	ap := cs.c.Approval

@@ -22,7 +22,7 @@ func TestStateCallsInTimeline(t *testing.T) {
 			t.Errorf("call %s (%s) has no decision", c.ID, c.Tool)
 			continue
 		}
-		checks[c.Decision.Effect+"/"+c.Decision.Check]++
+		checks[string(c.Decision.Effect)+"/"+c.Decision.Check]++
 		if c.Compensation != nil {
 			undone++
 		}

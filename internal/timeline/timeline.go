@@ -125,7 +125,7 @@ type Decision struct {
 	// At is when the decision was recorded; zero when the history has the
 	// decision only in the call's result.
 	At            *time.Time `json:"at,omitempty"`
-	Effect        string     `json:"effect"`
+	Effect        api.Effect `json:"effect"`
 	Check         string     `json:"check"`
 	Rule          string     `json:"rule,omitempty"`
 	Reason        string     `json:"reason,omitempty"`
