@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -107,7 +106,7 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 
 	// Every attempt of a call carries the same key, so an upstream that
 	// honours it applies the call once however often it is delivered.
-	ctx = upstream.WithIdempotencyKey(ctx, in.TaskID+"/"+in.CallID)
+	ctx = upstream.WithIdempotencyKey(ctx, api.CallKey(in.TaskID, in.CallID))
 	args := in.Arguments
 	if in.ArgumentsRef != "" {
 		if args, err = a.blob(ctx, in.ArgumentsRef); err != nil {
@@ -133,7 +132,7 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 	}
 	// A large pre-image is kept out of the history: it is needed only by
 	// the worker, to compute the compensation.
-	if strings.HasSuffix(in.CallID, captureSuffix) && a.Blobs != nil && len(raw) > a.blobThreshold() {
+	if isCapture(in.CallID) && a.Blobs != nil && len(raw) > a.blobThreshold() {
 		ref, err := a.Blobs.Put(ctx, raw)
 		if err != nil {
 			return api.CallToolOutput{}, temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeOutcomeUnknown, err)
@@ -146,8 +145,8 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 	return api.CallToolOutput{Result: raw, IsError: res.IsError}, nil
 }
 
-// captureSuffix ends the call ID of a capture ("<call ID>/capture").
-const captureSuffix = "/capture"
+// isCapture reports whether callID is a capture's (api.CaptureID).
+func isCapture(callID string) bool { _, ok := api.CallOfCaptureID(callID); return ok }
 
 // DefaultBlobThreshold is the size above which the worker keeps captures
 // and compensations in its blob store instead of the history.
@@ -193,10 +192,6 @@ func oversized(in api.CallToolInput, size, limit int) api.CallToolOutput {
 	return api.CallToolOutput{Result: raw, IsError: true}
 }
 
-// compensationPrefix starts the call ID of a compensation (the workflow's
-// saga runs "undo-<call ID>").
-const compensationPrefix = "undo-"
-
 // observeCall counts and audits one attempt where it ends: the workflow
 // cannot (a replay would count it again).
 func (a *Activities) observeCall(in api.CallToolInput, out api.CallToolOutput, err error, took time.Duration) {
@@ -220,7 +215,7 @@ func (a *Activities) observeCall(in api.CallToolInput, out api.CallToolOutput, e
 	case out.IsError:
 		result = "tool_error"
 	}
-	undo := strings.HasPrefix(in.CallID, compensationPrefix)
+	_, undo := api.CallOfCompensationID(in.CallID)
 	metrics.Attempts.WithLabelValues(tool, result).Inc()
 	metrics.CallDuration.WithLabelValues(tool).Observe(took.Seconds())
 	if undo {

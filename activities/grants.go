@@ -47,7 +47,7 @@ func (a *Activities) AddPrincipalGrant(ctx context.Context, g api.Grant) error {
 func (a *Activities) UsePrincipalGrant(ctx context.Context, r api.UseGrantRequest) (api.UseGrantResult, error) {
 	c := activity.GetClient(ctx)
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: api.PrincipalGrantsID(r.Principal),
-		UpdateID: "use:" + r.TaskID + "~" + r.CallID, UpdateName: api.UpdateUseGrant, Args: []any{r},
+		UpdateID: api.GrantUseID(r.TaskID, r.CallID), UpdateName: api.UpdateUseGrant, Args: []any{r},
 		WaitForStage: client.WorkflowUpdateStageCompleted})
 	var out api.UseGrantResult
 	if err == nil {

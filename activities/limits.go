@@ -29,11 +29,11 @@ func (a *Activities) TakeLimits(ctx context.Context, in api.TakeLimitsInput) (ap
 	giveBack := func() {
 		for _, l := range taken {
 			// Best effort: a token not given back is returned by time.
-			_, _ = takeToken(ctx, c, tq, l.WindowKey(in.Tool), in.TaskID+"/"+in.CallID+"/refund", api.TakeRequest{Limit: l, Refund: true})
+			_, _ = takeToken(ctx, c, tq, l.WindowKey(in.Tool), api.RefundID(in.TaskID, in.CallID), api.TakeRequest{Limit: l, Refund: true})
 		}
 	}
 	for _, l := range in.Limits {
-		res, err := takeToken(ctx, c, tq, l.WindowKey(in.Tool), in.TaskID+"/"+in.CallID, api.TakeRequest{Limit: l})
+		res, err := takeToken(ctx, c, tq, l.WindowKey(in.Tool), api.CallKey(in.TaskID, in.CallID), api.TakeRequest{Limit: l})
 		if err != nil {
 			giveBack()
 			return api.TakeLimitsOutput{}, fmt.Errorf("rate limit %s: %w", l.Name, err)

@@ -163,8 +163,16 @@ type Grant struct {
 	Reason    string    `json:",omitempty"`
 }
 
-// GrantIDOf is the ID of the grant made with the approval of a call.
-func GrantIDOf(taskID, callID string) string { return taskID + "~grant-" + callID }
+// grantMark separates a grant ID's workflow ID from the approved call.
+const grantMark = "~grant-"
+
+// GrantIDOf is the ID of the grant made with the approval of a call:
+// "<task ID>~grant-<call ID>".
+func GrantIDOf(taskID, callID string) string { return taskID + grantMark + callID }
+
+// IsGrantID reports whether id has the shape of a grant ID (GrantIDOf,
+// PrincipalGrantIDOf).
+func IsGrantID(id string) bool { return strings.Contains(id, grantMark) }
 
 // Left is how many calls the grant still covers (-1: not counted).
 func (g Grant) Left() int {
@@ -337,9 +345,11 @@ const (
 func PrincipalGrantsID(principal string) string { return "grants-" + principal }
 
 // PrincipalGrantIDOf is the ID of a principal grant made with the approval
-// of a call of a task: its workflow ID first, as a task grant's task ID.
+// of a call of a task: its workflow ID first, as a task grant's task ID,
+// then the request ID of the approved call:
+// "grants-<principal>~grant-<task ID>~<call ID>".
 func PrincipalGrantIDOf(principal, taskID, callID string) string {
-	return PrincipalGrantsID(principal) + "~grant-" + taskID + "~" + callID
+	return PrincipalGrantsID(principal) + grantMark + RequestID(taskID, callID)
 }
 
 // PrincipalGrantsInput starts (or continues) a principal's grants.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/airlock-run/airlock/api"
 	"go.temporal.io/api/serviceerror"
@@ -17,8 +16,8 @@ import (
 
 // TaskOf returns the task ID of an approval request ID ("<task>~<call>").
 func TaskOf(requestID string) (string, error) {
-	task, call, ok := strings.Cut(requestID, "~")
-	if !ok || task == "" || call == "" {
+	task, _, ok := api.SplitRequestID(requestID)
+	if !ok {
 		return "", fmt.Errorf("%q is not an approval request ID (they look like task-1a2b~call-3c4d)", requestID)
 	}
 	return task, nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -33,7 +32,7 @@ func grantUpdateSuffix(g *api.GrantAsk) string {
 // approvers; the workflow's refusal comes back as a *Refusal.
 func Revoke(ctx context.Context, c client.Client, grantID, by, reason string) (api.Grant, error) {
 	task, err := TaskOf(grantID)
-	if err != nil || !strings.Contains(grantID, "~grant-") {
+	if err != nil || !api.IsGrantID(grantID) {
 		return api.Grant{}, fmt.Errorf("%q is not a grant ID (they look like task-1a2b~grant-call-3c4d; airlock tasks show TASK lists them)", grantID)
 	}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{

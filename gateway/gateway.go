@@ -872,7 +872,7 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			if len(k) > 200 {
 				return errorResult(taskID, "", "_meta."+MetaIdempotencyKey+" is longer than 200 characters; use a shorter unique key"), nil
 			}
-			callID = "k-" + k
+			callID = api.CallIDForKey(k)
 		}
 	}
 	if callID == "" {
@@ -1089,12 +1089,19 @@ func (g *Gateway) explain(ctx, wctx context.Context, taskID, callID, tool string
 		return fmt.Sprintf("the call %s was abandoned by the client; it may still run in task %s", callID, taskID)
 	case wctx.Err() != nil:
 		return fmt.Sprintf("%s is still running in task %s after %s (call %s). Call the tool again with _meta {%q: %q} to collect its result without running it twice.",
-			tool, taskID, g.opts.InlineWait, callID, MetaIdempotencyKey, strings.TrimPrefix(callID, "k-"))
+			tool, taskID, g.opts.InlineWait, callID, MetaIdempotencyKey, keyOf(callID))
 	}
 	if fin := rejectedAs(err, api.ErrTypeFinishing); fin != nil {
 		return fin.Message()
 	}
 	return fmt.Sprintf("airlock could not run %s in task %s: %v", tool, taskID, err)
+}
+
+// keyOf is the idempotency key to quote back for callID: the key it was
+// made from (api.CallIDForKey), else callID itself.
+func keyOf(callID string) string {
+	key, _ := api.KeyOfCallID(callID)
+	return key
 }
 
 // callKnown reports whether task has call in flight, waiting for approval
@@ -1128,7 +1135,7 @@ func (g *Gateway) notStartedDraining(ctx context.Context, taskID, tool, callID s
 		}
 	}
 	return fmt.Sprintf("%s has not run: task %s is moving to a new run, which waits for %s. Call the tool again with _meta {%q: %q} once that is done: it runs once.",
-		tool, taskID, holding, MetaIdempotencyKey, strings.TrimPrefix(callID, "k-"))
+		tool, taskID, holding, MetaIdempotencyKey, keyOf(callID))
 }
 
 // rejectedAs returns the application error of type errType with which the

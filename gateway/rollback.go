@@ -50,7 +50,7 @@ func (g *Gateway) rollbackTool(ctx context.Context, req *mcp.CallToolRequest, in
 	}
 	id := newCallID()
 	if k, ok := req.Params.Meta[MetaIdempotencyKey].(string); ok && k != "" && len(k) <= 200 {
-		id = "k-" + k
+		id = api.CallIDForKey(k)
 	}
 	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
 	defer cancel()

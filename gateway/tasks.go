@@ -22,7 +22,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -129,7 +128,7 @@ func (g *Gateway) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // may have finished between the two queries.
 func (g *Gateway) taskOfCall(ctx context.Context, task, call string) (*taskState, *jsonrpc.Error) {
 	now := time.Now().UTC().Format(time.RFC3339)
-	st := &taskState{ResultType: "complete", TaskID: task + "~" + call, CreatedAt: now, LastUpdatedAt: now,
+	st := &taskState{ResultType: "complete", TaskID: api.RequestID(task, call), CreatedAt: now, LastUpdatedAt: now,
 		PollIntervalMs: taskPollInterval.Milliseconds()}
 	finished := func() (bool, *jsonrpc.Error) {
 		res, ok := g.finishedCall(ctx, task, call, 5*time.Second)
@@ -198,8 +197,8 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, principal s
 		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("the Mcp-Method header %q does not match the method %q", r.Header.Get("Mcp-Method"), msg.Method)})
 		return
 	}
-	task, call, ok := strings.Cut(msg.Params.TaskID, "~")
-	if !ok || !taskIDAllowed(task, principal) || call == "" {
+	task, call, ok := api.SplitRequestID(msg.Params.TaskID)
+	if !ok || !taskIDAllowed(task, principal) {
 		writeRPC(w, msg.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("params.taskId %q is not a task handle of this server", msg.Params.TaskID)})
 		return
 	}

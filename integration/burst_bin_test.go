@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/timeline"
@@ -66,11 +67,11 @@ roles:
 			recorded[c.ID] = true
 		}
 		for _, k := range keys {
-			if !recorded["k-"+k] {
+			if !recorded[api.CallIDForKey(k)] {
 				t.Errorf("round %d: audit show has no call k-%s (each call, run or refused, is recorded)", r, k)
 			}
 		}
-		runs := checkAgainstTimeline(t, tl, d.effects, taskID, keys, func(k string) string { return "k-" + k }, cost, budget)
+		runs := checkAgainstTimeline(t, tl, d.effects, taskID, keys, api.CallIDForKey, cost, budget)
 		if okCalls != budget/cost || runs != budget/cost {
 			t.Errorf("round %d: %d calls answered ok and %d recorded as run in audit show; want %d", r, okCalls, runs, budget/cost)
 		}

@@ -293,7 +293,7 @@ func TestBudgetHoldsUnderBurst(t *testing.T) {
 		cs := s.connect(t, map[string]string{gateway.HeaderTask: taskID})
 		keys := burstKeys(fmt.Sprintf("r%d", r), burst)
 		okCalls := sendBurst(t, fmt.Sprintf("round %d", r), []*mcp.ClientSession{cs}, keys, 4*time.Minute)
-		runs := checkAgainstHistory(t, s, effects, taskID, keys, func(k string) string { return "k-" + k }, cost, budget)
+		runs := checkAgainstHistory(t, s, effects, taskID, keys, api.CallIDForKey, cost, budget)
 		if okCalls != budget/cost || runs != budget/cost {
 			t.Errorf("round %d: %d calls answered ok and %d recorded as run; want %d", r, okCalls, runs, budget/cost)
 		}

@@ -162,13 +162,13 @@ func TestRetryAfterContinueAsNew(t *testing.T) {
 			// airlock_await collects a call of an earlier run too (not
 			// sent again yet, so no Update of the current run: the
 			// task's memory answers).
-			aw := call(t, cs, gateway.ToolAwait, map[string]any{"call": "k-" + keys[1]}, "")
+			aw := call(t, cs, gateway.ToolAwait, map[string]any{"call": api.CallIDForKey(keys[1])}, "")
 			if !alreadyRan(aw) {
 				t.Errorf("%s for the second call answered %q; want that it already ran", gateway.ToolAwait, text(aw))
 			}
 			// airlock_status describes such a call from the ledger too:
 			// finished, its outcome and its run.
-			sc := call(t, cs, gateway.ToolStatus, map[string]any{"call": "k-" + keys[2]}, "")
+			sc := call(t, cs, gateway.ToolStatus, map[string]any{"call": api.CallIDForKey(keys[2])}, "")
 			if txt := text(sc); sc.IsError || !strings.HasPrefix(txt, "call k-"+keys[2]) || !strings.Contains(txt, "finished: ok") ||
 				!strings.Contains(txt, "in run 1 (") || strings.Contains(txt, "has no call") {
 				t.Errorf("%s for the third call answered %q (isError %v); want it finished ok in run 1", gateway.ToolStatus, txt, sc.IsError)

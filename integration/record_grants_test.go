@@ -37,7 +37,7 @@ func TestRecordGrantsHistory(t *testing.T) {
 		var ar api.ApprovalRequest
 		waitFor(t, "the request of "+callID, 30*time.Second, func() bool {
 			var err error
-			ar, err = approver.Lookup(ctx, s.client, taskID+"~"+callID)
+			ar, err = approver.Lookup(ctx, s.client, api.RequestID(taskID, callID))
 			return err == nil && ar.State == api.ApprovalPending
 		})
 		return ar
@@ -85,7 +85,7 @@ func TestRecordGrantsHistory(t *testing.T) {
 	}
 	noRequest := func(id string) {
 		t.Helper()
-		if _, err := approver.Lookup(ctx, s.client, taskID+"~"+id); err == nil {
+		if _, err := approver.Lookup(ctx, s.client, api.RequestID(taskID, id)); err == nil {
 			t.Errorf("call %s asked for approval; its grant should have allowed it", id)
 		}
 	}
@@ -180,7 +180,7 @@ func TestRecordPrincipalGrantsHistory(t *testing.T) {
 		var ar api.ApprovalRequest
 		waitFor(t, "the request of "+callID, 30*time.Second, func() bool {
 			var err error
-			ar, err = approver.Lookup(ctx, s.client, task+"~"+callID)
+			ar, err = approver.Lookup(ctx, s.client, api.RequestID(task, callID))
 			return err == nil && ar.State == api.ApprovalPending
 		})
 		if _, err := approver.Deliver(ctx, s.client, "record:"+ar.ID, api.DecideRequest{

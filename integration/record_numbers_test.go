@@ -91,7 +91,7 @@ tools:
 		var ar api.ApprovalRequest
 		waitFor(t, "the request of "+id, 30*time.Second, func() bool {
 			var err error
-			ar, err = approver.Lookup(ctx, s.client, taskID+"~"+id)
+			ar, err = approver.Lookup(ctx, s.client, api.RequestID(taskID, id))
 			return err == nil && ar.State == api.ApprovalPending
 		})
 		d := api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: "bob", Approve: approve, Via: "cli", Arguments: args, Grant: grant}

@@ -374,7 +374,7 @@ func TestRecordApprovalHistory(t *testing.T) {
 	// escalated is set, escalated), then delivers one approver's decision.
 	decide := func(callID, who string, approve, escalated bool) {
 		for range 300 {
-			ar, err := approver.Lookup(ctx, s.client, taskID+"~"+callID)
+			ar, err := approver.Lookup(ctx, s.client, api.RequestID(taskID, callID))
 			if err == nil && ar.State == api.ApprovalPending && (!escalated || ar.Escalated) {
 				if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+callID, api.DecideRequest{
 					RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: approve, Via: "cli"}); err != nil {

@@ -412,7 +412,7 @@ func pendingFor(t *testing.T, s *stack, task, key string) string {
 		t.Fatal(err)
 	}
 	for _, a := range reqs {
-		if a.CallID == "k-"+key && a.State == api.ApprovalPending {
+		if a.CallID == api.CallIDForKey(key) && a.State == api.ApprovalPending {
 			return a.ID
 		}
 	}

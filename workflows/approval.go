@@ -17,7 +17,7 @@ import (
 func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.Decision, spec *api.ApprovalSpec) (bool, string) {
 	now := workflow.Now(ctx)
 	ar := &api.ApprovalRequest{
-		ID: t.in.TaskID + "~" + req.CallID, TaskID: t.in.TaskID, CallID: req.CallID,
+		ID: api.RequestID(t.in.TaskID, req.CallID), TaskID: t.in.TaskID, CallID: req.CallID,
 		Tool: req.Tool, Server: req.Server, Principal: t.in.Principal, Client: t.in.Client,
 		Arguments: req.Arguments, PolicyVersion: d.PolicyVersion, Rule: d.Rule, Reason: d.Reason,
 		Digest:      t.digest(req.CallID, req.Tool, req.Arguments, d.PolicyVersion),

@@ -25,10 +25,6 @@ func (t *task) digest(callID, tool string, args json.RawMessage, policyVersion s
 	return api.LegacyRequestDigest(t.in.TaskID, callID, tool, args, policyVersion)
 }
 
-// editSuffix ends the ID of a request that asks about an approver's edit
-// (its task and call are those of the original request).
-const editSuffix = "~edit"
-
 // editChanges is the diff of an edit since changeEditDiff.
 func editChanges(from, to json.RawMessage, paths []string) []api.ArgChange {
 	var out []api.ArgChange
@@ -67,7 +63,7 @@ func (t *task) editFields(ar *api.ApprovalRequest, spec *api.ApprovalSpec) {
 		return
 	}
 	t.nextEdit = nil
-	ar.ID += editSuffix
+	ar.ID = api.EditRequestID(ar.ID)
 	ar.EditOf, ar.EditedBy, ar.NoEdits = pe.of, pe.by, true
 	if pe.vote != nil {
 		ar.Votes = append(ar.Votes, *pe.vote)
@@ -155,7 +151,7 @@ func (t *task) applyEdit(ctx workflow.Context, req *api.CallRequest, d *api.Deci
 	if !t.editsOn {
 		return nil
 	}
-	ar := t.approval(t.in.TaskID + "~" + req.CallID)
+	ar := t.approval(api.RequestID(t.in.TaskID, req.CallID))
 	if ar == nil || ar.Edit == nil {
 		return nil
 	}

@@ -125,7 +125,7 @@ func (t *task) grantOnApproval(ctx workflow.Context, req api.CallRequest) {
 	if !t.grantsOn {
 		return
 	}
-	ar := t.approval(t.in.TaskID + "~" + req.CallID)
+	ar := t.approval(api.RequestID(t.in.TaskID, req.CallID))
 	if ar == nil || ar.State != api.ApprovalApproved || ar.MaxGrant == nil {
 		return
 	}

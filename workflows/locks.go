@@ -106,7 +106,7 @@ func (t *task) lockUndo(ctx workflow.Context, e *api.SagaEntry) (func(), string)
 	if e.Undo != nil {
 		tool = e.Undo.Tool
 	}
-	release, stop := t.acquire(ctx, ctx, "undo-"+e.CallID, tool, e.Locks, e.LockTimeout)
+	release, stop := t.acquire(ctx, ctx, api.CompensationID(e.CallID), tool, e.Locks, e.LockTimeout)
 	if stop != nil {
 		return nil, stop.Reason
 	}

@@ -26,7 +26,7 @@ func sagaOn(ctx workflow.Context) bool {
 // reported an error: before is then null), or a CallResult when the call
 // must not run because nothing could be captured.
 func (t *task) capture(ctx workflow.Context, req api.CallRequest, c *api.ToolCall) (json.RawMessage, string, *api.CallResult) {
-	res := t.execute(ctx, requestFor(req.CallID+"/capture", c))
+	res := t.execute(ctx, requestFor(api.CaptureID(req.CallID), c))
 	switch res.Outcome {
 	case api.OutcomeOK:
 		return res.Result, res.ResultRef, nil
@@ -196,7 +196,7 @@ func (t *task) undoOnce(ctx workflow.Context, e *api.SagaEntry) string {
 	if isStateRestore(u) { // task-state: restored inside the workflow
 		res = t.restoreState(u)
 	} else {
-		res = t.execute(ctx, requestFor("undo-"+e.CallID, u))
+		res = t.execute(ctx, requestFor(api.CompensationID(e.CallID), u))
 	}
 	e.Finished = workflow.Now(ctx)
 	switch res.Outcome {

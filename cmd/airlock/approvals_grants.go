@@ -51,7 +51,7 @@ func (o *approvalsOptions) checkGrant(c *Call, sub string) int {
 	if _, err := o.grant(); err != nil {
 		return c.usage("%v", err)
 	}
-	if sub == "revoke" && len(c.Args) == 1 && !strings.Contains(c.Args[0], "~grant-") {
+	if sub == "revoke" && len(c.Args) == 1 && !api.IsGrantID(c.Args[0]) {
 		return c.usage("%q is not a grant ID (they look like task-1a2b~grant-call-3c4d; airlock tasks show TASK lists them)", c.Args[0])
 	}
 	return 0

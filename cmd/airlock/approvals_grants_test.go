@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // TestApprovalsGrantArguments: grant flags are checked before anything is
@@ -120,7 +122,7 @@ func TestApprovalsGrants(t *testing.T) {
 	// 1: approved over MCP with a grant of 1 call (4 is above max_grant).
 	first := call("k1")
 	id1, digest1 := pending()
-	task := strings.SplitN(id1, "~", 2)[0]
+	task, call1, _ := api.SplitRequestID(id1)
 	list, err := bob.CallTool(ctx, &mcp.CallToolParams{Name: "airlock_approvals_list", Arguments: map[string]any{}})
 	if err != nil || !strings.Contains(text(list), "an approval may also grant later calls of counter__append in task "+task+" (grant_calls, grant_for): at most 3 calls, 1h0m0s") {
 		t.Fatalf("airlock_approvals_list: %v %s", err, text(list))
@@ -152,7 +154,8 @@ func TestApprovalsGrants(t *testing.T) {
 	}
 	wait(third, "the third call")
 	code, stdout, _ = runCLI(t, "tasks", "show", task, "--temporal-address", s.srv.HostPort())
-	g1, g3 := task+"~grant-"+strings.SplitN(id1, "~", 2)[1], task+"~grant-"+strings.SplitN(id3, "~", 2)[1]
+	_, call3, _ := api.SplitRequestID(id3)
+	g1, g3 := api.GrantIDOf(task, call1), api.GrantIDOf(task, call3)
 	if code != 0 || !regexp.MustCompile(`used\s+`+regexp.QuoteMeta(g1)+`  counter__append by bob key="k1"; used 1; 0 of 1 calls left`).MatchString(stdout) ||
 		!regexp.MustCompile(`active\s+`+regexp.QuoteMeta(g3)+`  counter__append by bob key="k1"; used 0; 3 of 3 calls left, until `).MatchString(stdout) {
 		t.Fatalf("tasks show:\n%s", stdout)

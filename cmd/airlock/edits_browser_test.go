@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/testenv"
 )
 
@@ -143,7 +144,7 @@ func TestApprovalsPageApproveWithEdits(t *testing.T) {
 		t.Errorf("at 375 px the grant fieldset does not fit: %s (%v)", misfit, err)
 	}
 	reqID, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector("section.req input[name=id]").value`))
-	if err != nil || !strings.Contains(reqID, "~") {
+	if _, _, ok := api.SplitRequestID(reqID); err != nil || !ok {
 		t.Fatalf("request ID on the page %q (%v)", reqID, err)
 	}
 	step("approve with a grant of 2 calls",
@@ -172,9 +173,9 @@ func TestApprovalsPageApproveWithEdits(t *testing.T) {
 	if b, _ := os.ReadFile(effects); string(b) != "append web-edited\nappend web-grant\nappend web-grant\n" {
 		t.Errorf("side effects %q", b)
 	}
-	task, call2, _ := strings.Cut(reqID, "~")
+	task, call2, _ := api.SplitRequestID(reqID)
 	code, stdout, stderr := runCLI(t, "tasks", "show", task, "--temporal-address", s.srv.HostPort())
-	if grant := regexp.MustCompile(`active\s+` + regexp.QuoteMeta(task+"~grant-"+call2) + `  counter__append by bob .*; used 1; 1 of 2 calls left`); code != 0 || !grant.MatchString(stdout) {
+	if grant := regexp.MustCompile(`active\s+` + regexp.QuoteMeta(api.GrantIDOf(task, call2)) + `  counter__append by bob .*; used 1; 1 of 2 calls left`); code != 0 || !grant.MatchString(stdout) {
 		t.Errorf("tasks show does not list the grant made on the page: %d %s\n%s", code, stderr, stdout)
 	}
 }

@@ -132,7 +132,7 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 		t.Errorf("side effects %q after the MCP approval", b)
 	}
 
-	task, _, _ := strings.Cut(id, "~")
+	task, _, _ := api.SplitRequestID(id)
 	code, stdout, stderr = runCLI(t, "audit", "show", "--config", cfg, "--temporal-address", s.srv.HostPort(), task)
 	if code != 0 || !strings.Contains(stdout, "arguments edited by bob via cli: key: masked value changed (digest ") ||
 		!strings.Contains(stdout, digest[1][:12]) || strings.Contains(stdout, "cli-draft") || strings.Contains(stdout, "cli-edited") {

@@ -50,7 +50,7 @@ func TestAuditShowPrincipalGrantRevocation(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the approved call did not finish")
 	}
-	task, callID, _ := strings.Cut(id, "~")
+	task, callID, _ := api.SplitRequestID(id)
 	grant := api.PrincipalGrantIDOf("alice", task, callID)
 	if code, stdout, stderr := runCLI(t, append([]string{"approvals", "revoke", grant, "--reason", "over"}, temporal...)...); code != 0 {
 		t.Fatalf("revoke %s: %d %s %s", grant, code, stdout, stderr)

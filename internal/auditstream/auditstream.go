@@ -212,7 +212,7 @@ func (a *Log) ApprovalDecision(d ApprovalDecision) {
 	if d.Refused != "" {
 		name = EventApprovalRefused
 	}
-	task, _, _ := strings.Cut(d.Request, "~")
+	task, _, _ := strings.Cut(d.Request, "~") // api.SplitRequestID; this package imports no airlock package
 	decision := "deny"
 	if d.Approve {
 		decision = "approve"

@@ -405,7 +405,7 @@ func (b *builder) repeated(cs *callState) bool {
 }
 
 func (b *builder) approval(cs *callState, id string) *Approval {
-	if editRequest(id) { // the request about an approver's edit
+	if api.IsEditRequestID(id) { // the request about an approver's edit
 		if cs.c.EditApproval == nil {
 			cs.c.EditApproval = &Approval{ID: id, State: api.ApprovalPending}
 		}
@@ -658,14 +658,14 @@ func (b *builder) toolScheduled(at time.Time, id int64, in api.CallToolInput) {
 		}
 		return
 	}
-	if base, ok := strings.CutSuffix(cid, "/capture"); ok {
+	if base, ok := api.CallOfCaptureID(cid); ok {
 		cs := b.call(base, "", at)
 		cs.capture = &compState{tool: in.ExposedName, args: in.Arguments}
 		cs.c.Capture = &Capture{Tool: in.ExposedName, At: at, Outcome: "running"}
 		b.acts[id] = &actRef{kind: "capture", cs: cs}
 		return
 	}
-	if base, ok := strings.CutPrefix(cid, "undo-"); ok {
+	if base, ok := api.CallOfCompensationID(cid); ok {
 		cs := b.call(base, "", at)
 		i := b.rolling
 		if i < 0 {

@@ -36,11 +36,10 @@ type Edit struct {
 	Refused string `json:"refused,omitempty"`
 }
 
-// editRequest reports whether a request ID names the request about an
-// approver's edit ("<task>~<call>~edit").
-func editRequest(id string) bool { return strings.HasSuffix(id, "~edit") }
-
-// callOfRequest is the call ID of a request ID of task.
+// callOfRequest is the call ID of a request ID of task (api.RequestID, or
+// api.EditRequestID of one). It cuts at the "~" after the task, so a call
+// ID that itself holds a "~" (an idempotency key with one) comes out
+// truncated: a known limitation, left for a change of behaviour of its own.
 func callOfRequest(task, id string) string {
 	call, _, _ := strings.Cut(strings.TrimPrefix(id, task+"~"), "~")
 	return call

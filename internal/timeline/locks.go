@@ -34,7 +34,7 @@ func (b *builder) callOfLock(callID string) (*callState, bool) {
 	if cs, ok := b.calls[callID]; ok {
 		return cs, false
 	}
-	if id, ok := strings.CutPrefix(callID, "undo-"); ok {
+	if id, ok := api.CallOfCompensationID(callID); ok {
 		if cs, ok := b.calls[id]; ok {
 			return cs, true
 		}
