@@ -27,7 +27,7 @@ func (a *Activities) PlanCompensation(ctx context.Context, in api.CompensationIn
 	out.CallID = in.CallID
 	// Large compensations (a restored file's content) stay out of the
 	// history and of what continue-as-new carries.
-	if u := out.Undo; u != nil && a.Blobs != nil && len(u.Arguments) > a.blobThreshold() {
+	if u := out.Compensation; u != nil && a.Blobs != nil && len(u.Arguments) > a.blobThreshold() {
 		ref, perr := a.Blobs.Put(ctx, u.Arguments)
 		if perr != nil {
 			return api.CompensationOutput{CallID: in.CallID, Error: "the compensation could not be stored: " + perr.Error()}, nil
@@ -60,7 +60,7 @@ func (a *Activities) planCompensation(_ context.Context, in api.CompensationInpu
 	case call == nil:
 		return api.CompensationOutput{Skipped: skipped}, nil
 	}
-	return api.CompensationOutput{Undo: call}, nil
+	return api.CompensationOutput{Compensation: call}, nil
 }
 
 // capture computes the capture call of a tool before it runs (nil when the

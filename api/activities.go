@@ -231,15 +231,15 @@ type RollbackNotice struct {
 	Group       string
 	RequestedBy string
 	Reason      string
-	Remaining   []RemainingUndo
+	Remaining   []RemainingCompensation
 }
 
-// RemainingUndo is one compensation that did not run (or failed).
-type RemainingUndo struct {
-	CallID    string
-	Tool      string          // the call's tool
-	Undo      string          `json:",omitempty"` // the compensation's tool
-	Arguments json.RawMessage `json:",omitempty"`
+// RemainingCompensation is one compensation that did not run (or failed).
+type RemainingCompensation struct {
+	CallID       string
+	Tool         string          // the call's tool
+	Compensation string          `json:"Undo,omitempty"` // the compensation's tool
+	Arguments    json.RawMessage `json:",omitempty"`
 	// ArgumentsRef names large arguments kept in the blob store.
 	ArgumentsRef string `json:",omitempty"`
 	State        string
@@ -367,14 +367,14 @@ type CompensationInput struct {
 	BeforeRef string `json:",omitempty"`
 }
 
-// CompensationOutput is the computed compensation. Exactly one of Undo,
-// Skipped and Error is set.
+// CompensationOutput is the computed compensation. Exactly one of
+// Compensation, Skipped and Error is set.
 type CompensationOutput struct {
-	Undo *ToolCall `json:",omitempty"`
+	Compensation *ToolCall `json:"Undo,omitempty"`
 	// Skipped says why nothing needs undoing (every when was false).
 	Skipped string `json:",omitempty"`
 	// Error says why the compensation could not be computed; the entry
-	// stays on the saga stack, and a rollback reports it as undone.
+	// stays on the stack of pending compensations, and a rollback reports it as undone.
 	Error string `json:",omitempty"`
 	// CallID echoes the input's (for audits of the history).
 	CallID string `json:",omitempty"`

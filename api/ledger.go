@@ -49,7 +49,7 @@ const (
 	// MaxLedgerBytes. task.max_calls may not be set above it.
 	MaxTaskCalls = 25_000
 	// MaxLedgerBytes bounds the ledger's JSON in the next run's input,
-	// next to the carried results (256 KiB) and saga (1 MiB), under
+	// next to the carried results (256 KiB) and compensations (1 MiB), under
 	// Temporal's 2 MiB payload limit.
 	MaxLedgerBytes = 512 << 10
 )

@@ -80,8 +80,8 @@ type RollbackTaskInput struct {
 	// TaskID is the ended task's; compensations keep its idempotency keys.
 	TaskID    string
 	Principal string
-	// Saga is the ended task's stack of pending compensations, oldest
-	// first, as its status query reports it.
-	Saga           []SagaEntry
-	RollbackNotify string `json:",omitempty"`
+	// Compensations is the ended task's stack of pending compensations,
+	// oldest first, as its status query reports it.
+	Compensations  []CompensationEntry `json:"Saga"`
+	RollbackNotify string              `json:",omitempty"`
 }

@@ -60,11 +60,11 @@ type Carried struct {
 	ToolsUsed    []string
 	Recent       []CallRecord
 	Runs         int
-	// The saga: pending compensations and recent finished ones.
-	Saga           []SagaEntry `json:",omitempty"`
-	Undone         []SagaEntry `json:",omitempty"`
-	Rollbacks      int         `json:",omitempty"`
-	RollbackFailed bool        `json:",omitempty"`
+	// Pending compensations and recent finished ones.
+	Compensations  []CompensationEntry `json:"Saga,omitempty"`
+	Undone         []CompensationEntry `json:",omitempty"`
+	Rollbacks      int                 `json:",omitempty"`
+	RollbackFailed bool                `json:",omitempty"`
 	// Ledger records every call the task has run, in all its runs (nil
 	// in tasks from before it).
 	Ledger *CallLedger `json:",omitempty"`
@@ -226,12 +226,12 @@ type Status struct {
 	ToolsUsed    []string
 	Recent       []CallRecord // newest last, without results
 	Runs         int
-	// Saga is the stack of pending compensations, oldest first.
-	Saga []SagaEntry `json:",omitempty"`
+	// Compensations is the stack of pending compensations, oldest first.
+	Compensations []CompensationEntry `json:"Saga,omitempty"`
 	// Undone lists recent compensations that ran.
-	Undone      []SagaEntry `json:",omitempty"`
-	Rollbacks   int         `json:",omitempty"`
-	RollingBack bool        `json:",omitempty"`
+	Undone      []CompensationEntry `json:",omitempty"`
+	Rollbacks   int                 `json:",omitempty"`
+	RollingBack bool                `json:",omitempty"`
 	// Ended: the task has ended (its pending compensations can no longer
 	// run).
 	Ended bool `json:",omitempty"`
@@ -258,5 +258,5 @@ type TaskResult struct {
 	Calls  int
 	// Undone lists the compensations a failed rollback left undone (top of
 	// the stack first), when the task ends in rollback_failed.
-	Undone []SagaEntry `json:",omitempty"`
+	Undone []CompensationEntry `json:",omitempty"`
 }

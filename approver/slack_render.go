@@ -7,9 +7,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/slack-go/slack"
+
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/redact"
-	"github.com/slack-go/slack"
 )
 
 // Slack interaction wire names: the buttons' action IDs and the prefix of
@@ -270,10 +271,10 @@ func RenderRollbackFailed(n api.RollbackNotice) (fallback string, blocks []slack
 		}
 		undo := "no compensation"
 		switch {
-		case r.Undo != "" && r.ArgumentsRef != "":
-			undo = "`" + slackEscape(r.Undo) + "` with large arguments kept in the worker's blob store (" + slackEscape(r.ArgumentsRef) + ")"
-		case r.Undo != "":
-			undo = "`" + slackEscape(r.Undo) + "` " + slackCode(slackTruncate(string(r.Arguments), 300))
+		case r.Compensation != "" && r.ArgumentsRef != "":
+			undo = "`" + slackEscape(r.Compensation) + "` with large arguments kept in the worker's blob store (" + slackEscape(r.ArgumentsRef) + ")"
+		case r.Compensation != "":
+			undo = "`" + slackEscape(r.Compensation) + "` " + slackCode(slackTruncate(string(r.Arguments), 300))
 		}
 		lines = append(lines, fmt.Sprintf("• call `%s` (`%s`), %s: %s", slackEscape(r.CallID), slackEscape(r.Tool), slackEscape(r.State), undo))
 	}

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/airlock-run/airlock/api"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // ToolRollback is the built-in tool with which an agent undoes its own
@@ -97,12 +98,12 @@ func DescribeRollback(res api.RollbackResult) string {
 		b.WriteString(" (a rollback was already running; this waited for it)")
 	}
 	for _, e := range res.Compensated {
-		fmt.Fprintf(&b, "\n- undone: call %s (%s) by %s", e.CallID, e.Tool, e.Undo.Tool)
+		fmt.Fprintf(&b, "\n- undone: call %s (%s) by %s", e.CallID, e.Tool, e.Compensation.Tool)
 	}
 	for _, e := range res.Remaining {
 		what := "no compensation could be computed"
-		if e.Undo != nil {
-			what = "compensation " + e.Undo.Tool
+		if e.Compensation != nil {
+			what = "compensation " + e.Compensation.Tool
 		}
 		fmt.Fprintf(&b, "\n- NOT undone: call %s (%s), %s, %s", e.CallID, e.Tool, what, e.State)
 		if e.Reason != "" {

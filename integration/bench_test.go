@@ -204,15 +204,15 @@ func pct(ds []time.Duration, p int) time.Duration {
 	return s[i]
 }
 
-// BenchmarkSagaOverhead measures what undo costs, all through airlock in one
+// BenchmarkCompensationOverhead measures what undo costs, all through airlock in one
 // task: a plain call (echo), a call whose compensation the worker computes
 // afterwards (put), and one that also captures a pre-image first (append:
 // capture, call, compensation), alternating; then one rollback of every
 // compensable call made, reported per compensation.
 //
-//	go test -run '^$' -bench SagaOverhead -benchtime 100x ./integration/
-func BenchmarkSagaOverhead(b *testing.B) {
-	s := newStack(b, stackOptions{manifests: []*manifests.Manifest{sagaCounter(b)}, maxCalls: 1 << 30})
+//	go test -run '^$' -bench CompensationOverhead -benchtime 100x ./integration/
+func BenchmarkCompensationOverhead(b *testing.B) {
+	s := newStack(b, stackOptions{manifests: []*manifests.Manifest{compensationCounter(b)}, maxCalls: 1 << 30})
 	cs := s.connect(b, map[string]string{gateway.HeaderTask: "bench-saga"})
 	waitTools(b, cs, "counter__echo", "counter__put", "counter__append")
 	ctx := context.Background()

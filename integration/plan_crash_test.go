@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-run/airlock/api"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // planCrashManifest serves testupstream as "counter". append is not
@@ -185,13 +186,13 @@ func TestPlanSurvivesCrashes(t *testing.T) {
 	}
 	var undone []string
 	for _, e := range st.Undone {
-		undone = append(undone, fmt.Sprintf("%s>%s:%s:%d", e.CallID, e.Undo.Tool, e.State, e.Tries))
+		undone = append(undone, fmt.Sprintf("%s>%s:%s:%d", e.CallID, e.Compensation.Tool, e.State, e.Tries))
 	}
 	if want := []string{"step-s2>counter__put:done:1", "step-s1>counter__put:done:1"}; !slices.Equal(undone, want) {
 		t.Errorf("compensations %q, want %q", undone, want)
 	}
-	if len(st.Saga) != 0 || st.Rollbacks != 1 {
-		t.Errorf("%d compensations still pending, %d rollbacks; want 0 and 1", len(st.Saga), st.Rollbacks)
+	if len(st.Compensations) != 0 || st.Rollbacks != 1 {
+		t.Errorf("%d compensations still pending, %d rollbacks; want 0 and 1", len(st.Compensations), st.Rollbacks)
 	}
 	attempts := map[string]int{}
 	for _, r := range st.Recent {

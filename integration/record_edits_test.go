@@ -103,8 +103,8 @@ func TestRecordEditsHistory(t *testing.T) {
 		t.Errorf("side effects %q, want only the edited calls", b)
 	}
 	st := status(t, s, taskID)
-	if len(st.Saga) != 2 || st.Saga[0].Undo == nil || string(st.Saga[0].Undo.Arguments) != `{"key":"undo-final"}` {
-		t.Errorf("saga %+v: the compensation must undo the edited call", st.Saga)
+	if len(st.Compensations) != 2 || st.Compensations[0].Compensation == nil || string(st.Compensations[0].Compensation.Arguments) != `{"key":"undo-final"}` {
+		t.Errorf("compensations %+v: the compensation must undo the edited call", st.Compensations)
 	}
 
 	finishTask(t, s, taskID)

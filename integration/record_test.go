@@ -210,9 +210,9 @@ func sendCall(ctx context.Context, s *stack, taskID string, req api.CallRequest)
 	return res, err
 }
 
-// sagaCounter is testupstream with compensable writes: append captures
+// compensationCounter is testupstream with compensable writes: append captures
 // with echo and is undone by put; put is undone by put.
-func sagaCounter(t testing.TB) *manifests.Manifest {
+func compensationCounter(t testing.TB) *manifests.Manifest {
 	m, _ := counterManifest(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
   append:
     side_effects: [write]
@@ -239,13 +239,13 @@ func sagaCounter(t testing.TB) *manifests.Manifest {
 // are captured, then rolled back by an Update (twice: the second finds
 // nothing), then a call and a cancellation, which rolls that one back.
 func TestRecordRollbackHistory(t *testing.T) {
-	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{sagaCounter(t)}})
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{compensationCounter(t)}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__append")
 	ctx := context.Background()
 	taskID := "record-rollback"
 	run := startRecorderTask(t, s, taskID, api.Limits{MaxCalls: 10, IdleTimeout: time.Hour})
-	m := sagaCounter(t)
+	m := compensationCounter(t)
 	callReq := func(id, tool, key string) api.CallRequest {
 		return api.CallRequest{CallID: id, Tool: "counter__" + tool, Server: "counter", UpstreamTool: tool,
 			Arguments: json.RawMessage(fmt.Sprintf(`{"key":%q}`, key)), Spec: api.SpecFor(m.Tools[tool])}
@@ -294,7 +294,7 @@ func TestRecordRollbackHistory(t *testing.T) {
 // whose arguments use an earlier result, and a failing step that rolls the
 // plan back.
 func TestRecordPlanHistory(t *testing.T) {
-	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{sagaCounter(t)}})
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{compensationCounter(t)}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__append")
 	run := s.startPlan(t, `name: recorded
@@ -321,7 +321,7 @@ steps:
 	if got := st.Plan.Steps[1].State; got != api.StepSkipped {
 		t.Errorf("step skipped: %s", got)
 	}
-	if len(st.Undone) != 2 || !strings.Contains(string(st.Undone[0].Undo.Arguments), "rec-1-then") {
+	if len(st.Undone) != 2 || !strings.Contains(string(st.Undone[0].Compensation.Arguments), "rec-1-then") {
 		t.Errorf("undone %+v", st.Undone)
 	}
 	replayRuns(t, s, "record-plan", run.GetRunID(), "plan_v1")

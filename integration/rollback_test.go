@@ -175,7 +175,7 @@ steps:
 	st := status(t, n.stack, "plan-rollback-npm")
 	var undone []string
 	for _, e := range st.Undone {
-		undone = append(undone, e.CallID+">"+e.Undo.Tool)
+		undone = append(undone, e.CallID+">"+e.Compensation.Tool)
 	}
 	want := []string{"step-entities>memory__delete_entities", "step-project>filesystem__move_file", "step-notes>filesystem__write_file"}
 	if !slices.Equal(undone, want) {
@@ -262,8 +262,8 @@ func TestAgentRollbackOverMCP(t *testing.T) {
 	if joined != 1 {
 		t.Errorf("%d of 2 concurrent rollbacks joined the other; want exactly 1", joined)
 	}
-	if st := status(t, n.stack, "agent-rollback"); len(st.Undone) != 3 || len(st.Saga) != 0 || st.Rollbacks != 1 {
-		t.Errorf("task status: %d undone, %d pending, %d rollbacks; want 3, 0, 1", len(st.Undone), len(st.Saga), st.Rollbacks)
+	if st := status(t, n.stack, "agent-rollback"); len(st.Undone) != 3 || len(st.Compensations) != 0 || st.Rollbacks != 1 {
+		t.Errorf("task status: %d undone, %d pending, %d rollbacks; want 3, 0, 1", len(st.Undone), len(st.Compensations), st.Rollbacks)
 	}
 	n.assertUnchanged(t, files, graph)
 
@@ -355,8 +355,8 @@ func TestCompensationFailsForGood(t *testing.T) {
 	if shown := post.shown(t); !strings.Contains(shown, "doomed") || !strings.Contains(shown, "counter__append") || !strings.Contains(shown, "airlock tasks rollback doomed") {
 		t.Errorf("alert shows:\n%s", shown)
 	}
-	if st := status(t, s, "doomed"); st.State != api.StateRollbackFailed || len(st.Saga) != 2 {
-		t.Fatalf("task state %s with %d pending entries, want rollback_failed with 2", st.State, len(st.Saga))
+	if st := status(t, s, "doomed"); st.State != api.StateRollbackFailed || len(st.Compensations) != 2 {
+		t.Fatalf("task state %s with %d pending entries, want rollback_failed with 2", st.State, len(st.Compensations))
 	}
 	if res := call(t, cs, "counter__put", map[string]any{"key": "p2"}, ""); !res.IsError || !strings.Contains(text(res), "rolled back completely") {
 		t.Fatalf("a call after the failed rollback: %s", text(res))
@@ -370,7 +370,7 @@ func TestCompensationFailsForGood(t *testing.T) {
 	if err := s.client.GetWorkflow(ctx, "doomed", "").Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.State != api.StateRollbackFailed || len(out.Undone) != 2 || out.Undone[0].State != api.UndoFailed {
+	if out.State != api.StateRollbackFailed || len(out.Undone) != 2 || out.Undone[0].State != api.CompensationFailed {
 		t.Fatalf("task result %+v", out)
 	}
 }
@@ -399,8 +399,8 @@ func TestLargePreImageStaysOutOfHistory(t *testing.T) {
 		t.Errorf("the task's history is %d bytes: the 400 KB pre-image went into it", size)
 	}
 	st := status(t, n.stack, "big-file")
-	if len(st.Saga) != 1 || st.Saga[0].Undo == nil || !strings.HasPrefix(st.Saga[0].Undo.ArgumentsRef, "sha256:") {
-		t.Fatalf("saga %+v: want one compensation whose arguments are in the blob store", st.Saga)
+	if len(st.Compensations) != 1 || st.Compensations[0].Compensation == nil || !strings.HasPrefix(st.Compensations[0].Compensation.ArgumentsRef, "sha256:") {
+		t.Fatalf("compensations %+v: want one compensation whose arguments are in the blob store", st.Compensations)
 	}
 	if res := call(t, cs, gateway.ToolRollback, map[string]any{}, ""); res.IsError {
 		t.Fatalf("rollback: %s", text(res))

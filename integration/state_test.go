@@ -138,7 +138,7 @@ func firstRun(t *testing.T, s *stack, task string) string {
 // the upstream call is compensated and the state restored. With -record it
 // writes state_v1_plan_run1.json.
 func TestRecordStatePlanHistory(t *testing.T) {
-	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{sagaCounter(t)}})
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{compensationCounter(t)}})
 	waitTools(t, s.connect(t, nil), "counter__put")
 	run := s.startPlan(t, `name: remember
 steps:
@@ -168,7 +168,7 @@ steps:
 	}
 	var undone []string
 	for _, e := range st.Undone {
-		undone = append(undone, e.Tool+" by "+e.Undo.Tool+" "+string(e.Undo.Arguments))
+		undone = append(undone, e.Tool+" by "+e.Compensation.Tool+" "+string(e.Compensation.Arguments))
 	}
 	want := []string{
 		`airlock_state_set by airlock_state_restore {"key":"readme"}`,

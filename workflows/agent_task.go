@@ -56,27 +56,27 @@ func toolHeartbeat(hb, timeout, d time.Duration) time.Duration {
 
 // task is the in-memory state of one AgentTask run.
 type task struct {
-	in           api.TaskInput
-	startedAt    time.Time
-	lastActivity time.Time
-	calls        int // over the whole task
-	runCalls     int // in this run
-	runs         int
-	toolsUsed    []string
-	recent       []api.CallRecord
-	inFlight     []string
-	finish       bool
-	draining     bool // continue-as-new pending: new calls go to the next run
-	state        string
-	approvals    []*api.ApprovalRequest
-	approvalAttr string
-	saga         []api.SagaEntry // compensable calls, oldest first
-	undone       []api.SagaEntry // recent compensations that ran
-	rollbacks    int
-	rolling      *rollbackRun
-	canceled     bool // the task was cancelled (its context is done)
-	plan         *api.PlanStatus
-	ended        bool
+	in            api.TaskInput
+	startedAt     time.Time
+	lastActivity  time.Time
+	calls         int // over the whole task
+	runCalls      int // in this run
+	runs          int
+	toolsUsed     []string
+	recent        []api.CallRecord
+	inFlight      []string
+	finish        bool
+	draining      bool // continue-as-new pending: new calls go to the next run
+	state         string
+	approvals     []*api.ApprovalRequest
+	approvalAttr  string
+	compensations []api.CompensationEntry // compensable calls, oldest first
+	undone        []api.CompensationEntry // recent compensations that ran
+	rollbacks     int
+	rolling       *rollbackRun
+	canceled      bool // the task was cancelled (its context is done)
+	plan          *api.PlanStatus
+	ended         bool
 
 	// ledger records every call the task has run, in all its runs, so a
 	// retried call ID is never run again (nil in runs from before
@@ -293,7 +293,7 @@ func (t *task) cancel(ctx workflow.Context) workflow.Context {
 	}
 	t.canceled = true
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if len(t.saga) > 0 && sagaOn(dctx) {
+	if len(t.compensations) > 0 && compensationsOn(dctx) {
 		t.rollback(dctx, api.RollbackRequest{By: "cancel", Reason: "the task was cancelled"}, "")
 	}
 	return dctx
@@ -333,7 +333,7 @@ func newTask(ctx workflow.Context, in api.TaskInput) *task {
 		t.calls, t.runs = c.Calls, c.Runs+1
 		t.toolsUsed = slices.Clone(c.ToolsUsed)
 		t.recent = slices.Clone(c.Recent)
-		t.saga, t.undone, t.rollbacks = slices.Clone(c.Saga), slices.Clone(c.Undone), c.Rollbacks
+		t.compensations, t.undone, t.rollbacks = slices.Clone(c.Compensations), slices.Clone(c.Undone), c.Rollbacks
 		if c.RollbackFailed {
 			t.state = api.StateRollbackFailed
 		}
@@ -492,8 +492,8 @@ func (t *task) end(ctx workflow.Context, state string) (api.TaskResult, error) {
 	workflow.GetLogger(ctx).Info("task ended", "task", t.in.TaskID, "state", state, "calls", t.calls)
 	res := api.TaskResult{TaskID: t.in.TaskID, State: state, Calls: t.calls}
 	if state == api.StateRollbackFailed {
-		for i := len(t.saga) - 1; i >= 0; i-- {
-			res.Undone = append(res.Undone, t.saga[i])
+		for i := len(t.compensations) - 1; i >= 0; i-- {
+			res.Undone = append(res.Undone, t.compensations[i])
 		}
 	}
 	return res, nil
@@ -501,26 +501,26 @@ func (t *task) end(ctx workflow.Context, state string) (api.TaskResult, error) {
 
 // Carried state goes into the next run's input, one payload, which
 // Temporal caps at 2 MB: results are carried only within a budget (newest
-// first), and a saga too large to carry keeps the task in its current run
+// first), and compensations too large to carry keep the task in its current run
 // (see carriable).
 const (
-	carryResultBudget = 256 << 10
-	carrySagaBudget   = 1 << 20
+	carryResultBudget       = 256 << 10
+	carryCompensationBudget = 1 << 20
 )
 
 // carriable reports whether the task's state fits the next run's input.
-// The saga's compensations must all be carried (they are what undoes the
+// The pending compensations must all be carried (they are what undoes the
 // task); when they would not fit, the task does not continue as new and
 // its history keeps growing instead, up to Temporal's own limits.
 func (t *task) carriable() bool {
 	n := 0
-	for _, e := range t.saga {
+	for _, e := range t.compensations {
 		n += len(e.Error) + len(e.Reason)
-		if e.Undo != nil {
-			n += len(e.Undo.Arguments)
+		if e.Compensation != nil {
+			n += len(e.Compensation.Arguments)
 		}
 	}
-	return n <= carrySagaBudget
+	return n <= carryCompensationBudget
 }
 
 // carriedRecent is the task's recent calls for the next run, their results
@@ -547,7 +547,7 @@ func (t *task) carry() *api.Carried {
 		ToolsUsed:      slices.Clone(t.toolsUsed),
 		Recent:         t.carriedRecent(),
 		Runs:           t.runs,
-		Saga:           slices.Clone(t.saga),
+		Compensations:  slices.Clone(t.compensations),
 		Undone:         slices.Clone(t.undone),
 		Rollbacks:      t.rollbacks,
 		RollbackFailed: t.state == api.StateRollbackFailed,
@@ -565,30 +565,30 @@ func (t *task) status() (api.Status, error) {
 		recent[i] = r
 	}
 	return api.Status{
-		TaskID:       t.in.TaskID,
-		Principal:    t.in.Principal,
-		Client:       t.in.Client,
-		State:        t.state,
-		StartedAt:    t.startedAt,
-		LastActivity: t.lastActivity,
-		Deadline:     t.in.Limits.Deadline,
-		Calls:        t.calls,
-		MaxCalls:     t.in.Limits.MaxCalls,
-		InFlight:     slices.Clone(t.inFlight),
-		ToolsUsed:    slices.Clone(t.toolsUsed),
-		Recent:       recent,
-		Runs:         t.runs,
-		Saga:         slices.Clone(t.saga),
-		Undone:       slices.Clone(t.undone),
-		Rollbacks:    t.rollbacks,
-		RollingBack:  t.rolling != nil,
-		Plan:         t.plan,
-		Ended:        t.ended,
-		Locks:        t.lockList(),
-		TaskState:    t.st.encode(), // task-state
-		Grants:       t.grantsCopy(),
-		Budget:       t.budget(), // limits.go
-		Spent:        t.quota.Spent,
+		TaskID:        t.in.TaskID,
+		Principal:     t.in.Principal,
+		Client:        t.in.Client,
+		State:         t.state,
+		StartedAt:     t.startedAt,
+		LastActivity:  t.lastActivity,
+		Deadline:      t.in.Limits.Deadline,
+		Calls:         t.calls,
+		MaxCalls:      t.in.Limits.MaxCalls,
+		InFlight:      slices.Clone(t.inFlight),
+		ToolsUsed:     slices.Clone(t.toolsUsed),
+		Recent:        recent,
+		Runs:          t.runs,
+		Compensations: slices.Clone(t.compensations),
+		Undone:        slices.Clone(t.undone),
+		Rollbacks:     t.rollbacks,
+		RollingBack:   t.rolling != nil,
+		Plan:          t.plan,
+		Ended:         t.ended,
+		Locks:         t.lockList(),
+		TaskState:     t.st.encode(), // task-state
+		Grants:        t.grantsCopy(),
+		Budget:        t.budget(), // limits.go
+		Spent:         t.quota.Spent,
 	}, nil
 }
 
@@ -735,16 +735,16 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	}
 	defer unlock()
 
-	// 3 capture the pre-image (versioned with the saga)
-	saga := (out.Capture != nil || out.CaptureError != "" || out.Compensable) && sagaOn(ctx)
+	// 3 capture the pre-image (versioned with compensation: changeCompensation)
+	compensate := (out.Capture != nil || out.CaptureError != "" || out.Compensable) && compensationsOn(ctx)
 	var before json.RawMessage
 	var beforeRef string
-	if saga && out.CaptureError != "" {
+	if compensate && out.CaptureError != "" {
 		t.lastActivity = workflow.Now(ctx)
 		return t.record(req, started, t.lastActivity, api.CallResult{Outcome: api.OutcomeFailed, Decision: decision,
 			Reason: fmt.Sprintf("%s did not run: its pre-image capture could not be computed (%s), so it could not be undone", req.Tool, out.CaptureError)}), nil
 	}
-	if saga && out.Capture != nil {
+	if compensate && out.Capture != nil {
 		var stop *api.CallResult
 		if before, beforeRef, stop = t.capture(ctx, req, out.Capture); stop != nil {
 			stop.Decision = decision
@@ -761,7 +761,7 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	res.Decision = decision
 
 	// 5 remember how to undo it
-	if saga && out.Compensable && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeUnknown) {
+	if compensate && out.Compensable && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeUnknown) {
 		t.pushUndo(ctx, req, res, before, beforeRef)
 	}
 	t.lastActivity = workflow.Now(ctx)
@@ -771,7 +771,7 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 // denied records a denied call; when the task says rollback_on_deny, it
 // rolls the task back first and says so in the reason.
 func (t *task) denied(ctx workflow.Context, req api.CallRequest, started time.Time, res api.CallResult) api.CallResult {
-	if t.in.RollbackOnDeny && len(t.saga) > 0 && sagaOn(ctx) {
+	if t.in.RollbackOnDeny && len(t.compensations) > 0 && compensationsOn(ctx) {
 		rb := t.rollback(ctx, api.RollbackRequest{By: "deny", Reason: req.Tool + " was denied"}, req.CallID)
 		res.Reason += fmt.Sprintf(". The task says rollback_on_deny, so it was rolled back: %s", rb.Reason)
 	}

@@ -68,7 +68,7 @@ type fakePolicy struct {
 	decide   func(api.DecideInput) (api.Verdict, error)
 	approval *api.ApprovalSpec
 	seen     []api.DecideInput
-	// undo adds the saga facts (capture, compensable) to a decision.
+	// undo adds the compensation facts (capture, compensable) to a decision.
 	undo func(api.DecideInput, *api.DecideOutput)
 }
 

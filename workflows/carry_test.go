@@ -33,11 +33,11 @@ func TestCarryKeepsWithinBudget(t *testing.T) {
 		t.Errorf("dropped result %s", r)
 	}
 
-	tk.saga = []api.SagaEntry{{CallID: "a", Undo: &api.ToolCall{Arguments: json.RawMessage(strings.Repeat("y", 600<<10))}}}
+	tk.compensations = []api.CompensationEntry{{CallID: "a", Compensation: &api.ToolCall{Arguments: json.RawMessage(strings.Repeat("y", 600<<10))}}}
 	if !tk.carriable() {
 		t.Error("600 KiB of compensations fit the next run's input")
 	}
-	tk.saga = append(tk.saga, tk.saga[0])
+	tk.compensations = append(tk.compensations, tk.compensations[0])
 	if tk.carriable() {
 		t.Error("1.2 MiB of compensations must keep the task in its run rather than fail to continue as new")
 	}

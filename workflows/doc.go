@@ -4,7 +4,8 @@
 // has ended; PrincipalGrants, the approval grants that span a principal's
 // tasks; ResourceLock, one lock across tasks; and the call pipeline they
 // share (policy decision, approval grants and wait, capture, execute,
-// compensation) with its saga stack. edits.go is approve with edits: an
+// compensation) with its stack of pending compensations (compensation.go:
+// capture, compensate, roll back). edits.go is approve with edits: an
 // approver's edited arguments are judged again by policy, may go to
 // another approver group, and are what runs.
 //

@@ -163,7 +163,7 @@ func TestFastPathLeavesOtherCallsOnTheRegularPath(t *testing.T) {
 		{name: "compensable", req: lowRisk(req("c1", true)),
 			setup: func(h *fastHarness) {
 				h.policy.undo = compensable
-				h.env.RegisterActivityWithOptions((&sagaHarness{}).PlanCompensation, activity.RegisterOptions{Name: api.PlanCompensationName})
+				h.env.RegisterActivityWithOptions((&compensationHarness{}).PlanCompensation, activity.RegisterOptions{Name: api.PlanCompensationName})
 			},
 			wantLocal:   []string{api.DecideAndCallName, api.PlanCompensationName},
 			wantRegular: []string{api.CallToolName}},

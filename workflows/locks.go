@@ -70,7 +70,7 @@ func (t *task) listenLocks(ctx workflow.Context) {
 // outcome), or the call's result when it must not run: a lock not granted
 // within the tool's lock timeout (OutcomeLocked, naming the lock and its
 // holder), or the task cancelled while waiting. A compensable call's
-// saga entry keeps its locks, so that its compensation takes them too.
+// compensation entry keeps its locks, so that its compensation takes them too.
 func (t *task) acquireLocks(ctx workflow.Context, req api.CallRequest, out api.DecideOutput) (func(), *api.CallResult) {
 	if len(out.Locks) == 0 || workflow.GetVersion(ctx, changeLocks, workflow.DefaultVersion, 1) < 1 {
 		return func() {}, nil
@@ -86,8 +86,8 @@ func (t *task) acquireLocks(ctx workflow.Context, req api.CallRequest, out api.D
 	// be a command of its own); execute gets a context of its own.
 	delete(t.callCancels, req.CallID)
 	return func() {
-		for i := range t.saga {
-			if e := &t.saga[i]; e.CallID == req.CallID {
+		for i := range t.compensations {
+			if e := &t.compensations[i]; e.CallID == req.CallID {
 				e.Locks, e.LockTimeout = out.Locks, out.LockTimeout
 			}
 		}
@@ -95,16 +95,16 @@ func (t *task) acquireLocks(ctx workflow.Context, req api.CallRequest, out api.D
 	}, nil
 }
 
-// lockUndo takes the locks of the call a saga entry undoes, for its
-// compensation (call "undo-<CallID>"). It returns why the compensation
+// lockUndo takes the locks of the call a compensation entry undoes, for
+// its compensation (call api.CompensationID(CallID), "undo-<CallID>"). It returns why the compensation
 // must not run now ("" when it may).
-func (t *task) lockUndo(ctx workflow.Context, e *api.SagaEntry) (func(), string) {
+func (t *task) lockUndo(ctx workflow.Context, e *api.CompensationEntry) (func(), string) {
 	if len(e.Locks) == 0 || workflow.GetVersion(ctx, changeLocks, workflow.DefaultVersion, 1) < 1 {
 		return func() {}, ""
 	}
 	tool := e.Tool
-	if e.Undo != nil {
-		tool = e.Undo.Tool
+	if e.Compensation != nil {
+		tool = e.Compensation.Tool
 	}
 	release, stop := t.acquire(ctx, ctx, api.CompensationID(e.CallID), tool, e.Locks, e.LockTimeout)
 	if stop != nil {

@@ -19,16 +19,16 @@ import (
 	"github.com/airlock-run/airlock/plans"
 )
 
-// planHarness runs the Plan workflow over the saga harness (writes are
+// planHarness runs the Plan workflow over the compensation harness (writes are
 // compensable by fs__restore) with a PrepareStep that evaluates a step's
 // when and args as the worker's does and resolves "server__tool" by
 // splitting the name.
 type planHarness struct {
-	*sagaHarness
+	*compensationHarness
 }
 
 func newPlanHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToolOutput, error)) *planHarness {
-	h := &planHarness{sagaHarness: newSagaHarness(t, script...)}
+	h := &planHarness{compensationHarness: newCompensationHarness(t, script...)}
 	h.env.RegisterWorkflowWithOptions(Plan, workflow.RegisterOptions{Name: api.PlanName})
 	h.env.RegisterActivityWithOptions(h.PrepareStep, activity.RegisterOptions{Name: api.PrepareStepName})
 	return h
@@ -108,7 +108,7 @@ func stepStates(st api.Status) []string {
 	return out
 }
 
-func sagaCallIDs(es []api.SagaEntry) []string {
+func compensationCallIDs(es []api.CompensationEntry) []string {
 	var out []string
 	for _, e := range es {
 		out = append(out, e.CallID+"="+e.State)
@@ -143,8 +143,8 @@ func TestPlanRunsEveryStepInOrder(t *testing.T) {
 	if diff := cmp.Diff([]string{"read", "write", "read", "read", "write"}, h.toolSeq()); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"step-a=pending", "step-c=pending"}, sagaCallIDs(st.Saga)); diff != "" {
-		t.Errorf("saga (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"step-a=pending", "step-c=pending"}, compensationCallIDs(st.Compensations)); diff != "" {
+		t.Errorf("compensations (-want +got):\n%s", diff)
 	}
 	// The arguments were evaluated from the vars.
 	h.tools.mu.Lock()
@@ -194,13 +194,13 @@ func TestPlanStepFailure(t *testing.T) {
 		name string
 		// c is the step that fails: a write whose call reports disk full,
 		// or a delete the policy denies.
-		c              plans.Step
-		rollbackOnDeny bool
-		wantState      string
-		wantSteps      []string
-		wantTools      []string
-		wantUndone     []string // the task's undone compensations, in the order they ran
-		wantSaga       []string // what is left on the stack
+		c                 plans.Step
+		rollbackOnDeny    bool
+		wantState         string
+		wantSteps         []string
+		wantTools         []string
+		wantUndone        []string // the task's undone compensations, in the order they ran
+		wantCompensations []string // what is left on the stack
 	}{
 		{
 			name:       "rollback (the default) undoes the steps before it, newest first",
@@ -211,28 +211,28 @@ func TestPlanStepFailure(t *testing.T) {
 			wantUndone: []string{"step-b=done", "step-a=done"},
 		},
 		{
-			name:      "stop keeps what the steps before did",
-			c:         plans.Step{ID: "c", Tool: "fs__write", OnFailure: plans.OnFailureStop},
-			wantState: api.StateStopped,
-			wantSteps: []string{"a=ok", "b=ok", "c=failed/tool_error", "d=pending"},
-			wantTools: []string{"read", "write", "read", "write", "read", "write"},
-			wantSaga:  []string{"step-a=pending", "step-b=pending"},
+			name:              "stop keeps what the steps before did",
+			c:                 plans.Step{ID: "c", Tool: "fs__write", OnFailure: plans.OnFailureStop},
+			wantState:         api.StateStopped,
+			wantSteps:         []string{"a=ok", "b=ok", "c=failed/tool_error", "d=pending"},
+			wantTools:         []string{"read", "write", "read", "write", "read", "write"},
+			wantCompensations: []string{"step-a=pending", "step-b=pending"},
 		},
 		{
-			name:      "continue goes on with the next step",
-			c:         plans.Step{ID: "c", Tool: "fs__write", OnFailure: plans.OnFailureContinue},
-			wantState: api.StateCompleted,
-			wantSteps: []string{"a=ok", "b=ok", "c=failed/tool_error", "d=ok"},
-			wantTools: []string{"read", "write", "read", "write", "read", "write", "read"},
-			wantSaga:  []string{"step-a=pending", "step-b=pending"},
+			name:              "continue goes on with the next step",
+			c:                 plans.Step{ID: "c", Tool: "fs__write", OnFailure: plans.OnFailureContinue},
+			wantState:         api.StateCompleted,
+			wantSteps:         []string{"a=ok", "b=ok", "c=failed/tool_error", "d=ok"},
+			wantTools:         []string{"read", "write", "read", "write", "read", "write", "read"},
+			wantCompensations: []string{"step-a=pending", "step-b=pending"},
 		},
 		{
-			name:      "a denied step stops the plan",
-			c:         plans.Step{ID: "c", Tool: "fs__delete"},
-			wantState: api.StateStopped,
-			wantSteps: []string{"a=ok", "b=ok", "c=denied/denied", "d=pending"},
-			wantTools: []string{"read", "write", "read", "write"},
-			wantSaga:  []string{"step-a=pending", "step-b=pending"},
+			name:              "a denied step stops the plan",
+			c:                 plans.Step{ID: "c", Tool: "fs__delete"},
+			wantState:         api.StateStopped,
+			wantSteps:         []string{"a=ok", "b=ok", "c=denied/denied", "d=pending"},
+			wantTools:         []string{"read", "write", "read", "write"},
+			wantCompensations: []string{"step-a=pending", "step-b=pending"},
 		},
 		{
 			name:           "a denied step rolls the plan back under rollback_on_deny",
@@ -272,11 +272,11 @@ func TestPlanStepFailure(t *testing.T) {
 			if diff := cmp.Diff(tc.wantTools, h.toolSeq()); diff != "" {
 				t.Errorf("tools (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantUndone, sagaCallIDs(st.Undone)); diff != "" {
+			if diff := cmp.Diff(tc.wantUndone, compensationCallIDs(st.Undone)); diff != "" {
 				t.Errorf("undone (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantSaga, sagaCallIDs(st.Saga)); diff != "" {
-				t.Errorf("saga left (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.wantCompensations, compensationCallIDs(st.Compensations)); diff != "" {
+				t.Errorf("compensations left (-want +got):\n%s", diff)
 			}
 			if c := st.Plan.Steps[2]; c.Tool == "fs__write" && c.Reason != "fs__write reported an error: disk full" {
 				t.Errorf("step c's reason %q", c.Reason)

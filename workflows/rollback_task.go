@@ -3,8 +3,9 @@ package workflows
 import (
 	"errors"
 
-	"github.com/airlock-run/airlock/api"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // RollbackTask holds an ended task's compensations and runs them when its
@@ -12,11 +13,11 @@ import (
 // It ends once the rollback succeeded, or when an operator finishes it
 // after a rollback that failed.
 func RollbackTask(ctx workflow.Context, in api.RollbackTaskInput) (api.TaskResult, error) {
-	if len(in.Saga) == 0 {
+	if len(in.Compensations) == 0 {
 		return api.TaskResult{}, errors.New("nothing to roll back: the task left no pending compensation")
 	}
 	t := newTask(ctx, api.TaskInput{TaskID: in.TaskID, Principal: in.Principal, RollbackNotify: in.RollbackNotify})
-	t.saga = in.Saga
+	t.compensations = in.Compensations
 	if err := t.registerShared(ctx); err != nil {
 		return api.TaskResult{}, err
 	}

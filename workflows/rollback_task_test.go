@@ -14,24 +14,24 @@ import (
 	"github.com/airlock-run/airlock/api"
 )
 
-// rollbackHarness runs the RollbackTask workflow over the saga harness.
+// rollbackHarness runs the RollbackTask workflow over the compensation harness.
 type rollbackHarness struct {
-	*sagaHarness
+	*compensationHarness
 }
 
 func newRollbackHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToolOutput, error)) *rollbackHarness {
-	h := &rollbackHarness{sagaHarness: newSagaHarness(t, script...)}
+	h := &rollbackHarness{compensationHarness: newCompensationHarness(t, script...)}
 	h.env.RegisterWorkflowWithOptions(RollbackTask, workflow.RegisterOptions{Name: api.RollbackTaskName})
 	return h
 }
 
-// seededSaga is an ended task's stack, oldest first: one pending
+// seededCompensations is an ended task's stack, oldest first: one pending
 // compensation per call ID, each fs__restore {"undo": id}.
-func seededSaga(ids ...string) []api.SagaEntry {
-	var out []api.SagaEntry
+func seededCompensations(ids ...string) []api.CompensationEntry {
+	var out []api.CompensationEntry
 	for _, id := range ids {
-		out = append(out, api.SagaEntry{CallID: id, Tool: "fs__write", State: api.UndoPending,
-			Undo: &api.ToolCall{Tool: "fs__restore", Server: "fs", UpstreamTool: "restore",
+		out = append(out, api.CompensationEntry{CallID: id, Tool: "fs__write", State: api.CompensationPending,
+			Compensation: &api.ToolCall{Tool: "fs__restore", Server: "fs", UpstreamTool: "restore",
 				Arguments: json.RawMessage(fmt.Sprintf(`{"undo":%q}`, id)),
 				Spec:      api.ToolSpec{Timeout: time.Minute, Idempotent: true, Retry: api.RetrySpec{MaxAttempts: 1}}}})
 	}
@@ -39,7 +39,7 @@ func seededSaga(ids ...string) []api.SagaEntry {
 }
 
 func rollbackInput(ids ...string) api.RollbackTaskInput {
-	return api.RollbackTaskInput{TaskID: "task-1", Principal: "alice", Saga: seededSaga(ids...), RollbackNotify: "ops"}
+	return api.RollbackTaskInput{TaskID: "task-1", Principal: "alice", Compensations: seededCompensations(ids...), RollbackNotify: "ops"}
 }
 
 // rollbackUpdate is one rollback request's fate.
@@ -92,7 +92,7 @@ func (h *rollbackHarness) restoreSeq() []string {
 	return out
 }
 
-func TestRollbackTaskRunsTheSagaNewestFirstAndEnds(t *testing.T) {
+func TestRollbackTaskRunsTheCompensationsNewestFirstAndEnds(t *testing.T) {
 	h := newRollbackHarness(t)
 	u := h.requestAt(time.Second, "rb-1", api.RollbackRequest{By: "operator", Reason: "undo the plan"})
 	out := h.runRollback(rollbackInput("c1", "c2", "c3"))
@@ -103,7 +103,7 @@ func TestRollbackTaskRunsTheSagaNewestFirstAndEnds(t *testing.T) {
 	if u.result.State != api.StateRolledBack || u.result.Joined || u.result.TaskID != "task-1" {
 		t.Errorf("rollback result %+v", u.result)
 	}
-	if diff := cmp.Diff([]string{"c3=done", "c2=done", "c1=done"}, sagaCallIDs(u.result.Compensated)); diff != "" {
+	if diff := cmp.Diff([]string{"c3=done", "c2=done", "c1=done"}, compensationCallIDs(u.result.Compensated)); diff != "" {
 		t.Errorf("compensated (-want +got):\n%s", diff)
 	}
 	// Each compensation runs as call undo-<id> of the ended task, so its
@@ -122,7 +122,7 @@ func TestRollbackTaskJoinsASecondRequest(t *testing.T) {
 	notSent := respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent))
 	h := newRollbackHarness(t, notSent)
 	in := rollbackInput("c1", "c2")
-	in.Saga[1].Undo.Spec.Retry = api.RetrySpec{MaxAttempts: 2, InitialInterval: time.Minute}
+	in.Compensations[1].Compensation.Spec.Retry = api.RetrySpec{MaxAttempts: 2, InitialInterval: time.Minute}
 	a := h.requestAt(time.Second, "rb-a", api.RollbackRequest{By: "operator"})
 	b := h.requestAt(30*time.Second, "rb-b", api.RollbackRequest{By: "alice", Principal: "alice"})
 	out := h.runRollback(in)
@@ -136,7 +136,7 @@ func TestRollbackTaskJoinsASecondRequest(t *testing.T) {
 	if a.result.State != api.StateRolledBack || b.result.State != api.StateRolledBack {
 		t.Errorf("states %s / %s, want both rolled_back", a.result.State, b.result.State)
 	}
-	if diff := cmp.Diff(sagaCallIDs(a.result.Compensated), sagaCallIDs(b.result.Compensated)); diff != "" {
+	if diff := cmp.Diff(compensationCallIDs(a.result.Compensated), compensationCallIDs(b.result.Compensated)); diff != "" {
 		t.Errorf("the joined request saw another rollback (-first +second):\n%s", diff)
 	}
 	// c2's compensation twice (not sent, then sent), c1's once: the
@@ -214,7 +214,7 @@ func TestRollbackTaskFailureWaitsForAnOperator(t *testing.T) {
 			if first.result.State != api.StateRollbackFailed || !strings.Contains(first.result.Reason, "disk full") {
 				t.Fatalf("first rollback = %+v", first.result)
 			}
-			if diff := cmp.Diff([]string{"c1=failed"}, sagaCallIDs(first.result.Remaining)); diff != "" {
+			if diff := cmp.Diff([]string{"c1=failed"}, compensationCallIDs(first.result.Remaining)); diff != "" {
 				t.Errorf("remaining after the failure (-want +got):\n%s", diff)
 			}
 			if len(h.alerts) != 1 || h.alerts[0].Group != "ops" || len(h.alerts[0].Remaining) != 1 || h.alerts[0].Remaining[0].CallID != "c1" {
@@ -229,7 +229,7 @@ func TestRollbackTaskFailureWaitsForAnOperator(t *testing.T) {
 			if diff := cmp.Diff(tc.wantRuns, h.restoreSeq()); diff != "" {
 				t.Errorf("compensations ran (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantLeft, sagaCallIDs(out.Undone)); diff != "" {
+			if diff := cmp.Diff(tc.wantLeft, compensationCallIDs(out.Undone)); diff != "" {
 				t.Errorf("left undone (-want +got):\n%s", diff)
 			}
 		})

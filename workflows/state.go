@@ -243,12 +243,12 @@ func (t *task) stateSchema() (*policy.Schema, error) {
 // pushStateUndo pushes the compensation of a set or delete: restore the
 // previous value (or the previous whole document), inside the workflow.
 func (t *task) pushStateUndo(ctx workflow.Context, req api.CallRequest, undo api.StateArgs) {
-	if !sagaOn(ctx) {
+	if !compensationsOn(ctx) {
 		return
 	}
 	args, _ := json.Marshal(undo)
-	t.saga = append(t.saga, api.SagaEntry{CallID: req.CallID, Tool: req.Tool, At: workflow.Now(ctx), State: api.UndoPending,
-		Undo: &api.ToolCall{Tool: api.ToolStateRestore, Server: api.StateServer, UpstreamTool: "state_restore", Arguments: args,
+	t.compensations = append(t.compensations, api.CompensationEntry{CallID: req.CallID, Tool: req.Tool, At: workflow.Now(ctx), State: api.CompensationPending,
+		Compensation: &api.ToolCall{Tool: api.ToolStateRestore, Server: api.StateServer, UpstreamTool: "state_restore", Arguments: args,
 			Spec: api.ToolSpec{Idempotent: true}}})
 }
 

@@ -110,8 +110,8 @@ func TestStateSetGetDelete(t *testing.T) {
 	}
 	// Three changes, three compensations (a delete of a missing key or a
 	// get pushes none).
-	if len(st.Saga) != 4 {
-		t.Errorf("saga has %d entries, want 4 (three sets and a delete): %+v", len(st.Saga), st.Saga)
+	if len(st.Compensations) != 4 {
+		t.Errorf("%d compensations pending, want 4 (three sets and a delete): %+v", len(st.Compensations), st.Compensations)
 	}
 }
 
@@ -165,12 +165,12 @@ func TestStateRefusals(t *testing.T) {
 			if res.Outcome != api.OutcomeDenied || res.Decision == nil || res.Decision.Check != tc.check || !strings.Contains(res.Reason, tc.reasonHas) {
 				t.Fatalf("got %s %q %+v; want denied by %s saying %q", res.Outcome, res.Reason, res.Decision, tc.check, tc.reasonHas)
 			}
-			wantSaga := 0
+			wantCompensations := 0
 			if tc.first != "" {
-				wantSaga = 1
+				wantCompensations = 1
 			}
-			if len(st.Saga) != wantSaga {
-				t.Errorf("a refused change pushed a compensation: %+v", st.Saga)
+			if len(st.Compensations) != wantCompensations {
+				t.Errorf("a refused change pushed a compensation: %+v", st.Compensations)
 			}
 			if tc.first == "" && st.TaskState != nil {
 				t.Errorf("a refused change changed the state: %s", st.TaskState)
@@ -214,7 +214,7 @@ func TestStateRollbackRestoresPreviousValues(t *testing.T) {
 	if string(mid.TaskState) != `{"a":1,"b":"x"}` {
 		t.Fatalf("before the rollback: %s", mid.TaskState)
 	}
-	if rb1.State != api.StateRolledBack || len(rb1.Compensated) != 2 || rb1.Compensated[0].Undo.Tool != api.ToolStateRestore {
+	if rb1.State != api.StateRolledBack || len(rb1.Compensated) != 2 || rb1.Compensated[0].Compensation.Tool != api.ToolStateRestore {
 		t.Fatalf("rollback 1: %+v", rb1)
 	}
 	if string(after1.TaskState) != `{}` {

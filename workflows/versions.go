@@ -21,10 +21,12 @@ const (
 	// testdata/agent_task_v3_run1.json.
 	changeApprovals = "approvals"
 
-	// changeSaga versions capture, compensation and rollback.
+	// changeCompensation versions capture, compensation and rollback (its
+	// value, "saga", is the older word; histories record it).
 	//
-	// Feature and GetVersion in saga.go; first recorded in testdata/saga_v1_run1.json.
-	changeSaga = "saga"
+	// Feature and GetVersion in compensation.go; first recorded in
+	// testdata/saga_v1_run1.json.
+	changeCompensation = "saga"
 
 	// changeCallLedger versions the call ledger: a task remembers every call
 	// it ran across continue-as-new, not only its recent ones.

@@ -406,7 +406,7 @@ func rollbackTask(ctx context.Context, c client.Client, id string, req api.Rollb
 // workflow of that task.
 func rollbackEnded(ctx context.Context, c client.Client, id string, st api.Status, uo client.UpdateWorkflowOptions, taskQueue string) (api.RollbackResult, error) {
 	var res api.RollbackResult
-	if len(st.Saga) == 0 {
+	if len(st.Compensations) == 0 {
 		return api.RollbackResult{TaskID: id, State: api.RollbackNothing,
 			Reason: "the task has ended (" + st.State + ") and left no pending compensation"}, nil
 	}
@@ -415,7 +415,7 @@ func rollbackEnded(ctx context.Context, c client.Client, id string, st api.Statu
 		ID: rid, TaskQueue: taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, api.RollbackTaskName, api.RollbackTaskInput{TaskID: id, Principal: st.Principal, Saga: st.Saga})
+	}, api.RollbackTaskName, api.RollbackTaskInput{TaskID: id, Principal: st.Principal, Compensations: st.Compensations})
 	uo.WorkflowID = rid
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: uo})
 	if err == nil {
@@ -508,17 +508,17 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 			}
 		}
 	}
-	if len(st.Saga) > 0 {
+	if len(st.Compensations) > 0 {
 		if st.Ended {
 			fmt.Fprintf(stdout, "not rolled back (the task has ended; undo it once with airlock tasks rollback %s):\n", st.TaskID)
 		} else {
 			fmt.Fprintf(stdout, "can be undone, newest first (airlock tasks rollback %s):\n", st.TaskID)
 		}
-		for i := len(st.Saga) - 1; i >= 0; i-- {
-			e := st.Saga[i]
+		for i := len(st.Compensations) - 1; i >= 0; i-- {
+			e := st.Compensations[i]
 			undo := "cannot: " + e.Error
-			if e.Undo != nil {
-				undo = "by " + e.Undo.Tool
+			if e.Compensation != nil {
+				undo = "by " + e.Compensation.Tool
 			}
 			fmt.Fprintf(stdout, "  %-24s %-28s %-8s %s %s\n", e.CallID, e.Tool, e.State, undo, e.Reason)
 		}
@@ -526,7 +526,7 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 	if len(st.Undone) > 0 {
 		fmt.Fprintln(stdout, "undone:")
 		for _, e := range st.Undone {
-			fmt.Fprintf(stdout, "  %-24s %-28s by %s\n", e.CallID, e.Tool, e.Undo.Tool)
+			fmt.Fprintf(stdout, "  %-24s %-28s by %s\n", e.CallID, e.Tool, e.Compensation.Tool)
 		}
 	}
 	writeGrants(stdout, st.Grants, time.Now())

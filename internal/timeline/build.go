@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/redact"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/redact"
 )
 
 // Options tune Build. The zero value (or nil) is fine.
@@ -232,7 +233,7 @@ func (b *builder) started(i int, ev *historypb.HistoryEvent) error {
 		}
 		in = api.TaskInput{TaskID: rin.TaskID, Principal: rin.Principal}
 		// The calls it undoes ran in the ended task's history.
-		for _, e := range rin.Saga {
+		for _, e := range rin.Compensations {
 			b.newCall(e.CallID, e.Tool, e.At)
 		}
 	default:
@@ -495,13 +496,13 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 		for _, e := range res.Compensated {
 			rb.Compensated = append(rb.Compensated, e.CallID)
 			if !res.Joined {
-				b.sagaEntry(e)
+				b.compensationEntry(e)
 			}
 		}
 		for _, e := range res.Remaining {
 			rb.Remaining = append(rb.Remaining, e.CallID)
 			if !res.Joined {
-				b.sagaEntry(e)
+				b.compensationEntry(e)
 			}
 		}
 	}
@@ -574,8 +575,8 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 			comp.State, comp.Reason = "skipped", out.Skipped
 		case out.Error != "":
 			comp.Error = "the compensation could not be computed: " + out.Error
-		case out.Undo != nil:
-			cs.undo = &compState{tool: out.Undo.Tool, args: storedArgs(out.Undo.Arguments, out.Undo.ArgumentsRef)}
+		case out.Compensation != nil:
+			cs.undo = &compState{tool: out.Compensation.Tool, args: storedArgs(out.Compensation.Arguments, out.Compensation.ArgumentsRef)}
 		}
 	}
 }
@@ -737,13 +738,13 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 		r.Finished, r.Outcome, r.Error = &at, outcome, errText
 		switch api.Outcome(outcome) {
 		case api.OutcomeOK:
-			comp.State, comp.Reason = api.UndoDone, ""
+			comp.State, comp.Reason = api.CompensationDone, ""
 		case api.OutcomeUnknown:
-			comp.State, comp.Reason = api.UndoUnknown, errText
+			comp.State, comp.Reason = api.CompensationUnknown, errText
 		case api.OutcomeToolError:
-			comp.State, comp.Reason = api.UndoFailed, "reported an error: "+summary(api.ResultText(out.Result))
+			comp.State, comp.Reason = api.CompensationFailed, "reported an error: "+summary(api.ResultText(out.Result))
 		default:
-			comp.State, comp.Reason = api.UndoFailed, errText
+			comp.State, comp.Reason = api.CompensationFailed, errText
 		}
 	}
 }

@@ -316,7 +316,7 @@ func callEvents(tl *Timeline, c *Call) []event {
 		if cp.Error != "" {
 			f["error"] = cp.Error
 		}
-		if len(cp.Runs) == 0 && cp.State == api.UndoPending {
+		if len(cp.Runs) == 0 && cp.State == api.CompensationPending {
 			text += " (never run)"
 		}
 		out = append(out, base(cp.Recorded, 1, EventCompensationRecorded, text, f))

@@ -19,10 +19,10 @@ const EventLock = "lock"
 type Lock struct {
 	Key  string `json:"key"`
 	Mode string `json:"mode"`
-	// Undo: taken for the call's compensation, during a rollback.
-	Undo      bool       `json:"undo,omitempty"`
-	Requested time.Time  `json:"requested"`
-	Granted   *time.Time `json:"granted,omitempty"`
+	// Compensation: taken for the call's compensation, during a rollback.
+	Compensation bool       `json:"undo,omitempty"`
+	Requested    time.Time  `json:"requested"`
+	Granted      *time.Time `json:"granted,omitempty"`
 	// Holders are the tasks the lock workflow said held the lock while
 	// the call waited.
 	Holders []string `json:"holders,omitempty"`
@@ -53,7 +53,7 @@ func (b *builder) lockRequested(at time.Time, a *historypb.ActivityTaskScheduled
 		b.problem("lock request for call %s, which the history does not show", r.Owner.CallID)
 		return
 	}
-	cs.c.Locks = append(cs.c.Locks, Lock{Key: r.Key, Mode: r.Mode, Undo: undo, Requested: at})
+	cs.c.Locks = append(cs.c.Locks, Lock{Key: r.Key, Mode: r.Mode, Compensation: undo, Requested: at})
 }
 
 func (b *builder) lockSignal(at time.Time, a *historypb.WorkflowExecutionSignaledEventAttributes) {
@@ -68,7 +68,7 @@ func (b *builder) lockSignal(at time.Time, a *historypb.WorkflowExecutionSignale
 	}
 	for i := len(cs.c.Locks) - 1; i >= 0; i-- {
 		l := &cs.c.Locks[i]
-		if l.Key != g.Key || l.Undo != undo || l.Granted != nil {
+		if l.Key != g.Key || l.Compensation != undo || l.Granted != nil {
 			continue
 		}
 		if g.Granted {
@@ -90,7 +90,7 @@ func lockEvents(c *Call, base func(time.Time, int, string, string, map[string]an
 	for _, l := range c.Locks {
 		f := map[string]any{"key": l.Key, "mode": l.Mode, "granted": l.Granted != nil}
 		what := "lock"
-		if l.Undo {
+		if l.Compensation {
 			what, f["compensation"] = "lock for the compensation", true
 		}
 		behind := ""

@@ -24,8 +24,8 @@ func TestLocksTimeline(t *testing.T) {
 			var waited, undo bool
 			for _, c := range tl.Calls {
 				for _, l := range c.Locks {
-					waited = waited || l.Granted != nil && len(l.Holders) > 0 && !l.Undo
-					undo = undo || l.Undo && l.Granted != nil
+					waited = waited || l.Granted != nil && len(l.Holders) > 0 && !l.Compensation
+					undo = undo || l.Compensation && l.Granted != nil
 				}
 			}
 			if name == "locks_v1" && !undo {

@@ -7,13 +7,13 @@ import (
 	"github.com/airlock-run/airlock/api"
 )
 
-// sagaEntry brings a call's compensation up to date with a rollback's
+// compensationEntry brings a call's compensation up to date with a rollback's
 // account of it.
-func (b *builder) sagaEntry(e api.SagaEntry) {
+func (b *builder) compensationEntry(e api.CompensationEntry) {
 	cs := b.call(e.CallID, e.Tool, e.At)
 	comp := b.compensation(cs, e.At)
-	if e.Undo != nil && cs.undo == nil {
-		cs.undo = &compState{tool: e.Undo.Tool, args: e.Undo.Arguments}
+	if e.Compensation != nil && cs.undo == nil {
+		cs.undo = &compState{tool: e.Compensation.Tool, args: e.Compensation.Arguments}
 	}
 	if e.Error != "" {
 		comp.Error = e.Error
@@ -23,7 +23,7 @@ func (b *builder) sagaEntry(e api.SagaEntry) {
 
 func (b *builder) compensation(cs *callState, at time.Time) *Compensation {
 	if cs.c.Compensation == nil {
-		cs.c.Compensation = &Compensation{Recorded: at, State: api.UndoPending}
+		cs.c.Compensation = &Compensation{Recorded: at, State: api.CompensationPending}
 	}
 	return cs.c.Compensation
 }

@@ -7,18 +7,19 @@ import (
 	"slices"
 	"time"
 
-	"github.com/airlock-run/airlock/api"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // undoneKept is how many finished compensations the task remembers.
 const undoneKept = 32
 
-// sagaOn reports whether this run records captures and compensations
-// (histories from before sagas replay without them).
-func sagaOn(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeSaga, workflow.DefaultVersion, 1) >= 1
+// compensationsOn reports whether this run records captures and
+// compensations (histories from before compensation replay without them).
+func compensationsOn(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeCompensation, workflow.DefaultVersion, 1) >= 1
 }
 
 // capture reads the pre-image the manifest asks for, right before the
@@ -42,7 +43,7 @@ func (t *task) capture(ctx workflow.Context, req api.CallRequest, c *api.ToolCal
 }
 
 // pushUndo computes the compensation of a call that ran (or may have) and
-// pushes it on the saga stack. A compensation that cannot be computed is
+// pushes it on the stack of pending compensations. A compensation that cannot be computed is
 // pushed all the same, with its error: a rollback then stops there and
 // reports it rather than silently skipping it.
 func (t *task) pushUndo(ctx workflow.Context, req api.CallRequest, res api.CallResult, before json.RawMessage, beforeRef string) {
@@ -60,7 +61,7 @@ func (t *task) pushUndo(ctx workflow.Context, req api.CallRequest, res api.CallR
 	}
 	var out api.CompensationOutput
 	err := workflow.ExecuteLocalActivity(lctx, api.PlanCompensationName, in).Get(dctx, &out)
-	e := api.SagaEntry{CallID: req.CallID, Tool: req.Tool, At: workflow.Now(ctx), State: api.UndoPending}
+	e := api.CompensationEntry{CallID: req.CallID, Tool: req.Tool, At: workflow.Now(ctx), State: api.CompensationPending}
 	switch {
 	case err != nil:
 		e.Error = fmt.Sprintf("the compensation could not be computed: %v", err)
@@ -69,12 +70,12 @@ func (t *task) pushUndo(ctx workflow.Context, req api.CallRequest, res api.CallR
 	case out.Error != "":
 		e.Error = "the compensation could not be computed: " + out.Error
 	default:
-		e.Undo = out.Undo
+		e.Compensation = out.Compensation
 	}
-	if res.Outcome != api.OutcomeOK && e.Undo == nil {
+	if res.Outcome != api.OutcomeOK && e.Compensation == nil {
 		e.Error += fmt.Sprintf(" (the call's outcome is %s, so there was no result to compute it from)", res.Outcome)
 	}
-	t.saga = append(t.saga, e)
+	t.compensations = append(t.compensations, e)
 }
 
 // requestFor is the call request that runs a call the worker computed (a
@@ -108,7 +109,7 @@ func (t *task) rollbackUpdate(ctx workflow.Context, req api.RollbackRequest) (ap
 	return t.rollback(ctx, req, ""), nil
 }
 
-// rollback runs the saga stack top down, each compensation once. It waits
+// rollback runs the stack of pending compensations top down, each compensation once. It waits
 // for running calls first (except the caller's own call, when a denial
 // triggers it) and holds new calls off until it is done. It stops at the
 // first compensation that fails for good: what lies below it may depend on
@@ -134,15 +135,15 @@ func (t *task) rollback(ctx workflow.Context, req api.RollbackRequest, except st
 		return !slices.ContainsFunc(t.inFlight, func(id string) bool { return id != except })
 	})
 	res := api.RollbackResult{TaskID: t.in.TaskID}
-	if len(t.saga) == 0 {
+	if len(t.compensations) == 0 {
 		res.State, res.Reason = api.RollbackNothing, "nothing to roll back: no call of this task has a pending compensation"
 		r.result = res
 		return res
 	}
-	workflow.GetLogger(ctx).Info("rolling back", "task", t.in.TaskID, "by", req.By, "entries", len(t.saga))
+	workflow.GetLogger(ctx).Info("rolling back", "task", t.in.TaskID, "by", req.By, "entries", len(t.compensations))
 	t.rollbacks++
-	for len(t.saga) > 0 {
-		e := &t.saga[len(t.saga)-1]
+	for len(t.compensations) > 0 {
+		e := &t.compensations[len(t.compensations)-1]
 		if why := t.undoOnce(ctx, e); why != "" {
 			res.State, res.Reason = api.StateRollbackFailed, why
 			break
@@ -152,10 +153,10 @@ func (t *task) rollback(ctx workflow.Context, req api.RollbackRequest, except st
 		if len(t.undone) > undoneKept {
 			t.undone = slices.Delete(t.undone, 0, len(t.undone)-undoneKept)
 		}
-		t.saga = t.saga[:len(t.saga)-1]
+		t.compensations = t.compensations[:len(t.compensations)-1]
 	}
-	for i := len(t.saga) - 1; i >= 0; i-- {
-		res.Remaining = append(res.Remaining, t.saga[i])
+	for i := len(t.compensations) - 1; i >= 0; i-- {
+		res.Remaining = append(res.Remaining, t.compensations[i])
 	}
 	if res.State == "" {
 		res.State = api.StateRolledBack
@@ -175,23 +176,23 @@ func (t *task) rollback(ctx workflow.Context, req api.RollbackRequest, except st
 
 // undoOnce runs one entry's compensation. It returns "" when the entry is
 // undone, else why the rollback must stop (the entry records it).
-func (t *task) undoOnce(ctx workflow.Context, e *api.SagaEntry) string {
+func (t *task) undoOnce(ctx workflow.Context, e *api.CompensationEntry) string {
 	switch {
-	case e.Undo == nil:
-		e.State, e.Reason = api.UndoFailed, e.Error
+	case e.Compensation == nil:
+		e.State, e.Reason = api.CompensationFailed, e.Error
 		return fmt.Sprintf("the call %s (%s) cannot be undone: %s", e.CallID, e.Tool, e.Error)
-	case e.State == api.UndoUnknown:
-		return fmt.Sprintf("the compensation of call %s (%s) may already have run, and %s is not idempotent, so it is not re-run; check by hand whether it took effect", e.CallID, e.Tool, e.Undo.Tool)
+	case e.State == api.CompensationUnknown:
+		return fmt.Sprintf("the compensation of call %s (%s) may already have run, and %s is not idempotent, so it is not re-run; check by hand whether it took effect", e.CallID, e.Tool, e.Compensation.Tool)
 	}
 	// Under the locks of the call it undoes (locks.go).
 	unlock, why := t.lockUndo(ctx, e)
 	if why != "" {
-		e.State, e.Reason = api.UndoFailed, why
+		e.State, e.Reason = api.CompensationFailed, why
 		return fmt.Sprintf("the compensation of call %s (%s) did not run: %s", e.CallID, e.Tool, why)
 	}
 	defer unlock()
 	e.Tries++
-	u := e.Undo
+	u := e.Compensation
 	var res api.CallResult
 	if isStateRestore(u) { // task-state: restored inside the workflow
 		res = t.restoreState(u)
@@ -201,12 +202,12 @@ func (t *task) undoOnce(ctx workflow.Context, e *api.SagaEntry) string {
 	e.Finished = workflow.Now(ctx)
 	switch res.Outcome {
 	case api.OutcomeOK:
-		e.State, e.Reason = api.UndoDone, ""
+		e.State, e.Reason = api.CompensationDone, ""
 		return ""
 	case api.OutcomeUnknown:
-		e.State = api.UndoUnknown
+		e.State = api.CompensationUnknown
 	default:
-		e.State = api.UndoFailed
+		e.State = api.CompensationFailed
 	}
 	e.Reason = res.Reason
 	if res.Outcome == api.OutcomeToolError {
@@ -221,9 +222,9 @@ func (t *task) alertRollbackFailed(ctx workflow.Context, req api.RollbackRequest
 	notice := api.RollbackNotice{TaskID: t.in.TaskID, Principal: t.in.Principal, Group: t.in.RollbackNotify,
 		RequestedBy: req.By, Reason: res.Reason}
 	for _, e := range res.Remaining {
-		item := api.RemainingUndo{CallID: e.CallID, Tool: e.Tool, State: e.State, Reason: e.Reason}
-		if e.Undo != nil {
-			item.Undo, item.Arguments, item.ArgumentsRef = e.Undo.Tool, e.Undo.Arguments, e.Undo.ArgumentsRef
+		item := api.RemainingCompensation{CallID: e.CallID, Tool: e.Tool, State: e.State, Reason: e.Reason}
+		if e.Compensation != nil {
+			item.Compensation, item.Arguments, item.ArgumentsRef = e.Compensation.Tool, e.Compensation.Arguments, e.Compensation.ArgumentsRef
 		}
 		notice.Remaining = append(notice.Remaining, item)
 	}

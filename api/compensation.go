@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// Saga wire names.
+// Compensation wire names.
 const (
 	// UpdateRollback rolls the task back: the compensations of its
 	// successful calls run in reverse order. A second request while one
@@ -22,33 +22,35 @@ const (
 	StateRolledBack = "rolled_back"
 )
 
-// Saga entry states.
+// CompensationEntry states.
 const (
-	// UndoPending: not run yet.
-	UndoPending = "pending"
-	// UndoDone: the compensation ran and succeeded.
-	UndoDone = "done"
-	// UndoFailed: the compensation ran and failed (or could not be
+	// CompensationPending: not run yet.
+	CompensationPending = "pending"
+	// CompensationDone: the compensation ran and succeeded.
+	CompensationDone = "done"
+	// CompensationFailed: the compensation ran and failed (or could not be
 	// computed); a later rollback retries it.
-	UndoFailed = "failed"
-	// UndoUnknown: the compensation may or may not have taken effect and
-	// its tool is not idempotent, so it is never re-run automatically; a
-	// person must check.
-	UndoUnknown = "unknown"
+	CompensationFailed = "failed"
+	// CompensationUnknown: the compensation may or may not have taken
+	// effect and its tool is not idempotent, so it is never re-run
+	// automatically; a person must check.
+	CompensationUnknown = "unknown"
 )
 
-// SagaEntry is one compensable call on the task's saga stack, with the
-// concrete compensation the worker computed right after the call.
-type SagaEntry struct {
+// CompensationEntry is one compensable call on the task's stack of pending
+// compensations, with the concrete compensation the worker computed right
+// after the call.
+type CompensationEntry struct {
 	// CallID is the call this entry undoes; the compensation runs as call
-	// "undo-<CallID>".
+	// CompensationID(CallID), "undo-<CallID>".
 	CallID string
 	Tool   string
 	At     time.Time
-	// Undo is the compensation; nil when it could not be computed (Error).
-	Undo  *ToolCall `json:",omitempty"`
-	Error string    `json:",omitempty"`
-	State string
+	// Compensation is the compensation; nil when it could not be computed
+	// (Error). Its JSON name is the older "Undo".
+	Compensation *ToolCall `json:"Undo,omitempty"`
+	Error        string    `json:",omitempty"`
+	State        string
 	// Reason is why the last attempt failed, or the compensation's outcome.
 	Reason string `json:",omitempty"`
 	// Tries counts rollbacks that ran this entry.
@@ -79,10 +81,10 @@ type RollbackResult struct {
 	State string
 	// Compensated lists the entries undone by this rollback, in the order
 	// they ran.
-	Compensated []SagaEntry `json:",omitempty"`
+	Compensated []CompensationEntry `json:",omitempty"`
 	// Remaining lists what is still not undone, top of the stack first.
-	Remaining []SagaEntry `json:",omitempty"`
-	Reason    string      `json:",omitempty"`
+	Remaining []CompensationEntry `json:",omitempty"`
+	Reason    string              `json:",omitempty"`
 	// Joined: this request found a rollback running and waited for it.
 	Joined bool `json:",omitempty"`
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/airlock-run/airlock/api"
 )
 
-// sagaHarness adds a compensation planner and a rollback notifier to the
+// compensationHarness adds a compensation planner and a rollback notifier to the
 // harness: every call of a tool whose name starts with "fs__write" is
 // compensable by "fs__restore" with the call's ID in its arguments.
-type sagaHarness struct {
+type compensationHarness struct {
 	*harness
 	mu       sync.Mutex
 	planned  []api.CompensationInput
@@ -27,8 +27,8 @@ type sagaHarness struct {
 	planFail bool
 }
 
-func newSagaHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToolOutput, error)) *sagaHarness {
-	h := &sagaHarness{harness: newHarness(t, script...)}
+func newCompensationHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToolOutput, error)) *compensationHarness {
+	h := &compensationHarness{harness: newHarness(t, script...)}
 	h.policy.undo = func(in api.DecideInput, out *api.DecideOutput) {
 		if strings.HasPrefix(in.Tool, "fs__write") {
 			out.Compensable = true
@@ -41,19 +41,19 @@ func newSagaHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToo
 	return h
 }
 
-func (h *sagaHarness) PlanCompensation(_ context.Context, in api.CompensationInput) (api.CompensationOutput, error) {
+func (h *compensationHarness) PlanCompensation(_ context.Context, in api.CompensationInput) (api.CompensationOutput, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.planned = append(h.planned, in)
 	if h.planFail {
 		return api.CompensationOutput{Error: "tools.write.compensation.args.content: no such key: content"}, nil
 	}
-	return api.CompensationOutput{Undo: &api.ToolCall{Tool: "fs__restore", Server: "fs", UpstreamTool: "restore",
+	return api.CompensationOutput{Compensation: &api.ToolCall{Tool: "fs__restore", Server: "fs", UpstreamTool: "restore",
 		Arguments: json.RawMessage(fmt.Sprintf(`{"undo":%q}`, in.CallID)),
 		Spec:      api.ToolSpec{Timeout: time.Minute, Idempotent: true, Retry: api.RetrySpec{MaxAttempts: 2, InitialInterval: time.Second}}}}, nil
 }
 
-func (h *sagaHarness) NotifyRollbackFailed(_ context.Context, n api.RollbackNotice) error {
+func (h *compensationHarness) NotifyRollbackFailed(_ context.Context, n api.RollbackNotice) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.alerts = append(h.alerts, n)
@@ -67,7 +67,7 @@ func writeReq(id string) api.CallRequest {
 }
 
 // rollbackAt sends a rollback update at d and stores its result.
-func (h *sagaHarness) rollbackAt(d time.Duration, id string, res *api.RollbackResult) {
+func (h *compensationHarness) rollbackAt(d time.Duration, id string, res *api.RollbackResult) {
 	h.env.RegisterDelayedCallback(func() {
 		h.env.UpdateWorkflow(api.UpdateRollback, id, &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
@@ -84,7 +84,7 @@ func (h *sagaHarness) rollbackAt(d time.Duration, id string, res *api.RollbackRe
 }
 
 // toolSeq lists the upstream tools (and undo arguments) run, in order.
-func (h *sagaHarness) toolSeq() []string {
+func (h *compensationHarness) toolSeq() []string {
 	h.tools.mu.Lock()
 	defer h.tools.mu.Unlock()
 	var out []string
@@ -99,7 +99,7 @@ func (h *sagaHarness) toolSeq() []string {
 }
 
 func TestRollbackRunsCompensationsInReverseOnce(t *testing.T) {
-	h := newSagaHarness(t)
+	h := newCompensationHarness(t)
 	var r1, r2 api.CallResult
 	h.callAt(time.Second, writeReq("c1"), &r1, nil)
 	h.callAt(2*time.Second, req("plain", true), nil, nil) // not compensable
@@ -138,7 +138,7 @@ func TestConcurrentRollbacksRunOnce(t *testing.T) {
 	slow := func(in api.CallToolInput) (api.CallToolOutput, error) {
 		return okOutput(`{"content":[]}`), nil
 	}
-	h := newSagaHarness(t)
+	h := newCompensationHarness(t)
 	h.tools.script = nil
 	_ = slow
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
@@ -166,7 +166,7 @@ func TestRollbackFailureKeepsWhatRemainsAndAlerts(t *testing.T) {
 	toolErr := respond(api.CallToolOutput{Result: json.RawMessage(`{"content":[{"type":"text","text":"disk full"}],"isError":true}`), IsError: true}, nil)
 	ok := respond(okOutput(`{"content":[]}`), nil)
 	// capture c1, c1, capture c2, c2, undo c2 fails, (retry) undo c2, undo c1.
-	h := newSagaHarness(t, ok, ok, ok, ok, toolErr)
+	h := newCompensationHarness(t, ok, ok, ok, ok, toolErr)
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
 	h.callAt(2*time.Second, writeReq("c2"), nil, nil)
 	var first, retry api.RollbackResult
@@ -197,7 +197,7 @@ func TestRollbackFailureKeepsWhatRemainsAndAlerts(t *testing.T) {
 }
 
 func TestUncomputableCompensationStopsRollback(t *testing.T) {
-	h := newSagaHarness(t)
+	h := newCompensationHarness(t)
 	h.planFail = true
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
 	var rb api.RollbackResult
@@ -213,7 +213,7 @@ func TestUncomputableCompensationStopsRollback(t *testing.T) {
 }
 
 func TestCancelRollsBack(t *testing.T) {
-	h := newSagaHarness(t)
+	h := newCompensationHarness(t)
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
 	out := h.run(baseInput())
@@ -226,7 +226,7 @@ func TestCancelRollsBack(t *testing.T) {
 }
 
 func TestRollbackOnDeny(t *testing.T) {
-	h := newSagaHarness(t)
+	h := newCompensationHarness(t)
 	h.policy.decide = func(in api.DecideInput) (api.Verdict, error) {
 		if in.Tool == "fs__delete" {
 			return api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "no-deletes", Reason: "denied by rule no-deletes"}, nil
@@ -253,7 +253,7 @@ func TestRollbackOnDeny(t *testing.T) {
 func TestToolErrorDoesNotRollBackOrPush(t *testing.T) {
 	toolErr := respond(api.CallToolOutput{Result: json.RawMessage(`{"content":[],"isError":true}`), IsError: true}, nil)
 	ok := respond(okOutput(`{"content":[]}`), nil)
-	h := newSagaHarness(t, ok, toolErr)
+	h := newCompensationHarness(t, ok, toolErr)
 	var res api.CallResult
 	h.callAt(time.Second, writeReq("c1"), &res, nil)
 	h.finishAt(time.Hour - time.Minute)
@@ -267,7 +267,7 @@ func TestCaptureOutcomes(t *testing.T) {
 	notSent := respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent))
 	missing := respond(api.CallToolOutput{Result: json.RawMessage(`{"content":[{"type":"text","text":"ENOENT"}],"isError":true}`), IsError: true}, nil)
 	t.Run("capture tool error: before is null, call runs", func(t *testing.T) {
-		h := newSagaHarness(t, missing)
+		h := newCompensationHarness(t, missing)
 		var res api.CallResult
 		h.callAt(time.Second, writeReq("c1"), &res, nil)
 		h.finishAt(time.Hour - time.Minute)
@@ -277,7 +277,7 @@ func TestCaptureOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("capture unavailable: call does not run", func(t *testing.T) {
-		h := newSagaHarness(t, notSent, notSent)
+		h := newCompensationHarness(t, notSent, notSent)
 		var res api.CallResult
 		h.callAt(time.Second, writeReq("c1"), &res, nil)
 		h.finishAt(time.Hour - time.Minute)
@@ -295,7 +295,7 @@ func TestIdleTimeoutWaitsForRollback(t *testing.T) {
 	notSent := respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent))
 	ok := respond(okOutput(`{"content":[]}`), nil)
 	// capture, call, then the compensation: not sent, retried after 1s.
-	h := newSagaHarness(t, ok, ok, notSent, ok)
+	h := newCompensationHarness(t, ok, ok, notSent, ok)
 	h.callAt(time.Second, writeReq("c1"), nil, nil)
 	var rb api.RollbackResult
 	h.rollbackAt(time.Minute+500*time.Millisecond, "rb", &rb)
