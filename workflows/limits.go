@@ -84,13 +84,47 @@ func (t *task) takeQuota(ctx workflow.Context, req api.CallRequest) *api.CallRes
 				req.Tool, t.in.TaskID, t.quota.Spent, q.Budget, req.Tool, cost))
 	}
 
-	// The task's own windows: all admit the call, or none is taken.
-	type taken struct {
-		i   int
-		tat time.Time
+	mine, shared, stop := t.ownWindows(q, req, now)
+	if stop != nil {
+		return stop
 	}
-	var mine []taken
-	var shared []api.RateLimit
+	for _, m := range mine {
+		t.quota.Windows[m.i].TAT = m.tat
+	}
+	t.quota.Spent += cost
+	giveBack := func() {
+		// Other calls may have moved these windows meanwhile: give back
+		// one interval rather than restoring the old time.
+		for _, m := range mine {
+			l := t.windowLimit(q, t.quota.Windows[m.i].Key, req.Tool)
+			t.quota.Windows[m.i].TAT = t.quota.Windows[m.i].TAT.Add(-interval(l))
+		}
+		t.quota.Spent -= cost
+	}
+	if len(shared) > 0 {
+		if stop := t.takeShared(ctx, req, shared, giveBack); stop != nil {
+			return stop
+		}
+	}
+	if t.charged == nil {
+		t.charged = map[string]int{}
+	}
+	t.charged[req.CallID] = cost
+	return nil
+}
+
+// takenWindow is a window of the task's own that admits a call: its index
+// in the task's windows and its theoretical arrival time once taken.
+type takenWindow struct {
+	i   int
+	tat time.Time
+}
+
+// ownWindows checks req against the task's own windows at now: all admit
+// the call, or none is taken (stop is the refusal by the one that makes it
+// wait longest). It takes nothing yet; it returns what to take, and the
+// shared limits that apply, for their limiters.
+func (t *task) ownWindows(q *api.Quota, req api.CallRequest, now time.Time) (mine []takenWindow, shared []api.RateLimit, stop *api.CallResult) {
 	var worst *api.RateLimit
 	var wait time.Duration
 	for _, l := range q.Rates {
@@ -109,55 +143,42 @@ func (t *task) takeQuota(ctx workflow.Context, req api.CallRequest) *api.CallRes
 			}
 			continue
 		}
-		mine = append(mine, taken{i, next})
+		mine = append(mine, takenWindow{i, next})
 	}
 	if worst != nil {
-		return t.rateRefusal(req, *worst, wait)
+		return nil, nil, t.rateRefusal(req, *worst, wait)
 	}
-	for _, m := range mine {
-		t.quota.Windows[m.i].TAT = m.tat
-	}
-	t.quota.Spent += cost
-	giveBack := func() {
-		// Other calls may have moved these windows meanwhile: give back
-		// one interval rather than restoring the old time.
-		for _, m := range mine {
-			l := t.windowLimit(q, t.quota.Windows[m.i].Key, req.Tool)
-			t.quota.Windows[m.i].TAT = t.quota.Windows[m.i].TAT.Add(-interval(l))
-		}
-		t.quota.Spent -= cost
-	}
+	return mine, shared, nil
+}
 
-	if len(shared) > 0 {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: 30 * time.Second,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: 200 * time.Millisecond},
-		})
-		var out api.TakeLimitsOutput
-		err := workflow.ExecuteLocalActivity(lctx, api.TakeLimitsName, api.TakeLimitsInput{
-			TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Limits: shared,
-		}).Get(ctx, &out)
-		if err != nil {
-			// Fail closed: a limit that cannot be checked refuses.
-			giveBack()
-			l := shared[0]
-			return t.refusal(req, api.LimitHit{Check: api.CheckRateLimit, Limit: l.Name, Window: l.Window, RetryAfter: time.Second},
-				fmt.Sprintf("%s refused: rate limit %s could not be checked (%v); nothing ran. Retry in a moment", req.Tool, l.Name, err))
-		}
-		if h := out.Hit; h != nil {
-			giveBack()
-			for _, l := range shared {
-				if l.Name == h.Limit {
-					return t.rateRefusal(req, l, h.RetryAfter)
-				}
+// takeShared asks the shared limits' limiters for req (TakeLimits, a local
+// activity); on a refusal, or when they cannot be asked, it calls giveBack
+// (the task's own windows and budget) and returns the refusal.
+func (t *task) takeShared(ctx workflow.Context, req api.CallRequest, shared []api.RateLimit, giveBack func()) *api.CallResult {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: 200 * time.Millisecond},
+	})
+	var out api.TakeLimitsOutput
+	err := workflow.ExecuteLocalActivity(lctx, api.TakeLimitsName, api.TakeLimitsInput{
+		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Limits: shared,
+	}).Get(ctx, &out)
+	if err != nil {
+		// Fail closed: a limit that cannot be checked refuses.
+		giveBack()
+		l := shared[0]
+		return t.refusal(req, api.LimitHit{Check: api.CheckRateLimit, Limit: l.Name, Window: l.Window, RetryAfter: time.Second},
+			fmt.Sprintf("%s refused: rate limit %s could not be checked (%v); nothing ran. Retry in a moment", req.Tool, l.Name, err))
+	}
+	if h := out.Hit; h != nil {
+		giveBack()
+		for _, l := range shared {
+			if l.Name == h.Limit {
+				return t.rateRefusal(req, l, h.RetryAfter)
 			}
-			return t.refusal(req, *h, fmt.Sprintf("%s refused by rate limit %s; retry after %s", req.Tool, h.Limit, h.RetryAfter))
 		}
+		return t.refusal(req, *h, fmt.Sprintf("%s refused by rate limit %s; retry after %s", req.Tool, h.Limit, h.RetryAfter))
 	}
-	if t.charged == nil {
-		t.charged = map[string]int{}
-	}
-	t.charged[req.CallID] = cost
 	return nil
 }
 
