@@ -620,8 +620,8 @@ func (t *task) validateCall(req api.CallRequest) error {
 	return nil
 }
 
-// callTool is the call pipeline: limits, (policy decision, approval wait and
-// capture come with their issues), execute, record.
+// callTool is the call pipeline: limits, policy decision, approval wait,
+// locks, capture, execute, record.
 func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResult, error) {
 	// A call ID seen in an earlier run (before continue-as-new) is
 	// answered, not run again. (Temporal itself deduplicates Update IDs
@@ -631,22 +631,7 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	}
 	started := workflow.Now(ctx)
 	t.lastActivity = started
-
-	if lim := t.in.Limits.MaxCalls; lim > 0 && t.calls >= lim {
-		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
-			Reason: fmt.Sprintf("task %s reached its limit of %d tool calls; finish this task and start a new one, or ask an operator to raise task.max_calls", t.in.TaskID, lim)}), nil
-	}
-	if dl := t.in.Limits.Deadline; !dl.IsZero() && !started.Before(dl) {
-		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
-			Reason: fmt.Sprintf("task %s passed its deadline (%s); start a new task", t.in.TaskID, dl.UTC().Format(time.RFC3339))}), nil
-	}
-	if t.ledger != nil && t.ledgerFull() {
-		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
-			Reason: fmt.Sprintf("task %s has run %d tool calls, the most one task can remember to keep a retried call from running twice; finish this task and start a new one", t.in.TaskID, t.ledger.Len())}), nil
-	}
-
-	// Rate limits and budget (limits.go): a refused call does not count.
-	if stop := t.takeQuota(ctx, req); stop != nil {
+	if stop := t.admit(ctx, req, started); stop != nil {
 		return t.record(req, started, workflow.Now(ctx), *stop), nil
 	}
 
@@ -665,108 +650,178 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 		return t.stateCall(ctx, req, started), nil
 	}
 
-	// 1 policy decision (versioned: histories from before it replay).
-	var decision *api.Decision
-	var out api.DecideOutput
-	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) >= 1 {
-		var d api.Decision
-		if t.fastEligible(req, started) {
-			var done *api.CallResult
-			if d, out, done = t.decideAndCall(ctx, req, started); done != nil {
-				t.lastActivity = workflow.Now(ctx)
-				return t.record(req, started, t.lastActivity, *done), nil
-			}
-		} else {
-			d, out = t.judge(ctx, req, started)
-		}
-		decision = &d
-		approved := false
-		// A grant made with an earlier approval may allow the call
-		// instead (grants.go).
-		if gd, ok := t.granted(ctx, req, d, out.Approval); ok {
-			d, approved = gd, true
-			decision = &d
-		}
-		// 2 approval wait
-		if d.Effect == string(policy.RequireApproval) && out.Approval != nil &&
-			workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
-			// A withdrawn request (SignalCancelCall) ends the wait: its
-			// state is no longer pending (cancel.go).
-			if res, c := t.cancelledResult(req, api.CallResult{Decision: decision}, true); c {
-				t.lastActivity = workflow.Now(ctx)
-				return t.record(req, started, t.lastActivity, res), nil
-			}
-			ok, why := t.awaitApproval(ctx, req, d, out.Approval)
-			if res, c := t.cancelledResult(req, api.CallResult{Decision: decision}, true); !ok && c {
-				t.lastActivity = workflow.Now(ctx)
-				return t.record(req, started, t.lastActivity, res), nil
-			}
-			if !ok {
-				return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: why, Decision: decision}), nil
-			}
-			approved = true
-			// An approver's edit: the edited call is judged again and
-			// replaces req (edits.go).
-			if stop := t.applyEdit(ctx, &req, &d, &out, started); stop != nil {
-				return *stop, nil
-			}
-			t.grantOnApproval(ctx, req)
-		}
-		if d.Effect != string(policy.Allow) && !approved {
-			reason := d.Reason
-			// Only a task started before the approval wait
-			// (changeApprovals) gets here needing approval.
-			if d.Effect == string(policy.RequireApproval) {
-				reason = fmt.Sprintf("%s needs approval by %q (quorum %d) under policy %s, and this task was started before airlock waited for approvals, so it cannot ask for one; start a new task, or ask an operator to allow the call by a rule", req.Tool, d.Group, max(d.Quorum, 1), d.PolicyVersion)
-				if d.Reason != "" {
-					reason += ". Policy said: " + d.Reason
-				}
-			}
-			return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: reason, Decision: decision}), nil
-		}
+	decision, out, done := t.decideCall(ctx, &req, started)
+	if done != nil {
+		return *done, nil
 	}
+	return t.runCall(ctx, t.judgedRoute(ctx, req, out), started, decision, out), nil
+}
 
+// admit checks the call against the task's limits (max calls, deadline,
+// the ledger's room, rate limits and budget) before it counts; non-nil is
+// the refusal to record.
+func (t *task) admit(ctx workflow.Context, req api.CallRequest, started time.Time) *api.CallResult {
+	if lim := t.in.Limits.MaxCalls; lim > 0 && t.calls >= lim {
+		return &api.CallResult{Outcome: api.OutcomeLimit,
+			Reason: fmt.Sprintf("task %s reached its limit of %d tool calls; finish this task and start a new one, or ask an operator to raise task.max_calls", t.in.TaskID, lim)}
+	}
+	if dl := t.in.Limits.Deadline; !dl.IsZero() && !started.Before(dl) {
+		return &api.CallResult{Outcome: api.OutcomeLimit,
+			Reason: fmt.Sprintf("task %s passed its deadline (%s); start a new task", t.in.TaskID, dl.UTC().Format(time.RFC3339))}
+	}
+	if t.ledger != nil && t.ledgerFull() {
+		return &api.CallResult{Outcome: api.OutcomeLimit,
+			Reason: fmt.Sprintf("task %s has run %d tool calls, the most one task can remember to keep a retried call from running twice; finish this task and start a new one", t.in.TaskID, t.ledger.Len())}
+	}
+	// Rate limits and budget (limits.go): a refused call does not count.
+	return t.takeQuota(ctx, req)
+}
+
+// decideCall is the pipeline's policy decision and approval wait
+// (versioned: histories from before the decision replay without it, with
+// a nil decision). A grant may allow the call (grants.go), an approver's
+// edit replace *req (edits.go). A non-nil result ends the call with it,
+// recorded: it ran on the fast path, or was denied or withdrawn.
+func (t *task) decideCall(ctx workflow.Context, req *api.CallRequest, started time.Time) (*api.Decision, api.DecideOutput, *api.CallResult) {
+	var out api.DecideOutput
+	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) < 1 {
+		return nil, out, nil
+	}
+	var d api.Decision
+	if t.fastEligible(*req, started) {
+		var done *api.CallResult
+		if d, out, done = t.decideAndCall(ctx, *req, started); done != nil {
+			t.lastActivity = workflow.Now(ctx)
+			res := t.record(*req, started, t.lastActivity, *done)
+			return &d, out, &res
+		}
+	} else {
+		d, out = t.judge(ctx, *req, started)
+	}
+	approved := false
+	// A grant made with an earlier approval may allow the call
+	// instead (grants.go).
+	if gd, ok := t.granted(ctx, *req, d, out.Approval); ok {
+		d, approved = gd, true
+	}
+	if d.Effect == string(policy.RequireApproval) && out.Approval != nil &&
+		workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
+		if stop := t.approve(ctx, req, &d, &out, started); stop != nil {
+			return &d, out, stop
+		}
+		approved = true
+	}
+	if d.Effect != string(policy.Allow) && !approved {
+		res := t.denied(ctx, *req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: deniedReason(*req, d), Decision: &d})
+		return &d, out, &res
+	}
+	return &d, out, nil
+}
+
+// approve waits for the approval *d requires. A withdrawn request
+// (SignalCancelCall) ends the wait: its state is no longer pending
+// (cancel.go). Once approved, an approver's edit is judged again and
+// replaces *req, *d and *out (edits.go), and the approval may grant later
+// calls (grants.go). A non-nil result ends the call with it, recorded.
+func (t *task) approve(ctx workflow.Context, req *api.CallRequest, d *api.Decision, out *api.DecideOutput, started time.Time) *api.CallResult {
+	ended := func(res api.CallResult) *api.CallResult {
+		t.lastActivity = workflow.Now(ctx)
+		res = t.record(*req, started, t.lastActivity, res)
+		return &res
+	}
+	if res, c := t.cancelledResult(*req, api.CallResult{Decision: d}, true); c {
+		return ended(res)
+	}
+	ok, why := t.awaitApproval(ctx, *req, *d, out.Approval)
+	if res, c := t.cancelledResult(*req, api.CallResult{Decision: d}, true); !ok && c {
+		return ended(res)
+	}
+	if !ok {
+		res := t.denied(ctx, *req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: why, Decision: d})
+		return &res
+	}
+	if stop := t.applyEdit(ctx, req, d, out, started); stop != nil {
+		return stop
+	}
+	t.grantOnApproval(ctx, *req)
+	return nil
+}
+
+// deniedReason is why a call that policy did not allow is denied.
+func deniedReason(req api.CallRequest, d api.Decision) string {
+	// Only a task started before the approval wait (changeApprovals)
+	// gets here needing approval.
+	if d.Effect != string(policy.RequireApproval) {
+		return d.Reason
+	}
+	reason := fmt.Sprintf("%s needs approval by %q (quorum %d) under policy %s, and this task was started before airlock waited for approvals, so it cannot ask for one; start a new task, or ask an operator to allow the call by a rule", req.Tool, d.Group, max(d.Quorum, 1), d.PolicyVersion)
+	if d.Reason != "" {
+		reason += ". Policy said: " + d.Reason
+	}
+	return reason
+}
+
+// judgedRoute is req to run with the route and spec the worker's catalog
+// judged (out.Route) instead of the gateway's copy, so that a reload
+// between the two cannot judge one declaration and run another
+// (changeJudgedRoute). A decision without a route (recorded before it, or
+// by a catalog that does not know the tool, which denies it) and runs
+// recorded before the change keep the request's route.
+func (t *task) judgedRoute(ctx workflow.Context, req api.CallRequest, out api.DecideOutput) api.CallRequest {
+	r := out.Route
+	if r == nil || r.Server == "" || r.UpstreamTool == "" {
+		return req
+	}
+	if workflow.GetVersion(ctx, changeJudgedRoute, workflow.DefaultVersion, 1) < 1 {
+		return req
+	}
+	req.Server, req.UpstreamTool, req.Spec = r.Server, r.UpstreamTool, r.Spec
+	return req
+}
+
+// runCall runs a call policy let through: its locks, the capture of its
+// pre-image, the tool, and the compensation it pushes; it records the
+// result.
+func (t *task) runCall(ctx workflow.Context, req api.CallRequest, started time.Time, decision *api.Decision, out api.DecideOutput) api.CallResult {
+	ended := func(res api.CallResult) api.CallResult {
+		res.Decision = decision
+		t.lastActivity = workflow.Now(ctx)
+		return t.record(req, started, t.lastActivity, res)
+	}
 	// Resource locks (locks.go): all of them, in sorted order, before
 	// the capture and the execution; released when the call ends.
 	unlock, stop := t.acquireLocks(ctx, req, out)
 	if stop != nil {
-		stop.Decision = decision
-		t.lastActivity = workflow.Now(ctx)
-		return t.record(req, started, t.lastActivity, *stop), nil
+		return ended(*stop)
 	}
 	defer unlock()
 
-	// 3 capture the pre-image (versioned with the saga)
+	// The pre-image (versioned with the saga).
 	saga := (out.Capture != nil || out.CaptureError != "" || out.Compensable) && sagaOn(ctx)
 	var before json.RawMessage
 	var beforeRef string
 	if saga && out.CaptureError != "" {
-		t.lastActivity = workflow.Now(ctx)
-		return t.record(req, started, t.lastActivity, api.CallResult{Outcome: api.OutcomeFailed, Decision: decision,
-			Reason: fmt.Sprintf("%s did not run: its pre-image capture could not be computed (%s), so it could not be undone", req.Tool, out.CaptureError)}), nil
+		return ended(api.CallResult{Outcome: api.OutcomeFailed,
+			Reason: fmt.Sprintf("%s did not run: its pre-image capture could not be computed (%s), so it could not be undone", req.Tool, out.CaptureError)})
 	}
 	if saga && out.Capture != nil {
 		var stop *api.CallResult
 		if before, beforeRef, stop = t.capture(ctx, req, out.Capture); stop != nil {
-			stop.Decision = decision
-			t.lastActivity = workflow.Now(ctx)
-			return t.record(req, started, t.lastActivity, *stop), nil
+			return ended(*stop)
 		}
 	}
 
-	// 4 execute
 	ectx, release := t.callContext(ctx, req.CallID)
 	res := t.execute(ectx, req)
 	release()
 	res, _ = t.cancelledResult(req, res, false)
 	res.Decision = decision
 
-	// 5 remember how to undo it
+	// Remember how to undo it.
 	if saga && out.Compensable && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeUnknown) {
 		t.pushUndo(ctx, req, res, before, beforeRef)
 	}
-	t.lastActivity = workflow.Now(ctx)
-	return t.record(req, started, t.lastActivity, res), nil
+	return ended(res)
 }
 
 // denied records a denied call; when the task says rollback_on_deny, it

@@ -129,6 +129,8 @@ func (t *task) fastResult(ctx workflow.Context, req api.CallRequest, o api.Decid
 		}
 		return api.CallResult{Outcome: oc, Result: c.Result, ResultRef: c.ResultRef, Attempts: 1}
 	}
+	// The worker ran the route it judged; so do the retries.
+	req = t.judgedRoute(ctx, req, o.Decision)
 	rp := req.Spec.Retry
 	retryable := (o.ErrorType == api.ErrTypeNotSent || o.ErrorType == api.ErrTypeOutcomeUnknown) &&
 		!slices.Contains(rp.NonRetryable, o.ErrorType) && rp.MaxAttempts > 1
