@@ -67,7 +67,7 @@ const (
 
 	// changeLocks versions resource locks (issue 16 §4): a call whose decision
 	// names locks acquires them, all and in sorted order, from their lock
-	// workflows (lock_workflow.go) before its capture and execution, and
+	// workflows (aux_lock.go) before its capture and execution, and
 	// releases them when it ends, whatever its outcome.
 	//
 	// Feature and GetVersion in locks.go; first recorded in testdata/locks_v1_run1.json.
