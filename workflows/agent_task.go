@@ -137,6 +137,42 @@ type task struct {
 // large, carrying its state.
 func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	t := newTask(ctx, in)
+	if err := t.startRun(ctx); err != nil {
+		return api.TaskResult{}, err
+	}
+	canAfter := in.Limits.ContinueAsNewAfter
+	if canAfter <= 0 {
+		canAfter = defaultContinueAsNewAfter
+	}
+	needCAN := func() bool {
+		return (t.runCalls >= canAfter || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && t.carriable()
+	}
+	for {
+		var end *runEnd
+		if t.state == api.StateRollbackFailed {
+			ctx, end = t.awaitOperator(ctx)
+		} else {
+			ctx, end = t.awaitTurn(ctx, needCAN)
+		}
+		if end != nil {
+			return end.res, end.err
+		}
+	}
+}
+
+// runEnd is how a run of AgentTask ends: its result, or its error (a
+// continue-as-new among them).
+type runEnd struct {
+	res api.TaskResult
+	err error
+}
+
+func ended(res api.TaskResult, err error) *runEnd { return &runEnd{res, err} }
+
+// startRun decides, once per run and at its start, which versioned
+// features the run has, and registers its handlers before anything
+// blocks.
+func (t *task) startRun(ctx workflow.Context) error {
 	// Once per run, not per call: a run decides at its start whether it
 	// keeps the ledger (runs recorded before it replay without one).
 	if workflow.GetVersion(ctx, changeCallLedger, workflow.DefaultVersion, 1) >= 1 {
@@ -160,114 +196,116 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 
 	// And whether approvals may grant later calls (grants.go).
 	if err := t.startGrants(ctx); err != nil {
-		return api.TaskResult{}, err
+		return err
 	}
 	// And whether clients' answers reach activities in other processes (mrtr.go).
 	if workflow.GetVersion(ctx, changeMRTR, workflow.DefaultVersion, 1) >= 1 {
 		if err := t.listenInputs(ctx); err != nil {
-			return api.TaskResult{}, err
+			return err
 		}
 	}
 
 	// Handlers first, before anything blocks.
 	if err := t.registerShared(ctx); err != nil {
-		return api.TaskResult{}, err
+		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateCallTool, t.callTool,
 		workflow.UpdateHandlerOptions{Validator: t.validateCall}); err != nil {
-		return api.TaskResult{}, err
+		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, api.QueryCall, t.callQuery); err != nil {
-		return api.TaskResult{}, err
+		return err
 	}
+	if t.in.Carried == nil {
+		return workflow.UpsertTypedSearchAttributes(ctx,
+			api.SAPrincipal.ValueSet(t.in.Principal), api.SAStatus.ValueSet(api.StateRunning))
+	}
+	return nil
+}
 
-	if in.Carried == nil {
-		if err := workflow.UpsertTypedSearchAttributes(ctx,
-			api.SAPrincipal.ValueSet(in.Principal), api.SAStatus.ValueSet(api.StateRunning)); err != nil {
-			return api.TaskResult{}, err
+// awaitOperator is a turn of a task whose rollback failed: a person must
+// act, retrying the rollback or finishing the task, which leaves what
+// remains undone on record. It returns the context for the next turn, or
+// how the run ends.
+func (t *task) awaitOperator(ctx workflow.Context) (workflow.Context, *runEnd) {
+	err := workflow.Await(ctx, func() bool { return t.finish || t.state != api.StateRollbackFailed })
+	switch {
+	case err != nil:
+		ctx = t.cancel(ctx)
+	case t.finish:
+		return ctx, ended(t.endWhenIdle(ctx, api.StateRollbackFailed))
+	case t.canceled:
+		return ctx, ended(t.end(ctx, api.StateCanceled))
+	}
+	return ctx, nil
+}
+
+// awaitTurn is a turn of a running task: it waits for a finish, a
+// continue-as-new (needCAN), a failed rollback, or its deadline or idle
+// timeout, and acts on it. It returns the context for the next turn, or
+// how the run ends.
+func (t *task) awaitTurn(ctx workflow.Context, needCAN func() bool) (workflow.Context, *runEnd) {
+	wake, why := t.nextWake()
+	var d time.Duration
+	if !wake.IsZero() {
+		d = wake.Sub(workflow.Now(ctx))
+	}
+	if !wake.IsZero() && d <= 0 {
+		if t.idle() {
+			return ctx, ended(t.end(ctx, why))
 		}
+		// Calls still running: wait for them, then look again.
+		if err := workflow.Await(ctx, func() bool { return t.idle() }); err != nil {
+			ctx = t.cancel(ctx)
+		}
+		return ctx, nil
 	}
+	cond := func() bool { return t.finish || needCAN() || t.state == api.StateRollbackFailed }
+	var err error
+	if wake.IsZero() {
+		err = workflow.Await(ctx, cond)
+	} else {
+		_, err = workflow.AwaitWithTimeout(ctx, d, cond)
+	}
+	if err != nil {
+		if temporal.IsCanceledError(err) {
+			ctx = t.cancel(ctx)
+			if t.state == api.StateRollbackFailed {
+				return ctx, nil
+			}
+			return ctx, ended(t.end(ctx, api.StateCanceled))
+		}
+		return ctx, ended(api.TaskResult{}, err)
+	}
+	switch {
+	case t.state == api.StateRollbackFailed:
+		return ctx, nil
+	case t.finish:
+		return ctx, ended(t.endWhenIdle(ctx, api.StateFinished))
+	case needCAN():
+		return t.continueAsNew(ctx)
+	}
+	return ctx, nil
+}
 
-	canAfter := in.Limits.ContinueAsNewAfter
-	if canAfter <= 0 {
-		canAfter = defaultContinueAsNewAfter
-	}
-	needCAN := func() bool {
-		return (t.runCalls >= canAfter || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && t.carriable()
-	}
-
-	for {
+// continueAsNew drains the run and continues the task as new, carrying
+// its state. New calls are rejected from now on (the client retries them
+// against the next run); running calls finish in this one.
+func (t *task) continueAsNew(ctx workflow.Context) (workflow.Context, *runEnd) {
+	t.draining = true
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		ctx = t.cancel(ctx)
 		if t.state == api.StateRollbackFailed {
-			// A person must act: retry the rollback, or finish the task
-			// leaving what remains undone on record.
-			err := workflow.Await(ctx, func() bool { return t.finish || t.state != api.StateRollbackFailed })
-			switch {
-			case err != nil:
-				ctx = t.cancel(ctx)
-			case t.finish:
-				return t.endWhenIdle(ctx, api.StateRollbackFailed)
-			case t.canceled:
-				return t.end(ctx, api.StateCanceled)
-			}
-			continue
+			return ctx, nil
 		}
-		wake, why := t.nextWake()
-		var d time.Duration
-		if !wake.IsZero() {
-			d = wake.Sub(workflow.Now(ctx))
-		}
-		if !wake.IsZero() && d <= 0 {
-			if t.idle() {
-				return t.end(ctx, why)
-			}
-			// Calls still running: wait for them, then look again.
-			if err := workflow.Await(ctx, func() bool { return t.idle() }); err != nil {
-				ctx = t.cancel(ctx)
-			}
-			continue
-		}
-		cond := func() bool { return t.finish || needCAN() || t.state == api.StateRollbackFailed }
-		var err error
-		if wake.IsZero() {
-			err = workflow.Await(ctx, cond)
-		} else {
-			_, err = workflow.AwaitWithTimeout(ctx, d, cond)
-		}
-		if err != nil {
-			if temporal.IsCanceledError(err) {
-				ctx = t.cancel(ctx)
-				if t.state == api.StateRollbackFailed {
-					continue
-				}
-				return t.end(ctx, api.StateCanceled)
-			}
-			return api.TaskResult{}, err
-		}
-		if t.state == api.StateRollbackFailed {
-			continue
-		}
-		if t.finish {
-			return t.endWhenIdle(ctx, api.StateFinished)
-		}
-		if needCAN() {
-			// New calls are rejected from now on (the client retries them
-			// against the next run); running calls finish in this one.
-			t.draining = true
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				ctx = t.cancel(ctx)
-				if t.state == api.StateRollbackFailed {
-					continue
-				}
-				return t.end(ctx, api.StateCanceled)
-			}
-			if t.finish {
-				return t.end(ctx, api.StateFinished)
-			}
-			next := t.in
-			next.Carried = t.carry()
-			return api.TaskResult{}, workflow.NewContinueAsNewError(ctx, api.AgentTaskName, next)
-		}
+		return ctx, ended(t.end(ctx, api.StateCanceled))
 	}
+	if t.finish {
+		return ctx, ended(t.end(ctx, api.StateFinished))
+	}
+	next := t.in
+	next.Carried = t.carry()
+	return ctx, ended(api.TaskResult{}, workflow.NewContinueAsNewError(ctx, api.AgentTaskName, next))
 }
 
 // idle reports that no call and no rollback is running.
@@ -923,31 +961,7 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 	if backoff < 1 {
 		backoff = 2
 	}
-	timeout := spec.Timeout
-	if timeout <= 0 {
-		timeout = time.Minute
-	}
-	// Versioned: a marker once per run, at its first call (GetVersion
-	// answers later calls from the first).
-	hb := heartbeatFor(timeout + timeoutGrace)
-	if workflow.GetVersion(ctx, changeHeartbeat, workflow.DefaultVersion, 1) >= 1 {
-		hb = toolHeartbeat(spec.HeartbeatTimeout, timeout, timeout+timeoutGrace)
-	}
-	ao := workflow.ActivityOptions{
-		// A little past the tool's own timeout, so that a tool that
-		// enforces it (a native tool's sandbox) answers why it stopped
-		// before the activity gives up on it.
-		StartToCloseTimeout: timeout + timeoutGrace,
-		// How soon a worker that died mid-call is noticed, when it did
-		// not come back to say so (see worker.ResolveOrphans).
-		HeartbeatTimeout: hb,
-		// Retries are this loop's job (see above).
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-		Summary:     req.Tool,
-	}
-	actx := workflow.WithActivityOptions(ctx, ao)
-
-	var last string
+	actx := workflow.WithActivityOptions(ctx, callOptions(ctx, req))
 	for attempt := 1; ; attempt++ {
 		var out api.CallToolOutput
 		err := workflow.ExecuteActivity(actx, api.CallToolName, api.CallToolInput{
@@ -962,26 +976,14 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 			}
 			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}
 		}
-
 		kind, msg := classifyActivityError(err)
-		last = msg
-		retryable := false
-		switch kind {
-		case api.ErrTypeNotSent:
-			retryable = true
-		case api.ErrTypeOutcomeUnknown:
-			retryable = spec.Idempotent
-		}
-		if slices.Contains(rp.NonRetryable, kind) {
-			retryable = false
-		}
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
 			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt,
 				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}
 		}
-		if !retryable || attempt >= maxAttempts {
+		if !retryable(kind, spec) || attempt >= maxAttempts {
 			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
-				Reason: reasonFor(kind, req, attempt, last)}
+				Reason: reasonFor(kind, req, attempt, msg)}
 		}
 		if err := workflow.Sleep(ctx, interval); err != nil {
 			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}
@@ -991,6 +993,50 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 			interval = rp.MaxInterval
 		}
 	}
+}
+
+// callOptions are the options of req's CallTool activity, from its spec.
+func callOptions(ctx workflow.Context, req api.CallRequest) workflow.ActivityOptions {
+	spec := req.Spec
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	// Versioned: a marker once per run, at its first call (GetVersion
+	// answers later calls from the first).
+	hb := heartbeatFor(timeout + timeoutGrace)
+	if workflow.GetVersion(ctx, changeHeartbeat, workflow.DefaultVersion, 1) >= 1 {
+		hb = toolHeartbeat(spec.HeartbeatTimeout, timeout, timeout+timeoutGrace)
+	}
+	return workflow.ActivityOptions{
+		// A little past the tool's own timeout, so that a tool that
+		// enforces it (a native tool's sandbox) answers why it stopped
+		// before the activity gives up on it.
+		StartToCloseTimeout: timeout + timeoutGrace,
+		// How soon a worker that died mid-call is noticed, when it did
+		// not come back to say so (see worker.ResolveOrphans).
+		HeartbeatTimeout: hb,
+		// Retries are this loop's job (see above).
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:     req.Tool,
+	}
+}
+
+// retryable reports whether a call that failed with an error of type kind
+// may be tried again under spec: a call that was not sent, or one whose
+// outcome is unknown when the tool is idempotent, unless the manifest
+// lists kind as non-retryable.
+func retryable(kind string, spec api.ToolSpec) bool {
+	if slices.Contains(spec.Retry.NonRetryable, kind) {
+		return false
+	}
+	switch kind {
+	case api.ErrTypeNotSent:
+		return true
+	case api.ErrTypeOutcomeUnknown:
+		return spec.Idempotent
+	}
+	return false
 }
 
 // classifyActivityError maps an activity failure to one of the activity
