@@ -43,7 +43,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 // stale route (judged_route_v1, integration's TestRecordJudgedRouteHistory)
 // and checks what it holds: the judged-route marker, and calls that ran
 // the worker's route (put, echo), never the request's (put_old, echo_old).
-// Were the workflow to run the request's route again, it would not replay.
+// A replay does not compare activity inputs, so it cannot tell which route
+// the code runs; TestCallRunsTheJudgedRoute checks that.
 func TestReplayJudgedRoute(t *testing.T) {
 	file := filepath.Join("testdata", "judged_route_v1_run1.json")
 	f, err := os.Open(file)

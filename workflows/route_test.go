@@ -52,3 +52,29 @@ func TestCallWithoutAJudgedRouteRunsTheRequest(t *testing.T) {
 		t.Errorf("ran %+v, want the request's fs/read", in)
 	}
 }
+
+// TestFastPathRetriesTheJudgedRoute: a fast-path call that failed before
+// it was sent is retried, as the regular path would, by the judged spec
+// and on the judged route (the request's spec allows one attempt only).
+func TestFastPathRetriesTheJudgedRoute(t *testing.T) {
+	judged := &api.Route{Server: "fs-worker", UpstreamTool: "read_v2", Spec: api.ToolSpec{Timeout: time.Minute, Idempotent: true, Risk: "low",
+		Retry: api.RetrySpec{MaxAttempts: 2, InitialInterval: time.Second, Backoff: 2}}}
+	h := withFastPath(newHarness(t), respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent)))
+	h.policy.undo = func(_ api.DecideInput, out *api.DecideOutput) { out.Route = judged }
+	r := lowRisk(req("c1", true))
+	r.Spec.Retry.MaxAttempts = 1
+	var res api.CallResult
+	h.callAt(time.Second, r, &res, nil)
+	h.finishAt(time.Hour - time.Minute)
+	h.run(fastInput())
+
+	if res.Outcome != api.OutcomeOK || res.Attempts != 2 {
+		t.Fatalf("outcome %q after %d attempts (%s); want ok after 2, as the judged spec retries", res.Outcome, res.Attempts, res.Reason)
+	}
+	if len(h.tools.seen) != 1 {
+		t.Fatalf("CallTool ran %d times, want once (the retry)", len(h.tools.seen))
+	}
+	if in := h.tools.seen[0]; in.Server != judged.Server || in.Tool != judged.UpstreamTool {
+		t.Errorf("the retry ran %+v; want the judged %s/%s", in, judged.Server, judged.UpstreamTool)
+	}
+}
