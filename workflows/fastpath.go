@@ -76,7 +76,8 @@ func (t *task) counted(req api.CallRequest, now time.Time) bool {
 // CallTool, compensation, or its denial).
 func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time.Time) (api.Decision, api.DecideOutput, *api.CallResult) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		// As the CallTool activity: a little past the tool's own timeout.
+		// As the CallTool activity: a little past the tool's own timeout
+		// (the request's spec: the judged one comes with the decision).
 		StartToCloseTimeout: req.Spec.Timeout + timeoutGrace,
 		// One attempt: a failed call is reported in the output, not as an
 		// error; what is left (a timeout, a decision that failed) is

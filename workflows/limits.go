@@ -77,6 +77,8 @@ func (t *task) takeQuota(ctx workflow.Context, req api.CallRequest) *api.CallRes
 		return nil
 	}
 	now := workflow.Now(ctx)
+	// The request's spec: admission comes before the decision, and with
+	// it the judged spec (changeJudgedRoute).
 	cost := max(req.Spec.Cost, 1)
 	if q.Budget > 0 && t.quota.Spent+cost > q.Budget {
 		return t.refusal(req, api.LimitHit{Check: api.CheckBudget, Limit: "budget"},
