@@ -77,6 +77,12 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	if d.Effect == api.RequireApproval {
 		out.Approval = approvalSpec(d, tool, j.Groups)
 	}
+	if ok && d.Effect != api.Deny {
+		// What was judged is what runs (the workflow's changeJudgedRoute):
+		// this catalog's route and declaration, not the gateway's copy. A
+		// tool this catalog does not know is denied above and gets none.
+		out.Route = &api.Route{Server: tool.Server, UpstreamTool: tool.Upstream, Spec: api.SpecFor(tool.Decl)}
+	}
 	if d.Effect != api.Deny && tool.Decl != nil {
 		out.Compensable = tool.Decl.Compensation != nil
 		if c, ok := j.Catalog.(*Catalog); ok {

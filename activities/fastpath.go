@@ -22,6 +22,10 @@ import (
 // A failed call is not an error of the local activity (which would run
 // the decision and the call again): it is reported in the output, for the
 // workflow to classify and retry as it does CallTool's failures.
+//
+// The call runs the route the decision judged (DecideOutput.Route, from
+// this worker's catalog), whatever server and upstream tool the request
+// named; the fast path is only for tools this catalog declares.
 func (a *Activities) DecideAndCall(ctx context.Context, in api.DecideAndCallInput) (api.DecideAndCallOutput, error) {
 	d, err := a.Decide(ctx, in.Decide)
 	if err != nil {
@@ -32,7 +36,12 @@ func (a *Activities) DecideAndCall(ctx context.Context, in api.DecideAndCallInpu
 		return out, nil
 	}
 	out.Ran = true
-	res, err := a.CallTool(ctx, in.Call)
+	call := in.Call
+	if r := d.Route; r != nil {
+		// Run what was judged: this worker's route, not the request's.
+		call.Server, call.Tool, call.Idempotent = r.Server, r.UpstreamTool, r.Spec.Idempotent
+	}
+	res, err := a.CallTool(ctx, call)
 	if err != nil {
 		out.ErrorType, out.Error = api.ErrTypeInternal, err.Error()
 		var appErr *temporal.ApplicationError

@@ -287,6 +287,13 @@ type DecideOutput struct {
 	// evaluated from its arguments, and how long it waits for them.
 	Locks       []LockKey     `json:",omitempty"`
 	LockTimeout time.Duration `json:",omitempty"`
+
+	// Route is the tool the worker's catalog resolved and judged, for a
+	// call it did not deny: the workflow runs exactly this rather than
+	// the gateway's copy in the CallRequest (changeJudgedRoute), so a
+	// reload between the two cannot judge one declaration and run
+	// another. Nil in decisions recorded before it.
+	Route *Route `json:",omitempty"`
 }
 
 // ApprovalSpec is what the worker resolves for a require_approval

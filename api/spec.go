@@ -28,6 +28,14 @@ type ToolSpec struct {
 	MayAsk bool `json:",omitempty"`
 }
 
+// Route is where a call runs and how: the upstream server and tool an
+// exposed name resolves to, and the spec of its declaration.
+type Route struct {
+	Server       string
+	UpstreamTool string
+	Spec         ToolSpec
+}
+
 // RetrySpec is a manifest retry policy.
 type RetrySpec struct {
 	MaxAttempts     int

@@ -136,6 +136,42 @@ type task struct {
 // large, carrying its state.
 func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 	t := newTask(ctx, in)
+	if err := t.startRun(ctx); err != nil {
+		return api.TaskResult{}, err
+	}
+	canAfter := in.Limits.ContinueAsNewAfter
+	if canAfter <= 0 {
+		canAfter = defaultContinueAsNewAfter
+	}
+	needCAN := func() bool {
+		return (t.runCalls >= canAfter || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && t.carriable()
+	}
+	for {
+		var end *runEnd
+		if t.state == api.StateRollbackFailed {
+			ctx, end = t.awaitOperator(ctx)
+		} else {
+			ctx, end = t.awaitTurn(ctx, needCAN)
+		}
+		if end != nil {
+			return end.res, end.err
+		}
+	}
+}
+
+// runEnd is how a run of AgentTask ends: its result, or its error (a
+// continue-as-new among them).
+type runEnd struct {
+	res api.TaskResult
+	err error
+}
+
+func ended(res api.TaskResult, err error) *runEnd { return &runEnd{res, err} }
+
+// startRun decides, once per run and at its start, which versioned
+// features the run has, and registers its handlers before anything
+// blocks.
+func (t *task) startRun(ctx workflow.Context) error {
 	// Once per run, not per call: a run decides at its start whether it
 	// keeps the ledger (runs recorded before it replay without one).
 	if workflow.GetVersion(ctx, changeCallLedger, workflow.DefaultVersion, 1) >= 1 {
@@ -159,114 +195,116 @@ func AgentTask(ctx workflow.Context, in api.TaskInput) (api.TaskResult, error) {
 
 	// And whether approvals may grant later calls (grants.go).
 	if err := t.startGrants(ctx); err != nil {
-		return api.TaskResult{}, err
+		return err
 	}
 	// And whether clients' answers reach activities in other processes (mrtr.go).
 	if workflow.GetVersion(ctx, changeMRTR, workflow.DefaultVersion, 1) >= 1 {
 		if err := t.listenInputs(ctx); err != nil {
-			return api.TaskResult{}, err
+			return err
 		}
 	}
 
 	// Handlers first, before anything blocks.
 	if err := t.registerShared(ctx); err != nil {
-		return api.TaskResult{}, err
+		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateCallTool, t.callTool,
 		workflow.UpdateHandlerOptions{Validator: t.validateCall}); err != nil {
-		return api.TaskResult{}, err
+		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, api.QueryCall, t.callQuery); err != nil {
-		return api.TaskResult{}, err
+		return err
 	}
+	if t.in.Carried == nil {
+		return workflow.UpsertTypedSearchAttributes(ctx,
+			api.SAPrincipal.ValueSet(t.in.Principal), api.SAStatus.ValueSet(api.StateRunning))
+	}
+	return nil
+}
 
-	if in.Carried == nil {
-		if err := workflow.UpsertTypedSearchAttributes(ctx,
-			api.SAPrincipal.ValueSet(in.Principal), api.SAStatus.ValueSet(api.StateRunning)); err != nil {
-			return api.TaskResult{}, err
+// awaitOperator is a turn of a task whose rollback failed: a person must
+// act, retrying the rollback or finishing the task, which leaves what
+// remains undone on record. It returns the context for the next turn, or
+// how the run ends.
+func (t *task) awaitOperator(ctx workflow.Context) (workflow.Context, *runEnd) {
+	err := workflow.Await(ctx, func() bool { return t.finish || t.state != api.StateRollbackFailed })
+	switch {
+	case err != nil:
+		ctx = t.cancel(ctx)
+	case t.finish:
+		return ctx, ended(t.endWhenIdle(ctx, api.StateRollbackFailed))
+	case t.canceled:
+		return ctx, ended(t.end(ctx, api.StateCanceled))
+	}
+	return ctx, nil
+}
+
+// awaitTurn is a turn of a running task: it waits for a finish, a
+// continue-as-new (needCAN), a failed rollback, or its deadline or idle
+// timeout, and acts on it. It returns the context for the next turn, or
+// how the run ends.
+func (t *task) awaitTurn(ctx workflow.Context, needCAN func() bool) (workflow.Context, *runEnd) {
+	wake, why := t.nextWake()
+	var d time.Duration
+	if !wake.IsZero() {
+		d = wake.Sub(workflow.Now(ctx))
+	}
+	if !wake.IsZero() && d <= 0 {
+		if t.idle() {
+			return ctx, ended(t.end(ctx, why))
 		}
+		// Calls still running: wait for them, then look again.
+		if err := workflow.Await(ctx, func() bool { return t.idle() }); err != nil {
+			ctx = t.cancel(ctx)
+		}
+		return ctx, nil
 	}
+	cond := func() bool { return t.finish || needCAN() || t.state == api.StateRollbackFailed }
+	var err error
+	if wake.IsZero() {
+		err = workflow.Await(ctx, cond)
+	} else {
+		_, err = workflow.AwaitWithTimeout(ctx, d, cond)
+	}
+	if err != nil {
+		if temporal.IsCanceledError(err) {
+			ctx = t.cancel(ctx)
+			if t.state == api.StateRollbackFailed {
+				return ctx, nil
+			}
+			return ctx, ended(t.end(ctx, api.StateCanceled))
+		}
+		return ctx, ended(api.TaskResult{}, err)
+	}
+	switch {
+	case t.state == api.StateRollbackFailed:
+		return ctx, nil
+	case t.finish:
+		return ctx, ended(t.endWhenIdle(ctx, api.StateFinished))
+	case needCAN():
+		return t.continueAsNew(ctx)
+	}
+	return ctx, nil
+}
 
-	canAfter := in.Limits.ContinueAsNewAfter
-	if canAfter <= 0 {
-		canAfter = defaultContinueAsNewAfter
-	}
-	needCAN := func() bool {
-		return (t.runCalls >= canAfter || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && t.carriable()
-	}
-
-	for {
+// continueAsNew drains the run and continues the task as new, carrying
+// its state. New calls are rejected from now on (the client retries them
+// against the next run); running calls finish in this one.
+func (t *task) continueAsNew(ctx workflow.Context) (workflow.Context, *runEnd) {
+	t.draining = true
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		ctx = t.cancel(ctx)
 		if t.state == api.StateRollbackFailed {
-			// A person must act: retry the rollback, or finish the task
-			// leaving what remains undone on record.
-			err := workflow.Await(ctx, func() bool { return t.finish || t.state != api.StateRollbackFailed })
-			switch {
-			case err != nil:
-				ctx = t.cancel(ctx)
-			case t.finish:
-				return t.endWhenIdle(ctx, api.StateRollbackFailed)
-			case t.canceled:
-				return t.end(ctx, api.StateCanceled)
-			}
-			continue
+			return ctx, nil
 		}
-		wake, why := t.nextWake()
-		var d time.Duration
-		if !wake.IsZero() {
-			d = wake.Sub(workflow.Now(ctx))
-		}
-		if !wake.IsZero() && d <= 0 {
-			if t.idle() {
-				return t.end(ctx, why)
-			}
-			// Calls still running: wait for them, then look again.
-			if err := workflow.Await(ctx, func() bool { return t.idle() }); err != nil {
-				ctx = t.cancel(ctx)
-			}
-			continue
-		}
-		cond := func() bool { return t.finish || needCAN() || t.state == api.StateRollbackFailed }
-		var err error
-		if wake.IsZero() {
-			err = workflow.Await(ctx, cond)
-		} else {
-			_, err = workflow.AwaitWithTimeout(ctx, d, cond)
-		}
-		if err != nil {
-			if temporal.IsCanceledError(err) {
-				ctx = t.cancel(ctx)
-				if t.state == api.StateRollbackFailed {
-					continue
-				}
-				return t.end(ctx, api.StateCanceled)
-			}
-			return api.TaskResult{}, err
-		}
-		if t.state == api.StateRollbackFailed {
-			continue
-		}
-		if t.finish {
-			return t.endWhenIdle(ctx, api.StateFinished)
-		}
-		if needCAN() {
-			// New calls are rejected from now on (the client retries them
-			// against the next run); running calls finish in this one.
-			t.draining = true
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				ctx = t.cancel(ctx)
-				if t.state == api.StateRollbackFailed {
-					continue
-				}
-				return t.end(ctx, api.StateCanceled)
-			}
-			if t.finish {
-				return t.end(ctx, api.StateFinished)
-			}
-			next := t.in
-			next.Carried = t.carry()
-			return api.TaskResult{}, workflow.NewContinueAsNewError(ctx, api.AgentTaskName, next)
-		}
+		return ctx, ended(t.end(ctx, api.StateCanceled))
 	}
+	if t.finish {
+		return ctx, ended(t.end(ctx, api.StateFinished))
+	}
+	next := t.in
+	next.Carried = t.carry()
+	return ctx, ended(api.TaskResult{}, workflow.NewContinueAsNewError(ctx, api.AgentTaskName, next))
 }
 
 // idle reports that no call and no rollback is running.
@@ -619,8 +657,8 @@ func (t *task) validateCall(req api.CallRequest) error {
 	return nil
 }
 
-// callTool is the call pipeline: limits, (policy decision, approval wait and
-// capture come with their issues), execute, record.
+// callTool is the call pipeline: limits, policy decision, approval wait,
+// locks, capture, execute, record.
 func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResult, error) {
 	// A call ID seen in an earlier run (before continue-as-new) is
 	// answered, not run again. (Temporal itself deduplicates Update IDs
@@ -630,22 +668,7 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 	}
 	started := workflow.Now(ctx)
 	t.lastActivity = started
-
-	if lim := t.in.Limits.MaxCalls; lim > 0 && t.calls >= lim {
-		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
-			Reason: fmt.Sprintf("task %s reached its limit of %d tool calls; finish this task and start a new one, or ask an operator to raise task.max_calls", t.in.TaskID, lim)}), nil
-	}
-	if dl := t.in.Limits.Deadline; !dl.IsZero() && !started.Before(dl) {
-		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
-			Reason: fmt.Sprintf("task %s passed its deadline (%s); start a new task", t.in.TaskID, dl.UTC().Format(time.RFC3339))}), nil
-	}
-	if t.ledger != nil && t.ledgerFull() {
-		return t.record(req, started, workflow.Now(ctx), api.CallResult{Outcome: api.OutcomeLimit,
-			Reason: fmt.Sprintf("task %s has run %d tool calls, the most one task can remember to keep a retried call from running twice; finish this task and start a new one", t.in.TaskID, t.ledger.Len())}), nil
-	}
-
-	// Rate limits and budget (limits.go): a refused call does not count.
-	if stop := t.takeQuota(ctx, req); stop != nil {
+	if stop := t.admit(ctx, req, started); stop != nil {
 		return t.record(req, started, workflow.Now(ctx), *stop), nil
 	}
 
@@ -664,108 +687,178 @@ func (t *task) callTool(ctx workflow.Context, req api.CallRequest) (api.CallResu
 		return t.stateCall(ctx, req, started), nil
 	}
 
-	// 1 policy decision (versioned: histories from before it replay).
-	var decision *api.Decision
-	var out api.DecideOutput
-	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) >= 1 {
-		var d api.Decision
-		if t.fastEligible(req, started) {
-			var done *api.CallResult
-			if d, out, done = t.decideAndCall(ctx, req, started); done != nil {
-				t.lastActivity = workflow.Now(ctx)
-				return t.record(req, started, t.lastActivity, *done), nil
-			}
-		} else {
-			d, out = t.judge(ctx, req, started)
-		}
-		decision = &d
-		approved := false
-		// A grant made with an earlier approval may allow the call
-		// instead (grants.go).
-		if gd, ok := t.granted(ctx, req, d, out.Approval); ok {
-			d, approved = gd, true
-			decision = &d
-		}
-		// 2 approval wait
-		if d.Effect == api.RequireApproval && out.Approval != nil &&
-			workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
-			// A withdrawn request (SignalCancelCall) ends the wait: its
-			// state is no longer pending (cancel.go).
-			if res, c := t.cancelledResult(req, api.CallResult{Decision: decision}, true); c {
-				t.lastActivity = workflow.Now(ctx)
-				return t.record(req, started, t.lastActivity, res), nil
-			}
-			ok, why := t.awaitApproval(ctx, req, d, out.Approval)
-			if res, c := t.cancelledResult(req, api.CallResult{Decision: decision}, true); !ok && c {
-				t.lastActivity = workflow.Now(ctx)
-				return t.record(req, started, t.lastActivity, res), nil
-			}
-			if !ok {
-				return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: why, Decision: decision}), nil
-			}
-			approved = true
-			// An approver's edit: the edited call is judged again and
-			// replaces req (edits.go).
-			if stop := t.applyEdit(ctx, &req, &d, &out, started); stop != nil {
-				return *stop, nil
-			}
-			t.grantOnApproval(ctx, req)
-		}
-		if d.Effect != api.Allow && !approved {
-			reason := d.Reason
-			// Only a task started before the approval wait
-			// (changeApprovals) gets here needing approval.
-			if d.Effect == api.RequireApproval {
-				reason = fmt.Sprintf("%s needs approval by %q (quorum %d) under policy %s, and this task was started before airlock waited for approvals, so it cannot ask for one; start a new task, or ask an operator to allow the call by a rule", req.Tool, d.Group, max(d.Quorum, 1), d.PolicyVersion)
-				if d.Reason != "" {
-					reason += ". Policy said: " + d.Reason
-				}
-			}
-			return t.denied(ctx, req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: reason, Decision: decision}), nil
-		}
+	decision, out, done := t.decideCall(ctx, &req, started)
+	if done != nil {
+		return *done, nil
 	}
+	return t.runCall(ctx, t.judgedRoute(ctx, req, out), started, decision, out), nil
+}
 
+// admit checks the call against the task's limits (max calls, deadline,
+// the ledger's room, rate limits and budget) before it counts; non-nil is
+// the refusal to record.
+func (t *task) admit(ctx workflow.Context, req api.CallRequest, started time.Time) *api.CallResult {
+	if lim := t.in.Limits.MaxCalls; lim > 0 && t.calls >= lim {
+		return &api.CallResult{Outcome: api.OutcomeLimit,
+			Reason: fmt.Sprintf("task %s reached its limit of %d tool calls; finish this task and start a new one, or ask an operator to raise task.max_calls", t.in.TaskID, lim)}
+	}
+	if dl := t.in.Limits.Deadline; !dl.IsZero() && !started.Before(dl) {
+		return &api.CallResult{Outcome: api.OutcomeLimit,
+			Reason: fmt.Sprintf("task %s passed its deadline (%s); start a new task", t.in.TaskID, dl.UTC().Format(time.RFC3339))}
+	}
+	if t.ledger != nil && t.ledgerFull() {
+		return &api.CallResult{Outcome: api.OutcomeLimit,
+			Reason: fmt.Sprintf("task %s has run %d tool calls, the most one task can remember to keep a retried call from running twice; finish this task and start a new one", t.in.TaskID, t.ledger.Len())}
+	}
+	// Rate limits and budget (limits.go): a refused call does not count.
+	return t.takeQuota(ctx, req)
+}
+
+// decideCall is the pipeline's policy decision and approval wait
+// (versioned: histories from before the decision replay without it, with
+// a nil decision). A grant may allow the call (grants.go), an approver's
+// edit replace *req (edits.go). A non-nil result ends the call with it,
+// recorded: it ran on the fast path, or was denied or withdrawn.
+func (t *task) decideCall(ctx workflow.Context, req *api.CallRequest, started time.Time) (*api.Decision, api.DecideOutput, *api.CallResult) {
+	var out api.DecideOutput
+	if workflow.GetVersion(ctx, changePolicyDecision, workflow.DefaultVersion, 1) < 1 {
+		return nil, out, nil
+	}
+	var d api.Decision
+	if t.fastEligible(*req, started) {
+		var done *api.CallResult
+		if d, out, done = t.decideAndCall(ctx, *req, started); done != nil {
+			t.lastActivity = workflow.Now(ctx)
+			res := t.record(*req, started, t.lastActivity, *done)
+			return &d, out, &res
+		}
+	} else {
+		d, out = t.judge(ctx, *req, started)
+	}
+	approved := false
+	// A grant made with an earlier approval may allow the call
+	// instead (grants.go).
+	if gd, ok := t.granted(ctx, *req, d, out.Approval); ok {
+		d, approved = gd, true
+	}
+	if d.Effect == api.RequireApproval && out.Approval != nil &&
+		workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) >= 1 {
+		if stop := t.approve(ctx, req, &d, &out, started); stop != nil {
+			return &d, out, stop
+		}
+		approved = true
+	}
+	if d.Effect != api.Allow && !approved {
+		res := t.denied(ctx, *req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: deniedReason(*req, d), Decision: &d})
+		return &d, out, &res
+	}
+	return &d, out, nil
+}
+
+// approve waits for the approval *d requires. A withdrawn request
+// (SignalCancelCall) ends the wait: its state is no longer pending
+// (cancel.go). Once approved, an approver's edit is judged again and
+// replaces *req, *d and *out (edits.go), and the approval may grant later
+// calls (grants.go). A non-nil result ends the call with it, recorded.
+func (t *task) approve(ctx workflow.Context, req *api.CallRequest, d *api.Decision, out *api.DecideOutput, started time.Time) *api.CallResult {
+	ended := func(res api.CallResult) *api.CallResult {
+		t.lastActivity = workflow.Now(ctx)
+		res = t.record(*req, started, t.lastActivity, res)
+		return &res
+	}
+	if res, c := t.cancelledResult(*req, api.CallResult{Decision: d}, true); c {
+		return ended(res)
+	}
+	ok, why := t.awaitApproval(ctx, *req, *d, out.Approval)
+	if res, c := t.cancelledResult(*req, api.CallResult{Decision: d}, true); !ok && c {
+		return ended(res)
+	}
+	if !ok {
+		res := t.denied(ctx, *req, started, api.CallResult{Outcome: api.OutcomeDenied, Reason: why, Decision: d})
+		return &res
+	}
+	if stop := t.applyEdit(ctx, req, d, out, started); stop != nil {
+		return stop
+	}
+	t.grantOnApproval(ctx, *req)
+	return nil
+}
+
+// deniedReason is why a call that policy did not allow is denied.
+func deniedReason(req api.CallRequest, d api.Decision) string {
+	// Only a task started before the approval wait (changeApprovals)
+	// gets here needing approval.
+	if d.Effect != api.RequireApproval {
+		return d.Reason
+	}
+	reason := fmt.Sprintf("%s needs approval by %q (quorum %d) under policy %s, and this task was started before airlock waited for approvals, so it cannot ask for one; start a new task, or ask an operator to allow the call by a rule", req.Tool, d.Group, max(d.Quorum, 1), d.PolicyVersion)
+	if d.Reason != "" {
+		reason += ". Policy said: " + d.Reason
+	}
+	return reason
+}
+
+// judgedRoute is req to run with the route and spec the worker's catalog
+// judged (out.Route) instead of the gateway's copy, so that a reload
+// between the two cannot judge one declaration and run another
+// (changeJudgedRoute). A decision without a route (recorded before it, or
+// by a catalog that does not know the tool, which denies it) and runs
+// recorded before the change keep the request's route.
+func (t *task) judgedRoute(ctx workflow.Context, req api.CallRequest, out api.DecideOutput) api.CallRequest {
+	r := out.Route
+	if r == nil || r.Server == "" || r.UpstreamTool == "" {
+		return req
+	}
+	if workflow.GetVersion(ctx, changeJudgedRoute, workflow.DefaultVersion, 1) < 1 {
+		return req
+	}
+	req.Server, req.UpstreamTool, req.Spec = r.Server, r.UpstreamTool, r.Spec
+	return req
+}
+
+// runCall runs a call policy let through: its locks, the capture of its
+// pre-image, the tool, and the compensation it pushes; it records the
+// result.
+func (t *task) runCall(ctx workflow.Context, req api.CallRequest, started time.Time, decision *api.Decision, out api.DecideOutput) api.CallResult {
+	ended := func(res api.CallResult) api.CallResult {
+		res.Decision = decision
+		t.lastActivity = workflow.Now(ctx)
+		return t.record(req, started, t.lastActivity, res)
+	}
 	// Resource locks (locks.go): all of them, in sorted order, before
 	// the capture and the execution; released when the call ends.
 	unlock, stop := t.acquireLocks(ctx, req, out)
 	if stop != nil {
-		stop.Decision = decision
-		t.lastActivity = workflow.Now(ctx)
-		return t.record(req, started, t.lastActivity, *stop), nil
+		return ended(*stop)
 	}
 	defer unlock()
 
-	// 3 capture the pre-image (versioned with compensation: changeCompensation)
+	// The pre-image (versioned with compensation: changeCompensation).
 	compensate := (out.Capture != nil || out.CaptureError != "" || out.Compensable) && compensationsOn(ctx)
 	var before json.RawMessage
 	var beforeRef string
 	if compensate && out.CaptureError != "" {
-		t.lastActivity = workflow.Now(ctx)
-		return t.record(req, started, t.lastActivity, api.CallResult{Outcome: api.OutcomeFailed, Decision: decision,
-			Reason: fmt.Sprintf("%s did not run: its pre-image capture could not be computed (%s), so it could not be undone", req.Tool, out.CaptureError)}), nil
+		return ended(api.CallResult{Outcome: api.OutcomeFailed,
+			Reason: fmt.Sprintf("%s did not run: its pre-image capture could not be computed (%s), so it could not be undone", req.Tool, out.CaptureError)})
 	}
 	if compensate && out.Capture != nil {
 		var stop *api.CallResult
 		if before, beforeRef, stop = t.capture(ctx, req, out.Capture); stop != nil {
-			stop.Decision = decision
-			t.lastActivity = workflow.Now(ctx)
-			return t.record(req, started, t.lastActivity, *stop), nil
+			return ended(*stop)
 		}
 	}
 
-	// 4 execute
 	ectx, release := t.callContext(ctx, req.CallID)
 	res := t.execute(ectx, req)
 	release()
 	res, _ = t.cancelledResult(req, res, false)
 	res.Decision = decision
 
-	// 5 remember how to undo it
+	// Remember how to undo it.
 	if compensate && out.Compensable && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeUnknown) {
 		t.pushUndo(ctx, req, res, before, beforeRef)
 	}
-	t.lastActivity = workflow.Now(ctx)
-	return t.record(req, started, t.lastActivity, res), nil
+	return ended(res)
 }
 
 // denied records a denied call; when the task says rollback_on_deny, it
@@ -861,31 +954,7 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 	if backoff < 1 {
 		backoff = 2
 	}
-	timeout := spec.Timeout
-	if timeout <= 0 {
-		timeout = time.Minute
-	}
-	// Versioned: a marker once per run, at its first call (GetVersion
-	// answers later calls from the first).
-	hb := heartbeatFor(timeout + timeoutGrace)
-	if workflow.GetVersion(ctx, changeHeartbeat, workflow.DefaultVersion, 1) >= 1 {
-		hb = toolHeartbeat(spec.HeartbeatTimeout, timeout, timeout+timeoutGrace)
-	}
-	ao := workflow.ActivityOptions{
-		// A little past the tool's own timeout, so that a tool that
-		// enforces it (a native tool's sandbox) answers why it stopped
-		// before the activity gives up on it.
-		StartToCloseTimeout: timeout + timeoutGrace,
-		// How soon a worker that died mid-call is noticed, when it did
-		// not come back to say so (see worker.ResolveOrphans).
-		HeartbeatTimeout: hb,
-		// Retries are this loop's job (see above).
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-		Summary:     req.Tool,
-	}
-	actx := workflow.WithActivityOptions(ctx, ao)
-
-	var last string
+	actx := workflow.WithActivityOptions(ctx, callOptions(ctx, req))
 	for attempt := 1; ; attempt++ {
 		var out api.CallToolOutput
 		err := workflow.ExecuteActivity(actx, api.CallToolName, api.CallToolInput{
@@ -900,26 +969,14 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 			}
 			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}
 		}
-
 		kind, msg := classifyActivityError(err)
-		last = msg
-		retryable := false
-		switch kind {
-		case api.ErrTypeNotSent:
-			retryable = true
-		case api.ErrTypeOutcomeUnknown:
-			retryable = spec.Idempotent
-		}
-		if slices.Contains(rp.NonRetryable, kind) {
-			retryable = false
-		}
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
 			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt,
 				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}
 		}
-		if !retryable || attempt >= maxAttempts {
+		if !retryable(kind, spec) || attempt >= maxAttempts {
 			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
-				Reason: reasonFor(kind, req, attempt, last)}
+				Reason: reasonFor(kind, req, attempt, msg)}
 		}
 		if err := workflow.Sleep(ctx, interval); err != nil {
 			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}
@@ -929,6 +986,50 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 			interval = rp.MaxInterval
 		}
 	}
+}
+
+// callOptions are the options of req's CallTool activity, from its spec.
+func callOptions(ctx workflow.Context, req api.CallRequest) workflow.ActivityOptions {
+	spec := req.Spec
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	// Versioned: a marker once per run, at its first call (GetVersion
+	// answers later calls from the first).
+	hb := heartbeatFor(timeout + timeoutGrace)
+	if workflow.GetVersion(ctx, changeHeartbeat, workflow.DefaultVersion, 1) >= 1 {
+		hb = toolHeartbeat(spec.HeartbeatTimeout, timeout, timeout+timeoutGrace)
+	}
+	return workflow.ActivityOptions{
+		// A little past the tool's own timeout, so that a tool that
+		// enforces it (a native tool's sandbox) answers why it stopped
+		// before the activity gives up on it.
+		StartToCloseTimeout: timeout + timeoutGrace,
+		// How soon a worker that died mid-call is noticed, when it did
+		// not come back to say so (see worker.ResolveOrphans).
+		HeartbeatTimeout: hb,
+		// Retries are this loop's job (see above).
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:     req.Tool,
+	}
+}
+
+// retryable reports whether a call that failed with an error of type kind
+// may be tried again under spec: a call that was not sent, or one whose
+// outcome is unknown when the tool is idempotent, unless the manifest
+// lists kind as non-retryable.
+func retryable(kind string, spec api.ToolSpec) bool {
+	if slices.Contains(spec.Retry.NonRetryable, kind) {
+		return false
+	}
+	switch kind {
+	case api.ErrTypeNotSent:
+		return true
+	case api.ErrTypeOutcomeUnknown:
+		return spec.Idempotent
+	}
+	return false
 }
 
 // classifyActivityError maps an activity failure to one of the activity

@@ -76,7 +76,8 @@ func (t *task) counted(req api.CallRequest, now time.Time) bool {
 // CallTool, compensation, or its denial).
 func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time.Time) (api.Decision, api.DecideOutput, *api.CallResult) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		// As the CallTool activity: a little past the tool's own timeout.
+		// As the CallTool activity: a little past the tool's own timeout
+		// (the request's spec: the judged one comes with the decision).
 		StartToCloseTimeout: req.Spec.Timeout + timeoutGrace,
 		// One attempt: a failed call is reported in the output, not as an
 		// error; what is left (a timeout, a decision that failed) is
@@ -129,6 +130,8 @@ func (t *task) fastResult(ctx workflow.Context, req api.CallRequest, o api.Decid
 		}
 		return api.CallResult{Outcome: oc, Result: c.Result, ResultRef: c.ResultRef, Attempts: 1}
 	}
+	// The worker ran the route it judged; so do the retries.
+	req = t.judgedRoute(ctx, req, o.Decision)
 	rp := req.Spec.Retry
 	retryable := (o.ErrorType == api.ErrTypeNotSent || o.ErrorType == api.ErrTypeOutcomeUnknown) &&
 		!slices.Contains(rp.NonRetryable, o.ErrorType) && rp.MaxAttempts > 1

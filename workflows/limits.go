@@ -76,6 +76,8 @@ func (t *task) takeQuota(ctx workflow.Context, req api.CallRequest) *api.CallRes
 		return nil
 	}
 	now := workflow.Now(ctx)
+	// The request's spec: admission comes before the decision, and with
+	// it the judged spec (changeJudgedRoute).
 	cost := max(req.Spec.Cost, 1)
 	if q.Budget > 0 && t.quota.Spent+cost > q.Budget {
 		return t.refusal(req, api.LimitHit{Check: api.CheckBudget, Limit: "budget"},
@@ -83,13 +85,47 @@ func (t *task) takeQuota(ctx workflow.Context, req api.CallRequest) *api.CallRes
 				req.Tool, t.in.TaskID, t.quota.Spent, q.Budget, req.Tool, cost))
 	}
 
-	// The task's own windows: all admit the call, or none is taken.
-	type taken struct {
-		i   int
-		tat time.Time
+	mine, shared, stop := t.ownWindows(q, req, now)
+	if stop != nil {
+		return stop
 	}
-	var mine []taken
-	var shared []api.RateLimit
+	for _, m := range mine {
+		t.quota.Windows[m.i].TAT = m.tat
+	}
+	t.quota.Spent += cost
+	giveBack := func() {
+		// Other calls may have moved these windows meanwhile: give back
+		// one interval rather than restoring the old time.
+		for _, m := range mine {
+			l := t.windowLimit(q, t.quota.Windows[m.i].Key, req.Tool)
+			t.quota.Windows[m.i].TAT = t.quota.Windows[m.i].TAT.Add(-interval(l))
+		}
+		t.quota.Spent -= cost
+	}
+	if len(shared) > 0 {
+		if stop := t.takeShared(ctx, req, shared, giveBack); stop != nil {
+			return stop
+		}
+	}
+	if t.charged == nil {
+		t.charged = map[string]int{}
+	}
+	t.charged[req.CallID] = cost
+	return nil
+}
+
+// takenWindow is a window of the task's own that admits a call: its index
+// in the task's windows and its theoretical arrival time once taken.
+type takenWindow struct {
+	i   int
+	tat time.Time
+}
+
+// ownWindows checks req against the task's own windows at now: all admit
+// the call, or none is taken (stop is the refusal by the one that makes it
+// wait longest). It takes nothing yet; it returns what to take, and the
+// shared limits that apply, for their limiters.
+func (t *task) ownWindows(q *api.Quota, req api.CallRequest, now time.Time) (mine []takenWindow, shared []api.RateLimit, stop *api.CallResult) {
 	var worst *api.RateLimit
 	var wait time.Duration
 	for _, l := range q.Rates {
@@ -108,55 +144,42 @@ func (t *task) takeQuota(ctx workflow.Context, req api.CallRequest) *api.CallRes
 			}
 			continue
 		}
-		mine = append(mine, taken{i, next})
+		mine = append(mine, takenWindow{i, next})
 	}
 	if worst != nil {
-		return t.rateRefusal(req, *worst, wait)
+		return nil, nil, t.rateRefusal(req, *worst, wait)
 	}
-	for _, m := range mine {
-		t.quota.Windows[m.i].TAT = m.tat
-	}
-	t.quota.Spent += cost
-	giveBack := func() {
-		// Other calls may have moved these windows meanwhile: give back
-		// one interval rather than restoring the old time.
-		for _, m := range mine {
-			l := t.windowLimit(q, t.quota.Windows[m.i].Key, req.Tool)
-			t.quota.Windows[m.i].TAT = t.quota.Windows[m.i].TAT.Add(-interval(l))
-		}
-		t.quota.Spent -= cost
-	}
+	return mine, shared, nil
+}
 
-	if len(shared) > 0 {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: 30 * time.Second,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: 200 * time.Millisecond},
-		})
-		var out api.TakeLimitsOutput
-		err := workflow.ExecuteLocalActivity(lctx, api.TakeLimitsName, api.TakeLimitsInput{
-			TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Limits: shared,
-		}).Get(ctx, &out)
-		if err != nil {
-			// Fail closed: a limit that cannot be checked refuses.
-			giveBack()
-			l := shared[0]
-			return t.refusal(req, api.LimitHit{Check: api.CheckRateLimit, Limit: l.Name, Window: l.Window, RetryAfter: time.Second},
-				fmt.Sprintf("%s refused: rate limit %s could not be checked (%v); nothing ran. Retry in a moment", req.Tool, l.Name, err))
-		}
-		if h := out.Hit; h != nil {
-			giveBack()
-			for _, l := range shared {
-				if l.Name == h.Limit {
-					return t.rateRefusal(req, l, h.RetryAfter)
-				}
+// takeShared asks the shared limits' limiters for req (TakeLimits, a local
+// activity); on a refusal, or when they cannot be asked, it calls giveBack
+// (the task's own windows and budget) and returns the refusal.
+func (t *task) takeShared(ctx workflow.Context, req api.CallRequest, shared []api.RateLimit, giveBack func()) *api.CallResult {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: 200 * time.Millisecond},
+	})
+	var out api.TakeLimitsOutput
+	err := workflow.ExecuteLocalActivity(lctx, api.TakeLimitsName, api.TakeLimitsInput{
+		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Limits: shared,
+	}).Get(ctx, &out)
+	if err != nil {
+		// Fail closed: a limit that cannot be checked refuses.
+		giveBack()
+		l := shared[0]
+		return t.refusal(req, api.LimitHit{Check: api.CheckRateLimit, Limit: l.Name, Window: l.Window, RetryAfter: time.Second},
+			fmt.Sprintf("%s refused: rate limit %s could not be checked (%v); nothing ran. Retry in a moment", req.Tool, l.Name, err))
+	}
+	if h := out.Hit; h != nil {
+		giveBack()
+		for _, l := range shared {
+			if l.Name == h.Limit {
+				return t.rateRefusal(req, l, h.RetryAfter)
 			}
-			return t.refusal(req, *h, fmt.Sprintf("%s refused by rate limit %s; retry after %s", req.Tool, h.Limit, h.RetryAfter))
 		}
+		return t.refusal(req, *h, fmt.Sprintf("%s refused by rate limit %s; retry after %s", req.Tool, h.Limit, h.RetryAfter))
 	}
-	if t.charged == nil {
-		t.charged = map[string]int{}
-	}
-	t.charged[req.CallID] = cost
 	return nil
 }
 
@@ -240,65 +263,4 @@ func (t *task) carriedQuota() *api.QuotaState {
 	}
 	q := api.QuotaState{Spent: t.quota.Spent, Windows: append([]api.WindowState(nil), t.quota.Windows...)}
 	return &q
-}
-
-// limiterLinger is how long a limiter whose window is full again waits for
-// another call before it ends (a later call starts a new one, which
-// starts full: nothing is lost).
-const limiterLinger = time.Minute
-
-// limiterContinueAfter is the number of takes after which a limiter
-// continues as new, keeping its history short.
-const limiterContinueAfter = 1000
-
-// Limiter is the authority of one shared window (a principal's, a role's,
-// per tool or not): every replica's tasks take their tokens from it
-// through an Update, so the window holds however many gateways and
-// workers there are. It ends when its window is full again and no call
-// came for limiterLinger.
-func Limiter(ctx workflow.Context, in api.LimiterInput) error {
-	tat := in.TAT
-	takes := 0
-	err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateTake,
-		func(ctx workflow.Context, r api.TakeRequest) (api.TakeResult, error) {
-			takes++
-			now := workflow.Now(ctx)
-			if r.Refund {
-				tat = tat.Add(-interval(r.Limit))
-				return api.TakeResult{Allowed: true}, nil
-			}
-			next, retry, ok := gcraTake(r.Limit, tat, now)
-			if ok {
-				tat = next
-			}
-			return api.TakeResult{Allowed: ok, RetryAfter: retry}, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(r api.TakeRequest) error {
-			if r.Limit.Calls < 1 || r.Limit.Window <= 0 {
-				return fmt.Errorf("limiter %s: limit %q has %d calls per %s; both must be positive", in.Key, r.Limit.Name, r.Limit.Calls, r.Limit.Window)
-			}
-			return nil
-		}})
-	if err != nil {
-		return err
-	}
-	for {
-		seen := takes
-		wait := max(tat.Sub(workflow.Now(ctx)), 0) + limiterLinger
-		cond := func() bool {
-			return takes >= limiterContinueAfter || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
-		}
-		if _, err := workflow.AwaitWithTimeout(ctx, wait, cond); err != nil {
-			return err
-		}
-		if cond() {
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				return err
-			}
-			return workflow.NewContinueAsNewError(ctx, api.LimiterName, api.LimiterInput{Key: in.Key, TAT: tat})
-		}
-		if takes == seen && !workflow.Now(ctx).Before(tat) {
-			return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
-		}
-	}
 }

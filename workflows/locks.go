@@ -141,61 +141,68 @@ func (t *task) acquire(ctx, wctx workflow.Context, callID, tool string, locks []
 		timeout = api.DefaultLockTimeout
 	}
 	deadline := workflow.Now(ctx).Add(timeout)
+	for _, lk := range locks {
+		since := workflow.Now(ctx)
+		t.locks.list = append(t.locks.list, api.TaskLock{Key: lk.Key, Mode: lk.Mode, CallID: req.CallID, Tool: req.Tool,
+			State: api.LockWaiting, Since: since})
+		asked = append(asked, lk.Key)
+		if stop := t.waitLock(ctx, wctx, owner, req, lk, since, deadline, timeout); stop != nil {
+			release()
+			return nil, stop
+		}
+	}
+	return release, nil
+}
+
+// waitLock asks lk's lock workflow for it, as owner, and waits until it is
+// granted, deadline passes or wctx is cancelled. A non-nil result is why
+// req does not run; the caller then releases what it asked for.
+func (t *task) waitLock(ctx, wctx workflow.Context, owner api.LockOwner, req api.CallRequest, lk api.LockKey, since, deadline time.Time, timeout time.Duration) *api.CallResult {
 	actxOpts := workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5, InitialInterval: 200 * time.Millisecond},
 		Summary:             "lock",
 	}
 	metrics := workflow.GetMetricsHandler(ctx)
-	for _, lk := range locks {
-		since := workflow.Now(ctx)
-		t.locks.list = append(t.locks.list, api.TaskLock{Key: lk.Key, Mode: lk.Mode, CallID: req.CallID, Tool: req.Tool,
-			State: api.LockWaiting, Since: since})
-		asked = append(asked, lk.Key)
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, actxOpts), api.RequestLockName, api.LockRequest{Key: lk.Key, Mode: lk.Mode, Owner: owner, At: since}).Get(ctx, nil)
-		if err != nil {
-			release()
-			metrics.WithTags(map[string]string{"result": "failed"}).Counter(metricLockWaits).Inc(1)
-			if temporal.IsCanceledError(err) || wctx.Err() != nil {
-				return nil, &api.CallResult{Outcome: api.OutcomeCancelled,
-					Reason: fmt.Sprintf("%s did not run: it was cancelled while it asked for lock %q; nothing was changed", req.Tool, lk.Key)}
-			}
-			return nil, &api.CallResult{Outcome: api.OutcomeFailed,
-				Reason: fmt.Sprintf("%s did not run: airlock could not ask for lock %q (%v); nothing was changed", req.Tool, lk.Key, err)}
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, actxOpts), api.RequestLockName, api.LockRequest{Key: lk.Key, Mode: lk.Mode, Owner: owner, At: since}).Get(ctx, nil)
+	if err != nil {
+		metrics.WithTags(map[string]string{"result": "failed"}).Counter(metricLockWaits).Inc(1)
+		if temporal.IsCanceledError(err) || wctx.Err() != nil {
+			return &api.CallResult{Outcome: api.OutcomeCancelled,
+				Reason: fmt.Sprintf("%s did not run: it was cancelled while it asked for lock %q; nothing was changed", req.Tool, lk.Key)}
 		}
-		k := grantKey(req.CallID, lk.Key)
-		granted := func() bool { return t.locks.grants[k].Granted }
-		var got bool
-		if left := deadline.Sub(workflow.Now(ctx)); left > 0 {
-			got, err = workflow.AwaitWithTimeout(wctx, left, granted)
-		} else {
-			// The earlier locks took the whole timeout: no timer; take
-			// this one only if it was granted already.
-			got = granted()
-		}
-		waited := workflow.Now(ctx).Sub(since)
-		switch {
-		case err != nil:
-			release()
-			metrics.WithTags(map[string]string{"result": "cancelled"}).Counter(metricLockWaits).Inc(1)
-			return nil, &api.CallResult{Outcome: api.OutcomeCancelled,
-				Reason: fmt.Sprintf("%s did not run: it was cancelled while it waited for lock %q; nothing was changed", req.Tool, lk.Key)}
-		case !got:
-			holders := t.locks.grants[k].Holders
-			release()
-			metrics.WithTags(map[string]string{"result": "timeout"}).Counter(metricLockWaits).Inc(1)
-			metrics.WithTags(map[string]string{"result": "timeout"}).Timer(metricLockWaitTime).Record(waited)
-			return nil, &api.CallResult{Outcome: api.OutcomeLocked, Reason: lockedReason(req.Tool, lk, timeout, holders)}
-		}
-		metrics.WithTags(map[string]string{"result": "granted"}).Counter(metricLockWaits).Inc(1)
-		metrics.WithTags(map[string]string{"result": "granted"}).Timer(metricLockWaitTime).Record(waited)
-		for i := range t.locks.list {
-			if l := &t.locks.list[i]; l.CallID == req.CallID && l.Key == lk.Key {
-				l.State, l.Since, l.Holders = api.LockHeld, workflow.Now(ctx), nil
-			}
+		return &api.CallResult{Outcome: api.OutcomeFailed,
+			Reason: fmt.Sprintf("%s did not run: airlock could not ask for lock %q (%v); nothing was changed", req.Tool, lk.Key, err)}
+	}
+	k := grantKey(req.CallID, lk.Key)
+	granted := func() bool { return t.locks.grants[k].Granted }
+	var got bool
+	if left := deadline.Sub(workflow.Now(ctx)); left > 0 {
+		got, err = workflow.AwaitWithTimeout(wctx, left, granted)
+	} else {
+		// The earlier locks took the whole timeout: no timer; take
+		// this one only if it was granted already.
+		got = granted()
+	}
+	waited := workflow.Now(ctx).Sub(since)
+	switch {
+	case err != nil:
+		metrics.WithTags(map[string]string{"result": "cancelled"}).Counter(metricLockWaits).Inc(1)
+		return &api.CallResult{Outcome: api.OutcomeCancelled,
+			Reason: fmt.Sprintf("%s did not run: it was cancelled while it waited for lock %q; nothing was changed", req.Tool, lk.Key)}
+	case !got:
+		metrics.WithTags(map[string]string{"result": "timeout"}).Counter(metricLockWaits).Inc(1)
+		metrics.WithTags(map[string]string{"result": "timeout"}).Timer(metricLockWaitTime).Record(waited)
+		return &api.CallResult{Outcome: api.OutcomeLocked, Reason: lockedReason(req.Tool, lk, timeout, t.locks.grants[k].Holders)}
+	}
+	metrics.WithTags(map[string]string{"result": "granted"}).Counter(metricLockWaits).Inc(1)
+	metrics.WithTags(map[string]string{"result": "granted"}).Timer(metricLockWaitTime).Record(waited)
+	for i := range t.locks.list {
+		if l := &t.locks.list[i]; l.CallID == req.CallID && l.Key == lk.Key {
+			l.State, l.Since, l.Holders = api.LockHeld, workflow.Now(ctx), nil
 		}
 	}
-	return release, nil
+	return nil
 }
 
 // lockedReason says why a call did not get its lock, naming who holds it.

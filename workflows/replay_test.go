@@ -1,11 +1,16 @@
 package workflows_test
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/worker"
 )
 
@@ -31,5 +36,51 @@ func TestReplayRecordedHistories(t *testing.T) {
 				t.Fatalf("%s does not replay: %v", f, err)
 			}
 		})
+	}
+}
+
+// TestReplayJudgedRoute replays the history of calls whose requests named a
+// stale route (judged_route_v1, integration's TestRecordJudgedRouteHistory)
+// and checks what it holds: the judged-route marker, and calls that ran
+// the worker's route (put, echo), never the request's (put_old, echo_old).
+// A replay does not compare activity inputs, so it cannot tell which route
+// the code runs; TestCallRunsTheJudgedRoute checks that.
+func TestReplayJudgedRoute(t *testing.T) {
+	file := filepath.Join("testdata", "judged_route_v1_run1.json")
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sdkworker.NewWorkflowReplayer()
+	worker.RegisterWorkflows(r)
+	if err := r.ReplayWorkflowHistory(nil, hist); err != nil {
+		t.Fatalf("%s does not replay: %v", file, err)
+	}
+	var marker bool
+	var ran []string
+	for _, e := range hist.GetEvents() {
+		if m := e.GetMarkerRecordedEventAttributes(); m != nil {
+			if id := m.GetDetails()["change-id"]; id != nil && string(id.GetPayloads()[0].GetData()) == `"judged-route"` {
+				marker = true
+			}
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == api.CallToolName {
+			var in api.CallToolInput
+			if err := json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &in); err != nil {
+				t.Fatal(err)
+			}
+			ran = append(ran, in.Tool)
+		}
+	}
+	if !marker {
+		t.Errorf("%s holds no judged-route marker", file)
+	}
+	if !slices.Equal(ran, []string{"put"}) {
+		t.Errorf("CallTool ran %q, want [put] (the judged route; echo ran on the fast path)", ran)
 	}
 }

@@ -95,125 +95,148 @@ func countStateCall(ctx workflow.Context, req api.CallRequest, res api.CallResul
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"op": op, "result": result}).Counter(metricStateCalls).Inc(1)
 }
 
+// applyState serves a state call: it decodes the arguments, which every
+// state tool shares, and applies the tool's operation to the task's state.
 func (t *task) applyState(ctx workflow.Context, req api.CallRequest) api.CallResult {
-	refuse := func(check, format string, args ...any) api.CallResult {
-		reason := fmt.Sprintf(format, args...)
-		return api.CallResult{Outcome: api.OutcomeDenied, Reason: reason, Attempts: 1,
-			Decision: &api.Decision{Effect: "deny", Check: check, Reason: reason}}
-	}
 	var a api.StateArgs
 	dec := json.NewDecoder(bytes.NewReader(req.Arguments))
 	dec.DisallowUnknownFields()
 	if len(bytes.TrimSpace(req.Arguments)) > 0 {
 		if err := dec.Decode(&a); err != nil {
-			return refuse(checkStateArgs, "%s: the arguments are not {key, value, document}: %v", req.Tool, err)
+			return stateRefused(checkStateArgs, "%s: the arguments are not {key, value, document}: %v", req.Tool, err)
 		}
 	}
 	if len(a.Key) > maxStateKeyBytes {
-		return refuse(checkStateArgs, "%s: key is %d bytes; keep keys under %d", req.Tool, len(a.Key), maxStateKeyBytes)
+		return stateRefused(checkStateArgs, "%s: key is %d bytes; keep keys under %d", req.Tool, len(a.Key), maxStateKeyBytes)
 	}
-	ok := func(text string, structured any) api.CallResult {
-		b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}, "structuredContent": structured})
-		return api.CallResult{Outcome: api.OutcomeOK, Result: b, Attempts: 1,
-			Decision: &api.Decision{Effect: "allow", Check: checkState}}
-	}
-	s := &t.st
 	switch req.Tool {
 	case api.ToolStateGet:
-		if a.Value != nil || a.Document != nil {
-			return refuse(checkStateArgs, "%s takes only an optional key; to change the state call %s", req.Tool, api.ToolStateSet)
-		}
-		if a.Key == "" {
-			doc := s.encode()
-			if doc == nil {
-				doc = json.RawMessage(`{}`)
-			}
-			return ok(string(doc), map[string]any{"state": doc, "bytes": len(doc), "keys": s.keys()})
-		}
-		v, found := s.doc[a.Key]
-		if !found {
-			return ok(fmt.Sprintf("the task's state has no key %q (keys: %s)", a.Key, keyList(s.keys())),
-				map[string]any{"key": a.Key, "found": false})
-		}
-		return ok(string(v), map[string]any{"key": a.Key, "found": true, "value": v})
-
+		return t.stateGet(req, a)
 	case api.ToolStateSet:
-		next := maps.Clone(s.doc)
-		if next == nil {
-			next = map[string]json.RawMessage{}
-		}
-		var undo api.StateArgs
-		switch {
-		case a.Key != "" && a.Document != nil:
-			return refuse(checkStateArgs, "%s: give key and value, or document, not both", req.Tool)
-		case a.Document != nil:
-			var doc map[string]json.RawMessage
-			if err := json.Unmarshal(a.Document, &doc); err != nil || doc == nil {
-				return refuse(checkStateArgs, "%s: document must be a JSON object (the whole state); to set one key give key and value", req.Tool)
-			}
-			next = map[string]json.RawMessage{}
-			for k, v := range doc {
-				if len(k) > maxStateKeyBytes {
-					return refuse(checkStateArgs, "%s: document has a key of %d bytes; keep keys under %d", req.Tool, len(k), maxStateKeyBytes)
-				}
-				next[k] = compact(v)
-			}
-			undo = api.StateArgs{Document: s.encode(), Present: s.doc != nil}
-		case a.Key == "":
-			return refuse(checkStateArgs, "%s: key is required (or document, to replace the whole state)", req.Tool)
-		case a.Value == nil:
-			return refuse(checkStateArgs, "%s: value is required (any JSON value, null included); to remove key %q call %s", req.Tool, a.Key, api.ToolStateDelete)
-		default:
-			prev, had := s.doc[a.Key]
-			next[a.Key] = compact(a.Value)
-			undo = api.StateArgs{Key: a.Key, Value: prev, Present: had}
-		}
-		if r, bad := t.checkState(req.Tool, next, refuse); bad {
-			return r
-		}
-		s.doc = next
-		t.pushStateUndo(ctx, req, undo)
-		what := "the whole state"
-		if a.Key != "" {
-			what = fmt.Sprintf("key %q", a.Key)
-		}
-		n := len(s.encode())
-		return ok(fmt.Sprintf("set %s; the task's state is %d bytes (keys: %s)", what, n, keyList(s.keys())),
-			map[string]any{"bytes": n, "keys": s.keys()})
-
+		return t.stateSet(ctx, req, a)
 	case api.ToolStateDelete:
-		if a.Key == "" || a.Value != nil || a.Document != nil {
-			return refuse(checkStateArgs, "%s takes a key (only)", req.Tool)
-		}
-		prev, had := s.doc[a.Key]
-		if !had {
-			return ok(fmt.Sprintf("the task's state has no key %q; nothing deleted", a.Key), map[string]any{"key": a.Key, "deleted": false})
-		}
-		next := maps.Clone(s.doc)
-		delete(next, a.Key)
-		// Removing a key can still break a schema (a required key).
-		if r, bad := t.checkState(req.Tool, next, refuse); bad {
-			return r
-		}
-		s.doc = next
-		t.pushStateUndo(ctx, req, api.StateArgs{Key: a.Key, Value: prev, Present: true})
-		return ok(fmt.Sprintf("deleted key %q; the task's state is %d bytes (keys: %s)", a.Key, len(s.encode()), keyList(s.keys())),
-			map[string]any{"key": a.Key, "deleted": true})
+		return t.stateDelete(ctx, req, a)
 	}
-	return refuse(checkStateArgs, "%s is not a state tool", req.Tool)
+	return stateRefused(checkStateArgs, "%s is not a state tool", req.Tool)
+}
+
+// stateRefused is a state call's refusal, for the reason format says.
+func stateRefused(check, format string, args ...any) api.CallResult {
+	reason := fmt.Sprintf(format, args...)
+	return api.CallResult{Outcome: api.OutcomeDenied, Reason: reason, Attempts: 1,
+		Decision: &api.Decision{Effect: "deny", Check: check, Reason: reason}}
+}
+
+// stateOK is a state call's result: text for the model, and structured.
+func stateOK(text string, structured any) api.CallResult {
+	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}, "structuredContent": structured})
+	return api.CallResult{Outcome: api.OutcomeOK, Result: b, Attempts: 1,
+		Decision: &api.Decision{Effect: "allow", Check: checkState}}
+}
+
+// stateGet serves api.ToolStateGet: one key, or the whole state.
+func (t *task) stateGet(req api.CallRequest, a api.StateArgs) api.CallResult {
+	s := &t.st
+	if a.Value != nil || a.Document != nil {
+		return stateRefused(checkStateArgs, "%s takes only an optional key; to change the state call %s", req.Tool, api.ToolStateSet)
+	}
+	if a.Key == "" {
+		doc := s.encode()
+		if doc == nil {
+			doc = json.RawMessage(`{}`)
+		}
+		return stateOK(string(doc), map[string]any{"state": doc, "bytes": len(doc), "keys": s.keys()})
+	}
+	v, found := s.doc[a.Key]
+	if !found {
+		return stateOK(fmt.Sprintf("the task's state has no key %q (keys: %s)", a.Key, keyList(s.keys())),
+			map[string]any{"key": a.Key, "found": false})
+	}
+	return stateOK(string(v), map[string]any{"key": a.Key, "found": true, "value": v})
+}
+
+// stateSet serves api.ToolStateSet: one key's value, or the whole
+// document; it pushes the compensation that restores what it replaced.
+func (t *task) stateSet(ctx workflow.Context, req api.CallRequest, a api.StateArgs) api.CallResult {
+	s := &t.st
+	next := maps.Clone(s.doc)
+	if next == nil {
+		next = map[string]json.RawMessage{}
+	}
+	var undo api.StateArgs
+	switch {
+	case a.Key != "" && a.Document != nil:
+		return stateRefused(checkStateArgs, "%s: give key and value, or document, not both", req.Tool)
+	case a.Document != nil:
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal(a.Document, &doc); err != nil || doc == nil {
+			return stateRefused(checkStateArgs, "%s: document must be a JSON object (the whole state); to set one key give key and value", req.Tool)
+		}
+		next = map[string]json.RawMessage{}
+		for k, v := range doc {
+			if len(k) > maxStateKeyBytes {
+				return stateRefused(checkStateArgs, "%s: document has a key of %d bytes; keep keys under %d", req.Tool, len(k), maxStateKeyBytes)
+			}
+			next[k] = compact(v)
+		}
+		undo = api.StateArgs{Document: s.encode(), Present: s.doc != nil}
+	case a.Key == "":
+		return stateRefused(checkStateArgs, "%s: key is required (or document, to replace the whole state)", req.Tool)
+	case a.Value == nil:
+		return stateRefused(checkStateArgs, "%s: value is required (any JSON value, null included); to remove key %q call %s", req.Tool, a.Key, api.ToolStateDelete)
+	default:
+		prev, had := s.doc[a.Key]
+		next[a.Key] = compact(a.Value)
+		undo = api.StateArgs{Key: a.Key, Value: prev, Present: had}
+	}
+	if r, bad := t.checkState(req.Tool, next); bad {
+		return r
+	}
+	s.doc = next
+	t.pushStateUndo(ctx, req, undo)
+	what := "the whole state"
+	if a.Key != "" {
+		what = fmt.Sprintf("key %q", a.Key)
+	}
+	n := len(s.encode())
+	return stateOK(fmt.Sprintf("set %s; the task's state is %d bytes (keys: %s)", what, n, keyList(s.keys())),
+		map[string]any{"bytes": n, "keys": s.keys()})
+}
+
+// stateDelete serves api.ToolStateDelete: one key; it pushes the
+// compensation that restores it.
+func (t *task) stateDelete(ctx workflow.Context, req api.CallRequest, a api.StateArgs) api.CallResult {
+	s := &t.st
+	if a.Key == "" || a.Value != nil || a.Document != nil {
+		return stateRefused(checkStateArgs, "%s takes a key (only)", req.Tool)
+	}
+	prev, had := s.doc[a.Key]
+	if !had {
+		return stateOK(fmt.Sprintf("the task's state has no key %q; nothing deleted", a.Key), map[string]any{"key": a.Key, "deleted": false})
+	}
+	next := maps.Clone(s.doc)
+	delete(next, a.Key)
+	// Removing a key can still break a schema (a required key).
+	if r, bad := t.checkState(req.Tool, next); bad {
+		return r
+	}
+	s.doc = next
+	t.pushStateUndo(ctx, req, api.StateArgs{Key: a.Key, Value: prev, Present: true})
+	return stateOK(fmt.Sprintf("deleted key %q; the task's state is %d bytes (keys: %s)", a.Key, len(s.encode()), keyList(s.keys())),
+		map[string]any{"key": a.Key, "deleted": true})
 }
 
 // checkState checks a would-be document against the size limit and the
 // schema.
-func (t *task) checkState(tool string, next map[string]json.RawMessage, refuse func(string, string, ...any) api.CallResult) (api.CallResult, bool) {
+func (t *task) checkState(tool string, next map[string]json.RawMessage) (api.CallResult, bool) {
 	b, _ := json.Marshal(next)
 	if limit := t.in.State.EffectiveMaxBytes(); len(b) > limit {
-		return refuse(checkStateSize, "%s refused: the task's state would be %d bytes, more than its limit of %d (task.state.max_bytes); keep less in it (delete keys you no longer need) or ask an operator to raise the limit",
+		return stateRefused(checkStateSize, "%s refused: the task's state would be %d bytes, more than its limit of %d (task.state.max_bytes); keep less in it (delete keys you no longer need) or ask an operator to raise the limit",
 			tool, len(b), limit), true
 	}
 	rs, err := t.stateSchema()
 	if err != nil {
-		return refuse(checkStateSchema, "%s refused: the configured state schema (task.state.schema) cannot be used: %v; ask an operator to fix it", tool, err), true
+		return stateRefused(checkStateSchema, "%s refused: the configured state schema (task.state.schema) cannot be used: %v; ask an operator to fix it", tool, err), true
 	}
 	if rs == nil {
 		return api.CallResult{}, false
@@ -221,7 +244,7 @@ func (t *task) checkState(tool string, next map[string]json.RawMessage, refuse f
 	var v any
 	_ = json.Unmarshal(b, &v)
 	if err := rs.Validate(v); err != nil {
-		return refuse(checkStateSchema, "%s refused: the task's state would not match its schema (task.state.schema): %v; nothing was changed", tool, err), true
+		return stateRefused(checkStateSchema, "%s refused: the task's state would not match its schema (task.state.schema): %v; nothing was changed", tool, err), true
 	}
 	return api.CallResult{}, false
 }

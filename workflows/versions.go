@@ -69,7 +69,7 @@ const (
 
 	// changeLocks versions resource locks (issue 16 §4): a call whose decision
 	// names locks acquires them, all and in sorted order, from their lock
-	// workflows (lock_workflow.go) before its capture and execution, and
+	// workflows (aux_lock.go) before its capture and execution, and
 	// releases them when it ends, whatever its outcome.
 	//
 	// Feature and GetVersion in locks.go; first recorded in testdata/locks_v1_run1.json.
@@ -167,4 +167,18 @@ const (
 	//
 	// Feature and GetVersion in edits.go; first recorded in testdata/approvals_v2_run1.json.
 	changeEditDiff = "edit-diff"
+
+	// changeJudgedRoute runs the route and spec the decision judged (issue
+	// 26): the worker's catalog resolves the tool, judges it and returns
+	// its route and spec (api.DecideOutput.Route), and the call runs that
+	// instead of the gateway's copy in the CallRequest (server, upstream
+	// tool, retries, idempotency, timeout), so a reload between the two
+	// cannot judge one declaration and run another. Asked only of a
+	// decision that carries a route; runs from before it keep the
+	// request's.
+	//
+	// Feature and GetVersion in agent_task.go (judgedRoute, also for the
+	// fast path's retries in fastpath.go); first recorded in
+	// testdata/judged_route_v1_run1.json.
+	changeJudgedRoute = "judged-route"
 )
