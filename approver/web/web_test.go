@@ -1,4 +1,4 @@
-package approver
+package web
 
 import (
 	"encoding/base64"
@@ -14,22 +14,14 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/approver/internal/approvertest"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/redact"
 )
 
-func testDirectory() *identity.Directory {
-	return identity.New(&config.Config{Principals: []config.Principal{
-		{Name: "alice", APIKeySHA256: []string{identity.HashKey("alice-key")}},
-		{Name: "bob", APIKeySHA256: []string{identity.HashKey("bob-key")}},
-		{Name: "mallory", APIKeySHA256: []string{identity.HashKey("mallory-key")}},
-	}})
-}
-
 type webEnv struct {
 	t   *testing.T
-	ft  *fakeTemporal
+	ft  *approvertest.FakeTemporal
 	srv *httptest.Server
 	now time.Time
 }
@@ -37,15 +29,15 @@ type webEnv struct {
 func newWebEnv(t *testing.T) *webEnv { return newWebEnvWith(t, nil) }
 
 // newWebEnvWith is newWebEnv with options changed by edit (nil: none).
-func newWebEnvWith(t *testing.T, edit func(*WebOptions)) *webEnv {
+func newWebEnvWith(t *testing.T, edit func(*Options)) *webEnv {
 	t.Helper()
 	e := &webEnv{t: t, now: time.Now()}
-	e.ft = &fakeTemporal{reqs: []api.ApprovalRequest{testRequest("task-1", e.now)}}
-	o := WebOptions{Temporal: e.ft, Namespace: "default", Directory: testDirectory(), Now: func() time.Time { return e.now }}
+	e.ft = &approvertest.FakeTemporal{Reqs: []api.ApprovalRequest{approvertest.Request("task-1", e.now)}}
+	o := Options{Temporal: e.ft, Namespace: "default", Directory: approvertest.Directory(), Now: func() time.Time { return e.now }}
 	if edit != nil {
 		edit(&o)
 	}
-	h, err := WebHandler(o)
+	h, err := Handler(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +241,7 @@ func TestWebCSRF(t *testing.T) {
 	if resp, _ := e.do(e.browser(), "POST", "/approvals/decide", form(token), nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("post without session: %d", resp.StatusCode)
 	}
-	if n := len(e.ft.sent()); n != 0 {
+	if n := len(e.ft.Sent()); n != 0 {
 		t.Fatalf("%d decisions delivered from rejected posts", n)
 	}
 
@@ -258,7 +250,7 @@ func TestWebCSRF(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/approvals" {
 		t.Fatalf("decide: %d %s", resp.StatusCode, body)
 	}
-	sent := e.ft.sent()
+	sent := e.ft.Sent()
 	if len(sent) != 1 {
 		t.Fatalf("%d updates", len(sent))
 	}
@@ -286,8 +278,8 @@ func TestWebCSRF(t *testing.T) {
 	_, _, token = e.page(bob)
 	e.do(bob, "POST", "/approvals/decide", form(token), map[string]string{"Origin": e.srv.URL, "Sec-Fetch-Site": "same-origin"})
 	if _, body, _ := e.page(bob); !strings.Contains(body, "Already decided: bob already approved request task-1~call-1 via web") ||
-		strings.Contains(body, "Your approval of") || len(e.ft.sent()) != 1 {
-		t.Errorf("page after approving again (%d updates):\n%s", len(e.ft.sent()), body)
+		strings.Contains(body, "Your approval of") || len(e.ft.Sent()) != 1 {
+		t.Errorf("page after approving again (%d updates):\n%s", len(e.ft.Sent()), body)
 	}
 
 	// Logout ends the session.
@@ -312,7 +304,7 @@ func TestWebShowsOnlyDecidableAndRefusals(t *testing.T) {
 		}
 	}
 	// A refusal from the workflow is shown on the page.
-	e.ft.refuse = func(api.DecideRequest) error {
+	e.ft.Refuse = func(api.DecideRequest) error {
 		return errImmutable("request task-1~call-1 expired at 2026-01-01T00:00:00Z")
 	}
 	bob := e.browser()
@@ -327,10 +319,10 @@ func TestWebShowsOnlyDecidableAndRefusals(t *testing.T) {
 		t.Errorf("refusal not shown:\n%s", body)
 	}
 	// A digest the request does not have is refused without delivering.
-	n := len(e.ft.sent())
+	n := len(e.ft.Sent())
 	_, _, token = e.page(bob)
 	e.do(bob, "POST", "/approvals/decide", url.Values{"csrf": {token}, "id": {"task-1~call-1"}, "digest": {"ffffffffffffffff"}, "action": {"approve"}}, nil)
-	if _, body, _ := e.page(bob); !strings.Contains(body, "it is not the call you saw") || len(e.ft.sent()) != n {
+	if _, body, _ := e.page(bob); !strings.Contains(body, "it is not the call you saw") || len(e.ft.Sent()) != n {
 		t.Errorf("digest mismatch:\n%s", body)
 	}
 }
@@ -347,3 +339,95 @@ func flip(s string) string {
 type errImmutable string
 
 func (e errImmutable) Error() string { return string(e) }
+
+// TestWebApproveWithEdits: the page offers "Edit arguments" prefilled with
+// the masked arguments, delivers the edit (masked values restored) under
+// its own Update ID, and offers nothing to edit when the tool forbids it.
+func TestWebApproveWithEdits(t *testing.T) {
+	e := newWebEnv(t)
+	bob := e.browser()
+	e.login(bob, "bob-key")
+	_, body, token := e.page(bob)
+	if !strings.Contains(body, `name="arguments"`) || !strings.Contains(body, "[redacted]") || strings.Contains(body, "s3cret") ||
+		!strings.Contains(body, `value="approve-edits"`) {
+		t.Fatalf("page lacks Edit arguments, or shows the secret:\n%s", body)
+	}
+	r := e.ft.Reqs[0]
+	resp, _ := e.do(bob, "POST", "/approvals/decide", url.Values{"csrf": {token}, "id": {r.ID}, "digest": {r.Digest},
+		"action": {"approve-edits"}, "arguments": {`{"key": "k2", "auth": {"token": "[redacted]"}}`}}, map[string]string{"Origin": e.srv.URL})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("decide: %d", resp.StatusCode)
+	}
+	sent := e.ft.Sent()
+	if len(sent) != 1 {
+		t.Fatalf("delivered %d updates", len(sent))
+	}
+	d := sent[0].Args[0].(api.DecideRequest)
+	if !d.Approve || d.Arguments != `{"auth":{"token":"s3cret"},"key":"k2"}` || d.Via != "web" ||
+		!strings.HasPrefix(sent[0].UpdateID, "web:"+r.ID+":bob:approve:edit-") {
+		t.Errorf("delivered %+v as %s", d, sent[0].UpdateID)
+	}
+
+	e2 := newWebEnv(t)
+	e2.ft.Reqs[0].NoEdits = true
+	c := e2.browser()
+	e2.login(c, "bob-key")
+	if _, body, _ := e2.page(c); strings.Contains(body, `name="arguments"`) || !strings.Contains(body, `value="approve"`) {
+		t.Errorf("a request that may not be edited offers Edit arguments:\n%s", body)
+	}
+}
+
+// TestWebGrantForm: the page offers the grant fields a request's
+// max_grant allows, and an approval sends what was filled in; a bad value
+// is not delivered, and a denial carries no grant.
+func TestWebGrantForm(t *testing.T) {
+	e := newWebEnvWith(t, nil)
+	e.ft.Reqs[0].MaxGrant = &api.GrantBound{Calls: 3, Duration: time.Hour}
+	e.ft.Reqs = append(e.ft.Reqs, approvertest.Request("task-2", e.now)) // no max_grant
+	bob := e.browser()
+	e.login(bob, "bob-key")
+	_, body, token := e.page(bob)
+	if strings.Count(body, `name="grant_calls"`) != 1 || !strings.Contains(body, `max="3"`) || !strings.Contains(body, `name="grant_for"`) ||
+		strings.Contains(body, `name="grant_principal"`) || !strings.Contains(body, "at most 3 calls, 1h0m0s") {
+		t.Fatalf("grant fields (only task-1's request allows grants, not across tasks):\n%s", body)
+	}
+	post := func(id, action string, extra url.Values) {
+		t.Helper()
+		form := url.Values{"csrf": {token}, "id": {id}, "digest": {"0123456789abcdef"}, "action": {action}}
+		for k, v := range extra {
+			form[k] = v
+		}
+		if resp, _ := e.do(bob, "POST", "/approvals/decide", form, nil); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("decide: %d", resp.StatusCode)
+		}
+	}
+	post("task-1~call-1", "approve", url.Values{"grant_calls": {"x"}})
+	if _, body, _ := e.page(bob); !strings.Contains(body, `Not recorded: grant calls &#34;x&#34;`) || len(e.ft.Sent()) != 0 {
+		t.Fatalf("bad grant_calls delivered or not explained (%d sent):\n%s", len(e.ft.Sent()), body)
+	}
+	post("task-1~call-1", "approve", url.Values{"grant_calls": {"2"}, "grant_for": {"30m"}})
+	post("task-2~call-1", "deny", url.Values{"grant_calls": {"2"}})
+	sent := e.ft.Sent()
+	if len(sent) != 2 {
+		t.Fatalf("%d decisions sent, want 2", len(sent))
+	}
+	if g := sent[0].Args[0].(api.DecideRequest).Grant; g == nil || *g != (api.GrantAsk{Calls: 2, For: 30 * time.Minute}) ||
+		!strings.HasSuffix(sent[0].UpdateID, ":grant:2:30m0s") {
+		t.Errorf("approval sent grant %+v update %s", g, sent[0].UpdateID)
+	}
+	if g := sent[1].Args[0].(api.DecideRequest).Grant; g != nil {
+		t.Errorf("a denial sent grant %+v", g)
+	}
+}
+
+// TestEditRefusedIsNotReportedApproved (issue 25 §8): an approval whose
+// edit policy refused is reported on the page as "edit refused, nothing
+// ran", never as approved (slack's and webhook's tests of the name cover
+// the message and approval_closed).
+func TestEditRefusedIsNotReportedApproved(t *testing.T) {
+	msg := decidedNotice(true, api.DecideResult{RequestID: "task-1~c1", State: api.ApprovalApproved, Message: "approved with edited arguments, but the edit was refused",
+		EditDigest: "abcdef0123456789", EditEffect: "deny", EditRefused: "policy denies the edited call (check rule): no env files"}, api.ApprovalRequest{})
+	if !strings.Contains(msg, "refused by policy") || !strings.Contains(msg, "Nothing ran") || strings.Contains(msg, "it is what runs") {
+		t.Errorf("page notice %q", msg)
+	}
+}

@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/airlock-run/airlock/internal/config"
 )
 
-// SlackFinding is one thing SlackApp.Check looked at: what it found and,
+// Finding is one thing App.Check looked at: what it found and,
 // when something is wrong, how to fix it.
-type SlackFinding struct {
+type Finding struct {
 	OK   bool
 	What string
 	Fix  string `json:",omitempty"`
@@ -27,13 +27,13 @@ type SlackFinding struct {
 // bot is in it, since chat.postMessage needs that) and the Slack user of
 // every member of a group with a channel (set, exists, a person). It
 // reports every problem, not only the first.
-func (a *SlackApp) Check(ctx context.Context, cfg *config.Config) []SlackFinding {
-	var out []SlackFinding
+func (a *App) Check(ctx context.Context, cfg *config.Config) []Finding {
+	var out []Finding
 	ok := func(format string, args ...any) {
-		out = append(out, SlackFinding{OK: true, What: fmt.Sprintf(format, args...)})
+		out = append(out, Finding{OK: true, What: fmt.Sprintf(format, args...)})
 	}
 	bad := func(fix, format string, args ...any) {
-		out = append(out, SlackFinding{What: fmt.Sprintf(format, args...), Fix: fix})
+		out = append(out, Finding{What: fmt.Sprintf(format, args...), Fix: fix})
 	}
 
 	api, err := a.BotClient()

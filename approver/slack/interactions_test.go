@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/approver/internal/approvertest"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
@@ -140,7 +142,7 @@ func TestInteractionSignature(t *testing.T) {
 	// Each request refused for its signature left one auth_failed line on
 	// channel slack, with the reason and never the body.
 	failed := 0
-	for _, l := range auditLines(t, &audit) {
+	for _, l := range approvertest.AuditLines(t, &audit) {
 		if l["event"] != auditstream.EventAuthFailed {
 			continue
 		}
@@ -402,5 +404,19 @@ func TestClickAnsweredWithAnotherVote(t *testing.T) {
 	}
 	if !strings.Contains(audit.String(), "approval_refused") || strings.Contains(audit.String(), "approval_decided") {
 		t.Errorf("audit:\n%s", audit.String())
+	}
+}
+
+// TestDeliverNoSuchTask: a decision on a task that has ended, or never
+// existed, is the task's answer (audited as refused), not a failure to
+// reach it (approver's test of the name checks the wording).
+func TestDeliverNoSuchTask(t *testing.T) {
+	ft := &approvertest.FakeTemporal{Ended: map[string]bool{"task-8": true}}
+	ctx := context.Background()
+	for _, id := range []string{"task-9~call-1", "task-8~call-1"} {
+		d := api.DecideRequest{RequestID: id, Approver: "bob", Approve: true, Via: "slack"}
+		if _, err := approver.Deliver(ctx, ft, "slack:1:U", d); !refusal(err) {
+			t.Errorf("%s: %v is not taken for the task's answer", id, err)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"errors"
@@ -11,17 +11,17 @@ import (
 	"github.com/airlock-run/airlock/internal/config"
 )
 
-// SlackBotScopes are the bot token scopes airlock uses: chat:write to post,
+// BotScopes are the bot token scopes airlock uses: chat:write to post,
 // update and send ephemeral replies; channels:read, groups:read and
 // users:read for `airlock slack check`.
-var SlackBotScopes = []string{"chat:write", "channels:read", "groups:read", "users:read"}
+var BotScopes = []string{"chat:write", "channels:read", "groups:read", "users:read"}
 
-// SlackManifest returns a Slack app manifest (YAML, for "Create an app →
+// Manifest returns a Slack app manifest (YAML, for "Create an app →
 // From a manifest") that makes the app airlock needs. In http mode Slack
 // posts clicks to base + the interactions path, which must be https; in
 // socket mode there is no request URL, and the app-level token
 // (connections:write) must still be made by hand: manifests cannot.
-func SlackManifest(base string, s config.Slack, name string) ([]byte, error) {
+func Manifest(base string, s config.Slack, name string) ([]byte, error) {
 	if name == "" {
 		name = "airlock approvals"
 	}
@@ -56,7 +56,7 @@ func SlackManifest(base string, s config.Slack, name string) ([]byte, error) {
 		"features": map[string]any{
 			"bot_user": map[string]any{"display_name": "airlock", "always_online": true},
 		},
-		"oauth_config": map[string]any{"scopes": map[string]any{"bot": SlackBotScopes}},
+		"oauth_config": map[string]any{"scopes": map[string]any{"bot": BotScopes}},
 		"settings": map[string]any{
 			"interactivity":          interactivity,
 			"org_deploy_enabled":     false,

@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver/internal/approvertest"
 )
 
 // slackGrantSubmission is the form body Slack posts when user submits the
@@ -45,7 +46,7 @@ func TestSlackGrantForm(t *testing.T) {
 		return api.DecideResult{RequestID: dr.RequestID, State: api.ApprovalApproved, Approver: dr.Approver, Approve: true,
 			Message: "approved: 1 of 1 approvals; granted " + dr.Grant.String()}, nil
 	}}
-	r := testRequest("task-1a2b", time.Now())
+	r := approvertest.Request("task-1a2b", time.Now())
 	r.ID, r.Digest = slackRequest, slackDigest
 	r.MaxGrant = &api.GrantBound{Calls: 10, Duration: time.Hour, Principal: true}
 	var audit bytes.Buffer
@@ -167,7 +168,7 @@ func TestSlackGrantForm(t *testing.T) {
 		t.Fatalf("delivered %+v, want two decisions", got)
 	}
 	dr := got[0].Decision
-	if dr.RequestID != slackRequest || dr.Digest != slackDigest || dr.Approver != "bob" || !dr.Approve || dr.Via != ViaSlack ||
+	if dr.RequestID != slackRequest || dr.Digest != slackDigest || dr.Approver != "bob" || !dr.Approve || dr.Via != Via ||
 		dr.Grant == nil || *dr.Grant != (api.GrantAsk{Calls: 3}) || got[0].UpdateID != "slack:view:V_GRANT:U_BOB:grant:3:0s" {
 		t.Errorf("delivered %+v (grant %v) as %s", dr, dr.Grant, got[0].UpdateID)
 	}

@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/identity"
 )
@@ -27,15 +28,15 @@ import (
 // MaxInteractionBody bounds an interaction request's body.
 const MaxInteractionBody = 1 << 20
 
-// ViaSlack is the Vote.Via of decisions made in Slack.
-const ViaSlack = "slack"
+// Via is the Vote.Via of decisions made in Slack.
+const Via = "slack"
 
 // DeliverFunc delivers one decision to its task (Deliver with a Temporal
 // client); tests substitute their own.
 type DeliverFunc func(ctx context.Context, updateID string, d api.DecideRequest) (api.DecideResult, error)
 
-// SlackUsers maps a Slack user to a principal; *identity.Directory is one.
-type SlackUsers interface {
+// Users maps a Slack user to a principal; *identity.Directory is one.
+type Users interface {
 	BySlackUser(id string) (*identity.Principal, bool)
 }
 
@@ -49,7 +50,7 @@ type InteractionOptions struct {
 	// nil posts none.
 	Slack *slack.Client
 	// Users maps the clicker's Slack user ID to a principal.
-	Users SlackUsers
+	Users Users
 	// Temporal delivers decisions (Deliver) unless Deliver is set.
 	Temporal client.Client
 	Deliver  DeliverFunc
@@ -99,7 +100,7 @@ func InteractionHandler(opts InteractionOptions) *Interactions {
 	if opts.Deliver == nil && opts.Temporal != nil {
 		c := opts.Temporal
 		opts.Deliver = func(ctx context.Context, id string, d api.DecideRequest) (api.DecideResult, error) {
-			return Deliver(ctx, c, id, d)
+			return approver.Deliver(ctx, c, id, d)
 		}
 	}
 	base, cancel := context.WithCancel(context.Background())
@@ -125,7 +126,7 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "reading request body failed", http.StatusBadRequest)
 		return
 	}
-	if err := VerifySlackRequest(r.Header, body, h.opts.SigningSecret); err != nil {
+	if err := VerifyRequest(r.Header, body, h.opts.SigningSecret); err != nil {
 		h.log.Warn().Str("remote", r.RemoteAddr).Str("reason", err.Error()).Msg("rejected a Slack interaction request: bad signature or timestamp")
 		h.opts.Audit.AuthFailed(auditstream.AuthFailure{Channel: "slack", Status: http.StatusUnauthorized, Reason: err.Error(),
 			Method: r.Method, Path: r.URL.Path, Remote: r.RemoteAddr})
@@ -159,9 +160,9 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start()
 }
 
-// VerifySlackRequest checks Slack's v0 signature of body with secret and
+// VerifyRequest checks Slack's v0 signature of body with secret and
 // that the timestamp is within five minutes of now (either way).
-func VerifySlackRequest(header http.Header, body []byte, secret string) error {
+func VerifyRequest(header http.Header, body []byte, secret string) error {
 	if secret == "" {
 		return errors.New("no signing secret configured")
 	}
@@ -224,7 +225,7 @@ func ParseClick(ic *slack.InteractionCallback) (c Click, ours bool, problem stri
 		RequestID: a.Value,
 		Digest:    strings.TrimPrefix(a.BlockID, BlockIDPrefix),
 		Approve:   a.ActionID == ActionApprove || isGrantAction(a.ActionID),
-		Via:       ViaSlack,
+		Via:       Via,
 	}
 	grant, grantOK := grantOfAction(a.ActionID)
 	c.Decision.Grant = grant
@@ -236,7 +237,7 @@ func ParseClick(ic *slack.InteractionCallback) (c Click, ours bool, problem stri
 	case ts == "":
 		return c, true, "this click carries no action timestamp"
 	}
-	if _, err := TaskOf(a.Value); err != nil {
+	if _, err := approver.TaskOf(a.Value); err != nil {
 		return c, true, "this button does not name an airlock approval request"
 	}
 	if b, err := hex.DecodeString(c.Decision.Digest); err != nil || len(b) != 32 {
@@ -330,7 +331,7 @@ func (h *Interactions) process(c Click, problem string) {
 	log := h.log.With().Str("request", c.Decision.RequestID).Str("slack_user", c.SlackUser).Str("approver", c.Decision.Approver).
 		Bool("approve", c.Decision.Approve).Str("update_id", c.UpdateID).Logger()
 	audit := auditstream.ApprovalDecision{Request: c.Decision.RequestID, Approver: c.Decision.Approver, Approve: c.Decision.Approve,
-		Via: ViaSlack, UpdateID: c.UpdateID, Grant: grantText(c.Decision.Grant)}
+		Via: Via, UpdateID: c.UpdateID, Grant: approver.GrantText(c.Decision.Grant)}
 	if problem != "" {
 		log.Info().Str("problem", problem).Msg("Slack click refused")
 		audit.Refused = problem
@@ -346,14 +347,14 @@ func (h *Interactions) process(c Click, problem string) {
 	ctx, cancel := context.WithTimeout(h.base, h.opts.Timeout)
 	defer cancel()
 	res, err := h.opts.Deliver(ctx, c.UpdateID, c.Decision)
-	var rep *RepeatedError
+	var rep *approver.RepeatedError
 	if errors.As(err, &rep) { // recorded (and audited) by the first delivery
 		log.Info().Str("reason", rep.Error()).Msg("Slack decision repeated: already recorded")
 		h.ephemeral(c, fmt.Sprintf("Your decision on request `%s` was already recorded: %s", slackEscape(c.Decision.RequestID), slackEscape(rep.Error())))
 		return
 	}
 	if err != nil {
-		why := Explain(err)
+		why := approver.Explain(err)
 		log.Info().Str("reason", why).Msg("Slack decision refused")
 		if refusal(err) {
 			audit.Refused = why
@@ -364,7 +365,7 @@ func (h *Interactions) process(c Click, problem string) {
 		h.ephemeral(c, fmt.Sprintf(":warning: Your decision on request `%s` was not recorded: %s", slackEscape(c.Decision.RequestID), slackEscape(why)))
 		return
 	}
-	if why := mismatch(c.Decision, res); why != "" {
+	if why := approver.Mismatch(c.Decision, res); why != "" {
 		log.Info().Str("reason", why).Msg("Slack decision refused")
 		audit.Refused = why
 		h.opts.Audit.ApprovalDecision(audit)
@@ -387,27 +388,8 @@ func (h *Interactions) process(c Click, problem string) {
 func refusal(err error) bool {
 	var nf *serviceerror.NotFound
 	var ae *temporal.ApplicationError
-	var nt *NoTaskError
+	var nt *approver.NoTaskError
 	return errors.As(err, &ae) || errors.As(err, &nf) || errors.As(err, &nt)
-}
-
-// Explain words a delivery error for the person who clicked: the task's
-// own refusal (the decide validator's message) when there is one.
-func Explain(err error) string {
-	var nf *serviceerror.NotFound
-	var ae *temporal.ApplicationError
-	var nt *NoTaskError
-	switch {
-	case errors.As(err, &ae):
-		return ae.Message()
-	case errors.As(err, &nt):
-		return "no task " + nt.Task + " exists, so there is no such request to decide (check the request ID)"
-	case errors.As(err, &nf):
-		return "its task has ended, so the request can no longer be decided"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return "airlock did not answer in time (is a worker running?); try again, or use `airlock approvals`"
-	}
-	return "airlock could not deliver it (" + err.Error() + "); try again, or use `airlock approvals`"
 }
 
 func (h *Interactions) ephemeral(c Click, text string) {

@@ -1,4 +1,4 @@
-package approver
+package web
 
 import (
 	"net"

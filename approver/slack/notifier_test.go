@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func slackNotice() api.ApprovalNotice {
 
 func TestPostRendersRequest(t *testing.T) {
 	f := newSlackFake(t)
-	n := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS"})
+	n := NewNotifier(f.client(), map[string]string{"ops": "C_OPS"})
 	refs, err := n.Post(context.Background(), slackNotice())
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestPostRendersRequest(t *testing.T) {
 			t.Errorf("message shows redacted value %q", secret)
 		}
 	}
-	if c := strings.Count(all, SlackMask); c != 3 {
+	if c := strings.Count(all, Mask); c != 3 {
 		t.Errorf("%d masks, want 3 (auth.token and rows[*].secret)", c)
 	}
 	for _, want := range []string{
@@ -92,7 +92,7 @@ func TestPostRendersRequest(t *testing.T) {
 
 func TestPostTruncatesArguments(t *testing.T) {
 	f := newSlackFake(t)
-	n := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS"})
+	n := NewNotifier(f.client(), map[string]string{"ops": "C_OPS"})
 	nt := slackNotice()
 	big, _ := json.Marshal(map[string]any{"content": strings.Repeat("é", 20000)})
 	nt.Arguments = big
@@ -124,7 +124,7 @@ func TestPostTruncatesArguments(t *testing.T) {
 
 func TestPostEscalationAndNoChannel(t *testing.T) {
 	f := newSlackFake(t)
-	n := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS", "leads": "C_LEADS", "none": ""})
+	n := NewNotifier(f.client(), map[string]string{"ops": "C_OPS", "leads": "C_LEADS", "none": ""})
 	nt := slackNotice()
 	nt.Group, nt.Escalation = "leads", true
 	if _, err := n.Post(context.Background(), nt); err != nil {
@@ -161,7 +161,7 @@ func TestUpdateShowsOutcome(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.state, func(t *testing.T) {
 			f := newSlackFake(t)
-			n := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS"})
+			n := NewNotifier(f.client(), map[string]string{"ops": "C_OPS"})
 			nt := slackNotice()
 			nt.State, nt.Votes = c.state, c.votes
 			nt.Messages = []api.MessageRef{
@@ -193,7 +193,7 @@ func TestUpdateShowsOutcome(t *testing.T) {
 
 	// Nothing posted by Slack: nothing to update.
 	f := newSlackFake(t)
-	n := NewSlackNotifier(f.client(), nil)
+	n := NewNotifier(f.client(), nil)
 	nt := slackNotice()
 	nt.State = api.ApprovalApproved
 	if err := n.Update(context.Background(), nt); !errors.Is(err, activities.ErrNoChannel) {
@@ -203,7 +203,7 @@ func TestUpdateShowsOutcome(t *testing.T) {
 
 func TestSlackFailuresAreClassified(t *testing.T) {
 	f := newSlackFake(t)
-	n := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS"})
+	n := NewNotifier(f.client(), map[string]string{"ops": "C_OPS"})
 	cases := []struct {
 		name         string
 		slackFault   slackFault
@@ -211,11 +211,11 @@ func TestSlackFailuresAreClassified(t *testing.T) {
 		nonRetryable bool
 		delay        time.Duration
 	}{
-		{"429", slackFault{status: http.StatusTooManyRequests, retryAfter: "7"}, ErrTypeSlackRateLimited, false, 7 * time.Second},
-		{"503", slackFault{status: http.StatusServiceUnavailable}, ErrTypeSlackUnavailable, false, 0},
-		{"500", slackFault{status: http.StatusInternalServerError}, ErrTypeSlackUnavailable, false, 0},
-		{"channel_not_found", slackFault{slackErr: "channel_not_found"}, ErrTypeSlackRejected, true, 0},
-		{"internal_error", slackFault{slackErr: "internal_error"}, ErrTypeSlackUnavailable, false, 0},
+		{"429", slackFault{status: http.StatusTooManyRequests, retryAfter: "7"}, ErrTypeRateLimited, false, 7 * time.Second},
+		{"503", slackFault{status: http.StatusServiceUnavailable}, ErrTypeUnavailable, false, 0},
+		{"500", slackFault{status: http.StatusInternalServerError}, ErrTypeUnavailable, false, 0},
+		{"channel_not_found", slackFault{slackErr: "channel_not_found"}, ErrTypeRejected, true, 0},
+		{"internal_error", slackFault{slackErr: "internal_error"}, ErrTypeUnavailable, false, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -237,14 +237,14 @@ func TestSlackFailuresAreClassified(t *testing.T) {
 	f.srv.Close()
 	_, err := n.Post(context.Background(), slackNotice())
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.NonRetryable() || ae.Type() != ErrTypeSlackUnavailable {
+	if !errors.As(err, &ae) || ae.NonRetryable() || ae.Type() != ErrTypeUnavailable {
 		t.Errorf("network error: %v", err)
 	}
 }
 
 func TestUpdateFailuresKeepRetryDelay(t *testing.T) {
 	f := newSlackFake(t)
-	n := NewSlackNotifier(f.client(), nil)
+	n := NewNotifier(f.client(), nil)
 	nt := slackNotice()
 	nt.State = api.ApprovalDenied
 	nt.Messages = []api.MessageRef{{Notifier: "slack", Channel: "C1", TS: "1.1"}, {Notifier: "slack", Channel: "C2", TS: "2.2"}, {Notifier: "slack", Channel: "C3", TS: "3.3"}}
@@ -265,11 +265,11 @@ func TestSlackAppSecrets(t *testing.T) {
 		Slack:          &config.Slack{BotTokenEnv: "MY_BOT", APIURL: "http://127.0.0.1:1/"},
 		ApproverGroups: map[string]*config.ApproverGroup{"ops": {Members: []string{"bob"}, SlackChannel: "C_OPS"}, "local": {Members: []string{"bob"}}},
 	}
-	if NewSlackApp(&config.Config{}, nil) != nil {
+	if NewApp(&config.Config{}, nil) != nil {
 		t.Fatal("no slack block: want no app")
 	}
 	env := map[string]string{}
-	a := NewSlackApp(cfg, func(k string) string { return env[k] })
+	a := NewApp(cfg, func(k string) string { return env[k] })
 	if _, err := a.BotClient(); err == nil || !strings.Contains(err.Error(), "MY_BOT") || !strings.Contains(err.Error(), "bot_token_env") {
 		t.Errorf("missing bot token: %v", err)
 	}
@@ -280,7 +280,7 @@ func TestSlackAppSecrets(t *testing.T) {
 		t.Errorf("missing app token: %v", err)
 	}
 	env = map[string]string{"MY_BOT": "xoxb-1", "SLACK_SIGNING_SECRET": "sek", "SLACK_APP_TOKEN": "xapp-1"}
-	a = NewSlackApp(cfg, func(k string) string { return env[k] })
+	a = NewApp(cfg, func(k string) string { return env[k] })
 	if _, err := a.Notifier(); err != nil {
 		t.Error(err)
 	}
@@ -297,7 +297,7 @@ func TestSlackAppSecrets(t *testing.T) {
 
 func TestPostLinksTaskToWebUI(t *testing.T) {
 	f := newSlackFake(t)
-	n := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS"}).WithTaskLinks("http://127.0.0.1:8233/", "prod ns")
+	n := NewNotifier(f.client(), map[string]string{"ops": "C_OPS"}).WithTaskLinks("http://127.0.0.1:8233/", "prod ns")
 	if _, err := n.Post(context.Background(), slackNotice()); err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestPostLinksTaskToWebUI(t *testing.T) {
 		t.Errorf("message lacks the task link %s:\n%s", want, all)
 	}
 	// Without a UI, the task is plain code.
-	plain := NewSlackNotifier(f.client(), map[string]string{"ops": "C_OPS"})
+	plain := NewNotifier(f.client(), map[string]string{"ops": "C_OPS"})
 	if _, err := plain.Post(context.Background(), slackNotice()); err != nil {
 		t.Fatal(err)
 	}

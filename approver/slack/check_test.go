@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestSlackCheckAllGood(t *testing.T) {
 		"ops":   {Members: []string{"bob", "carol"}, SlackChannel: "C_OPS"},
 		"local": {Members: []string{"erin"}},
 	})
-	app := NewSlackApp(cfg, env("SLACK_BOT_TOKEN", "xoxb-1", "SLACK_SIGNING_SECRET", "s"))
+	app := NewApp(cfg, env("SLACK_BOT_TOKEN", "xoxb-1", "SLACK_SIGNING_SECRET", "s"))
 	for _, fd := range app.Check(context.Background(), cfg) {
 		if !fd.OK {
 			t.Errorf("problem in a good setup: %+v", fd)
@@ -53,7 +53,7 @@ func TestSlackCheckFindsEveryProblem(t *testing.T) {
 		"typo":     {Members: []string{"carol"}, SlackChannel: "C_TYPO"},
 	})
 	// Socket Mode without an app-level token.
-	app := NewSlackApp(cfg, env("SLACK_BOT_TOKEN", "xoxb-1"))
+	app := NewApp(cfg, env("SLACK_BOT_TOKEN", "xoxb-1"))
 	var problems []string
 	for _, fd := range app.Check(context.Background(), cfg) {
 		if !fd.OK {
@@ -88,11 +88,11 @@ func TestSlackCheckBadToken(t *testing.T) {
 	f := newSlackFake(t)
 	f.fail("auth.test", slackFault{slackErr: "invalid_auth"})
 	cfg := slackCheckConfig(f, "", nil)
-	got := NewSlackApp(cfg, env("SLACK_BOT_TOKEN", "xoxb-revoked")).Check(context.Background(), cfg)
+	got := NewApp(cfg, env("SLACK_BOT_TOKEN", "xoxb-revoked")).Check(context.Background(), cfg)
 	if len(got) != 1 || got[0].OK || !strings.Contains(got[0].What, "invalid_auth") || !strings.Contains(got[0].Fix, "SLACK_BOT_TOKEN") {
 		t.Fatalf("findings %+v", got)
 	}
-	got = NewSlackApp(cfg, env()).Check(context.Background(), cfg)
+	got = NewApp(cfg, env()).Check(context.Background(), cfg)
 	if len(got) != 1 || got[0].OK || !strings.Contains(got[0].What, "SLACK_BOT_TOKEN is not set") {
 		t.Fatalf("no token: %+v", got)
 	}
@@ -119,7 +119,7 @@ func TestSlackManifest(t *testing.T) {
 		}
 		return m
 	}
-	b, err := SlackManifest("https://airlock.example.com/", config.Slack{InteractionsPath: "/hooks/slack"}, "")
+	b, err := Manifest("https://airlock.example.com/", config.Slack{InteractionsPath: "/hooks/slack"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestSlackManifest(t *testing.T) {
 	if strings.Join(m.OAuth.Scopes.Bot, " ") != "chat:write channels:read groups:read users:read" || m.Display.Name != "airlock approvals" {
 		t.Errorf("scopes %v name %q", m.OAuth.Scopes.Bot, m.Display.Name)
 	}
-	b, err = SlackManifest("", config.Slack{Mode: "socket"}, "ops approvals")
+	b, err = Manifest("", config.Slack{Mode: "socket"}, "ops approvals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestSlackManifest(t *testing.T) {
 		"airlock.example.com":        "not an absolute URL",
 		"https://a.example/?x=1":     "without a query",
 	} {
-		if _, err := SlackManifest(in, config.Slack{}, ""); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := Manifest(in, config.Slack{}, ""); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--url %q: %v, want %q", in, err, want)
 		}
 	}

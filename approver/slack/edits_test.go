@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver/internal/approvertest"
 )
 
 // slackViewSubmission is the form body Slack posts when user submits the
@@ -45,7 +46,7 @@ func TestSlackEditModal(t *testing.T) {
 		return api.DecideResult{RequestID: dr.RequestID, State: api.ApprovalApproved, Approver: dr.Approver, Approve: true,
 			Message: "approved with edited arguments; policy judges the edited call again before it runs", EditDigest: "e1"}, nil
 	}}
-	r := testRequest("task-1a2b", time.Now())
+	r := approvertest.Request("task-1a2b", time.Now())
 	r.ID, r.Digest = slackRequest, slackDigest
 	h := newSlackHandler(t, f, d)
 	h.opts.Lookup = func(_ context.Context, id string) (api.ApprovalRequest, error) { return r, nil }
@@ -105,7 +106,7 @@ func TestSlackEditModal(t *testing.T) {
 		t.Fatalf("delivered %+v", got)
 	}
 	dr := got[0].Decision
-	if dr.RequestID != slackRequest || dr.Digest != slackDigest || dr.Approver != "bob" || !dr.Approve || dr.Via != ViaSlack ||
+	if dr.RequestID != slackRequest || dr.Digest != slackDigest || dr.Approver != "bob" || !dr.Approve || dr.Via != Via ||
 		dr.Arguments != `{"auth":{"token":"s3cret"},"key":"k2"}` || !strings.HasPrefix(got[0].UpdateID, "slack:view:V_EDIT:U_BOB:edit-") {
 		t.Errorf("delivered %+v as %s", dr, got[0].UpdateID)
 	}
@@ -152,7 +153,7 @@ func TestSlackFormsOpenOnlyForDeciders(t *testing.T) {
 			t.Run(action+"/"+user, func(t *testing.T) {
 				f := newSlackFake(t)
 				d := &slackDelivery{}
-				r := testRequest("task-1a2b", time.Now())
+				r := approvertest.Request("task-1a2b", time.Now())
 				r.ID, r.Digest, r.Approvers = slackRequest, slackDigest, []string{"alice", "carol"}
 				r.MaxGrant = &api.GrantBound{Calls: 3}
 				h := newSlackHandler(t, f, d)

@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"fmt"
@@ -11,26 +11,26 @@ import (
 	"github.com/airlock-run/airlock/internal/config"
 )
 
-// SlackApp is the Slack app of a configuration: its block, the secrets read
+// App is the Slack app of a configuration: its block, the secrets read
 // from the environment variables it names, and each group's channel. The
 // secrets stay in this process: they are never logged and never enter a
 // workflow's input, result or history.
-type SlackApp struct {
+type App struct {
 	Config   config.Slack
 	Channels map[string]string // approver group -> channel ID
 
 	botToken, signingSecret, appToken string
 }
 
-// NewSlackApp reads the Slack app of cfg, getenv giving the environment
+// NewApp reads the Slack app of cfg, getenv giving the environment
 // (os.Getenv). It returns nil when cfg has no slack block. Secrets are
 // checked when a part needs them (BotClient, SigningSecret, AppClient), so
 // each role asks only for what it uses.
-func NewSlackApp(cfg *config.Config, getenv func(string) string) *SlackApp {
+func NewApp(cfg *config.Config, getenv func(string) string) *App {
 	if cfg.Slack == nil {
 		return nil
 	}
-	a := &SlackApp{Config: *cfg.Slack, Channels: map[string]string{}}
+	a := &App{Config: *cfg.Slack, Channels: map[string]string{}}
 	def := func(f *string, v string) {
 		if *f == "" {
 			*f = v
@@ -59,7 +59,7 @@ func slackMissingEnv(variable, field, what string) error {
 
 // BotClient is a Web API client with the bot token (chat.postMessage,
 // chat.update, chat.postEphemeral).
-func (a *SlackApp) BotClient() (*slack.Client, error) {
+func (a *App) BotClient() (*slack.Client, error) {
 	if a.botToken == "" {
 		return nil, slackMissingEnv(a.Config.BotTokenEnv, "bot_token_env", "bot token (xoxb-…)")
 	}
@@ -67,7 +67,7 @@ func (a *SlackApp) BotClient() (*slack.Client, error) {
 }
 
 // SigningSecret is the secret interaction requests are signed with.
-func (a *SlackApp) SigningSecret() (string, error) {
+func (a *App) SigningSecret() (string, error) {
 	if a.signingSecret == "" {
 		return "", slackMissingEnv(a.Config.SigningSecretEnv, "signing_secret_env", "signing secret (Basic Information → App Credentials)")
 	}
@@ -76,7 +76,7 @@ func (a *SlackApp) SigningSecret() (string, error) {
 
 // AppClient is a client with the bot token and the app-level token, for
 // Socket Mode.
-func (a *SlackApp) AppClient() (*slack.Client, error) {
+func (a *App) AppClient() (*slack.Client, error) {
 	if a.appToken == "" {
 		return nil, slackMissingEnv(a.Config.AppTokenEnv, "app_token_env", "app-level token (xapp-…, scope connections:write) for Socket Mode")
 	}
@@ -86,16 +86,16 @@ func (a *SlackApp) AppClient() (*slack.Client, error) {
 	return slack.New(a.botToken, append(a.options(), slack.OptionAppLevelToken(a.appToken))...), nil
 }
 
-// Notifier is the SlackNotifier of this app.
-func (a *SlackApp) Notifier() (*SlackNotifier, error) {
+// Notifier is the Notifier of this app.
+func (a *App) Notifier() (*Notifier, error) {
 	api, err := a.BotClient()
 	if err != nil {
 		return nil, err
 	}
-	return NewSlackNotifier(api, a.Channels), nil
+	return NewNotifier(api, a.Channels), nil
 }
 
-func (a *SlackApp) options() []slack.Option {
+func (a *App) options() []slack.Option {
 	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Timeout: 15 * time.Second})}
 	if a.Config.APIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(a.Config.APIURL))

@@ -1,4 +1,4 @@
-package approver
+package web
 
 import (
 	"context"
@@ -19,13 +19,14 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/redact"
 )
 
-// WebOptions configure the approvals page.
-type WebOptions struct {
+// Options configure the approvals page.
+type Options struct {
 	Temporal  client.Client
 	Namespace string
 	// Directory authenticates the API keys people log in with.
@@ -76,12 +77,12 @@ const maxForm = 64 << 10
 // maxShownArgs bounds the arguments shown on the page.
 const maxShownArgs = 32 << 10
 
-// WebHandler serves the approvals page: a login with an API key, then the
+// Handler serves the approvals page: a login with an API key, then the
 // pending requests the principal may decide, each with Approve and Deny.
 // It keeps no state but a signing secret: the session is a signed cookie
 // naming the principal (never the key), forms carry a CSRF token derived
 // from the session, and cross-site posts are refused.
-func WebHandler(o WebOptions) (http.Handler, error) {
+func Handler(o Options) (http.Handler, error) {
 	if o.Temporal == nil {
 		return nil, errors.New("approvals page: no Temporal client to read and decide requests with")
 	}
@@ -112,13 +113,13 @@ func WebHandler(o WebOptions) (http.Handler, error) {
 	if o.FailedLoginEvery <= 0 {
 		o.FailedLoginEvery = time.Minute
 	}
-	return &web{o: o, local: Local{Temporal: o.Temporal, Namespace: o.Namespace, Audit: o.Audit},
+	return &handler{o: o, local: approver.Local{Temporal: o.Temporal, Namespace: o.Namespace, Audit: o.Audit},
 		logins: newLoginLimiter(o.FailedLogins, o.FailedLoginEvery)}, nil
 }
 
-type web struct {
-	o      WebOptions
-	local  Local
+type handler struct {
+	o      Options
+	local  approver.Local
 	logins *loginLimiter
 }
 
@@ -142,7 +143,7 @@ type flash struct {
 	Msg string `json:"m"`
 }
 
-func (h *web) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	hd.Set("X-Frame-Options", "DENY")
@@ -182,13 +183,13 @@ func (h *web) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *web) methodNotAllowed(w http.ResponseWriter, allow string) {
+func (h *handler) methodNotAllowed(w http.ResponseWriter, allow string) {
 	w.Header().Set("Allow", allow)
 	h.render(w, http.StatusMethodNotAllowed, view{Path: h.o.Path, Error: "method not allowed; open " + h.o.Path + " in a browser"})
 }
 
 // page shows the login form, or the requests the principal may decide.
-func (h *web) page(w http.ResponseWriter, r *http.Request) {
+func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	v := view{Path: h.o.Path}
 	if f, ok := h.takeFlash(w, r); ok {
 		if f.OK {
@@ -221,7 +222,7 @@ func (h *web) page(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.o.Now()
 	for _, req := range reqs {
-		if MayDecide(req, s.Principal, now) != nil {
+		if approver.MayDecide(req, s.Principal, now) != nil {
 			v.Others++
 			continue
 		}
@@ -230,7 +231,7 @@ func (h *web) page(w http.ResponseWriter, r *http.Request) {
 	h.render(w, http.StatusOK, v)
 }
 
-func (h *web) item(r api.ApprovalRequest, now time.Time) item {
+func (h *handler) item(r api.ApprovalRequest, now time.Time) item {
 	args := redact.Visible(redact.PrettyArguments(r.Arguments, r.Redact))
 	if len(args) > maxShownArgs {
 		args = args[:maxShownArgs] + fmt.Sprintf("\n… (%d more bytes; airlock approvals show %s prints them all)", len(args)-maxShownArgs, r.ID)
@@ -243,14 +244,14 @@ func (h *web) item(r api.ApprovalRequest, now time.Time) item {
 		ID: r.ID, Task: r.TaskID, Tool: r.Tool, Server: r.Server, Requester: redact.Visible(requester),
 		SideEffects: strings.Join(r.SideEffects, ", "), DataLevel: r.DataLevel, Risk: r.Risk,
 		Rule: r.Rule, Reason: redact.Visible(r.Reason), Group: r.Group, Quorum: r.Quorum, Approvals: r.Approvals(),
-		ExpiresIn: ExpiresIn(r, now), OnTimeout: r.OnTimeout, Digest: r.Digest, ShortDigest: short(r.Digest),
+		ExpiresIn: approver.ExpiresIn(r, now), OnTimeout: r.OnTimeout, Digest: r.Digest, ShortDigest: approver.ShortDigest(r.Digest),
 		RequestedAt: stamp(r.RequestedAt), ExpiresAt: stamp(r.ExpiresAt), RequestedAgo: ago(r.RequestedAt, now),
 		Arguments: args, Redact: strings.Join(r.Redact, ", "), MaxGrant: r.MaxGrant,
-		EditArgs: EditableArguments(r), EditOf: r.EditOf, EditedBy: r.EditedBy,
+		EditArgs: approver.EditableArguments(r), EditOf: r.EditOf, EditedBy: r.EditedBy,
 	}
 }
 
-func (h *web) login(w http.ResponseWriter, r *http.Request) {
+func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	v := view{Path: h.o.Path}
 	if err := h.sameOrigin(r); err != nil {
 		v.Error = err.Error()
@@ -279,7 +280,7 @@ func (h *web) login(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusBadRequest, v)
 		return
 	}
-	p, err := AuthenticateKey(h.o.Directory, r.PostForm.Get("key"))
+	p, err := approver.AuthenticateKey(h.o.Directory, r.PostForm.Get("key"))
 	if err != nil {
 		reason := "login failed"
 		switch {
@@ -315,7 +316,7 @@ func (h *web) login(w http.ResponseWriter, r *http.Request) {
 	h.redirect(w, r, flash{OK: true, Msg: "logged in as " + p.Name})
 }
 
-func (h *web) logout(w http.ResponseWriter, r *http.Request) {
+func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
 	if _, _, ok := h.checkPost(w, r); !ok {
 		return
 	}
@@ -323,7 +324,7 @@ func (h *web) logout(w http.ResponseWriter, r *http.Request) {
 	h.redirect(w, r, flash{OK: true, Msg: "logged out"})
 }
 
-func (h *web) decide(w http.ResponseWriter, r *http.Request) {
+func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	s, _, ok := h.checkPost(w, r)
 	if !ok {
 		return
@@ -363,8 +364,8 @@ func (h *web) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	res, req, err := h.local.DecideOn(ctx, Decision{RequestID: id, Approver: s.Principal, Approve: approve, Via: "web", Comment: comment, Digest: digest, Arguments: edited, Grant: grant})
-	var ref *Refusal
+	res, req, err := h.local.DecideOn(ctx, approver.Decision{RequestID: id, Approver: s.Principal, Approve: approve, Via: "web", Comment: comment, Digest: digest, Arguments: edited, Grant: grant})
+	var ref *approver.Refusal
 	switch {
 	case errors.As(err, &ref) && ref.Repeat:
 		h.redirect(w, r, flash{Msg: "Already decided: " + ref.Reason})
@@ -398,13 +399,13 @@ func decidedNotice(approve bool, res api.DecideResult, r api.ApprovalRequest) st
 		next = "The call still waits for the other approvals it needs."
 	}
 	if res.EditDigest != "" {
-		next = EditOutcome(res)
+		next = approver.EditOutcome(res)
 	}
 	return strings.TrimSpace(fmt.Sprintf("Your %s of %s is recorded: %s. %s", verb(approve), what, res.Message, next))
 }
 
 // groupsOf lists the approver groups name belongs to, sorted.
-func (h *web) groupsOf(name string) []string {
+func (h *handler) groupsOf(name string) []string {
 	var out []string
 	groups := h.o.Groups
 	if h.o.CurrentGroups != nil {
@@ -420,7 +421,7 @@ func (h *web) groupsOf(name string) []string {
 }
 
 // authFailed records a refused login (never the key) in the audit stream.
-func (h *web) authFailed(r *http.Request, status int, reason string) {
+func (h *handler) authFailed(r *http.Request, status int, reason string) {
 	h.o.Audit.AuthFailed(auditstream.AuthFailure{Channel: "web", Status: status, Reason: reason, Method: r.Method, Path: r.URL.Path, Remote: r.RemoteAddr})
 }
 
@@ -457,7 +458,7 @@ func verb(approve bool) string {
 
 // checkPost admits a form post from a logged-in principal of this site
 // with the session's CSRF token. Otherwise it answers and reports false.
-func (h *web) checkPost(w http.ResponseWriter, r *http.Request) (session, string, bool) {
+func (h *handler) checkPost(w http.ResponseWriter, r *http.Request) (session, string, bool) {
 	if err := h.sameOrigin(r); err != nil {
 		h.render(w, http.StatusForbidden, view{Path: h.o.Path, Error: err.Error()})
 		return session{}, "", false
@@ -483,7 +484,7 @@ func (h *web) checkPost(w http.ResponseWriter, r *http.Request) (session, string
 
 // sameOrigin refuses requests a browser marks as coming from another site:
 // Sec-Fetch-Site, else Origin, else Referer, when present.
-func (h *web) sameOrigin(r *http.Request) error {
+func (h *handler) sameOrigin(r *http.Request) error {
 	const refuse = "cross-site form posts are refused: open %s on this host and use its forms"
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
@@ -507,7 +508,7 @@ func (h *web) sameOrigin(r *http.Request) error {
 }
 
 // session returns the valid session of the request and its cookie value.
-func (h *web) session(r *http.Request) (session, string, bool) {
+func (h *handler) session(r *http.Request) (session, string, bool) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
 		return session{}, "", false
@@ -528,7 +529,7 @@ func (h *web) session(r *http.Request) (session, string, bool) {
 
 // device returns the request's valid device cookie: a browser that logged
 // in within deviceTTL.
-func (h *web) device(r *http.Request) (device, bool) {
+func (h *handler) device(r *http.Request) (device, bool) {
 	c, err := r.Cookie(deviceCookie)
 	if err != nil || c.Value == "" {
 		return device{}, false
@@ -545,7 +546,7 @@ func (h *web) device(r *http.Request) (device, bool) {
 }
 
 // csrf is the CSRF token of a session: a MAC of its cookie.
-func (h *web) csrf(cookie string) string {
+func (h *handler) csrf(cookie string) string {
 	m := hmac.New(sha256.New, h.o.Secret)
 	m.Write([]byte("csrf\x00" + cookie))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
@@ -553,14 +554,14 @@ func (h *web) csrf(cookie string) string {
 
 // sign returns payload.MAC, both base64url; purpose separates the uses of
 // the secret.
-func (h *web) sign(purpose string, payload []byte) string {
+func (h *handler) sign(purpose string, payload []byte) string {
 	p := base64.RawURLEncoding.EncodeToString(payload)
 	m := hmac.New(sha256.New, h.o.Secret)
 	m.Write([]byte(purpose + "\x00" + p))
 	return p + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-func (h *web) verify(purpose, value string) ([]byte, bool) {
+func (h *handler) verify(purpose, value string) ([]byte, bool) {
 	p, mac, ok := strings.Cut(value, ".")
 	if !ok {
 		return nil, false
@@ -579,7 +580,7 @@ func (h *web) verify(purpose, value string) ([]byte, bool) {
 }
 
 // cookie builds a cookie of the page; a zero expiry deletes it.
-func (h *web) cookie(r *http.Request, name, value string, exp time.Time) *http.Cookie {
+func (h *handler) cookie(r *http.Request, name, value string, exp time.Time) *http.Cookie {
 	c := &http.Cookie{Name: name, Value: value, Path: h.o.Path, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
 	if exp.IsZero() {
 		c.MaxAge = -1
@@ -592,7 +593,7 @@ func (h *web) cookie(r *http.Request, name, value string, exp time.Time) *http.C
 
 // redirect answers a post with 303 to the page, carrying f in a short-lived
 // signed cookie.
-func (h *web) redirect(w http.ResponseWriter, r *http.Request, f flash) {
+func (h *handler) redirect(w http.ResponseWriter, r *http.Request, f flash) {
 	if len(f.Msg) > 1500 { // cookies hold about 4 KB
 		f.Msg = f.Msg[:1500] + "…"
 	}
@@ -600,7 +601,7 @@ func (h *web) redirect(w http.ResponseWriter, r *http.Request, f flash) {
 	http.Redirect(w, r, h.o.Path, http.StatusSeeOther)
 }
 
-func (h *web) takeFlash(w http.ResponseWriter, r *http.Request) (flash, bool) {
+func (h *handler) takeFlash(w http.ResponseWriter, r *http.Request) (flash, bool) {
 	c, err := r.Cookie(flashCookie)
 	if err != nil {
 		return flash{}, false
@@ -649,7 +650,7 @@ type item struct {
 	MaxGrant *api.GrantBound
 }
 
-func (h *web) render(w http.ResponseWriter, code int, v view) {
+func (h *handler) render(w http.ResponseWriter, code int, v view) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	_ = pageTmpl.Execute(w, v)

@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/identity"
 )
 
@@ -53,7 +54,7 @@ func (h *Interactions) lookup(ctx context.Context, id string) (api.ApprovalReque
 	if h.opts.Temporal == nil {
 		return api.ApprovalRequest{}, fmt.Errorf("no Temporal client to read request %s with", id)
 	}
-	return Lookup(ctx, h.opts.Temporal, id)
+	return approver.Lookup(ctx, h.opts.Temporal, id)
 }
 
 // principal maps a Slack user to a principal, or says why not.
@@ -90,8 +91,8 @@ func (h *Interactions) editFlow() modalFlow {
 	return modalFlow{
 		name: "edit", view: ViewEdit, action: ActionEdit,
 		refuse: func(r api.ApprovalRequest) string {
-			if EditableArguments(r) == "" {
-				_, err := EditedArguments(r, []byte("{}"))
+			if approver.EditableArguments(r) == "" {
+				_, err := approver.EditedArguments(r, []byte("{}"))
 				return slackEscape(err.Error())
 			}
 			return ""
@@ -106,7 +107,7 @@ func (h *Interactions) editFlow() modalFlow {
 
 // editModal is the form an approver edits a request's arguments in.
 func editModal(r api.ApprovalRequest, meta string) slack.ModalViewRequest {
-	args := EditableArguments(r)
+	args := approver.EditableArguments(r)
 	input := slack.NewPlainTextInputBlockElement(nil, EditInput).WithMultiline(true).WithInitialValue(args)
 	hint := slackPlain(`JSON. A "`+`[redacted]`+`" value keeps the call's own. airlock's policy checks the edited call again before it runs.`, 150)
 	return slack.ModalViewRequest{
@@ -128,7 +129,7 @@ func editModal(r api.ApprovalRequest, meta string) slack.ModalViewRequest {
 func (h *Interactions) submitEdit(ic *slack.InteractionCallback) (c Click, problem string, start func()) {
 	var m editMeta
 	_ = json.Unmarshal([]byte(ic.View.PrivateMetadata), &m)
-	c = Click{SlackUser: ic.User.ID, Channel: m.Channel, Decision: api.DecideRequest{RequestID: m.Request, Digest: m.Digest, Approve: true, Via: ViaSlack}}
+	c = Click{SlackUser: ic.User.ID, Channel: m.Channel, Decision: api.DecideRequest{RequestID: m.Request, Digest: m.Digest, Approve: true, Via: Via}}
 	if m.Request == "" || m.Digest == "" {
 		return c, "this form does not name an airlock approval request", nil
 	}
@@ -150,7 +151,7 @@ func (h *Interactions) submitEdit(ic *slack.InteractionCallback) (c Click, probl
 	if r.Digest != m.Digest {
 		return c, "the request changed since you opened this form; cancel and decide on the current request", nil
 	}
-	args, err := EditedArguments(r, []byte(value))
+	args, err := approver.EditedArguments(r, []byte(value))
 	if err != nil {
 		return c, err.Error(), nil
 	}
@@ -177,20 +178,13 @@ func slackEditNote(n api.ApprovalNotice) string {
 			slackEscape(n.EditedBy), slackEscape(n.EditOf), slackEscape(n.EditedBy), slackEscape(n.EditedBy))
 	case n.Edit != nil && n.Edit.Refused != "":
 		return fmt.Sprintf(":pencil2: Edited by %s (digest `%s`): the edited call was refused, so nothing ran.",
-			slackEscape(n.Edit.By), slackEscape(shortHex(n.Edit.Digest)))
+			slackEscape(n.Edit.By), slackEscape(approver.ShortDigest(n.Edit.Digest)))
 	case n.Edit != nil && n.Edit.Effect == api.EditNeedsApproval:
 		return fmt.Sprintf(":pencil2: *Approved with edited arguments* by %s (digest `%s`); policy sends the edited call to another approval before it runs.",
-			slackEscape(n.Edit.By), slackEscape(shortHex(n.Edit.Digest)))
+			slackEscape(n.Edit.By), slackEscape(approver.ShortDigest(n.Edit.Digest)))
 	case n.Edit != nil:
 		return fmt.Sprintf(":pencil2: *Approved with edited arguments* by %s (digest `%s`); policy judged the edited call again.",
-			slackEscape(n.Edit.By), slackEscape(shortHex(n.Edit.Digest)))
+			slackEscape(n.Edit.By), slackEscape(approver.ShortDigest(n.Edit.Digest)))
 	}
 	return ""
-}
-
-func shortHex(d string) string {
-	if len(d) > 12 {
-		return d[:12]
-	}
-	return d
 }

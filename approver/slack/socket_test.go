@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-run/airlock/api"
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver/internal/approvertest"
 )
 
 // TestSocketModeAcksThenDelivers runs the real slack-go Socket Mode client
@@ -123,7 +125,7 @@ func TestSocketModeViewSubmission(t *testing.T) {
 	}()
 	sapi := slack.New("xoxb-test", slack.OptionAPIURL(srv.GetAPIURL()), slack.OptionAppLevelToken("xapp-test"))
 
-	r := testRequest("task-1a2b", time.Now())
+	r := approvertest.Request("task-1a2b", time.Now())
 	r.ID, r.Digest = slackRequest, slackDigest
 	r.MaxGrant = &api.GrantBound{Calls: 10, Duration: time.Hour}
 	delivered := make(chan slackDeliverCall, 4)

@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"encoding/json"
@@ -7,9 +7,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/slack-go/slack"
+
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/redact"
-	"github.com/slack-go/slack"
 )
 
 // Slack interaction wire names: the buttons' action IDs and the prefix of
@@ -22,22 +23,22 @@ const (
 	BlockIDPrefix = "airlock:"
 )
 
-// SlackMask replaces a redacted argument in a Slack message.
-const SlackMask = "•••"
+// Mask replaces a redacted argument in a Slack message.
+const Mask = "•••"
 
-// MaxSlackArgs bounds the arguments shown in a message (a section's text
+// MaxArgs bounds the arguments shown in a message (a section's text
 // may hold 3000 characters).
-const MaxSlackArgs = 2500
+const MaxArgs = 2500
 
 // slackArguments renders arguments as indented JSON with the redact paths
-// masked, cut to MaxSlackArgs characters.
+// masked, cut to MaxArgs characters.
 func slackArguments(args json.RawMessage, paths []string) string {
-	s, err := redact.Indent(args, paths, SlackMask)
+	s, err := redact.Indent(args, paths, Mask)
 	if err != nil {
 		// Nothing could be masked in it: show nothing.
 		return fmt.Sprintf("(%d bytes of arguments withheld: not one JSON value)", len(args))
 	}
-	return slackTruncate(s, MaxSlackArgs)
+	return slackTruncate(s, MaxArgs)
 }
 
 // slackTruncate cuts s to at most n characters, saying how much was cut.

@@ -1,4 +1,4 @@
-package approver
+package webhook
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
@@ -29,67 +30,67 @@ import (
 // Webhook headers. Both directions are signed the way Slack signs its
 // requests: X-Airlock-Signature is "v0=" + hex HMAC-SHA256 of
 // "v0:<timestamp>:<body>" with the channel's secret, and the timestamp
-// (unix seconds) must be within WebhookMaxSkew of the receiver's clock.
+// (unix seconds) must be within MaxSkew of the receiver's clock.
 const (
-	WebhookTimestampHeader = "X-Airlock-Request-Timestamp"
-	WebhookSignatureHeader = "X-Airlock-Signature"
-	WebhookChannelHeader   = "X-Airlock-Channel"
-	WebhookEventHeader     = "X-Airlock-Event"
-	WebhookDeliveryHeader  = "X-Airlock-Delivery"
-	WebhookMaxSkew         = 5 * time.Minute
-	// WebhookDecisionPath is where a bridge posts decisions back, on the
+	TimestampHeader = "X-Airlock-Request-Timestamp"
+	SignatureHeader = "X-Airlock-Signature"
+	ChannelHeader   = "X-Airlock-Channel"
+	EventHeader     = "X-Airlock-Event"
+	DeliveryHeader  = "X-Airlock-Delivery"
+	MaxSkew         = 5 * time.Minute
+	// DecisionPath is where a bridge posts decisions back, on the
 	// gateway's (or the approver role's) listener.
-	WebhookDecisionPath = "/approvals/webhook"
+	DecisionPath = "/approvals/webhook"
 )
 
 // Webhook events (X-Airlock-Event and the body's "event").
 const (
-	WebhookApprovalRequested = "approval_requested"
-	WebhookApprovalUpdated   = "approval_updated"
-	WebhookApprovalClosed    = "approval_closed"
-	WebhookRollbackFailed    = "rollback_failed"
+	ApprovalRequested = "approval_requested"
+	ApprovalUpdated   = "approval_updated"
+	ApprovalClosed    = "approval_closed"
+	RollbackFailed    = "rollback_failed"
 )
 
-// Error types of WebhookNotifier's application errors.
+// Error types of Notifier's application errors.
 const (
-	ErrTypeWebhookUnavailable = "WebhookUnavailable"
-	ErrTypeWebhookRejected    = "WebhookRejected"
+	ErrTypeUnavailable = "WebhookUnavailable"
+	ErrTypeRejected    = "WebhookRejected"
 )
 
-// maxWebhookBody bounds a decision posted to WebhookDecisionPath.
-const maxWebhookBody = 64 << 10
+// maxBody bounds a decision posted to DecisionPath.
+const maxBody = 64 << 10
 
-// SignWebhook returns the signature headers of body at ts.
-func SignWebhook(secret string, ts time.Time, body []byte) http.Header {
+// Sign returns the signature headers of body at ts.
+func Sign(secret string, ts time.Time, body []byte) http.Header {
 	stamp := strconv.FormatInt(ts.Unix(), 10)
 	m := hmac.New(sha256.New, []byte(secret))
 	fmt.Fprintf(m, "v0:%s:", stamp)
 	m.Write(body)
 	h := http.Header{}
-	h.Set(WebhookTimestampHeader, stamp)
-	h.Set(WebhookSignatureHeader, "v0="+hex.EncodeToString(m.Sum(nil)))
+	h.Set(TimestampHeader, stamp)
+	h.Set(SignatureHeader, "v0="+hex.EncodeToString(m.Sum(nil)))
 	return h
 }
 
-// VerifyWebhook checks a signed body against secret at now.
-func VerifyWebhook(h http.Header, body []byte, secret string, now time.Time) error {
-	stamp, sig := h.Get(WebhookTimestampHeader), h.Get(WebhookSignatureHeader)
+// Verify checks a signed body against secret at now.
+func Verify(h http.Header, body []byte, secret string, now time.Time) error {
+	stamp, sig := h.Get(TimestampHeader), h.Get(SignatureHeader)
 	if stamp == "" || sig == "" {
-		return fmt.Errorf("missing %s or %s header", WebhookTimestampHeader, WebhookSignatureHeader)
+		return fmt.Errorf("missing %s or %s header", TimestampHeader, SignatureHeader)
 	}
 	sec, err := strconv.ParseInt(stamp, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%s %q is not unix seconds", WebhookTimestampHeader, stamp)
+		return fmt.Errorf("%s %q is not unix seconds", TimestampHeader, stamp)
 	}
-	if d := now.Sub(time.Unix(sec, 0)); d > WebhookMaxSkew || d < -WebhookMaxSkew {
-		return fmt.Errorf("timestamp is %s from this server's clock (more than %s): a replay, or a clock to fix", d.Round(time.Second), WebhookMaxSkew)
+	if d := now.Sub(time.Unix(sec, 0)); d > MaxSkew || d < -MaxSkew {
+		return fmt.Errorf("timestamp is %s from this server's clock (more than %s): a replay, or a clock to fix", d.Round(time.Second), MaxSkew)
 	}
 	got, ok := strings.CutPrefix(sig, "v0=")
 	raw, err := hex.DecodeString(got)
 	if !ok || err != nil {
 		return errors.New("signature is not v0=<hex>")
 	}
-	want := SignWebhook(secret, time.Unix(sec, 0), body).Get(WebhookSignatureHeader)
+	want := Sign(secret, time.Unix(sec, 0), body).Get(SignatureHeader)
 	wantRaw, _ := hex.DecodeString(strings.TrimPrefix(want, "v0="))
 	if !hmac.Equal(raw, wantRaw) {
 		return errors.New("invalid signature")
@@ -97,8 +98,8 @@ func VerifyWebhook(h http.Header, body []byte, secret string, now time.Time) err
 	return nil
 }
 
-// WebhookChannel is an approval channel of kind webhook with its secret.
-type WebhookChannel struct {
+// Channel is an approval channel of kind webhook with its secret.
+type Channel struct {
 	Name   string
 	URL    string
 	Secret string
@@ -106,10 +107,10 @@ type WebhookChannel struct {
 	Groups []string
 }
 
-// WebhookChannels reads cfg's webhook channels, getenv giving the
+// Channels reads cfg's webhook channels, getenv giving the
 // environment; a channel whose secret variable is unset is an error.
-func WebhookChannels(cfg *config.Config, getenv func(string) string) ([]WebhookChannel, error) {
-	var out []WebhookChannel
+func Channels(cfg *config.Config, getenv func(string) string) ([]Channel, error) {
+	var out []Channel
 	for _, ch := range cfg.ApprovalChannels {
 		if ch.Kind != config.ApprovalChannelWebhook {
 			continue
@@ -118,48 +119,44 @@ func WebhookChannels(cfg *config.Config, getenv func(string) string) ([]WebhookC
 		if secret == "" {
 			return nil, fmt.Errorf("approval channel %s: environment variable %s is not set (approval_channels[].secret_env names it): export the secret shared with the bridge", ch.Name, ch.SecretEnv)
 		}
-		out = append(out, WebhookChannel{Name: ch.Name, URL: ch.URL, Secret: secret, Groups: ch.Groups})
+		out = append(out, Channel{Name: ch.Name, URL: ch.URL, Secret: secret, Groups: ch.Groups})
 	}
 	return out, nil
 }
 
-func (c WebhookChannel) serves(group string) bool {
-	return len(c.Groups) == 0 || slices.Contains(c.Groups, group)
+// scope is the channel as the decision rules see it: a decision through
+// it counts only on requests of the groups it serves (or escalated to one).
+func (c Channel) scope() *approver.ChannelScope {
+	return &approver.ChannelScope{Name: c.Name, Groups: c.Groups}
 }
 
-// servesRequest reports whether the channel may decide r: it serves r's
-// group, or the group r was escalated to.
-func (c WebhookChannel) servesRequest(r api.ApprovalRequest) bool {
-	return c.serves(r.Group) || r.Escalated && r.EscalateTo != "" && c.serves(r.EscalateTo)
-}
-
-// WebhookNotifier posts approval requests, their updates and rollback
+// Notifier posts approval requests, their updates and rollback
 // failures to a webhook channel as signed JSON. One call is one attempt: a
 // delivery that fails is retried by Temporal, durably and with backoff
 // over minutes (429, 5xx and network errors; other 4xx are the bridge
 // refusing and are not retried), and every failed attempt is logged.
-type WebhookNotifier struct {
-	ch     WebhookChannel
+type Notifier struct {
+	ch     Channel
 	client *http.Client
 	now    func() time.Time
 }
 
-var _ activities.Notifier = (*WebhookNotifier)(nil)
+var _ activities.Notifier = (*Notifier)(nil)
 
-// NewWebhookNotifier posts to ch with client (nil: a 15 s timeout client).
-func NewWebhookNotifier(ch WebhookChannel, client *http.Client) *WebhookNotifier {
+// NewNotifier posts to ch with client (nil: a 15 s timeout client).
+func NewNotifier(ch Channel, client *http.Client) *Notifier {
 	if client == nil {
 		client = &http.Client{Timeout: 15 * time.Second}
 	}
-	return &WebhookNotifier{ch: ch, client: client, now: time.Now}
+	return &Notifier{ch: ch, client: client, now: time.Now}
 }
 
 // Name is the MessageRef.Notifier of this notifier's deliveries.
-func (w *WebhookNotifier) Name() string { return "webhook:" + w.ch.Name }
+func (w *Notifier) Name() string { return "webhook:" + w.ch.Name }
 
-// WebhookRequest is the request part of a webhook event: what an approver
+// Request is the request part of a webhook event: what an approver
 // needs to decide, arguments masked by the manifest's redact paths.
-type WebhookRequest struct {
+type Request struct {
 	ID          string          `json:"id"`
 	Task        string          `json:"task"`
 	Call        string          `json:"call"`
@@ -179,25 +176,25 @@ type WebhookRequest struct {
 	ExpiresAt   time.Time       `json:"expires_at"`
 	Escalation  bool            `json:"escalation,omitempty"`
 	State       string          `json:"state,omitempty"`
-	Votes       []WebhookVote   `json:"votes,omitempty"`
+	Votes       []Vote          `json:"votes,omitempty"`
 	// Approve with edits: Editable says a decision may carry arguments;
 	// EditOf and EditedBy name the edit a request asks about.
 	Editable bool   `json:"editable"`
 	EditOf   string `json:"edit_of,omitempty"`
 	EditedBy string `json:"edited_by,omitempty"`
 	// MaxGrant (approval grants) is the most an approval may also grant.
-	MaxGrant *WebhookGrantBound `json:"max_grant,omitempty"`
+	MaxGrant *GrantBound `json:"max_grant,omitempty"`
 	// Edit is the edit an approver made when approving (approve with
 	// edits), with what policy said of the edited call.
-	Edit *WebhookEdit `json:"edit,omitempty"`
+	Edit *Edit `json:"edit,omitempty"`
 	// Outcome, on approval_closed, is how the call's approval ended:
 	// approved, denied, expired, or edit_refused (approved with edited
 	// arguments that policy then refused: nothing ran).
 	Outcome string `json:"outcome,omitempty"`
 }
 
-// WebhookEdit is an approver's edit in a webhook event.
-type WebhookEdit struct {
+// Edit is an approver's edit in a webhook event.
+type Edit struct {
 	By     string `json:"by"`
 	Digest string `json:"digest"`
 	// Effect is policy's decision on the edited call (allow, deny,
@@ -206,19 +203,19 @@ type WebhookEdit struct {
 	Refused string `json:"refused,omitempty"`
 }
 
-// WebhookVote is one decision in an update.
-type WebhookVote struct {
+// Vote is one decision in an update.
+type Vote struct {
 	Approver string    `json:"approver"`
 	Approve  bool      `json:"approve"`
 	At       time.Time `json:"at"`
 }
 
-// WebhookEvent is the body of every delivery.
-type WebhookEvent struct {
-	Event    string          `json:"event"`
-	Channel  string          `json:"channel"`
-	Delivery string          `json:"delivery"`
-	Request  *WebhookRequest `json:"request,omitempty"`
+// Event is the body of every delivery.
+type Event struct {
+	Event    string   `json:"event"`
+	Channel  string   `json:"channel"`
+	Delivery string   `json:"delivery"`
+	Request  *Request `json:"request,omitempty"`
 	Rollback *struct {
 		Task      string   `json:"task"`
 		Principal string   `json:"principal"`
@@ -230,15 +227,15 @@ type WebhookEvent struct {
 	DecidePath string `json:"decide_path,omitempty"`
 }
 
-func webhookRequest(n api.ApprovalNotice) *WebhookRequest {
-	r := &WebhookRequest{
+func noticeRequest(n api.ApprovalNotice) *Request {
+	r := &Request{
 		ID: n.RequestID, Task: n.TaskID, Call: n.CallID, Tool: n.Tool, Principal: n.Principal, Client: n.Client,
 		Arguments: redact.Arguments(n.Arguments, n.Redact), Digest: n.Digest, SideEffects: n.SideEffects, DataLevel: n.DataLevel,
 		Risk: n.Risk, Rule: n.Rule, Reason: n.Reason, Group: n.Group, Quorum: n.Quorum, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, State: n.State,
 		Editable: !n.NoEdits, EditOf: n.EditOf, EditedBy: n.EditedBy,
 	}
 	if e := n.Edit; e != nil {
-		r.Edit = &WebhookEdit{By: e.By, Digest: e.Digest, Effect: e.Effect, Refused: e.Refused}
+		r.Edit = &Edit{By: e.By, Digest: e.Digest, Effect: e.Effect, Refused: e.Refused}
 	}
 	if n.State != api.ApprovalPending && n.State != "" {
 		r.Outcome = n.State
@@ -251,10 +248,10 @@ func webhookRequest(n api.ApprovalNotice) *WebhookRequest {
 		r.RequestedAt = &t
 	}
 	for _, v := range n.Votes {
-		r.Votes = append(r.Votes, WebhookVote{Approver: v.Approver, Approve: v.Approve, At: v.At})
+		r.Votes = append(r.Votes, Vote{Approver: v.Approver, Approve: v.Approve, At: v.At})
 	}
 	if b := n.MaxGrant; b != nil {
-		r.MaxGrant = &WebhookGrantBound{Calls: b.Calls, Principal: b.Principal}
+		r.MaxGrant = &GrantBound{Calls: b.Calls, Principal: b.Principal}
 		if b.Duration > 0 {
 			r.MaxGrant.Duration = b.Duration.String()
 		}
@@ -263,12 +260,12 @@ func webhookRequest(n api.ApprovalNotice) *WebhookRequest {
 }
 
 // Post delivers approval_requested when the channel serves the group.
-func (w *WebhookNotifier) Post(ctx context.Context, n api.ApprovalNotice) ([]api.MessageRef, error) {
-	if !w.ch.serves(n.Group) {
+func (w *Notifier) Post(ctx context.Context, n api.ApprovalNotice) ([]api.MessageRef, error) {
+	if !w.ch.scope().Serves(n.Group) {
 		return nil, activities.ErrNoChannel
 	}
-	ev := WebhookEvent{Event: WebhookApprovalRequested, Request: webhookRequest(n), DecidePath: WebhookDecisionPath}
-	id, err := w.deliver(ctx, ev, n.RequestID+":"+WebhookApprovalRequested+":"+n.Group)
+	ev := Event{Event: ApprovalRequested, Request: noticeRequest(n), DecidePath: DecisionPath}
+	id, err := w.deliver(ctx, ev, n.RequestID+":"+ApprovalRequested+":"+n.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -277,25 +274,25 @@ func (w *WebhookNotifier) Post(ctx context.Context, n api.ApprovalNotice) ([]api
 
 // Update delivers approval_updated (still pending) or approval_closed to a
 // channel that was told about the request.
-func (w *WebhookNotifier) Update(ctx context.Context, n api.ApprovalNotice) error {
+func (w *Notifier) Update(ctx context.Context, n api.ApprovalNotice) error {
 	told := slices.ContainsFunc(n.Messages, func(m api.MessageRef) bool { return m.Notifier == w.Name() })
 	if !told {
 		return activities.ErrNoChannel
 	}
-	event := WebhookApprovalClosed
+	event := ApprovalClosed
 	if n.State == api.ApprovalPending || n.State == "" {
-		event = WebhookApprovalUpdated
+		event = ApprovalUpdated
 	}
-	_, err := w.deliver(ctx, WebhookEvent{Event: event, Request: webhookRequest(n)}, fmt.Sprintf("%s:%s:%d", n.RequestID, event, len(n.Votes)))
+	_, err := w.deliver(ctx, Event{Event: event, Request: noticeRequest(n)}, fmt.Sprintf("%s:%s:%d", n.RequestID, event, len(n.Votes)))
 	return err
 }
 
 // Alert delivers rollback_failed for the groups the channel serves.
-func (w *WebhookNotifier) Alert(ctx context.Context, n api.RollbackNotice) error {
-	if !w.ch.serves(n.Group) {
+func (w *Notifier) Alert(ctx context.Context, n api.RollbackNotice) error {
+	if !w.ch.scope().Serves(n.Group) {
 		return activities.ErrNoChannel
 	}
-	ev := WebhookEvent{Event: WebhookRollbackFailed}
+	ev := Event{Event: RollbackFailed}
 	ev.Rollback = &struct {
 		Task      string   `json:"task"`
 		Principal string   `json:"principal"`
@@ -306,50 +303,50 @@ func (w *WebhookNotifier) Alert(ctx context.Context, n api.RollbackNotice) error
 	for _, r := range n.Remaining {
 		ev.Rollback.Remaining = append(ev.Rollback.Remaining, r.CallID)
 	}
-	_, err := w.deliver(ctx, ev, n.TaskID+":"+WebhookRollbackFailed)
+	_, err := w.deliver(ctx, ev, n.TaskID+":"+RollbackFailed)
 	return err
 }
 
 // deliver posts ev, signed, once (Temporal retries); the delivery ID is
 // stable per event (key), so a bridge can drop repeats.
-func (w *WebhookNotifier) deliver(ctx context.Context, ev WebhookEvent, key string) (string, error) {
+func (w *Notifier) deliver(ctx context.Context, ev Event, key string) (string, error) {
 	sum := sha256.Sum256([]byte(w.ch.Name + "\x00" + key))
 	ev.Channel, ev.Delivery = w.ch.Name, hex.EncodeToString(sum[:12])
 	body, err := json.Marshal(ev)
 	if err != nil {
-		return "", temporal.NewNonRetryableApplicationError("encoding the webhook event", ErrTypeWebhookRejected, err)
+		return "", temporal.NewNonRetryableApplicationError("encoding the webhook event", ErrTypeRejected, err)
 	}
 	what := fmt.Sprintf("delivering %s to approval channel %s (%s)", ev.Event, w.ch.Name, w.ch.URL)
 	_, err = w.post(ctx, ev, body)
 	if err == nil {
 		return ev.Delivery, nil
 	}
-	var rej *webhookRejected
+	var rej *rejected
 	if errors.As(err, &rej) {
-		return "", temporal.NewNonRetryableApplicationError(what+": "+err.Error(), ErrTypeWebhookRejected, err)
+		return "", temporal.NewNonRetryableApplicationError(what+": "+err.Error(), ErrTypeRejected, err)
 	}
-	return "", temporal.NewApplicationErrorWithCause(what+": "+err.Error()+"; retrying", ErrTypeWebhookUnavailable, err)
+	return "", temporal.NewApplicationErrorWithCause(what+": "+err.Error()+"; retrying", ErrTypeUnavailable, err)
 }
 
-type webhookRejected struct{ status string }
+type rejected struct{ status string }
 
-func (e *webhookRejected) Error() string {
+func (e *rejected) Error() string {
 	return "the bridge refused it: " + e.status + " (check the channel's url and the bridge's secret)"
 }
 
-func (w *WebhookNotifier) post(ctx context.Context, ev WebhookEvent, body []byte) (retry bool, err error) {
+func (w *Notifier) post(ctx context.Context, ev Event, body []byte) (retry bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.ch.URL, bytes.NewReader(body))
 	if err != nil {
-		return false, &webhookRejected{status: err.Error()}
+		return false, &rejected{status: err.Error()}
 	}
-	for k, v := range SignWebhook(w.ch.Secret, w.now(), body) {
+	for k, v := range Sign(w.ch.Secret, w.now(), body) {
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "airlock-webhook")
-	req.Header.Set(WebhookChannelHeader, w.ch.Name)
-	req.Header.Set(WebhookEventHeader, ev.Event)
-	req.Header.Set(WebhookDeliveryHeader, ev.Delivery)
+	req.Header.Set(ChannelHeader, w.ch.Name)
+	req.Header.Set(EventHeader, ev.Event)
+	req.Header.Set(DeliveryHeader, ev.Delivery)
 	resp, err := w.client.Do(req)
 	if err != nil {
 		return true, err
@@ -362,13 +359,13 @@ func (w *WebhookNotifier) post(ctx context.Context, ev WebhookEvent, body []byte
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode >= 500:
 		return true, fmt.Errorf("the bridge answered %s", resp.Status)
 	default:
-		return false, &webhookRejected{status: resp.Status}
+		return false, &rejected{status: resp.Status}
 	}
 }
 
-// WebhookDecision is what a bridge posts to WebhookDecisionPath, signed
+// Decision is what a bridge posts to DecisionPath, signed
 // with its channel's secret and naming the channel in X-Airlock-Channel.
-type WebhookDecision struct {
+type Decision struct {
 	Request  string `json:"request"`
 	Digest   string `json:"digest"`
 	Approver string `json:"approver"`
@@ -386,23 +383,23 @@ type WebhookDecision struct {
 	GrantPrincipal bool   `json:"grant_principal,omitempty"`
 }
 
-// WebhookGrantBound is a request's max_grant in a webhook event.
-type WebhookGrantBound struct {
+// GrantBound is a request's max_grant in a webhook event.
+type GrantBound struct {
 	Calls     int    `json:"calls,omitempty"`
 	Duration  string `json:"duration,omitempty"`
 	Principal bool   `json:"principal,omitempty"`
 }
 
-// WebhookDecisionOptions configure the decision endpoint.
-type WebhookDecisionOptions struct {
-	Channels  []WebhookChannel
+// DecisionOptions configure the decision endpoint.
+type DecisionOptions struct {
+	Channels  []Channel
 	Directory *identity.Directory
-	Local     Local
+	Local     approver.Local
 	Audit     *auditstream.Log
 	Now       func() time.Time
 }
 
-// WebhookDecisions serves WebhookDecisionPath: a signed decision from a
+// Decisions serves DecisionPath: a signed decision from a
 // bridge is delivered like a CLI or web decision (Via "webhook:<channel>"),
 // with the same refusals; the answer is JSON: 200 {"recorded":true,...},
 // 200 {"recorded":false,"already_decided":true,...} for a repeat of a
@@ -410,11 +407,11 @@ type WebhookDecisionOptions struct {
 // again), 409 {"recorded":false,"refused":...} (also for a request of a
 // group the channel does not serve), 401 for a bad signature (audited as
 // auth_failed on channel webhook), 400 for a malformed body or digest.
-func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
+func Decisions(o DecisionOptions) http.Handler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	byName := map[string]WebhookChannel{}
+	byName := map[string]Channel{}
 	for _, c := range o.Channels {
 		byName[c.Name] = c
 	}
@@ -429,17 +426,17 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 			answer(http.StatusMethodNotAllowed, map[string]any{"error": "POST a signed decision here"})
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWebhookBody))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
 			answer(http.StatusRequestEntityTooLarge, map[string]any{"error": "body too large or unreadable"})
 			return
 		}
-		name := r.Header.Get(WebhookChannelHeader)
+		name := r.Header.Get(ChannelHeader)
 		ch, ok := byName[name]
 		if !ok {
-			err = fmt.Errorf("%s %q names no webhook approval channel", WebhookChannelHeader, name)
+			err = fmt.Errorf("%s %q names no webhook approval channel", ChannelHeader, name)
 		} else {
-			err = VerifyWebhook(r.Header, body, ch.Secret, o.Now())
+			err = Verify(r.Header, body, ch.Secret, o.Now())
 		}
 		if err != nil {
 			o.Audit.AuthFailed(auditstream.AuthFailure{Channel: "webhook", Status: http.StatusUnauthorized, Reason: err.Error(),
@@ -447,7 +444,7 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 			answer(http.StatusUnauthorized, map[string]any{"error": err.Error()})
 			return
 		}
-		var d WebhookDecision
+		var d Decision
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&d); err != nil {
@@ -467,7 +464,7 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 			answer(http.StatusBadRequest, map[string]any{"error": "request, digest and approver are required"})
 			return
 		}
-		if _, err := digestPrefix(d.Digest); err != nil {
+		if _, err := approver.DigestPrefix(d.Digest); err != nil {
 			answer(http.StatusBadRequest, map[string]any{"error": err.Error()})
 			return
 		}
@@ -491,9 +488,9 @@ func WebhookDecisions(o WebhookDecisionOptions) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
-		res, err := o.Local.Decide(ctx, Decision{RequestID: d.Request, Approver: d.Approver, Approve: approve,
-			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments, Grant: grant, Channel: &ch})
-		var ref *Refusal
+		res, err := o.Local.Decide(ctx, approver.Decision{RequestID: d.Request, Approver: d.Approver, Approve: approve,
+			Via: "webhook:" + ch.Name, Comment: d.Comment, Digest: d.Digest, Arguments: d.Arguments, Grant: grant, Channel: ch.scope()})
+		var ref *approver.Refusal
 		switch {
 		case errors.As(err, &ref) && ref.Repeat:
 			answer(http.StatusOK, map[string]any{"recorded": false, "already_decided": true, "request": d.Request, "message": ref.Reason})

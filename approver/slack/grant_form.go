@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 )
 
 // Approve with a chosen grant in Slack: beside the "Approve + next N
@@ -178,7 +179,7 @@ func grantOfView(v slack.View) (*api.GrantAsk, string) {
 func (h *Interactions) submitGrant(ic *slack.InteractionCallback) (c Click, problem, block string, start func()) {
 	var m editMeta
 	_ = json.Unmarshal([]byte(ic.View.PrivateMetadata), &m)
-	c = Click{SlackUser: ic.User.ID, Channel: m.Channel, Decision: api.DecideRequest{RequestID: m.Request, Digest: m.Digest, Approve: true, Via: ViaSlack}}
+	c = Click{SlackUser: ic.User.ID, Channel: m.Channel, Decision: api.DecideRequest{RequestID: m.Request, Digest: m.Digest, Approve: true, Via: Via}}
 	block = GrantCallsBlock
 	if ic.View.State != nil {
 		if _, ok := ic.View.State.Values[GrantCallsBlock]; !ok {
@@ -201,7 +202,7 @@ func (h *Interactions) submitGrant(ic *slack.InteractionCallback) (c Click, prob
 	defer cancel()
 	r, err := h.lookup(ctx, m.Request)
 	if err != nil {
-		return c, "airlock could not read the request: " + Explain(err), block, nil
+		return c, "airlock could not read the request: " + approver.Explain(err), block, nil
 	}
 	if r.Digest != m.Digest {
 		return c, "the request changed since you opened this form; cancel and decide on the current request", block, nil
@@ -216,7 +217,7 @@ func (h *Interactions) submitGrant(ic *slack.InteractionCallback) (c Click, prob
 		return c, why, block, nil
 	}
 	c.Decision.Grant = g
-	c.UpdateID = "slack:view:" + ic.View.ID + ":" + ic.User.ID + grantUpdateSuffix(g)
+	c.UpdateID = "slack:view:" + ic.View.ID + ":" + ic.User.ID + approver.GrantUpdateSuffix(g)
 	h.mu.Lock()
 	repeat := h.repeat(c.UpdateID, time.Now())
 	h.mu.Unlock()

@@ -1,37 +1,21 @@
-package approver
+package web
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airlock-run/airlock/approver/internal/approvertest"
 	"github.com/airlock-run/airlock/internal/auditstream"
 )
 
 // auditLines decodes the audit stream's JSON lines.
-func auditLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal(line, &m); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 func TestWebFailedLoginsAuditedAndLimited(t *testing.T) {
 	var buf bytes.Buffer
-	e := newWebEnvWith(t, func(o *WebOptions) {
+	e := newWebEnvWith(t, func(o *Options) {
 		o.Audit = auditstream.New(&buf)
 		o.FailedLogins, o.FailedLoginEvery = 3, time.Minute
 	})
@@ -52,7 +36,7 @@ func TestWebFailedLoginsAuditedAndLimited(t *testing.T) {
 	e.now = e.now.Add(time.Minute + time.Second)
 	e.login(c, "bob-key")
 
-	lines := auditLines(t, &buf)
+	lines := approvertest.AuditLines(t, &buf)
 	var statuses []float64
 	for _, l := range lines {
 		if l["event"] != auditstream.EventAuthFailed {
@@ -76,7 +60,7 @@ func TestWebFailedLoginsAuditedAndLimited(t *testing.T) {
 // owner's right key still works, and its own bad attempts are limited on
 // their own.
 func TestWebFailedLoginsDoNotLockOutAKnownBrowser(t *testing.T) {
-	e := newWebEnvWith(t, func(o *WebOptions) { o.FailedLogins, o.FailedLoginEvery = 3, time.Minute })
+	e := newWebEnvWith(t, func(o *Options) { o.FailedLogins, o.FailedLoginEvery = 3, time.Minute })
 	bob := e.browser()
 	e.login(bob, "bob-key")
 	_, _, token := e.page(bob)
@@ -130,7 +114,7 @@ func TestWebFormAddressReloadShowsThePage(t *testing.T) {
 }
 
 func TestWebTellsAPrincipalInNoGroup(t *testing.T) {
-	e := newWebEnvWith(t, func(o *WebOptions) {
+	e := newWebEnvWith(t, func(o *Options) {
 		o.Groups = map[string][]string{"ops": {"bob", "carol"}}
 	})
 	m := e.browser()
@@ -152,7 +136,7 @@ func TestWebShowsRequestTimeAndAbsoluteExpiry(t *testing.T) {
 	b := e.browser()
 	e.login(b, "bob-key")
 	_, body, _ := e.page(b)
-	req := e.ft.reqs[0]
+	req := e.ft.Reqs[0]
 	for _, want := range []string{stamp(req.RequestedAt), "1m ago", stamp(req.ExpiresAt), "in 1h"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q:\n%s", want, body)

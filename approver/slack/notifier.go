@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -16,27 +16,27 @@ import (
 	"github.com/airlock-run/airlock/api"
 )
 
-// NotifierName is the Notifier of the messages SlackNotifier posts.
+// NotifierName is the Notifier of the messages Notifier posts.
 const NotifierName = "slack"
 
-// Error types of SlackNotifier's application errors.
+// Error types of Notifier's application errors.
 const (
-	// ErrTypeSlackRateLimited: Slack answered 429; the error's
+	// ErrTypeRateLimited: Slack answered 429; the error's
 	// NextRetryDelay is Slack's Retry-After.
-	ErrTypeSlackRateLimited = "SlackRateLimited"
-	// ErrTypeSlackUnavailable: a 5xx, a network failure or a timeout;
+	ErrTypeRateLimited = "SlackRateLimited"
+	// ErrTypeUnavailable: a 5xx, a network failure or a timeout;
 	// retried.
-	ErrTypeSlackUnavailable = "SlackUnavailable"
-	// ErrTypeSlackRejected: Slack refused the request itself (unknown
+	ErrTypeUnavailable = "SlackUnavailable"
+	// ErrTypeRejected: Slack refused the request itself (unknown
 	// channel, bot not in the channel, bad blocks); not retried.
-	ErrTypeSlackRejected = "SlackRejected"
+	ErrTypeRejected = "SlackRejected"
 )
 
-// SlackNotifier posts approval requests to their group's Slack channel and
+// Notifier posts approval requests to their group's Slack channel and
 // rewrites them once decided. It implements activities.Notifier; the
 // activity's retries (and Temporal's) handle Slack's failures, and a
 // request whose message cannot be posted stays pending, never approved.
-type SlackNotifier struct {
+type Notifier struct {
 	api *slack.Client
 	// channels maps an approver group to its channel ID.
 	channels map[string]string
@@ -44,29 +44,29 @@ type SlackNotifier struct {
 	uiBase, uiNamespace string
 }
 
-var _ activities.Notifier = (*SlackNotifier)(nil)
+var _ activities.Notifier = (*Notifier)(nil)
 
-// NewSlackNotifier posts with api to each group's channel (group name to
+// NewNotifier posts with api to each group's channel (group name to
 // channel ID; groups without one are decided locally).
-func NewSlackNotifier(api *slack.Client, channels map[string]string) *SlackNotifier {
+func NewNotifier(api *slack.Client, channels map[string]string) *Notifier {
 	cp := make(map[string]string, len(channels))
 	for g, c := range channels {
 		if c != "" {
 			cp[g] = c
 		}
 	}
-	return &SlackNotifier{api: api, channels: cp}
+	return &Notifier{api: api, channels: cp}
 }
 
 // WithTaskLinks makes messages link each task to its page in the Temporal
 // Web UI at base (namespace ns); "" leaves links out.
-func (s *SlackNotifier) WithTaskLinks(base, ns string) *SlackNotifier {
+func (s *Notifier) WithTaskLinks(base, ns string) *Notifier {
 	s.uiBase, s.uiNamespace = strings.TrimRight(base, "/"), ns
 	return s
 }
 
 // TaskURL is the task's page in the Web UI ("" without a base).
-func (s *SlackNotifier) TaskURL(task string) string {
+func (s *Notifier) TaskURL(task string) string {
 	if s.uiBase == "" {
 		return ""
 	}
@@ -74,11 +74,11 @@ func (s *SlackNotifier) TaskURL(task string) string {
 }
 
 // Name is the MessageRef.Notifier of this notifier's messages.
-func (s *SlackNotifier) Name() string { return NotifierName }
+func (s *Notifier) Name() string { return NotifierName }
 
 // Post announces a request in its group's channel (the escalation group's
 // on an escalation).
-func (s *SlackNotifier) Post(ctx context.Context, n api.ApprovalNotice) ([]api.MessageRef, error) {
+func (s *Notifier) Post(ctx context.Context, n api.ApprovalNotice) ([]api.MessageRef, error) {
 	channel, ok := s.channels[n.Group]
 	if !ok {
 		return nil, activities.ErrNoChannel
@@ -99,7 +99,7 @@ func (s *SlackNotifier) Post(ctx context.Context, n api.ApprovalNotice) ([]api.M
 // Update rewrites every Slack message of the request: the outcome, who
 // decided and when, without buttons once closed; the decisions so far,
 // buttons kept, while pending. ErrNoChannel when it posted none.
-func (s *SlackNotifier) Update(ctx context.Context, n api.ApprovalNotice) error {
+func (s *Notifier) Update(ctx context.Context, n api.ApprovalNotice) error {
 	n.TaskURL = s.TaskURL(n.TaskID)
 	fallback, blocks := RenderOutcome(n)
 	if n.State == api.ApprovalPending || n.State == "" {
@@ -125,7 +125,7 @@ func (s *SlackNotifier) Update(ctx context.Context, n api.ApprovalNotice) error 
 }
 
 // Alert posts a rollback failure to the group's channel.
-func (s *SlackNotifier) Alert(ctx context.Context, n api.RollbackNotice) error {
+func (s *Notifier) Alert(ctx context.Context, n api.RollbackNotice) error {
 	channel, ok := s.channels[n.Group]
 	if !ok {
 		return activities.ErrNoChannel
@@ -161,7 +161,7 @@ func slackJoinErrors(errs []error) error {
 		}
 	}
 	joined := errors.Join(errs...)
-	return temporal.NewApplicationErrorWithOptions(joined.Error(), ErrTypeSlackUnavailable,
+	return temporal.NewApplicationErrorWithOptions(joined.Error(), ErrTypeUnavailable,
 		temporal.ApplicationErrorOptions{NonRetryable: nonRetryable, NextRetryDelay: delay, Cause: joined})
 }
 
@@ -192,18 +192,18 @@ func slackError(what string, err error) error {
 	var rl *slack.RateLimitedError
 	if errors.As(err, &rl) {
 		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s: rate limited by Slack, retrying after %s", what, rl.RetryAfter),
-			ErrTypeSlackRateLimited, temporal.ApplicationErrorOptions{NextRetryDelay: max(rl.RetryAfter, time.Second), Cause: err})
+			ErrTypeRateLimited, temporal.ApplicationErrorOptions{NextRetryDelay: max(rl.RetryAfter, time.Second), Cause: err})
 	}
 	var sc slack.StatusCodeError
 	if errors.As(err, &sc) {
 		if sc.Code >= 500 || sc.Code == http.StatusTooManyRequests {
-			return temporal.NewApplicationErrorWithCause(fmt.Sprintf("%s: Slack answered %s; retrying", what, sc.Status), ErrTypeSlackUnavailable, err)
+			return temporal.NewApplicationErrorWithCause(fmt.Sprintf("%s: Slack answered %s; retrying", what, sc.Status), ErrTypeUnavailable, err)
 		}
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: Slack answered %s", what, sc.Status), ErrTypeSlackRejected, err)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: Slack answered %s", what, sc.Status), ErrTypeRejected, err)
 	}
 	var se slack.SlackErrorResponse
 	if errors.As(err, &se) && permanentSlackErrors[se.Err] {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: Slack refused it: %s (check the channel ID and that the bot is in the channel)", what, se.Err), ErrTypeSlackRejected, err)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: Slack refused it: %s (check the channel ID and that the bot is in the channel)", what, se.Err), ErrTypeRejected, err)
 	}
-	return temporal.NewApplicationErrorWithCause(fmt.Sprintf("%s: %v; retrying", what, err), ErrTypeSlackUnavailable, err)
+	return temporal.NewApplicationErrorWithCause(fmt.Sprintf("%s: %v; retrying", what, err), ErrTypeUnavailable, err)
 }

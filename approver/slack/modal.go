@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 )
 
 // modalFlow is one of the Slack modals an approver decides through (edit
@@ -58,7 +59,7 @@ func (h *Interactions) acceptModal(ic *slack.InteractionCallback, f modalFlow) (
 // openModal opens f's modal for a click on its button, or tells the
 // clicker why not.
 func (h *Interactions) openModal(ic *slack.InteractionCallback, a slack.BlockAction, f modalFlow) {
-	c := Click{SlackUser: ic.User.ID, Channel: ic.Channel.ID, Decision: api.DecideRequest{RequestID: a.Value, Via: ViaSlack}}
+	c := Click{SlackUser: ic.User.ID, Channel: ic.Channel.ID, Decision: api.DecideRequest{RequestID: a.Value, Via: Via}}
 	if c.Channel == "" {
 		c.Channel = ic.Container.ChannelID
 	}
@@ -72,9 +73,9 @@ func (h *Interactions) openModal(ic *slack.InteractionCallback, a slack.BlockAct
 	r, err := h.lookup(ctx, a.Value)
 	switch {
 	case err != nil:
-		problem = "airlock could not read the request: " + Explain(err)
-	case MayDecide(r, p.Name, time.Now()) != nil: // the form opens only for someone who may submit it
-		problem = MayDecide(r, p.Name, time.Now()).Error()
+		problem = "airlock could not read the request: " + approver.Explain(err)
+	case approver.MayDecide(r, p.Name, time.Now()) != nil: // the form opens only for someone who may submit it
+		problem = approver.MayDecide(r, p.Name, time.Now()).Error()
 	case r.State != api.ApprovalPending:
 		problem = fmt.Sprintf("request `%s` is already %s", slackEscape(r.ID), r.State)
 	case r.Digest != strings.TrimPrefix(a.BlockID, BlockIDPrefix):

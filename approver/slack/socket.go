@@ -1,4 +1,4 @@
-package approver
+package slack
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // SocketModeOptions configure RunSocketMode.
 type SocketModeOptions struct {
 	// Client carries the bot token and the app-level token
-	// (SlackApp.AppClient).
+	// (App.AppClient).
 	Client *slack.Client
 	// Interactions process the clicks, as over HTTP; their SigningSecret
 	// is not used (the WebSocket is authenticated by the app-level token).

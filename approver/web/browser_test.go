@@ -1,4 +1,4 @@
-package approver
+package web
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/airlock-run/airlock/api"
-
+	"github.com/airlock-run/airlock/approver/internal/approvertest"
 	"github.com/airlock-run/airlock/internal/testenv"
 )
 
@@ -91,11 +91,11 @@ func TestWebPageInABrowser(t *testing.T) {
 		t.Run(fmt.Sprintf("%dpx", vp.w), func(t *testing.T) {
 			e := newWebEnv(t)
 			e.now = time.Now()
-			r := testRequest("task-1", e.now)
+			r := approvertest.Request("task-1", e.now)
 			r.Tool, r.Server = "fs__move_file", "fs"
 			r.Arguments = json.RawMessage(fmt.Sprintf(`{"source":"/srv/a.txt","destination":%q}`, longDestination))
 			r.Redact = nil
-			e.ft.reqs = []api.ApprovalRequest{r}
+			e.ft.Reqs = []api.ApprovalRequest{r}
 
 			ctx := browser(t, exe)
 			do(t, ctx, "open the login page",
