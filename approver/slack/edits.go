@@ -85,7 +85,7 @@ func (h *Interactions) background(f func()) func() {
 	}
 }
 
-// editFlow is the edit modal's flow (slack_modal.go): a click on "Edit &
+// editFlow is the edit modal's flow (modal.go): a click on "Edit &
 // approve" opens it; its submission approves with the edited arguments.
 func (h *Interactions) editFlow() modalFlow {
 	return modalFlow{

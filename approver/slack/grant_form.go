@@ -126,7 +126,7 @@ func grantArgsText(args []string) string {
 	return "values of " + slackEscape(strings.Join(args, ", "))
 }
 
-// grantFlow is the grant modal's flow (slack_modal.go): a click on
+// grantFlow is the grant modal's flow (modal.go): a click on
 // "Approve + grant…" opens it; its submission approves with the chosen
 // grant.
 func (h *Interactions) grantFlow() modalFlow {

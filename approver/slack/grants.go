@@ -40,7 +40,7 @@ func grantOfAction(id string) (g *api.GrantAsk, ok bool) {
 // slackGrantButtons are the "Approve + …" buttons of a request whose tool
 // allows grants (approval.max_grant): one per dimension, at its bound.
 // Fewer calls or a shorter time: the "Approve + grant…" form
-// (slack_grant_form.go), airlock approvals approve, the web page, or
+// (grant_form.go), airlock approvals approve, the web page, or
 // airlock_approvals_decide.
 func slackGrantButtons(n api.ApprovalNotice) []slack.BlockElement {
 	b := n.MaxGrant

@@ -59,7 +59,7 @@ type InteractionOptions struct {
 	Logger  zerolog.Logger
 	// Audit receives a line per click decided or refused (nil: none).
 	Audit *auditstream.Log
-	// Lookup reads a request for the edit modal (slack_edits.go; default:
+	// Lookup reads a request for the edit modal (edits.go; default:
 	// Lookup with Temporal).
 	Lookup func(ctx context.Context, requestID string) (api.ApprovalRequest, error)
 }
@@ -144,7 +144,7 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "interaction payload is not valid JSON", http.StatusBadRequest)
 		return
 	}
-	// Edit & approve, Approve + grant… (slack_grant_form.go).
+	// Edit & approve, Approve + grant… (grant_form.go).
 	if resp, start, ours := h.submitView(&ic); ours {
 		h.serveViewSubmission(w, resp, start)
 		return
@@ -257,10 +257,10 @@ func (h *Interactions) Dispatch(ic *slack.InteractionCallback) {
 // group; the returned function starts the delivery (it does nothing for
 // interactions that are not airlock clicks, or after Shutdown).
 func (h *Interactions) accept(ic *slack.InteractionCallback) (start func()) {
-	if start, ours := h.acceptModal(ic, h.editFlow()); ours { // approve with edits (slack_edits.go)
+	if start, ours := h.acceptModal(ic, h.editFlow()); ours { // approve with edits (edits.go)
 		return start
 	}
-	if start, ours := h.acceptModal(ic, h.grantFlow()); ours { // a chosen grant (slack_grant_form.go)
+	if start, ours := h.acceptModal(ic, h.grantFlow()); ours { // a chosen grant (grant_form.go)
 		return start
 	}
 	c, ours, problem := ParseClick(ic)

@@ -159,7 +159,7 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 			":rotating_light: *Escalated to `%s`*: nobody decided in time. Members of `%s` may now decide too.",
 			slackEscape(n.Group), slackEscape(n.Group))), nil, nil))
 	}
-	if note := slackEditNote(n); note != "" { // approve with edits (slack_edits.go)
+	if note := slackEditNote(n); note != "" { // approve with edits (edits.go)
 		blocks = append(blocks, slack.NewSectionBlock(slackMd(note), nil, nil))
 	}
 	blocks = append(blocks, slackRequestBlocks(n)...)
@@ -171,12 +171,12 @@ func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	// Approve, the grants the tool allows (the most, then a form to choose
 	// less), Deny, then Edit & approve.
 	buttons := append([]slack.BlockElement{approve}, slackGrantButtons(n)...) // approval grants
-	// A chosen grant (slack_grant_form.go).
+	// A chosen grant (grant_form.go).
 	if b := grantFormButton(n); b != nil {
 		buttons = append(buttons, b)
 	}
 	buttons = append(buttons, deny)
-	if !n.NoEdits { // approve with edits (slack_edits.go)
+	if !n.NoEdits { // approve with edits (edits.go)
 		buttons = append(buttons, editButton(n))
 	}
 	blocks = append(blocks,
@@ -218,7 +218,7 @@ func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 	if votes := slackVotes(n.Votes); votes != "" {
 		summary += "\n" + votes
 	}
-	if note := slackEditNote(n); note != "" { // approve with edits (slack_edits.go)
+	if note := slackEditNote(n); note != "" { // approve with edits (edits.go)
 		summary += "\n" + note
 	}
 	blocks = []slack.Block{slack.NewHeaderBlock(slackPlain(title, 150)), slack.NewSectionBlock(slackMd(summary), nil, nil)}
