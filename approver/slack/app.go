@@ -86,7 +86,8 @@ func (a *App) AppClient() (*slack.Client, error) {
 	return slack.New(a.botToken, append(a.options(), slack.OptionAppLevelToken(a.appToken))...), nil
 }
 
-// Notifier is the Notifier of this app.
+// Notifier is the app's Notifier: its bot client, posting to each
+// group's channel.
 func (a *App) Notifier() (*Notifier, error) {
 	api, err := a.BotClient()
 	if err != nil {

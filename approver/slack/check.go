@@ -12,8 +12,8 @@ import (
 	"github.com/airlock-run/airlock/internal/config"
 )
 
-// Finding is one thing App.Check looked at: what it found and,
-// when something is wrong, how to fix it.
+// Finding is one thing App.Check looked at: what it found and, when
+// something is wrong, how to fix it.
 type Finding struct {
 	OK   bool
 	What string

@@ -31,8 +31,8 @@ const MaxInteractionBody = 1 << 20
 // Via is the Vote.Via of decisions made in Slack.
 const Via = "slack"
 
-// DeliverFunc delivers one decision to its task (Deliver with a Temporal
-// client); tests substitute their own.
+// DeliverFunc delivers one decision to its task (approver.Deliver with a
+// Temporal client); tests substitute their own.
 type DeliverFunc func(ctx context.Context, updateID string, d api.DecideRequest) (api.DecideResult, error)
 
 // Users maps a Slack user to a principal; *identity.Directory is one.
@@ -51,7 +51,7 @@ type InteractionOptions struct {
 	Slack *slack.Client
 	// Users maps the clicker's Slack user ID to a principal.
 	Users Users
-	// Temporal delivers decisions (Deliver) unless Deliver is set.
+	// Temporal delivers decisions (approver.Deliver) unless Deliver is set.
 	Temporal client.Client
 	Deliver  DeliverFunc
 	// Timeout bounds one click's delivery (default 30s).
@@ -59,8 +59,8 @@ type InteractionOptions struct {
 	Logger  zerolog.Logger
 	// Audit receives a line per click decided or refused (nil: none).
 	Audit *auditstream.Log
-	// Lookup reads a request for the edit modal (edits.go; default:
-	// Lookup with Temporal).
+	// Lookup reads a request for the modals (modal.go; default:
+	// approver.Lookup with Temporal).
 	Lookup func(ctx context.Context, requestID string) (api.ApprovalRequest, error)
 }
 

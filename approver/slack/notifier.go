@@ -16,7 +16,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 )
 
-// NotifierName is the Notifier of the messages Notifier posts.
+// NotifierName is the MessageRef.Notifier of the messages Notifier posts.
 const NotifierName = "slack"
 
 // Error types of Notifier's application errors.
