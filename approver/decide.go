@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 )
 
 // TaskOf returns the task ID of an approval request ID ("<task>~<call>").
@@ -82,6 +83,26 @@ func newNonce() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b) // crypto/rand.Read does not fail
 	return hex.EncodeToString(b)
+}
+
+// Explain words a delivery error for the person who decided: the task's
+// own refusal (the decide validator's message) when there is one. Slack's
+// replies and the local decider's refusals use these words.
+func Explain(err error) string {
+	var nf *serviceerror.NotFound
+	var ae *temporal.ApplicationError
+	var nt *NoTaskError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Message()
+	case errors.As(err, &nt):
+		return "no task " + nt.Task + " exists, so there is no such request to decide (check the request ID)"
+	case errors.As(err, &nf):
+		return "its task has ended, so the request can no longer be decided"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "airlock did not answer in time (is a worker running?); try again, or use `airlock approvals`"
+	}
+	return "airlock could not deliver it (" + err.Error() + "); try again, or use `airlock approvals`"
 }
 
 // NoTaskError is a decision on a request whose task never existed (a

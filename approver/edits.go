@@ -131,7 +131,7 @@ func EditUpdateID(via, requestID, approver string, args json.RawMessage) string 
 // the decision's result: policy judged the edited call before the
 // workflow answered (EditEffect), except in tasks started before it did.
 func EditOutcome(res api.DecideResult) string {
-	d := short(res.EditDigest)
+	d := ShortDigest(res.EditDigest)
 	switch {
 	case res.EditRefused != "":
 		return fmt.Sprintf("You changed its arguments (edited digest %s), but the edit was refused by policy: %s. Nothing ran, neither the original nor the edited call; the agent is told.", d, res.EditRefused)

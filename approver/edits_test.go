@@ -1,19 +1,16 @@
 package approver
 
 import (
-	"bytes"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver/internal/approvertest"
 )
 
 func TestEditedArguments(t *testing.T) {
-	r := testRequest("task-1", time.Now())
+	r := approvertest.Request("task-1", time.Now())
 	for _, tc := range []struct {
 		name, submitted, want, err string
 		noEdits                    bool
@@ -48,77 +45,13 @@ func TestEditedArguments(t *testing.T) {
 	}
 }
 
-// TestWebApproveWithEdits: the page offers "Edit arguments" prefilled with
-// the masked arguments, delivers the edit (masked values restored) under
-// its own Update ID, and offers nothing to edit when the tool forbids it.
-func TestWebApproveWithEdits(t *testing.T) {
-	e := newWebEnv(t)
-	bob := e.browser()
-	e.login(bob, "bob-key")
-	_, body, token := e.page(bob)
-	if !strings.Contains(body, `name="arguments"`) || !strings.Contains(body, "[redacted]") || strings.Contains(body, "s3cret") ||
-		!strings.Contains(body, `value="approve-edits"`) {
-		t.Fatalf("page lacks Edit arguments, or shows the secret:\n%s", body)
-	}
-	r := e.ft.reqs[0]
-	resp, _ := e.do(bob, "POST", "/approvals/decide", url.Values{"csrf": {token}, "id": {r.ID}, "digest": {r.Digest},
-		"action": {"approve-edits"}, "arguments": {`{"key": "k2", "auth": {"token": "[redacted]"}}`}}, map[string]string{"Origin": e.srv.URL})
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("decide: %d", resp.StatusCode)
-	}
-	sent := e.ft.sent()
-	if len(sent) != 1 {
-		t.Fatalf("delivered %d updates", len(sent))
-	}
-	d := sent[0].Args[0].(api.DecideRequest)
-	if !d.Approve || d.Arguments != `{"auth":{"token":"s3cret"},"key":"k2"}` || d.Via != "web" ||
-		!strings.HasPrefix(sent[0].UpdateID, "web:"+r.ID+":bob:approve:edit-") {
-		t.Errorf("delivered %+v as %s", d, sent[0].UpdateID)
-	}
-
-	e2 := newWebEnv(t)
-	e2.ft.reqs[0].NoEdits = true
-	c := e2.browser()
-	e2.login(c, "bob-key")
-	if _, body, _ := e2.page(c); strings.Contains(body, `name="arguments"`) || !strings.Contains(body, `value="approve"`) {
-		t.Errorf("a request that may not be edited offers Edit arguments:\n%s", body)
-	}
-}
-
 // TestRedactedMasksTheEdit: show --json masks both versions of an edit.
 func TestRedactedMasksTheEdit(t *testing.T) {
-	r := testRequest("task-1", time.Now())
+	r := approvertest.Request("task-1", time.Now())
 	r.Edit = &api.ArgsEdit{By: "bob", Original: r.Arguments, Arguments: []byte(`{"key":"k2","auth":{"token":"n3w"}}`)}
 	got := Redacted(r)
 	if strings.Contains(string(got.Edit.Original), "s3cret") || strings.Contains(string(got.Edit.Arguments), "n3w") ||
 		!strings.Contains(string(r.Edit.Arguments), "n3w") {
 		t.Errorf("redacted edit %s / %s (the request's own must stay as it was)", got.Edit.Original, got.Edit.Arguments)
-	}
-}
-
-// TestWebhookApproveWithEdits: a bridge's signed decision may carry
-// arguments; they are delivered with the approval (masked values restored).
-func TestWebhookApproveWithEdits(t *testing.T) {
-	ft := &fakeTemporal{reqs: []api.ApprovalRequest{testRequest("task-1", time.Now())}}
-	r := ft.reqs[0]
-	h := WebhookDecisions(WebhookDecisionOptions{Channels: []WebhookChannel{{Name: "teams", Secret: "s3cret-webhook-secret"}},
-		Local: Local{Temporal: ft, Namespace: "default"}})
-	body := []byte(`{"request":"` + r.ID + `","digest":"` + r.Digest + `","approver":"bob","decision":"approve","arguments":{"key":"k9","auth":{"token":"[redacted]"}}}`)
-	req := httptest.NewRequest(http.MethodPost, WebhookDecisionPath, bytes.NewReader(body))
-	for k, v := range SignWebhook("s3cret-webhook-secret", time.Now(), body) {
-		req.Header[k] = v
-	}
-	req.Header.Set(WebhookChannelHeader, "teams")
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, req)
-	if w.Code != http.StatusOK {
-		t.Fatalf("decision: %d %s", w.Code, w.Body)
-	}
-	sent := ft.sent()
-	if len(sent) != 1 {
-		t.Fatalf("delivered %d", len(sent))
-	}
-	if d := sent[0].Args[0].(api.DecideRequest); d.Arguments != `{"auth":{"token":"s3cret"},"key":"k9"}` || d.Via != "webhook:teams" {
-		t.Errorf("delivered %+v", d)
 	}
 }

@@ -13,10 +13,11 @@ import (
 	"github.com/airlock-run/airlock/api"
 )
 
-// grantUpdateSuffix makes an approval with a grant another Update than the
+// GrantUpdateSuffix makes an approval with a grant another Update than the
 // same approval without one, so that a second try with a grant is refused
-// as a second vote rather than answered with the first outcome.
-func grantUpdateSuffix(g *api.GrantAsk) string {
+// as a second vote rather than answered with the first outcome. Every
+// channel appends it to its Update ID.
+func GrantUpdateSuffix(g *api.GrantAsk) string {
 	if g.Empty() {
 		return ""
 	}
@@ -57,7 +58,8 @@ func Revoke(ctx context.Context, c client.Client, grantID, by, reason string) (a
 	return g, nil
 }
 
-func grantText(g *api.GrantAsk) string {
+// GrantText is a grant as the audit stream records it ("" for none).
+func GrantText(g *api.GrantAsk) string {
 	if g.Empty() {
 		return ""
 	}

@@ -54,15 +54,35 @@ type Decision struct {
 	Grant *api.GrantAsk
 	// Channel, when set, restricts the decision to the requests of the
 	// groups the deciding channel serves (a webhook channel's groups).
-	Channel *WebhookChannel
+	Channel *ChannelScope
+}
+
+// ChannelScope is a deciding channel as the decision rules see it: its
+// name, and the approver groups it serves (empty: all).
+type ChannelScope struct {
+	Name   string
+	Groups []string
+}
+
+// Serves reports whether the channel serves group.
+func (c ChannelScope) Serves(group string) bool {
+	return len(c.Groups) == 0 || slices.Contains(c.Groups, group)
+}
+
+// ServesRequest reports whether the channel may decide r: it serves r's
+// group, or the group r was escalated to.
+func (c ChannelScope) ServesRequest(r api.ApprovalRequest) bool {
+	return c.Serves(r.Group) || r.Escalated && r.EscalateTo != "" && c.Serves(r.EscalateTo)
 }
 
 // MinDigestPrefix is the shortest digest prefix a decision may bind to.
 const MinDigestPrefix = 8
 
-// digestPrefix is a decision's digest (prefix) in lower case, or an error
+// DigestPrefix is a decision's digest (prefix) in lower case, or an error
 // when it is too short or not hex ("" is no digest: the request as it is).
-func digestPrefix(digest string) (string, error) {
+// A channel that takes digests from outside (the webhook) checks them with
+// it before deciding.
+func DigestPrefix(digest string) (string, error) {
 	want := strings.ToLower(strings.TrimSpace(digest))
 	if want != "" && (len(want) < MinDigestPrefix || strings.Trim(want, "0123456789abcdef") != "") {
 		return "", fmt.Errorf("digest %q: give at least %d hex digits of the request's digest (airlock approvals show prints it; a webhook event carries it whole)", digest, MinDigestPrefix)
@@ -99,9 +119,9 @@ func verdict(approve bool) string {
 	return "deny"
 }
 
-// mismatch says why res, the outcome Temporal returned for d, is not d's
+// Mismatch says why res, the outcome Temporal returned for d, is not d's
 // own (it is the outcome of an earlier decision), or "" when it is.
-func mismatch(d api.DecideRequest, res api.DecideResult) string {
+func Mismatch(d api.DecideRequest, res api.DecideResult) string {
 	if res.Approver == "" { // a result recorded before DecideResult named its vote
 		return ""
 	}
@@ -169,10 +189,10 @@ func (l Local) DecideOn(ctx context.Context, d Decision) (api.DecideResult, api.
 	switch {
 	case err == nil:
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: res.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: localUpdateID(d, res.RequestID), State: res.State, EditDigest: res.EditDigest, Grant: grantText(d.Grant)})
+			UpdateID: localUpdateID(d, res.RequestID), State: res.State, EditDigest: res.EditDigest, Grant: GrantText(d.Grant)})
 	case errors.As(err, &ref) && !ref.Repeat: // a repeat was audited when it was recorded
 		l.Audit.ApprovalDecision(auditstream.ApprovalDecision{Request: ref.RequestID, Approver: d.Approver, Approve: d.Approve, Via: d.Via,
-			UpdateID: localUpdateID(d, ref.RequestID), Refused: ref.Reason, Grant: grantText(d.Grant)})
+			UpdateID: localUpdateID(d, ref.RequestID), Refused: ref.Reason, Grant: GrantText(d.Grant)})
 	}
 	return res, r, err
 }
@@ -184,7 +204,7 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.Ap
 	if d.Via == "" {
 		return api.DecideResult{}, api.ApprovalRequest{}, errors.New("the decision names no path (cli or web)")
 	}
-	want, err := digestPrefix(d.Digest)
+	want, err := DigestPrefix(d.Digest)
 	if err != nil {
 		return api.DecideResult{}, api.ApprovalRequest{}, err
 	}
@@ -192,7 +212,7 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.Ap
 	if err != nil {
 		return api.DecideResult{}, api.ApprovalRequest{}, err
 	}
-	if c := d.Channel; c != nil && !c.servesRequest(r) {
+	if c := d.Channel; c != nil && !c.ServesRequest(r) {
 		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf(
 			"approval channel %s serves groups %s, and request %s is for group %q: decide it through a channel of that group",
 			c.Name, strings.Join(c.Groups, ", "), r.ID, r.Group)}
@@ -200,7 +220,7 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.Ap
 	if want != "" && !strings.HasPrefix(r.Digest, want) {
 		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: fmt.Sprintf(
 			"request %s has digest %s, not the %s you decided on; it is not the call you saw: run airlock approvals show %s and decide again",
-			r.ID, short(r.Digest), want, r.ID)}
+			r.ID, ShortDigest(r.Digest), want, r.ID)}
 	}
 	if why := repeated(r, d); why != "" {
 		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: why, Repeat: true}
@@ -239,7 +259,7 @@ func (l Local) decide(ctx context.Context, d Decision) (api.DecideResult, api.Ap
 		}
 		return res, r, err
 	}
-	if why := mismatch(dr, res); why != "" {
+	if why := Mismatch(dr, res); why != "" {
 		return api.DecideResult{}, r, &Refusal{RequestID: r.ID, Reason: why}
 	}
 	return res, r, nil
@@ -297,7 +317,7 @@ func MayDecide(r api.ApprovalRequest, name string, now time.Time) error {
 // carries edited arguments).
 func localUpdateID(d Decision, requestID string) string {
 	if len(d.Arguments) > 0 && d.Approve {
-		return EditUpdateID(d.Via, requestID, d.Approver, d.Arguments) + grantUpdateSuffix(d.Grant)
+		return EditUpdateID(d.Via, requestID, d.Approver, d.Arguments) + GrantUpdateSuffix(d.Grant)
 	}
-	return UpdateID(d.Via, requestID, d.Approver, d.Approve) + grantUpdateSuffix(d.Grant)
+	return UpdateID(d.Via, requestID, d.Approver, d.Approve) + GrantUpdateSuffix(d.Grant)
 }

@@ -136,8 +136,9 @@ func cell(s string) string {
 	return strings.NewReplacer("\t", " ", "\n", " ").Replace(redact.Visible(s))
 }
 
-// short is the start of a digest, as the CLI and the web page show it.
-func short(digest string) string {
+// ShortDigest is the start of a digest, as the CLI, the web page and Slack
+// show it.
+func ShortDigest(digest string) string {
 	if len(digest) > 12 {
 		return digest[:12]
 	}

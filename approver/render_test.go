@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver/internal/approvertest"
 	"github.com/airlock-run/airlock/internal/redact"
 )
 
 func TestRedacted(t *testing.T) {
-	r := Redacted(testRequest("task-1", time.Now()))
+	r := Redacted(approvertest.Request("task-1", time.Now()))
 	if strings.Contains(string(r.Arguments), "s3cret") || !strings.Contains(string(r.Arguments), redact.Mask) {
 		t.Errorf("Redacted: %s", r.Arguments)
 	}
@@ -18,7 +19,7 @@ func TestRedacted(t *testing.T) {
 
 func TestWriteRequestAndList(t *testing.T) {
 	now := time.Now()
-	r := testRequest("task-1", now)
+	r := approvertest.Request("task-1", now)
 	r.Votes = []api.Vote{{Approver: "carol", Approve: true, Via: "web", Comment: "ok\x1b[2J\nstate: approved"}}
 	var b strings.Builder
 	if err := WriteRequest(&b, r, now); err != nil {
@@ -56,7 +57,7 @@ func TestExpiresIn(t *testing.T) {
 // delivered late, one that gave up.
 func TestWriteRequestShowsDeliveries(t *testing.T) {
 	now := time.Now()
-	r := testRequest("task-1", now)
+	r := approvertest.Request("task-1", now)
 	r.Deliveries = []api.Delivery{
 		{Notifier: "slack", Group: "ops", State: api.DeliveryDelivered, At: now},
 		{Notifier: "webhook:teams", Group: "ops", State: api.DeliveryRetrying, Error: "the bridge answered 500 Internal Server Error", Since: now, At: now},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/approver/web"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/redact"
 	"github.com/airlock-run/airlock/manifests"
@@ -115,30 +116,30 @@ func TestLocalApprovals(t *testing.T) {
 	}
 
 	// 2. The web page: bob logs in with his key and denies the next one.
-	h, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: s.srv.Namespace(), Directory: dir})
+	h, err := web.Handler(web.Options{Temporal: s.client, Namespace: s.srv.Namespace(), Directory: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/approvals", h)
 	mux.Handle("/approvals/", h)
-	web := httptest.NewServer(mux)
-	t.Cleanup(web.Close)
+	site := httptest.NewServer(mux)
+	t.Cleanup(site.Close)
 
 	second := callAsync(cs, "counter__append", map[string]any{"key": "launch-codes-2"})
 	r2 := waitPending(t, local, "launch-codes-2", map[string]bool{r1.ID: true})
 
 	// alice sees nothing to decide: the only request is her own.
-	alice := newBrowser(t, web.URL)
+	alice := newBrowser(t, site.URL)
 	alice.login("alice-key")
 	if body := alice.get(); strings.Contains(body, r2.ID) || !strings.Contains(body, "Nothing waits for your decision") {
 		t.Errorf("alice is offered her own request:\n%s", body)
 	}
-	if code, body := newBrowser(t, web.URL).post("/approvals/login", url.Values{"key": {"stolen-key"}}); code != http.StatusUnauthorized || !strings.Contains(body, "not recognised") {
+	if code, body := newBrowser(t, site.URL).post("/approvals/login", url.Values{"key": {"stolen-key"}}); code != http.StatusUnauthorized || !strings.Contains(body, "not recognised") {
 		t.Errorf("login with a bad key: %d\n%s", code, body)
 	}
 
-	b := newBrowser(t, web.URL)
+	b := newBrowser(t, site.URL)
 	b.login("bob-key")
 	page := b.get()
 	form := formFor(t, page, r2.ID)

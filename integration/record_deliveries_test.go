@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/approver/webhook"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -61,14 +62,14 @@ func TestRecordDeliveriesHistory(t *testing.T) {
 	br := &bridge{t: t, secret: secret, failFirst: 2, failCode: http.StatusInternalServerError}
 	bsrv := httptest.NewServer(br)
 	t.Cleanup(bsrv.Close)
-	ch := approver.WebhookChannel{Name: "teams", URL: bsrv.URL, Secret: secret, Groups: []string{"ops"}}
+	ch := webhook.Channel{Name: "teams", URL: bsrv.URL, Secret: secret, Groups: []string{"ops"}}
 	slack := &okNotifier{}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, policy: &policy.Config{Rules: []policy.Rule{
 		{Name: "no-secrets", When: `args.?key.orValue("") == "secret"`, Effect: api.Deny, Reason: "secrets stay out of tools"},
 	}}, groups: map[string][]string{"ops": {"bob"}},
-		notifiers: []activities.Notifier{slack, approver.NewWebhookNotifier(ch, nil)}})
-	decisions := httptest.NewServer(approver.WebhookDecisions(approver.WebhookDecisionOptions{
-		Channels: []approver.WebhookChannel{ch}, Local: approver.Local{Temporal: s.client, Namespace: s.srv.Namespace()}}))
+		notifiers: []activities.Notifier{slack, webhook.NewNotifier(ch, nil)}})
+	decisions := httptest.NewServer(webhook.Decisions(webhook.DecisionOptions{
+		Channels: []webhook.Channel{ch}, Local: approver.Local{Temporal: s.client, Namespace: s.srv.Namespace()}}))
 	t.Cleanup(decisions.Close)
 	waitTools(t, s.connect(t, nil), "counter__put")
 	ctx := context.Background()
@@ -101,7 +102,7 @@ func TestRecordDeliveriesHistory(t *testing.T) {
 	if d := deliveryOf(ar, "slack"); d.State != api.DeliveryDelivered {
 		t.Errorf("slack delivery %+v", d)
 	}
-	ev := br.waitEvent(t, approver.WebhookApprovalRequested)
+	ev := br.waitEvent(t, webhook.ApprovalRequested)
 	waitFor(t, "the webhook delivery shown as delivered", 30*time.Second, func() bool {
 		var err error
 		ar, err = approver.Lookup(ctx, s.client, id)
@@ -118,13 +119,13 @@ func TestRecordDeliveriesHistory(t *testing.T) {
 	}
 
 	// The bridge approves with an edit that the rule denies.
-	body, _ := json.Marshal(approver.WebhookDecision{Request: ev.Request.ID, Digest: ev.Request.Digest, Approver: "bob", Decision: "approve",
+	body, _ := json.Marshal(webhook.Decision{Request: ev.Request.ID, Digest: ev.Request.Digest, Approver: "bob", Decision: "approve",
 		Arguments: json.RawMessage(`{"key":"secret"}`)})
-	hr, _ := http.NewRequest(http.MethodPost, decisions.URL+approver.WebhookDecisionPath, bytes.NewReader(body))
-	for k, v := range approver.SignWebhook(secret, time.Now(), body) {
+	hr, _ := http.NewRequest(http.MethodPost, decisions.URL+webhook.DecisionPath, bytes.NewReader(body))
+	for k, v := range webhook.Sign(secret, time.Now(), body) {
 		hr.Header[k] = v
 	}
-	hr.Header.Set(approver.WebhookChannelHeader, "teams")
+	hr.Header.Set(webhook.ChannelHeader, "teams")
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestRecordDeliveriesHistory(t *testing.T) {
 	if r.err != nil || r.res.Outcome != api.OutcomeDenied {
 		t.Fatalf("call: %+v %v", r.res, r.err)
 	}
-	closed := br.waitEvent(t, approver.WebhookApprovalClosed)
+	closed := br.waitEvent(t, webhook.ApprovalClosed)
 	if closed.Request == nil || closed.Request.Outcome != "edit_refused" || closed.Request.Edit == nil || !strings.Contains(closed.Request.Edit.Refused, "no-secrets") {
 		t.Errorf("approval_closed %+v, want outcome edit_refused", closed.Request)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/approver/slack"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
@@ -333,7 +333,7 @@ func TestCompensationFailsForGood(t *testing.T) {
 `)
 	fake := newFakeSlackAPI(t)
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, rollbackNotify: "ops", groups: map[string][]string{"ops": {"olivia"}},
-		notifiers: []activities.Notifier{approver.NewSlackNotifier(fake.client(), map[string]string{"ops": "C0OPS"})}})
+		notifiers: []activities.Notifier{slack.NewNotifier(fake.client(), map[string]string{"ops": "C0OPS"})}})
 	cs := s.connect(t, map[string]string{gateway.HeaderTask: "doomed"})
 	waitTools(t, cs, "counter__append", "counter__put")
 	for _, c := range []struct{ tool, key string }{{"counter__put", "p1"}, {"counter__append", "a1"}} {

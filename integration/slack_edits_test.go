@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-run/airlock/approver"
+	approverslack "github.com/airlock-run/airlock/approver/slack"
 )
 
 // TestSlackApproveWithEdits runs the Slack modal end to end on the real
@@ -22,7 +22,7 @@ func TestSlackApproveWithEdits(t *testing.T) {
 	call := callAsync(e.cs, "counter__append", map[string]any{"key": "slack-draft"})
 	_, b := e.nextPost(t)
 
-	body, h := signedClick("U_BOB", approver.ActionEdit, b, time.Now())
+	body, h := signedClick("U_BOB", approverslack.ActionEdit, b, time.Now())
 	if code := e.send(t, body, h); code != http.StatusOK {
 		t.Fatalf("Edit & approve click: %d", code)
 	}
@@ -43,7 +43,7 @@ func TestSlackApproveWithEdits(t *testing.T) {
 	if err := json.Unmarshal(opened.JSON, &req); err != nil {
 		t.Fatalf("views.open body %s: %v", opened.JSON, err)
 	}
-	if req.TriggerID != trigger || req.View.CallbackID != approver.ViewEdit || strings.Contains(string(opened.JSON), "slack-draft") ||
+	if req.TriggerID != trigger || req.View.CallbackID != approverslack.ViewEdit || strings.Contains(string(opened.JSON), "slack-draft") ||
 		!strings.Contains(string(opened.JSON), "[redacted]") {
 		t.Fatalf("views.open %s", opened.JSON)
 	}
@@ -51,8 +51,8 @@ func TestSlackApproveWithEdits(t *testing.T) {
 	submit := func(value string) (string, http.Header) {
 		p := map[string]any{
 			"type": "view_submission", "user": map[string]any{"id": "U_BOB", "team_id": "T1"}, "team": map[string]any{"id": "T1"},
-			"view": map[string]any{"id": "V_EDIT_1", "type": "modal", "callback_id": approver.ViewEdit, "private_metadata": req.View.PrivateMetadata,
-				"state": map[string]any{"values": map[string]any{approver.EditBlock: map[string]any{approver.EditInput: map[string]any{"type": "plain_text_input", "value": value}}}}},
+			"view": map[string]any{"id": "V_EDIT_1", "type": "modal", "callback_id": approverslack.ViewEdit, "private_metadata": req.View.PrivateMetadata,
+				"state": map[string]any{"values": map[string]any{approverslack.EditBlock: map[string]any{approverslack.EditInput: map[string]any{"type": "plain_text_input", "value": value}}}}},
 		}
 		raw, _ := json.Marshal(p)
 		body := "payload=" + url.QueryEscape(string(raw))

@@ -26,6 +26,7 @@ import (
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	approverslack "github.com/airlock-run/airlock/approver/slack"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -211,7 +212,7 @@ func buttonsOf(t testing.TB, c slackAPICall) button {
 		}
 		b.hasActions = true
 		id, _ := blk["block_id"].(string)
-		b.digest = strings.TrimPrefix(id, approver.BlockIDPrefix)
+		b.digest = strings.TrimPrefix(id, approverslack.BlockIDPrefix)
 		els, _ := blk["elements"].([]any)
 		for _, e := range els {
 			m, _ := e.(map[string]any)
@@ -239,7 +240,7 @@ func signedClick(user, action string, b button, at time.Time) (string, http.Head
 		"channel":    map[string]any{"id": b.channel},
 		"container":  map[string]any{"type": "message", "message_ts": "1.1", "channel_id": b.channel},
 		"trigger_id": "t-" + ts,
-		"actions": []any{map[string]any{"type": "button", "action_id": action, "block_id": approver.BlockIDPrefix + b.digest,
+		"actions": []any{map[string]any{"type": "button", "action_id": action, "block_id": approverslack.BlockIDPrefix + b.digest,
 			"value": b.request, "action_ts": ts}},
 	}
 	raw, _ := json.Marshal(p)
@@ -264,7 +265,7 @@ type slackEnv struct {
 	s       *stack
 	api     *fakeSlackAPI
 	clicks  string // the interaction endpoint's URL
-	h       *approver.Interactions
+	h       *approverslack.Interactions
 	effects string
 	cs      *mcp.ClientSession
 	posts   int // successful posts consumed so far
@@ -285,12 +286,12 @@ func newSlackEnv(t testing.TB) *slackEnv {
 	dir := allGrants(map[string]string{"alice": "U_ALICE", "bob": "U_BOB", "carol": "U_CAROL", "dave": "U_DAVE", "eve": "U_EVE"},
 		"alice", "bob", "carol", "dave", "eve")
 	fake := newFakeSlackAPI(t)
-	notifier := approver.NewSlackNotifier(fake.client(), map[string]string{"ops": "C_OPS", "leads": "C_LEADS"})
+	notifier := approverslack.NewNotifier(fake.client(), map[string]string{"ops": "C_OPS", "leads": "C_LEADS"})
 	// alice is in ops too, so only the self-approval rule stops her.
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, inlineWait: 2 * time.Minute,
 		groups:    map[string][]string{"ops": {"alice", "bob", "carol", "dave"}, "leads": {"bob", "carol", "dave"}},
 		notifiers: []activities.Notifier{notifier}})
-	h := approver.InteractionHandler(approver.InteractionOptions{
+	h := approverslack.InteractionHandler(approverslack.InteractionOptions{
 		SigningSecret: slackSecret, Slack: fake.client(), Users: dir, Temporal: s.client,
 		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 	})
@@ -396,7 +397,7 @@ func TestSlackApprovals(t *testing.T) {
 		if b.channel != "C_OPS" || !b.hasActions || !strings.Contains(b.request, "~") || len(b.digest) != 64 {
 			t.Fatalf("posted %+v", b)
 		}
-		if strings.Contains(shown, "slack-approve-7f3a") || !strings.Contains(shown, approver.SlackMask) {
+		if strings.Contains(shown, "slack-approve-7f3a") || !strings.Contains(shown, approverslack.Mask) {
 			t.Errorf("the redacted key is shown: %s", shown)
 		}
 		for _, want := range []string{"counter__append", "alice", "high", "internal", "write", "Approve", "Deny"} {

@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/approver/webhook"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -29,7 +30,7 @@ type bridge struct {
 	// failCode is the status of a failed delivery (0: 503).
 	failCode int
 	failed   int
-	events   []approver.WebhookEvent
+	events   []webhook.Event
 	bad      int
 }
 
@@ -37,13 +38,13 @@ func (b *bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := approver.VerifyWebhook(r.Header, body, b.secret, time.Now()); err != nil {
+	if err := webhook.Verify(r.Header, body, b.secret, time.Now()); err != nil {
 		b.bad++
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
-	var ev approver.WebhookEvent
-	if err := json.Unmarshal(body, &ev); err != nil || r.Header.Get(approver.WebhookEventHeader) != ev.Event || r.Header.Get(approver.WebhookDeliveryHeader) != ev.Delivery {
+	var ev webhook.Event
+	if err := json.Unmarshal(body, &ev); err != nil || r.Header.Get(webhook.EventHeader) != ev.Event || r.Header.Get(webhook.DeliveryHeader) != ev.Delivery {
 		b.bad++
 		http.Error(w, "bad event", http.StatusBadRequest)
 		return
@@ -61,7 +62,7 @@ func (b *bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.events = append(b.events, ev)
 }
 
-func (b *bridge) waitEvent(t *testing.T, event string) approver.WebhookEvent {
+func (b *bridge) waitEvent(t *testing.T, event string) webhook.Event {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -76,7 +77,7 @@ func (b *bridge) waitEvent(t *testing.T, event string) approver.WebhookEvent {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("the bridge got no %s event: %+v", event, b.events)
-	return approver.WebhookEvent{}
+	return webhook.Event{}
 }
 
 // TestWebhookApprovalChannel runs a call that needs approval with a webhook
@@ -93,14 +94,14 @@ func TestWebhookApprovalChannel(t *testing.T) {
 	br := &bridge{t: t, secret: secret, failFirst: 2}
 	bsrv := httptest.NewServer(br)
 	t.Cleanup(bsrv.Close)
-	ch := approver.WebhookChannel{Name: "teams", URL: bsrv.URL, Secret: secret}
+	ch := webhook.Channel{Name: "teams", URL: bsrv.URL, Secret: secret}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir,
 		groups: map[string][]string{"ops": {"bob", "carol"}}, inlineWait: 2 * time.Minute,
-		notifiers: []activities.Notifier{approver.NewWebhookNotifier(ch, nil)}})
+		notifiers: []activities.Notifier{webhook.NewNotifier(ch, nil)}})
 	var audit bytes.Buffer
 	alog := auditstream.New(&audit)
-	decisions := httptest.NewServer(approver.WebhookDecisions(approver.WebhookDecisionOptions{
-		Channels: []approver.WebhookChannel{ch}, Directory: dir,
+	decisions := httptest.NewServer(webhook.Decisions(webhook.DecisionOptions{
+		Channels: []webhook.Channel{ch}, Directory: dir,
 		Local: approver.Local{Temporal: s.client, Namespace: s.srv.Namespace(), Audit: alog}, Audit: alog}))
 	t.Cleanup(decisions.Close)
 
@@ -108,24 +109,24 @@ func TestWebhookApprovalChannel(t *testing.T) {
 	waitTools(t, cs, "counter__append")
 	done := callAsync(cs, "counter__append", map[string]any{"key": "wire-transfer-7"})
 
-	ev := br.waitEvent(t, approver.WebhookApprovalRequested)
+	ev := br.waitEvent(t, webhook.ApprovalRequested)
 	req := ev.Request
 	if req == nil || req.Tool != "counter__append" || req.Principal != "alice" || req.Group != "ops" || req.Digest == "" ||
-		ev.Channel != "teams" || ev.DecidePath != approver.WebhookDecisionPath {
+		ev.Channel != "teams" || ev.DecidePath != webhook.DecisionPath {
 		t.Fatalf("event %+v request %+v", ev, req)
 	}
 	if strings.Contains(string(req.Arguments), "wire-transfer-7") {
 		t.Errorf("the bridge saw a masked argument: %s", req.Arguments)
 	}
 
-	post := func(secret string, d approver.WebhookDecision) (int, map[string]any) {
+	post := func(secret string, d webhook.Decision) (int, map[string]any) {
 		t.Helper()
 		body, _ := json.Marshal(d)
-		hr, _ := http.NewRequest(http.MethodPost, decisions.URL+approver.WebhookDecisionPath, bytes.NewReader(body))
-		for k, v := range approver.SignWebhook(secret, time.Now(), body) {
+		hr, _ := http.NewRequest(http.MethodPost, decisions.URL+webhook.DecisionPath, bytes.NewReader(body))
+		for k, v := range webhook.Sign(secret, time.Now(), body) {
 			hr.Header[k] = v
 		}
-		hr.Header.Set(approver.WebhookChannelHeader, "teams")
+		hr.Header.Set(webhook.ChannelHeader, "teams")
 		resp, err := http.DefaultClient.Do(hr)
 		if err != nil {
 			t.Fatal(err)
@@ -135,11 +136,11 @@ func TestWebhookApprovalChannel(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		return resp.StatusCode, out
 	}
-	approve := approver.WebhookDecision{Request: req.ID, Digest: req.Digest, Approver: "bob", Decision: "approve"}
+	approve := webhook.Decision{Request: req.ID, Digest: req.Digest, Approver: "bob", Decision: "approve"}
 	if code, out := post("wrong-secret", approve); code != http.StatusUnauthorized {
 		t.Fatalf("bad signature: %d %v", code, out)
 	}
-	if code, out := post(secret, approver.WebhookDecision{Request: req.ID, Digest: req.Digest, Approver: "alice", Decision: "approve"}); code != http.StatusConflict ||
+	if code, out := post(secret, webhook.Decision{Request: req.ID, Digest: req.Digest, Approver: "alice", Decision: "approve"}); code != http.StatusConflict ||
 		!strings.Contains(out["refused"].(string), "may not approve") {
 		t.Fatalf("self-approval: %d %v", code, out)
 	}
@@ -154,10 +155,10 @@ func TestWebhookApprovalChannel(t *testing.T) {
 		t.Fatalf("the approved call ran %d times", n)
 	}
 	// bob changes his mind: refused, the approval stands.
-	if code, out := post(secret, approver.WebhookDecision{Request: req.ID, Digest: req.Digest, Approver: "bob", Decision: "deny"}); code != http.StatusConflict {
+	if code, out := post(secret, webhook.Decision{Request: req.ID, Digest: req.Digest, Approver: "bob", Decision: "deny"}); code != http.StatusConflict {
 		t.Errorf("second, different decision: %d %v", code, out)
 	}
-	closed := br.waitEvent(t, approver.WebhookApprovalClosed)
+	closed := br.waitEvent(t, webhook.ApprovalClosed)
 	if closed.Request == nil || closed.Request.State != api.ApprovalApproved || len(closed.Request.Votes) != 1 || closed.Request.Votes[0].Approver != "bob" {
 		t.Errorf("closed event %+v", closed.Request)
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/approver/slack"
+	"github.com/airlock-run/airlock/approver/webhook"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
@@ -94,7 +96,7 @@ func runApprover(c *Call, f *commonFlags) int {
 	}
 	defer stop()
 	watchReload(ctx, e, approverReload(e, dir), hup) // reload.go
-	app := approver.NewSlackApp(cfg, os.Getenv)
+	app := slack.NewApp(cfg, os.Getenv)
 	if app.Config.Mode == config.SlackModeSocket {
 		return approveOverSocket(ctx, c, e, app, tc, dir)
 	}
@@ -139,7 +141,7 @@ func startApprover(ctx context.Context, e *env) (client.Client, func(), error) {
 }
 
 // approveOverSocket takes Slack clicks over Socket Mode until ctx ends.
-func approveOverSocket(ctx context.Context, c *Call, e *env, app *approver.SlackApp, tc client.Client, dir *identity.Directory) int {
+func approveOverSocket(ctx context.Context, c *Call, e *env, app *slack.App, tc client.Client, dir *identity.Directory) int {
 	opts, err := interactionOptions(e, app, tc, dir)
 	if err != nil {
 		return c.fail(err)
@@ -149,7 +151,7 @@ func approveOverSocket(ctx context.Context, c *Call, e *env, app *approver.Slack
 		return c.fail(err)
 	}
 	fmt.Fprintf(c.Stdout, "airlock approver taking Slack clicks over Socket Mode (Temporal %s, namespace %s)\n", e.flags.address, e.ns)
-	if err := approver.RunSocketMode(ctx, approver.SocketModeOptions{Client: api, Interactions: opts}); err != nil {
+	if err := slack.RunSocketMode(ctx, slack.SocketModeOptions{Client: api, Interactions: opts}); err != nil {
 		return c.fail(err)
 	}
 	return 0
@@ -157,7 +159,7 @@ func approveOverSocket(ctx context.Context, c *Call, e *env, app *approver.Slack
 
 // approveOverHTTP serves Slack's interaction endpoint on listen until a
 // signal (or the server failing).
-func approveOverHTTP(ctx context.Context, c *Call, e *env, app *approver.SlackApp, tc client.Client, dir *identity.Directory, listen string) int {
+func approveOverHTTP(ctx context.Context, c *Call, e *env, app *slack.App, tc client.Client, dir *identity.Directory, listen string) int {
 	h, err := interactionHandler(e, app, tc, dir)
 	if err != nil {
 		return c.fail(err)
@@ -209,7 +211,7 @@ func checkSlack(e *env, r roles) error {
 	if cfg.Slack == nil {
 		return nil
 	}
-	app := approver.NewSlackApp(cfg, os.Getenv)
+	app := slack.NewApp(cfg, os.Getenv)
 	var err error
 	if r.worker && cfg.NotifiesSlack() {
 		_, err = app.BotClient()
@@ -238,46 +240,46 @@ func approvalNotifiers(e *env) ([]activities.Notifier, error) {
 	cfg := e.snap.Config
 	var out []activities.Notifier
 	if cfg.NotifiesSlack() {
-		n, err := approver.NewSlackApp(cfg, os.Getenv).Notifier()
+		n, err := slack.NewApp(cfg, os.Getenv).Notifier()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
 		}
 		out = append(out, n.WithTaskLinks(e.uiURL, e.ns))
 	}
-	chans, err := approver.WebhookChannels(cfg, os.Getenv)
+	chans, err := webhook.Channels(cfg, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
 	}
 	for _, ch := range chans {
-		out = append(out, approver.NewWebhookNotifier(ch, nil))
+		out = append(out, webhook.NewNotifier(ch, nil))
 	}
 	return out, nil
 }
 
-// mountWebhookDecisions serves approver.WebhookDecisionPath on mux when the
+// mountWebhookDecisions serves webhook.DecisionPath on mux when the
 // configuration has webhook approval channels.
 func mountWebhookDecisions(e *env, c client.Client, dir *identity.Directory, mux *http.ServeMux) error {
-	chans, err := approver.WebhookChannels(e.snap.Config, os.Getenv)
+	chans, err := webhook.Channels(e.snap.Config, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.cfgPath, err)
 	}
 	if len(chans) == 0 {
 		return nil
 	}
-	mux.Handle(approver.WebhookDecisionPath, approver.WebhookDecisions(approver.WebhookDecisionOptions{
+	mux.Handle(webhook.DecisionPath, webhook.Decisions(webhook.DecisionOptions{
 		Channels: chans, Directory: dir, Local: approver.Local{Temporal: c, Namespace: e.ns, Audit: e.audit}, Audit: e.audit}))
 	return nil
 }
 
-func interactionOptions(e *env, app *approver.SlackApp, c client.Client, dir *identity.Directory) (approver.InteractionOptions, error) {
+func interactionOptions(e *env, app *slack.App, c client.Client, dir *identity.Directory) (slack.InteractionOptions, error) {
 	api, err := app.BotClient()
 	if err != nil {
-		return approver.InteractionOptions{}, fmt.Errorf("%s: %w", e.cfgPath, err)
+		return slack.InteractionOptions{}, fmt.Errorf("%s: %w", e.cfgPath, err)
 	}
-	return approver.InteractionOptions{Slack: api, Users: dir, Temporal: c, Logger: e.log, Audit: e.audit}, nil
+	return slack.InteractionOptions{Slack: api, Users: dir, Temporal: c, Logger: e.log, Audit: e.audit}, nil
 }
 
-func interactionHandler(e *env, app *approver.SlackApp, c client.Client, dir *identity.Directory) (*approver.Interactions, error) {
+func interactionHandler(e *env, app *slack.App, c client.Client, dir *identity.Directory) (*slack.Interactions, error) {
 	opts, err := interactionOptions(e, app, c, dir)
 	if err != nil {
 		return nil, err
@@ -287,7 +289,7 @@ func interactionHandler(e *env, app *approver.SlackApp, c client.Client, dir *id
 		return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
 	}
 	opts.SigningSecret = secret
-	return approver.InteractionHandler(opts), nil
+	return slack.InteractionHandler(opts), nil
 }
 
 // startSlack takes Slack clicks inside the gateway role: on mux (the
@@ -299,7 +301,7 @@ func startSlack(ctx context.Context, e *env, c client.Client, dir *identity.Dire
 	if cfg.Slack == nil {
 		return nil, nil
 	}
-	app := approver.NewSlackApp(cfg, os.Getenv)
+	app := slack.NewApp(cfg, os.Getenv)
 	if app.Config.Mode == config.SlackModeSocket {
 		opts, err := interactionOptions(e, app, c, dir)
 		if err != nil {
@@ -313,7 +315,7 @@ func startSlack(ctx context.Context, e *env, c client.Client, dir *identity.Dire
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := approver.RunSocketMode(sctx, approver.SocketModeOptions{Client: api, Interactions: opts}); err != nil {
+			if err := slack.RunSocketMode(sctx, slack.SocketModeOptions{Client: api, Interactions: opts}); err != nil {
 				e.log.Error().Err(err).Msg("Slack Socket Mode stopped; Slack clicks are not taken (decide with airlock approvals)")
 			}
 		}()

@@ -25,6 +25,7 @@ import (
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/approver/web"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/devserver"
@@ -526,7 +527,7 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	e.health.mount(mux)
 	// Approving without Slack: the page lists the requests a principal may
 	// decide, after a login with its API key.
-	approvals, err := approver.WebHandler(approver.WebOptions{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit,
+	approvals, err := web.Handler(web.Options{Temporal: s.client, Namespace: e.ns, Directory: s.dir, Audit: e.audit,
 		CurrentGroups: func() map[string][]string { return s.cfg.Current().groups }})
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/approver/slack"
 	"github.com/airlock-run/airlock/internal/config"
 )
 
@@ -63,7 +63,7 @@ func slackManifest(c *Call, o *slackManifestOptions) int {
 	if s.Mode == "socket" && o.url != "" {
 		return c.usage("--url and Socket Mode exclude each other: Socket Mode has no request URL")
 	}
-	b, err := approver.SlackManifest(o.url, s, o.name)
+	b, err := slack.Manifest(o.url, s, o.name)
 	if err != nil {
 		return c.usage("%v", err)
 	}
@@ -90,7 +90,7 @@ func slackCheck(c *Call, o *slackCheckOptions) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	app := approver.NewSlackApp(cfg, os.Getenv)
+	app := slack.NewApp(cfg, os.Getenv)
 	if app == nil {
 		return c.fail(errors.New("the configuration has no slack block, so approvals are decided on /approvals and with airlock approvals; add one (see README: Approvals in Slack)"))
 	}
