@@ -168,6 +168,10 @@ func endEvent(tl *Timeline) (event, bool) {
 	return event{at: *tl.Ended, typ: EventTaskEnded, run: run, fields: f, text: text}, true
 }
 
+// eventBase makes one of a call's events: at a time and depth, of a type,
+// with its text and fields (the call's ID added).
+type eventBase func(at time.Time, depth int, typ, text string, f map[string]any) event
+
 func callEvents(tl *Timeline, c *Call) []event {
 	base := func(at time.Time, depth int, typ, text string, f map[string]any) event {
 		if f == nil {
@@ -176,7 +180,22 @@ func callEvents(tl *Timeline, c *Call) []event {
 		f["call"] = c.ID
 		return event{at: at, depth: depth, typ: typ, run: c.Run, fields: f, text: text}
 	}
-	var out []event
+	out := []event{requestedEvent(c, base)}
+	out = append(out, decisionEvents(c, base)...)
+	if ap := c.Approval; ap != nil {
+		out = append(out, approvalEvents(c, ap, base)...)
+	}
+	out = append(out, lockEvents(c, base)...) // locks.go
+	out = append(out, editEvents(c, base)...)
+	out = append(out, captureEvents(c, base)...)
+	out = append(out, exchangeEvents(c, base)...)
+	out = append(out, tryEvents(c, base)...)
+	out = append(out, resultEvents(c, base)...)
+	return append(out, compensationEvents(c, base)...)
+}
+
+// requestedEvent is the call as the client asked for it.
+func requestedEvent(c *Call, base eventBase) event {
 	f := map[string]any{"tool": c.Tool}
 	if c.Server != "" {
 		f["server"] = c.Server
@@ -193,57 +212,69 @@ func callEvents(tl *Timeline, c *Call) []event {
 		f["repeat"] = true
 		text += " (a repeat of a call from an earlier run: answered with its recorded result)"
 	}
-	out = append(out, base(c.Requested, 0, EventCallRequested, text, f))
+	return base(c.Requested, 0, EventCallRequested, text, f)
+}
 
-	if d := c.Decision; d != nil {
-		at := c.Requested
-		if d.At != nil {
-			at = *d.At
-		}
-		f := map[string]any{"effect": d.Effect, "check": d.Check}
-		how := d.Check
-		if d.Rule != "" {
-			f["rule"] = d.Rule
-			how = "rule " + d.Rule
-			switch { // issue 16 §3: the rule is the limit
-			case d.Check == api.CheckBudget && d.Rule == "budget":
-				how = d.Check
-			case d.Check == api.CheckRateLimit || d.Check == api.CheckBudget:
-				how = d.Check + " " + d.Rule
-			}
-		}
-		if d.PolicyVersion != "" {
-			f["policy_version"] = d.PolicyVersion
-			how += ", policy " + d.PolicyVersion
-		}
-		if d.Reason != "" {
-			f["reason"] = d.Reason
-		}
-		if d.Group != "" {
-			f["group"], f["quorum"] = d.Group, d.Quorum
-		}
-		if d.Grant != "" {
-			f["grant"] = d.Grant
-		}
-		out = append(out, base(at, 1, EventPolicyDecision, fmt.Sprintf("policy: %s (%s): %s", d.Effect, how, d.Reason), f))
+// decisionEvents is the policy's decision, if one was made.
+func decisionEvents(c *Call, base eventBase) []event {
+	d := c.Decision
+	if d == nil {
+		return nil
 	}
-	if ap := c.Approval; ap != nil {
-		out = append(out, approvalEvents(c, ap, base)...)
+	at := c.Requested
+	if d.At != nil {
+		at = *d.At
 	}
-	out = append(out, lockEvents(c, base)...) // locks.go
-	out = append(out, editEvents(c, base)...)
-	if cp := c.Capture; cp != nil {
-		f := map[string]any{"tool": cp.Tool, "outcome": cp.Outcome}
-		if len(cp.Arguments) > 0 {
-			f["arguments"] = cp.Arguments
+	f := map[string]any{"effect": d.Effect, "check": d.Check}
+	how := d.Check
+	if d.Rule != "" {
+		f["rule"] = d.Rule
+		how = "rule " + d.Rule
+		switch { // issue 16 §3: the rule is the limit
+		case d.Check == api.CheckBudget && d.Rule == "budget":
+			how = d.Check
+		case d.Check == api.CheckRateLimit || d.Check == api.CheckBudget:
+			how = d.Check + " " + d.Rule
 		}
-		text := fmt.Sprintf("capture (pre-image): %s %s: %s", cp.Tool, short(cp.Arguments), cp.Outcome)
-		if cp.Error != "" {
-			f["error"] = cp.Error
-			text += ": " + cp.Error
-		}
-		out = append(out, base(cp.At, 1, EventCapture, text, f))
 	}
+	if d.PolicyVersion != "" {
+		f["policy_version"] = d.PolicyVersion
+		how += ", policy " + d.PolicyVersion
+	}
+	if d.Reason != "" {
+		f["reason"] = d.Reason
+	}
+	if d.Group != "" {
+		f["group"], f["quorum"] = d.Group, d.Quorum
+	}
+	if d.Grant != "" {
+		f["grant"] = d.Grant
+	}
+	return []event{base(at, 1, EventPolicyDecision, fmt.Sprintf("policy: %s (%s): %s", d.Effect, how, d.Reason), f)}
+}
+
+// captureEvents is the pre-image read before the call ran, if any.
+func captureEvents(c *Call, base eventBase) []event {
+	cp := c.Capture
+	if cp == nil {
+		return nil
+	}
+	f := map[string]any{"tool": cp.Tool, "outcome": cp.Outcome}
+	if len(cp.Arguments) > 0 {
+		f["arguments"] = cp.Arguments
+	}
+	text := fmt.Sprintf("capture (pre-image): %s %s: %s", cp.Tool, short(cp.Arguments), cp.Outcome)
+	if cp.Error != "" {
+		f["error"] = cp.Error
+		text += ": " + cp.Error
+	}
+	return []event{base(cp.At, 1, EventCapture, text, f)}
+}
+
+// exchangeEvents are the upstream's requests (sampling, elicitation)
+// during the call, and what the client answered.
+func exchangeEvents(c *Call, base eventBase) []event {
+	var out []event
 	for _, x := range c.Exchanges {
 		f := map[string]any{"kind": x.Kind, "request": x.Request}
 		text := fmt.Sprintf("%s requested by the upstream: %s", x.Kind, short(x.Request))
@@ -256,6 +287,12 @@ func callEvents(tl *Timeline, c *Call) []event {
 		}
 		out = append(out, base(c.Requested, 1, EventServerRequest, text, f))
 	}
+	return out
+}
+
+// tryEvents are the call's attempts, unless there was one that ran.
+func tryEvents(c *Call, base eventBase) []event {
+	var out []event
 	for _, t := range c.Tries {
 		if len(c.Tries) == 1 && (t.Outcome == string(api.OutcomeOK) || t.Outcome == string(api.OutcomeToolError)) {
 			break
@@ -272,59 +309,71 @@ func callEvents(tl *Timeline, c *Call) []event {
 		}
 		out = append(out, base(at, 1, EventCallAttempt, text, f))
 	}
-	if r := c.Result; r != nil {
-		at := c.Requested
-		if c.Finished != nil {
-			at = *c.Finished
-		}
-		f := map[string]any{"tool": c.Tool, "outcome": r.Outcome, "attempts": r.Attempts, "duration_ms": c.DurationMS}
-		text := fmt.Sprintf("finished: %s in %s", r.Outcome, time.Duration(c.DurationMS)*time.Millisecond)
-		if r.Attempts > 0 {
-			text += " (" + plural(r.Attempts, "attempt") + ")"
-		}
-		if r.Reason != "" {
-			f["reason"] = r.Reason
-			text += ": " + r.Reason
-		}
-		if r.Text != "" {
-			f["text"] = r.Text
-			if r.Reason == "" {
-				text += ": " + oneLine(r.Text)
-			}
-		}
-		if r.IsError {
-			f["is_error"] = true
-		}
-		out = append(out, base(at, 1, EventCallFinished, text, f))
-	}
-	if cp := c.Compensation; cp != nil {
-		f := map[string]any{}
-		var text string
-		switch {
-		case cp.State == "skipped":
-			text = "compensation: nothing to undo (" + cp.Reason + ")"
-			f["state"], f["reason"] = cp.State, cp.Reason
-		case cp.Tool == "" && cp.Error != "":
-			text = "compensation: " + cp.Error
-		default:
-			f["tool"] = cp.Tool
-			if len(cp.Arguments) > 0 {
-				f["arguments"] = cp.Arguments
-			}
-			text = fmt.Sprintf("compensation recorded: %s %s", cp.Tool, short(cp.Arguments))
-		}
-		if cp.Error != "" {
-			f["error"] = cp.Error
-		}
-		if len(cp.Runs) == 0 && cp.State == api.CompensationPending {
-			text += " (never run)"
-		}
-		out = append(out, base(cp.Recorded, 1, EventCompensationRecorded, text, f))
-	}
 	return out
 }
 
-func approvalEvents(c *Call, ap *Approval, base func(time.Time, int, string, string, map[string]any) event) []event {
+// resultEvents is how the call finished, if it did.
+func resultEvents(c *Call, base eventBase) []event {
+	r := c.Result
+	if r == nil {
+		return nil
+	}
+	at := c.Requested
+	if c.Finished != nil {
+		at = *c.Finished
+	}
+	f := map[string]any{"tool": c.Tool, "outcome": r.Outcome, "attempts": r.Attempts, "duration_ms": c.DurationMS}
+	text := fmt.Sprintf("finished: %s in %s", r.Outcome, time.Duration(c.DurationMS)*time.Millisecond)
+	if r.Attempts > 0 {
+		text += " (" + plural(r.Attempts, "attempt") + ")"
+	}
+	if r.Reason != "" {
+		f["reason"] = r.Reason
+		text += ": " + r.Reason
+	}
+	if r.Text != "" {
+		f["text"] = r.Text
+		if r.Reason == "" {
+			text += ": " + oneLine(r.Text)
+		}
+	}
+	if r.IsError {
+		f["is_error"] = true
+	}
+	return []event{base(at, 1, EventCallFinished, text, f)}
+}
+
+// compensationEvents is the compensation recorded for the call, if any.
+func compensationEvents(c *Call, base eventBase) []event {
+	cp := c.Compensation
+	if cp == nil {
+		return nil
+	}
+	f := map[string]any{}
+	var text string
+	switch {
+	case cp.State == "skipped":
+		text = "compensation: nothing to undo (" + cp.Reason + ")"
+		f["state"], f["reason"] = cp.State, cp.Reason
+	case cp.Tool == "" && cp.Error != "":
+		text = "compensation: " + cp.Error
+	default:
+		f["tool"] = cp.Tool
+		if len(cp.Arguments) > 0 {
+			f["arguments"] = cp.Arguments
+		}
+		text = fmt.Sprintf("compensation recorded: %s %s", cp.Tool, short(cp.Arguments))
+	}
+	if cp.Error != "" {
+		f["error"] = cp.Error
+	}
+	if len(cp.Runs) == 0 && cp.State == api.CompensationPending {
+		text += " (never run)"
+	}
+	return []event{base(cp.Recorded, 1, EventCompensationRecorded, text, f)}
+}
+
+func approvalEvents(c *Call, ap *Approval, base eventBase) []event {
 	var out []event
 	idf := func(f map[string]any) map[string]any { f["request"] = ap.ID; return f }
 	if ap.Group != "" {
