@@ -278,6 +278,17 @@ var (
 )
 
 func (c *Config) validateIdentity(v *validator) {
+	names := c.validatePrincipals(v)
+	c.validateRoles(v)
+	c.validateApproverGroups(v, names)
+	v.approvalChannels(c)
+	c.validateModes(v)
+	c.validatePolicy(v)
+}
+
+// validatePrincipals checks principals and local_principal, and returns
+// the principals' names.
+func (c *Config) validatePrincipals(v *validator) map[string]bool {
 	names := map[string]bool{}
 	keys := map[string]string{}
 	for i, p := range c.Principals {
@@ -311,6 +322,12 @@ func (c *Config) validateIdentity(v *validator) {
 	if c.LocalPrincipal != "" && !names[c.LocalPrincipal] {
 		v.add("local_principal", "%q is not one of principals; name the principal stdio sessions run as", c.LocalPrincipal)
 	}
+	return names
+}
+
+// validateRoles checks every role's level, tool globs, permissions and
+// task limits.
+func (c *Config) validateRoles(v *validator) {
 	for _, name := range slices.Sorted(maps.Keys(c.Roles)) {
 		r := c.Roles[name]
 		at := "roles." + name
@@ -341,6 +358,11 @@ func (c *Config) validateIdentity(v *validator) {
 			v.add(at+".deadline", "must not be negative; omit it for the task default")
 		}
 	}
+}
+
+// validateApproverGroups checks that every group has members, all of them
+// principals.
+func (c *Config) validateApproverGroups(v *validator, names map[string]bool) {
 	for _, name := range slices.Sorted(maps.Keys(c.ApproverGroups)) {
 		g := c.ApproverGroups[name]
 		at := "approver_groups." + name
@@ -354,7 +376,11 @@ func (c *Config) validateIdentity(v *validator) {
 			}
 		}
 	}
-	v.approvalChannels(c)
+}
+
+// validateModes checks the catalog mode, the gateway's page size and the
+// task's rollback_notify group.
+func (c *Config) validateModes(v *validator) {
 	switch c.Catalog {
 	case "", "full", "search":
 	default:
@@ -366,6 +392,11 @@ func (c *Config) validateIdentity(v *validator) {
 	if g := c.Task.RollbackNotify; g != "" && c.ApproverGroups[g] == nil {
 		v.add("task.rollback_notify", "%q is not one of approver_groups (%s); name a group, or remove it", g, strings.Join(slices.Sorted(maps.Keys(c.ApproverGroups)), ", "))
 	}
+}
+
+// validatePolicy checks the policy's argument limit, risk defaults and
+// rules.
+func (c *Config) validatePolicy(v *validator) {
 	if c.Policy.MaxArgBytes < 0 {
 		v.add("policy.max_arg_bytes", "must not be negative; omit it for the default 262144")
 	} else if c.Policy.MaxArgBytes > policy.MaxArgBytesLimit {

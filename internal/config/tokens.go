@@ -130,12 +130,15 @@ func (t *Tokens) OAuthOptions() oauth.Options {
 	return o
 }
 
+// tokensAt is the field principals_from_tokens, which its errors name.
+const tokensAt = "principals_from_tokens"
+
 func (c *Config) validateTokens(v *validator) {
 	t := c.PrincipalsFromTokens
 	if t == nil {
 		return
 	}
-	const at = "principals_from_tokens"
+	const at = tokensAt
 	if err := oauth.CheckResource(t.Resource); err != nil {
 		v.add(at+".resource", "%v", err)
 	}
@@ -148,6 +151,16 @@ func (c *Config) validateTokens(v *validator) {
 	if len(t.Issuers) == 0 {
 		v.add(at+".issuers", "is empty; name the authorization server(s) whose tokens are accepted, e.g. - issuer: https://login.example.com")
 	}
+	names := validateIssuers(v, t)
+	c.validateKeyNamesBesideTokens(v, names)
+	c.validateTokenRoles(v, t)
+	validateTokenScopes(v, t)
+}
+
+// validateIssuers checks every issuer of principals_from_tokens and
+// returns their names (principal names end in them), each with its index.
+func validateIssuers(v *validator, t *Tokens) map[string]int {
+	const at = tokensAt
 	names := map[string]int{}
 	introspecting := 0
 	for i, is := range t.Issuers {
@@ -189,12 +202,16 @@ func (c *Config) validateTokens(v *validator) {
 			}
 		}
 	}
-	// Beside token principals (sub@issuer), an @ in a key principal's
-	// name would make two principals read alike (alice@corp, a key, and
-	// alice@corp@ext, a token), in policy rules, approvals and audit, and
-	// an issuer added later could make them one: with tokens, @ is theirs
-	// (RATIONALE.md, "Why may key principals not have an @ beside token
-	// principals?").
+	return names
+}
+
+// validateKeyNamesBesideTokens refuses an @ in a key principal's name
+// beside token principals (sub@issuer): it would make two principals read
+// alike (alice@corp, a key, and alice@corp@ext, a token), in policy rules,
+// approvals and audit, and an issuer added later could make them one: with
+// tokens, @ is theirs (RATIONALE.md, "Why may key principals not have an @
+// beside token principals?").
+func (c *Config) validateKeyNamesBesideTokens(v *validator, names map[string]int) {
 	for i, p := range c.Principals {
 		if _, iss, ok := strings.Cut(p.Name, "@"); ok {
 			if _, clash := names[iss[strings.LastIndex(iss, "@")+1:]]; clash {
@@ -204,6 +221,11 @@ func (c *Config) validateTokens(v *validator) {
 			}
 		}
 	}
+}
+
+// validateTokenRoles checks the conditions that map tokens to roles.
+func (c *Config) validateTokenRoles(v *validator, t *Tokens) {
+	const at = tokensAt
 	if len(t.Roles) == 0 {
 		v.add(at+".roles", `is empty; map tokens to roles, e.g. - {roles: [dev], when: "\"dev\" in claims.groups"} (when: "true" gives every token the roles)`)
 	}
@@ -223,6 +245,12 @@ func (c *Config) validateTokens(v *validator) {
 			v.add(rp+".when", "%v; fix the CEL expression (variables: claims, scopes, issuer)", err)
 		}
 	}
+}
+
+// validateTokenScopes checks the scopes a token must or may carry, those
+// tools need (step-up), and the accepted signing algorithms.
+func validateTokenScopes(v *validator, t *Tokens) {
+	const at = tokensAt
 	scope := func(p, s string) {
 		if s == "" || strings.ContainsAny(s, " \t\"\\") {
 			v.add(p, "%q is not a scope; scopes have no spaces or quotes", s)
