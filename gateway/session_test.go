@@ -193,6 +193,7 @@ func TestSessionCapPerPrincipal(t *testing.T) {
 // a call, a new session is refused (CodeTooManySessions) rather than one
 // closed under its call.
 func TestSessionCapNeverClosesABusySession(t *testing.T) {
+	t.Parallel() // its own gateway; seconds of waiting on the inline wait
 	ft := &fakeTemporal{block: true}
 	g := newTestGateway(t, ft, Options{Principal: "alice", MaxSessionsPerPrincipal: 1, InlineWait: 3 * time.Second})
 	srv := httptest.NewServer(g.Handler())
