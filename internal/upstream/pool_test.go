@@ -238,6 +238,7 @@ func httpServer(name, url string) manifests.Server {
 }
 
 func TestHTTP(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	var count, missingKey atomic.Int32
 	srv := httptest.NewServer(newHTTPUpstream(&count, &missingKey))
 	t.Cleanup(srv.Close) // after the pool's Close: it waits for the pool's open streams
@@ -283,6 +284,7 @@ func TestConcurrentCallsShareOneProcess(t *testing.T) {
 }
 
 func TestBrokenServersDoNotBlockOthers(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	f := newStdioFiles(t)
 	servers := []manifests.Server{
 		{Name: "missing", Stdio: &manifests.StdioServer{Command: "airlock-test-no-such-command"}},

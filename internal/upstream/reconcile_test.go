@@ -16,6 +16,7 @@ import (
 // reported) and removes one: the removed server takes no new call, finishes
 // the call it was running, then stops.
 func TestApplyAddsAndDrains(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	fa, fb := newStdioFiles(t), newStdioFiles(t)
 	var changed atomic.Value // last server reported
 	opts := testOptions()

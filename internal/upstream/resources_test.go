@@ -351,6 +351,7 @@ func TestWatchResources(t *testing.T) {
 // Requests to a server that is not connected fail as not sent after the
 // bounded wait, like tool calls.
 func TestResourcesUnavailable(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	p := startPool(t, []manifests.Server{{Name: "missing", Stdio: &manifests.StdioServer{Command: "airlock-test-no-such-command"}}}, testOptions())
 	waitState(t, p, "missing", StateUnavailable)
 	var ctx context.Context
@@ -396,6 +397,7 @@ func TestResourcesPoolClosed(t *testing.T) {
 // SDK): it offers one resource, memory://knowledge-graph, no prompts, and
 // sends resources/updated to subscribers when the graph changes.
 func TestMemoryServerResource(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	if testing.Short() {
 		t.Skip("starts node; skipped with -short")
 	}
