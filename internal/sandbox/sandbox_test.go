@@ -195,6 +195,7 @@ func TestRun(t *testing.T) {
 // TestLimits runs guests that misbehave and checks each is stopped with the
 // right error, and that the same Module works for the next call.
 func TestLimits(t *testing.T) {
+	t.Parallel() // its own calls; CPU-heavy, beside the compile of TestCacheDir
 	if testing.Short() {
 		t.Skip("runs guests until they hit their limits")
 	}
@@ -644,6 +645,7 @@ func cacheFiles(t testing.TB, dir string) map[string]int64 {
 }
 
 func TestCacheDir(t *testing.T) {
+	t.Parallel() // its own cache directory; a cold compile, beside TestLimits
 	if testing.Short() {
 		t.Skip("compiles the guest twice")
 	}
