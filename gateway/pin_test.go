@@ -105,10 +105,17 @@ func TestPinnedToolChangesUpstream(t *testing.T) {
 	waitDesc := func(what string, ok func(desc string) bool) *mcp.Tool {
 		t.Helper()
 		var tool *mcp.Tool
+		done := false
+		defer func() {
+			if !done { // WaitFor gave up: show the tools
+				t.Logf("tools: %s", mustJSON(t, list()))
+			}
+		}()
 		testenv.WaitFor(t, "pinned__echo to become "+what, 10*time.Second, func() bool {
 			tool = list()["pinned__echo"]
 			return tool != nil && ok(tool.Description)
 		})
+		done = true
 		return tool
 	}
 
@@ -237,6 +244,12 @@ func TestPinCoversEverythingAgentsSee(t *testing.T) {
 	waitList := func(what string, ok func(map[string]*mcp.Tool) bool) map[string]*mcp.Tool {
 		t.Helper()
 		var tools map[string]*mcp.Tool
+		done := false
+		defer func() {
+			if !done { // WaitFor gave up: show the last list
+				t.Logf("tools: %s", mustJSON(t, tools))
+			}
+		}()
 		testenv.WaitFor(t, "the tool list to show "+what, 10*time.Second, func() bool {
 			res, err := cs.ListTools(context.Background(), nil)
 			if err != nil {
@@ -248,6 +261,7 @@ func TestPinCoversEverythingAgentsSee(t *testing.T) {
 			}
 			return ok(tools)
 		})
+		done = true
 		return tools
 	}
 	names := []string{"decorated__meta", "decorated__icon", "decorated__extra"}
