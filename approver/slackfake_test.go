@@ -158,7 +158,7 @@ func (f *slackFake) all() []slackCall {
 	return append([]slackCall(nil), f.calls...)
 }
 
-// waitFor polls until n successful calls of method were made.
+// waitFor waits (testenv.WaitFor) until n successful calls of method were made.
 func (f *slackFake) waitFor(t testing.TB, method string, n int) []slackCall {
 	t.Helper()
 	var got []slackCall
