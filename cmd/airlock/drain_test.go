@@ -135,11 +135,19 @@ func get(url string) (int, string, error) {
 // waitReady polls url (a /readyz) until it answers 200.
 func waitReady(t *testing.T, p *airlockProcess, url string) {
 	t.Helper()
+	last := ""
+	defer func() {
+		if last != "" { // WaitFor gave up: the last answer
+			t.Logf("%s answered %s", url, last)
+		}
+	}()
 	testenv.WaitFor(t, url+" to answer 200 ready", 90*time.Second, func() bool {
-		code, body, _ := get(url)
+		code, body, err := get(url)
 		if code == 200 && strings.HasPrefix(body, "ready") {
+			last = ""
 			return true
 		}
+		last = fmt.Sprintf("%d %q %v", code, body, err)
 		select {
 		case <-p.exited:
 			t.Fatalf("airlock exited before %s was ready", url)
@@ -388,9 +396,20 @@ func TestReadyz(t *testing.T) {
 	cfg, _ := drainConfig(t, buildTestupstream(t))
 	s := inProcess(t, cfg, roles{embedded: true, worker: true, gateway: true})
 	url := "http://" + s.addr + "/readyz"
+	last := ""
+	defer func() {
+		if last != "" { // WaitFor gave up: the last answer
+			t.Logf("%s answered %s", url, last)
+		}
+	}()
 	testenv.WaitFor(t, url+" to answer 200 ready", 60*time.Second, func() bool {
-		code, body, _ := get(url)
-		return code == 200 && body == "ready\n"
+		code, body, err := get(url)
+		if code == 200 && body == "ready\n" {
+			last = ""
+			return true
+		}
+		last = fmt.Sprintf("%d %q %v", code, body, err)
+		return false
 	})
 	check := func(h *health, want string) {
 		t.Helper()
