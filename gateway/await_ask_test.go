@@ -73,6 +73,7 @@ func elicitAsk(id, message string) api.CallAsk {
 // just as the timeout ran out) held the await until its client went away,
 // and that await never answered.
 func TestAwaitAnswersWhenAsked(t *testing.T) {
+	t.Parallel() // its own gateways and servers
 	connect := func(t *testing.T, g *Gateway) *mcp.ClientSession {
 		// The owner is known (owner.go), so the fake's DescribeWorkflowExecution
 		// is read only for the call's heartbeats.

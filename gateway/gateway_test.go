@@ -743,7 +743,8 @@ func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowU
 	f.mu.Unlock()
 	if f.hangPinned && !u.withStart && u.update.RunID != "" {
 		// As gRPC may: its deadline error comes a moment before the
-		// context is marked done.
+		// context is marked done. (The sleep is the fake's behaviour,
+		// not synchronisation.)
 		if dl, ok := ctx.Deadline(); ok {
 			time.Sleep(time.Until(dl) - 20*time.Millisecond)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -103,16 +104,19 @@ func TestPinnedToolChangesUpstream(t *testing.T) {
 	}
 	waitDesc := func(what string, ok func(desc string) bool) *mcp.Tool {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if tool := list()["pinned__echo"]; tool != nil && ok(tool.Description) {
-				return tool
+		var tool *mcp.Tool
+		done := false
+		defer func() {
+			if !done { // WaitFor gave up: show the tools
+				t.Logf("tools: %s", mustJSON(t, list()))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pinned__echo never became %s; tools: %s", what, mustJSON(t, list()))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		}()
+		testenv.WaitFor(t, "pinned__echo to become "+what, 10*time.Second, func() bool {
+			tool = list()["pinned__echo"]
+			return tool != nil && ok(tool.Description)
+		})
+		done = true
+		return tool
 	}
 
 	// First sight: pinned and exposed as the upstream defines it.
@@ -239,24 +243,26 @@ func TestPinCoversEverythingAgentsSee(t *testing.T) {
 
 	waitList := func(what string, ok func(map[string]*mcp.Tool) bool) map[string]*mcp.Tool {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var tools map[string]*mcp.Tool
+		done := false
+		defer func() {
+			if !done { // WaitFor gave up: show the last list
+				t.Logf("tools: %s", mustJSON(t, tools))
+			}
+		}()
+		testenv.WaitFor(t, "the tool list to show "+what, 10*time.Second, func() bool {
 			res, err := cs.ListTools(context.Background(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tools := map[string]*mcp.Tool{}
+			tools = map[string]*mcp.Tool{}
 			for _, tool := range res.Tools {
 				tools[tool.Name] = tool
 			}
-			if ok(tools) {
-				return tools
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the tool list never showed %s: %s", what, mustJSON(t, tools))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return ok(tools)
+		})
+		done = true
+		return tools
 	}
 	names := []string{"decorated__meta", "decorated__icon", "decorated__extra"}
 	tools := waitList("all three tools", func(ts map[string]*mcp.Tool) bool {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -259,17 +260,16 @@ func resList(t *testing.T, cs *mcp.ClientSession) resListing {
 
 func waitResListing(t *testing.T, cs *mcp.ClientSession, want resListing) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := resList(t, cs)
-		if cmp.Equal(want, got, cmp.AllowUnexported(resListing{})) {
-			return
+	var diff string
+	defer func() {
+		if diff != "" { // WaitFor gave up: show how the listing differs
+			t.Logf("resListing (-want +got):\n%s", diff)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("resListing (-want +got):\n%s", cmp.Diff(want, got, cmp.AllowUnexported(resListing{})))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testenv.WaitFor(t, "the resource listing", 10*time.Second, func() bool {
+		diff = cmp.Diff(want, resList(t, cs), cmp.AllowUnexported(resListing{}))
+		return diff == ""
+	})
 }
 
 func resReadText(t *testing.T, cs *mcp.ClientSession, uri string) string {
@@ -491,13 +491,9 @@ func TestResourceSubscriptionsRelayed(t *testing.T) {
 
 	// b's session ends: its subscription is released upstream.
 	_ = b.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.beta.subscribers("mem://b") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("upstream still holds %d subscriptions after the last session ended", f.beta.subscribers("mem://b"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, "the upstream to release the subscription after the last session ended", 10*time.Second, func() bool {
+		return f.beta.subscribers("mem://b") == 0
+	})
 }
 
 // Resources an upstream adds later are published (list_changed), and a

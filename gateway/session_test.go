@@ -8,7 +8,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // rawSession speaks just enough streamable HTTP to open a session, so the
@@ -59,6 +62,22 @@ func (r *rawSession) open(t *testing.T, header map[string]string) string {
 	return body
 }
 
+// end ends the session (an HTTP DELETE).
+func (r *rawSession) end(t *testing.T) {
+	t.Helper()
+	req, err := http.NewRequest("DELETE", r.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Mcp-Session-Id", r.id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
 // ping sends a request in the session and returns its HTTP status.
 func (r *rawSession) ping(t *testing.T) int {
 	t.Helper()
@@ -66,16 +85,14 @@ func (r *rawSession) ping(t *testing.T) int {
 	return resp.StatusCode
 }
 
+// settled waits for cond, collecting garbage before each look so that
+// finalizers and freed memory count.
 func settled(t *testing.T, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s", what, within)
-		}
+	testenv.WaitFor(t, what, within, func() bool {
 		runtime.GC()
-		time.Sleep(20 * time.Millisecond)
-	}
+		return cond()
+	})
 }
 
 func heapInUse() uint64 {
@@ -91,14 +108,17 @@ func heapInUse() uint64 {
 // client that comes back is served on its signed session ID (replica.go),
 // in its task, holding nothing; initializing again with the Airlock-Task
 // header reattaches it to its task too.
-func TestIdleSessionsExpire(t *testing.T) {
+//
+// It runs in a synctest bubble over an in-memory network (serveMem): the
+// idle time passes on the bubble's clock, at once.
+func TestIdleSessionsExpire(t *testing.T) { synctest.Test(t, testIdleSessionsExpire) }
+
+func testIdleSessionsExpire(t *testing.T) {
 	const idle = 2 * time.Second
 	const n = 200
 	g := newTestGateway(t, &fakeTemporal{}, Options{Principal: "alice", SessionIdle: idle, MaxSessionsPerPrincipal: n + 1})
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(srv.Close)
-	hc := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(hc.CloseIdleConnections)
+	url, hc := serveMem(t, g.Handler())
+	srv := struct{ URL string }{url}
 
 	// Warm up (one session come and gone), then measure.
 	(&rawSession{url: srv.URL, hc: hc}).open(t, nil)
@@ -121,7 +141,7 @@ func TestIdleSessionsExpire(t *testing.T) {
 
 	// A session in use does not expire.
 	for range 3 {
-		time.Sleep(idle / 2)
+		time.Sleep(idle / 2) // the behaviour under test: time passing, the session in use
 		if code := keep.ping(t); code != http.StatusOK {
 			t.Fatalf("a session in use expired: ping %d", code)
 		}
@@ -147,6 +167,9 @@ func TestIdleSessionsExpire(t *testing.T) {
 	if body := keep.open(t, map[string]string{HeaderTask: "t-keep"}); !strings.Contains(body, `"airlock.dev/task":"t-keep"`) {
 		t.Fatalf("re-initialize with %s: t-keep did not reattach: %s", HeaderTask, body)
 	}
+	// Ended, so that none of its goroutines outlives the bubble.
+	keep.end(t)
+	settled(t, "the reattached session ended", 10*time.Second, func() bool { return g.sessionCount("") == 0 })
 }
 
 // TestSessionCapPerPrincipal: a principal over its cap of open sessions
@@ -192,13 +215,17 @@ func TestSessionCapPerPrincipal(t *testing.T) {
 // TestSessionCapNeverClosesABusySession: at the cap with every session in
 // a call, a new session is refused (CodeTooManySessions) rather than one
 // closed under its call.
+//
+// In a synctest bubble (serveMem): the inline wait passes at once.
 func TestSessionCapNeverClosesABusySession(t *testing.T) {
+	synctest.Test(t, testSessionCapNeverClosesABusySession)
+}
+
+func testSessionCapNeverClosesABusySession(t *testing.T) {
 	ft := &fakeTemporal{block: true}
 	g := newTestGateway(t, ft, Options{Principal: "alice", MaxSessionsPerPrincipal: 1, InlineWait: 3 * time.Second})
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(srv.Close)
-	hc := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(hc.CloseIdleConnections)
+	url, hc := serveMem(t, g.Handler())
+	srv := struct{ URL string }{url}
 
 	busy := &rawSession{url: srv.URL, hc: hc}
 	busy.open(t, nil)
@@ -233,6 +260,9 @@ func TestSessionCapNeverClosesABusySession(t *testing.T) {
 	if code := busy.ping(t); code != http.StatusOK {
 		t.Fatalf("the busy session was closed: ping %d", code)
 	}
+	// Ended, so that none of its goroutines outlives the bubble.
+	busy.end(t)
+	settled(t, "the busy session ended", 10*time.Second, func() bool { return g.sessionCount("") == 0 })
 }
 
 // rawOf is the go-sdk session ID inside a signed one.

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/httplimit"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // TestSlowUnauthenticatedFlood: the attack of issue 13 item 2, against the
@@ -127,9 +128,7 @@ func TestSlowUnauthenticatedFlood(t *testing.T) {
 			}()
 
 			// While the flood is under way, a legitimate client is answered.
-			for sent.Load() < attackers/2 {
-				time.Sleep(time.Millisecond)
-			}
+			testenv.WaitFor(t, "half the attackers to have sent their head", time.Minute, func() bool { return sent.Load() >= attackers/2 })
 			cs, err := connectHTTP("http://"+addr+"/mcp", &headerRT{h: map[string]string{"Authorization": "Bearer public-key"}})
 			if err != nil {
 				t.Fatalf("a legitimate client cannot connect during the flood: %v", err)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -60,13 +62,9 @@ func TestIdleSubscriberExpires(t *testing.T) {
 			}
 		}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for f.beta.subscribers("mem://b") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream still holds the idle session's subscription after %s (session idle %s)", 30*time.Second, idle)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, fmt.Sprintf("the upstream to release the idle session's subscription (session idle %s)", idle), 30*time.Second, func() bool {
+		return f.beta.subscribers("mem://b") == 0
+	})
 	close(stopPing)
 	<-pinged
 	if n := f.alpha.subscribers("mem://a"); n != 1 {
@@ -104,9 +102,11 @@ func TestParkedSubscriberExpires(t *testing.T) {
 	t.Cleanup(func() { _ = pool.Close() })
 	hs := httptest.NewServer(gw.Handler())
 	t.Cleanup(hs.Close)
-	t.Cleanup(func() { close(release) }) // before hs.Close, which waits for the parked read
 	f := &resFixture{url: hs.URL, logs: logs}
 	cs := f.connect(t, "restricted")
+	// Released before the client's Close and hs.Close, which wait for the
+	// parked read (the client's Close for seconds).
+	t.Cleanup(func() { close(release) })
 	waitResListing(t, cs, resListing{resources: []string{"mem://b", "mem://slow"}})
 	ctx := context.Background()
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://b"}); err != nil {
@@ -116,13 +116,9 @@ func TestParkedSubscriberExpires(t *testing.T) {
 	t.Cleanup(stopRead) // before the client's Close, which waits for the read
 	go func() { _, _ = cs.ReadResource(rctx, &mcp.ReadResourceParams{URI: "mem://slow"}) }()
 	<-parked
-	deadline := time.Now().Add(30 * time.Second)
-	for up.subscribers("mem://b") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream still holds the subscription of a session idle (but for a parked request) for 30s (session idle %s)", idle)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, fmt.Sprintf("the upstream to release the subscription of a session idle but for a parked request (session idle %s)", idle), 30*time.Second, func() bool {
+		return up.subscribers("mem://b") == 0
+	})
 	if !strings.Contains(logs.String(), "session idle with resource subscriptions: closed") {
 		t.Errorf("no log line says why the idle session was closed:\n%s", logs.String())
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/devserver"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/worker"
 )
 
@@ -135,7 +136,7 @@ func TestResolveOrphans(t *testing.T) {
 	if err := c.SignalWorkflow(ctx, "dead-cancelling", "", "cancel", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every probe visible, the cancellation requested and the unstarted activity scheduled", func() bool {
+	testenv.WaitFor(t, "every probe visible, the cancellation requested and the unstarted activity scheduled", 30*time.Second, func() bool {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: srv.Namespace(),
 			Query: "ExecutionStatus = 'Running' AND TaskQueue = 'wf'"})
 		return err == nil && len(resp.GetExecutions()) == len(runs) &&
@@ -191,17 +192,6 @@ func pendingState(t *testing.T, c client.Client, id string) enumspb.PendingActiv
 		return pa[0].GetState()
 	}
 	return enumspb.PENDING_ACTIVITY_STATE_UNSPECIFIED
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func TestSoleIdentityIsUniqueAndReadable(t *testing.T) {

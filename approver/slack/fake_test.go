@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // slackFake is a Slack Web API that records chat.postMessage, chat.update
@@ -156,19 +158,15 @@ func (f *slackFake) all() []slackCall {
 	return append([]slackCall(nil), f.calls...)
 }
 
-// waitFor polls until n successful calls of method were made.
+// waitFor waits (testenv.WaitFor) until n successful calls of method were made.
 func (f *slackFake) waitFor(t testing.TB, method string, n int) []slackCall {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if got := f.ok(method); len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Slack saw %d successful %s calls, want %d; calls: %+v", len(f.ok(method)), method, n, f.all())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var got []slackCall
+	testenv.WaitFor(t, fmt.Sprintf("%d successful Slack %s calls", n, method), 20*time.Second, func() bool {
+		got = f.ok(method)
+		return len(got) >= n
+	})
+	return got
 }
 
 // blocks decodes the call's Block Kit blocks.

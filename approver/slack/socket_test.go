@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver/internal/approvertest"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // TestSocketModeAcksThenDelivers runs the real slack-go Socket Mode client
@@ -67,15 +68,10 @@ func TestSocketModeAcksThenDelivers(t *testing.T) {
 		t.Fatal("the click was not delivered")
 	}
 	// The delivery is blocked: the ack must already be on the socket.
-	deadline := time.Now().Add(10 * time.Second)
-	for !ackSeen(srv, "env-42") {
-		if time.Now().After(deadline) {
-			close(release)
-			t.Fatalf("envelope not acknowledged while its decision was in flight; socket saw %v", srv.GetSeenInboundMessages())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	close(release)
+	func() {
+		defer close(release) // also when WaitFor gives up
+		testenv.WaitFor(t, "the envelope acknowledged while its decision is in flight", 10*time.Second, func() bool { return ackSeen(srv, "env-42") })
+	}()
 	want := api.DecideRequest{RequestID: slackRequest, Digest: slackDigest, Approver: "bob", Approve: true, Via: "slack"}
 	if got.Decision != want || got.UpdateID != "slack:1700000000.000009:U_BOB" {
 		t.Errorf("delivered %+v, want %+v", got, want)
@@ -151,17 +147,17 @@ func TestSocketModeViewSubmission(t *testing.T) {
 		srv.SendToWebsocket(string(env))
 	}
 	ack := func(envelope string) string {
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
+		var ack string
+		testenv.WaitFor(t, "envelope "+envelope+" acknowledged", 20*time.Second, func() bool {
 			for _, m := range srv.GetSeenInboundMessages() {
 				if strings.Contains(m, `"envelope_id":"`+envelope+`"`) {
-					return m
+					ack = m
+					return true
 				}
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		t.Fatalf("envelope %s not acknowledged; socket saw %v", envelope, srv.GetSeenInboundMessages())
-		return ""
+			return false
+		})
+		return ack
 	}
 
 	send("env-bad-edit", slackViewSubmission("U_BOB", "V_EDIT", string(meta), `["not", "an object"]`))

@@ -55,17 +55,7 @@ func TestApprovalsGrants(t *testing.T) {
 	temporal := []string{"--config", cfg, "--temporal-address", s.srv.HostPort(), "--audit-log", auditPath}
 	session := func(key string) *mcp.ClientSession { return approvalsSession(t, ctx, s, key) }
 	alice, bob := session("alice-key"), session("bob-key")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		tools, err := alice.ListTools(ctx, nil)
-		if err == nil && len(tools.Tools) > 0 && !strings.HasPrefix(tools.Tools[0].Description, "[unavailable") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counter__append not available: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitAvailable(t, ctx, alice, "counter__append")
 	// call runs alice's append in the background.
 	call := func(key string) chan *mcp.CallToolResult {
 		done := make(chan *mcp.CallToolResult, 1)

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // approvalsConfig writes a configuration whose counter__append needs
@@ -116,27 +117,38 @@ func approvalsSession(t *testing.T, ctx context.Context, s *stack, key string) *
 	return cs
 }
 
-// appendInBackground calls counter__append with key as cs's principal,
-// again while the upstream is still starting ("unavailable", for up to 60
-// s); the result arrives on the channel (a failed call is reported and
-// arrives as an IsError result).
+// waitAvailable waits (60 s at most) until cs lists the tool name as
+// available: its upstream has started.
+func waitAvailable(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name string) {
+	t.Helper()
+	testenv.WaitFor(t, name+" listed available", 60*time.Second, func() bool {
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			return false
+		}
+		for _, tool := range tools.Tools {
+			if tool.Name == name {
+				return !strings.HasPrefix(tool.Description, "[unavailable")
+			}
+		}
+		return false
+	})
+}
+
+// appendInBackground calls counter__append with key as cs's principal once
+// the upstream has started (waitAvailable); the result arrives on the
+// channel (a failed call is reported and arrives as an IsError result).
 func appendInBackground(t *testing.T, ctx context.Context, cs *mcp.ClientSession, key string) <-chan *mcp.CallToolResult {
+	t.Helper()
+	waitAvailable(t, ctx, cs, "counter__append")
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": key}})
-			if err == nil && res.IsError && strings.Contains(textOf(res), "unavailable") && time.Now().Before(deadline) {
-				time.Sleep(200 * time.Millisecond) // the upstream is still starting
-				continue
-			}
-			if err != nil {
-				t.Errorf("call %s: %v", key, err)
-				res = &mcp.CallToolResult{IsError: true}
-			}
-			done <- res
-			return
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": key}})
+		if err != nil {
+			t.Errorf("call %s: %v", key, err)
+			res = &mcp.CallToolResult{IsError: true}
 		}
+		done <- res
 	}()
 	return done
 }
@@ -145,20 +157,18 @@ func appendInBackground(t *testing.T, ctx context.Context, cs *mcp.ClientSession
 // that idRE matches and returns idRE's first group, its ID.
 func listedRequest(t *testing.T, temporal []string, idRE *regexp.Regexp) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var id string
+	testenv.WaitFor(t, "approvals list to show the request", 60*time.Second, func() bool {
 		code, stdout, stderr := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
 		if code != 0 {
 			t.Fatalf("approvals list: %d %s", code, stderr)
 		}
 		if m := idRE.FindStringSubmatch(stdout); m != nil {
-			return m[1]
+			id = m[1]
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("approvals list never showed the request:\n%s", stdout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return id != ""
+	})
+	return id
 }
 
 // TestApprovalsArguments: mistakes are reported before anything is dialed,
@@ -244,17 +254,7 @@ func TestApprovalsCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		tools, err := cs.ListTools(ctx, nil)
-		if err == nil && len(tools.Tools) > 0 && tools.Tools[0].Name != "" && !strings.HasPrefix(tools.Tools[0].Description, "[unavailable") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counter__append not available: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitAvailable(t, ctx, cs, "counter__append")
 	type result struct {
 		res *mcp.CallToolResult
 		err error

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/blob/blobtest"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // headerRT adds headers to every request.
@@ -65,18 +66,11 @@ roles:
 	if err := os.WriteFile(filepath.Join(notes, "big.txt"), []byte(before), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var res *mcp.CallToolResult
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "native__note_write", Arguments: map[string]any{"name": "big", "content": strings.Repeat("overwritten\n", 9000)}})
-		if err == nil && !res.IsError {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("note_write: %v %+v", err, res)
-		}
-		time.Sleep(200 * time.Millisecond) // the module may still be compiling
-	}
+	// Again until it succeeds: the module may still be compiling.
+	testenv.WaitFor(t, "native__note_write to succeed", 90*time.Second, func() bool {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "native__note_write", Arguments: map[string]any{"name": "big", "content": strings.Repeat("overwritten\n", 9000)}})
+		return err == nil && !res.IsError
+	})
 
 	// The pre-image and the compensation made from it are in the bucket.
 	list, err := srv.Backend.ListBucket(srv.Bucket, &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
@@ -94,7 +88,7 @@ roles:
 		t.Fatalf("bucket holds %q, want the capture and the compensation", keys)
 	}
 
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: gateway.ToolRollback, Arguments: map[string]any{}})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: gateway.ToolRollback, Arguments: map[string]any{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -134,22 +135,26 @@ func get(url string) (int, string, error) {
 // waitReady polls url (a /readyz) until it answers 200.
 func waitReady(t *testing.T, p *airlockProcess, url string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	last := ""
+	defer func() {
+		if last != "" { // WaitFor gave up: the last answer
+			t.Logf("%s answered %s", url, last)
+		}
+	}()
+	testenv.WaitFor(t, url+" to answer 200 ready", 90*time.Second, func() bool {
 		code, body, err := get(url)
 		if code == 200 && strings.HasPrefix(body, "ready") {
-			return
+			last = ""
+			return true
 		}
+		last = fmt.Sprintf("%d %q %v", code, body, err)
 		select {
 		case <-p.exited:
 			t.Fatalf("airlock exited before %s was ready", url)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never ready: %d %q %v", url, code, body, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // drainConfig writes a configuration with one slow, non-idempotent,
@@ -190,17 +195,8 @@ func mcpClient(t *testing.T, ctx context.Context, addr string) *mcp.ClientSessio
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		tools, err := cs.ListTools(ctx, nil)
-		if err == nil && len(tools.Tools) > 0 && !strings.HasPrefix(tools.Tools[0].Description, "[unavailable") {
-			return cs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counter__append not available: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitAvailable(t, ctx, cs, "counter__append")
+	return cs
 }
 
 type callResult struct {
@@ -217,22 +213,18 @@ func slowCall(t *testing.T, ctx context.Context, cs *mcp.ClientSession, effects,
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": key, "sleep_ms": sleep.Milliseconds()}})
 		done <- callResult{res, err}
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.WaitFor(t, "the call to reach the upstream", 60*time.Second, func() bool {
 		b, _ := os.ReadFile(effects)
 		if strings.Contains(string(b), "append "+key+"\n") {
-			break
+			return true
 		}
 		select {
 		case r := <-done:
 			t.Fatalf("the call ended before it reached the upstream: %v %+v", r.err, r.res)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the call never reached the upstream")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	select {
 	case r := <-done:
 		t.Fatalf("the call ended before the signal: %v %+v", r.err, r.res)
@@ -262,11 +254,24 @@ func checkAnswered(t *testing.T, done <-chan callResult, effects, key string) {
 }
 
 // inProcess starts the roles r on an embedded Temporal in this process.
+// Its data directory's wasm-cache is testenv.WazeroCache, so that wasm
+// tools are compiled once, not once per test and run.
 func inProcess(t *testing.T, cfg string, r roles) *stack {
 	t.Helper()
 	t.Setenv("TEMPORAL_ADDRESS", "")
 	t.Setenv("TEMPORAL_NAMESPACE", "")
-	e, err := load(commonFlags{config: cfg, dataDir: filepath.Join(t.TempDir(), "data"), listen: "127.0.0.1:0", logLevel: "error", logFormat: "json", auditLog: "off"}, io.Discard)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	cache, err := testenv.WazeroCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(cache, filepath.Join(dataDir, "wasm-cache")); err != nil {
+		t.Fatal(err)
+	}
+	e, err := load(commonFlags{config: cfg, dataDir: dataDir, listen: "127.0.0.1:0", logLevel: "error", logFormat: "json", auditLog: "off"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,17 +312,10 @@ func TestGatewayDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// New connections are refused while the call is still in flight.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.WaitFor(t, "the draining gateway to refuse connections", 30*time.Second, func() bool {
 		_, _, err := get("http://" + addr + "/readyz")
-		if err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the draining gateway still accepts connections")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err != nil
+	})
 	select {
 	case r := <-done:
 		t.Fatalf("the call ended before the listener closed: %v %+v", r.err, r.res)
@@ -349,9 +347,14 @@ func TestWorkerDrainAndBuildID(t *testing.T) {
 
 	// The build identity, as Temporal sees the worker's pollers.
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var found []string
+	var found []string
+	defer func() {
+		if found != nil { // WaitFor gave up: say what the pollers reported
+			t.Logf("the worker's pollers report deployment versions %q", found)
+		}
+	}()
+	testenv.WaitFor(t, "the worker's pollers to report airlock/airlock-test-build-7 on both task queue types", 30*time.Second, func() bool {
+		found = []string{}
 		for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
 			resp, err := s.client.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
 				Namespace: s.env.ns, TaskQueue: &taskqueuepb.TaskQueue{Name: s.env.tq}, TaskQueueType: typ})
@@ -365,13 +368,11 @@ func TestWorkerDrainAndBuildID(t *testing.T) {
 			}
 		}
 		if len(found) == 2 && found[0] == "airlock/airlock-test-build-7" && found[1] == found[0] {
-			break
+			found = nil
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker's pollers report deployment versions %q, want airlock/airlock-test-build-7 on both task queue types", found)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false
+	})
 
 	cs := mcpClient(t, ctx, s.addr)
 	done := slowCall(t, ctx, cs, effects, "drain-worker", 3*time.Second)
@@ -395,17 +396,21 @@ func TestReadyz(t *testing.T) {
 	cfg, _ := drainConfig(t, buildTestupstream(t))
 	s := inProcess(t, cfg, roles{embedded: true, worker: true, gateway: true})
 	url := "http://" + s.addr + "/readyz"
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	last := ""
+	defer func() {
+		if last != "" { // WaitFor gave up: the last answer
+			t.Logf("%s answered %s", url, last)
+		}
+	}()
+	testenv.WaitFor(t, url+" to answer 200 ready", 60*time.Second, func() bool {
 		code, body, err := get(url)
 		if code == 200 && body == "ready\n" {
-			break
+			last = ""
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz: %d %q %v", code, body, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		last = fmt.Sprintf("%d %q %v", code, body, err)
+		return false
+	})
 	check := func(h *health, want string) {
 		t.Helper()
 		mux := http.NewServeMux()

@@ -61,17 +61,14 @@ func TestApprovalsPageApproveWithEdits(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#key"), "bob-key"),
 		chromedp.Submit(chromedp.CSS("#key")),
 		chromedp.WaitVisible(chromedp.CSS("header form")))
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	testenv.WaitFor(t, "the request on the page", 60*time.Second, func() bool {
 		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("section.req").length`))
 		if err == nil && n > 0 {
-			break
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the request never showed on the page: %v", err)
-		}
-		time.Sleep(300 * time.Millisecond)
 		step("reload", chromedp.Navigate(page))
-	}
+		return false
+	})
 	step("open Edit arguments", chromedp.Click(chromedp.CSS("details.edit summary")), chromedp.WaitVisible(chromedp.CSS("textarea[name=arguments]")))
 	prefill, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector("textarea[name=arguments]").value`))
 	if err != nil || !strings.Contains(prefill, `"key": "[redacted]"`) || strings.Contains(prefill, "web-draft") {
@@ -118,17 +115,11 @@ func TestApprovalsPageApproveWithEdits(t *testing.T) {
 		return out
 	}
 	second := call("web-grant")
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	testenv.WaitFor(t, "the second request, with its grant fieldset, on the page", 60*time.Second, func() bool {
 		step("reload", chromedp.Navigate(page))
 		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("section.req fieldset").length`))
-		if err == nil && n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second request, with its grant fieldset, never showed on the page: %v", err)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return err == nil && n > 0
+	})
 	// Every box of the fieldset lies inside it, and it inside the screen.
 	misfit, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => {
 		const f = document.querySelector("section.req fieldset"), r = f.getBoundingClientRect(), out = [];

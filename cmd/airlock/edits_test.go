@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // TestApprovalsApproveWithEdits runs `airlock dev` in-process: alice's call
@@ -97,20 +98,15 @@ func TestApprovalsApproveWithEdits(t *testing.T) {
 			Editable   bool
 		}
 	}
-	for deadline := time.Now().Add(60 * time.Second); len(view.Requests) == 0; {
+	testenv.WaitFor(t, "bob to see alice's second call", 60*time.Second, func() bool {
 		lr, err := bobCS.CallTool(ctx, &mcp.CallToolParams{Name: "airlock_approvals_list"})
 		if err != nil || lr.IsError {
 			t.Fatalf("airlock_approvals_list: %v %+v", err, lr)
 		}
 		b, _ := json.Marshal(lr.StructuredContent)
 		_ = json.Unmarshal(b, &view)
-		if len(view.Requests) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("bob never saw alice's second call")
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+		return len(view.Requests) > 0
+	})
 	if !view.Requests[0].Editable {
 		t.Errorf("the request is not marked editable: %+v", view.Requests[0])
 	}

@@ -27,17 +27,7 @@ func TestAuditShowPrincipalGrantRevocation(t *testing.T) {
 	cs := approvalsSession(t, ctx, s, "alice-key")
 	done := appendInBackground(t, ctx, cs, "k1")
 	idRE := regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s`)
-	var id string
-	for deadline := time.Now().Add(60 * time.Second); id == ""; {
-		_, stdout, _ := runCLI(t, append([]string{"approvals", "list"}, temporal...)...)
-		if m := idRE.FindStringSubmatch(stdout); m != nil {
-			id = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no pending request:\n%s", stdout)
-		} else {
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	id := listedRequest(t, temporal, idRE)
 	t.Setenv(envAPIKey, "bob-key")
 	if code, stdout, stderr := runCLI(t, append([]string{"approvals", "approve", id, "--grant-for", "1h", "--grant-principal"}, temporal...)...); code != 0 {
 		t.Fatalf("approve --grant-principal: %d %s %s", code, stdout, stderr)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // reloadRoleConfig is an airlock.yaml whose principals are given, with
@@ -56,16 +57,6 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// eventually waits for cond, failing the test after a minute.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // TestApproverRoleReloads: `airlock approver` reloads who a Slack user is
 // on SIGHUP and when airlock.yaml changes (its wiring: notifyHUP,
 // approverReload, watchReload), and keeps the running principals when the
@@ -85,11 +76,11 @@ func TestApproverRoleReloads(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the SIGHUP reload", func() bool { return rl.Generation() >= 1 })
+	testenv.WaitFor(t, "the SIGHUP reload", time.Minute, func() bool { return rl.Generation() >= 1 })
 
 	// A change to the file: bob becomes an approver, alice leaves.
 	writeFile(t, path, reloadRoleConfig(bob, "bob"))
-	eventually(t, "bob as Slack user U2", func() bool { _, ok := dir.BySlackUser("U2"); return ok })
+	testenv.WaitFor(t, "bob as Slack user U2", time.Minute, func() bool { _, ok := dir.BySlackUser("U2"); return ok })
 	if _, ok := dir.BySlackUser("U1"); ok {
 		t.Error("alice (U1) is still a principal after she was removed")
 	}
@@ -133,7 +124,7 @@ func TestGatewayRoleReloadsPrincipals(t *testing.T) {
 		t.Fatalf("alice's key is %q before the reload", got)
 	}
 	writeFile(t, path, reloadRoleConfig(alice+carol, "carol"))
-	eventually(t, "carol's key", func() bool { return who("carol-key") == "carol" })
+	testenv.WaitFor(t, "carol's key", time.Minute, func() bool { return who("carol-key") == "carol" })
 	if got := who("alice-key"); got != "alice" {
 		t.Errorf("alice's key is %q after the reload", got)
 	}

@@ -23,6 +23,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/server/common/log/tag"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 const (
@@ -180,8 +182,7 @@ func TestRestartKeepsState(t *testing.T) {
 	// drained before Stop; the second one finishes it.
 	query := fmt.Sprintf("%s = %q AND ExecutionStatus = 'Completed'", testToolKey.GetName(), "fs.delete")
 	var ids []string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.WaitFor(t, "the workflow in visibility after the restart", 10*time.Second, func() bool {
 		resp, err := c2.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: s2.Namespace(), Query: query})
 		if err != nil {
 			t.Fatalf("list workflows %q: %v", query, err)
@@ -190,11 +191,8 @@ func TestRestartKeepsState(t *testing.T) {
 		for _, e := range resp.GetExecutions() {
 			ids = append(ids, e.GetExecution().GetWorkflowId())
 		}
-		if len(ids) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(ids) > 0
+	})
 	if len(ids) != 1 || ids[0] != wfID {
 		t.Errorf("list %q = %v, want [%s]", query, ids, wfID)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 const goodKey = "good-key"
@@ -231,10 +233,7 @@ func TestEvictsOldestUnauthenticated(t *testing.T) {
 	for range 3 * max {
 		flood = append(flood, dialRequest(t, addr, "POST /mcp HTTP/1.1\r\nHost: airlock\r\n")) // headers never end
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Stats().Evicted < 2*max && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(t, fmt.Sprintf("%d connections evicted", 2*max), 5*time.Second, func() bool { return s.Stats().Evicted >= 2*max })
 	if st := s.Stats(); st.Evicted < 2*max || st.Unauthenticated > max {
 		t.Fatalf("stats %+v after %d connections; want at most %d unauthenticated and at least %d evicted", st, len(flood), max, 2*max)
 	}

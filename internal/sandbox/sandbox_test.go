@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // guestWasm is built from testdata/guest (see the comment there for the
@@ -40,7 +42,8 @@ func TestGuestFixtureMatchesHash(t *testing.T) {
 
 // sharedCache is a compilation cache directory for the tests that need a
 // Sandbox of their own but not a cold one: compiling the guest takes about
-// a second, and much longer under -race.
+// a second, and much longer under -race or load. It is testenv.WazeroCache,
+// kept between runs.
 var sharedCache string
 
 // shared is one Sandbox and guest Module for the tests that do not need
@@ -68,7 +71,7 @@ func guest(t testing.TB) *Module {
 }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sandbox-test-cache-")
+	dir, err := testenv.WazeroCache()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -78,7 +81,6 @@ func TestMain(m *testing.M) {
 	if shared.s != nil {
 		_ = shared.s.Close(context.Background())
 	}
-	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
@@ -193,6 +195,7 @@ func TestRun(t *testing.T) {
 // TestLimits runs guests that misbehave and checks each is stopped with the
 // right error, and that the same Module works for the next call.
 func TestLimits(t *testing.T) {
+	t.Parallel() // its own calls; CPU-heavy, beside the compile of TestCacheDir
 	if testing.Short() {
 		t.Skip("runs guests until they hit their limits")
 	}
@@ -642,6 +645,7 @@ func cacheFiles(t testing.TB, dir string) map[string]int64 {
 }
 
 func TestCacheDir(t *testing.T) {
+	t.Parallel() // its own cache directory; a cold compile, beside TestLimits
 	if testing.Short() {
 		t.Skip("compiles the guest twice")
 	}
@@ -748,12 +752,19 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cpu0, measured := testenv.ProcessCPU()
 	done := make(chan error, 1)
 	go func() {
 		_, err := m.Run(ctx, Call{Args: []string{"loop"}})
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // let it start spinning
+	// The guest tells nothing when it starts; spinning, it burns CPU, so
+	// wait for this process's CPU time to grow by 200 ms (where it cannot
+	// be read, proceed: Run then still has to answer ErrClosed).
+	testenv.WaitFor(t, "the guest to spin (200 ms of CPU)", 30*time.Second, func() bool {
+		cpu, _ := testenv.ProcessCPU()
+		return !measured || cpu-cpu0 >= 200*time.Millisecond
+	})
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,9 @@
 // go.temporal.io/server built once per version, on a private PostgreSQL 15
 // (Debian's package, which .ci/run installs).
 //
+// WaitFor is the one polling loop of the tests; WazeroCache a compilation
+// cache for wazero kept between test runs.
+//
 // Only _test.go files import this package. It imports the standard
 // library only.
 package testenv

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -92,7 +93,7 @@ func TestCallHooks(t *testing.T) {
 	if err != nil || res.IsError || resultText(res) != "tok-1 ada" {
 		t.Fatalf("ask alone: %v %+v", err, res)
 	}
-	waitFor(t, "the log message and progress", func() bool {
+	testenv.WaitFor(t, "the log message and progress", hang, func() bool {
 		alone.mu.Lock()
 		defer alone.mu.Unlock()
 		return len(alone.logs) == 1 && len(alone.progress) == 1

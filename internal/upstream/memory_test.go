@@ -14,6 +14,7 @@ import (
 // TestMemoryServer talks to the real @modelcontextprotocol/server-memory
 // from the repository's node_modules.
 func TestMemoryServer(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	node := testenv.RequireNode(t)
 	script := testenv.NPMServer(t, "server-memory")
 

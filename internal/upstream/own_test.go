@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // TestOwnSession checks that a call with Own hooks to an HTTP upstream
@@ -35,7 +37,7 @@ func TestOwnSession(t *testing.T) {
 	if err != nil || res.IsError || resultText(res) != "tok-own ada" {
 		t.Fatalf("ask on its own session beside another call: %v %+v, want the elicitation answered", err, res)
 	}
-	waitFor(t, "the log message and progress of the call on its own session", func() bool {
+	testenv.WaitFor(t, "the log message and progress of the call on its own session", hang, func() bool {
 		own.mu.Lock()
 		defer own.mu.Unlock()
 		return len(own.logs) == 1 && own.logs[0] == "asking" && len(own.progress) == 1

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -76,21 +77,10 @@ func startPool(t *testing.T, servers []manifests.Server, opts Options) *Pool {
 	return p
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hang)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func waitState(t *testing.T, p *Pool, server, state string) Status {
 	t.Helper()
 	var st Status
-	waitFor(t, server+" to be "+state, func() bool {
+	testenv.WaitFor(t, server+" to be "+state, hang, func() bool {
 		st = p.Status(server)
 		return st.State == state
 	})
@@ -248,6 +238,7 @@ func httpServer(name, url string) manifests.Server {
 }
 
 func TestHTTP(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	var count, missingKey atomic.Int32
 	srv := httptest.NewServer(newHTTPUpstream(&count, &missingKey))
 	t.Cleanup(srv.Close) // after the pool's Close: it waits for the pool's open streams
@@ -293,6 +284,7 @@ func TestConcurrentCallsShareOneProcess(t *testing.T) {
 }
 
 func TestBrokenServersDoNotBlockOthers(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	f := newStdioFiles(t)
 	servers := []manifests.Server{
 		{Name: "missing", Stdio: &manifests.StdioServer{Command: "airlock-test-no-such-command"}},
@@ -344,7 +336,7 @@ func TestBrokenServersDoNotBlockOthers(t *testing.T) {
 	}
 
 	var crash Status
-	waitFor(t, "crashing to report its stderr", func() bool {
+	testenv.WaitFor(t, "crashing to report its stderr", hang, func() bool {
 		crash = p.Status("crashing")
 		return crash.State == StateUnavailable && crash.Reason != ""
 	})
@@ -379,7 +371,7 @@ func TestChildKilledMidCall(t *testing.T) {
 		_, err := p.CallTool(context.Background(), "fs", "slow", json.RawMessage(`{"ms":60000}`))
 		errc <- err
 	}()
-	waitFor(t, "the slow call to start", func() bool { return len(readLines(f.slow)) > 0 })
+	testenv.WaitFor(t, "the slow call to start", hang, func() bool { return len(readLines(f.slow)) > 0 })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +393,7 @@ func TestChildKilledMidCall(t *testing.T) {
 	if newPID := lastPID(t, f.pid); newPID == pid {
 		t.Errorf("still talking to killed PID %d", pid)
 	}
-	waitFor(t, "the killed child to be reaped", func() bool { return processGone(pid) })
+	testenv.WaitFor(t, "the killed child to be reaped", hang, func() bool { return processGone(pid) })
 }
 
 func TestDisconnectReason(t *testing.T) {
@@ -466,7 +458,7 @@ func TestHTTPServerRestart(t *testing.T) {
 	if got := count.Load(); got != 1 {
 		t.Errorf("counter ran %d times, want 1", got)
 	}
-	waitFor(t, "web to be marked down", func() bool { return p.Status("web").State != StateConnected })
+	testenv.WaitFor(t, "web to be marked down", hang, func() bool { return p.Status("web").State != StateConnected })
 
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {
@@ -523,7 +515,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		_, err := p.CallTool(context.Background(), "fs", "slow", json.RawMessage(`{"ms":60000}`))
 		errc <- err
 	}()
-	waitFor(t, "the slow call to start", func() bool { return len(readLines(f.slow)) > 0 })
+	testenv.WaitFor(t, "the slow call to start", hang, func() bool { return len(readLines(f.slow)) > 0 })
 
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
@@ -541,7 +533,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	if !processGone(pid) {
 		t.Errorf("child %d still exists after Close", pid)
 	}
-	waitFor(t, "the grandchild to be killed", func() bool { return processGone(grandchild) })
+	testenv.WaitFor(t, "the grandchild to be killed", hang, func() bool { return processGone(grandchild) })
 	if st := p.Status("fs"); st.State != StateStopped {
 		t.Errorf("state after Close = %q, want %q", st.State, StateStopped)
 	}
@@ -575,7 +567,7 @@ func TestStartContextCancelStops(t *testing.T) {
 	waitState(t, p, "fs", StateConnected)
 	pid := lastPID(t, f.pid)
 	cancel()
-	waitFor(t, "the child to exit after the Start context ended", func() bool { return processGone(pid) })
+	testenv.WaitFor(t, "the child to exit after the Start context ended", hang, func() bool { return processGone(pid) })
 	if st := waitState(t, p, "fs", StateStopped); st.Reason == "" {
 		t.Errorf("stopped without a reason: %+v", st)
 	}
@@ -598,8 +590,12 @@ func checkNoLeaks(t *testing.T) {
 		"os/exec.(*Cmd)",
 	}
 	var leaked []string
-	deadline := time.Now().Add(hang)
-	for {
+	defer func() {
+		if len(leaked) > 0 { // WaitFor gave up: name the goroutines
+			t.Logf("%d goroutines leaked after Close:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+		}
+	}()
+	testenv.WaitFor(t, "no goroutine of the pool, the client or a child after Close", hang, func() bool {
 		leaked = leaked[:0]
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
@@ -614,12 +610,6 @@ func checkNoLeaks(t *testing.T) {
 				}
 			}
 		}
-		if len(leaked) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines leaked after Close:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(leaked) == 0
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -15,6 +16,7 @@ import (
 // reported) and removes one: the removed server takes no new call, finishes
 // the call it was running, then stops.
 func TestApplyAddsAndDrains(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	fa, fb := newStdioFiles(t), newStdioFiles(t)
 	var changed atomic.Value // last server reported
 	opts := testOptions()
@@ -31,7 +33,7 @@ func TestApplyAddsAndDrains(t *testing.T) {
 	if !slices.Contains(toolNames(st.Tools), "echo") {
 		t.Fatalf("b's tools %v", toolNames(st.Tools))
 	}
-	waitFor(t, "b's tools to be reported", func() bool { s, _ := changed.Load().(string); return s == "b" })
+	testenv.WaitFor(t, "b's tools to be reported", hang, func() bool { s, _ := changed.Load().(string); return s == "b" })
 	res, err := p.CallTool(context.Background(), "b", "echo", json.RawMessage(`{"text":"hi"}`))
 	if err != nil || resultText(res) != "hi" {
 		t.Fatalf("call on the added server: %v %v", res, err)
@@ -43,7 +45,7 @@ func TestApplyAddsAndDrains(t *testing.T) {
 		_, err := p.CallTool(context.Background(), "a", "slow", json.RawMessage(`{"ms":1500}`))
 		done <- err
 	}()
-	waitFor(t, "the slow call to start", func() bool { return len(readLines(fa.slow)) > 0 })
+	testenv.WaitFor(t, "the slow call to start", hang, func() bool { return len(readLines(fa.slow)) > 0 })
 	pidA := lastPID(t, fa.pid)
 	ch = p.Apply([]manifests.Server{stdioServer(t, "b", fb, nil)}, 0)
 	// stdioServer gives each call its own Dir: b's configuration changed.
@@ -56,7 +58,7 @@ func TestApplyAddsAndDrains(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the call in flight on the removed server: %v, want it to finish", err)
 	}
-	waitFor(t, "a's process to exit", func() bool { return processGone(pidA) })
+	testenv.WaitFor(t, "a's process to exit", hang, func() bool { return processGone(pidA) })
 	waitState(t, p, "b", StateConnected)
 	if got := p.Statuses(); len(got) != 1 || got[0].Server != "b" {
 		t.Fatalf("statuses %+v, want b only", got)

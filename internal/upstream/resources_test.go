@@ -98,7 +98,7 @@ func touch(t *testing.T, p *Pool, server, uri string) string {
 // the session speaks 2026-07-28, where subscriptions are listen streams.
 func checkResources(t *testing.T, p *Pool, server string, ev *resourceEvents, listen bool) {
 	ctx := context.Background()
-	waitFor(t, "the catalog of "+server, func() bool { return len(p.Catalog(server).Prompts) == len(testPromptNames) })
+	testenv.WaitFor(t, "the catalog of "+server, hang, func() bool { return len(p.Catalog(server).Prompts) == len(testPromptNames) })
 	cat := p.Catalog(server)
 	if diff := cmp.Diff(testResourceURIs, resourceURIs(cat.Resources)); diff != "" {
 		t.Errorf("catalog resources (-want +got):\n%s", diff)
@@ -225,7 +225,7 @@ func checkResources(t *testing.T, p *Pool, server string, ev *resourceEvents, li
 		if _, err := p.CallTool(ctx, server, "add_resource", json.RawMessage(`{"uri":"test://new"}`)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the new resource in the catalog", func() bool {
+		testenv.WaitFor(t, "the new resource in the catalog", hang, func() bool {
 			return len(p.Catalog(server).Resources) == len(testResourceURIs)+1
 		})
 		if ev.changed.Load() <= before {
@@ -251,13 +251,13 @@ func checkResources(t *testing.T, p *Pool, server string, ev *resourceEvents, li
 		if _, err := p.CallTool(ctx, server, "add_resource", json.RawMessage(`{"uri":"test://newer"}`)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the newer resource in the catalog", func() bool {
+		testenv.WaitFor(t, "the newer resource in the catalog", hang, func() bool {
 			return len(p.Catalog(server).Resources) == len(testResourceURIs)+2
 		})
 		if _, err := p.CallTool(ctx, server, "add_tool", json.RawMessage(`{"name":"later"}`)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the new tool in the status", func() bool {
+		testenv.WaitFor(t, "the new tool in the status", hang, func() bool {
 			return slices.Contains(toolNames(p.Status(server).Tools), "later")
 		})
 	})
@@ -305,8 +305,8 @@ func TestResourceSubscriptionSurvivesReconnect(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a new server process", func() bool { return lastPID(t, f.pid) != pid && p.Status("fs").State == StateConnected })
-	waitFor(t, "the new server to hold the subscription", func() bool { return touch(t, p, "fs", "test://c") == "subscribers 1" })
+	testenv.WaitFor(t, "a new server process", hang, func() bool { return lastPID(t, f.pid) != pid && p.Status("fs").State == StateConnected })
+	testenv.WaitFor(t, "the new server to hold the subscription", hang, func() bool { return touch(t, p, "fs", "test://c") == "subscribers 1" })
 	ev.waitUpdate(t, "fs", "test://c")
 	if n := len(p.Catalog("fs").Resources); n != len(testResourceURIs) {
 		t.Errorf("catalog after reconnect has %d resources, want %d", n, len(testResourceURIs))
@@ -326,7 +326,7 @@ func TestWatchResources(t *testing.T) {
 	})
 	p.Start(context.Background())
 	t.Cleanup(func() { _ = p.Close() })
-	waitFor(t, "the watcher to see the catalog", func() bool { return changed.Load() == 1 })
+	testenv.WaitFor(t, "the watcher to see the catalog", hang, func() bool { return changed.Load() == 1 })
 	if err := p.Subscribe(context.Background(), "fs", "test://a"); err != nil {
 		t.Fatal(err)
 	}
@@ -351,6 +351,7 @@ func TestWatchResources(t *testing.T) {
 // Requests to a server that is not connected fail as not sent after the
 // bounded wait, like tool calls.
 func TestResourcesUnavailable(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	p := startPool(t, []manifests.Server{{Name: "missing", Stdio: &manifests.StdioServer{Command: "airlock-test-no-such-command"}}}, testOptions())
 	waitState(t, p, "missing", StateUnavailable)
 	var ctx context.Context
@@ -396,6 +397,7 @@ func TestResourcesPoolClosed(t *testing.T) {
 // SDK): it offers one resource, memory://knowledge-graph, no prompts, and
 // sends resources/updated to subscribers when the graph changes.
 func TestMemoryServerResource(t *testing.T) {
+	t.Parallel() // its own pool and servers; waits on processes
 	if testing.Short() {
 		t.Skip("starts node; skipped with -short")
 	}
@@ -407,7 +409,7 @@ func TestMemoryServerResource(t *testing.T) {
 		Env: map[string]string{"MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")},
 	}}}, opts)
 	const uri = "memory://knowledge-graph"
-	waitFor(t, "the memory catalog", func() bool { return len(p.Catalog("memory").Resources) == 1 })
+	testenv.WaitFor(t, "the memory catalog", hang, func() bool { return len(p.Catalog("memory").Resources) == 1 })
 	if cat := p.Catalog("memory"); cat.Resources[0].URI != uri || !cat.Subscribe || len(cat.Prompts) != 0 {
 		t.Fatalf("catalog = %s", mustJSON(t, cat))
 	}

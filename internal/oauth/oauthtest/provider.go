@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,11 +160,16 @@ func (p *Provider) Rotate(t testing.TB) {
 	p.M.Keypair = kp
 }
 
-// SignWithUnknownKey signs claims with a fresh RSA key the provider's JWKS
-// does not hold, under a key ID of its own.
+// unknownKey is the key SignWithUnknownKey signs with: generated once per
+// process (an RSA key costs a tenth of a second or more, and tests sign
+// dozens of tokens with it), published by no provider.
+var unknownKey = sync.OnceValues(func() (*rsa.PrivateKey, error) { return rsa.GenerateKey(rand.Reader, 2048) })
+
+// SignWithUnknownKey signs claims with an RSA key no provider's JWKS
+// holds, under a key ID of its own.
 func SignWithUnknownKey(t testing.TB, claims jwt.MapClaims) string {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	key, err := unknownKey()
 	if err != nil {
 		t.Fatal(err)
 	}

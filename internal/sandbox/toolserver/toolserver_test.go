@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/sandbox"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -55,19 +56,18 @@ func repoRoot() string {
 }
 
 // cacheDir is a compilation cache the tests share, so that the guest is
-// compiled once.
+// compiled once: testenv.WazeroCache, kept between runs (and shared with
+// the sandbox's tests).
 var cacheDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "toolserver-test-cache-")
+	dir, err := testenv.WazeroCache()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	cacheDir = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // guestTool is a tool of the sandbox's adversarial test guest, in mode.
