@@ -300,7 +300,7 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 func (g *Gateway) Handler() http.Handler {
 	h := g.mcpHandler()
 	if g.opts.Directory != nil {
-		return g.observeRefusals(g.opts.Directory.Guard(h))
+		return g.observeRefusals(Edge(g.opts.Directory, h))
 	}
 	return h
 }
@@ -477,11 +477,15 @@ func unknownTool(name string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 }
 
-// principalFor returns the caller of a request: the API key's principal
-// for HTTP, the local principal for stdio (no headers).
+// principalFor returns the caller of a request: for HTTP the principal
+// the edge authenticated (edge.go), for stdio (no headers) the local
+// principal.
 func (g *Gateway) principalFor(extra *mcp.RequestExtra) (*identity.Principal, error) {
 	if g.opts.Directory == nil {
 		return g.open, nil
+	}
+	if p, ok := extraPrincipal(extra); ok {
+		return p, nil
 	}
 	if extra == nil || extra.Header == nil {
 		local := g.cur().Local
@@ -490,7 +494,7 @@ func (g *Gateway) principalFor(extra *mcp.RequestExtra) (*identity.Principal, er
 		}
 		return local, nil
 	}
-	return g.opts.Directory.Authenticate(extra.Header)
+	return nil, errors.New("this HTTP request did not pass the gateway's edge, which authenticates callers: serve Gateway.Handler, or wrap the MCP handler in gateway.Edge")
 }
 
 func (g *Gateway) forget(ss *mcp.ServerSession) {
@@ -576,8 +580,10 @@ func (g *Gateway) resolveTask(req *mcp.CallToolRequest, principal string) (taskR
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s, ok := g.sessions[req.Session]; ok {
-		if s.principal != "" && s.principal != principal {
-			return taskRef{}, errors.New("this MCP session belongs to another principal; open your own session")
+		if s.principal != "" {
+			if err := ownSession(s.principal, principal); err != nil {
+				return taskRef{}, err
+			}
 		}
 		return taskRef{id: s.taskID, client: s.client, named: s.named}, nil
 	}
@@ -585,12 +591,9 @@ func (g *Gateway) resolveTask(req *mcp.CallToolRequest, principal string) (taskR
 		// A session made on another replica (or before a restart, or
 		// closed since): its signed ID names its task and principal.
 		if sid := req.Extra.Header.Get(headerSessionID); sid != "" {
-			t, err := g.verifySession(sid)
+			t, err := g.ownedSession(sid, principal)
 			if err != nil {
 				return taskRef{}, err
-			}
-			if t.principal != principal {
-				return taskRef{}, errors.New("this MCP session belongs to another principal; open your own session")
 			}
 			if !taskIDAllowed(t.task, principal) {
 				return taskRef{}, badTaskID("header "+HeaderTask, t.task)

@@ -1,4 +1,4 @@
-package identity
+package gateway
 
 // The edge check as it was before the single-pass scanner (rpc.go): each
 // nesting level re-read with encoding/json's Decoder, json.Valid and

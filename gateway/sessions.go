@@ -1,5 +1,13 @@
 package gateway
 
+// An MCP session is bound to its task and principal at initialize
+// (sessionMiddleware), and over HTTP the binding travels in the session ID
+// itself, signed (issueSession, verifySession; replica.go says why). So
+// the signed ID is the one authority on who owns a session: ownedSession
+// is the one check of it, made wherever a session ID is presented (the
+// session router, a stateless request's task), and ownSession the check of
+// a session bound on this replica.
+//
 // MCP sessions over HTTP hold goroutines and memory until they end, and a
 // client that crashes never ends its own: 40,000 abandoned sessions held
 // 83,000 goroutines and 517 MB. So sessions end on their own: after
@@ -11,7 +19,14 @@ package gateway
 // signed session ID like a session held by another replica (replica.go).
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -114,3 +129,112 @@ func (g *Gateway) sessionCount(principal string) int {
 	}
 	return n
 }
+
+// MinSessionKeyBytes is the shortest Options.SessionKey accepted.
+const MinSessionKeyBytes = 32
+
+// NewSessionKey returns a random session key (64 hex characters).
+func NewSessionKey() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sessionToken is what an Mcp-Session-Id carries.
+type sessionToken struct {
+	raw       string // the go-sdk's session ID on the replica that made it
+	task      string
+	principal string
+}
+
+var b64 = base64.RawURLEncoding
+
+func (g *Gateway) sessionMAC(raw, task, principal string) []byte {
+	m := hmac.New(sha256.New, g.sessionKey)
+	m.Write([]byte("airlock-session-v1\x00" + raw + "\x00" + task + "\x00" + principal))
+	return m.Sum(nil)
+}
+
+// issueSession makes the Mcp-Session-Id of a new session.
+func (g *Gateway) issueSession(t sessionToken) string {
+	return t.raw + "." + b64.EncodeToString([]byte(t.task)) + "." + b64.EncodeToString([]byte(t.principal)) + "." +
+		b64.EncodeToString(g.sessionMAC(t.raw, t.task, t.principal))
+}
+
+var errBadSession = errors.New("session not found: the Mcp-Session-Id was not issued by a gateway with this session key; initialize again without it")
+
+// errForeignSession refuses a session ID presented by another principal
+// than the one that opened the session (HTTP 403).
+var errForeignSession = errors.New("this MCP session belongs to another principal; open your own session (initialize without Mcp-Session-Id)")
+
+// ownedSession is the one check of a presented Mcp-Session-Id: its
+// signature (errBadSession), then that principal opened the session
+// (errForeignSession). A session ID the gateway issues always carries,
+// signed, the principal of the request that opened it.
+func (g *Gateway) ownedSession(sid, principal string) (sessionToken, error) {
+	t, err := g.verifySession(sid)
+	if err != nil {
+		return sessionToken{}, err
+	}
+	if err := ownSession(t.principal, principal); err != nil {
+		return sessionToken{}, err
+	}
+	return t, nil
+}
+
+// ownSession refuses principal a session that owner opened.
+func ownSession(owner, principal string) error {
+	if owner != principal {
+		return errForeignSession
+	}
+	return nil
+}
+
+// verifySession checks an Mcp-Session-Id's signature and returns its token.
+func (g *Gateway) verifySession(sid string) (sessionToken, error) {
+	parts := strings.Split(sid, ".")
+	if len(parts) != 4 || parts[0] == "" {
+		return sessionToken{}, errBadSession
+	}
+	task, err1 := canonicalB64(parts[1])
+	principal, err2 := canonicalB64(parts[2])
+	mac, err3 := canonicalB64(parts[3])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return sessionToken{}, errBadSession
+	}
+	t := sessionToken{raw: parts[0], task: string(task), principal: string(principal)}
+	if !hmac.Equal(mac, g.sessionMAC(t.raw, t.task, t.principal)) {
+		return sessionToken{}, errBadSession
+	}
+	return t, nil
+}
+
+// canonicalB64 decodes s, which must be exactly what issueSession
+// writes: the decoder alone would also take other spellings of the same
+// bytes (non-zero trailing bits, line breaks), so that one session would
+// have many IDs.
+func canonicalB64(s string) ([]byte, error) {
+	// Strict refuses set trailing bits; the length, skipped line breaks.
+	b, err := b64Strict.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(s) != b64.EncodedLen(len(b)) {
+		return nil, errBadSession
+	}
+	return b, nil
+}
+
+var b64Strict = b64.Strict()
+
+// newRawSessionID is the go-sdk session ID of a new HTTP session; the task
+// of a session opened without the Airlock-Task header is "task-" + it, so
+// every replica can tell the task from the token alone.
+func newRawSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sessionTaskID is the task of a new HTTP session whose client named none.
+func sessionTaskID(raw string) string { return "task-" + raw }

@@ -1,0 +1,50 @@
+package gateway
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestEdge checks 401s, and that what is behind the edge sees the
+// principal, in the request's context and in its auth.TokenInfo, and the
+// request's own headers.
+func TestEdge(t *testing.T) {
+	d := keysDirectory("alice", "bob")
+	var seen, seenExtra, seenAuth, seenKey string
+	h := Edge(d, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := edgePrincipal(r)
+		seen = p.Name
+		pe, _ := extraPrincipal(&mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header})
+		seenExtra = pe.Name
+		seenAuth, seenKey = r.Header.Get("Authorization"), r.Header.Get("X-API-Key")
+		w.WriteHeader(http.StatusOK)
+	}))
+	do := func(method string, hdr map[string]string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "/mcp", nil)
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+
+	w := do("POST", nil)
+	if w.Code != 401 || !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer realm=\"airlock\"") || !strings.Contains(w.Body.String(), "no API key") {
+		t.Fatalf("unauthenticated: %d %q %s", w.Code, w.Header().Get("WWW-Authenticate"), w.Body)
+	}
+	if w := do("POST", map[string]string{"Authorization": "Bearer wrong"}); w.Code != 401 {
+		t.Fatalf("bad key: %d", w.Code)
+	}
+	if w := do("POST", map[string]string{"Authorization": "Bearer alice-key"}); w.Code != 200 || seen != "alice" || seenExtra != "alice" || seenAuth != "Bearer alice-key" {
+		t.Fatalf("alice: %d seen %q, in TokenInfo %q, Authorization %q", w.Code, seen, seenExtra, seenAuth)
+	}
+	if w := do("GET", map[string]string{"X-API-Key": "bob-key"}); w.Code != 200 || seen != "bob" || seenExtra != "bob" || seenAuth != "" || seenKey != "bob-key" {
+		t.Fatalf("bob: %d seen %q, in TokenInfo %q, Authorization %q, X-API-Key %q", w.Code, seen, seenExtra, seenAuth, seenKey)
+	}
+}
