@@ -166,3 +166,23 @@ func writeJSONError(w http.ResponseWriter, code int, msg string) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": msg})
 }
+
+// principalFor returns the caller of a request: for HTTP the principal
+// the edge authenticated (edge.go), for stdio (no headers) the local
+// principal.
+func (g *Gateway) principalFor(extra *mcp.RequestExtra) (*identity.Principal, error) {
+	if g.opts.Directory == nil {
+		return g.open, nil
+	}
+	if p, ok := extraPrincipal(extra); ok {
+		return p, nil
+	}
+	if extra == nil || extra.Header == nil {
+		local := g.cur().Local
+		if local == nil {
+			return nil, errors.New("no local principal for this stdio session: set local_principal in the configuration")
+		}
+		return local, nil
+	}
+	return nil, errors.New("this HTTP request did not pass the gateway's edge, which authenticates callers: serve Gateway.Handler, or wrap the MCP handler in gateway.Edge")
+}

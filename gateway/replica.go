@@ -94,7 +94,7 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sid == "" {
 		if m := r.Header.Get("Mcp-Method"); r.Method == http.MethodPost && r.Header.Get(headerProtocolVersion) >= StatelessProtocol &&
 			(m == methodTasksGet || m == methodTasksUpdate || m == methodTasksCancel) {
-			g.serveTasks(w, r, principal) // the Tasks extension (tasks.go)
+			g.serveTasks(w, r, principal) // the Tasks extension (mcptasks.go)
 			return
 		}
 		if r.Method == http.MethodPost && r.Header.Get(headerProtocolVersion) >= StatelessProtocol {

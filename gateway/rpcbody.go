@@ -178,7 +178,7 @@ func (s *scanner) body() (calls []rpcCall, single bool, err error) {
 }
 
 // message reads one message and returns its tool when it is a tools/call.
-// It refuses what the check before it did (rpc_ref_test.go), ranked as it
+// It refuses what the check before it did (rpcbody_ref_test.go), ranked as it
 // ranked them, so the same refusal is reported: a repeated or case-folded
 // envelope member first (at once: nothing else in the message outranks
 // it), then a method that is not a string, then the first repeated member

@@ -19,6 +19,7 @@ package gateway
 // signed session ID like a session held by another replica (replica.go).
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -31,6 +32,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // Defaults of the session limits.
@@ -238,3 +241,156 @@ func newRawSessionID() string {
 
 // sessionTaskID is the task of a new HTTP session whose client named none.
 func sessionTaskID(raw string) string { return "task-" + raw }
+
+type session struct {
+	taskID    string
+	client    string
+	principal string
+	named     bool      // its client chose the task's ID (taskRef.named)
+	last      time.Time // the last request began or ended
+	inflight  int       // requests being handled
+}
+
+// ServeStdio serves one MCP session over t (stdin/stdout for Claude
+// Desktop), attached to taskID, or to a new task if taskID is empty.
+func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string) error {
+	if taskID != "" {
+		pr, err := g.principalFor(nil)
+		if err != nil {
+			return err
+		}
+		if !taskIDAllowed(taskID, pr.Name) {
+			return badTaskID("--task", taskID)
+		}
+		if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
+			return fmt.Errorf("--task: %w", err)
+		}
+		if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
+			return err
+		}
+	}
+	g.mu.Lock()
+	g.stdioTask = taskID
+	g.mu.Unlock()
+	ss, err := g.server.Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	err = ss.Wait()
+	g.forget(ss)
+	return err
+}
+
+// sessionMiddleware binds MCP sessions to tasks at initialize and forgets
+// them when they end.
+func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		defer g.track(req)() // a session's use, for the cap (sessions.go)
+		if method == "tools/list" {
+			// The pool reports tool list changes only, not an upstream
+			// failing (or recovering) with the same tools: republish so the
+			// list shows each tool's current availability and reason.
+			g.Refresh()
+			res, err := next(ctx, method, req)
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				lr.Tools = g.catalogList(g.visibleTools(req.GetExtra(), lr.Tools))
+			}
+			return res, err
+		}
+		ir, ok := req.(*mcp.ServerRequest[*mcp.InitializeParams])
+		if !ok {
+			return next(ctx, method, req)
+		}
+		defer func() {
+			if err != nil && ir.Session != nil && ir.Session.ID() != "" {
+				// The go-sdk has given the refused session an ID: the
+				// answer must not carry it, signed (replica.go).
+				g.refused.Store(ir.Session.ID(), struct{}{})
+			}
+		}()
+		pr, err := g.principalFor(ir.Extra)
+		if err != nil {
+			return nil, err
+		}
+		taskID := ""
+		if ir.Extra != nil && ir.Extra.Header != nil {
+			taskID = strings.TrimSpace(ir.Extra.Header.Get(HeaderTask))
+		}
+		if taskID != "" {
+			if !taskIDAllowed(taskID, pr.Name) {
+				return nil, badTaskID("header "+HeaderTask, taskID)
+			}
+			if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
+				return nil, fmt.Errorf("header %s: %w", HeaderTask, err)
+			}
+			if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
+				return nil, err
+			}
+		}
+		clientName := ""
+		if ir.Params != nil && ir.Params.ClientInfo != nil {
+			clientName = ir.Params.ClientInfo.Name + " " + ir.Params.ClientInfo.Version
+		}
+		named := taskID != "" && taskID != api.DefaultTaskID(pr.Name)
+		g.mu.Lock()
+		s, exists := g.sessions[ir.Session]
+		if !exists {
+			if err := g.makeRoomLocked(ir.Session, pr.Name); err != nil {
+				g.mu.Unlock()
+				return nil, err
+			}
+			if taskID == "" && ir.Extra != nil && ir.Extra.Header != nil && ir.Session != nil && ir.Session.ID() != "" {
+				// The signed session ID names this task (replica.go).
+				taskID = sessionTaskID(ir.Session.ID())
+			}
+			if taskID == "" {
+				taskID = g.newSessionTaskLocked(ir.Extra)
+				named = taskID == g.stdioTask
+			}
+			s = g.bindLocked(ir.Session, taskID, pr.Name)
+			s.named = named
+		} else if taskID != "" {
+			s.taskID, s.named = taskID, named
+		}
+		s.principal = pr.Name
+		s.client = strings.TrimSpace(clientName)
+		id := s.taskID
+		g.mu.Unlock()
+
+		res, err = next(ctx, method, req)
+		if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
+			if r.Meta == nil {
+				r.Meta = mcp.Meta{}
+			}
+			r.Meta[MetaTask] = id
+		}
+		g.log.Info().Str("task", id).Str("client", clientName).Msg("session attached")
+		return res, err
+	}
+}
+
+func (g *Gateway) forget(ss *mcp.ServerSession) {
+	g.mu.Lock()
+	g.forgetLocked(ss)
+	g.mu.Unlock()
+}
+
+func (g *Gateway) forgetLocked(ss *mcp.ServerSession) {
+	delete(g.sessions, ss)
+	if ss != nil && g.live[ss.ID()] == ss {
+		delete(g.live, ss.ID())
+	}
+}
+
+// bindLocked binds a session to a task until the session ends.
+func (g *Gateway) bindLocked(ss *mcp.ServerSession, taskID, principal string) *session {
+	s := &session{taskID: taskID, principal: principal, last: time.Now()}
+	g.sessions[ss] = s
+	if ss != nil && ss.ID() != "" {
+		g.live[ss.ID()] = ss
+	}
+	if ss != nil {
+		go func() { _ = ss.Wait(); g.forget(ss) }()
+	}
+	return s
+}

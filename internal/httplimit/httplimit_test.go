@@ -18,7 +18,7 @@ const goodKey = "good-key"
 
 func authenticated(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer "+goodKey }
 
-// guarded answers like the gateway's identity guard: 401 on the headers
+// guarded answers like the gateway's HTTP edge: 401 on the headers
 // alone, without reading the body; an authenticated request gets its body
 // read and echoed.
 var guarded = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
