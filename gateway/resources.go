@@ -135,54 +135,17 @@ func (g *Gateway) refreshResources() {
 
 	ms := slices.Clone(g.cur().Manifests)
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Server.Name < ms[j].Server.Name })
-	wantRes := map[string]*resourceEntry{}
-	wantTmpl := map[string]*resourceEntry{}
-	wantPrompts := map[string]*promptEntry{}
-	var conflicts []string
+	want := &offered{res: map[string]*resourceEntry{}, tmpl: map[string]*resourceEntry{}, prompts: map[string]*promptEntry{}}
 	for _, m := range ms {
 		if m == nil || (m.Resources == nil && m.Prompts == nil) {
 			continue
 		}
-		server := m.Server.Name
-		cat := g.opts.Upstreams.Catalog(server)
+		cat := g.opts.Upstreams.Catalog(m.Server.Name)
 		if m.Resources != nil {
-			level := m.Resources.DataAccessLevel
-			for _, r := range cat.Resources {
-				if first, dup := wantRes[r.URI]; dup {
-					if first.server != server {
-						conflicts = append(conflicts, fmt.Sprintf("resource %s is offered by upstreams %s and %s; %s serves it", r.URI, first.server, server, first.server))
-					}
-					continue
-				}
-				wantRes[r.URI] = &resourceEntry{server: server, level: level, res: r}
-			}
-			for _, t := range cat.Templates {
-				if first, dup := wantTmpl[t.URITemplate]; dup {
-					if first.server != server {
-						conflicts = append(conflicts, fmt.Sprintf("resource template %s is offered by upstreams %s and %s; %s serves it", t.URITemplate, first.server, server, first.server))
-					}
-					continue
-				}
-				tmpl, err := uritemplate.New(t.URITemplate)
-				if err != nil {
-					conflicts = append(conflicts, fmt.Sprintf("upstream %s offers resource template %q, which is not a valid URI template (%v); not published", server, t.URITemplate, err))
-					continue
-				}
-				wantTmpl[t.URITemplate] = &resourceEntry{server: server, level: level, tmpl: t, match: tmpl.Regexp()}
-			}
+			want.addResources(m, cat)
 		}
 		if m.Prompts != nil {
-			for _, p := range cat.Prompts {
-				def := *p
-				def.Name = m.Exposed(p.Name)
-				if first, dup := wantPrompts[def.Name]; dup {
-					// Possible with server.prefix: the first server in name
-					// order keeps it, as with resources.
-					conflicts = append(conflicts, fmt.Sprintf("prompt %s is offered by upstreams %s and %s; %s serves it (set a server.prefix to expose both)", def.Name, first.server, server, first.server))
-					continue
-				}
-				wantPrompts[def.Name] = &promptEntry{server: server, upstream: p.Name, level: m.Prompts.DataAccessLevel, def: &def, src: p}
-			}
+			want.addPrompts(m, cat)
 		}
 	}
 
@@ -191,32 +154,91 @@ func (g *Gateway) refreshResources() {
 	if g.res.conflicts == nil {
 		g.res.conflicts = map[string]bool{}
 	}
-	for _, c := range conflicts {
+	for _, c := range want.conflicts {
 		if !g.res.conflicts[c] {
 			g.res.conflicts[c] = true
 			g.log.Warn().Msg(c)
 		}
 	}
-	g.res.resources = g.publish(g.res.resources, wantRes, "resource",
+	g.res.resources = g.publish(g.res.resources, want.res, "resource",
 		func(keys ...string) { g.server.RemoveResources(keys...) },
 		func(e *resourceEntry) { g.server.AddResource(e.res, g.readHandler(e)) })
-	g.res.templates = g.publish(g.res.templates, wantTmpl, "resource template",
+	g.res.templates = g.publish(g.res.templates, want.tmpl, "resource template",
 		func(keys ...string) { g.server.RemoveResourceTemplates(keys...) },
 		func(e *resourceEntry) { g.server.AddResourceTemplate(e.tmpl, g.readHandler(e)) })
+	g.publishPromptsLocked(want.prompts)
+}
 
-	var removePrompts []string
+// offered is what the upstreams' catalogs offer to publish, by URI (by
+// exposed name for prompts), and the conflicts found among them: the
+// first server in name order keeps what two offer.
+type offered struct {
+	res, tmpl map[string]*resourceEntry
+	prompts   map[string]*promptEntry
+	conflicts []string
+}
+
+// addResources adds the resources and templates of m's upstream.
+func (o *offered) addResources(m *manifests.Manifest, cat upstream.Catalog) {
+	server, level := m.Server.Name, m.Resources.DataAccessLevel
+	for _, r := range cat.Resources {
+		if first, dup := o.res[r.URI]; dup {
+			if first.server != server {
+				o.conflicts = append(o.conflicts, fmt.Sprintf("resource %s is offered by upstreams %s and %s; %s serves it", r.URI, first.server, server, first.server))
+			}
+			continue
+		}
+		o.res[r.URI] = &resourceEntry{server: server, level: level, res: r}
+	}
+	for _, t := range cat.Templates {
+		if first, dup := o.tmpl[t.URITemplate]; dup {
+			if first.server != server {
+				o.conflicts = append(o.conflicts, fmt.Sprintf("resource template %s is offered by upstreams %s and %s; %s serves it", t.URITemplate, first.server, server, first.server))
+			}
+			continue
+		}
+		tmpl, err := uritemplate.New(t.URITemplate)
+		if err != nil {
+			o.conflicts = append(o.conflicts, fmt.Sprintf("upstream %s offers resource template %q, which is not a valid URI template (%v); not published", server, t.URITemplate, err))
+			continue
+		}
+		o.tmpl[t.URITemplate] = &resourceEntry{server: server, level: level, tmpl: t, match: tmpl.Regexp()}
+	}
+}
+
+// addPrompts adds the prompts of m's upstream, under their exposed names.
+func (o *offered) addPrompts(m *manifests.Manifest, cat upstream.Catalog) {
+	server := m.Server.Name
+	for _, p := range cat.Prompts {
+		def := *p
+		def.Name = m.Exposed(p.Name)
+		if first, dup := o.prompts[def.Name]; dup {
+			// Possible with server.prefix: the first server in name
+			// order keeps it, as with resources.
+			o.conflicts = append(o.conflicts, fmt.Sprintf("prompt %s is offered by upstreams %s and %s; %s serves it (set a server.prefix to expose both)", def.Name, first.server, server, first.server))
+			continue
+		}
+		o.prompts[def.Name] = &promptEntry{server: server, upstream: p.Name, level: m.Prompts.DataAccessLevel, def: &def, src: p}
+	}
+}
+
+// publishPromptsLocked brings the published prompts to want (g.res.mu
+// held); the SDK panics on prompts it cannot take, which must not bring
+// the gateway down.
+func (g *Gateway) publishPromptsLocked(want map[string]*promptEntry) {
+	var remove []string
 	for name := range g.res.prompts {
-		if _, ok := wantPrompts[name]; !ok {
-			removePrompts = append(removePrompts, name)
+		if _, ok := want[name]; !ok {
+			remove = append(remove, name)
 		}
 	}
-	if len(removePrompts) > 0 {
-		sort.Strings(removePrompts)
-		g.server.RemovePrompts(removePrompts...)
+	if len(remove) > 0 {
+		sort.Strings(remove)
+		g.server.RemovePrompts(remove...)
 	}
 	published := map[string]*promptEntry{}
-	for _, name := range slices.Sorted(maps.Keys(wantPrompts)) {
-		e := wantPrompts[name]
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		e := want[name]
 		if old, ok := g.res.prompts[name]; ok && old.server == e.server && old.level == e.level && (old.src == e.src || sameJSON(old.def, e.def)) {
 			published[name] = old
 			continue

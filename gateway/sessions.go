@@ -285,7 +285,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport, taskID string
 // them when they end.
 func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
-		defer g.track(req)() // a session's use, for the cap (sessions.go)
+		defer g.track(req)() // a session's use, for the cap
 		if method == "tools/list" {
 			// The pool reports tool list changes only, not an upstream
 			// failing (or recovering) with the same tools: republish so the
@@ -308,55 +308,10 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				g.refused.Store(ir.Session.ID(), struct{}{})
 			}
 		}()
-		pr, err := g.principalFor(ir.Extra)
+		id, clientName, err := g.attachSession(ctx, ir)
 		if err != nil {
 			return nil, err
 		}
-		taskID := ""
-		if ir.Extra != nil && ir.Extra.Header != nil {
-			taskID = strings.TrimSpace(ir.Extra.Header.Get(HeaderTask))
-		}
-		if taskID != "" {
-			if !taskIDAllowed(taskID, pr.Name) {
-				return nil, badTaskID("header "+HeaderTask, taskID)
-			}
-			if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
-				return nil, fmt.Errorf("header %s: %w", HeaderTask, err)
-			}
-			if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
-				return nil, err
-			}
-		}
-		clientName := ""
-		if ir.Params != nil && ir.Params.ClientInfo != nil {
-			clientName = ir.Params.ClientInfo.Name + " " + ir.Params.ClientInfo.Version
-		}
-		named := taskID != "" && taskID != api.DefaultTaskID(pr.Name)
-		g.mu.Lock()
-		s, exists := g.sessions[ir.Session]
-		if !exists {
-			if err := g.makeRoomLocked(ir.Session, pr.Name); err != nil {
-				g.mu.Unlock()
-				return nil, err
-			}
-			if taskID == "" && ir.Extra != nil && ir.Extra.Header != nil && ir.Session != nil && ir.Session.ID() != "" {
-				// The signed session ID names this task (replica.go).
-				taskID = sessionTaskID(ir.Session.ID())
-			}
-			if taskID == "" {
-				taskID = g.newSessionTaskLocked(ir.Extra)
-				named = taskID == g.stdioTask
-			}
-			s = g.bindLocked(ir.Session, taskID, pr.Name)
-			s.named = named
-		} else if taskID != "" {
-			s.taskID, s.named = taskID, named
-		}
-		s.principal = pr.Name
-		s.client = strings.TrimSpace(clientName)
-		id := s.taskID
-		g.mu.Unlock()
-
 		res, err = next(ctx, method, req)
 		if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
 			if r.Meta == nil {
@@ -367,6 +322,58 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		g.log.Info().Str("task", id).Str("client", clientName).Msg("session attached")
 		return res, err
 	}
+}
+
+// attachSession binds the session an initialize opens to its task: the
+// one its Airlock-Task header names (the caller's, or a new one), else
+// the one its signed session ID will name, else a new one. It returns the
+// task and the client's name.
+func (g *Gateway) attachSession(ctx context.Context, ir *mcp.ServerRequest[*mcp.InitializeParams]) (taskID, clientName string, err error) {
+	pr, err := g.principalFor(ir.Extra)
+	if err != nil {
+		return "", "", err
+	}
+	if ir.Extra != nil && ir.Extra.Header != nil {
+		taskID = strings.TrimSpace(ir.Extra.Header.Get(HeaderTask))
+	}
+	if taskID != "" {
+		if !taskIDAllowed(taskID, pr.Name) {
+			return "", "", badTaskID("header "+HeaderTask, taskID)
+		}
+		if err := api.ClaimTaskID(taskID, pr.Name); err != nil {
+			return "", "", fmt.Errorf("header %s: %w", HeaderTask, err)
+		}
+		if err := g.checkReattach(ctx, taskID, pr.Name); err != nil {
+			return "", "", err
+		}
+	}
+	if ir.Params != nil && ir.Params.ClientInfo != nil {
+		clientName = ir.Params.ClientInfo.Name + " " + ir.Params.ClientInfo.Version
+	}
+	named := taskID != "" && taskID != api.DefaultTaskID(pr.Name)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, exists := g.sessions[ir.Session]
+	if !exists {
+		if err := g.makeRoomLocked(ir.Session, pr.Name); err != nil {
+			return "", "", err
+		}
+		if taskID == "" && ir.Extra != nil && ir.Extra.Header != nil && ir.Session != nil && ir.Session.ID() != "" {
+			// The signed session ID names this task (replica.go).
+			taskID = sessionTaskID(ir.Session.ID())
+		}
+		if taskID == "" {
+			taskID = g.newSessionTaskLocked(ir.Extra)
+			named = taskID == g.stdioTask
+		}
+		s = g.bindLocked(ir.Session, taskID, pr.Name)
+		s.named = named
+	} else if taskID != "" {
+		s.taskID, s.named = taskID, named
+	}
+	s.principal = pr.Name
+	s.client = strings.TrimSpace(clientName)
+	return s.taskID, clientName, nil
 }
 
 func (g *Gateway) forget(ss *mcp.ServerSession) {
