@@ -6,6 +6,30 @@
 // The gateway holds no durable state of its own: tasks live in Temporal, so
 // any gateway replica can serve any task and a restarted gateway serves the
 // same tasks again.
+//
+// Files:
+//
+//   - gateway.go: Options, Gateway, New, Handler.
+//   - edge.go: the HTTP edge, which authenticates each request once and
+//     carries its principal (principalFor); rpcbody.go, rpcjson.go: the
+//     edge's strict read of a POST body.
+//   - sessions.go: sessions bound to tasks and principals, their signed
+//     IDs, the one check of who owns one (ownedSession), their limits;
+//     replica.go: the router that lets any replica serve any session;
+//     observe.go: metrics and audit of refused requests.
+//   - call.go: a tools/call's way to its task and back; args.go: its
+//     arguments; limits.go: rate limits and budgets; history.go: a result
+//     read from a run's history; relay.go: what an upstream sends during a
+//     call; mrtr.go: sampling and elicitation for 2026-07-28 clients;
+//     mcptasks.go: pending calls as MCP Tasks.
+//   - tasklookup.go: which task a request acts on; owner.go: who may touch
+//     it (authorizeTask).
+//   - tools.go: the tool list (changed pinned definitions blocked) and who
+//     sees which tool; catalog.go: the search catalog's meta-tools.
+//   - pending.go, rollback.go, state.go, approvals.go: the built-in tools.
+//   - resources.go: upstream resources, templates and prompts;
+//     subscriptions.go: resource subscriptions.
+//   - reload.go: what a reloaded configuration changes; trace.go: spans.
 package gateway
 
 import (
