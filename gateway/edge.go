@@ -45,19 +45,22 @@ type edge struct {
 }
 
 func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// observeRefusals may have made the request's edgeRequest already, to
-	// name the principal of a refusal.
+	// The listener (Authenticator) or observeRefusals may have made the
+	// request's edgeRequest already.
 	er, ok := r.Context().Value(edgeKey{}).(*edgeRequest)
 	if !ok {
 		er = &edgeRequest{}
 		r = r.WithContext(context.WithValue(r.Context(), edgeKey{}, er))
 	}
-	p, err := e.d.AuthenticateContext(r.Context(), r.Header)
-	if err != nil {
-		refuse(e.d, w, err)
-		return
+	if er.p == nil || er.by != e.d {
+		p, err := e.d.AuthenticateContext(r.Context(), r.Header)
+		if err != nil {
+			refuse(e.d, w, err)
+			return
+		}
+		er.p, er.by = p, e.d
 	}
-	er.p = p
+	p := er.p
 	if r.Method == http.MethodPost {
 		// What is judged here is what the MCP SDK dispatches: a body it
 		// could read otherwise than this check is refused (rpcbody.go).
@@ -86,10 +89,28 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type edgeKey struct{}
 
 // edgeRequest is what the edge settled about a request: its principal
-// (nil until authenticated) and its own headers.
+// (nil until authenticated), the directory that authenticated it, and the
+// request's own headers.
 type edgeRequest struct {
 	p      *identity.Principal
+	by     *identity.Directory
 	header http.Header
+}
+
+// Authenticator is the check with which the listener (httplimit.New)
+// tells an authenticated request from another before its body is read.
+// It authenticates with d, as the edge does, and hands the principal on to
+// the edge (of a gateway with the same Directory), so that a request is
+// authenticated once; a request it refuses, the edge refuses itself, with
+// the answer that says why.
+func Authenticator(d *identity.Directory) func(*http.Request) (*http.Request, bool) {
+	return func(r *http.Request) (*http.Request, bool) {
+		p, err := d.AuthenticateContext(r.Context(), r.Header)
+		if err != nil {
+			return r, false
+		}
+		return r.WithContext(context.WithValue(r.Context(), edgeKey{}, &edgeRequest{p: p, by: d})), true
+	}
 }
 
 // metaPrincipal is the auth.TokenInfo.Extra key of the edge's principal.

@@ -48,3 +48,38 @@ func TestEdge(t *testing.T) {
 		t.Fatalf("bob: %d seen %q, in TokenInfo %q, Authorization %q, X-API-Key %q", w.Code, seen, seenExtra, seenAuth, seenKey)
 	}
 }
+
+// TestAuthenticatorOnce: the listener's check hands its principal to the
+// edge, which does not authenticate the request again; a request the
+// check refuses, the edge refuses with its own answer.
+func TestAuthenticatorOnce(t *testing.T) {
+	d := keysDirectory("alice")
+	var seen string
+	h := Edge(d, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := edgePrincipal(r)
+		seen = p.Name
+	}))
+	r := httptest.NewRequest("GET", "/mcp", nil)
+	r.Header.Set("Authorization", "Bearer alice-key")
+	r2, ok := Authenticator(d)(r)
+	if !ok {
+		t.Fatal("alice's key not authenticated")
+	}
+	r2.Header.Del("Authorization") // only the listener's result can name alice now
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r2)
+	if w.Code != 200 || seen != "alice" {
+		t.Fatalf("after the listener's check: %d seen %q, want alice", w.Code, seen)
+	}
+
+	r = httptest.NewRequest("GET", "/mcp", nil)
+	r.Header.Set("Authorization", "Bearer wrong")
+	if r2, ok = Authenticator(d)(r); ok {
+		t.Fatal("a wrong key authenticated")
+	}
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r2)
+	if w.Code != 401 || !strings.Contains(w.Body.String(), "not recognised") {
+		t.Fatalf("wrong key: %d %s", w.Code, w.Body)
+	}
+}

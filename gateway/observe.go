@@ -26,8 +26,12 @@ const (
 func (g *Gateway) observeRefusals(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
-		er := &edgeRequest{}
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), edgeKey{}, er)))
+		er, ok := r.Context().Value(edgeKey{}).(*edgeRequest) // the listener's (Authenticator)
+		if !ok {
+			er = &edgeRequest{}
+			r = r.WithContext(context.WithValue(r.Context(), edgeKey{}, er))
+		}
+		next.ServeHTTP(sw, r)
 		if sw.status != http.StatusUnauthorized && sw.status != http.StatusForbidden {
 			return
 		}

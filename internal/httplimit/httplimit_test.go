@@ -41,7 +41,7 @@ func serve(t *testing.T, h http.Handler, lim Limits) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(h, lim, authenticated)
+	s := New(h, lim, func(r *http.Request) (*http.Request, bool) { return r, authenticated(r) })
 	go func() { _ = s.Serve(ln) }()
 	t.Cleanup(func() { _ = s.HTTP.Close() })
 	return s, ln.Addr().String()
