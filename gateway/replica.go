@@ -7,14 +7,15 @@ package gateway
 //
 //	Mcp-Session-Id: <random>.<base64url task>.<base64url principal>.<base64url HMAC-SHA256>
 //
-// signed with Options.SessionKey, which every replica shares. The replica
-// that answered initialize keeps the go-sdk's in-memory session (client
-// capabilities, log level, the standalone GET stream, subscriptions) under
-// <random>; any other replica, or the same one after a restart or after the
-// session went idle, verifies the signature and serves the request with a
-// request-scoped session (the go-sdk's stateless mode), taking the task and
-// principal from the token. The principal must match the request's API key
-// (403 otherwise), so a leaked session ID is useless to another principal.
+// signed with Options.SessionKey, which every replica shares (sessions.go
+// signs and verifies it). The replica that answered initialize keeps the
+// go-sdk's in-memory session (client capabilities, log level, the
+// standalone GET stream, subscriptions) under <random>; any other replica,
+// or the same one after a restart or after the session went idle, verifies
+// the signature and serves the request with a request-scoped session (the
+// go-sdk's stateless mode), taking the task and principal from the token.
+// The principal must match the request's API key (403 otherwise,
+// ownedSession), so a leaked session ID is useless to another principal.
 //
 // Protocol 2026-07-28 has no sessions at all: its requests (MCP-Protocol-
 // Version header 2026-07-28 or later) go to the stateless handler, which

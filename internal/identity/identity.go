@@ -274,8 +274,8 @@ func NewKey() (key, hash string, err error) {
 
 // ScopeError is the one step-up check of tool_scopes, made wherever a
 // tool is about to be called (at the gateway's HTTP edge for the tools a
-// request body names, and in the gateway for the tool it dispatches, the inner
-// tool of airlock_call_tool included): an *oauth.Error (403
+// request body names, and in the gateway for the tool it dispatches, the
+// inner tool of airlock_call_tool included): an *oauth.Error (403
 // insufficient_scope, naming the scopes to ask for) when the principal's
 // token lacks a scope a call of tool needs, nil otherwise (and for
 // principals authenticated without a token).
