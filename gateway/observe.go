@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -18,20 +19,26 @@ const (
 	OutcomeError   = "error"
 )
 
-// observeRefusals counts and audits the requests the identity guard
-// refuses: 401 (no or unknown credentials) and 403 (a session of another
-// principal).
+// observeRefusals counts and audits the requests the HTTP edge (edge.go)
+// or the session check (ownedSession) refuses: 401 (no or unknown
+// credentials) and 403 (insufficient scope, a session of another
+// principal), naming the principal when the edge authenticated one.
 func (g *Gateway) observeRefusals(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
+		er, ok := r.Context().Value(edgeKey{}).(*edgeRequest) // the listener's (Authenticator)
+		if !ok {
+			er = &edgeRequest{}
+			r = r.WithContext(context.WithValue(r.Context(), edgeKey{}, er))
+		}
 		next.ServeHTTP(sw, r)
 		if sw.status != http.StatusUnauthorized && sw.status != http.StatusForbidden {
 			return
 		}
 		metrics.AuthFailures.WithLabelValues(strconv.Itoa(sw.status)).Inc()
 		f := auditstream.AuthFailure{Status: sw.status, Channel: "mcp", Method: r.Method, Path: r.URL.Path, Remote: r.RemoteAddr, Reason: sw.reason()}
-		if p, err := g.opts.Directory.Authenticate(r.Header); err == nil {
-			f.Principal = p.Name
+		if er.p != nil {
+			f.Principal = er.p.Name
 		}
 		g.opts.Audit.AuthFailed(f)
 	})
@@ -48,7 +55,7 @@ type statusWriter struct {
 // maxReasonBody bounds how much of a refusal's body is kept.
 const maxReasonBody = 512
 
-// reason is the refusal's message: the guard's {"error": "..."}, or the
+// reason is the refusal's message: the edge's {"error": "..."}, or the
 // text another layer wrote (the MCP handler's Host and Origin checks).
 func (w *statusWriter) reason() string {
 	var e struct {

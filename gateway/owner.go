@@ -28,9 +28,11 @@ import (
 	"sync"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/airlock-run/airlock/api"
 )
@@ -154,4 +156,15 @@ func taskIDAllowed(id, principal string) bool {
 // badTaskID is the refusal of a task ID of the wrong shape, named by what.
 func badTaskID(what, id string) error {
 	return fmt.Errorf("%s: %q is not a task ID: use letters, digits and . _ : - (at most 128)", what, strings.TrimSpace(id))
+}
+
+// taskOwner reads the AirlockPrincipal search attribute.
+func taskOwner(sa *commonpb.SearchAttributes) string {
+	p, ok := sa.GetIndexedFields()[api.SAPrincipal.GetName()]
+	if !ok {
+		return ""
+	}
+	var owner string
+	_ = converter.GetDefaultDataConverter().FromPayload(p, &owner)
+	return owner
 }

@@ -58,13 +58,48 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 		return cs, func() {}
 	}
 	ss := req.Session
+	s := relaySink(ctx, ss, cs, req.Params.GetProgressToken())
+	switch {
+	case cancellable && multiRoundTrip(ss) && declaresTasks(req.Params.Meta):
+		// A Tasks client gets a task handle; tasks/get reports the
+		// upstream's requests (input_required) and tasks/update answers
+		// them, through the task (mrtr.go).
+		cs.viaTasks = true
+		s.Sample, s.Elicit = nil, nil
+	case multiRoundTrip(ss):
+		// The tools/call, or the airlock_await that collects the call,
+		// answers input-required.
+		cs.asked = make(chan *ask)
+		g.mrtrSink(cs, &s.Sample, &s.Elicit)
+	}
+	cancelled := make(chan struct{})
+	s.Cancelled = cancelled
+	marks := g.cancelMarks(ss)
+	seen := marks.count()
+	if cancellable {
+		go g.watchCancel(ctx, marks, seen, cs.ended, cancelled, taskID, callID)
+	}
+	unregister := g.opts.Relay.Register(taskID, callID, s) // a nil relay registers nothing
+	return cs, func() {
+		cs.mu.Lock()
+		cs.done = true
+		cs.mu.Unlock()
+		cs.stopWaiting()
+		unregister()
+	}
+}
+
+// relaySink is the relay.Sink of a call made in session ss: what the
+// upstream sends goes to ss while the call's client waits (cs) and its
+// request (ctx) lasts.
+func relaySink(ctx context.Context, ss *mcp.ServerSession, cs *callSink, progressToken any) *relay.Sink {
 	live := func() bool {
 		cs.mu.Lock()
 		defer cs.mu.Unlock()
 		return !cs.done && ctx.Err() == nil
 	}
 	s := &relay.Sink{
-		ProgressToken: req.Params.GetProgressToken(),
+		ProgressToken: progressToken,
 		Log: func(p *mcp.LoggingMessageParams) {
 			if live() {
 				_ = ss.Log(ctx, p) // the session filters by the client's logging/setLevel
@@ -83,46 +118,7 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 			return ss.Elicit(ctx, p)
 		},
 	}
-	switch {
-	case cancellable && multiRoundTrip(ss) && declaresTasks(req.Params.Meta):
-		// A Tasks client gets a task handle; tasks/get reports the
-		// upstream's requests (input_required) and tasks/update answers
-		// them, through the task (mrtr.go).
-		cs.viaTasks = true
-		s.Sample, s.Elicit = nil, nil
-	case multiRoundTrip(ss):
-		// The tools/call, or the airlock_await that collects the call,
-		// answers input-required.
-		cs.asked = make(chan *ask)
-		g.mrtrSink(cs, &s.Sample, &s.Elicit)
-	}
-	cancelled, ended := make(chan struct{}), cs.ended
-	s.Cancelled = cancelled
-	marks := g.cancelMarks(ss)
-	seen := marks.count()
-	go func() {
-		if !cancellable {
-			return
-		}
-		// The SDK cancels a request's context as soon as it reads the
-		// client's notifications/cancelled, and hands the notification to
-		// the middleware (cancelMiddleware) after: wait a moment for it.
-		// A context ended otherwise (the session closed) is no
-		// cancellation: the call goes on in its task, as it always has.
-		select {
-		case <-ctx.Done():
-		case <-ended:
-			if ctx.Err() == nil {
-				return // answered: nothing to cancel
-			}
-		}
-		if marks.await(seen, cancelGrace) {
-			g.log.Info().Str("task", taskID).Str("call", callID).Msg("call cancelled by the client")
-			close(cancelled) // a worker in this process cancels the upstream call at once
-			g.cancelInTask(taskID, callID)
-		}
-	}()
-	if s.ProgressToken != nil {
+	if progressToken != nil {
 		s.Progress = func(p *mcp.ProgressNotificationParams) {
 			if live() {
 				cs.upstreamProgress.Store(true)
@@ -130,13 +126,29 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 			}
 		}
 	}
-	unregister := g.opts.Relay.Register(taskID, callID, s) // a nil relay registers nothing
-	return cs, func() {
-		cs.mu.Lock()
-		cs.done = true
-		cs.mu.Unlock()
-		cs.stopWaiting()
-		unregister()
+	return s
+}
+
+// watchCancel cancels the call in its task (and closes cancelled) when
+// the client's notifications/cancelled ends the request (ctx) before the
+// call is answered (ended).
+func (g *Gateway) watchCancel(ctx context.Context, marks *cancelMark, seen int, ended <-chan struct{}, cancelled chan struct{}, taskID, callID string) {
+	// The SDK cancels a request's context as soon as it reads the
+	// client's notifications/cancelled, and hands the notification to
+	// the middleware (cancelMiddleware) after: wait a moment for it.
+	// A context ended otherwise (the session closed) is no
+	// cancellation: the call goes on in its task, as it always has.
+	select {
+	case <-ctx.Done():
+	case <-ended:
+		if ctx.Err() == nil {
+			return // answered: nothing to cancel
+		}
+	}
+	if marks.await(seen, cancelGrace) {
+		g.log.Info().Str("task", taskID).Str("call", callID).Msg("call cancelled by the client")
+		close(cancelled) // a worker in this process cancels the upstream call at once
+		g.cancelInTask(taskID, callID)
 	}
 }
 

@@ -7,14 +7,15 @@ package gateway
 //
 //	Mcp-Session-Id: <random>.<base64url task>.<base64url principal>.<base64url HMAC-SHA256>
 //
-// signed with Options.SessionKey, which every replica shares. The replica
-// that answered initialize keeps the go-sdk's in-memory session (client
-// capabilities, log level, the standalone GET stream, subscriptions) under
-// <random>; any other replica, or the same one after a restart or after the
-// session went idle, verifies the signature and serves the request with a
-// request-scoped session (the go-sdk's stateless mode), taking the task and
-// principal from the token. The principal must match the request's API key
-// (403 otherwise), so a leaked session ID is useless to another principal.
+// signed with Options.SessionKey, which every replica shares (sessions.go
+// signs and verifies it). The replica that answered initialize keeps the
+// go-sdk's in-memory session (client capabilities, log level, the
+// standalone GET stream, subscriptions) under <random>; any other replica,
+// or the same one after a restart or after the session went idle, verifies
+// the signature and serves the request with a request-scoped session (the
+// go-sdk's stateless mode), taking the task and principal from the token.
+// The principal must match the request's API key (403 otherwise,
+// ownedSession), so a leaked session ID is useless to another principal.
 //
 // Protocol 2026-07-28 has no sessions at all: its requests (MCP-Protocol-
 // Version header 2026-07-28 or later) go to the stateless handler, which
@@ -23,12 +24,6 @@ package gateway
 // principal's default task (see taskFor).
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,8 +34,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
-
-	"github.com/airlock-run/airlock/internal/identity"
 )
 
 // Header names of the streamable HTTP transport.
@@ -52,88 +45,6 @@ const (
 // StatelessProtocol is the first protocol revision without sessions
 // (SEP-2575): its clients are served by the stateless handler.
 const StatelessProtocol = "2026-07-28"
-
-// MinSessionKeyBytes is the shortest Options.SessionKey accepted.
-const MinSessionKeyBytes = 32
-
-// NewSessionKey returns a random session key (64 hex characters).
-func NewSessionKey() string {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// sessionToken is what an Mcp-Session-Id carries.
-type sessionToken struct {
-	raw       string // the go-sdk's session ID on the replica that made it
-	task      string
-	principal string
-}
-
-var b64 = base64.RawURLEncoding
-
-func (g *Gateway) sessionMAC(raw, task, principal string) []byte {
-	m := hmac.New(sha256.New, g.sessionKey)
-	m.Write([]byte("airlock-session-v1\x00" + raw + "\x00" + task + "\x00" + principal))
-	return m.Sum(nil)
-}
-
-// issueSession makes the Mcp-Session-Id of a new session.
-func (g *Gateway) issueSession(t sessionToken) string {
-	return t.raw + "." + b64.EncodeToString([]byte(t.task)) + "." + b64.EncodeToString([]byte(t.principal)) + "." +
-		b64.EncodeToString(g.sessionMAC(t.raw, t.task, t.principal))
-}
-
-var errBadSession = errors.New("session not found: the Mcp-Session-Id was not issued by a gateway with this session key; initialize again without it")
-
-// verifySession checks an Mcp-Session-Id's signature and returns its token.
-func (g *Gateway) verifySession(sid string) (sessionToken, error) {
-	parts := strings.Split(sid, ".")
-	if len(parts) != 4 || parts[0] == "" {
-		return sessionToken{}, errBadSession
-	}
-	task, err1 := canonicalB64(parts[1])
-	principal, err2 := canonicalB64(parts[2])
-	mac, err3 := canonicalB64(parts[3])
-	if err1 != nil || err2 != nil || err3 != nil {
-		return sessionToken{}, errBadSession
-	}
-	t := sessionToken{raw: parts[0], task: string(task), principal: string(principal)}
-	if !hmac.Equal(mac, g.sessionMAC(t.raw, t.task, t.principal)) {
-		return sessionToken{}, errBadSession
-	}
-	return t, nil
-}
-
-// canonicalB64 decodes s, which must be exactly what issueSession
-// writes: the decoder alone would also take other spellings of the same
-// bytes (non-zero trailing bits, line breaks), so that one session would
-// have many IDs.
-func canonicalB64(s string) ([]byte, error) {
-	// Strict refuses set trailing bits; the length, skipped line breaks.
-	b, err := b64Strict.DecodeString(s)
-	if err != nil {
-		return nil, err
-	}
-	if len(s) != b64.EncodedLen(len(b)) {
-		return nil, errBadSession
-	}
-	return b, nil
-}
-
-var b64Strict = b64.Strict()
-
-// newRawSessionID is the go-sdk session ID of a new HTTP session; the task
-// of a session opened without the Airlock-Task header is "task-" + it, so
-// every replica can tell the task from the token alone.
-func newRawSessionID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// sessionTaskID is the task of a new HTTP session whose client named none.
-func sessionTaskID(raw string) string { return "task-" + raw }
 
 // sessionRouter sends each HTTP request to the go-sdk handler that can
 // serve it on this replica.
@@ -162,10 +73,10 @@ func (g *Gateway) mcpHandler() http.Handler {
 	}
 }
 
-// httpPrincipal is the principal of an HTTP request: the one Directory.Guard
+// httpPrincipal is the principal of an HTTP request: the one the edge
 // authenticated, or the open gateway's.
 func (g *Gateway) httpPrincipal(r *http.Request) string {
-	if p, ok := identity.FromContext(r.Context()); ok {
+	if p, ok := edgePrincipal(r); ok {
 		return p.Name
 	}
 	return g.open.Name
@@ -184,7 +95,7 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sid == "" {
 		if m := r.Header.Get("Mcp-Method"); r.Method == http.MethodPost && r.Header.Get(headerProtocolVersion) >= StatelessProtocol &&
 			(m == methodTasksGet || m == methodTasksUpdate || m == methodTasksCancel) {
-			g.serveTasks(w, r, principal) // the Tasks extension (tasks.go)
+			g.serveTasks(w, r, principal) // the Tasks extension (mcptasks.go)
 			return
 		}
 		if r.Method == http.MethodPost && r.Header.Get(headerProtocolVersion) >= StatelessProtocol {
@@ -209,15 +120,13 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}}, r)
 		return
 	}
-	tok, err := g.verifySession(sid)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusNotFound)
+	tok, err := g.ownedSession(sid, principal)
+	switch {
+	case errors.Is(err, errForeignSession):
+		writeJSONError(w, http.StatusForbidden, err.Error())
 		return
-	}
-	if tok.principal != principal {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": "this MCP session belongs to another principal; open your own session (initialize without Mcp-Session-Id)"})
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
 	if g.liveSession(tok.raw) {

@@ -31,7 +31,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -135,54 +134,17 @@ func (g *Gateway) refreshResources() {
 
 	ms := slices.Clone(g.cur().Manifests)
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Server.Name < ms[j].Server.Name })
-	wantRes := map[string]*resourceEntry{}
-	wantTmpl := map[string]*resourceEntry{}
-	wantPrompts := map[string]*promptEntry{}
-	var conflicts []string
+	want := &offered{res: map[string]*resourceEntry{}, tmpl: map[string]*resourceEntry{}, prompts: map[string]*promptEntry{}}
 	for _, m := range ms {
 		if m == nil || (m.Resources == nil && m.Prompts == nil) {
 			continue
 		}
-		server := m.Server.Name
-		cat := g.opts.Upstreams.Catalog(server)
+		cat := g.opts.Upstreams.Catalog(m.Server.Name)
 		if m.Resources != nil {
-			level := m.Resources.DataAccessLevel
-			for _, r := range cat.Resources {
-				if first, dup := wantRes[r.URI]; dup {
-					if first.server != server {
-						conflicts = append(conflicts, fmt.Sprintf("resource %s is offered by upstreams %s and %s; %s serves it", r.URI, first.server, server, first.server))
-					}
-					continue
-				}
-				wantRes[r.URI] = &resourceEntry{server: server, level: level, res: r}
-			}
-			for _, t := range cat.Templates {
-				if first, dup := wantTmpl[t.URITemplate]; dup {
-					if first.server != server {
-						conflicts = append(conflicts, fmt.Sprintf("resource template %s is offered by upstreams %s and %s; %s serves it", t.URITemplate, first.server, server, first.server))
-					}
-					continue
-				}
-				tmpl, err := uritemplate.New(t.URITemplate)
-				if err != nil {
-					conflicts = append(conflicts, fmt.Sprintf("upstream %s offers resource template %q, which is not a valid URI template (%v); not published", server, t.URITemplate, err))
-					continue
-				}
-				wantTmpl[t.URITemplate] = &resourceEntry{server: server, level: level, tmpl: t, match: tmpl.Regexp()}
-			}
+			want.addResources(m, cat)
 		}
 		if m.Prompts != nil {
-			for _, p := range cat.Prompts {
-				def := *p
-				def.Name = m.Exposed(p.Name)
-				if first, dup := wantPrompts[def.Name]; dup {
-					// Possible with server.prefix: the first server in name
-					// order keeps it, as with resources.
-					conflicts = append(conflicts, fmt.Sprintf("prompt %s is offered by upstreams %s and %s; %s serves it (set a server.prefix to expose both)", def.Name, first.server, server, first.server))
-					continue
-				}
-				wantPrompts[def.Name] = &promptEntry{server: server, upstream: p.Name, level: m.Prompts.DataAccessLevel, def: &def, src: p}
-			}
+			want.addPrompts(m, cat)
 		}
 	}
 
@@ -191,32 +153,91 @@ func (g *Gateway) refreshResources() {
 	if g.res.conflicts == nil {
 		g.res.conflicts = map[string]bool{}
 	}
-	for _, c := range conflicts {
+	for _, c := range want.conflicts {
 		if !g.res.conflicts[c] {
 			g.res.conflicts[c] = true
 			g.log.Warn().Msg(c)
 		}
 	}
-	g.res.resources = g.publish(g.res.resources, wantRes, "resource",
+	g.res.resources = g.publish(g.res.resources, want.res, "resource",
 		func(keys ...string) { g.server.RemoveResources(keys...) },
 		func(e *resourceEntry) { g.server.AddResource(e.res, g.readHandler(e)) })
-	g.res.templates = g.publish(g.res.templates, wantTmpl, "resource template",
+	g.res.templates = g.publish(g.res.templates, want.tmpl, "resource template",
 		func(keys ...string) { g.server.RemoveResourceTemplates(keys...) },
 		func(e *resourceEntry) { g.server.AddResourceTemplate(e.tmpl, g.readHandler(e)) })
+	g.publishPromptsLocked(want.prompts)
+}
 
-	var removePrompts []string
+// offered is what the upstreams' catalogs offer to publish, by URI (by
+// exposed name for prompts), and the conflicts found among them: the
+// first server in name order keeps what two offer.
+type offered struct {
+	res, tmpl map[string]*resourceEntry
+	prompts   map[string]*promptEntry
+	conflicts []string
+}
+
+// addResources adds the resources and templates of m's upstream.
+func (o *offered) addResources(m *manifests.Manifest, cat upstream.Catalog) {
+	server, level := m.Server.Name, m.Resources.DataAccessLevel
+	for _, r := range cat.Resources {
+		if first, dup := o.res[r.URI]; dup {
+			if first.server != server {
+				o.conflicts = append(o.conflicts, fmt.Sprintf("resource %s is offered by upstreams %s and %s; %s serves it", r.URI, first.server, server, first.server))
+			}
+			continue
+		}
+		o.res[r.URI] = &resourceEntry{server: server, level: level, res: r}
+	}
+	for _, t := range cat.Templates {
+		if first, dup := o.tmpl[t.URITemplate]; dup {
+			if first.server != server {
+				o.conflicts = append(o.conflicts, fmt.Sprintf("resource template %s is offered by upstreams %s and %s; %s serves it", t.URITemplate, first.server, server, first.server))
+			}
+			continue
+		}
+		tmpl, err := uritemplate.New(t.URITemplate)
+		if err != nil {
+			o.conflicts = append(o.conflicts, fmt.Sprintf("upstream %s offers resource template %q, which is not a valid URI template (%v); not published", server, t.URITemplate, err))
+			continue
+		}
+		o.tmpl[t.URITemplate] = &resourceEntry{server: server, level: level, tmpl: t, match: tmpl.Regexp()}
+	}
+}
+
+// addPrompts adds the prompts of m's upstream, under their exposed names.
+func (o *offered) addPrompts(m *manifests.Manifest, cat upstream.Catalog) {
+	server := m.Server.Name
+	for _, p := range cat.Prompts {
+		def := *p
+		def.Name = m.Exposed(p.Name)
+		if first, dup := o.prompts[def.Name]; dup {
+			// Possible with server.prefix: the first server in name
+			// order keeps it, as with resources.
+			o.conflicts = append(o.conflicts, fmt.Sprintf("prompt %s is offered by upstreams %s and %s; %s serves it (set a server.prefix to expose both)", def.Name, first.server, server, first.server))
+			continue
+		}
+		o.prompts[def.Name] = &promptEntry{server: server, upstream: p.Name, level: m.Prompts.DataAccessLevel, def: &def, src: p}
+	}
+}
+
+// publishPromptsLocked brings the published prompts to want (g.res.mu
+// held); the SDK panics on prompts it cannot take, which must not bring
+// the gateway down.
+func (g *Gateway) publishPromptsLocked(want map[string]*promptEntry) {
+	var remove []string
 	for name := range g.res.prompts {
-		if _, ok := wantPrompts[name]; !ok {
-			removePrompts = append(removePrompts, name)
+		if _, ok := want[name]; !ok {
+			remove = append(remove, name)
 		}
 	}
-	if len(removePrompts) > 0 {
-		sort.Strings(removePrompts)
-		g.server.RemovePrompts(removePrompts...)
+	if len(remove) > 0 {
+		sort.Strings(remove)
+		g.server.RemovePrompts(remove...)
 	}
 	published := map[string]*promptEntry{}
-	for _, name := range slices.Sorted(maps.Keys(wantPrompts)) {
-		e := wantPrompts[name]
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		e := want[name]
 		if old, ok := g.res.prompts[name]; ok && old.server == e.server && old.level == e.level && (old.src == e.src || sameJSON(old.def, e.def)) {
 			published[name] = old
 			continue
@@ -368,16 +389,6 @@ func (g *Gateway) promptHandler(e *promptEntry) mcp.PromptHandler {
 	}
 }
 
-// callerKey carries the caller of a subscription request in its context:
-// on protocol 2026-07-28 the SDK calls SubscribeHandler from
-// subscriptions/listen with a request that has no headers.
-type callerKey struct{}
-
-type caller struct {
-	pr  *identity.Principal
-	err error
-}
-
 // resourceMiddleware filters list results by the caller's data access
 // level, and records the caller of subscription requests.
 func (g *Gateway) resourceMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
@@ -444,175 +455,6 @@ func without[T any](xs []T, drop func(T) bool) []T {
 
 func (e *resourceEntry) lvl() manifests.DataLevel { return e.level }
 func (e *promptEntry) lvl() manifests.DataLevel   { return e.level }
-
-// subscriber returns the caller of a subscription request.
-func (g *Gateway) subscriber(ctx context.Context, extra *mcp.RequestExtra) (*identity.Principal, error) {
-	if c, ok := ctx.Value(callerKey{}).(caller); ok {
-		return c.pr, c.err
-	}
-	return g.principalFor(extra)
-}
-
-// subscribe is the server's SubscribeHandler: it checks the caller may see
-// the resource and subscribes the owning upstream (once per session and
-// URI).
-func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	uri := req.Params.URI
-	pr, err := g.subscriber(ctx, req.Extra)
-	if err != nil {
-		return err
-	}
-	e := g.resourceOwner(uri)
-	if e == nil {
-		return mcp.ResourceNotFoundError(uri)
-	}
-	if !levelCovers(pr.DataLevel, e.level) {
-		g.log.Info().Str("principal", pr.Name).Str("server", e.server).Str("uri", uri).Msg("resource subscription denied: data access level")
-		return accessDenied(pr, e.server, e.level, "resource "+uri)
-	}
-	ss := req.Session
-	g.res.mu.Lock()
-	_, dup := g.res.subs[ss][uri]
-	g.res.mu.Unlock()
-	if dup {
-		return nil
-	}
-	if err := g.opts.Upstreams.Subscribe(ctx, e.server, uri); err != nil {
-		g.log.Warn().Err(err).Str("principal", pr.Name).Str("uri", uri).Msg("resource subscription failed")
-		return upstreamError(err)
-	}
-	g.res.mu.Lock()
-	if g.res.subs == nil {
-		g.res.subs = map[*mcp.ServerSession]map[string]string{}
-	}
-	first := g.res.subs[ss] == nil
-	if first {
-		g.res.subs[ss] = map[string]string{}
-	}
-	_, dup = g.res.subs[ss][uri]
-	if !dup {
-		g.res.subs[ss][uri] = e.server
-	}
-	g.res.mu.Unlock()
-	if dup { // a concurrent subscribe of the same session won
-		g.unsubscribeUpstream(e.server, uri)
-		return nil
-	}
-	if first && ss != nil {
-		ended := make(chan struct{})
-		go func() {
-			_ = ss.Wait()
-			close(ended)
-			g.dropSubscriptions(ss)
-		}()
-		go g.expireIdleSubscriber(ss, ended)
-	}
-	g.log.Info().Str("principal", pr.Name).Str("server", e.server).Str("uri", uri).Msg("resource subscribed")
-	return nil
-}
-
-// expireIdleSubscriber closes an HTTP session that holds subscriptions and
-// has made no request for the session idle time (Options.SessionIdle),
-// which releases its subscriptions (dropSubscriptions). The go-sdk's own
-// idle timeout does not end such a session while its client keeps the
-// standalone SSE stream open, so an abandoned client that left its stream
-// open would otherwise hold its upstream subscriptions, and have updates
-// sent to it, for ever. A client that only listens must ping (any request
-// counts) within the idle time. A request still open since before the idle
-// time (a parked stream) does not keep the session: every tools/call
-// answers within the inline wait, far shorter. It returns when the session
-// ends.
-func (g *Gateway) expireIdleSubscriber(ss *mcp.ServerSession, ended <-chan struct{}) {
-	if ss.ID() == "" {
-		return // not an HTTP session: it ends with its connection
-	}
-	idle := g.sessionIdle()
-	since := time.Now()
-	check := time.NewTicker(max(idle/4, 10*time.Millisecond))
-	defer check.Stop()
-	for {
-		select {
-		case <-ended:
-			return
-		case <-check.C:
-		}
-		g.mu.Lock()
-		last := since
-		if s := g.sessions[ss]; s != nil && s.last.After(last) {
-			last = s.last
-		}
-		g.mu.Unlock()
-		g.res.mu.Lock()
-		n := len(g.res.subs[ss])
-		g.res.mu.Unlock()
-		if time.Since(last) < idle {
-			continue
-		}
-		if n > 0 {
-			g.log.Info().Str("session", ss.ID()).Int("subscriptions", n).Dur("idle", time.Since(last).Round(time.Second)).
-				Msg("session idle with resource subscriptions: closed, its subscriptions released")
-		}
-		// Released now: Close waits for the session's requests in flight,
-		// and a parked one may never end.
-		g.dropSubscriptions(ss)
-		go func() { _ = ss.Close() }()
-		return
-	}
-}
-
-// unsubscribe is the server's UnsubscribeHandler.
-func (g *Gateway) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
-	uri := req.Params.URI
-	g.res.mu.Lock()
-	server, ok := g.res.subs[req.Session][uri]
-	if ok {
-		delete(g.res.subs[req.Session], uri)
-	}
-	g.res.mu.Unlock()
-	if ok {
-		g.unsubscribeUpstream(server, uri)
-	}
-	return nil
-}
-
-// dropSubscriptions releases the subscriptions of a session that ended.
-func (g *Gateway) dropSubscriptions(ss *mcp.ServerSession) {
-	g.res.mu.Lock()
-	subs := g.res.subs[ss]
-	delete(g.res.subs, ss)
-	g.res.mu.Unlock()
-	for _, uri := range slices.Sorted(maps.Keys(subs)) {
-		g.unsubscribeUpstream(subs[uri], uri)
-	}
-}
-
-// unsubscribeUpstream undoes one pool subscription. It does not use the
-// request's context: a subscriptions/listen stream unsubscribes when it has
-// already ended.
-func (g *Gateway) unsubscribeUpstream(server, uri string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := g.opts.Upstreams.Unsubscribe(ctx, server, uri); err != nil {
-		g.log.Warn().Err(err).Str("server", server).Str("uri", uri).Msg("unsubscribing the upstream failed")
-	}
-}
-
-// upstreamResourceUpdated re-emits an upstream's resources/updated to the
-// sessions subscribed to the URI, when that upstream serves the URI here.
-// It runs on the pool's notification handler, so it sends asynchronously.
-func (g *Gateway) upstreamResourceUpdated(server, uri string) {
-	if e := g.resourceOwner(uri); e == nil || e.server != server {
-		g.log.Debug().Str("server", server).Str("uri", uri).Msg("resource update from an upstream that does not serve the URI here; dropped")
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := g.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
-			g.log.Warn().Err(err).Str("uri", uri).Msg("relaying resources/updated failed")
-		}
-	}()
-}
 
 // complete forwards completion/complete to the upstream that owns the
 // prompt (named as the upstream names it: the exposed name maps back

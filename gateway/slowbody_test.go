@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -43,7 +42,7 @@ func TestSlowUnauthenticatedFlood(t *testing.T) {
 	dir := resLevelsDirectory() // "public-key" is a valid key
 	g := newTestGateway(t, &fakeTemporal{}, Options{Directory: dir})
 	srv := httplimit.New(g.Handler(), httplimit.Limits{ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, MaxUnauthenticatedConns: maxPending},
-		func(r *http.Request) bool { _, err := dir.Authenticate(r.Header); return err == nil })
+		Authenticator(dir))
 	ln, err := net.Listen("tcp", "127.0.0.1:0") // loopback only
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func TestIdentityAttacks(t *testing.T) {
 
 	// A stateless request naming alice's task is refused by the workflow.
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.gw.Server() }, &mcp.StreamableHTTPOptions{Stateless: true})
-	srv := httpServer(t, twoPrincipals().Guard(stateless))
+	srv := httpServer(t, gateway.Edge(twoPrincipals(), stateless))
 	bob := connectStateless(t, srv, map[string]string{"Authorization": "Bearer bob-key", gateway.HeaderTask: aliceTask})
 	res = call(t, bob, "counter__echo", map[string]any{"text": "theirs"}, "")
 	if !res.IsError || !strings.Contains(text(res), "belongs to another principal") {
@@ -119,7 +119,7 @@ func TestDefaultTaskCannotBeSquatted(t *testing.T) {
 	m := testupstreamManifest(t, filepath.Join(t.TempDir(), "effects.log"))
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: twoPrincipals()})
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.gw.Server() }, &mcp.StreamableHTTPOptions{Stateless: true})
-	srv := httpServer(t, twoPrincipals().Guard(stateless))
+	srv := httpServer(t, gateway.Edge(twoPrincipals(), stateless))
 
 	// bob's session naming alice-default.
 	c := mcp.NewClient(&mcp.Implementation{Name: "bob", Version: "1"}, nil)

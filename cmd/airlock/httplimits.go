@@ -5,6 +5,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/httplimit"
 	"github.com/airlock-run/airlock/internal/identity"
@@ -12,7 +13,7 @@ import (
 
 // limitedServer is the HTTP server of a listener of airlock's, bounded by
 // the configuration's http section. dir, when set, decides which requests
-// are authenticated (a valid API key in the headers); without it none is.
+// are authenticated (valid credentials in the headers); without it none is.
 // It raises the open-file limit first and logs it, since every connection
 // holds a file descriptor.
 func limitedServer(h http.Handler, cfg *config.Config, dir *identity.Directory, log zerolog.Logger) *httplimit.Server {
@@ -25,12 +26,11 @@ func limitedServer(h http.Handler, cfg *config.Config, dir *identity.Directory, 
 		MaxUnauthenticatedBody:  int64(c.MaxUnauthenticatedBody),
 		MaxUnauthenticatedConns: c.MaxUnauthenticatedConns,
 	}.WithDefaults()
-	var authenticated func(*http.Request) bool
+	var authenticated func(*http.Request) (*http.Request, bool)
 	if dir != nil {
-		authenticated = func(r *http.Request) bool {
-			_, err := dir.Authenticate(r.Header)
-			return err == nil
-		}
+		// The principal it authenticates goes on to the gateway's edge,
+		// which then does not authenticate the request again.
+		authenticated = gateway.Authenticator(dir)
 	}
 	logOpenFiles(log, lim)
 	return httplimit.New(h, lim, authenticated)

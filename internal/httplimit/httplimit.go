@@ -99,7 +99,7 @@ type Server struct {
 
 	lim     Limits
 	next    http.Handler
-	authn   func(*http.Request) bool
+	authn   func(*http.Request) (*http.Request, bool)
 	pending pending
 
 	tooLarge atomic.Int64
@@ -107,10 +107,12 @@ type Server struct {
 }
 
 // New returns a server for h under lim. authenticated tells whether a
-// request carries valid credentials (the gateway passes a check of the API
-// key in its headers; the headers alone decide, so no body is read first);
-// nil treats every request as unauthenticated.
-func New(h http.Handler, lim Limits, authenticated func(*http.Request) bool) *Server {
+// request carries valid credentials (the gateway passes a check of the
+// credentials in its headers, gateway.Authenticator; the headers alone
+// decide, so no body is read first) and returns the request to serve,
+// which may carry in its context what the check learned; nil treats every
+// request as unauthenticated.
+func New(h http.Handler, lim Limits, authenticated func(*http.Request) (*http.Request, bool)) *Server {
 	lim = lim.WithDefaults()
 	s := &Server{lim: lim, next: h, authn: authenticated}
 	s.pending.init(lim.MaxUnauthenticatedConns)
@@ -168,12 +170,15 @@ type connKey struct{}
 // other gets its body bounded, and its connection closed after the answer
 // if the handler answered without reading the whole body.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.authn != nil && s.authn(r) {
-		if c, ok := r.Context().Value(connKey{}).(*conn); ok {
-			s.pending.remove(c)
+	if s.authn != nil {
+		r2, ok := s.authn(r)
+		if ok {
+			if c, ok := r2.Context().Value(connKey{}).(*conn); ok {
+				s.pending.remove(c)
+			}
+			s.next.ServeHTTP(w, r2)
+			return
 		}
-		s.next.ServeHTTP(w, r)
-		return
 	}
 	if r.ContentLength == 0 {
 		s.next.ServeHTTP(w, r)

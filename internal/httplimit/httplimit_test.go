@@ -20,7 +20,7 @@ const goodKey = "good-key"
 
 func authenticated(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer "+goodKey }
 
-// guarded answers like the gateway's identity guard: 401 on the headers
+// guarded answers like the gateway's HTTP edge: 401 on the headers
 // alone, without reading the body; an authenticated request gets its body
 // read and echoed.
 var guarded = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -43,7 +43,7 @@ func serve(t *testing.T, h http.Handler, lim Limits) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(h, lim, authenticated)
+	s := New(h, lim, func(r *http.Request) (*http.Request, bool) { return r, authenticated(r) })
 	go func() { _ = s.Serve(ln) }()
 	t.Cleanup(func() { _ = s.HTTP.Close() })
 	return s, ln.Addr().String()

@@ -1,9 +1,10 @@
 // Package identity answers "who is calling?": it resolves principals and
-// their roles from the configuration, authenticates HTTP requests by API key
-// (only key hashes are configured) or by OAuth access token (package oauth,
-// when principals_from_tokens is configured), binds MCP sessions to the
-// principal that opened them, and names the local principal of stdio
-// sessions.
+// their roles from the configuration, authenticates the credentials of an
+// HTTP request, an API key (only key hashes are configured) or an OAuth
+// access token (package oauth, when principals_from_tokens is
+// configured), and names the local principal of stdio sessions. It knows
+// credentials, not MCP: the gateway's HTTP edge (gateway/edge.go) calls it
+// once per request, and the gateway binds MCP sessions to principals.
 //
 // It imports config, oauth, manifests and api (the rate limits it
 // resolves); it never logs.
@@ -14,13 +15,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -273,128 +272,10 @@ func NewKey() (key, hash string, err error) {
 	return key, HashKey(key), nil
 }
 
-type ctxKey struct{}
-
-// WithPrincipal returns ctx carrying p.
-func WithPrincipal(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, ctxKey{}, p)
-}
-
-// FromContext returns the principal carried by ctx, if any.
-func FromContext(ctx context.Context) (*Principal, bool) {
-	p, ok := ctx.Value(ctxKey{}).(*Principal)
-	return p, ok
-}
-
-// Guard wraps an MCP HTTP handler: it authenticates every request (401 with
-// WWW-Authenticate otherwise), binds each MCP session ID to the principal
-// whose request created it, and rejects a session ID presented by another
-// principal (403).
-func (d *Directory) Guard(next http.Handler) http.Handler {
-	g := &guard{d: d, next: next, sessions: map[string]sessionOwner{}}
-	return g
-}
-
-type sessionOwner struct {
-	principal string
-	seen      time.Time
-}
-
-type guard struct {
-	d    *Directory
-	next http.Handler
-
-	mu       sync.Mutex
-	sessions map[string]sessionOwner
-}
-
-// sessionTTL bounds how long an idle session's owner is remembered.
-const sessionTTL = 24 * time.Hour
-
-const sessionHeader = "Mcp-Session-Id"
-
-func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p, err := g.d.AuthenticateContext(r.Context(), r.Header)
-	if err != nil {
-		g.d.refuse(w, err)
-		return
-	}
-	if r.Method == http.MethodPost {
-		// What is judged here is what the MCP SDK dispatches: a body it
-		// could read otherwise than this check is refused (rpc.go).
-		tools, err := readRPC(r)
-		var re *RequestError
-		if errors.As(err, &re) {
-			writeRPCError(w, re)
-			return
-		}
-		for _, tool := range tools {
-			if err := g.d.ScopeError(p, tool); err != nil {
-				g.d.refuse(w, err)
-				return
-			}
-		}
-	}
-	if sid := r.Header.Get(sessionHeader); sid != "" {
-		g.mu.Lock()
-		owner, ok := g.sessions[sid]
-		if ok && owner.principal == p.Name {
-			owner.seen = time.Now()
-			g.sessions[sid] = owner
-		}
-		g.mu.Unlock()
-		if ok && owner.principal != p.Name {
-			writeJSONError(w, http.StatusForbidden, "this MCP session belongs to another principal; open your own session (initialize without Mcp-Session-Id)")
-			return
-		}
-		if r.Method == http.MethodDelete {
-			defer func() {
-				g.mu.Lock()
-				delete(g.sessions, sid)
-				g.mu.Unlock()
-			}()
-		}
-	}
-	rw := &recorder{ResponseWriter: w, onHeader: func(h http.Header) {
-		if sid := h.Get(sessionHeader); sid != "" && r.Header.Get(sessionHeader) == "" {
-			g.bind(sid, p.Name)
-		}
-	}}
-	g.next.ServeHTTP(rw, r.WithContext(WithPrincipal(r.Context(), p)))
-}
-
-// refuse answers 401 (or 403 for insufficient scope) with the challenge
-// that tells an OAuth client where to get a token (RFC 9728 section 5.1:
-// resource_metadata) and, for step-up, which scopes to ask for.
-func (d *Directory) refuse(w http.ResponseWriter, err error) {
-	d = d.now()
-	status := http.StatusUnauthorized
-	var te *oauth.Error
-	if errors.As(err, &te) {
-		status = te.Status
-	}
-	switch {
-	case d.tokens != nil && errors.Is(err, ErrNoCredentials):
-		w.Header().Set("WWW-Authenticate", d.tokens.Challenge(nil))
-	case d.tokens != nil && te != nil:
-		w.Header().Set("WWW-Authenticate", d.tokens.Challenge(te))
-	case d.tokens != nil:
-		w.Header().Set("WWW-Authenticate", d.tokens.Challenge(&oauth.Error{Code: oauth.CodeInvalidToken, Reason: err.Error()}))
-	default:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock", error="invalid_token", error_description="`+strings.ReplaceAll(err.Error(), `"`, `'`)+`"`)
-	}
-	writeJSONError(w, status, err.Error())
-}
-
-// maxInspectedBody bounds the request body read to judge it: the MCP
-// SDK's own default limit (mcp.DefaultMaxRequestBodyBytes), which refuses
-// larger bodies anyway.
-const maxInspectedBody = 4 << 20
-
 // ScopeError is the one step-up check of tool_scopes, made wherever a
-// tool is about to be called (here at the edge for the tools a request
-// body names, and in the gateway for the tool it dispatches, the inner
-// tool of airlock_call_tool included): an *oauth.Error (403
+// tool is about to be called (at the gateway's HTTP edge for the tools a
+// request body names, and in the gateway for the tool it dispatches, the
+// inner tool of airlock_call_tool included): an *oauth.Error (403
 // insufficient_scope, naming the scopes to ask for) when the principal's
 // token lacks a scope a call of tool needs, nil otherwise (and for
 // principals authenticated without a token).
@@ -409,57 +290,4 @@ func (d *Directory) ScopeError(p *Principal, tool string) error {
 	}
 	return &oauth.Error{Status: http.StatusForbidden, Code: oauth.CodeInsufficientScope, Scope: want,
 		Reason: fmt.Sprintf("calling %s needs scope %s, which the token of %s lacks; ask the authorization server for a token with scope %q", tool, strings.Join(lacking, " "), p.Name, strings.Join(want, " "))}
-}
-
-func (g *guard) bind(sid, principal string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := time.Now()
-	for k, o := range g.sessions {
-		if now.Sub(o.seen) > sessionTTL {
-			delete(g.sessions, k)
-		}
-	}
-	g.sessions[sid] = sessionOwner{principal: principal, seen: now}
-}
-
-// recorder calls onHeader once, just before the status line is written.
-type recorder struct {
-	http.ResponseWriter
-	onHeader func(http.Header)
-	done     bool
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if !r.done {
-		r.done = true
-		r.onHeader(r.Header())
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if !r.done {
-		r.WriteHeader(http.StatusOK)
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// Flush keeps server-sent events streaming through the wrapper.
-func (r *recorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		if !r.done {
-			r.WriteHeader(http.StatusOK)
-		}
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-func writeJSONError(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": msg})
 }

@@ -1,6 +1,6 @@
-package identity
+package gateway
 
-// The edge check as it was before the single-pass scanner (rpc.go): each
+// The edge check as it was before the single-pass scanner (rpcbody.go): each
 // nesting level re-read with encoding/json's Decoder, json.Valid and
 // jsoncanon.CheckDuplicates. Slow but plainly right; kept only as the
 // reference FuzzParseRPCMatchesReference compares the scanner with. One
