@@ -12,9 +12,10 @@
 //
 // What lives here, by file:
 //
-//   - agent_task.go: AgentTask, its run loop and the call pipeline
-//     (callTool: admit, decideCall, approve, runCall, execute), with the
-//     ledger of the calls it ran;
+//   - agent_task.go: AgentTask and its run loop (turns, continue-as-new,
+//     the end), with the ledger of the calls it ran;
+//   - call.go: the call pipeline (callTool: validateCall, admit,
+//     decideCall, approve, judgedRoute, runCall, execute, record);
 //   - plan.go: Plan, and a plan's steps through the same pipeline;
 //   - rollback_task.go: RollbackTask, a task in its own right (the
 //     rollback of a task that has ended), named like agent_task.go;

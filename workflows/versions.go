@@ -11,13 +11,13 @@ package workflows
 const (
 	// changePolicyDecision versions the policy decision step of the pipeline.
 	//
-	// Feature and GetVersion in agent_task.go; first recorded in testdata/agent_task_v2_run1.json.
+	// Feature and GetVersion in call.go; first recorded in testdata/agent_task_v2_run1.json.
 	changePolicyDecision = "policy-decision"
 
 	// changeApprovals versions the approval wait: before it, calls that needed
 	// approval were refused.
 	//
-	// Feature in approval.go, GetVersion in agent_task.go; first recorded in
+	// Feature in approval.go, GetVersion in call.go; first recorded in
 	// testdata/agent_task_v3_run1.json.
 	changeApprovals = "approvals"
 
@@ -38,7 +38,7 @@ const (
 	// (ToolSpec.HeartbeatTimeout, from its manifest) instead of heartbeatTimeout
 	// for every tool.
 	//
-	// Feature and GetVersion in agent_task.go; first recorded in testdata/heartbeat_v1_run1.json.
+	// Feature and GetVersion in call.go; first recorded in testdata/heartbeat_v1_run1.json.
 	changeHeartbeat = "heartbeat-timeout"
 
 	// changeFastPath versions the fast path: a call that policy allows outright,
@@ -89,7 +89,7 @@ const (
 	// workflow itself, and a set or delete pushes a compensation that restores
 	// the previous value. Histories from before never hold such a call.
 	//
-	// Feature in state.go, GetVersion in agent_task.go; first recorded in
+	// Feature in state.go, GetVersion in call.go; first recorded in
 	// testdata/state_v1_run1.json.
 	changeTaskState = "task-state"
 
@@ -177,7 +177,7 @@ const (
 	// decision that carries a route; runs from before it keep the
 	// request's.
 	//
-	// Feature and GetVersion in agent_task.go (judgedRoute, also for the
+	// Feature and GetVersion in call.go (judgedRoute, also for the
 	// fast path's retries in fastpath.go); first recorded in
 	// testdata/judged_route_v1_run1.json.
 	changeJudgedRoute = "judged-route"
