@@ -23,6 +23,7 @@ import (
 // the restarted process, the call runs exactly once, and the reattached
 // agent collects the result.
 func TestApprovalSurvivesCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess crash test; skipped with -short")
 	}
@@ -31,8 +32,7 @@ func TestApprovalSurvivesCrash(t *testing.T) {
 	dir := t.TempDir()
 	effects := filepath.Join(dir, "effects.log")
 	slackAPI := newFakeSlackAPI(t)
-	t.Setenv("SLACK_BOT_TOKEN", "xoxb-crash-test")
-	t.Setenv("SLACK_SIGNING_SECRET", slackSecret)
+	env := []string{"SLACK_BOT_TOKEN=xoxb-crash-test", "SLACK_SIGNING_SECRET=" + slackSecret}
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
@@ -63,7 +63,7 @@ slack:
 		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--log-format", "json"}
 	base := "http://" + listen
 
-	p1 := startDev(t, bin, args...)
+	p1 := startDevEnv(t, env, bin, args...)
 	p1.waitHealthy(t, base)
 	cs := connectURL(t, base+"/mcp", bearer("alice-key"))
 	waitTools(t, cs, "counter__append")
@@ -85,7 +85,7 @@ slack:
 	}
 	<-p1.exited
 
-	p2 := startDev(t, bin, args...)
+	p2 := startDevEnv(t, env, bin, args...)
 	p2.waitHealthy(t, base)
 	c := dialTest(t, fmt.Sprintf("127.0.0.1:%d", tport), "default")
 	ctx := context.Background()

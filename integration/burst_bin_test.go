@@ -29,6 +29,7 @@ import (
 // second round keeps every core busy as well, so that workflow tasks run
 // late and are retried, as on the tester's loaded machine.
 func TestBudgetHoldsUnderBurstDevBinary(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, cheapPut)
 	cfg := filepath.Join(d.dir, "airlock.yaml")
 	writeFile(t, cfg, `manifests: [counter.yaml]

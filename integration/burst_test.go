@@ -184,6 +184,7 @@ func checkAgainstTimeline(t *testing.T, tl *timeline.Timeline, effects, taskID s
 // in the workflow task and run by an activity scheduled in the same
 // completion: a dropped task ran nothing.
 func TestDroppedWorkflowTaskKeepsBudget(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, cheapPut)
 	drop := &dropOnce{}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, interceptors: []interceptor.WorkerInterceptor{drop}})
@@ -277,6 +278,7 @@ func burnCPU(t *testing.T) {
 // decisions once, so that the round meets what made the budget fail
 // before issue 25 every time it runs.
 func TestBudgetHoldsUnderBurst(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, cheapPut)
 	const budget, burst, rounds = 10, 48, 3
 	drop := &dropOnce{limit: 5}
@@ -311,6 +313,7 @@ func TestBudgetHoldsUnderBurst(t *testing.T) {
 // (counted) is decided by Decide and run by the CallTool activity. With
 // -record it writes fast_uncounted_v1_run1.json.
 func TestRecordFastUncountedHistory(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n"+cheapPut)
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}})
 	waitTools(t, s.connect(t, nil), "counter__echo", "counter__put")

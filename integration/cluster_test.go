@@ -68,6 +68,7 @@ const clusterNamespace = "airlock"
 // twice (a call in flight on the killed worker may end `unknown`: counted),
 // and every task's history must replay against the current workflow code.
 func TestClusterKillBattery(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("PostgreSQL + Temporal cluster test; skipped with -short")
 	}

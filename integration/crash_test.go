@@ -40,7 +40,17 @@ func freePort(t testing.TB) int {
 
 func startDev(t *testing.T, bin string, args ...string) *devProcess {
 	t.Helper()
+	return startDevEnv(t, nil, bin, args...)
+}
+
+// startDevEnv is startDev with env (KEY=value) added to the environment
+// airlock dev inherits: a parallel test cannot t.Setenv.
+func startDevEnv(t *testing.T, env []string, bin string, args ...string) *devProcess {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"dev"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out := &lockedWriter{w: &bytes.Buffer{}}
 	cmd.Stdout, cmd.Stderr = out, out
 	// A killed airlock's upstream may outlive it, holding the output pipe:
@@ -168,6 +178,7 @@ func sideEffects(t *testing.T, path, tool, key string) int {
 // reported as unknown and not re-run; the in-flight idempotent call is re-run
 // and completes. Side effects are counted on the upstream.
 func TestCrashAndResume(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess crash test; skipped with -short")
 	}

@@ -20,6 +20,7 @@ import (
 // TestNPMServersThroughGateway drives the real npm filesystem and memory
 // servers through the real gateway, workflow and embedded Temporal.
 func TestNPMServersThroughGateway(t *testing.T) {
+	t.Parallel()
 	sandbox := t.TempDir()
 	memFile := filepath.Join(t.TempDir(), "memory.jsonl")
 	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)

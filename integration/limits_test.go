@@ -54,6 +54,7 @@ func refusals(t *testing.T, check, limit string) float64 {
 // recorded as a decision with check rate_limit, shown by the audit
 // timeline, and counted in airlock_limit_refusals_total.
 func TestRateLimitBurst(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m},
 		taskRateLimits: []api.RateLimit{{Name: "burst", Scope: api.ScopeTask, Calls: 3, Window: 3 * time.Second}}})
@@ -108,6 +109,7 @@ func TestRateLimitBurst(t *testing.T) {
 // across two tasks of one principal (its limiter workflow is the shared
 // authority), while another principal with the same role has its own.
 func TestRateLimitSharedAcrossTasks(t *testing.T) {
+	t.Parallel()
 	m, _ := counterManifest(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
 	cfg := &config.Config{
 		Principals: []config.Principal{
@@ -155,6 +157,7 @@ func TestRateLimitSharedAcrossTasks(t *testing.T) {
 // reaches the upstream) and the plan rolls back as for a failed step. Its
 // history is recorded (-record) as limits_v1_plan.
 func TestBudgetExhaustedMidPlan(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, `  put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, cost: 2,
         compensation: {tool: put, args: {key: '"undo-" + args.key'}}}
 `)
@@ -212,6 +215,7 @@ steps:
 // TakeLimits local activity and its limiter), and a budget refusal. With
 // -record it writes limits_v1_run*.json.
 func TestRecordLimitsHistory(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
   put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, cost: 3}
 `)
@@ -384,6 +388,7 @@ func BenchmarkLimitCost(b *testing.B) {
 // more than is left, `airlock audit show` lists both refusals with their
 // checks, and `airlock tasks show` the budget spent.
 func TestLimitsDevBinary(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
   put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, cost: 2}
 `)

@@ -27,7 +27,6 @@ import (
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/auditstream"
-	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
@@ -264,11 +263,7 @@ func newMeteredStack(t *testing.T) (*stack, string) {
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	ctx := context.Background()
 
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: t.TempDir(), SearchAttributes: api.SearchAttributes()})
-	if err != nil {
-		t.Fatalf("devserver: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
+	srv := sharedTemporal(t)
 	c, err := client.Dial(client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}, MetricsHandler: metrics.SDK})
 	if err != nil {
 		t.Fatal(err)

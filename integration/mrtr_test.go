@@ -28,6 +28,7 @@ import (
 // result may reach another gateway replica than the one that asked; and a
 // request nobody answers fails in the upstream after the ask timeout.
 func TestAsksAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	bin, err := buildEverythingServer(t)
 	if err != nil {
 		t.Fatalf("the go-sdk conformance everything-server does not build: %v", err)

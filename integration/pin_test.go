@@ -112,6 +112,7 @@ func isBlocked(d string) bool { return strings.HasPrefix(d, "[unavailable: block
 // accepts the change, and the running gateway serves the tool again with
 // its new description, without a restart.
 func TestPinningLiveChange(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t)
 	m := f.manifest(t, "Echo text back.")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, pins: f.store(t)})
@@ -183,6 +184,7 @@ func TestPinningLiveChange(t *testing.T) {
 // blocks it from the start, and `airlock manifests pin SERVER TOOL` lets it
 // through.
 func TestPinningAcrossRestart(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t)
 	// First run: echo is pinned on first sight.
 	s1 := newStack(t, stackOptions{manifests: []*manifests.Manifest{f.manifest(t, "Echo text back.")}, pins: f.store(t)})

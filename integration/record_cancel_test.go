@@ -21,6 +21,7 @@ import (
 // call that already ended (nothing changes), and a call after them. With
 // -record it writes cancel_v1_run1.json.
 func TestRecordCancelHistory(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, appendNeedsOps+
 		"  wait: {side_effects: [none], data_access_level: public, risk: medium, idempotent: false, timeout: 60s, heartbeat_timeout: 4s}\n"+
 		"  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")

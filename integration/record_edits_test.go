@@ -21,6 +21,7 @@ import (
 // sends to another group, whose member approves it. With -record it writes
 // edits_v1_run1.json.
 func TestRecordEditsHistory(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, `  put:
     side_effects: [write]
     data_access_level: internal

@@ -25,6 +25,7 @@ import (
 // asks again; its new grant is revoked (by bob; mallory may not), and the
 // next call asks again.
 func TestRecordGrantsHistory(t *testing.T) {
+	t.Parallel()
 	m := grantsManifest(t, "{calls: 5, duration: 1h}")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}},
 		continueAsNewAfter: 4})
@@ -168,6 +169,7 @@ func isRefusal(err error) bool {
 // the next call of task B asks, is approved with a new principal grant,
 // which the principal revokes; the next call of task A asks again.
 func TestRecordPrincipalGrantsHistory(t *testing.T) {
+	t.Parallel()
 	m := grantsManifest(t, "{calls: 5, duration: 1h, principal: true}")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}}})
 	waitTools(t, s.connect(t, nil), "counter__put")

@@ -28,6 +28,7 @@ import (
 //     request has its own digest; an approver edits that call to
 //     1234567890123456789, which runs as written.
 func TestNumbersBeyond2To53(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t, "./integration/testupstream")
 	dir := t.TempDir()
 	manifest := func(name, tool string) *manifests.Manifest {

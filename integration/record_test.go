@@ -33,6 +33,7 @@ var record = flag.Bool("record", false, "write the recorded histories to workflo
 // workflow code. With -record it also writes them to workflows/testdata,
 // where workflows' replay test keeps checking them.
 func TestRecordHistory(t *testing.T) {
+	t.Parallel()
 	effects := filepath.Join(t.TempDir(), "effects.log")
 	counter := testupstreamManifest(t, effects)
 	// An upstream that never comes up: calls to it are "unavailable".
@@ -239,6 +240,7 @@ func sagaCounter(t testing.TB) *manifests.Manifest {
 // are captured, then rolled back by an Update (twice: the second finds
 // nothing), then a call and a cancellation, which rolls that one back.
 func TestRecordRollbackHistory(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{sagaCounter(t)}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__append")
@@ -294,6 +296,7 @@ func TestRecordRollbackHistory(t *testing.T) {
 // whose arguments use an earlier result, and a failing step that rolls the
 // plan back.
 func TestRecordPlanHistory(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{sagaCounter(t)}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__append")
@@ -345,6 +348,7 @@ func fetchHistory(t testing.TB, c client.Client, id, runID string) *historypb.Hi
 // does not take: a request denied by its approver, one that times out, and
 // one escalated to a second group whose member approves it.
 func TestRecordApprovalHistory(t *testing.T) {
+	t.Parallel()
 	m, _ := counterManifest(t, `  put:
     side_effects: [write]
     data_access_level: internal

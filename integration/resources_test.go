@@ -111,6 +111,7 @@ func listOffered(t *testing.T, cs *mcp.ClientSession) offered {
 // refused for one who is not, and a subscription carries the upstream's
 // resources/updated to the client.
 func TestResourcesAndPromptsPassThrough(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}

@@ -22,6 +22,7 @@ import (
 // schedules.create, a bad plan and a bad spec before anything is made; the
 // scheduled runs' histories replay (recorded as plan_scheduled_v1).
 func TestSchedules(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, `  append:
     side_effects: [write]
     data_access_level: internal

@@ -387,6 +387,7 @@ func result(t testing.TB, ch <-chan asyncResult) *mcp.CallToolResult {
 // fake Slack Web API, and signed interaction payloads on the real
 // interaction endpoint.
 func TestSlackApprovals(t *testing.T) {
+	t.Parallel()
 	e := newSlackEnv(t)
 
 	t.Run("approve runs the tool once and updates the message", func(t *testing.T) {

@@ -30,7 +30,6 @@ import (
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/config"
-	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -118,9 +117,11 @@ tools:
 	return m
 }
 
-// stack is airlock in-process: embedded Temporal, worker, gateway over HTTP.
+// stack is airlock in-process: a namespace on the shared embedded Temporal,
+// worker, gateway over HTTP.
 type stack struct {
-	srv    *devserver.Server
+	// srv is the test's namespace on the shared server.
+	srv    temporalNS
 	client client.Client
 	pool   *upstream.Pool
 	worker sdkworker.Worker
@@ -131,6 +132,8 @@ type stack struct {
 }
 
 type stackOptions struct {
+	// dataDir holds the blobs and the wasm cache (default a temporary
+	// directory). Temporal is the package's shared server.
 	dataDir   string
 	manifests []*manifests.Manifest
 	maxCalls  int
@@ -195,12 +198,8 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	ctx := context.Background()
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: o.dataDir, SearchAttributes: api.SearchAttributes()})
-	if err != nil {
-		t.Fatalf("devserver: %v", err)
-	}
+	srv := sharedTemporal(t)
 	s := &stack{srv: srv, log: log}
-	t.Cleanup(func() { _ = srv.Stop() })
 
 	c, err := client.Dial(client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // run. A declared tool the upstream does not offer is listed the same way,
 // naming the manifest to fix.
 func TestUnavailableUpstream(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}

@@ -86,6 +86,7 @@ func (b *bridge) waitEvent(t *testing.T, event string) approver.WebhookEvent {
 // second, different decision is refused with 409; a bad signature gets 401
 // and an auth_failed line; the bridge is told the request closed.
 func TestWebhookApprovalChannel(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, appendNeedsOps)
 	m.Tools["append"].Redact = []string{"key"}
 	dir := allGrants(nil, "alice", "bob", "carol")
