@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // TestApprovalSurvivesCrash: `airlock dev` posts an approval request to
@@ -111,18 +114,16 @@ slack:
 
 	cs2 := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: task})
 	waitTools(t, cs2, "counter__append")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out := call(t, cs2, gateway.ToolAwait, map[string]any{"call": "k-approve-me"}, "")
-		if !out.IsError && !strings.Contains(text(out), "still running") && !strings.Contains(text(out), "waiting") {
-			if !strings.Contains(mustJSON(t, out.StructuredContent), `"count":1`) {
-				t.Fatalf("result after approval: %q %v", text(out), out.StructuredContent)
-			}
-			break
+	var out *mcp.CallToolResult
+	testenv.WaitUntil(t, "the result after approval", 60*time.Second, func() error {
+		out = call(t, cs2, gateway.ToolAwait, map[string]any{"call": "k-approve-me"}, "")
+		if out.IsError || strings.Contains(text(out), "still running") || strings.Contains(text(out), "waiting") {
+			return fmt.Errorf("await answered %q", text(out))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no result after approval: %q", text(out))
-		}
+		return nil
+	})
+	if !strings.Contains(mustJSON(t, out.StructuredContent), `"count":1`) {
+		t.Fatalf("result after approval: %q %v", text(out), out.StructuredContent)
 	}
 	if n := sideEffects(t, effects, "append", "crash"); n != 1 {
 		t.Fatalf("the approved call ran %d times, want 1", n)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -205,17 +206,12 @@ func TestDroppedWorkflowTaskKeepsBudget(t *testing.T) {
 		req := api.CallRequest{CallID: k, Tool: "counter__put", Server: "counter", UpstreamTool: "put",
 			Arguments: json.RawMessage(fmt.Sprintf(`{"key":%q}`, k)), Spec: spec}
 		var res api.CallResult
-		var err error
-		deadline := time.Now().Add(time.Minute)
-		for {
-			if res, err = sendCall(ctx, s, taskID, req); err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // an Update aborted with its workflow task is sent again, as the SDK's client does
-		}
-		if err != nil {
-			t.Fatalf("call %s: %v", k, err)
-		}
+		// An Update aborted with its workflow task is sent again, as the
+		// SDK's client does.
+		testenv.WaitUntil(t, "call "+k+" to be answered", time.Minute, func() (err error) {
+			res, err = sendCall(ctx, s, taskID, req)
+			return err
+		})
 		want := api.OutcomeOK
 		if i == 3 {
 			want = api.OutcomeLimit // 3 × 3 spent, 3 more would be 12

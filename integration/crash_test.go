@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // devProcess is `airlock dev` running as a subprocess.
@@ -136,23 +137,22 @@ func (l *lockedWriter) String() string {
 
 func (p *devProcess) waitHealthy(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.WaitUntil(t, "airlock dev to be healthy", 90*time.Second, func() error {
 		select {
 		case <-p.exited:
 			t.Fatalf("airlock dev exited early: %v\n%s", p.err, p.output())
 		default:
 		}
 		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("%w; output:\n%s", err, p.output())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("airlock dev not healthy after 90s:\n%s", p.output())
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("/healthz: HTTP %d; output:\n%s", resp.StatusCode, p.output())
+		}
+		return nil
+	})
 }
 
 // sideEffects counts lines "tool key" in the upstream's side-effect log.

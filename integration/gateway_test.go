@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -116,21 +118,18 @@ func TestNPMServersThroughGateway(t *testing.T) {
 // waitVisible waits until a visibility query finds the task.
 func waitVisible(t *testing.T, s *stack, query, taskID string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.WaitUntil(t, fmt.Sprintf("query %q to find task %s", query, taskID), 20*time.Second, func() error {
 		resp, err := s.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
-		if err == nil {
-			for _, ex := range resp.GetExecutions() {
-				if ex.GetExecution().GetWorkflowId() == taskID {
-					return
-				}
+		if err != nil {
+			return err
+		}
+		for _, ex := range resp.GetExecutions() {
+			if ex.GetExecution().GetWorkflowId() == taskID {
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("query %q did not find task %s (err %v)", query, taskID, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("%d other executions", len(resp.GetExecutions()))
+	})
 }
 
 // normalize round-trips through JSON so typed and map schemas compare.

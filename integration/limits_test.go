@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/plans"
@@ -259,21 +260,15 @@ func TestRecordLimitsHistory(t *testing.T) {
 	}
 	for _, st := range steps {
 		var res api.CallResult
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		// Between runs the update may race the new run: send it again.
+		testenv.WaitUntil(t, "call "+st.req.CallID+" to be answered", 30*time.Second, func() error {
 			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: st.req.CallID,
 				UpdateName: api.UpdateCallTool, Args: []any{st.req}, WaitForStage: client.WorkflowUpdateStageCompleted})
 			if err == nil {
 				err = h.Get(ctx, &res)
 			}
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) { // between runs the update may race the new run
-				t.Fatalf("call %s: %v", st.req.CallID, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err
+		})
 		check := ""
 		if res.Decision != nil && res.Outcome == api.OutcomeLimit {
 			check = res.Decision.Check

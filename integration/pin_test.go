@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/pin"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -85,21 +87,21 @@ func (f *pinFixture) store(t *testing.T) *pin.Store {
 // ok accepts, and returns it.
 func waitEcho(t *testing.T, cs *mcp.ClientSession, what string, ok func(string) bool) *mcp.Tool {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var found *mcp.Tool
+	testenv.WaitUntil(t, "counter__echo to become "+what, 60*time.Second, func() error {
 		res, err := cs.ListTools(context.Background(), nil)
-		if err == nil {
-			for _, tool := range res.Tools {
-				if tool.Name == "counter__echo" && ok(tool.Description) {
-					return tool
-				}
+		if err != nil {
+			return err
+		}
+		for _, tool := range res.Tools {
+			if tool.Name == "counter__echo" && ok(tool.Description) {
+				found = tool
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counter__echo never became %s (list error %v): %s", what, err, mustJSON(t, res))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("listed %s", mustJSON(t, res))
+	})
+	return found
 }
 
 func isBlocked(d string) bool { return strings.HasPrefix(d, "[unavailable: blocked:") }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -64,17 +65,11 @@ func TestRecordGrantsHistory(t *testing.T) {
 		req := api.CallRequest{CallID: id, Tool: "counter__put", Server: "counter", UpstreamTool: "put",
 			Arguments: json.RawMessage(`{"key":"` + key + `"}`), Spec: api.SpecFor(m.Tools["put"])}
 		var res api.CallResult
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			var err error
-			if res, err = sendCall(ctx, s, taskID, req); err == nil {
-				break
-			}
-			if time.Now().After(deadline) { // between runs the update may race the new run
-				t.Fatalf("call %s: %v", id, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		// Between runs the update may race the new run: send it again.
+		testenv.WaitUntil(t, "call "+id+" to be answered", 60*time.Second, func() (err error) {
+			res, err = sendCall(ctx, s, taskID, req)
+			return err
+		})
 		<-done
 		return res
 	}

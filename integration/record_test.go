@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
 )
@@ -96,22 +97,16 @@ tools:
 			}()
 		}
 		var res api.CallResult
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		// Between runs (continue-as-new) the update may race the new run:
+		// send it again.
+		testenv.WaitUntil(t, "call "+c.CallID+" to be answered", 30*time.Second, func() error {
 			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: c.CallID,
 				UpdateName: api.UpdateCallTool, Args: []any{c}, WaitForStage: client.WorkflowUpdateStageCompleted})
 			if err == nil {
 				err = h.Get(ctx, &res)
 			}
-			if err == nil {
-				break
-			}
-			// Between runs (continue-as-new) the update may race the new run.
-			if time.Now().After(deadline) {
-				t.Fatalf("call %s: %v", c.CallID, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err
+		})
 		if res.Outcome != want[i] {
 			t.Fatalf("call %s: outcome %q (%s), want %q", c.CallID, res.Outcome, res.Reason, want[i])
 		}

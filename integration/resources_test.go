@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -126,13 +128,12 @@ func TestResourcesAndPromptsPassThrough(t *testing.T) {
 	pat := connectWithOptions(t, s.url, "pat-key", nil)
 
 	want := offered{resources: []string{"mem://note"}, templates: []string{"mem://notes/{id}"}, prompts: []string{"notes__summarize"}}
-	deadline := time.Now().Add(60 * time.Second)
-	for got := listOffered(t, carol); !cmp.Equal(want, got, cmp.AllowUnexported(offered{})); got = listOffered(t, carol) {
-		if time.Now().After(deadline) {
-			t.Fatalf("carol's listing after 60s (-want +got):\n%s", cmp.Diff(want, got, cmp.AllowUnexported(offered{})))
+	testenv.WaitUntil(t, "carol's listing", 60*time.Second, func() error {
+		if got := listOffered(t, carol); !cmp.Equal(want, got, cmp.AllowUnexported(offered{})) {
+			return fmt.Errorf("(-want +got):\n%s", cmp.Diff(want, got, cmp.AllowUnexported(offered{})))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	direct := directSession(t, exec.Command(m.Server.Stdio.Command))
 

@@ -8,6 +8,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -366,46 +367,34 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// waitFor polls cond until it holds, failing the test after d.
+// waitFor polls cond until it holds, failing the test after d: it is
+// testenv.WaitFor, the tests' one polling loop.
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, what, d, cond)
 }
 
 // waitTools waits until the gateway lists every name (upstreams connect in
 // the background).
 func waitTools(t testing.TB, cs *mcp.ClientSession, names ...string) map[string]*mcp.Tool {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got := map[string]*mcp.Tool{}
+	var got map[string]*mcp.Tool
+	testenv.WaitUntil(t, "the gateway to list "+strings.Join(names, ", "), 60*time.Second, func() error {
+		got = map[string]*mcp.Tool{}
 		res, err := cs.ListTools(context.Background(), nil)
 		if err == nil {
 			for _, tool := range res.Tools {
 				got[tool.Name] = tool
 			}
 		}
-		missing := ""
 		for _, n := range names {
 			if tool, ok := got[n]; !ok || strings.HasPrefix(tool.Description, "[unavailable") {
-				missing = n
-				break
+				return fmt.Errorf("tool %s not available (list error %v); have %d tools", n, err, len(got))
 			}
 		}
-		if missing == "" {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tool %s not available after 60s (list error %v); have %d tools", missing, err, len(got))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 // call calls a tool with optional idempotency key and returns the result.

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/auditstream"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -63,20 +65,19 @@ func (b *bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (b *bridge) waitEvent(t *testing.T, event string) approver.WebhookEvent {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var got approver.WebhookEvent
+	testenv.WaitUntil(t, "the bridge to get a "+event+" event", 30*time.Second, func() error {
 		b.mu.Lock()
+		defer b.mu.Unlock()
 		for _, ev := range b.events {
 			if ev.Event == event {
-				b.mu.Unlock()
-				return ev
+				got = ev
+				return nil
 			}
 		}
-		b.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the bridge got no %s event: %+v", event, b.events)
-	return approver.WebhookEvent{}
+		return fmt.Errorf("events %+v", b.events)
+	})
+	return got
 }
 
 // TestWebhookApprovalChannel runs a call that needs approval with a webhook

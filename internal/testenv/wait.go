@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -15,11 +16,33 @@ import (
 // quick condition costs no sleep and a slow one no busy loop.
 func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
+	WaitUntil(t, what, d, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	})
+}
+
+var errNotYet = errors.New("not yet")
+
+// WaitUntil is WaitFor for a condition that can say why it does not hold
+// yet: cond returns nil once it holds, else the reason, and t fails with
+// the last reason.
+func WaitUntil(t testing.TB, what string, d time.Duration, cond func() error) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	delay := 20 * time.Millisecond
-	for !cond() {
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
+			if err == errNotYet {
+				t.Fatalf("timed out after %s waiting for %s", d, what)
+			}
+			t.Fatalf("timed out after %s waiting for %s: %v", d, what, err)
 		}
 		time.Sleep(delay)
 		delay = min(delay*3/2, 200*time.Millisecond)
