@@ -83,6 +83,7 @@ func TestRateLimitBurst(t *testing.T) {
 		t.Errorf("airlock_limit_refusals_total{check=rate_limit,limit=burst} rose by %v, want 1", got)
 	}
 
+	// The behaviour under test: the window frees a call after retry_after.
 	time.Sleep(time.Duration(retry * float64(time.Second)))
 	if res := call(t, cs, "counter__echo", map[string]any{"text": "later"}, ""); res.IsError {
 		t.Fatalf("call after retry_after: %s", text(res))

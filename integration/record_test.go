@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -87,13 +88,14 @@ tools:
 		if c.CallID == "c0" {
 			// Approved by bob while the call waits.
 			go func() {
-				for range 300 {
-					if ar, err := approver.Lookup(ctx, s.client, taskID+"~c0"); err == nil && ar.State == api.ApprovalPending {
-						_, _ = approver.Deliver(ctx, s.client, "record:bob", api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
-						return
+				_ = testenv.Poll("the request of c0 to be pending", time.Minute, func() error {
+					ar, err := approver.Lookup(ctx, s.client, taskID+"~c0")
+					if err != nil || ar.State != api.ApprovalPending {
+						return errors.Join(err, errors.New("not pending"))
 					}
-					time.Sleep(100 * time.Millisecond)
-				}
+					_, _ = approver.Deliver(ctx, s.client, "record:bob", api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
+					return nil
+				})
 			}()
 		}
 		var res api.CallResult
@@ -372,18 +374,20 @@ func TestRecordApprovalHistory(t *testing.T) {
 	// decide waits for the call's request to be pending (and, when
 	// escalated is set, escalated), then delivers one approver's decision.
 	decide := func(callID, who string, approve, escalated bool) {
-		for range 300 {
+		err := testenv.Poll("the request of "+callID+" to be ready for "+who, time.Minute, func() error {
 			ar, err := approver.Lookup(ctx, s.client, taskID+"~"+callID)
-			if err == nil && ar.State == api.ApprovalPending && (!escalated || ar.Escalated) {
-				if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+callID, api.DecideRequest{
-					RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: approve, Via: "cli"}); err != nil {
-					t.Errorf("deliver %s: %v", callID, err)
-				}
-				return
+			if err != nil || ar.State != api.ApprovalPending || escalated && !ar.Escalated {
+				return errors.Join(err, errors.New("not ready"))
 			}
-			time.Sleep(100 * time.Millisecond)
+			if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+callID, api.DecideRequest{
+				RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: approve, Via: "cli"}); err != nil {
+				t.Errorf("deliver %s: %v", callID, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
 		}
-		t.Errorf("request of %s never became ready for %s", callID, who)
 	}
 	for _, c := range []struct {
 		id, tool string

@@ -452,7 +452,7 @@ func TestSlackApprovals(t *testing.T) {
 		// A new click on the closed request is refused, and said why.
 		e.click(t, "U_CAROL", "approve", b)
 		e.api.ephemeral(t, "U_CAROL", "is already approved")
-		time.Sleep(200 * time.Millisecond)
+		e.h.Wait() // the refused click's handling is over
 		if n := e.ran(t, "append", "slack-approve-7f3a"); n != 1 {
 			t.Errorf("the tool ran %d times after the replay, want 1", n)
 		}

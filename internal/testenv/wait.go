@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -24,25 +25,34 @@ func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	})
 }
 
-var errNotYet = errors.New("not yet")
-
 // WaitUntil is WaitFor for a condition that can say why it does not hold
 // yet: cond returns nil once it holds, else the reason, and t fails with
 // the last reason.
 func WaitUntil(t testing.TB, what string, d time.Duration, cond func() error) {
 	t.Helper()
+	if err := Poll(what, d, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var errNotYet = errors.New("not yet")
+
+// Poll is the loop of WaitFor and WaitUntil, for a goroutine other than the
+// test's, which must not call t.Fatal: it returns nil once cond does, or
+// after d an error naming what and cond's last reason.
+func Poll(what string, d time.Duration, cond func() error) error {
 	deadline := time.Now().Add(d)
 	delay := 20 * time.Millisecond
 	for {
 		err := cond()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
 			if err == errNotYet {
-				t.Fatalf("timed out after %s waiting for %s", d, what)
+				return fmt.Errorf("timed out after %s waiting for %s", d, what)
 			}
-			t.Fatalf("timed out after %s waiting for %s: %v", d, what, err)
+			return fmt.Errorf("timed out after %s waiting for %s: %w", d, what, err)
 		}
 		time.Sleep(delay)
 		delay = min(delay*3/2, 200*time.Millisecond)
