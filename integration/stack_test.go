@@ -2,7 +2,8 @@
 // Temporal server, the real worker and gateway, driven by the real go-sdk
 // MCP client against real upstream MCP servers (the npm reference servers
 // and testupstream), plus a kill -9 crash test of the airlock binary and
-// the benchmarks.
+// the benchmarks. The tests run in parallel on one shared server, a
+// namespace each (main_test.go); they wait with waitFor, never a sleep.
 package integration
 
 import (
