@@ -16,7 +16,6 @@ import (
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/identity"
-	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // TestApprovalSurvivesCrash: `airlock dev` posts an approval request to
@@ -115,7 +114,7 @@ slack:
 	cs2 := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: task})
 	waitTools(t, cs2, "counter__append")
 	var out *mcp.CallToolResult
-	testenv.WaitUntil(t, "the result after approval", 60*time.Second, func() error {
+	waitUntil(t, "the result after approval", 60*time.Second, func() error {
 		out = call(t, cs2, gateway.ToolAwait, map[string]any{"call": "k-approve-me"}, "")
 		if out.IsError || strings.Contains(text(out), "still running") || strings.Contains(text(out), "waiting") {
 			return fmt.Errorf("await answered %q", text(out))

@@ -19,7 +19,6 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
-	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -208,7 +207,7 @@ func TestDroppedWorkflowTaskKeepsBudget(t *testing.T) {
 		var res api.CallResult
 		// An Update aborted with its workflow task is sent again, as the
 		// SDK's client does.
-		testenv.WaitUntil(t, "call "+k+" to be answered", time.Minute, func() (err error) {
+		waitUntil(t, "call "+k+" to be answered", time.Minute, func() (err error) {
 			res, err = sendCall(ctx, s, taskID, req)
 			return err
 		})

@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/gateway"
-	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // devProcess is `airlock dev` running as a subprocess.
@@ -137,7 +136,7 @@ func (l *lockedWriter) String() string {
 
 func (p *devProcess) waitHealthy(t *testing.T, base string) {
 	t.Helper()
-	testenv.WaitUntil(t, "airlock dev to be healthy", 90*time.Second, func() error {
+	waitUntil(t, "airlock dev to be healthy", 90*time.Second, func() error {
 		select {
 		case <-p.exited:
 			t.Fatalf("airlock dev exited early: %v\n%s", p.err, p.output())

@@ -15,7 +15,6 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
-	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -118,7 +117,7 @@ func TestNPMServersThroughGateway(t *testing.T) {
 // waitVisible waits until a visibility query finds the task.
 func waitVisible(t *testing.T, s *stack, query, taskID string) {
 	t.Helper()
-	testenv.WaitUntil(t, fmt.Sprintf("query %q to find task %s", query, taskID), 20*time.Second, func() error {
+	waitUntil(t, fmt.Sprintf("query %q to find task %s", query, taskID), 20*time.Second, func() error {
 		resp, err := s.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
 		if err != nil {
 			return err

@@ -22,7 +22,6 @@ import (
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
-	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/plans"
@@ -55,7 +54,8 @@ func refusals(t *testing.T, check, limit string) float64 {
 // recorded as a decision with check rate_limit, shown by the audit
 // timeline, and counted in airlock_limit_refusals_total.
 func TestRateLimitBurst(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the burst of four calls must fit in the 3s window,
+	// which the other tests' load can stretch past.
 	m, effects := counterManifest(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m},
 		taskRateLimits: []api.RateLimit{{Name: "burst", Scope: api.ScopeTask, Calls: 3, Window: 3 * time.Second}}})
@@ -262,7 +262,7 @@ func TestRecordLimitsHistory(t *testing.T) {
 	for _, st := range steps {
 		var res api.CallResult
 		// Between runs the update may race the new run: send it again.
-		testenv.WaitUntil(t, "call "+st.req.CallID+" to be answered", 30*time.Second, func() error {
+		waitUntil(t, "call "+st.req.CallID+" to be answered", 30*time.Second, func() error {
 			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: st.req.CallID,
 				UpdateName: api.UpdateCallTool, Args: []any{st.req}, WaitForStage: client.WorkflowUpdateStageCompleted})
 			if err == nil {

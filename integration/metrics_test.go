@@ -30,7 +30,6 @@ import (
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
-	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
@@ -417,7 +416,7 @@ func checkTaskFilters(t *testing.T, s *stack, cases map[string][]string) {
 	t.Helper()
 	bin := buildBinary(t, "./cmd/airlock")
 	for filters, want := range cases {
-		testenv.WaitUntil(t, "airlock tasks list "+filters+" to list "+strings.Join(want, " "), 30*time.Second, func() error {
+		waitUntil(t, "airlock tasks list "+filters+" to list "+strings.Join(want, " "), 30*time.Second, func() error {
 			args := append([]string{"tasks", "list", "--temporal-address", s.srv.HostPort(), "--namespace", s.srv.Namespace()}, strings.Fields(filters)...)
 			out, err := exec.Command(bin, args...).CombinedOutput()
 			if err != nil {

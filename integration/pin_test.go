@@ -13,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/pin"
-	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -88,7 +87,7 @@ func (f *pinFixture) store(t *testing.T) *pin.Store {
 func waitEcho(t *testing.T, cs *mcp.ClientSession, what string, ok func(string) bool) *mcp.Tool {
 	t.Helper()
 	var found *mcp.Tool
-	testenv.WaitUntil(t, "counter__echo to become "+what, 60*time.Second, func() error {
+	waitUntil(t, "counter__echo to become "+what, 60*time.Second, func() error {
 		res, err := cs.ListTools(context.Background(), nil)
 		if err != nil {
 			return err

@@ -13,7 +13,6 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
-	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -66,7 +65,7 @@ func TestRecordGrantsHistory(t *testing.T) {
 			Arguments: json.RawMessage(`{"key":"` + key + `"}`), Spec: api.SpecFor(m.Tools["put"])}
 		var res api.CallResult
 		// Between runs the update may race the new run: send it again.
-		testenv.WaitUntil(t, "call "+id+" to be answered", 60*time.Second, func() (err error) {
+		waitUntil(t, "call "+id+" to be answered", 60*time.Second, func() (err error) {
 			res, err = sendCall(ctx, s, taskID, req)
 			return err
 		})

@@ -101,7 +101,7 @@ tools:
 		var res api.CallResult
 		// Between runs (continue-as-new) the update may race the new run:
 		// send it again.
-		testenv.WaitUntil(t, "call "+c.CallID+" to be answered", 30*time.Second, func() error {
+		waitUntil(t, "call "+c.CallID+" to be answered", 30*time.Second, func() error {
 			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: c.CallID,
 				UpdateName: api.UpdateCallTool, Args: []any{c}, WaitForStage: client.WorkflowUpdateStageCompleted})
 			if err == nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
-	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -128,7 +127,7 @@ func TestResourcesAndPromptsPassThrough(t *testing.T) {
 	pat := connectWithOptions(t, s.url, "pat-key", nil)
 
 	want := offered{resources: []string{"mem://note"}, templates: []string{"mem://notes/{id}"}, prompts: []string{"notes__summarize"}}
-	testenv.WaitUntil(t, "carol's listing", 60*time.Second, func() error {
+	waitUntil(t, "carol's listing", 60*time.Second, func() error {
 		if got := listOffered(t, carol); !cmp.Equal(want, got, cmp.AllowUnexported(offered{})) {
 			return fmt.Errorf("(-want +got):\n%s", cmp.Diff(want, got, cmp.AllowUnexported(offered{})))
 		}

@@ -368,11 +368,24 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// waitFor polls cond until it holds, failing the test after d: it is
-// testenv.WaitFor, the tests' one polling loop.
+// waitSlack widens every wait of this package: the tests run side by side
+// on one server, often on a loaded 2-core machine, where a wait that takes
+// 10 s alone can take 30. A wait returns when its condition holds, so a
+// wide bound costs only a failing test's time.
+const waitSlack = 3
+
+// waitFor polls cond until it holds, failing the test after waitSlack × d:
+// it is testenv.WaitFor, the tests' one polling loop.
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	testenv.WaitFor(t, what, d, cond)
+	testenv.WaitFor(t, what, waitSlack*d, cond)
+}
+
+// waitUntil is waitFor for a condition that says why it does not hold yet
+// (testenv.WaitUntil).
+func waitUntil(t testing.TB, what string, d time.Duration, cond func() error) {
+	t.Helper()
+	testenv.WaitUntil(t, what, waitSlack*d, cond)
 }
 
 // waitTools waits until the gateway lists every name (upstreams connect in
@@ -380,7 +393,7 @@ func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 func waitTools(t testing.TB, cs *mcp.ClientSession, names ...string) map[string]*mcp.Tool {
 	t.Helper()
 	var got map[string]*mcp.Tool
-	testenv.WaitUntil(t, "the gateway to list "+strings.Join(names, ", "), 60*time.Second, func() error {
+	waitUntil(t, "the gateway to list "+strings.Join(names, ", "), 60*time.Second, func() error {
 		got = map[string]*mcp.Tool{}
 		res, err := cs.ListTools(context.Background(), nil)
 		if err == nil {

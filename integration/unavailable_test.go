@@ -10,7 +10,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -99,7 +98,7 @@ tools:
 func waitDescription(t *testing.T, cs *mcp.ClientSession, tool string, ok func(string) bool) string {
 	t.Helper()
 	last := "(not listed)"
-	testenv.WaitUntil(t, "tools/list to describe "+tool+" as wanted", 30*time.Second, func() error {
+	waitUntil(t, "tools/list to describe "+tool+" as wanted", 30*time.Second, func() error {
 		res, err := cs.ListTools(context.Background(), nil)
 		if err != nil {
 			return err

@@ -16,7 +16,6 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/auditstream"
-	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -66,7 +65,7 @@ func (b *bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (b *bridge) waitEvent(t *testing.T, event string) approver.WebhookEvent {
 	t.Helper()
 	var got approver.WebhookEvent
-	testenv.WaitUntil(t, "the bridge to get a "+event+" event", 30*time.Second, func() error {
+	waitUntil(t, "the bridge to get a "+event+" event", 30*time.Second, func() error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, ev := range b.events {
