@@ -18,7 +18,12 @@ import (
 // defaultParallel is -test.parallel for this package unless the command
 // line sets it. The tests mostly wait (on servers, timers, processes), so
 // more of them than the machine has cores run well side by side; Go's
-// default of GOMAXPROCS gives only 2 on a 2-core machine.
+// default of GOMAXPROCS gives only 2 on a 2-core machine. Every test is
+// parallel but five, which run alone first: the two that burn every core
+// (TestBudgetHoldsUnderBurst, TestBudgetHoldsUnderBurstDevBinary), the one
+// that reads the process's metrics (TestMetricsAndAuditLog), one that
+// calls t.Setenv (TestOAuthNoTokenPassthrough) and one whose burst must fit
+// in a 3s window (TestRateLimitBurst).
 const defaultParallel = 4
 
 // TestMain raises the parallelism and stops the shared Temporal server
