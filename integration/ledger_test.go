@@ -128,6 +128,7 @@ func TestRetryAfterContinueAsNew(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a stack each
 			m, effects := counterManifest(t, appendOnly)
 			s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, maxCalls: 1000, continueAsNewAfter: tc.canAfter})
 			cs := s.connect(t, nil)
