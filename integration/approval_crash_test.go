@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
@@ -23,6 +25,7 @@ import (
 // the restarted process, the call runs exactly once, and the reattached
 // agent collects the result.
 func TestApprovalSurvivesCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess crash test; skipped with -short")
 	}
@@ -31,8 +34,7 @@ func TestApprovalSurvivesCrash(t *testing.T) {
 	dir := t.TempDir()
 	effects := filepath.Join(dir, "effects.log")
 	slackAPI := newFakeSlackAPI(t)
-	t.Setenv("SLACK_BOT_TOKEN", "xoxb-crash-test")
-	t.Setenv("SLACK_SIGNING_SECRET", slackSecret)
+	env := []string{"SLACK_BOT_TOKEN=xoxb-crash-test", "SLACK_SIGNING_SECRET=" + slackSecret}
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
@@ -63,7 +65,7 @@ slack:
 		"--listen", listen, "--temporal-port", fmt.Sprint(tport), "--log-format", "json"}
 	base := "http://" + listen
 
-	p1 := startDev(t, bin, args...)
+	p1 := startDevEnv(t, env, bin, args...)
 	p1.waitHealthy(t, base)
 	cs := connectURL(t, base+"/mcp", bearer("alice-key"))
 	waitTools(t, cs, "counter__append")
@@ -85,7 +87,7 @@ slack:
 	}
 	<-p1.exited
 
-	p2 := startDev(t, bin, args...)
+	p2 := startDevEnv(t, env, bin, args...)
 	p2.waitHealthy(t, base)
 	c := dialTest(t, fmt.Sprintf("127.0.0.1:%d", tport), "default")
 	ctx := context.Background()
@@ -111,18 +113,16 @@ slack:
 
 	cs2 := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: task})
 	waitTools(t, cs2, "counter__append")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out := call(t, cs2, gateway.ToolAwait, map[string]any{"call": "k-approve-me"}, "")
-		if !out.IsError && !strings.Contains(text(out), "still running") && !strings.Contains(text(out), "waiting") {
-			if !strings.Contains(mustJSON(t, out.StructuredContent), `"count":1`) {
-				t.Fatalf("result after approval: %q %v", text(out), out.StructuredContent)
-			}
-			break
+	var out *mcp.CallToolResult
+	waitUntil(t, "the result after approval", 60*time.Second, func() error {
+		out = call(t, cs2, gateway.ToolAwait, map[string]any{"call": "k-approve-me"}, "")
+		if out.IsError || strings.Contains(text(out), "still running") || strings.Contains(text(out), "waiting") {
+			return fmt.Errorf("await answered %q", text(out))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no result after approval: %q", text(out))
-		}
+		return nil
+	})
+	if !strings.Contains(mustJSON(t, out.StructuredContent), `"count":1`) {
+		t.Fatalf("result after approval: %q %v", text(out), out.StructuredContent)
 	}
 	if n := sideEffects(t, effects, "append", "crash"); n != 1 {
 		t.Fatalf("the approved call ran %d times, want 1", n)

@@ -22,6 +22,7 @@ import (
 // binary shows its timeline, exports it, verifies the export and replays
 // the task, all against the live server.
 func TestAuditCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := buildBinary(t, "./integration/testupstream")
 	write := func(name, content string) string {

@@ -20,6 +20,7 @@ import (
 // call finish with the elicited value. Before the fix the await never
 // answered and the upstream's request was lost.
 func TestAwaitWaitingWhenAsked(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t, "./integration/testupstream")
 	y := "server:\n  name: counter\n  protocol_version: \"2025-11-25\"\n  stdio:\n    command: " + bin + "\ntools:\n" +
 		"  ask_later: {side_effects: [none], data_access_level: public, risk: low, idempotent: true, elicitation: allow}\n"

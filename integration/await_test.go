@@ -32,6 +32,7 @@ func approvalStack(t *testing.T, o stackOptions) (*stack, string) {
 // after bob approves, airlock_await returns the result, and the tool ran
 // exactly once whatever the agent did (including retrying the call).
 func TestPendingApprovalAndAwait(t *testing.T) {
+	t.Parallel()
 	s, effects := approvalStack(t, stackOptions{inlineWait: 5 * time.Second, progressEvery: 200 * time.Millisecond})
 
 	var mu sync.Mutex
@@ -122,6 +123,7 @@ func call_(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any
 // pending request) and the key to call again with, not that it is "still
 // running"; and it did not run nor ask for approval.
 func TestCallWhileTaskDrainsForApproval(t *testing.T) {
+	t.Parallel()
 	s, effects := approvalStack(t, stackOptions{inlineWait: 2 * time.Second, continueAsNewAfter: 1})
 	cs := connectURL(t, s.url, map[string]string{"Authorization": "Bearer alice-key"})
 	waitTools(t, cs, "counter__append")

@@ -22,6 +22,7 @@ import (
 // one answered without error (with idempotency keys through airlock), and
 // the text report shows the same tables.
 func TestBenchCLI(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess test; skipped with -short")
 	}

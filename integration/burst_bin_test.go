@@ -30,6 +30,8 @@ import (
 // second round keeps every core busy as well, so that workflow tasks run
 // late and are retried, as on the tester's loaded machine.
 func TestBudgetHoldsUnderBurstDevBinary(t *testing.T) {
+	// Not parallel: burnCPU starves every other test in the process, and
+	// the shared server with them.
 	d := newCounterDev(t, cheapPut)
 	cfg := filepath.Join(d.dir, "airlock.yaml")
 	writeFile(t, cfg, `manifests: [counter.yaml]

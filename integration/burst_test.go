@@ -184,6 +184,7 @@ func checkAgainstTimeline(t *testing.T, tl *timeline.Timeline, effects, taskID s
 // in the workflow task and run by an activity scheduled in the same
 // completion: a dropped task ran nothing.
 func TestDroppedWorkflowTaskKeepsBudget(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, cheapPut)
 	drop := &dropOnce{}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, interceptors: []interceptor.WorkerInterceptor{drop}})
@@ -204,17 +205,12 @@ func TestDroppedWorkflowTaskKeepsBudget(t *testing.T) {
 		req := api.CallRequest{CallID: k, Tool: "counter__put", Server: "counter", UpstreamTool: "put",
 			Arguments: json.RawMessage(fmt.Sprintf(`{"key":%q}`, k)), Spec: spec}
 		var res api.CallResult
-		var err error
-		deadline := time.Now().Add(time.Minute)
-		for {
-			if res, err = sendCall(ctx, s, taskID, req); err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // an Update aborted with its workflow task is sent again, as the SDK's client does
-		}
-		if err != nil {
-			t.Fatalf("call %s: %v", k, err)
-		}
+		// An Update aborted with its workflow task is sent again, as the
+		// SDK's client does.
+		waitUntil(t, "call "+k+" to be answered", time.Minute, func() (err error) {
+			res, err = sendCall(ctx, s, taskID, req)
+			return err
+		})
 		want := api.OutcomeOK
 		if i == 3 {
 			want = api.OutcomeLimit // 3 × 3 spent, 3 more would be 12
@@ -277,6 +273,8 @@ func burnCPU(t *testing.T) {
 // decisions once, so that the round meets what made the budget fail
 // before issue 25 every time it runs.
 func TestBudgetHoldsUnderBurst(t *testing.T) {
+	// Not parallel: burnCPU starves every other test in the process, and
+	// the shared server with them.
 	m, effects := counterManifest(t, cheapPut)
 	const budget, burst, rounds = 10, 48, 3
 	drop := &dropOnce{limit: 5}
@@ -311,6 +309,7 @@ func TestBudgetHoldsUnderBurst(t *testing.T) {
 // (counted) is decided by Decide and run by the CallTool activity. With
 // -record it writes fast_uncounted_v1_run1.json.
 func TestRecordFastUncountedHistory(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n"+cheapPut)
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}})
 	waitTools(t, s.connect(t, nil), "counter__echo", "counter__put")

@@ -136,6 +136,7 @@ func catalogUpstream(t *testing.T, svc int) (*manifests.Manifest, *httptest.Serv
 // neither finds nor calls through the meta-tools what it could not call
 // directly.
 func TestCatalogSearch(t *testing.T) {
+	t.Parallel()
 	var ms []*manifests.Manifest
 	for i := range catalogServices {
 		m, _ := catalogUpstream(t, i)

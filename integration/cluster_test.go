@@ -68,6 +68,7 @@ const clusterNamespace = "airlock"
 // twice (a call in flight on the killed worker may end `unknown`: counted),
 // and every task's history must replay against the current workflow code.
 func TestClusterKillBattery(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("PostgreSQL + Temporal cluster test; skipped with -short")
 	}
@@ -159,7 +160,7 @@ func TestClusterKillBattery(t *testing.T) {
 	for i := range kills {
 		k := &kills[i]
 		k.back = 500*time.Millisecond + time.Duration(rng.Int64N(int64(1500*time.Millisecond)))
-		time.Sleep(time.Until(loadStart.Add(k.at)))
+		time.Sleep(time.Until(loadStart.Add(k.at))) // the kill's time in the load, not a wait for a condition
 		k.when = time.Now()
 		c.killAndRestart(t, k.role, k.back)
 	}
@@ -181,7 +182,7 @@ func TestClusterKillBattery(t *testing.T) {
 		return err == nil && ar.State == api.ApprovalApproved
 	})
 
-	time.Sleep(time.Until(loadStart.Add(loadFor)))
+	time.Sleep(time.Until(loadStart.Add(loadFor))) // the load runs for loadFor
 	close(stop)
 	var total agentReport
 	for range sessions {
@@ -488,7 +489,7 @@ func (c *clusterRoles) killAndRestart(t *testing.T, r *roleProc, pause time.Dura
 		t.Fatal(err)
 	}
 	<-p.exited
-	time.Sleep(pause)
+	time.Sleep(pause) // the killed role's downtime, which the test is about
 	c.start(t, r)
 }
 
@@ -519,6 +520,7 @@ func (a *clusterAgent) connect(ctx context.Context) error {
 	hc := newHeaderClient(map[string]string{"Authorization": "Bearer " + testKey, gateway.HeaderTask: a.task})
 	cl := mcp.NewClient(&mcp.Implementation{Name: "cluster-agent", Version: "1"}, nil)
 	var err error
+	// An agent's own retries (not the test's waiting), with a backoff.
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		var opts *mcp.ClientSessionOptions
@@ -571,13 +573,13 @@ func (a *clusterAgent) call(ctx context.Context, tool string, args map[string]an
 		a.errs++
 		if !sessionAffinity && a.errs%2 == 1 {
 			// Any replica serves the session: send the call again on it.
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // backoff before a re-send
 			continue
 		}
 		_ = a.cs.Close()
 		a.cs = nil
 		a.recs++
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // backoff before a reconnect
 	}
 	return nil, fmt.Errorf("%s %s not answered in 3 minutes: %w", tool, key, lastErr)
 }

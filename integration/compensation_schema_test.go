@@ -16,6 +16,7 @@ import (
 // it passes is a property of that schema, and each required property is
 // passed. A manifest can only be checked this way against a live upstream.
 func TestExampleCompensationsMatchServedSchemas(t *testing.T) {
+	t.Parallel()
 	n := newNPMStack(t, stackOptions{})
 	cs := n.connect(t, nil)
 	waitTools(t, cs, "filesystem__write_file", "memory__create_entities")

@@ -41,6 +41,7 @@ var knownGaps = map[string]string{}
 // directly must pass through airlock unless it is a known gap, and a known
 // gap must still fail (see knownGaps).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}

@@ -39,6 +39,7 @@ var everythingContentTools = []string{
 // airlock's own _meta keys: every content type, structuredContent and tool
 // errors pass through unchanged.
 func TestContentPassesThrough(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}

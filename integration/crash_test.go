@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,20 @@ type devProcess struct {
 
 func freePort(t testing.TB) int {
 	t.Helper()
+	// A port the kernel handed out (listening on :0) is free only until
+	// the kernel hands it out again, as the source port of any of the many
+	// connections tests open while airlock dev starts: with tests in
+	// parallel, airlock dev then fails with "address already in use".
+	// Ports below the kernel's ephemeral range (32768-60999 on Linux) are
+	// never handed out that way, so a port found free there stays free
+	// unless a test takes it, and tests take them in turn (nextPort).
+	for range 2 * fixedPorts {
+		p := fixedPortBase + int(nextPort.Add(1)%fixedPorts)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			l.Close()
+			return p
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +53,30 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// The ports freePort picks from, below the ephemeral range, starting at an
+// offset of this process's so that two test processes rarely meet.
+const (
+	fixedPortBase = 20000
+	fixedPorts    = 12000
+)
+
+var nextPort atomic.Int64
+
+func init() { nextPort.Store(int64(os.Getpid()*389) % fixedPorts) }
+
 func startDev(t *testing.T, bin string, args ...string) *devProcess {
 	t.Helper()
+	return startDevEnv(t, nil, bin, args...)
+}
+
+// startDevEnv is startDev with env (KEY=value) added to the environment
+// airlock dev inherits: a parallel test cannot t.Setenv.
+func startDevEnv(t *testing.T, env []string, bin string, args ...string) *devProcess {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"dev"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out := &lockedWriter{w: &bytes.Buffer{}}
 	cmd.Stdout, cmd.Stderr = out, out
 	// A killed airlock's upstream may outlive it, holding the output pipe:
@@ -126,23 +162,22 @@ func (l *lockedWriter) String() string {
 
 func (p *devProcess) waitHealthy(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
+	waitUntil(t, "airlock dev to be healthy", 90*time.Second, func() error {
 		select {
 		case <-p.exited:
 			t.Fatalf("airlock dev exited early: %v\n%s", p.err, p.output())
 		default:
 		}
 		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("%w; output:\n%s", err, p.output())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("airlock dev not healthy after 90s:\n%s", p.output())
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("/healthz: HTTP %d; output:\n%s", resp.StatusCode, p.output())
+		}
+		return nil
+	})
 }
 
 // sideEffects counts lines "tool key" in the upstream's side-effect log.
@@ -168,6 +203,7 @@ func sideEffects(t *testing.T, path, tool, key string) int {
 // reported as unknown and not re-run; the in-flight idempotent call is re-run
 // and completes. Side effects are counted on the upstream.
 func TestCrashAndResume(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess crash test; skipped with -short")
 	}

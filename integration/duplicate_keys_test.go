@@ -20,6 +20,7 @@ import (
 // without duplicates reaches the upstream as exactly the canonical bytes
 // the worker judged, and a call the rule denies does not reach it.
 func TestDuplicateArgumentKeysNeverReachTheUpstream(t *testing.T) {
+	t.Parallel()
 	rawLog := filepath.Join(t.TempDir(), "raw.log")
 	bin := buildBinary(t, "./integration/testupstream")
 	yaml := `server:

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,6 +21,7 @@ import (
 // TestNPMServersThroughGateway drives the real npm filesystem and memory
 // servers through the real gateway, workflow and embedded Temporal.
 func TestNPMServersThroughGateway(t *testing.T) {
+	t.Parallel()
 	sandbox := t.TempDir()
 	memFile := filepath.Join(t.TempDir(), "memory.jsonl")
 	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
@@ -115,21 +117,18 @@ func TestNPMServersThroughGateway(t *testing.T) {
 // waitVisible waits until a visibility query finds the task.
 func waitVisible(t *testing.T, s *stack, query, taskID string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitUntil(t, fmt.Sprintf("query %q to find task %s", query, taskID), 20*time.Second, func() error {
 		resp, err := s.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
-		if err == nil {
-			for _, ex := range resp.GetExecutions() {
-				if ex.GetExecution().GetWorkflowId() == taskID {
-					return
-				}
+		if err != nil {
+			return err
+		}
+		for _, ex := range resp.GetExecutions() {
+			if ex.GetExecution().GetWorkflowId() == taskID {
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("query %q did not find task %s (err %v)", query, taskID, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("%d other executions", len(resp.GetExecutions()))
+	})
 }
 
 // normalize round-trips through JSON so typed and map schemas compare.

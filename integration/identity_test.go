@@ -25,6 +25,7 @@ func bearer(key string) map[string]string { return map[string]string{"Authorizat
 // get 401; a session ID or a task of one principal cannot be used by
 // another.
 func TestIdentityAttacks(t *testing.T) {
+	t.Parallel()
 	m := testupstreamManifest(t, filepath.Join(t.TempDir(), "effects.log"))
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: twoPrincipals()})
 
@@ -116,6 +117,7 @@ func httpServer(t *testing.T, h http.Handler) string {
 // stateless call then runs in alice-default, which belongs to her. A task
 // alice names herself stays hers: bob calling in it is refused.
 func TestDefaultTaskCannotBeSquatted(t *testing.T) {
+	t.Parallel()
 	m := testupstreamManifest(t, filepath.Join(t.TempDir(), "effects.log"))
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: twoPrincipals()})
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.gw.Server() }, &mcp.StreamableHTTPOptions{Stateless: true})

@@ -116,6 +116,7 @@ func checkOnce(t *testing.T, effects string, keys []string) {
 // retry gets the first result while the task holds it, else the answer
 // that it already ran, where.
 func TestRetryAfterContinueAsNew(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		calls    int
@@ -127,6 +128,7 @@ func TestRetryAfterContinueAsNew(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a stack each
 			m, effects := counterManifest(t, appendOnly)
 			s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, maxCalls: 1000, continueAsNewAfter: tc.canAfter})
 			cs := s.connect(t, nil)
@@ -191,6 +193,7 @@ func TestRetryAfterContinueAsNew(t *testing.T) {
 // run joins the running call, one that lands in the new run finds it in
 // the ledger. Every key ran once, and sent again later runs nothing.
 func TestCallsInFlightAcrossContinueAsNew(t *testing.T) {
+	t.Parallel()
 	const canAfter, callers, perCaller = 10, 8, 15
 	m, effects := counterManifest(t, appendOnly)
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, maxCalls: 1000, continueAsNewAfter: canAfter})

@@ -54,6 +54,8 @@ func refusals(t *testing.T, check, limit string) float64 {
 // recorded as a decision with check rate_limit, shown by the audit
 // timeline, and counted in airlock_limit_refusals_total.
 func TestRateLimitBurst(t *testing.T) {
+	// Not parallel: the burst of four calls must fit in the 3s window,
+	// which the other tests' load can stretch past.
 	m, effects := counterManifest(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m},
 		taskRateLimits: []api.RateLimit{{Name: "burst", Scope: api.ScopeTask, Calls: 3, Window: 3 * time.Second}}})
@@ -81,6 +83,7 @@ func TestRateLimitBurst(t *testing.T) {
 		t.Errorf("airlock_limit_refusals_total{check=rate_limit,limit=burst} rose by %v, want 1", got)
 	}
 
+	// The behaviour under test: the window frees a call after retry_after.
 	time.Sleep(time.Duration(retry * float64(time.Second)))
 	if res := call(t, cs, "counter__echo", map[string]any{"text": "later"}, ""); res.IsError {
 		t.Fatalf("call after retry_after: %s", text(res))
@@ -108,6 +111,7 @@ func TestRateLimitBurst(t *testing.T) {
 // across two tasks of one principal (its limiter workflow is the shared
 // authority), while another principal with the same role has its own.
 func TestRateLimitSharedAcrossTasks(t *testing.T) {
+	t.Parallel()
 	m, _ := counterManifest(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
 	cfg := &config.Config{
 		Principals: []config.Principal{
@@ -155,6 +159,7 @@ func TestRateLimitSharedAcrossTasks(t *testing.T) {
 // reaches the upstream) and the plan rolls back as for a failed step. Its
 // history is recorded (-record) as limits_v1_plan.
 func TestBudgetExhaustedMidPlan(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, `  put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, cost: 2,
         compensation: {tool: put, args: {key: '"undo-" + args.key'}}}
 `)
@@ -212,6 +217,7 @@ steps:
 // TakeLimits local activity and its limiter), and a budget refusal. With
 // -record it writes limits_v1_run*.json.
 func TestRecordLimitsHistory(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
   put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, cost: 3}
 `)
@@ -255,21 +261,15 @@ func TestRecordLimitsHistory(t *testing.T) {
 	}
 	for _, st := range steps {
 		var res api.CallResult
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		// Between runs the update may race the new run: send it again.
+		waitUntil(t, "call "+st.req.CallID+" to be answered", 30*time.Second, func() error {
 			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: st.req.CallID,
 				UpdateName: api.UpdateCallTool, Args: []any{st.req}, WaitForStage: client.WorkflowUpdateStageCompleted})
 			if err == nil {
 				err = h.Get(ctx, &res)
 			}
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) { // between runs the update may race the new run
-				t.Fatalf("call %s: %v", st.req.CallID, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err
+		})
 		check := ""
 		if res.Decision != nil && res.Outcome == api.OutcomeLimit {
 			check = res.Decision.Check
@@ -384,6 +384,7 @@ func BenchmarkLimitCost(b *testing.B) {
 // more than is left, `airlock audit show` lists both refusals with their
 // checks, and `airlock tasks show` the budget spent.
 func TestLimitsDevBinary(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
   put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, cost: 2}
 `)

@@ -31,6 +31,7 @@ import (
 // may not approve her own call and mallory (not in ops) may not decide; a
 // page post without the CSRF token is refused and records nothing.
 func TestLocalApprovals(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, appendNeedsOps)
 	dir := allGrants(nil, "alice", "bob", "mallory")
 	// alice is in ops too, so only the self-approval rule stops her.

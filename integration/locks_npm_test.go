@@ -25,6 +25,7 @@ import (
 // writes and releases, then B captures and writes: by their histories'
 // event order, A's capture→write and B's never interleave.
 func TestLocksOnNPMFilesystem(t *testing.T) {
+	t.Parallel()
 	sandbox, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

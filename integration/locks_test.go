@@ -170,6 +170,7 @@ func spanOf(t *testing.T, c client.Client, id, tool string) callSpan {
 // compensation waits for the lock of the call it undoes. Histories of the
 // tasks and of a lock workflow are recorded (-record: locks_v1, lock_v1).
 func TestLocksAcrossTasks(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, lockedTools)
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}})
 	ctx := context.Background()
@@ -336,6 +337,7 @@ func sideEffectLines(t *testing.T, path string) []string {
 // `airlock tasks show` lists the held and the awaited lock; /metrics
 // counts the waits.
 func TestLocksSurviveKill(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
   append:
     side_effects: [write]

@@ -19,6 +19,7 @@ import (
 // no group) neither sees the tools nor may call them; bob may not decide
 // twice differently; the call runs once and the vote is recorded via mcp.
 func TestApprovalsOverMCP(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, `  append:
     side_effects: [write]
     data_access_level: internal

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,7 +28,6 @@ import (
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/auditstream"
-	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/upstream"
@@ -264,11 +264,7 @@ func newMeteredStack(t *testing.T) (*stack, string) {
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	ctx := context.Background()
 
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: t.TempDir(), SearchAttributes: api.SearchAttributes()})
-	if err != nil {
-		t.Fatalf("devserver: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
+	srv := sharedTemporal(t)
 	c, err := client.Dial(client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}, MetricsHandler: metrics.SDK})
 	if err != nil {
 		t.Fatal(err)
@@ -420,31 +416,23 @@ func checkTaskFilters(t *testing.T, s *stack, cases map[string][]string) {
 	t.Helper()
 	bin := buildBinary(t, "./cmd/airlock")
 	for filters, want := range cases {
-		var got []string
-		var out []byte
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		waitUntil(t, "airlock tasks list "+filters+" to list "+strings.Join(want, " "), 30*time.Second, func() error {
 			args := append([]string{"tasks", "list", "--temporal-address", s.srv.HostPort(), "--namespace", s.srv.Namespace()}, strings.Fields(filters)...)
-			cmd := exec.Command(bin, args...)
-			var err error
-			out, err = cmd.CombinedOutput()
+			out, err := exec.Command(bin, args...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("airlock tasks list %s: %v\n%s", filters, err, out)
 			}
-			got = nil
+			var got []string
 			for _, line := range strings.Split(string(out), "\n")[1:] {
 				if f := strings.Fields(line); len(f) > 0 {
 					got = append(got, f[0])
 				}
 			}
 			slices.Sort(got)
-			if slices.Equal(got, want) || time.Now().After(deadline) {
-				break
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("listed %v, want %v\n%s", got, want, out)
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("airlock tasks list %s: %v, want %v\n%s", filters, got, want, out)
-		}
+			return nil
+		})
 	}
 }

@@ -27,6 +27,7 @@ import (
 // airlock_await (2026-07-28), or on its session (2025-11-25) when it came
 // while no client waited at all.
 func TestAsksOnAnyReplica(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t, "./integration/testupstream")
 	root := t.TempDir()
 	y := "server:\n  name: counter\n  protocol_version: \"2025-11-25\"\n  path_roots: [" + root + "]\n  stdio:\n    command: " + bin + "\ntools:\n" +

@@ -28,12 +28,15 @@ import (
 // result may reach another gateway replica than the one that asked; and a
 // request nobody answers fails in the upstream after the ask timeout.
 func TestAsksAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	bin, err := buildEverythingServer(t)
 	if err != nil {
 		t.Fatalf("the go-sdk conformance everything-server does not build: %v", err)
 	}
 	m := relayManifest(t, bin)
-	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, split: true, askTimeout: 3 * time.Second})
+	// The ask timeout is short, for the unanswered request, but leaves the
+	// answering round trips time on a machine loaded by the parallel tests.
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, split: true, askTimeout: 10 * time.Second})
 	waitTools(t, s.connect(t, nil), "everything__test_elicitation")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -19,6 +19,7 @@ import (
 // beside an upstream's tools, through the whole pipeline, and rolls a
 // note_write back with the task.
 func TestNativeToolsThroughGateway(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	nat, err := manifests.Load(filepath.Join(repoRoot(), "manifests", "examples", "native.yaml"))
 	if err != nil {
@@ -87,6 +88,7 @@ func TestNativeToolsThroughGateway(t *testing.T) {
 // that spins forever is stopped at its timeout with a clear error, one
 // that floods stdout is cut at its output limit, and the next call works.
 func TestNativeToolLimitsThroughGateway(t *testing.T) {
+	t.Parallel()
 	guest := filepath.Join(repoRoot(), "internal", "sandbox", "testdata", "guest.wasm")
 	b, err := os.ReadFile(guest)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 // embedded Temporal and the worker; the task's history names the caller
 // sub@issuer-name and holds no trace of the token.
 func TestOAuthTokenThroughStack(t *testing.T) {
+	t.Parallel()
 	const resource = "https://airlock.test/mcp"
 	p := oauthtest.Start(t, resource)
 	dir := identity.New(&config.Config{
@@ -190,6 +191,7 @@ func TestOAuthNoTokenPassthrough(t *testing.T) {
 // serves the Protected Resource Metadata, challenges with it, accepts a
 // provider's token beside the dev key, and audits a refused token.
 func TestOAuthDevBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := buildBinary(t, "./cmd/airlock")
 	upstreamBin := buildBinary(t, "./integration/testupstream")
@@ -276,6 +278,7 @@ tools:
 // upstream's own effect log stays empty; the same call with raw:write
 // writes it.
 func TestOAuthStepUpBypassesDevBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := buildBinary(t, "./cmd/airlock")
 	upstreamBin := buildBinary(t, "./integration/testupstream")

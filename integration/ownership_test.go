@@ -27,6 +27,7 @@ import (
 // again. alice@corp@ext cannot reach alice@corp's tasks, and each names
 // its own default task.
 func TestTaskOwnership(t *testing.T) {
+	t.Parallel()
 	effects := filepath.Join(t.TempDir(), "effects.log")
 	m := testupstreamManifest(t, effects)
 	dir := allGrants(nil, "alice", "bob", "alice@corp", "alice@corp@ext")
@@ -198,6 +199,7 @@ func post(t *testing.T, url, key, sid string, headers map[string]string, body st
 // airlock_status (whole task and one call) and airlock_await are refused
 // and show nothing of it; alice's call ran once.
 func TestTaskOwnershipDevBinary(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n"+
 		"  append: {side_effects: [write], data_access_level: internal, risk: medium}\n")
 	d.writeApprovalsConfig(t, "5s")

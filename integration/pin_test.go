@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,21 +86,21 @@ func (f *pinFixture) store(t *testing.T) *pin.Store {
 // ok accepts, and returns it.
 func waitEcho(t *testing.T, cs *mcp.ClientSession, what string, ok func(string) bool) *mcp.Tool {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var found *mcp.Tool
+	waitUntil(t, "counter__echo to become "+what, 60*time.Second, func() error {
 		res, err := cs.ListTools(context.Background(), nil)
-		if err == nil {
-			for _, tool := range res.Tools {
-				if tool.Name == "counter__echo" && ok(tool.Description) {
-					return tool
-				}
+		if err != nil {
+			return err
+		}
+		for _, tool := range res.Tools {
+			if tool.Name == "counter__echo" && ok(tool.Description) {
+				found = tool
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counter__echo never became %s (list error %v): %s", what, err, mustJSON(t, res))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("listed %s", mustJSON(t, res))
+	})
+	return found
 }
 
 func isBlocked(d string) bool { return strings.HasPrefix(d, "[unavailable: blocked:") }
@@ -112,6 +113,7 @@ func isBlocked(d string) bool { return strings.HasPrefix(d, "[unavailable: block
 // accepts the change, and the running gateway serves the tool again with
 // its new description, without a restart.
 func TestPinningLiveChange(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t)
 	m := f.manifest(t, "Echo text back.")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, pins: f.store(t)})
@@ -183,6 +185,7 @@ func TestPinningLiveChange(t *testing.T) {
 // blocks it from the start, and `airlock manifests pin SERVER TOOL` lets it
 // through.
 func TestPinningAcrossRestart(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t)
 	// First run: echo is pinned on first sight.
 	s1 := newStack(t, stackOptions{manifests: []*manifests.Manifest{f.manifest(t, "Echo text back.")}, pins: f.store(t)})

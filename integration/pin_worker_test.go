@@ -22,6 +22,7 @@ import (
 // worker when the upstream's definition differs from its pin, and the
 // refusal is recorded as a policy decision with check "pin".
 func TestWorkerRefusesChangedTool(t *testing.T) {
+	t.Parallel()
 	store, err := pin.Open(filepath.Join(t.TempDir(), "pins.json"))
 	if err != nil {
 		t.Fatal(err)

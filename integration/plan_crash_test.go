@@ -80,6 +80,7 @@ steps:
 // same idempotency key, which the upstream recognizes, and the compensation
 // of s2, finished before the crash, is not run again.
 func TestPlanSurvivesCrashes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess crash test; skipped with -short")
 	}

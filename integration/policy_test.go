@@ -25,6 +25,7 @@ import (
 // exactly what their role allows, and the attacks on arguments are denied
 // before anything reaches the upstream.
 func TestPrincipalsAndPolicyOnNPMServers(t *testing.T) {
+	t.Parallel()
 	sandbox := t.TempDir()
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("top secret"), 0o600); err != nil {

@@ -27,6 +27,7 @@ import (
 // per-request _meta), in the task its Airlock-Task header names, which a
 // second client reattaches to, or else in the principal's default task.
 func TestEveryProtocolRevision(t *testing.T) {
+	t.Parallel()
 	m, _ := counterManifest(t, echoTool)
 	dir := allGrants(nil, "alice")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir})
@@ -188,6 +189,7 @@ func rpc2026(t *testing.T, url, key, task, method, name string, params map[strin
 // then completed with the result after approval; another principal cannot
 // read it; a client without the extension keeps the pending result.
 func TestTasksExtension(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, appendNeedsOps+echoTool)
 	dir := allGrants(nil, "alice", "bob")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, groups: map[string][]string{"ops": {"bob"}}})

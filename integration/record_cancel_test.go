@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -21,6 +23,7 @@ import (
 // call that already ended (nothing changes), and a call after them. With
 // -record it writes cancel_v1_run1.json.
 func TestRecordCancelHistory(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, appendNeedsOps+
 		"  wait: {side_effects: [none], data_access_level: public, risk: medium, idempotent: false, timeout: 60s, heartbeat_timeout: 4s}\n"+
 		"  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
@@ -51,14 +54,18 @@ func TestRecordCancelHistory(t *testing.T) {
 
 	// Waiting for approval: withdrawn.
 	go func() {
-		for range 300 {
-			if ar, err := approver.Lookup(ctx, s.client, taskID+"~waiting"); err == nil && ar.State == api.ApprovalPending {
-				cancelCall("waiting")
-				return
+		err := testenv.Poll("the request of call waiting to be pending", time.Minute, func() error {
+			ar, err := approver.Lookup(ctx, s.client, taskID+"~waiting")
+			if err != nil || ar.State != api.ApprovalPending {
+				return errors.Join(err, errors.New("not pending"))
 			}
-			time.Sleep(100 * time.Millisecond)
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+			return
 		}
-		t.Errorf("the request of call waiting never became pending")
+		cancelCall("waiting")
 	}()
 	if res := send("waiting", "append", `{"key":"a1"}`); res.Outcome != api.OutcomeCancelled || !strings.Contains(res.Reason, "withdrawn") {
 		t.Fatalf("waiting: %+v, want cancelled, request withdrawn", res)
@@ -69,14 +76,16 @@ func TestRecordCancelHistory(t *testing.T) {
 
 	// Running: its activity is cancelled, and the tool with it.
 	go func() {
-		for range 300 {
-			if logHas("wait-started w1") {
-				cancelCall("running")
-				return
+		if err := testenv.Poll("the wait tool to start", time.Minute, func() error {
+			if !logHas("wait-started w1") {
+				return errors.New("not started")
 			}
-			time.Sleep(100 * time.Millisecond)
+			return nil
+		}); err != nil {
+			t.Error(err)
+			return
 		}
-		t.Errorf("the wait tool never started")
+		cancelCall("running")
 	}()
 	if res := send("running", "wait", `{"key":"w1"}`); res.Outcome != api.OutcomeCancelled {
 		t.Fatalf("running: %+v, want cancelled", res)

@@ -50,6 +50,7 @@ func (o *okNotifier) Alert(context.Context, api.RollbackNotice) error { return n
 // writes approvals_v2_run1.json (changeDeliveries, changeEditOutcome,
 // changeEditDiff).
 func TestRecordDeliveriesHistory(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, `  put:
     side_effects: [write]
     data_access_level: internal

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -21,6 +23,7 @@ import (
 // sends to another group, whose member approves it. With -record it writes
 // edits_v1_run1.json.
 func TestRecordEditsHistory(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, `  put:
     side_effects: [write]
     data_access_level: internal
@@ -40,21 +43,23 @@ func TestRecordEditsHistory(t *testing.T) {
 	// decide waits for request id to be pending, then delivers who's
 	// decision (with edited arguments when args is set).
 	decide := func(id, who, args string) {
-		for range 300 {
+		err := testenv.Poll("request "+id+" to be pending", time.Minute, func() error {
 			ar, err := approver.Lookup(ctx, s.client, id)
-			if err == nil && ar.State == api.ApprovalPending {
-				d := api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: true, Via: "cli"}
-				if args != "" {
-					d.Arguments = args
-				}
-				if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+id, d); err != nil {
-					t.Errorf("deliver %s: %v", id, err)
-				}
-				return
+			if err != nil || ar.State != api.ApprovalPending {
+				return errors.Join(err, errors.New("not pending"))
 			}
-			time.Sleep(100 * time.Millisecond)
+			d := api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: true, Via: "cli"}
+			if args != "" {
+				d.Arguments = args
+			}
+			if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+id, d); err != nil {
+				t.Errorf("deliver %s: %v", id, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
 		}
-		t.Errorf("request %s never became pending", id)
 	}
 	send := func(id, key string) api.CallResult {
 		t.Helper()

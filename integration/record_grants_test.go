@@ -25,6 +25,7 @@ import (
 // asks again; its new grant is revoked (by bob; mallory may not), and the
 // next call asks again.
 func TestRecordGrantsHistory(t *testing.T) {
+	t.Parallel()
 	m := grantsManifest(t, "{calls: 5, duration: 1h}")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}},
 		continueAsNewAfter: 4})
@@ -63,17 +64,11 @@ func TestRecordGrantsHistory(t *testing.T) {
 		req := api.CallRequest{CallID: id, Tool: "counter__put", Server: "counter", UpstreamTool: "put",
 			Arguments: json.RawMessage(`{"key":"` + key + `"}`), Spec: api.SpecFor(m.Tools["put"])}
 		var res api.CallResult
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			var err error
-			if res, err = sendCall(ctx, s, taskID, req); err == nil {
-				break
-			}
-			if time.Now().After(deadline) { // between runs the update may race the new run
-				t.Fatalf("call %s: %v", id, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		// Between runs the update may race the new run: send it again.
+		waitUntil(t, "call "+id+" to be answered", 60*time.Second, func() (err error) {
+			res, err = sendCall(ctx, s, taskID, req)
+			return err
+		})
 		<-done
 		return res
 	}
@@ -168,6 +163,7 @@ func isRefusal(err error) bool {
 // the next call of task B asks, is approved with a new principal grant,
 // which the principal revokes; the next call of task A asks again.
 func TestRecordPrincipalGrantsHistory(t *testing.T) {
+	t.Parallel()
 	m := grantsManifest(t, "{calls: 5, duration: 1h, principal: true}")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}}})
 	waitTools(t, s.connect(t, nil), "counter__put")

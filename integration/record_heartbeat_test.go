@@ -20,6 +20,7 @@ import (
 // (worker.ResolveOrphans): the non-idempotent one is answered unknown, the
 // idempotent one is re-run. With -record it writes heartbeat_v1_run1.json.
 func TestRecordHeartbeatHistory(t *testing.T) {
+	t.Parallel()
 	effects := filepath.Join(t.TempDir(), "effects.log")
 	m, err := manifests.Parse(filepath.Join(t.TempDir(), "counter.yaml"), []byte(fmt.Sprintf(`server:
   name: counter

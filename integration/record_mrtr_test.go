@@ -19,6 +19,7 @@ import (
 // (api.SignalCallInput, sealed), the calls kept off the fast path. With
 // -record it writes mrtr_v1_run1.json.
 func TestRecordMRTRHistory(t *testing.T) {
+	t.Parallel()
 	bin, err := buildEverythingServer(t)
 	if err != nil {
 		t.Fatalf("the go-sdk conformance everything-server does not build: %v", err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
@@ -28,6 +30,7 @@ import (
 //     request has its own digest; an approver edits that call to
 //     1234567890123456789, which runs as written.
 func TestNumbersBeyond2To53(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t, "./integration/testupstream")
 	dir := t.TempDir()
 	manifest := func(name, tool string) *manifests.Manifest {
@@ -62,11 +65,11 @@ tools:
 	// Through the gateway.
 	const sent = `{"account": 9007199254740992, "id": 9007199254740993, "ids": [9007199254740991, 1234567890123456789, 1234567890123456700]}`
 	const canon = `{"account":9007199254740992,"id":9007199254740993,"ids":[9007199254740991,1234567890123456789,1234567890123456700]}`
-	var res = call(t, cs, gateway.ToolCallTool, json.RawMessage(`{"name":"free__rawargs","arguments":`+sent+`}`), "")
-	for deadline := time.Now().Add(60 * time.Second); res.IsError && strings.Contains(text(res), "unavailable") && time.Now().Before(deadline); {
-		time.Sleep(200 * time.Millisecond) // the upstream is still starting
+	var res *mcp.CallToolResult
+	waitFor(t, "the upstream to start", 60*time.Second, func() bool {
 		res = call(t, cs, gateway.ToolCallTool, json.RawMessage(`{"name":"free__rawargs","arguments":`+sent+`}`), "")
-	}
+		return !res.IsError || !strings.Contains(text(res), "unavailable")
+	})
 	if res.IsError || text(res) != canon {
 		t.Fatalf("airlock_call_tool: isError=%v, the upstream got %q; want %s", res.IsError, text(res), canon)
 	}

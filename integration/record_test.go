@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
 )
@@ -33,6 +35,7 @@ var record = flag.Bool("record", false, "write the recorded histories to workflo
 // workflow code. With -record it also writes them to workflows/testdata,
 // where workflows' replay test keeps checking them.
 func TestRecordHistory(t *testing.T) {
+	t.Parallel()
 	effects := filepath.Join(t.TempDir(), "effects.log")
 	counter := testupstreamManifest(t, effects)
 	// An upstream that never comes up: calls to it are "unavailable".
@@ -85,32 +88,27 @@ tools:
 		if c.CallID == "c0" {
 			// Approved by bob while the call waits.
 			go func() {
-				for range 300 {
-					if ar, err := approver.Lookup(ctx, s.client, taskID+"~c0"); err == nil && ar.State == api.ApprovalPending {
-						_, _ = approver.Deliver(ctx, s.client, "record:bob", api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
-						return
+				_ = testenv.Poll("the request of c0 to be pending", time.Minute, func() error {
+					ar, err := approver.Lookup(ctx, s.client, taskID+"~c0")
+					if err != nil || ar.State != api.ApprovalPending {
+						return errors.Join(err, errors.New("not pending"))
 					}
-					time.Sleep(100 * time.Millisecond)
-				}
+					_, _ = approver.Deliver(ctx, s.client, "record:bob", api.DecideRequest{RequestID: ar.ID, Digest: ar.Digest, Approver: "bob", Approve: true, Via: "cli"})
+					return nil
+				})
 			}()
 		}
 		var res api.CallResult
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		// Between runs (continue-as-new) the update may race the new run:
+		// send it again.
+		waitUntil(t, "call "+c.CallID+" to be answered", 30*time.Second, func() error {
 			h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: c.CallID,
 				UpdateName: api.UpdateCallTool, Args: []any{c}, WaitForStage: client.WorkflowUpdateStageCompleted})
 			if err == nil {
 				err = h.Get(ctx, &res)
 			}
-			if err == nil {
-				break
-			}
-			// Between runs (continue-as-new) the update may race the new run.
-			if time.Now().After(deadline) {
-				t.Fatalf("call %s: %v", c.CallID, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err
+		})
 		if res.Outcome != want[i] {
 			t.Fatalf("call %s: outcome %q (%s), want %q", c.CallID, res.Outcome, res.Reason, want[i])
 		}
@@ -239,6 +237,7 @@ func compensationCounter(t testing.TB) *manifests.Manifest {
 // are captured, then rolled back by an Update (twice: the second finds
 // nothing), then a call and a cancellation, which rolls that one back.
 func TestRecordRollbackHistory(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{compensationCounter(t)}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__append")
@@ -294,6 +293,7 @@ func TestRecordRollbackHistory(t *testing.T) {
 // whose arguments use an earlier result, and a failing step that rolls the
 // plan back.
 func TestRecordPlanHistory(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{compensationCounter(t)}})
 	cs := s.connect(t, nil)
 	waitTools(t, cs, "counter__append")
@@ -345,6 +345,7 @@ func fetchHistory(t testing.TB, c client.Client, id, runID string) *historypb.Hi
 // does not take: a request denied by its approver, one that times out, and
 // one escalated to a second group whose member approves it.
 func TestRecordApprovalHistory(t *testing.T) {
+	t.Parallel()
 	m, _ := counterManifest(t, `  put:
     side_effects: [write]
     data_access_level: internal
@@ -373,18 +374,20 @@ func TestRecordApprovalHistory(t *testing.T) {
 	// decide waits for the call's request to be pending (and, when
 	// escalated is set, escalated), then delivers one approver's decision.
 	decide := func(callID, who string, approve, escalated bool) {
-		for range 300 {
+		err := testenv.Poll("the request of "+callID+" to be ready for "+who, time.Minute, func() error {
 			ar, err := approver.Lookup(ctx, s.client, api.RequestID(taskID, callID))
-			if err == nil && ar.State == api.ApprovalPending && (!escalated || ar.Escalated) {
-				if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+callID, api.DecideRequest{
-					RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: approve, Via: "cli"}); err != nil {
-					t.Errorf("deliver %s: %v", callID, err)
-				}
-				return
+			if err != nil || ar.State != api.ApprovalPending || escalated && !ar.Escalated {
+				return errors.Join(err, errors.New("not ready"))
 			}
-			time.Sleep(100 * time.Millisecond)
+			if _, err := approver.Deliver(ctx, s.client, "record:"+who+":"+callID, api.DecideRequest{
+				RequestID: ar.ID, Digest: ar.Digest, Approver: who, Approve: approve, Via: "cli"}); err != nil {
+				t.Errorf("deliver %s: %v", callID, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
 		}
-		t.Errorf("request of %s never became ready for %s", callID, who)
 	}
 	for _, c := range []struct {
 		id, tool string

@@ -23,6 +23,7 @@ import (
 // the validator's words as the message, both from a plain Update and from
 // Update-with-Start, the two ways the gateway sends a call.
 func TestCallRejectionsAreTyped(t *testing.T) {
+	t.Parallel()
 	counter := testupstreamManifest(t, filepath.Join(t.TempDir(), "effects.log"))
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{counter}})
 	waitTools(t, s.connect(t, nil), "counter__put")

@@ -138,6 +138,7 @@ func resultText(r *mcp.CallToolResult) string {
 // manifest allows them, refused when it does not, and recorded in the
 // task's history with the answer masked.
 func TestRelay(t *testing.T) {
+	t.Parallel()
 	bin, err := buildEverythingServer(t)
 	if err != nil {
 		t.Fatalf("the go-sdk conformance everything-server does not build: %v", err)
@@ -356,6 +357,7 @@ func payloads(m protoreflect.Message, b *strings.Builder) {
 // and that the task records the call as cancelled; a call of the same
 // session that is not cancelled is unaffected.
 func TestCancelCall(t *testing.T) {
+	t.Parallel()
 	effects := filepath.Join(t.TempDir(), "effects.log")
 	bin := buildBinary(t, "./integration/testupstream")
 	y := "server:\n  name: counter\n  stdio:\n    command: " + bin + "\n    env:\n      SIDE_EFFECT_LOG: " + effects + "\ntools:\n" +
@@ -408,6 +410,7 @@ func TestCancelCall(t *testing.T) {
 // approve it any more, the tool never runs) and that the task records the
 // call as cancelled.
 func TestCancelApprovalWait(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, appendNeedsOps)
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}}})
 	cs := s.connect(t, nil)
@@ -454,6 +457,7 @@ func TestCancelApprovalWait(t *testing.T) {
 // relays it to the client in order (sampling and elicitation take the
 // same way out: TestAsksAcrossProcesses).
 func TestProgressAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	m, _ := counterManifest(t,
 		"  progress: {side_effects: [none], data_access_level: public, risk: medium, idempotent: false, timeout: 60s, heartbeat_timeout: 1s}\n")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, split: true})

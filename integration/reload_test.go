@@ -35,6 +35,7 @@ import (
 //     file:line and counts airlock_config_reload_total{result="error"};
 //   - SIGHUP reloads; removing the manifest removes its tool.
 func TestHotReload(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, appendNeedsOpsTools+`  put: {side_effects: [write], data_access_level: internal, risk: low}
 `)
 	// The manifests live under m/, named by a glob: a new file there is a

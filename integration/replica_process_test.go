@@ -23,6 +23,7 @@ import (
 // through the other process gets the first result, and after the gateway
 // process is killed with SIGKILL the session goes on through dev.
 func TestReplicaProcesses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess test; skipped with -short")
 	}

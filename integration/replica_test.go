@@ -206,6 +206,7 @@ func (p *rrProxy) servedBy(method, sid string) map[int]int {
 // once; another principal presenting the session ID gets 403 on either
 // replica.
 func TestAnyReplicaServesAnySession(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, appendNeedsOps+echoTool+putTool+"resources: {data_access_level: internal}\nprompts: {data_access_level: internal}\n")
 	dir := allGrants(nil, "alice", "bob")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, groups: map[string][]string{"ops": {"bob"}}})

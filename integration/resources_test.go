@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +112,7 @@ func listOffered(t *testing.T, cs *mcp.ClientSession) offered {
 // refused for one who is not, and a subscription carries the upstream's
 // resources/updated to the client.
 func TestResourcesAndPromptsPassThrough(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}
@@ -125,13 +127,12 @@ func TestResourcesAndPromptsPassThrough(t *testing.T) {
 	pat := connectWithOptions(t, s.url, "pat-key", nil)
 
 	want := offered{resources: []string{"mem://note"}, templates: []string{"mem://notes/{id}"}, prompts: []string{"notes__summarize"}}
-	deadline := time.Now().Add(60 * time.Second)
-	for got := listOffered(t, carol); !cmp.Equal(want, got, cmp.AllowUnexported(offered{})); got = listOffered(t, carol) {
-		if time.Now().After(deadline) {
-			t.Fatalf("carol's listing after 60s (-want +got):\n%s", cmp.Diff(want, got, cmp.AllowUnexported(offered{})))
+	waitUntil(t, "carol's listing", 60*time.Second, func() error {
+		if got := listOffered(t, carol); !cmp.Equal(want, got, cmp.AllowUnexported(offered{})) {
+			return fmt.Errorf("(-want +got):\n%s", cmp.Diff(want, got, cmp.AllowUnexported(offered{})))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	direct := directSession(t, exec.Command(m.Server.Stdio.Command))
 

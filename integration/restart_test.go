@@ -47,6 +47,7 @@ const restartBound = 2 * time.Second
 // upstream, and is not re-run), the idempotent one by its re-run (which
 // the upstream recognises by its idempotency key).
 func TestRestartAnswersCallsInFlight(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess crash test; skipped with -short")
 	}

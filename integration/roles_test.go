@@ -22,6 +22,7 @@ import (
 // `gateway` (address from --temporal-address). A call through the gateway
 // is executed by the worker process.
 func TestRolesAgainstExternalTemporal(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess test; skipped with -short")
 	}

@@ -16,6 +16,7 @@ import (
 // operator, once: `airlock tasks rollback` starts rollback-<task>, which
 // runs the compensations the plan left, and a second request is refused.
 func TestRollbackEndedPlan(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, `  append:
     side_effects: [write]
     data_access_level: internal
@@ -41,7 +42,7 @@ steps:
 	airlock := func(args ...string) (string, int) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, append(args, "--temporal-address", s.srv.HostPort())...)
+		cmd := exec.CommandContext(ctx, bin, append(args, "--temporal-address", s.srv.HostPort(), "--namespace", s.srv.Namespace())...)
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {

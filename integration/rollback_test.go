@@ -144,6 +144,7 @@ func planResult(t *testing.T, run client.WorkflowRun) api.TaskResult {
 // compensated, newest first, and both servers are back in their exact
 // prior state.
 func TestPlanRollbackRestoresBothServers(t *testing.T) {
+	t.Parallel()
 	n := newNPMStack(t, stackOptions{})
 	files, graph := n.snapshot(t)
 
@@ -208,6 +209,7 @@ func status(t *testing.T, s *stack, id string) api.Status {
 // creates an entity, then calls airlock_rollback twice at once: one
 // rollback runs, the other joins it, and everything is as before.
 func TestAgentRollbackOverMCP(t *testing.T) {
+	t.Parallel()
 	n := newNPMStack(t, stackOptions{})
 	files, graph := n.snapshot(t)
 	cs := n.connect(t, map[string]string{gateway.HeaderTask: "agent-rollback"})
@@ -280,6 +282,7 @@ func TestAgentRollbackOverMCP(t *testing.T) {
 // TestPlanDenialRollsBack: a plan with rollback_on_deny whose third step a
 // policy rule denies is rolled back; the denied step never runs.
 func TestPlanDenialRollsBack(t *testing.T) {
+	t.Parallel()
 	n := newNPMStack(t, stackOptions{policy: &policy.Config{Rules: []policy.Rule{{
 		Name: "no-moves", When: `tool.name == "filesystem__move_file"`, Effect: api.Deny,
 		Reason: "moves are off limits in this test"}}}})
@@ -321,6 +324,7 @@ steps:
 // remains undone, refuses new calls, and the task can still be finished,
 // its result listing what was not undone.
 func TestCompensationFailsForGood(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, `  append:
     side_effects: [write]
     data_access_level: internal
@@ -379,6 +383,7 @@ func TestCompensationFailsForGood(t *testing.T) {
 // its content into the worker's blob store, not the task's history, and a
 // rollback still restores it exactly.
 func TestLargePreImageStaysOutOfHistory(t *testing.T) {
+	t.Parallel()
 	n := newNPMStack(t, stackOptions{})
 	big := strings.Repeat("the original line of a big file\n", 13000) // ~400 KB
 	path := filepath.Join(n.sandbox, "big.txt")

@@ -16,6 +16,7 @@ import (
 // stack: it prints each step as it finishes and the plan's end, and its exit
 // status says whether the plan completed.
 func TestRunFollowsPlan(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := buildBinary(t, "./integration/testupstream")
 	manifest := filepath.Join(dir, "counter.yaml")
@@ -58,7 +59,7 @@ steps:
 	runPlan := func(file string) (string, int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, airlock, "run", "--config", cfg, "--temporal-address", s.srv.HostPort(), file).CombinedOutput()
+		out, err := exec.CommandContext(ctx, airlock, "run", "--config", cfg, "--temporal-address", s.srv.HostPort(), "--namespace", s.srv.Namespace(), file).CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); ok {
 			return string(out), ee.ExitCode()
 		} else if err != nil {

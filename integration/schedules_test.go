@@ -22,6 +22,7 @@ import (
 // schedules.create, a bad plan and a bad spec before anything is made; the
 // scheduled runs' histories replay (recorded as plan_scheduled_v1).
 func TestSchedules(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, `  append:
     side_effects: [write]
     data_access_level: internal
@@ -144,6 +145,8 @@ steps:
 	}
 	waitFor(t, "the triggered run of sleeper", 60*time.Second, func() bool { return count("sleeper", true) >= 1 })
 	paused := count("ticker", false)
+	// Not a wait for a condition: the check that nothing happens lets
+	// ticker's 2s interval pass twice.
 	time.Sleep(5 * time.Second)
 	if n := count("ticker", false); n != paused {
 		t.Errorf("ticker fired while paused: %d runs, then %d", paused, n)

@@ -21,6 +21,7 @@ import (
 // Airlock-Task header, refusing bad or ended tasks, stateless clients, and
 // idempotency keys.
 func TestSessions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}
@@ -170,6 +171,7 @@ func TestSessions(t *testing.T) {
 // TestTaskCallLimit: a task stops at task.max_calls with an error the model
 // can act on.
 func TestTaskCallLimit(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}

@@ -13,6 +13,7 @@ import (
 // goes on taking calls. (Before the checks, a 3 MB argument left the task's
 // workflow task failing for good: every later call failed.)
 func TestOversizedCallsDoNotWedgeTheTask(t *testing.T) {
+	t.Parallel()
 	m, _ := counterManifest(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true, retry: {max_attempts: 1}}\n")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, maxResultBytes: 64 << 10})
 	cs := s.connect(t, map[string]string{gateway.HeaderTask: "big-task"})

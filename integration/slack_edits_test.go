@@ -18,6 +18,7 @@ import (
 // them: the edited call runs, never the original, and the task records the
 // edit as bob's, via slack.
 func TestSlackApproveWithEdits(t *testing.T) {
+	t.Parallel()
 	e := newSlackEnv(t)
 	call := callAsync(e.cs, "counter__append", map[string]any{"key": "slack-draft"})
 	_, b := e.nextPost(t)

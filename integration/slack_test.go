@@ -388,6 +388,7 @@ func result(t testing.TB, ch <-chan asyncResult) *mcp.CallToolResult {
 // fake Slack Web API, and signed interaction payloads on the real
 // interaction endpoint.
 func TestSlackApprovals(t *testing.T) {
+	t.Parallel()
 	e := newSlackEnv(t)
 
 	t.Run("approve runs the tool once and updates the message", func(t *testing.T) {
@@ -452,7 +453,7 @@ func TestSlackApprovals(t *testing.T) {
 		// A new click on the closed request is refused, and said why.
 		e.click(t, "U_CAROL", "approve", b)
 		e.api.ephemeral(t, "U_CAROL", "is already approved")
-		time.Sleep(200 * time.Millisecond)
+		e.h.Wait() // the refused click's handling is over
 		if n := e.ran(t, "append", "slack-approve-7f3a"); n != 1 {
 			t.Errorf("the tool ran %d times after the replay, want 1", n)
 		}

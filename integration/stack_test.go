@@ -2,12 +2,14 @@
 // Temporal server, the real worker and gateway, driven by the real go-sdk
 // MCP client against real upstream MCP servers (the npm reference servers
 // and testupstream), plus a kill -9 crash test of the airlock binary and
-// the benchmarks.
+// the benchmarks. The tests run in parallel on one shared server, a
+// namespace each (main_test.go); they wait with waitFor, never a sleep.
 package integration
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,7 +32,6 @@ import (
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/config"
-	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -118,9 +119,11 @@ tools:
 	return m
 }
 
-// stack is airlock in-process: embedded Temporal, worker, gateway over HTTP.
+// stack is airlock in-process: a namespace on the shared embedded Temporal,
+// worker, gateway over HTTP.
 type stack struct {
-	srv    *devserver.Server
+	// srv is the test's namespace on the shared server.
+	srv    temporalNS
 	client client.Client
 	pool   *upstream.Pool
 	worker sdkworker.Worker
@@ -131,6 +134,8 @@ type stack struct {
 }
 
 type stackOptions struct {
+	// dataDir holds the blobs and the wasm cache (default a temporary
+	// directory). Temporal is the package's shared server.
 	dataDir   string
 	manifests []*manifests.Manifest
 	maxCalls  int
@@ -195,12 +200,8 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	ctx := context.Background()
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: o.dataDir, SearchAttributes: api.SearchAttributes()})
-	if err != nil {
-		t.Fatalf("devserver: %v", err)
-	}
+	srv := sharedTemporal(t)
 	s := &stack{srv: srv, log: log}
-	t.Cleanup(func() { _ = srv.Stop() })
 
 	c, err := client.Dial(client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}})
 	if err != nil {
@@ -367,46 +368,47 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// waitFor polls cond until it holds, failing the test after d.
+// waitSlack widens every wait of this package: the tests run side by side
+// on one server, often on a loaded 2-core machine, where a wait that takes
+// 10 s alone can take 30. A wait returns when its condition holds, so a
+// wide bound costs only a failing test's time.
+const waitSlack = 3
+
+// waitFor polls cond until it holds, failing the test after waitSlack × d:
+// it is testenv.WaitFor, the tests' one polling loop.
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, what, waitSlack*d, cond)
+}
+
+// waitUntil is waitFor for a condition that says why it does not hold yet
+// (testenv.WaitUntil).
+func waitUntil(t testing.TB, what string, d time.Duration, cond func() error) {
+	t.Helper()
+	testenv.WaitUntil(t, what, waitSlack*d, cond)
 }
 
 // waitTools waits until the gateway lists every name (upstreams connect in
 // the background).
 func waitTools(t testing.TB, cs *mcp.ClientSession, names ...string) map[string]*mcp.Tool {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got := map[string]*mcp.Tool{}
+	var got map[string]*mcp.Tool
+	waitUntil(t, "the gateway to list "+strings.Join(names, ", "), 60*time.Second, func() error {
+		got = map[string]*mcp.Tool{}
 		res, err := cs.ListTools(context.Background(), nil)
 		if err == nil {
 			for _, tool := range res.Tools {
 				got[tool.Name] = tool
 			}
 		}
-		missing := ""
 		for _, n := range names {
 			if tool, ok := got[n]; !ok || strings.HasPrefix(tool.Description, "[unavailable") {
-				missing = n
-				break
+				return fmt.Errorf("tool %s not available (list error %v); have %d tools", n, err, len(got))
 			}
 		}
-		if missing == "" {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tool %s not available after 60s (list error %v); have %d tools", missing, err, len(got))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 // call calls a tool with optional idempotency key and returns the result.

@@ -19,6 +19,7 @@ import (
 // schema still refuses a bad value, and `airlock tasks show` prints the
 // state's size and keys.
 func TestTaskStateSurvivesKill(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
 	writeFile(t, filepath.Join(d.dir, "airlock.yaml"), `manifests: [counter.yaml]
 task:

@@ -21,6 +21,7 @@ import (
 // previous values. Its histories are replayed (and with -record written
 // to workflows/testdata as state_v1).
 func TestTaskState(t *testing.T) {
+	t.Parallel()
 	m := testupstreamManifest(t, t.TempDir()+"/effects.log")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: twoPrincipals(), continueAsNewAfter: 3,
 		state: &api.StateConfig{MaxBytes: 120, Schema: json.RawMessage(`{"type":"object","properties":{"step":{"type":"integer"}}}`)}})
@@ -138,6 +139,7 @@ func firstRun(t *testing.T, s *stack, task string) string {
 // the upstream call is compensated and the state restored. With -record it
 // writes state_v1_plan_run1.json.
 func TestRecordStatePlanHistory(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{compensationCounter(t)}})
 	waitTools(t, s.connect(t, nil), "counter__put")
 	run := s.startPlan(t, `name: remember

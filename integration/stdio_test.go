@@ -24,6 +24,7 @@ import (
 // stdout would break the client's JSON-RPC stream, so the test working is
 // the proof.
 func TestStdioDev(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}

@@ -20,6 +20,7 @@ import (
 // ran once. The handle is the Update, so it lives in Temporal, not in the
 // gateway.
 func TestTasksExtensionSurvivesKill(t *testing.T) {
+	t.Parallel()
 	d := newCounterDev(t, appendNeedsOpsTools)
 	d.writeApprovalsConfig(t, "2s")
 	args, base, temporal := d.devArgs(t, "--no-ui")

@@ -86,6 +86,7 @@ func (r *otlpReceiver) got() []exportedSpan {
 // and the upstream call, all in the agent's trace, under the configured
 // service name, and that the upstream saw that trace.
 func TestTracingAirlockDevExportsOverOTLP(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess test; skipped with -short")
 	}
@@ -159,6 +160,7 @@ tools:
 // worker's (update handler, activity, upstream call) under
 // <service_name>-worker.
 func TestTracingAcrossRoles(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess test; skipped with -short")
 	}

@@ -20,9 +20,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/airlock-run/airlock/activities"
-	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
-	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/telemetry"
 	"github.com/airlock-run/airlock/internal/testenv"
@@ -89,11 +87,7 @@ func tracedStack(t testing.TB, tp *sdktrace.TracerProvider, upstreamURL string) 
 	}
 	dir := t.TempDir()
 	ctx := context.Background()
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: dir, SearchAttributes: api.SearchAttributes()})
-	if err != nil {
-		t.Fatalf("devserver: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
+	srv := sharedTemporal(t)
 
 	copts := client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}}
 	var gwTracer trace.TracerProvider
@@ -181,6 +175,7 @@ func callWithMeta(t testing.TB, cs *mcp.ClientSession, tool string, meta mcp.Met
 // upstream receives a traceparent (in _meta, SEP-414, and as an HTTP
 // header) naming that trace and the upstream call's span.
 func TestTracingFollowsACallToTheUpstream(t *testing.T) {
+	t.Parallel()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -296,6 +291,7 @@ func TestTracingFollowsACallToTheUpstream(t *testing.T) {
 // wired that way, even one that brings a traceparent, reaches the upstream
 // with no trace context.
 func TestTracingOffSendsNoTraceContext(t *testing.T) {
+	t.Parallel()
 	tr, err := telemetry.New(context.Background(), telemetry.Options{Getenv: func(string) string { return "" }})
 	if err != nil || tr != nil {
 		t.Fatalf("telemetry.New with no endpoint = %v, %v; want nil (off)", tr, err)

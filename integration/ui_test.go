@@ -28,6 +28,7 @@ import (
 // flag; a third, on the default port while it is taken, serves the UI on a
 // free port instead.
 func TestDevWebUI(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("subprocess test; skipped with -short")
 	}

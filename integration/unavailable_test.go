@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 // run. A declared tool the upstream does not offer is listed the same way,
 // naming the manifest to fix.
 func TestUnavailableUpstream(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; skipped with -short")
 	}
@@ -95,23 +97,21 @@ tools:
 // which ok holds, and returns it.
 func waitDescription(t *testing.T, cs *mcp.ClientSession, tool string, ok func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	last := "(not listed)"
-	for {
+	waitUntil(t, "tools/list to describe "+tool+" as wanted", 30*time.Second, func() error {
 		res, err := cs.ListTools(context.Background(), nil)
-		if err == nil {
-			for _, tl := range res.Tools {
-				if tl.Name == tool {
-					last = tl.Description
-				}
-			}
-			if ok(last) {
-				return last
+		if err != nil {
+			return err
+		}
+		for _, tl := range res.Tools {
+			if tl.Name == tool {
+				last = tl.Description
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tools/list: %s has description %q after 30s (list error %v)", tool, last, err)
+		if !ok(last) {
+			return fmt.Errorf("described %q", last)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return last
 }

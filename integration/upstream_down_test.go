@@ -41,6 +41,7 @@ func pidsWithArg(t *testing.T, arg string) []int {
 // keeps working; once the server can start again the pool reconnects and
 // the same task carries on with the data the server persisted.
 func TestUpstreamKilledMidTask(t *testing.T) {
+	t.Parallel()
 	testenv.RequireNode(t)
 	server := testenv.NPMServer(t, "server-memory")
 	dir := t.TempDir()

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -64,20 +65,19 @@ func (b *bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (b *bridge) waitEvent(t *testing.T, event string) webhook.Event {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var got webhook.Event
+	waitUntil(t, "the bridge to get a "+event+" event", 30*time.Second, func() error {
 		b.mu.Lock()
+		defer b.mu.Unlock()
 		for _, ev := range b.events {
 			if ev.Event == event {
-				b.mu.Unlock()
-				return ev
+				got = ev
+				return nil
 			}
 		}
-		b.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the bridge got no %s event: %+v", event, b.events)
-	return webhook.Event{}
+		return fmt.Errorf("events %+v", b.events)
+	})
+	return got
 }
 
 // TestWebhookApprovalChannel runs a call that needs approval with a webhook
@@ -87,6 +87,7 @@ func (b *bridge) waitEvent(t *testing.T, event string) webhook.Event {
 // second, different decision is refused with 409; a bad signature gets 401
 // and an auth_failed line; the bridge is told the request closed.
 func TestWebhookApprovalChannel(t *testing.T) {
+	t.Parallel()
 	m, effects := counterManifest(t, appendNeedsOps)
 	m.Tools["append"].Redact = []string{"key"}
 	dir := allGrants(nil, "alice", "bob", "carol")

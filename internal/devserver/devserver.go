@@ -78,6 +78,9 @@ type Server struct {
 	lock      *dirLock
 	hostPort  string
 	namespace string
+	// opts are Start's options with the defaults applied; CreateNamespace
+	// configures new namespaces like the first.
+	opts Options
 
 	stopOnce sync.Once
 	stopErr  error
@@ -108,7 +111,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
-	s := &Server{lock: lock, logger: logger, namespace: opts.Namespace}
+	s := &Server{lock: lock, logger: logger, namespace: opts.Namespace, opts: opts}
 	if err := s.start(ctx, dir, opts, logger); err != nil {
 		// Stop is safe here: it skips the server if it never started.
 		if stopErr := s.Stop(); stopErr != nil {

@@ -6,6 +6,8 @@
 // retention), takes an exclusive lock on the data directory, starts the four
 // Temporal services on loopback ports, and registers the caller's search
 // attributes. Stop shuts everything down and releases the lock.
+// CreateNamespace adds a namespace configured like the first to the running
+// server: the integration tests share one server, a namespace per test.
 //
 // This is the only package allowed to import go.temporal.io/server, which is
 // large and slow to compile. Nothing in the project imports devserver except

@@ -159,3 +159,66 @@ func ensureRetention(ctx context.Context, c client.Client, namespace string, ret
 	}
 	return nil
 }
+
+// CreateNamespace registers namespace name on the running server with the
+// retention and search attributes of Start's options (not its Data), and
+// returns once the frontend serves it with those attributes. A namespace
+// per user isolates workflows, task queues and visibility on one server,
+// which is cheaper than a server each: the integration tests share one.
+// It fails if the namespace exists.
+func (s *Server) CreateNamespace(ctx context.Context, name string) error {
+	if name == "" {
+		return errors.New("devserver: create namespace: name is empty")
+	}
+	c, err := dialReady(ctx, s.hostPort, s.namespace, s.opts.Logger.Level(s.logger.level()))
+	if err != nil {
+		return fmt.Errorf("devserver: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace:                        name,
+		WorkflowExecutionRetentionPeriod: durationpb.New(s.opts.Retention),
+	}); err != nil {
+		return fmt.Errorf("devserver: register namespace %s: %w", name, err)
+	}
+	if err := ensureSearchAttributes(ctx, c, name, s.opts.SearchAttributes); err != nil {
+		return fmt.Errorf("devserver: namespace %s: %w", name, err)
+	}
+	if err := awaitSearchAttributes(ctx, c, name, s.opts.SearchAttributes); err != nil {
+		return fmt.Errorf("devserver: namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// awaitSearchAttributes waits until the frontend's namespace cache knows the
+// namespace's search attributes. Adding them updates the namespace record,
+// but the frontend may have cached the record without them (it looks the
+// namespace up for every request naming it) and refreshes its cache only
+// every few seconds (system.namespaceCacheRefreshInterval, 2s); until then a
+// workflow started with one of them is refused. A visibility query naming
+// one of them fails the same way, and starts nothing.
+func awaitSearchAttributes(ctx context.Context, c client.Client, namespace string, attrs map[string]enumspb.IndexedValueType) error {
+	if len(attrs) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(attrs))
+	for name := range attrs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	// They are added in one update, so one of them stands for all.
+	query := names[0] + " IS NULL"
+	delay := 10 * time.Millisecond
+	for {
+		_, err := c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: query})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("search attribute %s not usable: %w", names[0], errors.Join(ctx.Err(), err))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
