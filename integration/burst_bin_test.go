@@ -17,7 +17,7 @@ import (
 	"github.com/airlock-run/airlock/internal/timeline"
 )
 
-// TestBudgetHoldsUnderBurstDevBinary is issue 25 item 3 against the real
+// budgetHoldsUnderBurstDevBinary is issue 25 item 3 against the real
 // `airlock dev`: task.budget 10 and testupstream's put (idempotent, low
 // risk, cost 3). Each round sends 48 concurrent tools/call over HTTP, far
 // above Temporal's 10 Updates in flight per workflow, from four go-sdk
@@ -29,9 +29,9 @@ import (
 // did is recorded as run, and every refusal recorded left no effect. The
 // second round keeps every core busy as well, so that workflow tasks run
 // late and are retried, as on the tester's loaded machine.
-func TestBudgetHoldsUnderBurstDevBinary(t *testing.T) {
-	// Not parallel: burnCPU starves every other test in the process, and
-	// the shared server with them.
+func budgetHoldsUnderBurstDevBinary(t *testing.T) {
+	// Run by TestBudgetHoldsUnderBurst, beside its in-process variant and
+	// with no other test: burnCPU starves every test in the process.
 	d := newCounterDev(t, cheapPut)
 	cfg := filepath.Join(d.dir, "airlock.yaml")
 	writeFile(t, cfg, `manifests: [counter.yaml]

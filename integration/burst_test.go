@@ -262,7 +262,26 @@ func burnCPU(t *testing.T) {
 	t.Cleanup(func() { close(stop); wg.Wait() })
 }
 
-// TestBudgetHoldsUnderBurst (issue 25 item 3, end to end): bursts of 48
+// TestBudgetHoldsUnderBurst is issue 25 item 3 end to end, twice side by
+// side: in process (budgetHoldsUnderBurstInProcess) and against the real
+// `airlock dev` (budgetHoldsUnderBurstDevBinary, burst_bin_test.go). It is
+// not parallel, so no other test runs beside the two: each keeps every
+// core busy (burnCPU), which would starve the others and the shared
+// server with them. The two run at once because most of their time is
+// spent waiting (on dropped workflow tasks' timeouts, on the starved
+// worker), not computing: together they take about as long as the longer.
+func TestBudgetHoldsUnderBurst(t *testing.T) {
+	t.Run("in-process", func(t *testing.T) {
+		t.Parallel()
+		budgetHoldsUnderBurstInProcess(t)
+	})
+	t.Run("dev-binary", func(t *testing.T) {
+		t.Parallel()
+		budgetHoldsUnderBurstDevBinary(t)
+	})
+}
+
+// budgetHoldsUnderBurstInProcess: bursts of 48
 // concurrent calls of a cost-3, idempotent, low-risk tool, far above
 // Temporal's 10 Updates in flight per workflow, into tasks with a budget
 // of 10, while every core is kept busy. In each task exactly three calls
@@ -272,9 +291,7 @@ func burnCPU(t *testing.T) {
 // last, the worker also drops the workflow task of the first few calls'
 // decisions once, so that the round meets what made the budget fail
 // before issue 25 every time it runs.
-func TestBudgetHoldsUnderBurst(t *testing.T) {
-	// Not parallel: burnCPU starves every other test in the process, and
-	// the shared server with them.
+func budgetHoldsUnderBurstInProcess(t *testing.T) {
 	m, effects := counterManifest(t, cheapPut)
 	const budget, burst, rounds = 10, 48, 3
 	drop := &dropOnce{limit: 5}

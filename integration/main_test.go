@@ -19,8 +19,8 @@ import (
 // line sets it. The tests mostly wait (on servers, timers, processes), so
 // more of them than the machine has cores run well side by side; Go's
 // default of GOMAXPROCS gives only 2 on a 2-core machine. Every test is
-// parallel but five, which run alone first: the two that burn every core
-// (TestBudgetHoldsUnderBurst, TestBudgetHoldsUnderBurstDevBinary), the one
+// parallel but four, which run alone first: the one that burns every core
+// (TestBudgetHoldsUnderBurst, whose two variants run beside each other), the one
 // that reads the process's metrics (TestMetricsAndAuditLog), one that
 // calls t.Setenv (TestOAuthNoTokenPassthrough) and one whose burst must fit
 // in a 3s window (TestRateLimitBurst).
