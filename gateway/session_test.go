@@ -170,6 +170,7 @@ func testIdleSessionsExpire(t *testing.T) {
 	// Ended, so that none of its goroutines outlives the bubble.
 	keep.end(t)
 	settled(t, "the reattached session ended", 10*time.Second, func() bool { return g.sessionCount("") == 0 })
+	outwaitCancelWatch()
 }
 
 // TestSessionCapPerPrincipal: a principal over its cap of open sessions
@@ -263,6 +264,17 @@ func testSessionCapNeverClosesABusySession(t *testing.T) {
 	// Ended, so that none of its goroutines outlives the bubble.
 	busy.end(t)
 	settled(t, "the busy session ended", 10*time.Second, func() bool { return g.sessionCount("") == 0 })
+	outwaitCancelWatch()
+}
+
+// outwaitCancelWatch lets the bubble's clock pass the cancel grace, so
+// that a call's watchCancel (relay.go) — which, when the call's context
+// ends as its answer goes out, waits cancelGrace for a
+// notifications/cancelled that never comes — returns before the bubble
+// ends; synctest fails a test whose bubble still has blocked goroutines.
+func outwaitCancelWatch() {
+	time.Sleep(cancelGrace + time.Second)
+	synctest.Wait()
 }
 
 // rawOf is the go-sdk session ID inside a signed one.
