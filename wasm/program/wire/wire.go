@@ -87,9 +87,20 @@ type Done struct {
 	Steps  int64           `json:",omitempty"`
 }
 
+// Reply outcomes besides the call's own api.Outcome values: the program
+// must end now, and attempt(...) cannot catch it.
+const (
+	// ReplyStopped: an operator, a rollback, the task's end or the
+	// program's Timeout stopped it (Done outcome "stopped", or "limit"
+	// for the Timeout: the host's Reason says which).
+	ReplyStopped = "stopped"
+	// ReplyProgramLimit: the call would pass one of the program's own
+	// limits (calls, data); Done outcome "limit" with Reason.
+	ReplyProgramLimit = "program_limit"
+)
+
 // Reply is the end of one call. Outcome is the call's api.Outcome ("ok",
-// "tool_error", "denied", "limit", ... or "stopped": the program must end
-// now, uncatchably); Result is the tool's value as JSON (its structured
+// "tool_error", "denied", "limit", ... or ReplyStopped or ReplyProgramLimit); Result is the tool's value as JSON (its structured
 // content, else its text); Reason says why it did not end ok.
 type Reply struct {
 	ID      int
