@@ -71,6 +71,14 @@ type Reloader[T any] struct {
 	gen   atomic.Uint64
 	ready chan struct{} // closed once Run watches the files
 	once  sync.Once
+
+	// watcher is Run's file watcher (nil before Run, or without one) and
+	// patterns what it matches events against. A reload moves the watch to
+	// the new version's files before it applies the version, so that a
+	// change made as soon as the version is seen (an edit of a symlink's
+	// new target) is never missed.
+	watcher  atomic.Pointer[fsnotify.Watcher]
+	patterns atomic.Pointer[[]string]
 }
 
 // New holds initial (already loaded and validated) as the current version.
@@ -108,6 +116,11 @@ func (r *Reloader[T]) Reload(why string) error {
 	defer r.mu.Unlock()
 	next, err := r.load()
 	if err != nil {
+		// The running version's files are watched again: a symlink may
+		// point to a new (bad) target, whose fix must be seen.
+		if w := r.watcher.Load(); w != nil {
+			r.rewatch(w)
+		}
 		metrics.ConfigReloads.WithLabelValues(metrics.ReloadError).Inc()
 		ev := r.log.Error().Str("trigger", why)
 		var each interface{ Unwrap() []error }
@@ -124,6 +137,9 @@ func (r *Reloader[T]) Reload(why string) error {
 	}
 	prev := r.cur.Swap(next)
 	r.gen.Add(1)
+	if w := r.watcher.Load(); w != nil {
+		r.rewatch(w)
+	}
 	metrics.ConfigReloads.WithLabelValues(metrics.ReloadOK).Inc()
 	if r.opts.Apply != nil {
 		r.opts.Apply(prev, next)
@@ -161,7 +177,11 @@ func (r *Reloader[T]) Run(ctx context.Context, signals <-chan os.Signal) error {
 		return fmt.Errorf("watching configuration files: %w", err)
 	}
 	defer w.Close()
-	patterns := r.watch(w, nil)
+	r.mu.Lock()
+	r.rewatch(w)
+	r.watcher.Store(w)
+	r.mu.Unlock()
+	defer r.watcher.Store(nil)
 	r.markReady()
 
 	var timer *time.Timer
@@ -179,12 +199,11 @@ func (r *Reloader[T]) Run(ctx context.Context, signals <-chan os.Signal) error {
 				continue
 			}
 			_ = r.Reload("signal " + s.String())
-			patterns = r.watch(w, patterns)
 		case ev, ok := <-w.Events:
 			if !ok {
 				return nil
 			}
-			if !matches(patterns, ev.Name) {
+			if !matches(*r.patterns.Load(), ev.Name) {
 				continue
 			}
 			// Debounce: every change restarts the wait.
@@ -202,7 +221,6 @@ func (r *Reloader[T]) Run(ctx context.Context, signals <-chan os.Signal) error {
 		case <-fire:
 			fire = nil
 			_ = r.Reload("file changed")
-			patterns = r.watch(w, patterns)
 		}
 	}
 }
@@ -220,6 +238,16 @@ func (r *Reloader[T]) signalsOnly(ctx context.Context, signals <-chan os.Signal)
 			_ = r.Reload("signal " + s.String())
 		}
 	}
+}
+
+// rewatch brings the watch in line with the current version; r.mu held.
+func (r *Reloader[T]) rewatch(w *fsnotify.Watcher) {
+	var old []string
+	if p := r.patterns.Load(); p != nil {
+		old = *p
+	}
+	pats := r.watch(w, old)
+	r.patterns.Store(&pats)
 }
 
 // watch brings the watcher's directories in line with the current
