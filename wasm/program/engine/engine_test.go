@@ -42,10 +42,10 @@ def main():
 func TestResultGlobalAndNone(t *testing.T) {
 	for src, want := range map[string]string{
 		`result = {"b": 1, "a": [1, 2.5, None, True]}`: `{"a":[1,2.5,null,true],"b":1}`,
-		`x = 1`: `null`,
+		`x = 1`:                       `null`,
 		`result = struct(z=1, a="x")`: `{"a":"x","z":1}`,
-		`result = 1 << 70`: `1180591620717411303424`,
-		`result = "<&>\u2028"`: `"<&>\u2028"`,
+		`result = 1 << 70`:            `1180591620717411303424`,
+		`result = "<&>\u2028"`:        `"<&>\u2028"`,
 	} {
 		d := run(t, src, newHost(t, fakeFS))
 		if d.Outcome != wire.OutcomeOK || string(d.Result) != want {
