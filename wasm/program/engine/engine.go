@@ -221,7 +221,8 @@ func (e *engine) finish(main *task) wire.Done {
 		return d
 	}
 	if main.err != nil {
-		return wire.Done{Outcome: wire.OutcomeError, Error: errText(main.err), Line: errLine(main.err)}
+		msg := errText(main.err)
+		return wire.Done{Outcome: wire.OutcomeError, Error: msg + runtimeHint(msg), Line: errLine(main.err)}
 	}
 	data, err := toJSON(main.val, true, "the result")
 	if err != nil {
