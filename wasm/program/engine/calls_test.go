@@ -135,7 +135,7 @@ func TestHostileResults(t *testing.T) {
 		"deep":         {deep, wire.OutcomeError, "nested deeper than 512"},
 		"deep-ok":      {strings.Repeat("[", 500) + strings.Repeat("]", 500), wire.OutcomeOK, ""},
 		"invalid":      {`{"a": `, wire.OutcomeError, "its result cannot be read: invalid JSON"},
-		"trailing":     {`{} {}`, wire.OutcomeError, "data after the value"},
+		"trailing":     {`{} {}`, wire.OutcomeError, "after top-level value"},
 		"long-int":     {strings.Repeat("9", 5000), wire.OutcomeError, "5000 digits"},
 		"huge-float":   {`1e400`, wire.OutcomeOK, ""},
 		"empty":        {``, wire.OutcomeOK, ""},
@@ -577,6 +577,40 @@ func TestRulesSize(t *testing.T) {
 	for _, want := range []string{"module.function(name=value", "attempt(", "parallel(", "print(", "main()", "result =", "try/except", "imports", "f-strings", "Limits"} {
 		if !strings.Contains(Rules, want) {
 			t.Errorf("Rules lacks %q", want)
+		}
+	}
+}
+
+// TestFromJSONMatchesEncodingJSON: the parser reads what encoding/json
+// reads (strings with escapes, unicode and invalid UTF-8, numbers,
+// whitespace).
+func TestFromJSONMatchesEncodingJSON(t *testing.T) {
+	for _, doc := range []string{
+		`{"a": "x\"y\\z\n\u00e9\ud83d\ude00", "b": "h\u00e9llo w\u00f6rld", "c": "\u2028"}`,
+		"{\"bad\": \"\xff\xfe ok\"}",
+		"{\"k\": \"caf\u00e9 \u65e5\u672c\"}",
+		` [ 1 , -2 , 3.25 , -0.5e-3 , 1E+2 , 0 , true , false , null , [ ] , { } ] `,
+		`{"nested": {"a": [{"b": [1, {"c": null}]}]}, "": "empty key"}`,
+	} {
+		v, err := fromJSON([]byte(doc))
+		if err != nil {
+			t.Errorf("%s: %v", doc, err)
+			continue
+		}
+		got, err := toJSON(v, true, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want any
+		if err := json.Unmarshal([]byte(doc), &want); err != nil {
+			t.Fatal(err)
+		}
+		var gotV any
+		if err := json.Unmarshal(got, &gotV); err != nil {
+			t.Fatalf("%s: re-encoded %s: %v", doc, got, err)
+		}
+		if !reflect.DeepEqual(gotV, want) {
+			t.Errorf("%s:\n got %s\nwant %#v", doc, got, want)
 		}
 	}
 }
