@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
@@ -217,7 +218,11 @@ func (e *engine) print(th *starlark.Thread, msg string) {
 		return
 	}
 	if e.out.Len()+len(msg)+1 > e.lim.MaxPrintBytes {
-		e.out.WriteString(msg[:min(len(msg), e.lim.MaxPrintBytes-e.out.Len())])
+		cut := min(len(msg), e.lim.MaxPrintBytes-e.out.Len())
+		for cut > 0 && cut < len(msg) && !utf8.RuneStart(msg[cut]) {
+			cut-- // keep the output valid UTF-8
+		}
+		e.out.WriteString(msg[:cut])
 		e.outFull = true
 		e.abort(th, wire.OutcomeLimit, fmt.Sprintf("the program printed more than the %d bytes allowed; print less (a count, or a sample such as items[:5])", e.lim.MaxPrintBytes), programLine(th))
 		return

@@ -551,7 +551,8 @@ func TestHostileSource(t *testing.T) {
 		"strings":      {`x = "((((((" + '[[[[[[' + """{{{{` + "\n" + `"""`, wire.OutcomeOK, ""},
 		"bad-utf8":     {"x = '\xff'", wire.OutcomeOK, ""},
 		"unterminated": {`x = "abc`, wire.OutcomeInvalid, "unexpected"},
-		"load":         {`load("x.star", "y")`, wire.OutcomeError, "load"},
+		"load":         {`load("x.star", "y")`, wire.OutcomeInvalid, "load is not available"},
+		"string-lines": {"x = 'a(\n" + deep, wire.OutcomeInvalid, "line 2: brackets nested 1000 deep"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := run(t, c.src, newHost(t, fakeFS))
@@ -612,5 +613,49 @@ func TestFromJSONMatchesEncodingJSON(t *testing.T) {
 		if !reflect.DeepEqual(gotV, want) {
 			t.Errorf("%s:\n got %s\nwant %#v", doc, got, want)
 		}
+	}
+}
+
+// TestReplyForUnknownCall: a reply for a call not in flight (another
+// program's, a repeat) ends the program with an error instead of waking
+// the wrong thread or waiting forever.
+func TestReplyForUnknownCall(t *testing.T) {
+	for _, id := range []int{99, 1} {
+		calls := 0
+		h := newHost(t, fakeFS)
+		h.answer = func(m wire.GuestMessage) wire.Reply {
+			calls++
+			return fakeFS(m)
+		}
+		pick := 0
+		var hh wire.Host = hostFunc{start: h.Start, wait: func() wire.Reply {
+			r := h.Wait()
+			pick++
+			if pick == 2 {
+				r.ID = id
+			}
+			return r
+		}}
+		d := Run(wire.Request{Source: "result = parallel(lambda: attempt(fs.stat, path='/a'), lambda: attempt(fs.stat, path='/b'))", Tools: fsTools, Limits: testLimits}, hh)
+		if d.Outcome != wire.OutcomeError || !strings.Contains(d.Error, fmt.Sprintf("the host replied to call %d, which is not in flight", id)) {
+			t.Errorf("id %d: done = %+v", id, d)
+		}
+	}
+}
+
+type hostFunc struct {
+	start func(wire.GuestMessage)
+	wait  func() wire.Reply
+}
+
+func (h hostFunc) Start(m wire.GuestMessage) { h.start(m) }
+func (h hostFunc) Wait() wire.Reply          { return h.wait() }
+
+func TestPrintLimitKeepsUTF8(t *testing.T) {
+	lim := testLimits
+	lim.MaxPrintBytes = 10
+	d := runLimits(t, `print("aaaaaaaaaéé")`, newHost(t, fakeFS), lim)
+	if d.Outcome != wire.OutcomeLimit || d.Output != "aaaaaaaaa" {
+		t.Errorf("done = %+v", d)
 	}
 }

@@ -211,6 +211,8 @@ func (e *engine) static(f *syntax.File) ([]string, int) {
 	}
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
+		case *syntax.LoadStmt:
+			add(n.Load, "load is not available. "+hintImport)
 		case *syntax.DotExpr:
 			m, ok := module(n.X)
 			if !ok {
@@ -292,19 +294,23 @@ func nesting(src string) (line, depth int) {
 			if strings.HasPrefix(src[i:], q+q+q) {
 				q = q + q + q
 			}
-			i += len(q)
-			for i < len(src) && !strings.HasPrefix(src[i:], q) {
-				if src[i] == '\\' {
-					i++
-				} else if src[i] == '\n' {
+			j := i + len(q)
+			for j < len(src) && !strings.HasPrefix(src[j:], q) {
+				if src[j] == '\\' {
+					j++
+				} else if src[j] == '\n' {
 					if len(q) == 1 {
-						break
+						break // unterminated: the parser reports it
 					}
 					ln++
 				}
-				i++
+				j++
 			}
-			i += len(q) - 1
+			if j < len(src) && src[j] == '\n' {
+				i = j - 1 // the outer loop counts the newline
+			} else {
+				i = j + len(q) - 1
+			}
 		}
 	}
 	return line, depth
