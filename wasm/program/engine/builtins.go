@@ -98,7 +98,7 @@ func (e *engine) callTool(th *starlark.Thread, tool *wire.Tool, kwargs []starlar
 
 	t := taskOf(th)
 	t.call = &pendingCall{tool: tool, args: bytes.Clone(enc.buf.Bytes()), line: line}
-	t.yield(evCall)
+	e.waitCall(t)
 	t.call = nil
 	if e.end != nil {
 		return nil, e.errAborted()
@@ -196,7 +196,7 @@ func (e *engine) builtinParallel(th *starlark.Thread, _ *starlark.Builtin, args 
 			return starlark.Call(bt, f, nil, nil)
 		}, t)
 	}
-	t.yield(evSpawn)
+	e.waitBranches(t)
 	branches := t.spawn
 	t.spawn = nil
 	if e.end != nil {

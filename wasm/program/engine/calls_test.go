@@ -640,6 +640,13 @@ func TestReplyForUnknownCall(t *testing.T) {
 		if d.Outcome != wire.OutcomeError || !strings.Contains(d.Error, fmt.Sprintf("the host replied to call %d, which is not in flight", id)) {
 			t.Errorf("id %d: done = %+v", id, d)
 		}
+		// The same on the main thread, which calls inline.
+		pick = 0
+		h.started, h.flight = nil, nil
+		d = Run(wire.Request{Source: "a = attempt(fs.stat, path='/a')\nb = attempt(fs.stat, path='/b')\nprint('after')", Tools: fsTools, Limits: testLimits}, hh)
+		if d.Outcome != wire.OutcomeError || d.Output != "" || !strings.Contains(d.Error, fmt.Sprintf("the host replied to call %d, which is not in flight", id)) {
+			t.Errorf("inline, id %d: done = %+v", id, d)
+		}
 	}
 }
 

@@ -204,7 +204,7 @@ func (e *engine) run(prog *starlark.Program) wire.Done {
 		}
 		return starlark.None, nil
 	}, nil)
-	e.schedule(main)
+	e.runMain(main)
 
 	done := e.finish(main)
 	done.Output = e.out.String()
