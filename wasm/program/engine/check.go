@@ -103,15 +103,16 @@ var keywordHints = map[string]string{
 	"is":     hintIs,
 	"raise":  "Starlark has no raise: use fail(\"message\") to stop the program (attempt(...) catches it)",
 	"with":   "Starlark has no with statement: call the tools directly",
-	"assert": "Starlark has no assert: write if not cond: fail(\"message\")",
+	"assert": hintAssert,
 	"async":  hintAsync, "await": hintAsync,
 	"yield":  "Starlark has no generators: build and return a list",
 	"global": hintGlobal, "nonlocal": hintGlobal,
-	"del":  "to remove an item use d.pop(key) or list.remove(x)",
+	"del":  "Starlark has no del: remove an item with d.pop(key) or list.remove(x)",
 	"'**'": "Starlark has no ** power operator: multiply (x * x), or loop",
 }
 
 const (
+	hintAssert = "Starlark has no assert: write if not cond: fail(\"message\")"
 	hintAsync  = "Starlark has no async/await: a tool call blocks; use parallel(f1, f2, ...) to run calls at once"
 	hintGlobal = "Starlark has no global/nonlocal: top-level code may reassign globals; inside a function keep state in a dict or list (state[\"n\"] += 1)"
 )
@@ -126,6 +127,7 @@ var lineHints = []struct {
 	{regexp.MustCompile(`(^|[^A-Za-z0-9_])[fF][rR]?["']`), hintFStr},
 	{regexp.MustCompile(`^\s*(try\s*:|except\b|finally\s*:)`), hintTry},
 	{regexp.MustCompile(`^\s*(import\s|from\s+\S+\s+import\b)`), hintImport},
+	{regexp.MustCompile(`^\s*assert\b`), hintAssert},
 	{regexp.MustCompile(`:=`), "Starlark has no := operator: assign on its own line first"},
 }
 
@@ -239,6 +241,9 @@ func (e *engine) static(f *syntax.File) ([]string, int) {
 			}
 			if id, ok := n.Fn.(*syntax.Ident); ok && id.Name == "call" && len(n.Args) > 0 {
 				if b, ok := id.Binding.(*resolve.Binding); ok && b.Scope == resolve.Predeclared {
+					if positional(n.Args) > 1 {
+						add(n.Lparen, `call takes the tool's name, then keyword arguments only: call("tool_name", name=value, ...)`)
+					}
 					if lit, ok := n.Args[0].(*syntax.Literal); ok && lit.Token == syntax.STRING {
 						if name, _ := lit.Value.(string); e.tools[name] == nil {
 							add(lit.TokenPos, fmt.Sprintf("call: no tool %q%s", name, suggest(name, e.toolNames)))
