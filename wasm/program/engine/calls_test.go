@@ -137,7 +137,7 @@ func TestHostileResults(t *testing.T) {
 		"invalid":      {`{"a": `, wire.OutcomeError, "its result cannot be read: invalid JSON"},
 		"trailing":     {`{} {}`, wire.OutcomeError, "after top-level value"},
 		"long-int":     {strings.Repeat("9", 5000), wire.OutcomeError, "5000 digits"},
-		"huge-float":   {`1e400`, wire.OutcomeOK, ""},
+		"huge-float":   {`[1e400]`, wire.OutcomeError, "the number 1e400 is out of range"},
 		"empty":        {``, wire.OutcomeOK, ""},
 		"many-strings": {`[` + strings.Repeat(`"xxxxxxxxxx",`, 100000) + `"y"]`, wire.OutcomeOK, ""},
 	} {

@@ -222,7 +222,7 @@ func toJSON(v starlark.Value, sortKeys bool, where string) ([]byte, error) {
 // trust its syntax: encoding/json's token API costs ~80 allocations a
 // call.
 func fromJSON(data []byte) (starlark.Value, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
+	if len(bytes.Trim(data, " \t\n\r")) == 0 { // JSON whitespace only
 		return starlark.None, nil
 	}
 	if !json.Valid(data) {
@@ -369,8 +369,9 @@ func numberValue(s string) (starlark.Value, error) {
 		return starlark.MakeBigInt(b), nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil && !math.IsInf(f, 0) {
-		return nil, fmt.Errorf("invalid JSON number %q", s)
+	if err != nil {
+		// Past ±1.8e308 (as encoding/json refuses it).
+		return nil, fmt.Errorf("the number %.20s is out of range", s)
 	}
 	return starlark.Float(f), nil
 }
