@@ -28,10 +28,10 @@ import (
 // with another file name is a builtin's.
 const filename = "program.star"
 
-// engine is one program's run. Its scheduler state is touched only by
-// the goroutine running Run and, while it is the one running thread, by
-// that thread's goroutine; the channel hand-offs between them order
-// every access.
+// engine is one program's run. Its state is touched by Run's goroutine
+// (which also runs the main thread) and, while it is the one running
+// thread, by a parallel branch's goroutine; the channel hand-offs
+// between them order every access.
 type engine struct {
 	req wire.Request
 	h   wire.Host
