@@ -15,6 +15,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -388,15 +389,24 @@ func programSize(r api.ProgramResult) int {
 	return n
 }
 
-// listenProgramStops serves SignalStopProgram: the program it names is
-// stopped at its next call, and its running calls are cancelled.
+// listenProgramStops serves SignalStopProgram (a StopProgram, or a
+// program ID alone): the program it names is stopped at its next call,
+// and its running calls are cancelled.
 func (t *task) listenProgramStops(ctx workflow.Context) {
 	ch := workflow.GetSignalChannel(ctx, api.SignalStopProgram)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			var s api.StopProgram
-			if !ch.Receive(ctx, &s) {
+			var raw json.RawMessage
+			if !ch.Receive(ctx, &raw) {
 				return
+			}
+			// A StopProgram, or just the program's ID.
+			var s api.StopProgram
+			if json.Unmarshal(raw, &s.ProgramID) != nil {
+				_ = json.Unmarshal(raw, &s)
+			}
+			if s.ProgramID == "" {
+				continue
 			}
 			for _, p := range t.programs {
 				if p.req.ProgramID != s.ProgramID {
