@@ -221,11 +221,18 @@ func (t *task) runProgram(ctx workflow.Context, req api.ProgramRequest) (api.Pro
 	t.programs = append(t.programs, p)
 	t.startProgramTimer(ctx, p)
 
+	runner := programRunner
+	if runner == nil {
+		// A worker without code mode replays a task that ran a program
+		// (the validator refused new ones): its workflow task fails, and
+		// a worker with code mode can take it.
+		panic(fmt.Sprintf("run_program %s: code mode is not enabled on this worker, and this task runs a program", req.ProgramID))
+	}
 	h := &programHost{t: t, p: p, ctx: ctx}
 	// The interpreter needs no context of its own: the host's replies
 	// stop it (stopped, program_limit), and it stops itself at its step
 	// and memory limits.
-	done, err := programRunner.Run(context.Background(), wireRequest(req), req.Limits.MemoryBytes, h)
+	done, err := runner.Run(context.Background(), wireRequest(req), req.Limits.MemoryBytes, h)
 	if err != nil {
 		// The runner could not run the program: a worker's failure, not
 		// the program's. Recorded as the program's outcome, it would end

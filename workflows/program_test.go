@@ -1,13 +1,11 @@
 package workflows
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,103 +15,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/wasm/program/wire"
 )
-
-// scriptRunner is a ProgramRunner that needs no interpreter: the source
-// is a script, one step a line, that it plays against the host:
-//
-//	call TOOL ARGS            start the call, wait for it; a call not ok
-//	                          fails the program (Done "error")
-//	try TOOL ARGS             the same, but a call not ok is a value
-//	par TOOL ARGS ; TOOL ARGS start them all, then wait for each
-//	fail MESSAGE              the program fails
-//
-// A "stopped" or "program_limit" reply ends it (Done "stopped" or
-// "limit"). It ends ok with the list of its calls' values (a failed
-// try's is {"outcome": ...}).
-type scriptRunner struct {
-	mu      sync.Mutex
-	err     error // returned by Run, as a broken runner would
-	reqs    []wire.Request
-	memory  []int64
-	replies []wire.Reply
-}
-
-func (r *scriptRunner) Run(_ context.Context, req wire.Request, memoryBytes int64, h wire.Host) (wire.Done, error) {
-	r.mu.Lock()
-	r.reqs, r.memory = append(r.reqs, req), append(r.memory, memoryBytes)
-	r.mu.Unlock()
-	if r.err != nil {
-		return wire.Done{}, r.err
-	}
-	var values []json.RawMessage
-	id := 0
-	start := func(step string, line int) {
-		tool, args, _ := strings.Cut(strings.TrimSpace(step), " ")
-		id++
-		h.Start(wire.GuestMessage{Op: wire.OpStart, ID: id, Tool: tool, Args: json.RawMessage(args), Line: line})
-	}
-	// wait takes n replies and orders them by call ID; a non-nil Done
-	// ends the program.
-	wait := func(n int, line int, catch bool) *wire.Done {
-		got := make([]wire.Reply, 0, n)
-		for range n {
-			rep := h.Wait()
-			r.mu.Lock()
-			r.replies = append(r.replies, rep)
-			r.mu.Unlock()
-			switch rep.Outcome {
-			case wire.ReplyStopped:
-				return &wire.Done{Outcome: wire.OutcomeStopped, Error: rep.Reason, Line: line}
-			case wire.ReplyProgramLimit:
-				return &wire.Done{Outcome: wire.OutcomeLimit, Error: rep.Reason, Line: line}
-			}
-			got = append(got, rep)
-		}
-		slices.SortFunc(got, func(a, b wire.Reply) int { return a.ID - b.ID })
-		for _, rep := range got {
-			if rep.Outcome != string(api.OutcomeOK) {
-				if !catch {
-					return &wire.Done{Outcome: wire.OutcomeError, Line: line,
-						Error: fmt.Sprintf("line %d: call %d: %s: %s", line, rep.ID, rep.Outcome, rep.Reason)}
-				}
-				b, _ := json.Marshal(map[string]string{"outcome": rep.Outcome})
-				values = append(values, b)
-				continue
-			}
-			values = append(values, rep.Result)
-		}
-		return nil
-	}
-	for i, ln := range strings.Split(req.Source, "\n") {
-		line := i + 1
-		op, rest, _ := strings.Cut(strings.TrimSpace(ln), " ")
-		var done *wire.Done
-		switch op {
-		case "":
-			continue
-		case "call", "try":
-			start(rest, line)
-			done = wait(1, line, op == "try")
-		case "par":
-			steps := strings.Split(rest, ";")
-			for _, s := range steps {
-				start(s, line)
-			}
-			done = wait(len(steps), line, false)
-		case "fail":
-			done = &wire.Done{Outcome: wire.OutcomeError, Error: rest, Line: line}
-		default:
-			done = &wire.Done{Outcome: wire.OutcomeInvalid, Error: "unknown step " + op, Line: line}
-		}
-		if done != nil {
-			return *done, nil
-		}
-	}
-	b, _ := json.Marshal(values)
-	return wire.Done{Outcome: wire.OutcomeOK, Result: b, Output: fmt.Sprintf("%d calls\n", id), Steps: int64(id)}, nil
-}
 
 // useRunner makes r this test's program runner.
 func useRunner(t *testing.T, r ProgramRunner) {
@@ -180,7 +84,7 @@ func TestProgramCallsGoThroughThePipeline(t *testing.T) {
 		return okOutput(`{"content":[{"type":"text","text":"` + a.Path + `"}]}`), nil
 	}
 	h := newHarness(t, echo, echo, echo, echo, echo)
-	r := &scriptRunner{}
+	r := &testenv.ScriptRunner{}
 	useRunner(t, r)
 	var res api.ProgramResult
 	req := progReq("p1", "call fs__read {\"path\":\"/a\"}\ncall fs__read {\"path\":\"/b\"}\n\ncall fs__write {\"path\":\"/c\"}\npar fs__read {\"path\":\"/d\"} ; fs__read {\"path\":\"/e\"}")
@@ -222,9 +126,10 @@ func TestProgramCallsGoThroughThePipeline(t *testing.T) {
 		t.Errorf("task %+v", out)
 	}
 	// The request reached the runner whole: tools, limits, memory cap.
-	if len(r.reqs) != 1 || r.memory[0] != 32<<20 || len(r.reqs[0].Tools) != 3 || r.reqs[0].Tools[2] != (wire.Tool{Name: "fs__write", Module: "fs", Function: "write"}) ||
-		r.reqs[0].Limits.MaxSteps != api.DefaultProgramLimits.MaxSteps || r.reqs[0].ProgramID != "p1" {
-		t.Errorf("runner got %+v, memory %v", r.reqs, r.memory)
+	reqs, memory := r.Requests()
+	if len(reqs) != 1 || memory[0] != 32<<20 || len(reqs[0].Tools) != 3 || reqs[0].Tools[2] != (wire.Tool{Name: "fs__write", Module: "fs", Function: "write"}) ||
+		reqs[0].Limits.MaxSteps != api.DefaultProgramLimits.MaxSteps || reqs[0].ProgramID != "p1" {
+		t.Errorf("runner got %+v, memory %v", reqs, memory)
 	}
 }
 
@@ -236,7 +141,7 @@ func TestProgramDeniedCall(t *testing.T) {
 		}
 		return api.Verdict{Effect: api.Allow, Check: api.CheckDefault}, nil
 	}
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	var failed, caught api.ProgramResult
 	h.programAt(time.Second, progReq("p1", "call fs__read {}\ncall fs__delete {\"path\":\"/a\"}\ncall fs__read {}"), &failed, nil)
 	h.programAt(time.Minute, progReq("p2", "try fs__delete {}\ncall fs__read {}"), &caught, nil)
@@ -276,7 +181,7 @@ func TestProgramWaitsForApprovalMidProgram(t *testing.T) {
 	spec.Timeout = 24 * time.Hour
 	h := newApprovalHarness(t, spec, 1)
 	writeApprovals(h)
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	var res api.ProgramResult
 	args := `{"path":"/a"}`
 	req := progReq("p1", "call fs__read {}\ncall fs__write "+args+"\ncall fs__read {}")
@@ -314,7 +219,7 @@ func TestProgramWaitsForApprovalMidProgram(t *testing.T) {
 func TestProgramLimits(t *testing.T) {
 	t.Run("calls", func(t *testing.T) {
 		h := newHarness(t)
-		useRunner(t, &scriptRunner{})
+		useRunner(t, &testenv.ScriptRunner{})
 		var res api.ProgramResult
 		req := progReq("p1", "call fs__read {}\ncall fs__read {}\ncall fs__read {}")
 		req.Limits.MaxCalls = 2
@@ -335,7 +240,7 @@ func TestProgramLimits(t *testing.T) {
 	t.Run("data", func(t *testing.T) {
 		big := `{"content":[{"type":"text","text":"` + strings.Repeat("x", 1000) + `"}]}`
 		h := newHarness(t, respond(okOutput(big), nil))
-		useRunner(t, &scriptRunner{})
+		useRunner(t, &testenv.ScriptRunner{})
 		var res api.ProgramResult
 		req := progReq("p1", "call fs__read {\"path\":\"/a\"}\ncall fs__read {\"path\":\"/b\"}")
 		req.Limits.MaxDataBytes = 1000
@@ -352,7 +257,7 @@ func TestProgramLimits(t *testing.T) {
 	})
 	t.Run("arguments alone", func(t *testing.T) {
 		h := newHarness(t)
-		useRunner(t, &scriptRunner{})
+		useRunner(t, &testenv.ScriptRunner{})
 		var res api.ProgramResult
 		req := progReq("p1", `call fs__read {"path":"`+strings.Repeat("y", 200)+`"}`)
 		req.Limits.MaxDataBytes = 100
@@ -370,7 +275,7 @@ func TestProgramTimeoutStopsItAndCancelsItsCall(t *testing.T) {
 	spec.Timeout = 24 * time.Hour
 	h := newApprovalHarness(t, spec, 1)
 	writeApprovals(h)
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	var res api.ProgramResult
 	req := progReq("p1", "call fs__read {}\ncall fs__write {}\ncall fs__read {}")
 	req.Limits.Timeout = time.Hour
@@ -395,7 +300,7 @@ func TestProgramStopSignal(t *testing.T) {
 	spec.Timeout = 24 * time.Hour
 	h := newApprovalHarness(t, spec, 1)
 	writeApprovals(h)
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	var res, other api.ProgramResult
 	h.programAt(time.Second, progReq("p1", "call fs__write {}\ncall fs__read {}"), &res, nil)
 	h.programAt(2*time.Second, progReq("p2", "call fs__read {}"), &other, nil)
@@ -426,7 +331,7 @@ func TestProgramAtomicRollsBackItsOwnCallsNewestFirst(t *testing.T) {
 		}
 		return api.Verdict{Effect: api.Allow, Check: api.CheckDefault}, nil
 	}
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	h.callAt(time.Second, writeReq("c0"), nil, nil) // the task's own, before the program
 	var res api.ProgramResult
 	req := progReq("p1", "call fs__write {}\ncall fs__read {}\ncall fs__write {}\ncall fs__delete {}")
@@ -451,7 +356,7 @@ func TestProgramAtomicRollsBackItsOwnCallsNewestFirst(t *testing.T) {
 
 func TestProgramNotAtomicKeepsItsCalls(t *testing.T) {
 	h := newCompensationHarness(t)
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	var res api.ProgramResult
 	h.programAt(time.Minute, progReq("p1", "call fs__write {}\nfail boom"), &res, nil)
 	var st api.Status
@@ -465,7 +370,7 @@ func TestProgramNotAtomicKeepsItsCalls(t *testing.T) {
 
 func TestProgramStoppedByTaskRollback(t *testing.T) {
 	h := newCompensationHarness(t, respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent)))
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	var res api.ProgramResult
 	// The first read retries after a second; the rollback arrives in the
 	// meantime and waits for it; the program is stopped at its next call.
@@ -488,7 +393,7 @@ func TestProgramDuringContinueAsNew(t *testing.T) {
 	// for the next run, the program's calls are not, and the task
 	// continues as new once the program has ended.
 	h := newHarness(t, respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent)))
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	in := baseInput()
 	in.Limits.ContinueAsNewAfter = 1
 	var res api.ProgramResult
@@ -519,7 +424,7 @@ func TestProgramDuringContinueAsNew(t *testing.T) {
 	// and refuses a program whose calls it knows but whose result it
 	// does not hold.
 	h2 := newHarness(t)
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	var again, fresh api.ProgramResult
 	h2.programAt(time.Second, progReq("p1", "call fs__write {}"), &again, nil)
 	h2.programAt(2*time.Second, progReq("p2", "call fs__read {}"), &fresh, nil)
@@ -534,7 +439,7 @@ func TestProgramDuringContinueAsNew(t *testing.T) {
 	}
 
 	h3 := newHarness(t)
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	var forgotten error
 	lost, c := next, *next.Carried
 	c.Programs = nil
@@ -612,7 +517,7 @@ func TestProgramValidator(t *testing.T) {
 		{empty, "Source is empty"},
 	}
 	h := newHarness(t)
-	useRunner(t, &scriptRunner{})
+	useRunner(t, &testenv.ScriptRunner{})
 	errs := make([]error, len(cases))
 	for i, c := range cases {
 		id := c.req.ProgramID
@@ -643,7 +548,7 @@ func TestProgramRefusedWithoutRunnerAndWhileFinishing(t *testing.T) {
 	h := newHarness(t)
 	var off, finishing error
 	h.programAt(time.Second, progReq("p1", "call fs__read {}"), nil, &off)
-	h.env.RegisterDelayedCallback(func() { useRunner(t, &scriptRunner{}) }, 2*time.Second)
+	h.env.RegisterDelayedCallback(func() { useRunner(t, &testenv.ScriptRunner{}) }, 2*time.Second)
 	// A call that retries keeps the task running while it finishes.
 	h.tools.script = []func(api.CallToolInput) (api.CallToolOutput, error){respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent))}
 	h.callAt(3*time.Second, req("c1", false), nil, nil)
@@ -661,7 +566,7 @@ func TestProgramRefusedWithoutRunnerAndWhileFinishing(t *testing.T) {
 
 func TestProgramRunnerErrorFailsTheWorkflowTask(t *testing.T) {
 	h := newHarness(t)
-	useRunner(t, &scriptRunner{err: errors.New("guest module did not load")})
+	useRunner(t, &testenv.ScriptRunner{Err: errors.New("guest module did not load")})
 	completed := false
 	h.env.RegisterDelayedCallback(func() {
 		h.env.UpdateWorkflow(api.UpdateRunProgram, "p1", &testsuite.TestUpdateCallback{
