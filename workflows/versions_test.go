@@ -17,9 +17,7 @@ import (
 // history in testdata holds, each with the reason. It is empty: every change
 // ID has a history that replays through its new branch. Adding one here
 // needs a reason, not a missing recording.
-var noRecordedHistory = map[string]string{
-	"run-program": "code mode (issue 27) is being built; its history needs the program runner the worker does not wire yet",
-}
+var noRecordedHistory = map[string]string{}
 
 // TestChangeIDs keeps versions.go, the workflow.GetVersion calls and the
 // recorded histories in step: every GetVersion call of the package names
