@@ -499,6 +499,8 @@ func TestProgramValidator(t *testing.T) {
 	badModule := progReq("p10", "call fs__read {}")
 	badModule.Tools[1].Module = "fs.x"
 	empty := progReq("p11", "  \n")
+	longID := progReq(strings.Repeat("p", maxProgramIDBytes+1), "call fs__read {}")
+	ctrlID := progReq("p\x0012", "call fs__read {}")
 	cases := []struct {
 		req  api.ProgramRequest
 		want string
@@ -515,6 +517,8 @@ func TestProgramValidator(t *testing.T) {
 		{unrouted, "must have Name, Server and UpstreamTool"},
 		{badModule, "must be identifiers"},
 		{empty, "Source is empty"},
+		{longID, "ProgramID is 201 bytes; keep it under 200"},
+		{ctrlID, "holds a space or a control character"},
 	}
 	h := newHarness(t)
 	useRunner(t, &testenv.ScriptRunner{})
@@ -587,5 +591,37 @@ func TestProgramRunnerErrorFailsTheWorkflowTask(t *testing.T) {
 	}
 	if completed {
 		t.Error("the program's Update completed with a result: a runner failure was recorded as its outcome")
+	}
+}
+
+// A program's denied call under rollback_on_deny rolls the task back
+// while the program waits for that call: the rollback must not wait for
+// the program (it is in no inFlight), and the program is stopped.
+func TestProgramRollbackOnDenyDoesNotDeadlock(t *testing.T) {
+	h := newCompensationHarness(t)
+	h.policy.decide = func(in api.DecideInput) (api.Verdict, error) {
+		if in.Tool == "fs__delete" {
+			return api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "no-deletes", Reason: "denied by rule no-deletes"}, nil
+		}
+		return api.Verdict{Effect: api.Allow, Check: api.CheckDefault}, nil
+	}
+	useRunner(t, &testenv.ScriptRunner{})
+	var res api.ProgramResult
+	h.programAt(time.Second, progReq("p1", "call fs__write {}\ncall fs__delete {}\ncall fs__read {}"), &res, nil)
+	h.finishAt(time.Hour)
+	in := baseInput()
+	in.RollbackOnDeny = true
+	out := h.run(in)
+	if res.Outcome != api.ProgramStopped || !strings.Contains(res.Error, "rolled back") {
+		t.Fatalf("result %+v", res)
+	}
+	if len(res.Calls) != 2 || res.Calls[1].Outcome != api.OutcomeDenied || !strings.Contains(res.Calls[1].Reason, "rollback_on_deny") {
+		t.Errorf("calls %+v", res.Calls)
+	}
+	if seq := h.toolSeq(); seq[len(seq)-1] != `restore{"undo":"p1/1"}` {
+		t.Errorf("tools ran %q; want p1/1 undone last", seq)
+	}
+	if out.State != api.StateFinished {
+		t.Errorf("task %+v", out)
 	}
 }
