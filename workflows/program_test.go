@@ -625,3 +625,23 @@ func TestProgramRollbackOnDenyDoesNotDeadlock(t *testing.T) {
 		t.Errorf("task %+v", out)
 	}
 }
+
+// Finishing the task stops a running program at its next call; the task
+// ends once the program (and the call it was running) has.
+func TestProgramStoppedByFinish(t *testing.T) {
+	h := newHarness(t, respond(api.CallToolOutput{}, appErr(api.ErrTypeNotSent)))
+	useRunner(t, &testenv.ScriptRunner{})
+	var res api.ProgramResult
+	h.programAt(time.Second, progReq("p1", "call fs__read {}\ncall fs__read {}"), &res, nil)
+	h.finishAt(1500 * time.Millisecond) // while the first read waits to retry
+	out := h.run(baseInput())
+	if res.Outcome != api.ProgramStopped || !strings.Contains(res.Error, "the task is finishing") {
+		t.Fatalf("result %+v", res)
+	}
+	if len(res.Calls) != 1 || res.Calls[0].Outcome != api.OutcomeOK {
+		t.Errorf("calls %+v: the running read finishes", res.Calls)
+	}
+	if out.State != api.StateFinished || out.Calls != 1 || h.tools.calls() != 2 {
+		t.Errorf("task %+v, tools ran %d (the read and its retry)", out, h.tools.calls())
+	}
+}
