@@ -175,6 +175,8 @@ func checkProgramTools(tools []api.ProgramTool) error {
 			return fmt.Errorf("run_program: Tools[%d] (%q) must have Name, Server and UpstreamTool", i, tl.Name)
 		case !isIdent(tl.Module) || !isIdent(tl.Function):
 			return fmt.Errorf("run_program: Tools[%d] (%q) is %q; Module and Function must be identifiers (letters, digits, _)", i, tl.Name, fn)
+		case starlarkKeywords[tl.Module] || starlarkKeywords[tl.Function]:
+			return fmt.Errorf("run_program: Tools[%d] (%q) is %q, and a Starlark keyword cannot name a module or function; rename it (add a _ suffix)", i, tl.Name, fn)
 		case i > 0 && tools[i-1].Name == tl.Name:
 			return fmt.Errorf("run_program: Tools[%d]: tool %q is listed twice; list each tool once", i, tl.Name)
 		case i > 0 && tools[i-1].Name > tl.Name:
@@ -190,6 +192,15 @@ func checkProgramTools(tools []api.ProgramTool) error {
 		funcs[fold(fn)] = tl.Name
 	}
 	return nil
+}
+
+// starlarkKeywords are Starlark's keywords and reserved words: a program
+// could not write fs.pass(...) (lookup only).
+var starlarkKeywords = map[string]bool{
+	"and": true, "break": true, "continue": true, "def": true, "elif": true, "else": true, "for": true, "if": true,
+	"in": true, "lambda": true, "load": true, "not": true, "or": true, "pass": true, "return": true, "while": true,
+	"as": true, "assert": true, "async": true, "await": true, "class": true, "del": true, "except": true, "finally": true,
+	"from": true, "global": true, "import": true, "is": true, "nonlocal": true, "raise": true, "try": true, "with": true, "yield": true,
 }
 
 func fold(s string) string { return strings.ToLower(strings.ToUpper(s)) }

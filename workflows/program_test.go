@@ -501,6 +501,8 @@ func TestProgramValidator(t *testing.T) {
 	empty := progReq("p11", "  \n")
 	longID := progReq(strings.Repeat("p", maxProgramIDBytes+1), "call fs__read {}")
 	ctrlID := progReq("p\x0012", "call fs__read {}")
+	keyword := progReq("p12", "call fs__read {}")
+	keyword.Tools[1].Function = "pass"
 	cases := []struct {
 		req  api.ProgramRequest
 		want string
@@ -519,6 +521,7 @@ func TestProgramValidator(t *testing.T) {
 		{empty, "Source is empty"},
 		{longID, "ProgramID is 201 bytes; keep it under 200"},
 		{ctrlID, "holds a space or a control character"},
+		{keyword, "a Starlark keyword cannot name a module or function"},
 	}
 	h := newHarness(t)
 	useRunner(t, &testenv.ScriptRunner{})
