@@ -223,6 +223,13 @@ func (t *task) runProgram(ctx workflow.Context, req api.ProgramRequest) (api.Pro
 	if res, ok := t.programDone(req.ProgramID); ok {
 		return res, nil
 	}
+	runner := programRunner
+	if runner == nil {
+		// A worker without code mode replays a task that ran a program
+		// (the validator refused new ones): its workflow task fails, and
+		// a worker with code mode can take it.
+		panic(fmt.Sprintf("run_program %s: code mode is not enabled on this worker, and this task runs a program", req.ProgramID))
+	}
 	// Marks the run as one that runs programs; a change to how the host
 	// drives them (the commands per call, the replies) bumps it.
 	_ = workflow.GetVersion(ctx, changeRunProgram, workflow.DefaultVersion, 1)
@@ -232,13 +239,6 @@ func (t *task) runProgram(ctx workflow.Context, req api.ProgramRequest) (api.Pro
 	t.programs = append(t.programs, p)
 	t.startProgramTimer(ctx, p)
 
-	runner := programRunner
-	if runner == nil {
-		// A worker without code mode replays a task that ran a program
-		// (the validator refused new ones): its workflow task fails, and
-		// a worker with code mode can take it.
-		panic(fmt.Sprintf("run_program %s: code mode is not enabled on this worker, and this task runs a program", req.ProgramID))
-	}
 	h := &programHost{t: t, p: p, ctx: ctx}
 	// The interpreter needs no context of its own: the host's replies
 	// stop it (stopped, program_limit), and it stops itself at its step

@@ -304,8 +304,12 @@ func TestProgramStopSignal(t *testing.T) {
 	var res, other api.ProgramResult
 	h.programAt(time.Second, progReq("p1", "call fs__write {}\ncall fs__read {}"), &res, nil)
 	h.programAt(2*time.Second, progReq("p2", "call fs__read {}"), &other, nil)
+	var bare api.ProgramResult
+	h.programAt(3*time.Second, progReq("p3", "call fs__write {}"), &bare, nil)
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(api.SignalStopProgram, api.StopProgram{ProgramID: "p1", By: "carol", Reason: "wrong repo"})
+		h.env.SignalWorkflow(api.SignalStopProgram, "p3") // a program ID alone
+		h.env.SignalWorkflow(api.SignalStopProgram, 42)   // neither: ignored
 	}, 10*time.Minute)
 	h.finishAt(time.Hour)
 	h.run(baseInput())
@@ -314,6 +318,9 @@ func TestProgramStopSignal(t *testing.T) {
 	}
 	if len(res.Calls) != 1 || res.Calls[0].Outcome != api.OutcomeCancelled {
 		t.Errorf("calls %+v", res.Calls)
+	}
+	if bare.Outcome != api.ProgramStopped || bare.Error != "an operator stopped the program" {
+		t.Errorf("p3 %+v", bare)
 	}
 	if other.Outcome != api.ProgramOK {
 		t.Errorf("the other program %+v", other)
