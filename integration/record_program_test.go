@@ -21,7 +21,9 @@ import (
 
 // TestRecordProgramHistory records an agent task that runs programs
 // (code mode, changeRunProgram) with testenv.ScriptRunner, which the
-// replay test runs them with too: an atomic program whose calls run in
+// replay test runs them with too; their source is the Starlark subset it
+// plays, which the real interpreter runs with the same calls, so the
+// history replays with either: an atomic program whose calls run in
 // sequence and in parallel, wait for an approval, are denied (caught, then
 // not) and whose own write is rolled back; a plain program; and one
 // stopped by SignalStopProgram while its call waits for approval. With
@@ -87,11 +89,11 @@ func TestRecordProgramHistory(t *testing.T) {
 
 	// 1: atomic; its put waits for bob, its last echo is denied and fails
 	// it, and the put is undone.
-	h1 := start("prog-1", `call counter__echo {"text":"one"}
-par counter__echo {"text":"a"} ; counter__echo {"text":"b"}
-call counter__put {"key":"p1"}
-try counter__echo {"text":"secret"}
-call counter__echo {"text":"secret"}`, true)
+	h1 := start("prog-1", `counter.echo(text="one")
+parallel(lambda: counter.echo(text="a"), lambda: counter.echo(text="b"))
+counter.put(key="p1")
+attempt(counter.echo, text="secret")
+counter.echo(text="secret")`, true)
 	ar := pending("prog-1/4")
 	if ar.Program != "prog-1" || ar.Line != 3 {
 		t.Errorf("approval request %+v: want program prog-1, line 3", ar)
@@ -108,13 +110,13 @@ call counter__echo {"text":"secret"}`, true)
 	}
 
 	// 2: plain.
-	r2 := result(start("prog-2", `call counter__echo {"text":"two"}`, false))
+	r2 := result(start("prog-2", `counter.echo(text="two")`, false))
 	if r2.Outcome != api.ProgramOK || string(r2.Result) != `["two"]` {
 		t.Fatalf("prog-2: %+v (%s)", r2, r2.Result)
 	}
 
 	// 3: stopped while its put waits for approval.
-	h3 := start("prog-3", `call counter__put {"key":"p3"}`, false)
+	h3 := start("prog-3", `counter.put(key="p3")`, false)
 	pending("prog-3/1")
 	if err := s.client.SignalWorkflow(ctx, taskID, "", api.SignalStopProgram, api.StopProgram{ProgramID: "prog-3", By: "recorder", Reason: "not needed"}); err != nil {
 		t.Fatal(err)

@@ -655,3 +655,30 @@ func TestProgramStoppedByFinish(t *testing.T) {
 		t.Errorf("task %+v, tools ran %d (the read and its retry)", out, h.tools.calls())
 	}
 }
+
+// The recorded program histories are written in the Starlark the real
+// interpreter runs; testenv.ScriptRunner plays that subset the same way.
+func TestScriptRunnerPlaysStarlark(t *testing.T) {
+	h := newHarness(t)
+	useRunner(t, &testenv.ScriptRunner{})
+	var res api.ProgramResult
+	src := `# a comment
+fs.read(path="/a", n=2)
+parallel(lambda: fs.read(path="/b"), lambda: fs.write(path="/c", force=True))
+attempt(fs.delete, path="/d")`
+	h.programAt(time.Second, progReq("p1", src), &res, nil)
+	h.finishAt(time.Hour)
+	h.run(baseInput())
+	if res.Outcome != api.ProgramOK {
+		t.Fatalf("result %+v", res)
+	}
+	var got []string
+	for _, in := range h.policy.seen {
+		got = append(got, in.Tool+" "+string(in.Arguments))
+	}
+	slices.Sort(got[1:3])
+	want := []string{`fs__read {"n":2,"path":"/a"}`, `fs__read {"path":"/b"}`, `fs__write {"force":true,"path":"/c"}`, `fs__delete {"path":"/d"}`}
+	if !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+}

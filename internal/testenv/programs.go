@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -21,6 +22,17 @@ import (
 //	try TOOL ARGS             the same, but a call not ok is a value
 //	par TOOL ARGS ; TOOL ARGS start them all, then wait for each
 //	fail MESSAGE              the program fails
+//
+// or in the Starlark the real interpreter runs the same way (so that a
+// recorded history replays with either): a line
+//
+//	module.function(key="value", ...)
+//	attempt(module.function, key="value", ...)
+//	parallel(lambda: module.function(...), lambda: ...)
+//	fail("message")
+//
+// is call, try, par and fail (keyword arguments only, strings or JSON
+// literals; a line starting with # is a comment).
 //
 // A "stopped" or "program_limit" reply ends it (Done "stopped" or
 // "limit"). It ends ok with the list of its calls' values (a failed
@@ -91,6 +103,9 @@ func (r *ScriptRunner) Run(_ context.Context, req wire.Request, memoryBytes int6
 	for i, ln := range strings.Split(req.Source, "\n") {
 		line := i + 1
 		op, rest, _ := strings.Cut(strings.TrimSpace(ln), " ")
+		if o, r, ok := starlarkStep(strings.TrimSpace(ln), req.Tools); ok {
+			op, rest = o, r
+		}
 		var done *wire.Done
 		switch op {
 		case "":
@@ -115,4 +130,92 @@ func (r *ScriptRunner) Run(_ context.Context, req wire.Request, memoryBytes int6
 	}
 	b, _ := json.Marshal(values)
 	return wire.Done{Outcome: wire.OutcomeOK, Result: b, Output: fmt.Sprintf("%d calls\n", id), Steps: int64(id)}, nil
+}
+
+// starlarkStep translates one line of the Starlark subset into a step;
+// ok is false when the line is not in it.
+func starlarkStep(ln string, tools []wire.Tool) (op, rest string, ok bool) {
+	inner := func(prefix string) (string, bool) {
+		if !strings.HasPrefix(ln, prefix) || !strings.HasSuffix(ln, ")") {
+			return "", false
+		}
+		return ln[len(prefix) : len(ln)-1], true
+	}
+	if strings.HasPrefix(ln, "#") {
+		return "", "", true
+	}
+	if in, ok := inner("fail("); ok {
+		msg, err := strconv.Unquote(strings.TrimSpace(in))
+		return "fail", msg, err == nil
+	}
+	if in, ok := inner("attempt("); ok {
+		fn, kw, _ := strings.Cut(in, ",")
+		step, ok := callStep(strings.TrimSpace(fn), kw, tools)
+		return "try", step, ok
+	}
+	if in, ok := inner("parallel("); ok {
+		var steps []string
+		for _, l := range strings.Split(in, "lambda:")[1:] {
+			l = strings.TrimSuffix(strings.TrimSpace(l), ",")
+			call, ok := parseCall(strings.TrimSpace(l), tools)
+			if !ok {
+				return "", "", false
+			}
+			steps = append(steps, call)
+		}
+		return "par", strings.Join(steps, ";"), len(steps) > 0
+	}
+	step, ok := parseCall(ln, tools)
+	return "call", step, ok
+}
+
+// parseCall reads module.function(kwargs) as the step "NAME ARGS".
+func parseCall(s string, tools []wire.Tool) (string, bool) {
+	open := strings.IndexByte(s, '(')
+	if open < 0 || !strings.HasSuffix(s, ")") {
+		return "", false
+	}
+	return callStep(s[:open], s[open+1:len(s)-1], tools)
+}
+
+// callStep is the step calling fn (module.function) with kwargs.
+func callStep(fn, kwargs string, tools []wire.Tool) (string, bool) {
+	module, function, ok := strings.Cut(fn, ".")
+	if !ok {
+		return "", false
+	}
+	i := slices.IndexFunc(tools, func(t wire.Tool) bool { return t.Module == module && t.Function == function })
+	if i < 0 {
+		return "", false
+	}
+	args := map[string]json.RawMessage{}
+	for _, kv := range strings.Split(kwargs, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return "", false
+		}
+		v = strings.TrimSpace(v)
+		if u, err := strconv.Unquote(v); err == nil {
+			b, _ := json.Marshal(u)
+			args[strings.TrimSpace(k)] = b
+			continue
+		}
+		switch v {
+		case "True":
+			v = "true"
+		case "False":
+			v = "false"
+		case "None":
+			v = "null"
+		}
+		if !json.Valid([]byte(v)) {
+			return "", false
+		}
+		args[strings.TrimSpace(k)] = json.RawMessage(v)
+	}
+	b, _ := json.Marshal(args) // keys sorted, as the interpreter encodes them
+	return tools[i].Name + " " + string(b), true
 }
