@@ -177,6 +177,9 @@ type ApprovalNotice struct {
 	Escalation  bool      `json:",omitempty"`
 	// MaxGrant (approval grants): the grants an approver may make.
 	MaxGrant *GrantBound `json:",omitempty"`
+	// Program and Line: see ApprovalRequest.
+	Program string `json:",omitempty"`
+	Line    int    `json:",omitempty"`
 
 	// Approve with edits (edits.go).
 	ApprovalEdits

@@ -139,3 +139,25 @@ type ProgramCall struct {
 	Outcome Outcome
 	Reason  string `json:",omitempty"`
 }
+
+// SignalStopProgram (a StopProgram) stops a running program of the task
+// at its next call: the call it waits for, or the next it starts, is
+// answered "stopped", and its running calls are cancelled like
+// SignalCancelCall's. A program that is not running is not affected.
+const SignalStopProgram = "stop_program"
+
+// StopProgram is the payload of SignalStopProgram.
+type StopProgram struct {
+	ProgramID string
+	// By and Reason say who stopped it and why (in the program's Error).
+	By     string `json:",omitempty"`
+	Reason string `json:",omitempty"`
+}
+
+// ProgramStatus is a running program in the task's Status.
+type ProgramStatus struct {
+	ProgramID string
+	// Calls is how many tool calls it has started.
+	Calls   int
+	Started time.Time
+}

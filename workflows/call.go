@@ -66,6 +66,16 @@ func (t *task) validateCall(req api.CallRequest) error {
 		// A repeat is answered at once whatever the task is doing
 		// (finishing, rolling back, draining for continue-as-new).
 		return nil
+	}
+	return t.takesNew()
+}
+
+// takesNew refuses new work (a call, a program) when the task is not
+// running it now: its rollback failed, it is finishing or rolling back,
+// or it drains for continue-as-new (the client retries against the next
+// run).
+func (t *task) takesNew() error {
+	switch {
 	case t.state == api.StateRollbackFailed:
 		return fmt.Errorf("task %s could not be rolled back completely; an operator must retry the rollback (airlock tasks rollback %s) or finish the task before it takes new calls", t.in.TaskID, t.in.TaskID)
 	case t.state != api.StateRunning || t.finish || t.canceled:

@@ -181,4 +181,16 @@ const (
 	// fast path's retries in fastpath.go); first recorded in
 	// testdata/judged_route_v1_run1.json.
 	changeJudgedRoute = "judged-route"
+
+	// changeRunProgram versions code mode (issue 27): the run_program
+	// Update runs a program whose tool calls go through the call pipeline.
+	// Runs from before it never received one (the Update had no handler),
+	// so its marker, recorded when a run's first program starts, marks
+	// the histories that hold programs; a change to how the host drives a
+	// program (the commands per call, the replies it hands the program)
+	// bumps it.
+	//
+	// Feature in program.go and program_host.go, GetVersion in program.go;
+	// first recorded in testdata/program_v1_run1.json.
+	changeRunProgram = "run-program"
 )

@@ -12,7 +12,9 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/timeline"
+	"github.com/airlock-run/airlock/workflows"
 )
 
 // recordedHistories are the workflows' recorded histories.
@@ -163,6 +165,10 @@ func TestAuditVerifyFile(t *testing.T) {
 // recorded history replays, and the must-fail one does not.
 func TestAuditVerifyHistory(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+	// Programs (code mode) replay with a program runner; those recorded
+	// were written in the Starlark subset testenv.ScriptRunner plays.
+	workflows.UseProgramRunner(&testenv.ScriptRunner{})
+	t.Cleanup(func() { workflows.UseProgramRunner(nil) })
 	files, err := filepath.Glob(filepath.Join(recordedHistories, "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no recorded histories (%v)", err)

@@ -55,6 +55,12 @@ func layerOf(pkg string) (layer int, ok bool) {
 // allowed reports whether from may import to, both in the module, and if
 // not, why.
 func allowed(from, to string) (bool, string) {
+	if to == "wasm/program/wire" {
+		// The protocol between the program guest and its host (code
+		// mode, issue 27): standard library only, a contract both sides
+		// share.
+		return true, ""
+	}
 	if strings.HasPrefix(from, "wasm") || strings.HasPrefix(to, "wasm") {
 		// The example guests are not part of the runtime.
 		if strings.HasPrefix(from, "wasm") && strings.HasPrefix(to, "wasm") {
