@@ -171,6 +171,10 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	if in.TimeoutSeconds > 0 && time.Duration(in.TimeoutSeconds)*time.Second < wait {
 		wait = time.Duration(in.TimeoutSeconds) * time.Second
 	}
+	if isProgramID(in.Call) {
+		// A program is an Update of its own kind (programs.go).
+		return g.awaitProgram(ctx, task, in.Call, wait), nil, nil
+	}
 	// A finished call is answered from the task's memory: one that
 	// finished in an earlier run of the task (before it continued as new)
 	// is no Update of the current run, whose handle would wait for it in
