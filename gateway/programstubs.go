@@ -28,6 +28,7 @@ const (
 	maxStubEnum    = 6         // enum values shown; then |...
 	maxStubEnumVal = 24        // bytes of an enum value
 	maxStubSummary = 100       // bytes of the summary
+	maxStubArgs    = 400       // bytes of the parameter list; then "..."
 	maxStubLine    = 600       // bytes of the whole line
 )
 
@@ -66,14 +67,19 @@ func stubParams(schema any) string {
 		return "**kwargs"
 	}
 	parts := make([]string, 0, len(params)+1)
+	size := 0
 	for _, required := range []bool{true, false} {
 		for _, p := range params {
-			if p.required != required {
+			if p.required != required || more && size > maxStubArgs {
 				continue
 			}
 			s := p.name + ": " + p.typ
 			if !required {
 				s += " = None"
+			}
+			if size += len(s) + 2; size > maxStubArgs {
+				more = true // the rest is left out, the summary kept
+				continue
 			}
 			parts = append(parts, s)
 		}
@@ -164,7 +170,7 @@ func schemaJSON(schema any) (json.RawMessage, bool) {
 
 func hasSchema(schema any) bool {
 	raw, ok := schemaJSON(schema)
-	return ok && string(raw) != "{}"
+	return ok && string(raw) != "{}" && json.Valid(raw)
 }
 
 // stubParamName is a parameter as a keyword argument: an identifier as it
