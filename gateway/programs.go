@@ -218,7 +218,10 @@ func parseProgramInput(raw json.RawMessage, maxSource int) (runProgramIn, error)
 	if err := jsoncanon.CheckDuplicates(raw); err != nil {
 		var dup *jsoncanon.DuplicateKeyError
 		if errors.As(err, &dup) {
-			return in, fmt.Errorf("%s is given twice; give each argument once", strings.TrimPrefix(dup.Path, "$."))
+			if dup.Path == "$" {
+				return in, fmt.Errorf("%s is given twice; give each argument once", truncateUTF8(dup.Key, 64))
+			}
+			return in, fmt.Errorf("the key %q is given twice at %s; give each key once", truncateUTF8(dup.Key, 64), dup.Path)
 		}
 		return in, fmt.Errorf("the arguments are not JSON: %v", err)
 	}
