@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/manifests"
 )
 
 func programGateway(t *testing.T, ft *fakeTemporal, o Options) (*Gateway, *mcp.ClientSession) {
@@ -415,5 +417,57 @@ func TestRunProgramPendingAndAwait(t *testing.T) {
 	got := callTool(t, cs, ToolAwait, map[string]any{"call": "prog-k-p1"}, "")
 	if got.IsError || textOf(got) != "[1,2]" {
 		t.Fatalf("await: isError=%v %q", got.IsError, textOf(got))
+	}
+}
+
+// TestProgramDescriptionFigures measures airlock_run_program's
+// description for the example configuration's tools (airlock.yaml:
+// manifests/examples: the npm filesystem and memory servers' real
+// schemas, captured in testdata/programs, and the native tools'
+// manifest schemas) against the full tools/list JSON of the same tools.
+func TestProgramDescriptionFigures(t *testing.T) {
+	g := New(Options{Principal: "alice", Programs: &ProgramOptions{}})
+	var defs []*mcp.Tool
+	add := func(server string, tool *mcp.Tool) {
+		def := *tool
+		def.Name = server + "__" + tool.Name
+		defs = append(defs, &def)
+		g.mu.Lock()
+		g.tools[def.Name] = &toolEntry{exposed: def.Name, server: server, upstream: tool.Name, def: &def}
+		g.mu.Unlock()
+	}
+	load := func(name string) *manifests.Manifest {
+		m, err := manifests.Load(filepath.Join("..", "manifests", "examples", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, server := range []string{"filesystem", "memory"} {
+		m := load(server)
+		for _, tool := range fixtureTools(t, server) {
+			// As buildEntries: the manifest's description, if any, is shown.
+			if d := m.Tools[tool.Name]; d != nil && d.Description != "" {
+				tool.Description = d.Description
+			}
+			add(server, tool)
+		}
+	}
+	native := load("native")
+	for name, decl := range native.Tools {
+		if decl.WASM == nil {
+			t.Fatalf("native tool %s has no wasm block", name)
+		}
+		add(native.Server.Name, &mcp.Tool{Name: name, Description: decl.Description, InputSchema: decl.WASM.InputSchema})
+	}
+	desc := g.programDescription(nil)
+	stubs := strings.Join(g.programStubs(g.programTable(nil, g.open)), "\n")
+	full, _ := json.Marshal(defs)
+	t.Logf("%d tools: stubs %d bytes; description (rules %d + stubs) %d bytes; full tools/list JSON %d bytes", len(defs), len(stubs), len(ProgramRules), len(desc), len(full))
+	if !strings.Contains(desc, stubs) || len(desc) > DefaultProgramDescriptionBytes {
+		t.Errorf("the example configuration's stubs (%d bytes) should fit the default description bound %d", len(desc), DefaultProgramDescriptionBytes)
+	}
+	if len(stubs) >= len(full)/2 {
+		t.Errorf("stubs %d bytes, full list %d: want stubs well under half", len(stubs), len(full))
 	}
 }
