@@ -360,7 +360,11 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 			return errorResult(taskID, "", err.Error()), nil
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, g.inlineWait(ctx))
+	// The whole inline wait, even for a client that declared MCP Tasks
+	// (whose calls wait TaskHandleWait for a task handle, mcptasks.go): a
+	// program is no MCP Task yet, and its pending answer points at
+	// airlock_await.
+	wctx, cancel := context.WithTimeout(ctx, g.opts.InlineWait)
 	defer cancel()
 	stop := g.progress(ctx, req, taskID, programID, func() bool { return false })
 	defer stop()
