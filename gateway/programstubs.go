@@ -174,7 +174,9 @@ func hasSchema(schema any) bool {
 }
 
 // stubParamName is a parameter as a keyword argument: an identifier as it
-// is, any other name quoted (pass it with **{"name": value}).
+// is; a name no keyword argument can spell ("foo-bar", "from") quoted, so
+// that the model sees what the tool takes rather than a name that would
+// be wrong.
 func stubParamName(name string) string {
 	name = truncateUTF8(name, maxStubParam)
 	if isIdent(name) && !starlarkKeywords[name] {
