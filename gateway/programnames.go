@@ -85,9 +85,11 @@ func programName(exposed string) (module, function string) {
 }
 
 // programTools names the tools of a program's table (see the file
-// comment), sorted by exposed name. Two tools with the same module and
-// function keep it for the first in that order; the later ones get "_2",
-// "_3", ... on the function (the first free).
+// comment), sorted by exposed name. Two tools whose module.function is the
+// same, ignoring case (the task refuses a table where "FS.Read" and
+// "fs.read" both name a function: a model would mix them up), keep it for
+// the first in that order; the later ones get "_2", "_3", ... on the
+// function (the first free).
 func programTools(tools []api.ProgramTool) []api.ProgramTool {
 	out := append([]api.ProgramTool(nil), tools...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -95,10 +97,10 @@ func programTools(tools []api.ProgramTool) []api.ProgramTool {
 	for i := range out {
 		mod, fn := programName(out[i].Name)
 		name := fn
-		for n := 2; used[mod+"."+name]; n++ {
+		for n := 2; used[strings.ToLower(mod+"."+name)]; n++ {
 			name = fn + "_" + strconv.Itoa(n)
 		}
-		used[mod+"."+name] = true
+		used[strings.ToLower(mod+"."+name)] = true
 		out[i].Module, out[i].Function = mod, name
 	}
 	return out

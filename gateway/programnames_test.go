@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -51,9 +52,9 @@ func TestProgramNames(t *testing.T) {
 	}
 }
 
-// TestProgramNameCollisions: names that sanitize alike are told apart in
-// the order of their exposed names, whatever order they come in; names
-// that differ in case only are different identifiers and keep theirs.
+// TestProgramNameCollisions: names that sanitize alike, or alike but for
+// case, are told apart in the order of their exposed names, whatever
+// order they come in.
 func TestProgramNameCollisions(t *testing.T) {
 	want := []string{
 		"FS__Read -> FS.Read",
@@ -61,7 +62,7 @@ func TestProgramNameCollisions(t *testing.T) {
 		"fs__a.b -> fs.a_b_2",
 		"fs__a_b -> fs.a_b_3",
 		"fs__a_b_2 -> fs.a_b_2_2", // its own name was taken by the collision before it
-		"fs__read -> fs.read",
+		"fs__read -> fs.read_2",   // FS.Read, case folded
 		"fs__ä_b -> fs.__b",
 		"fs__ö_b -> fs.__b_2",
 	}
@@ -72,13 +73,14 @@ func TestProgramNameCollisions(t *testing.T) {
 			t.Fatalf("rotation %d (-want +got):\n%s", i, diff)
 		}
 	}
-	// Every module.function is unique.
+	// Every module.function is unique, case folded.
 	seen := map[string]bool{}
-	for _, tl := range tableOf(in...) {
-		if seen[tl.Module+"."+tl.Function] {
-			t.Fatalf("%s.%s twice", tl.Module, tl.Function)
+	for _, tl := range tableOf(append(in, "Fs__READ", "fS__Read_2", "FS__A_B")...) {
+		k := strings.ToLower(tl.Module + "." + tl.Function)
+		if seen[k] {
+			t.Fatalf("%s.%s twice (case folded)", tl.Module, tl.Function)
 		}
-		seen[tl.Module+"."+tl.Function] = true
+		seen[k] = true
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
@@ -204,8 +206,9 @@ type runProgramIn struct {
 	Key    string
 }
 
-// maxProgramKey bounds a program's idempotency key, as a call's.
-const maxProgramKey = 200
+// maxProgramKey bounds a program's idempotency key: its ID
+// (ProgramIDForKey) is at most the 200 bytes the task takes.
+const maxProgramKey = 200 - len(programPrefix+"k-")
 
 // parseProgramInput reads airlock_run_program's arguments strictly: an
 // object of exactly the members source, atomic and key (spelled so), of
@@ -276,17 +279,20 @@ func strictString(raw json.RawMessage, dst *string) error {
 
 // checkProgramKey: a key names one program (ProgramIDForKey), so it
 // holds no "/" (which separates a program's ID from its calls' numbers,
-// api.ProgramCallID) and no control characters.
+// api.ProgramCallID), and, as the task requires of a program's ID, no
+// space or control character.
 func checkProgramKey(k string) error {
 	switch {
 	case k == "":
 		return errors.New("key is empty; omit it, or give a unique key")
 	case len(k) > maxProgramKey:
-		return fmt.Errorf("key is longer than %d characters; use a shorter unique key", maxProgramKey)
+		return fmt.Errorf("key is longer than %d bytes; use a shorter unique key", maxProgramKey)
 	case strings.ContainsRune(k, '/'):
 		return errors.New(`key must not contain "/"; use another separator, e.g. "-"`)
-	case strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return errors.New("key must not contain control characters")
+	case !utf8.ValidString(k):
+		return errors.New("key is not valid UTF-8")
+	case strings.ContainsFunc(k, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return errors.New(`key must not contain spaces or control characters; use letters, digits and punctuation, e.g. "report-2026-01"`)
 	}
 	return nil
 }

@@ -175,9 +175,12 @@ func TestRunProgramRefusesBadInput(t *testing.T) {
 		{"atomic a number", json.RawMessage(`{"source": "x", "atomic": 1}`), "atomic must be true or false"},
 		{"key a number", json.RawMessage(`{"source": "x", "key": 12345678901234567890}`), "key must be a string"},
 		{"key with a slash", map[string]any{"source": "x", "key": "a/1"}, `key must not contain "/"`},
-		{"key too long", map[string]any{"source": "x", "key": strings.Repeat("k", 201)}, "key is longer than 200"},
+		{"key too long", map[string]any{"source": "x", "key": strings.Repeat("k", 194)}, "key is longer than 193 bytes"},
+		{"key with a space", map[string]any{"source": "x", "key": "a b"}, "must not contain spaces"},
+		{"key with a no-break space", map[string]any{"source": "x", "key": "a\u00a0b"}, "must not contain spaces"},
 		{"key empty", map[string]any{"source": "x", "key": ""}, "key is empty"},
 		{"key control", map[string]any{"source": "x", "key": "a\nb"}, "control characters"},
+		{"key DEL", map[string]any{"source": "x", "key": "a\u007fb"}, "control characters"},
 		{"unknown member", map[string]any{"source": "x", "timeout": 5}, `"timeout" is not an argument`},
 		{"case variant", map[string]any{"Source": "x"}, `"Source" is not an argument`},
 		{"repeated source", json.RawMessage(`{"source": "print(1)", "source": "delete_all()"}`), "source is given twice"},
@@ -227,6 +230,10 @@ func TestParseProgramInput(t *testing.T) {
 	in, err := parseProgramInput(json.RawMessage(`{"source":"result = 1","atomic":true,"key":"x-1","atomic2":1}`), 1000)
 	if err == nil {
 		t.Errorf("unknown member accepted: %+v", in)
+	}
+	// The longest key makes an ID of the 200 bytes the task takes.
+	if k := strings.Repeat("k", maxProgramKey); checkProgramKey(k) != nil || len(ProgramIDForKey(k)) != 200 {
+		t.Errorf("a %d-byte key: %v, ID of %d bytes; want it taken, and an ID of 200", len(k), checkProgramKey(k), len(ProgramIDForKey(k)))
 	}
 	in, err = parseProgramInput(json.RawMessage(`{"source":"result = 1","atomic":null,"key":null}`), 1000)
 	if err != nil || in.Source != "result = 1" || in.Atomic || in.Key != "" {
