@@ -69,6 +69,10 @@ func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in s
 		return errorResult(task, "", fmt.Sprintf("task %s has no status yet (no call has been made in it, or it has ended): %v", task, err)), nil, nil
 	}
 	approvals := g.approvals(ctx, task)
+	if isProgramID(in.Call) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: describeProgram(st, approvals, in.Call)}},
+			Meta: mcp.Meta{MetaTask: task, MetaCall: in.Call}}, nil, nil
+	}
 	if in.Call != "" {
 		text, ok := g.describeCall(st, approvals, in.Call)
 		if !ok {

@@ -481,3 +481,34 @@ func renderProgram(task, program string, res api.ProgramResult) *mcp.CallToolRes
 	return &mcp.CallToolResult{IsError: !ok, Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: sc,
 		Meta: mcp.Meta{MetaTask: task, MetaCall: program}}
 }
+
+// describeProgram is airlock_status of a program: its calls the task
+// shows (running, waiting for approval, finished recently).
+func describeProgram(st api.Status, approvals []api.ApprovalRequest, program string) string {
+	of := func(call string) bool {
+		p, _, ok := api.SplitProgramCallID(call)
+		return ok && p == program
+	}
+	var lines []string
+	for _, a := range approvals {
+		if of(a.CallID) && a.State == api.ApprovalPending {
+			lines = append(lines, fmt.Sprintf("- call %s (%s) waits for approval by %q: request %s, %d of %d approvals, expires %s",
+				a.CallID, a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339)))
+		}
+	}
+	for _, id := range st.InFlight {
+		if of(id) {
+			lines = append(lines, fmt.Sprintf("- call %s is running", id))
+		}
+	}
+	for _, r := range st.Recent {
+		if of(r.CallID) {
+			lines = append(lines, fmt.Sprintf("- call %s (%s): %s", r.CallID, r.Tool, r.Outcome))
+		}
+	}
+	if len(lines) == 0 {
+		return fmt.Sprintf("task %s shows no calls of program %s (running without a call yet, finished long ago, or never sent). Call %s with {\"call\": %q} for its result.",
+			st.TaskID, program, ToolAwait, program)
+	}
+	return fmt.Sprintf("program %s in task %s:\n%s\nCall %s with {\"call\": %q} for its result.", program, st.TaskID, strings.Join(lines, "\n"), ToolAwait, program)
+}

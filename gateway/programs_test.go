@@ -478,3 +478,27 @@ func TestProgramDescriptionFigures(t *testing.T) {
 		t.Errorf("stubs %d bytes, full list %d: want stubs well under half", len(stubs), len(full))
 	}
 }
+
+func TestStatusOfAProgram(t *testing.T) {
+	exp := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	ft := &fakeTemporal{
+		describe: func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+			return describedTask("alice", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING), nil
+		},
+		queries: map[string]any{
+			api.QueryStatus: api.Status{TaskID: "t", InFlight: []string{"k-other", "prog-k-p1/3", "prog-k-p10/1"},
+				Recent: []api.CallRecord{{CallID: "prog-k-p1/1", Tool: "counter__echo", Outcome: api.OutcomeOK}, {CallID: "k-p1/1", Tool: "x", Outcome: api.OutcomeOK}}},
+			api.QueryApprovals: []api.ApprovalRequest{{ID: "t~prog-k-p1/2", CallID: "prog-k-p1/2", Tool: "counter__echo", Group: "admins", Quorum: 1, State: api.ApprovalPending, ExpiresAt: exp}},
+		}}
+	_, cs := programGateway(t, ft, Options{})
+	callTool(t, cs, ToolRunProgram, map[string]any{"source": "x", "key": "p1"}, "") // the task exists
+	got := textOf(callTool(t, cs, ToolStatus, map[string]any{"call": "prog-k-p1"}, ""))
+	for _, want := range []string{"call prog-k-p1/2 (counter__echo) waits for approval by \"admins\"", "call prog-k-p1/3 is running", "call prog-k-p1/1 (counter__echo): ok"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status %q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "k-other") || strings.Contains(got, "p10") || strings.Contains(got, "(x)") {
+		t.Errorf("status %q shows calls of no such program", got)
+	}
+}
