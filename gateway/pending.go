@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/airlock-run/airlock/api"
@@ -244,9 +245,11 @@ func (g *Gateway) approvals(ctx context.Context, task string) []api.ApprovalRequ
 	return out
 }
 
+// pendingApproval is the pending approval request of call, or, for a
+// program, of one of its calls.
 func (g *Gateway) pendingApproval(ctx context.Context, task, call string) *api.ApprovalRequest {
 	for _, a := range g.approvals(ctx, task) {
-		if a.CallID == call && a.State == api.ApprovalPending {
+		if (a.CallID == call || isProgramID(call) && strings.HasPrefix(a.CallID, call+"/")) && a.State == api.ApprovalPending {
 			return &a
 		}
 	}

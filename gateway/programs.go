@@ -400,13 +400,10 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 func (g *Gateway) pendingProgram(ctx context.Context, task, program string) *mcp.CallToolResult {
 	sc := map[string]any{"status": "pending", "task": task, "call": program}
 	text := fmt.Sprintf("The program is still running in task %s. Call %s with {\"call\": %q} to collect its result; it will not run twice.", task, ToolAwait, program)
-	for _, a := range g.approvals(ctx, task) {
-		if p, _, ok := api.SplitProgramCallID(a.CallID); ok && p == program && a.State == api.ApprovalPending {
-			text = fmt.Sprintf("The program waits for approval of its call %s (%s) by %q (request %s: %d of %d approvals, expires %s). Call %s with {\"call\": %q} to wait for its result, or %s to check on it; it will not run twice.",
-				a.CallID, a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339), ToolAwait, program, ToolStatus)
-			sc["approval_request"], sc["group"], sc["expires_at"] = a.ID, a.Group, a.ExpiresAt.UTC().Format(time.RFC3339)
-			break
-		}
+	if a := g.pendingApproval(ctx, task, program); a != nil { // one of its calls'
+		text = fmt.Sprintf("The program waits for approval of its call %s (%s) by %q (request %s: %d of %d approvals, expires %s). Call %s with {\"call\": %q} to wait for its result, or %s to check on it; it will not run twice.",
+			a.CallID, a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339), ToolAwait, program, ToolStatus)
+		sc["approval_request"], sc["group"], sc["expires_at"] = a.ID, a.Group, a.ExpiresAt.UTC().Format(time.RFC3339)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: sc,
 		Meta: mcp.Meta{MetaTask: task, MetaCall: program}}
