@@ -135,24 +135,32 @@ func (g *Gateway) programTable(extra *mcp.RequestExtra, pr *identity.Principal) 
 	return programTools(tools)
 }
 
-// programStubs are the stub lines of a table, in its order.
+// programStubs are the stub lines of a table, in its order. Each entry's
+// stub tail is made once per definition (tools/list asks for them all each
+// time), outside the lock.
 func (g *Gateway) programStubs(tools []api.ProgramTool) []string {
 	g.mu.Lock()
-	defs := make([]*mcp.Tool, len(tools))
+	entries := make([]*toolEntry, len(tools))
+	tails := make([]string, len(tools))
 	for i, t := range tools {
 		if e := g.tools[t.Name]; e != nil {
-			defs[i] = e.def
+			entries[i], tails[i] = e, e.stubTail
 		}
 	}
 	g.mu.Unlock()
 	out := make([]string, 0, len(tools))
 	for i, t := range tools {
-		var desc string
-		var in, outSchema any
-		if d := defs[i]; d != nil {
-			desc, in, outSchema = d.Description, d.InputSchema, d.OutputSchema
+		switch e := entries[i]; {
+		case tails[i] != "":
+		case e == nil || e.def == nil:
+			tails[i] = stubTail("", nil, nil)
+		default:
+			tails[i] = stubTail(e.def.Description, e.def.InputSchema, e.def.OutputSchema)
+			g.mu.Lock()
+			e.stubTail = tails[i]
+			g.mu.Unlock()
 		}
-		out = append(out, programStub(t.Module, t.Function, desc, in, outSchema))
+		out = append(out, stubLine(t.Module, t.Function, tails[i]))
 	}
 	return out
 }

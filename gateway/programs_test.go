@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
@@ -500,5 +501,42 @@ func TestStatusOfAProgram(t *testing.T) {
 	}
 	if strings.Contains(got, "k-other") || strings.Contains(got, "p10") || strings.Contains(got, "(x)") {
 		t.Errorf("status %q shows calls of no such program", got)
+	}
+}
+
+// BenchmarkProgramDescription: the description is made at each
+// tools/list, for a catalog of 500 tools (it overflows the default bound,
+// so this is also the cost of finding that out).
+func BenchmarkProgramDescription(b *testing.B) {
+	g := New(Options{Principal: "alice", Programs: &ProgramOptions{}})
+	fs := fixtureTools(b, "filesystem")
+	for i := range 500 {
+		def := *fs[i%len(fs)]
+		def.Name = fmt.Sprintf("server%d__%s", i/len(fs), def.Name)
+		g.tools[def.Name] = &toolEntry{exposed: def.Name, server: "s", upstream: def.Name, def: &def}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = g.programDescription(nil)
+	}
+}
+
+// TestProgramStubCache: an entry keeps its stub's tail across a Refresh
+// that finds the same definition, and a changed definition makes a new
+// one.
+func TestProgramStubCache(t *testing.T) {
+	g := newTestGateway(t, &fakeTemporal{}, Options{Principal: "alice", Programs: &ProgramOptions{}})
+	first := g.programDescription(nil)
+	g.Refresh()
+	g.mu.Lock()
+	tail := g.tools["counter__echo"].stubTail
+	g.tools["counter__echo"] = &toolEntry{exposed: "counter__echo", server: "counter", upstream: "echo",
+		def: &mcp.Tool{Name: "counter__echo", Description: "Changed.", InputSchema: json.RawMessage(`{"properties":{"n":{"type":"integer"}}}`)}}
+	g.mu.Unlock()
+	if !strings.HasPrefix(tail, "() -> any  # [unavailable") || !strings.Contains(first, "counter.echo"+tail) {
+		t.Fatalf("tail after Refresh %q; description %q", tail, first)
+	}
+	if d := g.programDescription(nil); !strings.Contains(d, "counter.echo(n: int = None) -> any  # Changed.") {
+		t.Fatalf("description after the definition changed: %q", d)
 	}
 }

@@ -41,10 +41,19 @@ type stubParam struct {
 
 // programStub is the stub line of one tool (without a newline).
 func programStub(module, function, description string, inputSchema, outputSchema any) string {
+	return stubLine(module, function, stubTail(description, inputSchema, outputSchema))
+}
+
+// stubLine puts a tool's name before its stub's tail.
+func stubLine(module, function, tail string) string {
+	return truncateUTF8(module+"."+function+tail, maxStubLine)
+}
+
+// stubTail is a stub without the name: "(params) -> type  # summary".
+// It depends on the tool's definition alone, so a tool entry keeps it
+// (toolEntry.stubTail) while its definition stays the same.
+func stubTail(description string, inputSchema, outputSchema any) string {
 	var b strings.Builder
-	b.WriteString(module)
-	b.WriteByte('.')
-	b.WriteString(function)
 	b.WriteByte('(')
 	b.WriteString(stubParams(inputSchema))
 	b.WriteString(") -> ")

@@ -18,7 +18,7 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files in testd
 // the npm server (version 2026.8.31, the package.json's), decoded as
 // the go-sdk client decodes it: schemas as maps, which marshal with
 // their keys sorted.
-func fixtureTools(t *testing.T, name string) []*mcp.Tool {
+func fixtureTools(t testing.TB, name string) []*mcp.Tool {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "programs", name+"_tools.json"))
 	if err != nil {
