@@ -540,3 +540,20 @@ func TestProgramStubCache(t *testing.T) {
 		t.Fatalf("description after the definition changed: %q", d)
 	}
 }
+
+// TestRunProgramTableTooLarge: a caller who may call so many tools that
+// the request could not be recorded is told so, and nothing is sent.
+func TestRunProgramTableTooLarge(t *testing.T) {
+	ft := &fakeTemporal{}
+	g, cs := programGateway(t, ft, Options{})
+	g.mu.Lock()
+	for i := range 6000 {
+		name := fmt.Sprintf("server%04d__a_tool_with_a_rather_long_name_%04d", i/100, i)
+		g.tools[name] = &toolEntry{exposed: name, server: name[:10], upstream: name[12:], def: &mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}}
+	}
+	g.mu.Unlock()
+	res := callTool(t, cs, ToolRunProgram, map[string]any{"source": "result = 1"}, "")
+	if !res.IsError || !strings.Contains(textOf(res), "table of 6001 tools are more than the 1048576 bytes") || ft.count() != 0 {
+		t.Fatalf("isError=%v %q, %d updates", res.IsError, textOf(res), ft.count())
+	}
+}
