@@ -216,7 +216,17 @@ func TestParseProgramInput(t *testing.T) {
 		{``, "source is required"},
 		{`{"source": "x", "key": "\u0000"}`, "control characters"},
 		{`{"source": "\ud800"}`, ""}, // a lone surrogate decodes to U+FFFD: a program like any
+		{`{"source": "x", "atomic": ` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`, ""},
+		{`{"source": "x", "key": {"a": 1, "a": 2}}`, `the key "a" is given twice at $.key`},
+		{`{"source": "x", "atomic": 1e999}`, "atomic must be true or false"},
 	} {
+		if strings.HasPrefix(tc.raw, `{"source": "x", "atomic": [[`) {
+			// Nested past what encoding/json reads: refused, whatever the words.
+			if _, err := parseProgramInput(json.RawMessage(tc.raw), 1000); err == nil {
+				t.Error("100000 nested arrays accepted")
+			}
+			continue
+		}
 		_, err := parseProgramInput(json.RawMessage(tc.raw), 1000)
 		if tc.want == "" {
 			if err != nil {

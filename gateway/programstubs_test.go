@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -144,4 +145,27 @@ func TestProgramStubHostileSchemas(t *testing.T) {
 	if got, want := programStub("m", "f", "", s, nil), "m.f(a: any = None, b: str = None, c: int = None) -> any"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
+}
+
+// FuzzProgramStub: any schema and description give one line of at most
+// maxStubLine bytes, of valid UTF-8 when the description is.
+func FuzzProgramStub(f *testing.F) {
+	for _, tool := range fixtureTools(f, "filesystem") {
+		in, _ := json.Marshal(tool.InputSchema)
+		f.Add(string(in), tool.Description)
+	}
+	f.Add(`{"properties":{"a":{"enum":["x\n","y"]},"b\nc":{}}}`, "line\nline")
+	f.Add(`{"properties":`, "")
+	f.Fuzz(func(t *testing.T, schema, desc string) {
+		got := programStub("m", "f", desc, json.RawMessage(schema), json.RawMessage(schema))
+		if len(got) > maxStubLine || !strings.HasPrefix(got, "m.f(") {
+			t.Fatalf("stub %q", got)
+		}
+		if strings.ContainsAny(got, "\n\r") {
+			t.Fatalf("stub with a line break: %q", got)
+		}
+		if utf8.ValidString(desc) && utf8.ValidString(schema) && !utf8.ValidString(got) {
+			t.Fatalf("stub not UTF-8: %q", got)
+		}
+	})
 }
