@@ -567,3 +567,42 @@ func TestRunProgramTableTooLarge(t *testing.T) {
 		t.Fatalf("isError=%v %q, %d updates", res.IsError, textOf(res), ft.count())
 	}
 }
+
+// TestRunProgramTableKeepsToTheTokensScopes: a tool the token's scopes do
+// not cover (tool_scopes: counter__* needs counter:call) is no function of
+// its program, nor in the description; with the scope it is.
+func TestRunProgramTableKeepsToTheTokensScopes(t *testing.T) {
+	o := newOAuthGatewayWith(t, Options{Programs: &ProgramOptions{}})
+	run := func(scope string) (api.ProgramRequest, string) {
+		t.Helper()
+		c := o.p.Claims("alice")
+		c["scope"] = scope
+		cs, err := connectHTTP(o.url, &headerRT{h: map[string]string{"Authorization": "Bearer " + o.p.Sign(t, c)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		list, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var desc string
+		for _, tool := range list.Tools {
+			if tool.Name == ToolRunProgram {
+				desc = tool.Description
+			}
+		}
+		if res := callTool(t, cs, ToolRunProgram, map[string]any{"source": "result = 1"}, ""); res.IsError {
+			t.Fatalf("scope %q: %q", scope, textOf(res))
+		}
+		return *o.ft.last(t).prog, desc
+	}
+	weak, desc := run("openid")
+	if len(weak.Tools) != 0 || strings.Contains(desc, "counter.echo") || weak.Principal != "alice@corp" {
+		t.Errorf("without counter:call: tools %+v, principal %q, description %q", weak.Tools, weak.Principal, desc)
+	}
+	strong, desc := run("openid counter:call")
+	if len(strong.Tools) != 1 || !strings.Contains(desc, "counter.echo(") {
+		t.Errorf("with counter:call: tools %+v, description %q", strong.Tools, desc)
+	}
+}
