@@ -28,6 +28,7 @@ import (
 	"github.com/airlock-run/airlock/approver/web"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/blob"
+	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/devui"
 	"github.com/airlock-run/airlock/internal/httplimit"
@@ -468,6 +469,7 @@ func (s *stack) startGateway(r roles) error {
 		Upstreams:       s.pool,
 		ExposeUncovered: cfg.ExposeUncovered,
 		Catalog:         cfg.Catalog,
+		Programs:        gatewayPrograms(cfg.Programs), // code mode (issue 27)
 		PageSize:        cfg.Gateway.PageSize,
 		Pins:            s.pins,
 		Policy:          e.snap.Policy,
@@ -672,4 +674,13 @@ func airlockBinary(e *env) string {
 func sessionKeyFingerprint(key []byte) string {
 	sum := sha256.Sum256(append([]byte("airlock-session-key-fingerprint\x00"), key...))
 	return hex.EncodeToString(sum[:6])
+}
+
+// gatewayPrograms is the gateway's airlock_run_program configuration
+// (nil: not offered).
+func gatewayPrograms(p config.Programs) *gateway.ProgramOptions {
+	if !p.ProgramsEnabled() {
+		return nil
+	}
+	return &gateway.ProgramOptions{MaxDescriptionBytes: p.DescriptionBytes(), Limits: p.Limits.Effective()}
 }
