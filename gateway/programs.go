@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/jsoncanon"
 	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/wasm/program/engine"
 )
 
 // ToolRunProgram runs a program in the caller's task.
@@ -48,20 +49,15 @@ type ProgramOptions struct {
 // default.
 const DefaultProgramDescriptionBytes = 8192
 
-// ProgramRules are the rules of the program language, the head of
-// airlock_run_program's description.
-//
-// TODO(issue 27, lead): point this at engine.Rules
-// (wasm/program/engine) once that package is merged; this placeholder
-// says the same in short.
-var ProgramRules = programRulesPlaceholder
+// ProgramRules are the head of airlock_run_program's description: what
+// the tool does, then the language's rules (engine.Rules, kept beside the
+// interpreter that enforces them).
+var ProgramRules = programIntro + engine.Rules
 
-const programRulesPlaceholder = `Runs a Starlark (Python-like) program in your task. Each tool below is a function, called with keyword arguments; ` +
-	`every call is checked, recorded and may need a person's approval, exactly like a direct call. ` +
-	`Return a value from main() or set the global result; only it (as JSON) and what you print come back. ` +
-	`A failed or denied call stops the program; attempt(f, **kw) returns struct(ok, value, error, outcome) instead. ` +
-	`parallel(f1, f2, ...) runs functions side by side. No try/except, import, class or f-strings. ` +
-	`Pass key for a retry that must not run twice; atomic: true rolls the program's changes back if it fails.`
+const programIntro = `Runs a program in your task and returns only its result and what it printed. ` +
+	`Every tool call in it is checked, recorded and may wait for a person's approval, exactly like a direct call. ` +
+	`Pass key for a retry that must not run twice; atomic: true rolls the program's changes back if it fails.
+`
 
 // programsOn reports whether airlock_run_program is offered.
 func (g *Gateway) programsOn() bool { return g.opts.Programs != nil }

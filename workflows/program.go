@@ -163,10 +163,12 @@ func checkProgramLimits(l api.ProgramLimits) error {
 	return nil
 }
 
-// checkProgramTools: the tool table is sorted by Name, each name and each
-// Module.Function unique even when case is folded, and every tool routed.
+// checkProgramTools: the tool table is sorted by Name, each name unique,
+// each Module.Function unique even when case is folded (a model that
+// misremembers case must not reach another tool), and every tool routed.
+// Names differing only in case are two tools (the gateway's catalog may
+// hold both; its naming gives the later one a function of its own).
 func checkProgramTools(tools []api.ProgramTool) error {
-	names := make(map[string]string, len(tools)) // folded name → name (lookup only)
 	funcs := make(map[string]string, len(tools)) // folded module.function → name
 	for i, tl := range tools {
 		fn := tl.Module + "." + tl.Function
@@ -182,10 +184,6 @@ func checkProgramTools(tools []api.ProgramTool) error {
 		case i > 0 && tools[i-1].Name > tl.Name:
 			return fmt.Errorf("run_program: Tools are not sorted by Name: %q comes after %q; sort them by Name", tl.Name, tools[i-1].Name)
 		}
-		if prev, dup := names[fold(tl.Name)]; dup {
-			return fmt.Errorf("run_program: tools %q and %q differ only in case; give each tool a name of its own", prev, tl.Name)
-		}
-		names[fold(tl.Name)] = tl.Name
 		if prev, dup := funcs[fold(fn)]; dup {
 			return fmt.Errorf("run_program: tools %q and %q are both %s (Module.Function, case folded); each function must call one tool", prev, tl.Name, fn)
 		}
