@@ -61,6 +61,16 @@ func allowed(from, to string) (bool, string) {
 		// share.
 		return true, ""
 	}
+	switch {
+	case to == "wasm/program/engine" && (from == "gateway" || from == "internal/program"):
+		// The program interpreter: its Rules head the gateway's
+		// airlock_run_program description; internal/program's Native
+		// runs it in-process (tests).
+		return true, ""
+	case to == "wasm" && (from == "internal/program" || from == "cmd/airlock"):
+		// Package wasm embeds the built program guest (wasm.Program).
+		return true, ""
+	}
 	if strings.HasPrefix(from, "wasm") || strings.HasPrefix(to, "wasm") {
 		// The example guests are not part of the runtime.
 		if strings.HasPrefix(from, "wasm") && strings.HasPrefix(to, "wasm") {
