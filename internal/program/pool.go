@@ -12,11 +12,20 @@ type pool struct {
 	ready chan *instance
 }
 
+// maxPools bounds the caps that get a pool: each holds instances for good,
+// and the caps come from configuration, so a few are expected; a program
+// with yet another cap starts a cold instance.
+const maxPools = 4
+
 // poolLocked returns the pool of a cap, creating it and its filler on
-// first use. Callers hold r.mu, and r is not closed.
+// first use, or nil when maxPools caps have one. Callers hold r.mu, and r
+// is not closed.
 func (r *Runtime) poolLocked(pages uint32) *pool {
 	if p, ok := r.pools[pages]; ok {
 		return p
+	}
+	if len(r.pools) >= maxPools {
+		return nil
 	}
 	p := &pool{pages: pages, ready: make(chan *instance, r.warm-1)}
 	r.pools[pages] = p
@@ -63,6 +72,9 @@ func (r *Runtime) take(pages uint32) (*instance, error) {
 	}
 	p := r.poolLocked(pages)
 	r.mu.Unlock()
+	if p == nil {
+		return r.startInstance(pages)
+	}
 	select {
 	case inst := <-p.ready:
 		return inst, nil

@@ -361,6 +361,18 @@ func TestWarmStart(t *testing.T) {
 		t.Fatal("no pool for a 128 MiB cap after a program used it")
 	}
 	testenv.WaitFor(t, "the 128 MiB pool to fill", time.Minute, func() bool { return len(p.ready) == cap(p.ready) })
+	// Past maxPools caps, programs still run, on cold instances.
+	for i := range maxPools + 2 {
+		if d, _ := run(t, r, "calls 1", int64(200+i)<<20); d.Outcome != wire.OutcomeOK {
+			t.Fatalf("cap %d MiB: Done = %+v", 200+i, d)
+		}
+	}
+	r.mu.Lock()
+	n := len(r.pools)
+	r.mu.Unlock()
+	if n != maxPools {
+		t.Errorf("%d pools after %d caps; want at most %d", n, maxPools+4, maxPools)
+	}
 }
 
 func TestClose(t *testing.T) {

@@ -156,14 +156,16 @@ func (r *Runtime) compile(module []byte) {
 	} else {
 		r.cm, r.minPages = cm, memoryMinPages(module)
 	}
-	close(r.ready)
 	if err == nil {
+		// Before Ready returns, so a worker that waited for it finds the
+		// default cap warming.
 		r.mu.Lock()
 		if !r.closed {
 			r.poolLocked(DefaultMemoryBytes / pageSize)
 		}
 		r.mu.Unlock()
 	}
+	close(r.ready)
 }
 
 // checkModule refuses a module that is not a guest of this host.
