@@ -413,13 +413,31 @@ func TestClose(t *testing.T) {
 	testenv.WaitFor(t, "the runtime's goroutines to end", time.Minute, func() bool { return runtime.NumGoroutine() <= before })
 }
 
+// ctxHost cancels Run's context as the first call starts.
+type ctxHost struct {
+	fakeHost
+	cancel context.CancelFunc
+}
+
+func (h *ctxHost) Start(m wire.GuestMessage) {
+	h.fakeHost.Start(m)
+	h.cancel()
+}
+
 func TestRunContext(t *testing.T) {
 	r := newRuntime(t, testGuest(t))
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &fakeHost{t: t, runG: goid()}
 	cancel()
-	if _, err := r.Run(ctx, wire.Request{Source: "spin 2000000000"}, 0, h); err != context.Canceled {
+	if _, err := r.Run(ctx, wire.Request{Source: "calls 1"}, 0, &fakeHost{t: t, runG: goid()}); err != context.Canceled {
 		t.Errorf("Run with a cancelled context: %v", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	h := &ctxHost{fakeHost: fakeHost{t: t, runG: goid()}, cancel: cancel}
+	if _, err := r.Run(ctx, wire.Request{Source: "calls 3"}, 0, h); err != context.Canceled {
+		t.Errorf("Run whose context ends during a call: %v", err)
+	}
+	if len(h.started) != 1 || h.waits != 0 {
+		t.Errorf("%d starts and %d waits after the context ended at the first start", len(h.started), h.waits)
 	}
 }
 

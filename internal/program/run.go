@@ -25,10 +25,14 @@ import (
 // no address. The error return is for what is not the program's doing: a
 // module that did not compile or instantiate, ctx ended, Close.
 //
-// Run waits for the compilation (see Ready).
+// Run waits for the compilation (see Ready). When ctx ends, Run returns
+// at once, before the guest's next message, and the guest is stopped.
 func (r *Runtime) Run(ctx context.Context, req wire.Request, memoryBytes int64, h wire.Host) (wire.Done, error) {
 	pages, err := pagesFor(memoryBytes)
 	if err != nil {
+		return wire.Done{}, err
+	}
+	if err := ctx.Err(); err != nil {
 		return wire.Done{}, err
 	}
 	select {
@@ -55,6 +59,11 @@ func (r *Runtime) Run(ctx context.Context, req wire.Request, memoryBytes int64, 
 	defer inst.stop()
 	inst.toGuest <- b // the channel is empty: the guest is owed only this
 	for {
+		// First, so that a ctx that ended during Start or Wait ends Run
+		// before the guest's next message.
+		if err := ctx.Err(); err != nil {
+			return wire.Done{}, err
+		}
 		select {
 		case m := <-inst.fromGuest:
 			switch m.Op {
