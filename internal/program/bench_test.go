@@ -78,29 +78,40 @@ func BenchmarkInstantiate(b *testing.B) {
 
 // BenchmarkStart is the Run of a program that makes no call, on a warm
 // instance (the pool refilled between runs, untimed); p50-ms is the
-// median.
+// median. "guest" is the test guest's, which has no interpreter: the
+// host's and the protocol's share.
 func BenchmarkStart(b *testing.B) {
-	r := newRuntime(b, wasm.Program)
-	r.mu.Lock()
-	p := r.pools[DefaultMemoryBytes/pageSize]
-	r.mu.Unlock()
-	full := func() bool { return len(p.ready) == cap(p.ready) }
-	req := moduleRequest("def main():\n    return {\"ok\": True}\n")
-	var times []time.Duration
-	for b.Loop() {
-		b.StopTimer()
-		testenv.WaitFor(b, "the pool to refill", time.Minute, full)
-		h := &benchHost{}
-		b.StartTimer()
-		start := time.Now()
-		d, err := r.Run(context.Background(), req, DefaultMemoryBytes, h)
-		times = append(times, time.Since(start))
-		if err != nil || d.Outcome != wire.OutcomeOK {
-			b.Fatalf("Run: %+v, %v", d, err)
-		}
+	for _, tc := range []struct {
+		name   string
+		module []byte
+		req    wire.Request
+	}{
+		{"program", wasm.Program, moduleRequest("def main():\n    return {\"ok\": True}\n")},
+		{"guest", testGuest(b), wire.Request{Source: "calls 0"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := newRuntime(b, tc.module)
+			r.mu.Lock()
+			p := r.pools[DefaultMemoryBytes/pageSize]
+			r.mu.Unlock()
+			full := func() bool { return len(p.ready) == cap(p.ready) }
+			var times []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				testenv.WaitFor(b, "the pool to refill", time.Minute, full)
+				h := &benchHost{}
+				b.StartTimer()
+				start := time.Now()
+				d, err := r.Run(context.Background(), tc.req, DefaultMemoryBytes, h)
+				times = append(times, time.Since(start))
+				if err != nil || d.Outcome != wire.OutcomeOK {
+					b.Fatalf("Run: %+v, %v", d, err)
+				}
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
+		})
 	}
-	slices.Sort(times)
-	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
 }
 
 // BenchmarkCall is the cost of one tool call inside a program, over the
@@ -157,4 +168,25 @@ func BenchmarkSteps(b *testing.B) {
 			b.ReportMetric(float64(steps)/b.Elapsed().Seconds()/1e6, "Msteps/s")
 		})
 	}
+}
+
+// BenchmarkProtocol is the host protocol's own cost per call: the test
+// guest's 1000 calls (no interpreter), its start subtracted.
+func BenchmarkProtocol(b *testing.B) {
+	const calls = 1000
+	r := newRuntime(b, testGuest(b))
+	var per time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if d, err := r.Run(context.Background(), wire.Request{Source: "calls 0"}, 0, &benchHost{}); err != nil || d.Outcome != wire.OutcomeOK {
+			b.Fatalf("Run: %+v, %v", d, err)
+		}
+		t1 := time.Now()
+		h := &benchHost{}
+		if d, err := r.Run(context.Background(), wire.Request{Source: fmt.Sprintf("calls %d", calls)}, 0, h); err != nil || d.Outcome != wire.OutcomeOK || h.n != calls {
+			b.Fatalf("Run: %+v, %v", d, err)
+		}
+		per += (time.Since(t1) - t1.Sub(t0)) / calls
+	}
+	b.ReportMetric(float64(per.Nanoseconds())/float64(b.N)/1000, "µs/call")
 }

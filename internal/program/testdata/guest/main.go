@@ -87,6 +87,12 @@ func start(id int) {
 var sink [][]byte
 
 func main() {
+	// What wasm/program's warm-up does for the wire types.
+	var warm wire.Request
+	_ = json.Unmarshal([]byte(`{"ProgramID":"w","Source":"x","Tools":[{"Name":"a"}],"Limits":{"MaxSteps":1}}`), &warm)
+	_, _ = json.Marshal(wire.GuestMessage{Op: "done", Args: json.RawMessage(`{}`), Done: &wire.Done{Result: json.RawMessage(`1`)}})
+	var rep wire.Reply
+	_ = json.Unmarshal([]byte(`{"ID":1,"Outcome":"ok","Result":{"a":[1]}}`), &rep)
 	// A warm instance is parked in this first recv.
 	var req wire.Request
 	if err := json.Unmarshal(recvBytes(), &req); err != nil {
