@@ -1,0 +1,18 @@
+package wasm
+
+import _ "embed"
+
+// Program is airlock's program interpreter (code mode, issue 27): the
+// Starlark guest built from ./program, which internal/program runs on
+// wazero, one fresh instance per program, with a hard memory cap. It is
+// embedded rather than read from disk, so a worker runs exactly the
+// module it was built with; what a program observes depends on it, so a
+// new module is a workflow change (see ProgramSHA256).
+//
+//go:embed program.wasm
+var Program []byte
+
+// ProgramSHA256 is Program's SHA-256 (hex). go test ./wasm fails when it
+// is not the committed module's; after rebuilding the module (task wasm)
+// pin it again with go test ./wasm -run TestEmbeddedPins -update.
+const ProgramSHA256 = "496f2910898ba4caca9c6ba689ec392cd7c700c9d953d5b00dc47939510ef3c3"
