@@ -35,6 +35,7 @@ import (
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
+	"github.com/airlock-run/airlock/internal/program"
 	"github.com/airlock-run/airlock/internal/relay"
 	"github.com/airlock-run/airlock/internal/reload"
 	"github.com/airlock-run/airlock/internal/upstream"
@@ -54,18 +55,21 @@ type roles struct {
 
 // stack is a running set of roles; stop tears it down in reverse order.
 type stack struct {
-	env     *env
-	srv     *devserver.Server
-	ui      *devui.UI
-	client  client.Client
-	pool    *upstream.Pool
-	pins    *pin.Store
-	worker  sdkworker.Worker
-	dir     *identity.Directory
-	http    *httplimit.Server
-	httpErr chan error
-	addr    string
-	stops   []func()
+	env    *env
+	srv    *devserver.Server
+	ui     *devui.UI
+	client client.Client
+	pool   *upstream.Pool
+	pins   *pin.Store
+	worker sdkworker.Worker
+	// programs is the program interpreter of a worker with code mode on
+	// (programs.go); nil otherwise.
+	programs *program.Runtime
+	dir      *identity.Directory
+	http     *httplimit.Server
+	httpErr  chan error
+	addr     string
+	stops    []func()
 
 	// gw is the gateway once it is up; the pool's tool changes refresh it
 	// from the pool's goroutines.
@@ -221,6 +225,9 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		return s, err
 	}
 	if err := s.startTracing(ctx, r); err != nil { // tracing.go
+		return s, err
+	}
+	if err := s.startPrograms(ctx, r); err != nil { // programs.go
 		return s, err
 	}
 	if err := s.connectTemporal(ctx, r, temporalPort); err != nil {
@@ -425,6 +432,9 @@ func (s *stack) startWorker(ctx context.Context, withGateway bool) error {
 		if _, err := worker.ResolveOrphans(ctx, s.client, worker.OrphanOptions{Namespace: e.ns, TaskQueue: e.tq, Identity: wo.Identity, Logger: e.log}); err != nil {
 			e.log.Warn().Err(err).Msg("some calls in flight when airlock last stopped wait for their heartbeat timeout")
 		}
+	}
+	if err := s.programsReady(ctx); err != nil {
+		return err
 	}
 	w := worker.New(s.client, acts, wo)
 	e.log.Info().Str("policy", e.snap.Policy.Version()).Int("rules", len(e.snap.Config.Policy.Rules)).Msg("policy loaded")
