@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
@@ -97,7 +98,7 @@ func (e *engine) callTool(th *starlark.Thread, tool *wire.Tool, kwargs []starlar
 
 	t := taskOf(th)
 	t.call = &pendingCall{tool: tool, args: bytes.Clone(enc.buf.Bytes()), line: line}
-	t.yield(evCall)
+	e.waitCall(t)
 	t.call = nil
 	if e.end != nil {
 		return nil, e.errAborted()
@@ -195,7 +196,7 @@ func (e *engine) builtinParallel(th *starlark.Thread, _ *starlark.Builtin, args 
 			return starlark.Call(bt, f, nil, nil)
 		}, t)
 	}
-	t.yield(evSpawn)
+	e.waitBranches(t)
 	branches := t.spawn
 	t.spawn = nil
 	if e.end != nil {
@@ -217,7 +218,11 @@ func (e *engine) print(th *starlark.Thread, msg string) {
 		return
 	}
 	if e.out.Len()+len(msg)+1 > e.lim.MaxPrintBytes {
-		e.out.WriteString(msg[:min(len(msg), e.lim.MaxPrintBytes-e.out.Len())])
+		cut := min(len(msg), e.lim.MaxPrintBytes-e.out.Len())
+		for cut > 0 && cut < len(msg) && !utf8.RuneStart(msg[cut]) {
+			cut-- // keep the output valid UTF-8
+		}
+		e.out.WriteString(msg[:cut])
 		e.outFull = true
 		e.abort(th, wire.OutcomeLimit, fmt.Sprintf("the program printed more than the %d bytes allowed; print less (a count, or a sample such as items[:5])", e.lim.MaxPrintBytes), programLine(th))
 		return

@@ -135,9 +135,9 @@ func TestHostileResults(t *testing.T) {
 		"deep":         {deep, wire.OutcomeError, "nested deeper than 512"},
 		"deep-ok":      {strings.Repeat("[", 500) + strings.Repeat("]", 500), wire.OutcomeOK, ""},
 		"invalid":      {`{"a": `, wire.OutcomeError, "its result cannot be read: invalid JSON"},
-		"trailing":     {`{} {}`, wire.OutcomeError, "data after the value"},
+		"trailing":     {`{} {}`, wire.OutcomeError, "after top-level value"},
 		"long-int":     {strings.Repeat("9", 5000), wire.OutcomeError, "5000 digits"},
-		"huge-float":   {`1e400`, wire.OutcomeOK, ""},
+		"huge-float":   {`[1e400]`, wire.OutcomeError, "the number 1e400 is out of range"},
 		"empty":        {``, wire.OutcomeOK, ""},
 		"many-strings": {`[` + strings.Repeat(`"xxxxxxxxxx",`, 100000) + `"y"]`, wire.OutcomeOK, ""},
 	} {
@@ -551,7 +551,8 @@ func TestHostileSource(t *testing.T) {
 		"strings":      {`x = "((((((" + '[[[[[[' + """{{{{` + "\n" + `"""`, wire.OutcomeOK, ""},
 		"bad-utf8":     {"x = '\xff'", wire.OutcomeOK, ""},
 		"unterminated": {`x = "abc`, wire.OutcomeInvalid, "unexpected"},
-		"load":         {`load("x.star", "y")`, wire.OutcomeError, "load"},
+		"load":         {`load("x.star", "y")`, wire.OutcomeInvalid, "load is not available"},
+		"string-lines": {"x = 'a(\n" + deep, wire.OutcomeInvalid, "line 2: brackets nested 1000 deep"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := run(t, c.src, newHost(t, fakeFS))
@@ -578,5 +579,90 @@ func TestRulesSize(t *testing.T) {
 		if !strings.Contains(Rules, want) {
 			t.Errorf("Rules lacks %q", want)
 		}
+	}
+}
+
+// TestFromJSONMatchesEncodingJSON: the parser reads what encoding/json
+// reads (strings with escapes, unicode and invalid UTF-8, numbers,
+// whitespace).
+func TestFromJSONMatchesEncodingJSON(t *testing.T) {
+	for _, doc := range []string{
+		`{"a": "x\"y\\z\n\u00e9\ud83d\ude00", "b": "h\u00e9llo w\u00f6rld", "c": "\u2028"}`,
+		"{\"bad\": \"\xff\xfe ok\"}",
+		"{\"k\": \"caf\u00e9 \u65e5\u672c\"}",
+		` [ 1 , -2 , 3.25 , -0.5e-3 , 1E+2 , 0 , true , false , null , [ ] , { } ] `,
+		`{"nested": {"a": [{"b": [1, {"c": null}]}]}, "": "empty key"}`,
+	} {
+		v, err := fromJSON([]byte(doc))
+		if err != nil {
+			t.Errorf("%s: %v", doc, err)
+			continue
+		}
+		got, err := toJSON(v, true, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want any
+		if err := json.Unmarshal([]byte(doc), &want); err != nil {
+			t.Fatal(err)
+		}
+		var gotV any
+		if err := json.Unmarshal(got, &gotV); err != nil {
+			t.Fatalf("%s: re-encoded %s: %v", doc, got, err)
+		}
+		if !reflect.DeepEqual(gotV, want) {
+			t.Errorf("%s:\n got %s\nwant %#v", doc, got, want)
+		}
+	}
+}
+
+// TestReplyForUnknownCall: a reply for a call not in flight (another
+// program's, a repeat) ends the program with an error instead of waking
+// the wrong thread or waiting forever.
+func TestReplyForUnknownCall(t *testing.T) {
+	for _, id := range []int{99, 1} {
+		calls := 0
+		h := newHost(t, fakeFS)
+		h.answer = func(m wire.GuestMessage) wire.Reply {
+			calls++
+			return fakeFS(m)
+		}
+		pick := 0
+		var hh wire.Host = hostFunc{start: h.Start, wait: func() wire.Reply {
+			r := h.Wait()
+			pick++
+			if pick == 2 {
+				r.ID = id
+			}
+			return r
+		}}
+		d := Run(wire.Request{Source: "result = parallel(lambda: attempt(fs.stat, path='/a'), lambda: attempt(fs.stat, path='/b'))", Tools: fsTools, Limits: testLimits}, hh)
+		if d.Outcome != wire.OutcomeError || !strings.Contains(d.Error, fmt.Sprintf("the host replied to call %d, which is not in flight", id)) {
+			t.Errorf("id %d: done = %+v", id, d)
+		}
+		// The same on the main thread, which calls inline.
+		pick = 0
+		h.started, h.flight = nil, nil
+		d = Run(wire.Request{Source: "a = attempt(fs.stat, path='/a')\nb = attempt(fs.stat, path='/b')\nprint('after')", Tools: fsTools, Limits: testLimits}, hh)
+		if d.Outcome != wire.OutcomeError || d.Output != "" || !strings.Contains(d.Error, fmt.Sprintf("the host replied to call %d, which is not in flight", id)) {
+			t.Errorf("inline, id %d: done = %+v", id, d)
+		}
+	}
+}
+
+type hostFunc struct {
+	start func(wire.GuestMessage)
+	wait  func() wire.Reply
+}
+
+func (h hostFunc) Start(m wire.GuestMessage) { h.start(m) }
+func (h hostFunc) Wait() wire.Reply          { return h.wait() }
+
+func TestPrintLimitKeepsUTF8(t *testing.T) {
+	lim := testLimits
+	lim.MaxPrintBytes = 10
+	d := runLimits(t, `print("aaaaaaaaaéé")`, newHost(t, fakeFS), lim)
+	if d.Outcome != wire.OutcomeLimit || d.Output != "aaaaaaaaa" {
+		t.Errorf("done = %+v", d)
 	}
 }

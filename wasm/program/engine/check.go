@@ -94,29 +94,51 @@ const (
 	hintIs     = "Starlark has no 'is': compare with == or != (x == None)"
 )
 
-var hints = []struct {
+// keywordHints answer a parse error at a Python keyword ("got try, want
+// ...").
+var keywordHints = map[string]string{
+	"try": hintTry, "except": hintTry, "finally": hintTry,
+	"import": hintImport, "from": hintImport,
+	"class":  hintClass,
+	"is":     hintIs,
+	"raise":  "Starlark has no raise: use fail(\"message\") to stop the program (attempt(...) catches it)",
+	"with":   "Starlark has no with statement: call the tools directly",
+	"assert": hintAssert,
+	"async":  hintAsync, "await": hintAsync,
+	"yield":  "Starlark has no generators: build and return a list",
+	"global": hintGlobal, "nonlocal": hintGlobal,
+	"del":  "Starlark has no del: remove an item with d.pop(key) or list.remove(x)",
+	"'**'": "Starlark has no ** power operator: multiply (x * x), or loop",
+}
+
+const (
+	hintAssert = "Starlark has no assert: write if not cond: fail(\"message\")"
+	hintAsync  = "Starlark has no async/await: a tool call blocks; use parallel(f1, f2, ...) to run calls at once"
+	hintGlobal = "Starlark has no global/nonlocal: top-level code may reassign globals; inside a function keep state in a dict or list (state[\"n\"] += 1)"
+)
+
+var gotToken = regexp.MustCompile(`^got ([^ ]+), want`)
+
+// lineHints answer a parse error by the text of its line.
+var lineHints = []struct {
 	re   *regexp.Regexp
 	hint string
 }{
-	{regexp.MustCompile(`^\s*(try\s*:|except\b|finally\s*:)`), hintTry},
 	{regexp.MustCompile(`(^|[^A-Za-z0-9_])[fF][rR]?["']`), hintFStr},
+	{regexp.MustCompile(`^\s*(try\s*:|except\b|finally\s*:)`), hintTry},
 	{regexp.MustCompile(`^\s*(import\s|from\s+\S+\s+import\b)`), hintImport},
-	{regexp.MustCompile(`^\s*class\s`), hintClass},
-	{regexp.MustCompile(`\bis\b`), hintIs},
-	{regexp.MustCompile(`^\s*raise\b`), "Starlark has no raise: use fail(\"message\") to stop the program (attempt(...) catches it)"},
-	{regexp.MustCompile(`^\s*with\b`), "Starlark has no with statement: call the tools directly"},
-	{regexp.MustCompile(`^\s*assert\b`), "Starlark has no assert: write if not cond: fail(\"message\")"},
-	{regexp.MustCompile(`\b(async|await)\b`), "Starlark has no async/await: a tool call blocks; use parallel(f1, f2, ...) to run calls at once"},
-	{regexp.MustCompile(`^\s*yield\b|\byield\b`), "Starlark has no generators: build and return a list"},
-	{regexp.MustCompile(`^\s*(global|nonlocal)\b`), "Starlark has no global/nonlocal: top-level code may reassign globals; inside a function keep state in a dict or list (state[\"n\"] += 1)"},
-	{regexp.MustCompile(`^\s*del\b`), "to remove an item use d.pop(key) or list.remove(x)"},
-	{regexp.MustCompile(`\*\*\s*[\w(]`), "Starlark has no ** power operator: multiply (x * x), or loop"},
+	{regexp.MustCompile(`^\s*assert\b`), hintAssert},
 	{regexp.MustCompile(`:=`), "Starlark has no := operator: assign on its own line first"},
 }
 
-// parseHint is the hint for a parse error on line, or "".
+// parseHint is ". hint" for a parse error on line, or "".
 func parseHint(line, msg string) string {
-	for _, h := range hints {
+	if m := gotToken.FindStringSubmatch(msg); m != nil {
+		if h, ok := keywordHints[m[1]]; ok {
+			return ". " + h
+		}
+	}
+	for _, h := range lineHints {
 		if h.re.MatchString(line) {
 			return ". " + h.hint
 		}
@@ -191,6 +213,8 @@ func (e *engine) static(f *syntax.File) ([]string, int) {
 	}
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
+		case *syntax.LoadStmt:
+			add(n.Load, "load is not available. "+hintImport)
 		case *syntax.DotExpr:
 			m, ok := module(n.X)
 			if !ok {
@@ -217,6 +241,9 @@ func (e *engine) static(f *syntax.File) ([]string, int) {
 			}
 			if id, ok := n.Fn.(*syntax.Ident); ok && id.Name == "call" && len(n.Args) > 0 {
 				if b, ok := id.Binding.(*resolve.Binding); ok && b.Scope == resolve.Predeclared {
+					if positional(n.Args) > 1 {
+						add(n.Lparen, `call takes the tool's name, then keyword arguments only: call("tool_name", name=value, ...)`)
+					}
 					if lit, ok := n.Args[0].(*syntax.Literal); ok && lit.Token == syntax.STRING {
 						if name, _ := lit.Value.(string); e.tools[name] == nil {
 							add(lit.TokenPos, fmt.Sprintf("call: no tool %q%s", name, suggest(name, e.toolNames)))
@@ -272,19 +299,23 @@ func nesting(src string) (line, depth int) {
 			if strings.HasPrefix(src[i:], q+q+q) {
 				q = q + q + q
 			}
-			i += len(q)
-			for i < len(src) && !strings.HasPrefix(src[i:], q) {
-				if src[i] == '\\' {
-					i++
-				} else if src[i] == '\n' {
+			j := i + len(q)
+			for j < len(src) && !strings.HasPrefix(src[j:], q) {
+				if src[j] == '\\' {
+					j++
+				} else if src[j] == '\n' {
 					if len(q) == 1 {
-						break
+						break // unterminated: the parser reports it
 					}
 					ln++
 				}
-				i++
+				j++
 			}
-			i += len(q) - 1
+			if j < len(src) && src[j] == '\n' {
+				i = j - 1 // the outer loop counts the newline
+			} else {
+				i = j + len(q) - 1
+			}
 		}
 	}
 	return line, depth

@@ -28,10 +28,10 @@ import (
 // with another file name is a builtin's.
 const filename = "program.star"
 
-// engine is one program's run. Its scheduler state is touched only by
-// the goroutine running Run and, while it is the one running thread, by
-// that thread's goroutine; the channel hand-offs between them order
-// every access.
+// engine is one program's run. Its state is touched by Run's goroutine
+// (which also runs the main thread) and, while it is the one running
+// thread, by a parallel branch's goroutine; the channel hand-offs
+// between them order every access.
 type engine struct {
 	req wire.Request
 	h   wire.Host
@@ -204,7 +204,7 @@ func (e *engine) run(prog *starlark.Program) wire.Done {
 		}
 		return starlark.None, nil
 	}, nil)
-	e.schedule(main)
+	e.runMain(main)
 
 	done := e.finish(main)
 	done.Output = e.out.String()
@@ -221,7 +221,8 @@ func (e *engine) finish(main *task) wire.Done {
 		return d
 	}
 	if main.err != nil {
-		return wire.Done{Outcome: wire.OutcomeError, Error: errText(main.err), Line: errLine(main.err)}
+		msg := errText(main.err)
+		return wire.Done{Outcome: wire.OutcomeError, Error: msg + runtimeHint(msg), Line: errLine(main.err)}
 	}
 	data, err := toJSON(main.val, true, "the result")
 	if err != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -216,84 +217,139 @@ func toJSON(v starlark.Value, sortKeys bool, where string) ([]byte, error) {
 // fromJSON decodes a tool's JSON result. Objects become dicts in document
 // order; a key that repeats keeps its first position and its last value
 // (as encoding/json and JavaScript do), so the outcome is the same on
-// every run. Integers are exact at any size; null is None.
+// every run. Integers are exact at any size; null is None. The data is
+// validated first (json.Valid), then read by a small parser that can
+// trust its syntax: encoding/json's token API costs ~80 allocations a
+// call.
 func fromJSON(data []byte) (starlark.Value, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
+	if len(bytes.Trim(data, " \t\n\r")) == 0 { // JSON whitespace only
 		return starlark.None, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := decodeValue(dec, 0)
-	if err != nil {
-		return nil, err
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v) // for the error's text
+		if err == nil {
+			err = errors.New("not valid JSON")
+		}
+		return nil, fmt.Errorf("invalid JSON: %v", err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("invalid JSON: data after the value")
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, fmt.Errorf("invalid JSON: data after the value")
-	}
-	return v, nil
+	p := &parser{data: data}
+	return p.value(0)
 }
 
-func decodeValue(dec *json.Decoder, depth int) (starlark.Value, error) {
+// parser reads JSON already known to be valid.
+type parser struct {
+	data []byte
+	i    int
+}
+
+func (p *parser) skip() {
+	for p.i < len(p.data) {
+		switch p.data[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value(depth int) (starlark.Value, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("the value is nested deeper than %d levels", maxDepth)
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("invalid JSON: %v", err)
-	}
-	switch tok := tok.(type) {
-	case nil:
+	p.skip()
+	switch c := p.data[p.i]; {
+	case c == 'n':
+		p.i += 4
 		return starlark.None, nil
-	case bool:
-		return starlark.Bool(tok), nil
-	case string:
-		return starlark.String(tok), nil
-	case json.Number:
-		return numberValue(string(tok))
-	case json.Delim:
-		switch tok {
-		case '[':
-			var elems []starlark.Value
-			for dec.More() {
-				v, err := decodeValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				elems = append(elems, v)
+	case c == 't':
+		p.i += 4
+		return starlark.True, nil
+	case c == 'f':
+		p.i += 5
+		return starlark.False, nil
+	case c == '"':
+		s, err := p.str()
+		return starlark.String(s), err
+	case c == '[':
+		p.i++
+		var elems []starlark.Value
+		for {
+			p.skip()
+			if p.data[p.i] == ']' {
+				p.i++
+				return starlark.NewList(elems), nil
 			}
-			if _, err := dec.Token(); err != nil {
-				return nil, fmt.Errorf("invalid JSON: %v", err)
+			if p.data[p.i] == ',' {
+				p.i++
 			}
-			return starlark.NewList(elems), nil
-		case '{':
-			d := starlark.NewDict(0)
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, fmt.Errorf("invalid JSON: %v", err)
-				}
-				k, ok := kt.(string)
-				if !ok {
-					return nil, fmt.Errorf("invalid JSON: object key %v", kt)
-				}
-				v, err := decodeValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				if err := d.SetKey(starlark.String(k), v); err != nil {
-					return nil, err
-				}
+			v, err := p.value(depth + 1)
+			if err != nil {
+				return nil, err
 			}
-			if _, err := dec.Token(); err != nil {
-				return nil, fmt.Errorf("invalid JSON: %v", err)
+			elems = append(elems, v)
+		}
+	case c == '{':
+		p.i++
+		d := starlark.NewDict(0)
+		for {
+			p.skip()
+			if p.data[p.i] == '}' {
+				p.i++
+				return d, nil
 			}
-			return d, nil
+			if p.data[p.i] == ',' {
+				p.i++
+				p.skip()
+			}
+			k, err := p.str()
+			if err != nil {
+				return nil, err
+			}
+			p.skip()
+			p.i++ // ':'
+			v, err := p.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			if err := d.SetKey(starlark.String(k), v); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		j := p.i
+		for j < len(p.data) && strings.IndexByte("+-0123456789.eE", p.data[j]) >= 0 {
+			j++
+		}
+		num := string(p.data[p.i:j])
+		p.i = j
+		return numberValue(num)
+	}
+}
+
+// str reads a string at p.i (its opening quote).
+func (p *parser) str() (string, error) {
+	j := p.i + 1
+	escaped := false
+	for ; p.data[j] != '"'; j++ {
+		if p.data[j] == '\\' {
+			escaped = true
+			j++
 		}
 	}
-	return nil, fmt.Errorf("invalid JSON: unexpected %v", tok)
+	raw := p.data[p.i : j+1]
+	p.i = j + 1
+	if !escaped && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	// Escapes or invalid UTF-8: let encoding/json decode it (it also turns
+	// invalid UTF-8 into U+FFFD).
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("invalid JSON: %v", err)
+	}
+	return s, nil
 }
 
 // numberValue reads a JSON number: an integer literal exactly (as a big
@@ -313,8 +369,9 @@ func numberValue(s string) (starlark.Value, error) {
 		return starlark.MakeBigInt(b), nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil && !math.IsInf(f, 0) {
-		return nil, fmt.Errorf("invalid JSON number %q", s)
+	if err != nil {
+		// Past ±1.8e308 (as encoding/json refuses it).
+		return nil, fmt.Errorf("the number %.20s is out of range", s)
 	}
 	return starlark.Float(f), nil
 }
