@@ -15,4 +15,4 @@ var Program []byte
 // ProgramSHA256 is Program's SHA-256 (hex). go test ./wasm fails when it
 // is not the committed module's; after rebuilding the module (task wasm)
 // pin it again with go test ./wasm -run TestEmbeddedPins -update.
-const ProgramSHA256 = "496f2910898ba4caca9c6ba689ec392cd7c700c9d953d5b00dc47939510ef3c3"
+const ProgramSHA256 = "49a31e936c2310102886535b22de39cc31255dd90f7af4bf729bdda82e83dea6"
