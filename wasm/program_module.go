@@ -15,4 +15,4 @@ var Program []byte
 // ProgramSHA256 is Program's SHA-256 (hex). go test ./wasm fails when it
 // is not the committed module's; after rebuilding the module (task wasm)
 // pin it again with go test ./wasm -run TestEmbeddedPins -update.
-const ProgramSHA256 = "49a31e936c2310102886535b22de39cc31255dd90f7af4bf729bdda82e83dea6"
+const ProgramSHA256 = "277f4e51d60ce7c2dd5b6d554bf932f9a232eef8f5f60860a71e7bd061c37967"

@@ -108,6 +108,24 @@ func TestModuleLimits(t *testing.T) {
 	}
 }
 
+// TestModuleToolNames: a tool's Name reaches the host as it is, whatever
+// it holds (the guest encodes start messages by hand).
+func TestModuleToolNames(t *testing.T) {
+	r := newRuntime(t, wasm.Program)
+	for _, name := range []string{"plain__name", `q"uote\\back<>&`, "tab\there\x00nul", "ünï€😀"} {
+		req := moduleRequest("def main():\n    return o.f(a = [1, {\"k\": None}])\n")
+		req.Tools = []wire.Tool{{Name: name, Module: "o", Function: "f"}}
+		h := &fakeHost{t: t, runG: goid()}
+		d, err := r.Run(context.Background(), req, 0, h)
+		if err != nil || d.Outcome != wire.OutcomeOK || len(h.started) != 1 {
+			t.Fatalf("%q: Done = %+v, %v after %d calls", name, d, err, len(h.started))
+		}
+		if m := h.started[0]; m.Tool != name || string(m.Args) != `{"a":[1,{"k":null}]}` {
+			t.Errorf("%q: the host saw %+v", name, m)
+		}
+	}
+}
+
 // TestModuleInvalid: a program that does not parse ends at once, with no
 // call, the same in the guest and natively.
 func TestModuleInvalid(t *testing.T) {
