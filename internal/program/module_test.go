@@ -89,11 +89,16 @@ func TestModuleLimits(t *testing.T) {
 		{"list", "x = [0] * 10000000\n", memory, false},
 		{"string", "s = \"ab\"\nfor i in range(40):\n    s = s + s\n", memory, false},
 		{"loop", "def main():\n    while True:\n        pass\n", "more than the 1000000 allowed between calls", true},
+		{"after calls", "def main():\n    for i in range(3):\n        fs.stat(path = str(i))\n    s = \"ab\"\n    for i in range(40):\n        s = s + s\n", memory, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d1, h := runModule(t, r, tc.source)
 			d2, _ := runModule(t, r, tc.source)
-			if d1.Outcome != wire.OutcomeLimit || !strings.Contains(d1.Error, tc.want) || len(h.started) != 0 {
+			calls := 0
+			if tc.name == "after calls" {
+				calls = 3
+			}
+			if d1.Outcome != wire.OutcomeLimit || !strings.Contains(d1.Error, tc.want) || len(h.started) != calls {
 				t.Fatalf("Done = %+v after %d calls; want a limit naming %q", d1, len(h.started), tc.want)
 			}
 			if !equalDone(d1, d2) {
@@ -105,6 +110,24 @@ func TestModuleLimits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestModuleToolNames: a tool's Name reaches the host as it is, whatever
+// it holds (the guest encodes start messages by hand).
+func TestModuleToolNames(t *testing.T) {
+	r := newRuntime(t, wasm.Program)
+	for _, name := range []string{"plain__name", `q"uote\\back<>&`, "tab\there\x00nul", "ünï€😀"} {
+		req := moduleRequest("def main():\n    return o.f(a = [1, {\"k\": None}])\n")
+		req.Tools = []wire.Tool{{Name: name, Module: "o", Function: "f"}}
+		h := &fakeHost{t: t, runG: goid()}
+		d, err := r.Run(context.Background(), req, 0, h)
+		if err != nil || d.Outcome != wire.OutcomeOK || len(h.started) != 1 {
+			t.Fatalf("%q: Done = %+v, %v after %d calls", name, d, err, len(h.started))
+		}
+		if m := h.started[0]; m.Tool != name || string(m.Args) != `{"a":[1,{"k":null}]}` {
+			t.Errorf("%q: the host saw %+v", name, m)
+		}
 	}
 }
 

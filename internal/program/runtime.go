@@ -12,9 +12,16 @@
 // Compiling the module takes seconds, far past the SDK's 1 s deadlock
 // detector, so New starts it in the background and the worker waits for
 // Ready before it takes workflow tasks. A pool of instances already
-// started, blocked in their first recv, makes a program's start cost
-// about that of a channel receive; each instance serves one program and is
-// closed.
+// started, blocked in their first recv, saves a program the instantiation
+// and the guest's own start (about 12 ms): a small program then runs in
+// about 1.5 ms. Each instance serves one program and is closed.
+//
+// The guest's code is compiled without wazero's context checks (see New),
+// so a guest that is computing cannot be interrupted; it notices that it
+// was stopped at its next host call, which the program's step limits
+// bound. Those limits are therefore what bounds a workflow task's time
+// between two calls: at about 2.5M steps/s in the guest (30 times slower
+// than native), 1M steps take about 0.4 s on an idle machine.
 package program
 
 import (
