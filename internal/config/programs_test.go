@@ -101,7 +101,7 @@ func TestProgramsInvalid(t *testing.T) {
 func TestProgramsDocumentedDefaults(t *testing.T) {
 	snap, err := loadPrograms(t, "  enabled: true\n  max_description_bytes: 8192\n  limits:\n"+
 		"    max_calls: 200\n    max_data_bytes: 4194304\n    max_result_bytes: 65536\n    max_print_bytes: 16384\n"+
-		"    max_steps: 10000000\n    max_steps_between_calls: 1000000\n    max_parallel: 16\n    memory_mb: 64\n"+
+		"    max_steps: 10000000\n    max_steps_between_calls: 300000\n    max_parallel: 16\n    memory_mb: 64\n"+
 		"    timeout: 1h\n    max_source_bytes: 65536\n")
 	if err != nil {
 		t.Fatal(err)
