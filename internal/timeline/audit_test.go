@@ -295,7 +295,7 @@ func TestExportVerifies(t *testing.T) {
 	for _, typ := range []string{EventTaskStarted, EventCallRequested, EventPolicyDecision, EventApprovalRequested, EventApprovalEscalated,
 		EventApprovalDecided, EventApprovalClosed, EventCapture, EventCallAttempt, EventCallFinished, EventCompensationRecorded,
 		EventRollbackRequested, EventCompensation, EventRollbackFinished, EventFinishRequested, EventCancelRequested,
-		EventContinuedAsNew, EventTaskEnded} {
+		EventContinuedAsNew, EventTaskEnded, EventProgramStarted, EventProgramStopRequested, EventProgramFinished} {
 		if !types[typ] {
 			t.Errorf("no %s record in the export of the recorded tasks", typ)
 		}

@@ -27,6 +27,9 @@ const (
 	EventProgramStarted       = "program_started"
 	EventProgramStopRequested = "program_stop_requested"
 	EventProgramFinished      = "program_finished"
+	// EventProgramRunning ends the block of a program that has not
+	// ended (at its latest event).
+	EventProgramRunning = "program_running"
 )
 
 // Program is one program the task ran. Its source, output, error and
@@ -267,7 +270,10 @@ func (b *builder) programCompleted(at time.Time, ps *programState, success *comm
 	p.Outcome, p.Result, p.Output, p.Error, p.Line, p.Steps = string(res.Outcome), res.Result, res.Output, res.Error, res.Line, res.Steps
 	p.RolledBack = res.RolledBack
 	for _, pc := range res.Calls {
-		cs := b.programCall(pc.CallID, at)
+		var cs *callState
+		if prog, _, ok := api.SplitProgramCallID(pc.CallID); ok && prog == p.ID {
+			cs = b.programCall(pc.CallID, at)
+		}
 		if cs == nil {
 			b.problem("program %s lists call %s, which is not one of its calls", p.ID, pc.CallID)
 			continue
@@ -294,12 +300,6 @@ func (b *builder) programCompleted(at time.Time, ps *programState, success *comm
 			c.Finished = &at
 		}
 	}
-	// Calls the program started are listed in start order.
-	slices.SortFunc(p.Calls, func(x, y string) int {
-		_, i, _ := api.SplitProgramCallID(x)
-		_, j, _ := api.SplitProgramCallID(y)
-		return i - j
-	})
 }
 
 // programRollback names the rollback an atomic program's failure started:
@@ -320,6 +320,13 @@ func (b *builder) programRollback(rb *Rollback, callID string) {
 // a call decided on the fast path leaves its arguments nowhere else.
 func (b *builder) maskProgram(ps *programState, secrets []string) {
 	p := ps.p
+	// Its calls, seen in the order they were decided, are listed in the
+	// order they started (their n).
+	slices.SortFunc(p.Calls, func(x, y string) int {
+		_, i, _ := api.SplitProgramCallID(x)
+		_, j, _ := api.SplitProgramCallID(y)
+		return i - j
+	})
 	paths := map[string][]string{} // module.function → redact paths
 	for _, t := range ps.req.Tools {
 		if rp := b.opts.Redact[t.Name]; len(rp) > 0 {

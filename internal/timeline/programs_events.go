@@ -59,7 +59,15 @@ func programEvents(tl *Timeline, p *Program) []event {
 		out = append(out, b.events...)
 	}
 	if p.Finished == nil {
-		return out
+		last := out[len(out)-1].at
+		for _, e := range out {
+			if e.at.After(last) {
+				last = e.at
+			}
+		}
+		return append(out, event{at: last, depth: 1, typ: EventProgramRunning, run: runAt(tl, last),
+			fields: pf(map[string]any{"calls": len(p.Calls)}),
+			text:   fmt.Sprintf("program %s still running (%s so far)", p.ID, plural(len(p.Calls), "call"))})
 	}
 	return append(out, programEnd(tl, p))
 }

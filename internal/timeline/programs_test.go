@@ -3,10 +3,12 @@ package timeline
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	historypb "go.temporal.io/api/history/v1"
+	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/airlock-run/airlock/api"
@@ -200,5 +202,82 @@ func TestMaskSource(t *testing.T) {
 	deep := strings.Repeat("(", 100000) + `fs.write(token="s")` + strings.Repeat(")", 100000)
 	if got := maskSource(deep, paths); strings.Contains(got, `"s"`) {
 		t.Error("deeply nested call not masked")
+	}
+}
+
+// TestProgramRunning: a history cut while a program runs (its call
+// approved and running) shows the program running, its calls so far, and
+// the waiting call's line from its approval request.
+func TestProgramRunning(t *testing.T) {
+	h := loadHistory(t, "program_v1_run1")
+	cut := -1
+	for i, ev := range h.Events {
+		if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == api.CallToolName {
+			cut = i + 1 // prog-1/4's tool scheduled, not yet ended
+			break
+		}
+	}
+	if cut < 0 {
+		t.Fatal("no CallTool activity in the history")
+	}
+	h.Events = h.Events[:cut]
+	tl, err := Build(h, &Options{Redact: map[string][]string{"counter__put": {"key"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "programs", len(tl.Programs), 1)
+	p := tl.Program("prog-1")
+	want(t, "outcome", p.Outcome, "running")
+	want(t, "finished", p.Finished == nil, true)
+	want(t, "calls so far", strings.Join(p.Calls, " "), "prog-1/1 prog-1/2 prog-1/3 prog-1/4")
+	c4 := tl.Call("prog-1/4")
+	want(t, "prog-1/4 line", c4.Line, 3)
+	want(t, "prog-1/4 tool", c4.Tool, "counter__put")
+	want(t, "prog-1/4 arguments", string(c4.Arguments), `{"key":"[redacted]"}`)
+	want(t, "prog-1/4 approval", c4.Approval.State, api.ApprovalApproved)
+	want(t, "prog-1/4 result", c4.Result == nil, true)
+	want(t, "prog-1/1 result", tl.Call("prog-1/1").Result.Outcome, "ok")
+	var out bytes.Buffer
+	if err := Render(&out, tl, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := out.String(); !strings.Contains(r, "program prog-1 still running (4 calls so far)") || strings.Contains(r, "ended") {
+		t.Errorf("the rendering does not show prog-1 running:\n%s", r)
+	}
+}
+
+// TestProgramResultForeignCall: a program's result that lists another
+// program's call (or a call ID that is no program call) is a problem, and
+// the other program's call is left alone.
+func TestProgramResultForeignCall(t *testing.T) {
+	h := loadHistory(t, "program_v1_run1")
+	dc := converter.GetDefaultDataConverter()
+	for _, ev := range h.Events {
+		a := ev.GetWorkflowExecutionUpdateCompletedEventAttributes()
+		if a == nil || a.GetMeta().GetUpdateId() != "prog-3" {
+			continue
+		}
+		var res api.ProgramResult
+		if err := dc.FromPayloads(a.GetOutcome().GetSuccess(), &res); err != nil {
+			t.Fatal(err)
+		}
+		res.Calls = append(res.Calls, api.ProgramCall{CallID: "prog-2/1", Tool: "counter__put", Line: 99, Outcome: api.OutcomeDenied},
+			api.ProgramCall{CallID: "not-a-program-call", Outcome: api.OutcomeOK})
+		p, err := dc.ToPayloads(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Outcome = &updatepb.Outcome{Value: &updatepb.Outcome_Success{Success: p}}
+	}
+	tl, err := Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "problems", len(tl.Problems), 2)
+	want(t, "prog-3 calls", strings.Join(tl.Program("prog-3").Calls, " "), "prog-3/1")
+	c := tl.Call("prog-2/1")
+	want(t, "prog-2/1", fmt.Sprintf("%s line %d %s", c.Program, c.Line, c.Result.Outcome), "prog-2 line 1 ok")
+	if tl.Call("not-a-program-call") != nil {
+		t.Error("a call was made up from a program's result")
 	}
 }
