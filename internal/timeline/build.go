@@ -839,6 +839,9 @@ func (b *builder) finish() {
 	b.matchDecisions()
 	b.grantDecisions()
 	secrets := map[*programState][]string{}
+	for _, ps := range b.progOrder {
+		secrets[ps] = b.sourceSecrets(ps)
+	}
 	for _, cs := range b.order {
 		c := cs.c
 		if c.Decision == nil && cs.recorded != nil {
@@ -859,7 +862,7 @@ func (b *builder) finish() {
 			ap.Decided = c.Finished
 		}
 		paths := append(slices.Clone(b.opts.Redact[c.Tool]), cs.redact...)
-		s := b.redact(cs, paths)
+		s := b.redact(cs, paths, secrets[cs.prog])
 		if cs.prog != nil {
 			secrets[cs.prog] = append(secrets[cs.prog], s...)
 		}
@@ -880,9 +883,15 @@ func (b *builder) finish() {
 // else the call's values show (its result, errors, capture and
 // compensation), the values found at those paths: a tool may echo a
 // redacted argument back. It returns those values.
-func (b *builder) redact(cs *callState, paths []string) []string {
+//
+// extra are more values to mask (a program's, from its source).
+func (b *builder) redact(cs *callState, paths []string, extra []string) []string {
 	c := cs.c
 	secrets := append(redact.ValuesAt(cs.args, paths), b.finishEdit(cs, paths)...)
+	if len(extra) > 0 {
+		secrets = append(secrets, extra...)
+		slices.SortFunc(secrets, func(x, y string) int { return len(y) - len(x) }) // longest first
+	}
 	c.Arguments = redact.Arguments(cs.args, paths)
 	if r := c.Result; r != nil {
 		r.Text = summary(redact.MaskValues(cs.text, secrets))

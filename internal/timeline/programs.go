@@ -314,10 +314,32 @@ func (b *builder) programRollback(rb *Rollback, callID string) {
 	}
 }
 
+// sourceSecrets masks, in the program's source, the string literals a call
+// passes at a redact path (a call decided on the fast path leaves its
+// arguments nowhere else in history), and returns their values (those
+// long enough to mask elsewhere, as redact.ValuesAt) to be masked in its
+// calls' results too.
+func (b *builder) sourceSecrets(ps *programState) []string {
+	paths := map[string][]string{} // module.function and exposed name → redact paths
+	for _, t := range ps.req.Tools {
+		if rp := b.opts.Redact[t.Name]; len(rp) > 0 {
+			paths[t.Module+"."+t.Function], paths[t.Name] = rp, rp
+		}
+	}
+	src, values := maskSource(ps.p.Source, paths)
+	ps.p.Source = src
+	var out []string
+	for _, v := range values {
+		if len([]rune(v)) >= 4 && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // maskProgram masks, in the program's source, output, error and result,
-// the values found at its calls' redact paths (secrets, from finish), and
-// in its source the string literals a call passes at a redact path:
-// a call decided on the fast path leaves its arguments nowhere else.
+// the values found at its calls' redact paths and in its source (secrets,
+// from finish).
 func (b *builder) maskProgram(ps *programState, secrets []string) {
 	p := ps.p
 	// Its calls, seen in the order they were decided, are listed in the
@@ -327,13 +349,8 @@ func (b *builder) maskProgram(ps *programState, secrets []string) {
 		_, j, _ := api.SplitProgramCallID(y)
 		return i - j
 	})
-	paths := map[string][]string{} // module.function → redact paths
-	for _, t := range ps.req.Tools {
-		if rp := b.opts.Redact[t.Name]; len(rp) > 0 {
-			paths[t.Module+"."+t.Function] = rp
-		}
-	}
-	p.Source = redact.MaskValues(maskSource(p.Source, paths), secrets)
+	slices.SortFunc(secrets, func(x, y string) int { return len(y) - len(x) }) // longest first
+	p.Source = redact.MaskValues(p.Source, secrets)
 	p.Output = redact.MaskValues(p.Output, secrets)
 	p.Error = redact.MaskValues(p.Error, secrets)
 	p.Result = redact.MaskJSON(p.Result, secrets)

@@ -16,9 +16,11 @@ import (
 // the program passes straight to the tool; a value built elsewhere in the
 // program is masked only where the history recorded it (MaskValues).
 // paths maps module.function and the exposed name to the tool's paths.
-func maskSource(src string, paths map[string][]string) string {
+// It also returns the values of the literals it masked, to be masked
+// where a call's result or the program's output echoes them.
+func maskSource(src string, paths map[string][]string) (string, []string) {
 	if len(paths) == 0 {
-		return src
+		return src, nil
 	}
 	toks := lex(src)
 	// group[i] is the index of the bracket closing toks[i] (an opener).
@@ -61,19 +63,38 @@ func maskSource(src string, paths map[string][]string) string {
 		}
 	}
 	if len(masked) == 0 {
-		return src
+		return src, nil
 	}
 	var b strings.Builder
+	var values []string
 	last := 0
 	for i, t := range toks {
 		if masked[i] {
 			b.WriteString(src[last:t.start])
 			b.WriteString(strconv.Quote(redact.Mask))
 			last = t.end
+			values = append(values, literalValue(t.text))
 		}
 	}
 	b.WriteString(src[last:])
-	return b.String()
+	return b.String(), values
+}
+
+// literalValue is the value of a string literal: exact for a plain
+// double-quoted one, its text between the quotes otherwise (what a tool
+// would echo back, near enough to mask).
+func literalValue(lit string) string {
+	if v, err := strconv.Unquote(lit); err == nil && lit[0] == '"' {
+		return v
+	}
+	lit = strings.TrimLeft(lit, "rRbB")
+	if len(lit) >= 6 && (strings.HasPrefix(lit, strings.Repeat(`"`, 3)) || strings.HasPrefix(lit, strings.Repeat("'", 3))) {
+		return lit[3 : len(lit)-3]
+	}
+	if len(lit) >= 2 {
+		return lit[1 : len(lit)-1]
+	}
+	return lit
 }
 
 // maskKeywords marks the string literals in the values of the keyword
