@@ -375,7 +375,7 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 			return
 		}
 		callID := callOfRequest(b.tl.Task, d.RequestID)
-		cs := b.call(callID, "", at)
+		cs := b.callOrProgram(callID, "", at)
 		ap := b.approval(cs, d.RequestID)
 		ap.Votes = append(ap.Votes, Vote{Approver: d.Approver, Approve: d.Approve, At: at, Via: d.Via, Comment: d.Comment})
 		if !d.Grant.Empty() {
@@ -642,7 +642,7 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 			b.problem("approval notice: %v", err)
 			return
 		}
-		cs := b.call(n.CallID, n.Tool, at)
+		cs := b.callOrProgram(n.CallID, n.Tool, at)
 		ap := b.approval(cs, n.RequestID)
 		if n.State != "" {
 			ap.State = n.State

@@ -355,3 +355,15 @@ func (b *builder) maskProgram(ps *programState, secrets []string) {
 	p.Error = redact.MaskValues(p.Error, secrets)
 	p.Result = redact.MaskJSON(p.Result, secrets)
 }
+
+// callOrProgram is b.call for a record that names a call (a vote, an
+// approval update) and may be the first to show a program's call.
+func (b *builder) callOrProgram(id, tool string, at time.Time) *callState {
+	if _, ok := b.calls[id]; !ok {
+		if cs := b.programCall(id, at); cs != nil {
+			cs.c.Tool = tool
+			return cs
+		}
+	}
+	return b.call(id, tool, at)
+}
