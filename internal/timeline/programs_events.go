@@ -107,6 +107,9 @@ func programEnd(tl *Timeline, p *Program) event {
 // shows (the JSON has it whole).
 const maxSourceLines = 200
 
+// maxSourceLine is how many characters of one source line it shows.
+const maxSourceLine = 240
+
 // numbered is the source with line numbers, for the rendering.
 func numbered(src string) string {
 	lines := strings.Split(strings.TrimRight(src, "\n"), "\n")
@@ -116,7 +119,7 @@ func numbered(src string) string {
 			fmt.Fprintf(&b, "     … %d more lines\n", len(lines)-i)
 			break
 		}
-		fmt.Fprintf(&b, "%4d | %s\n", i+1, strings.TrimRight(l, "\r"))
+		fmt.Fprintf(&b, "%4d | %s\n", i+1, clip(strings.TrimRight(l, "\r"), maxSourceLine))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

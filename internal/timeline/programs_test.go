@@ -160,6 +160,12 @@ func TestProgramHostileSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := out.String()
+	if len(r) > 16<<10 {
+		t.Errorf("the rendering of a 64 KiB source line is %d bytes; want it clipped", len(r))
+	}
+	if !strings.Contains(r, "   3 | "+strings.Repeat("x", maxSourceLine)+"…") {
+		t.Error("the long line is not shown clipped")
+	}
 	for _, bad := range []string{"\x1b", "\x07", "\r", "\u202e", "\u200b"} {
 		if strings.Contains(r, bad) {
 			t.Errorf("the rendering holds %q", bad)
