@@ -337,3 +337,22 @@ func TestProgramSourceSecrets(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMaskSource: any source, however broken, is masked without a panic,
+// and what is not a masked literal is left as it was.
+func FuzzMaskSource(f *testing.F) {
+	for _, s := range []string{"fs.write(token=", ")))(((", "fs.write", "fs.write(", `call(`, `call("fs__write"`, "attempt(fs.write",
+		`fs.write(token="abc\`, `fs.write(token='''x`, `fs.write(token=r"\"", token=b'x')`, "fs.write(token=\"a\"\n)#\"", `call('fs__write', token="x")`} {
+		f.Add(s)
+	}
+	paths := map[string][]string{"fs.write": {"token"}, "fs__write": {"token"}}
+	f.Fuzz(func(t *testing.T, src string) {
+		got, values := maskSource(src, paths)
+		if len(values) == 0 && got != src {
+			t.Errorf("nothing masked, yet the source changed: %q → %q", src, got)
+		}
+		if strings.Count(got, `"[redacted]"`) < len(values) {
+			t.Errorf("%d values masked, fewer masks in %q", len(values), got)
+		}
+	})
+}
