@@ -48,6 +48,13 @@ func Render(w io.Writer, tl *Timeline, opts *RenderOptions) error {
 	}
 	fmt.Fprintf(&b, "runs:      %d\n", len(tl.Runs))
 	fmt.Fprintf(&b, "calls:     %d\n", len(tl.Calls))
+	if len(tl.Programs) > 0 {
+		var ps []string
+		for _, p := range tl.Programs {
+			ps = append(ps, p.ID+" "+p.Outcome)
+		}
+		fmt.Fprintf(&b, "programs:  %s\n", redact.VisibleLine(clip(strings.Join(ps, ", "), shortLen*2)))
+	}
 	if len(tl.Steps) > 0 {
 		var s []string
 		for _, st := range tl.Steps {
