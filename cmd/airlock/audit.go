@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -22,6 +24,7 @@ import (
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/worker"
+	"github.com/airlock-run/airlock/workflows"
 )
 
 const auditRedactNote = `Arguments are masked at the redact paths of the tools' manifests (from
@@ -44,7 +47,8 @@ func auditCommand() *Command {
 
 const auditShowLong = `Shows the task's timeline from its recorded history, all its runs: who asked
 for what, the policy decision and its rule, who approved and when, each
-result, compensations and rollbacks. --json prints the timeline as JSON;
+result, compensations and rollbacks; each program (code mode) with its
+source and its calls under it, each at its line. --json prints the timeline as JSON;
 --run shows one run only.
 
 ` + auditRedactNote + "\n\n" + talksToDev
@@ -64,6 +68,8 @@ a failure means the workflow code changed without workflow.GetVersion, or
 the history was altered.
 --history: replays one history JSON file (as the Temporal CLI or UI
 downloads it) the same way.
+A history that runs programs (code mode) replays by running them again with
+the program runner this binary was built with; without one, verify says so.
 
 ` + talksToDev
 
@@ -451,10 +457,53 @@ func replayTask(ctx context.Context, c *Call, tc client.Client, namespace, id st
 	return 0
 }
 
+// programRunner runs the programs (code mode) of the histories audit verify
+// replays: a program replays by running again, each of its calls answered
+// from history, so the replay needs the interpreter the worker ran it
+// with. The wiring that gives the worker its runner sets it here too; nil:
+// this binary has none, and a history with programs is not replayed.
+var programRunner workflows.ProgramRunner
+
 // replay runs one history through the Temporal replayer with airlock's
 // workflows registered.
 func replay(h *historypb.History) error {
+	if progs, n := historyPrograms(h); n > 0 {
+		if programRunner == nil {
+			what := "1 program"
+			if n > 1 {
+				what = fmt.Sprintf("%d programs", n)
+			}
+			return fmt.Errorf("the history runs %s (code mode: %s), and this binary has no program runner to replay them with; "+
+				"verify it with an airlock built with code mode's runner (the one its workers run programs with)",
+				what, strings.Join(progs, ", "))
+		}
+		workflows.UseProgramRunner(programRunner)
+	}
 	r := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflows(r)
 	return r.ReplayWorkflowHistory(quietLogger{}, h)
+}
+
+// historyPrograms are the IDs of the programs a history runs (its
+// run_program Updates: the first few), and how many there are.
+func historyPrograms(h *historypb.History) ([]string, int) {
+	const most = 5
+	var ids []string
+	n := 0
+	for _, ev := range h.GetEvents() {
+		if ev.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+			continue
+		}
+		req := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest()
+		if req.GetInput().GetName() != api.UpdateRunProgram {
+			continue
+		}
+		if n++; n <= most {
+			ids = append(ids, req.GetMeta().GetUpdateId())
+		}
+	}
+	if n > most {
+		ids = append(ids, fmt.Sprintf("and %d more", n-most))
+	}
+	return ids, n
 }

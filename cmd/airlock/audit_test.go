@@ -167,8 +167,8 @@ func TestAuditVerifyHistory(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
 	// Programs (code mode) replay with a program runner; those recorded
 	// were written in the Starlark subset testenv.ScriptRunner plays.
-	workflows.UseProgramRunner(&testenv.ScriptRunner{})
-	t.Cleanup(func() { workflows.UseProgramRunner(nil) })
+	programRunner = &testenv.ScriptRunner{}
+	t.Cleanup(func() { programRunner = nil; workflows.UseProgramRunner(nil) })
 	files, err := filepath.Glob(filepath.Join(recordedHistories, "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no recorded histories (%v)", err)
@@ -185,6 +185,17 @@ func TestAuditVerifyHistory(t *testing.T) {
 		code, stdout, stderr := runCLI(t, "audit", "verify", files[0])
 		if code != 0 || !strings.Contains(stdout, "replays") {
 			t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		}
+	})
+	t.Run("programs without a runner", func(t *testing.T) {
+		programRunner = nil
+		defer func() { programRunner = &testenv.ScriptRunner{} }()
+		f := filepath.Join(recordedHistories, "program_v1_run1.json")
+		code, _, stderr := runCLI(t, "audit", "verify", "--history", f)
+		for _, s := range []string{"does NOT replay", "runs 3 programs (code mode: prog-1, prog-2, prog-3)", "no program runner"} {
+			if code != 1 || !strings.Contains(stderr, s) {
+				t.Errorf("exit %d, stderr: %s; want exit 1 and %q", code, stderr, s)
+			}
 		}
 	})
 	t.Run("an incompatible history", func(t *testing.T) {

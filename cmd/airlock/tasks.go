@@ -35,8 +35,8 @@ func tasksCommand() *Command {
 		Sub: []*Command{
 			{Name: "list", Usage: "[--status running|completed|...] [--state STATE] [--principal NAME]\n [--tool TOOL] [--pending-approval] [--limit N]",
 				Short: "the newest tasks, with their state", Long: tasksListLong, Flags: bind(tasksFlags, tasksList)},
-			{Name: "show", Usage: "[--json] TASK_ID", Short: "one task: calls, plan steps, pending compensations",
-				Long: "Shows one task: its calls, plan steps and pending compensations.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksShow)},
+			{Name: "show", Usage: "[--json] TASK_ID", Short: "one task: calls, plan steps, running programs, pending compensations",
+				Long: "Shows one task: its calls, plan steps, running programs (code mode) and pending compensations.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksShow)},
 			{Name: "rollback", Usage: "[--reason TEXT] [--queue] TASK_ID", Short: "undo the task's changes (compensations, newest first, each once)",
 				Long: tasksRollbackLong, Flags: bind(tasksFlags, tasksRollback)},
 			{Name: "withdraw", Usage: "[--reason TEXT] TASK~CALL", Short: "withdraw a pending approval request (the call does not run)",
@@ -495,8 +495,9 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 			fmt.Fprintf(stdout, "  %-9s %-20s %-28s %s\n", s.State, s.ID, s.Tool, s.Reason)
 		}
 	}
-	printLocks(stdout, st.Locks) // locks.go
-	if st.TaskState != nil {     // task-scoped state (airlock_state_*)
+	printLocks(stdout, st.Locks)       // locks.go
+	printPrograms(stdout, st.Programs) // code mode
+	if st.TaskState != nil {           // task-scoped state (airlock_state_*)
 		fmt.Fprintf(stdout, "state doc: %s\n", describeState(st.TaskState))
 	}
 	if len(st.Recent) > 0 {
