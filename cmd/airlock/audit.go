@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -22,7 +23,9 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/program"
 	"github.com/airlock-run/airlock/internal/timeline"
+	"github.com/airlock-run/airlock/wasm"
 	"github.com/airlock-run/airlock/worker"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -460,24 +463,45 @@ func replayTask(ctx context.Context, c *Call, tc client.Client, namespace, id st
 // programRunner runs the programs (code mode) of the histories audit verify
 // replays: a program replays by running again, each of its calls answered
 // from history, so the replay needs the interpreter the worker ran it
-// with. The wiring that gives the worker its runner sets it here too; nil:
-// this binary has none, and a history with programs is not replayed.
+// with: this binary's (wasm.Program). Tests set it; nil: the first history
+// with programs starts one (verifyRunner).
 var programRunner workflows.ProgramRunner
+
+// verifyRunner starts the program interpreter for audit verify, once: a
+// few seconds of compiling the first time, cached under the user's cache
+// dir (like the worker's under its data dir) for the next.
+var verifyRunner = sync.OnceValues(func() (workflows.ProgramRunner, error) {
+	o := program.Options{Module: wasm.Program, Warm: 1}
+	if dir, err := os.UserCacheDir(); err == nil {
+		o.CacheDir = filepath.Join(dir, "airlock", "wasm-cache")
+	}
+	rt, err := program.New(context.Background(), o)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Ready(context.Background()); err != nil {
+		return nil, fmt.Errorf("the program interpreter (wasm.Program) did not compile: %w", err)
+	}
+	return rt, nil
+})
 
 // replay runs one history through the Temporal replayer with airlock's
 // workflows registered.
 func replay(h *historypb.History) error {
 	if progs, n := historyPrograms(h); n > 0 {
-		if programRunner == nil {
-			what := "1 program"
-			if n > 1 {
-				what = fmt.Sprintf("%d programs", n)
+		r := programRunner
+		if r == nil {
+			var err error
+			if r, err = verifyRunner(); err != nil {
+				what := "1 program"
+				if n > 1 {
+					what = fmt.Sprintf("%d programs", n)
+				}
+				return fmt.Errorf("the history runs %s (code mode: %s), and replaying them needs the program interpreter: %v",
+					what, strings.Join(progs, ", "), err)
 			}
-			return fmt.Errorf("the history runs %s (code mode: %s), and this binary has no program runner to replay them with; "+
-				"verify it with an airlock built with code mode's runner (the one its workers run programs with)",
-				what, strings.Join(progs, ", "))
 		}
-		workflows.UseProgramRunner(programRunner)
+		workflows.UseProgramRunner(r)
 	}
 	r := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflows(r)
