@@ -29,7 +29,9 @@ func TestApprovalsProgramCall(t *testing.T) {
 	// alice's own call waits; its request names her task.
 	cs := approvalsSession(t, ctx, s, "alice-key")
 	waitAvailable(t, ctx, cs, "counter__append")
-	go func() { // ends when the stack stops
+	called := make(chan struct{})
+	go func() {
+		defer close(called)
 		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "direct"}})
 	}()
 	direct := listedRequest(t, temporal, regexp.MustCompile(`(?m)^(\S+~\S+)\s+\S+\s+counter__append\s+alice\s`))
@@ -46,8 +48,9 @@ func TestApprovalsProgramCall(t *testing.T) {
 		Source: "counter.append(key=\"p\")", Tools: []api.ProgramTool{
 			{Name: "counter__append", Module: "counter", Function: "append", Server: "counter", UpstreamTool: "append", Spec: spec}}}
 	req.Source = "# the program's first line\n" + req.Source
-	if _, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: task, UpdateID: req.ProgramID,
-		UpdateName: api.UpdateRunProgram, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageAccepted}); err != nil {
+	h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: task, UpdateID: req.ProgramID,
+		UpdateName: api.UpdateRunProgram, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err != nil {
 		t.Fatalf("run_program: %v", err)
 	}
 	prog := api.RequestID(task, api.ProgramCallID("prog-7", 1))
@@ -82,4 +85,18 @@ func TestApprovalsProgramCall(t *testing.T) {
 	if text := textOf(res); strings.Count(text, "from program") != 1 || !strings.Contains(text, "\n  from program prog-7, line 2") {
 		t.Errorf("airlock_approvals_list:\n%s", text)
 	}
+
+	// bob denies both: the program and the call end (a stack stopped with
+	// them waiting takes its shutdown timeout).
+	t.Setenv(envAPIKey, "bob-key")
+	for _, id := range []string{prog, direct} {
+		if code, _, stderr := runCLI(t, append([]string{"approvals", "deny", id}, temporal...)...); code != 0 {
+			t.Fatalf("deny %s: %s", id, stderr)
+		}
+	}
+	var r api.ProgramResult
+	if err := h.Get(ctx, &r); err != nil || r.Outcome != api.ProgramError || r.Line != 2 {
+		t.Errorf("the program whose call was denied: %+v %v", r, err)
+	}
+	<-called
 }
