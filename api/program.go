@@ -77,12 +77,12 @@ type ProgramLimits struct {
 // DefaultProgramLimits are the limits a program gets where configuration
 // says nothing.
 var DefaultProgramLimits = ProgramLimits{
-	MaxSourceBytes:       64 << 10,
-	MaxCalls:             200,
-	MaxDataBytes:         4 << 20,
-	MaxResultBytes:       64 << 10,
-	MaxPrintBytes:        16 << 10,
-	MaxSteps:             10_000_000,
+	MaxSourceBytes: 64 << 10,
+	MaxCalls:       200,
+	MaxDataBytes:   4 << 20,
+	MaxResultBytes: 64 << 10,
+	MaxPrintBytes:  16 << 10,
+	MaxSteps:       10_000_000,
 	// 300k steps are ~0.1 s of the wasm guest (3.4M steps/s) and ~0.4 s on
 	// a loaded 2-core machine: well under the SDK's deadlock detector,
 	// which a stretch without a call must never reach.

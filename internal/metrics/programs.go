@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/airlock-run/airlock/api"
 )
 
 // Programs (code mode, issue 27): the gateway observes each program it
@@ -49,19 +47,24 @@ var (
 
 func init() { Registry.MustRegister(Programs, ProgramCalls, ProgramSteps, ProgramDuration) }
 
-// ObserveProgram records one program's result, d being the time from its
-// request to its result.
-func ObserveProgram(res api.ProgramResult, d time.Duration) {
-	Programs.WithLabelValues(programOutcome(res.Outcome)).Inc()
-	ProgramCalls.Observe(float64(len(res.Calls)))
-	ProgramSteps.Observe(float64(max(res.Steps, 0)))
+// ObserveProgram records one program's result (its api.ProgramOutcome,
+// calls made and steps run), d being the time from its request to its
+// result. metrics is a library below the contract, so it takes the
+// result's parts, not an api.ProgramResult.
+func ObserveProgram(outcome string, calls int, steps int64, d time.Duration) {
+	Programs.WithLabelValues(programOutcome(outcome)).Inc()
+	ProgramCalls.Observe(float64(max(calls, 0)))
+	ProgramSteps.Observe(float64(max(steps, 0)))
 	ProgramDuration.Observe(max(d, 0).Seconds())
 }
 
-func programOutcome(o api.ProgramOutcome) string {
-	switch o {
-	case api.ProgramOK, api.ProgramError, api.ProgramInvalid, api.ProgramLimit, api.ProgramStopped:
-		return string(o)
+// programOutcomes are the api.ProgramOutcome values (a label value
+// outside them is "other", so the label set stays small).
+var programOutcomes = map[string]bool{"ok": true, "error": true, "invalid": true, "limit": true, "stopped": true}
+
+func programOutcome(o string) string {
+	if programOutcomes[o] {
+		return o
 	}
 	return "other"
 }

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/airlock-run/airlock/api"
 )
 
 // TestObserveProgram: each program counts once by outcome, and its calls,
@@ -17,10 +15,9 @@ func TestObserveProgram(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(Programs, ProgramCalls, ProgramSteps, ProgramDuration)
 	before := scrape(t, reg)
-	calls := make([]api.ProgramCall, 3)
-	ObserveProgram(api.ProgramResult{Outcome: api.ProgramOK, Calls: calls, Steps: 1500}, 2*time.Second)
-	ObserveProgram(api.ProgramResult{Outcome: api.ProgramLimit, Steps: 10_000_000}, 90*time.Minute)
-	ObserveProgram(api.ProgramResult{Outcome: "\x1bweird", Steps: -5}, -time.Second)
+	ObserveProgram("ok", 3, 1500, 2*time.Second)
+	ObserveProgram("limit", 0, 10_000_000, 90*time.Minute)
+	ObserveProgram("\x1bweird", 0, -5, -time.Second)
 	got := scrape(t, reg)
 	delta := func(series string) float64 { return got[series] - before[series] }
 	for series, want := range map[string]float64{
