@@ -360,20 +360,29 @@ func BenchmarkProgramStart(b *testing.B) {
 // (a program's default maximum).
 const replayCalls = 200
 
-// BenchmarkProgramReplay: the issue's replay goal. A program of 200 echo
-// calls runs in a task; then the task's history is replayed against the
-// current workflow code with the real interpreter (newStack set it), as a
-// worker replays it after a crash or a cache eviction; the replay is
-// timed.
+// BenchmarkProgramReplay: the issue's replay goal. A program of 200 calls
+// runs in a task, of echo (the fast path) and of put (the full pipeline);
+// then the task's history is replayed against the current workflow code
+// with the real interpreter (newStack set it), as a worker replays it
+// after a crash or a cache eviction; the replay is timed.
 func BenchmarkProgramReplay(b *testing.B) {
 	s, cs := counterProgramStack(b)
+	for _, tool := range []string{"echo", "put"} {
+		b.Run(tool, func(b *testing.B) { benchReplay(b, s, cs, tool) })
+	}
+}
+
+func benchReplay(b *testing.B, s *stack, cs *mcp.ClientSession, tool string) {
+	arg := map[string]string{"put": "key", "echo": "text"}[tool]
+	// Its own task: the history holds this program only.
+	cs = s.connect(b, map[string]string{gateway.HeaderTask: "replay-" + tool})
 	src := fmt.Sprintf(`def main():
     n = 0
     for i in range(%d):
-        r = counter.echo(text="call %%d" %% i)
+        counter.%s(%s="call %%d" %% i)
         n += 1
     return n
-`, replayCalls)
+`, replayCalls, tool, arg)
 	t0 := time.Now()
 	res, sc := programOK(b, cs, src, "", replayCalls)
 	ran := time.Since(t0)
@@ -404,6 +413,6 @@ func BenchmarkProgramReplay(b *testing.B) {
 	b.ReportMetric(float64(len(hist.Events)), "history-events")
 	b.ReportMetric(float64(histBytes), "history-bytes")
 	b.ReportMetric(msOf(ran), "run-ms")
-	b.Logf("replay: a %d-call program (ran in %.0f ms) leaves %d history events, %d bytes; replayed in %.1f ms (goal < 1000 ms)",
-		replayCalls, msOf(ran), len(hist.Events), histBytes, ms)
+	b.Logf("replay: a %d-call program of %s (ran in %.0f ms) leaves %d history events, %d bytes; replayed in %.1f ms (goal < 1000 ms)",
+		replayCalls, tool, msOf(ran), len(hist.Events), histBytes, ms)
 }
