@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -24,7 +25,7 @@ func (s *stack) startPrograms(ctx context.Context, r roles) error {
 	if !r.worker || !e.snap.Config.Programs.ProgramsEnabled() {
 		return nil
 	}
-	rt, err := program.New(ctx, program.Options{CacheDir: filepath.Join(e.dataDir, "wasm-cache"), Module: wasm.Program})
+	rt, err := program.New(ctx, program.Options{CacheDir: e.wasmCache(), Module: wasm.Program})
 	if err != nil {
 		return fmt.Errorf("starting the program interpreter: %w", err)
 	}
@@ -35,6 +36,21 @@ func (s *stack) startPrograms(ctx context.Context, r roles) error {
 		_ = rt.Close(ctx)
 	})
 	return nil
+}
+
+// envWASMCache names the directory of wazero's compilation cache (default
+// <data dir>/wasm-cache): the native tools' and the program interpreter's
+// compiled code, kept between starts. Several data dirs may share one (the
+// entries are keyed by wazero version, CPU and module hash), as the tests
+// do, so that each airlock they start does not compile the modules again.
+const envWASMCache = "AIRLOCK_WASM_CACHE"
+
+// wasmCache is the compilation cache directory (envWASMCache).
+func (e *env) wasmCache() string {
+	if d := os.Getenv(envWASMCache); d != "" {
+		return d
+	}
+	return filepath.Join(e.dataDir, "wasm-cache")
 }
 
 // programsReady waits for the interpreter to compile and makes it this

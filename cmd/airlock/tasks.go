@@ -45,6 +45,8 @@ func tasksCommand() *Command {
 				Long: "Cancels the task: it rolls back, then ends.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksCancel)},
 			{Name: "finish", Usage: "TASK_ID", Short: "end the task once its running calls are done, without rolling back",
 				Long: tasksFinishLong, Flags: bind(tasksFlags, tasksFinish)},
+			{Name: "stop-program", Usage: "[--reason TEXT] TASK_ID PROGRAM_ID", Short: "stop a running program (code mode) at its next tool call",
+				Long: tasksStopProgramLong, Flags: bind(tasksFlags, tasksStopProgram)},
 		}}
 }
 
@@ -333,6 +335,48 @@ func tasksCancel(c *Call, o *tasksOptions) int {
 			return c.failOn(id, err)
 		}
 		fmt.Fprintf(c.Stdout, "cancel requested: task %s rolls back what it changed, then ends (airlock tasks show %s)\n", id, id)
+		return 0
+	})
+}
+
+const tasksStopProgramLong = `Stops a running program (code mode) of a task: the call it waits for (an
+approval, a slow tool) is cancelled, or the next call it starts is refused,
+and the program ends with outcome "stopped" and the reason. Its finished
+calls stay done (airlock tasks rollback undoes them). A program computing
+between two calls stops at its next call; its step limit bounds how long
+that takes. airlock tasks show TASK_ID lists the running programs.
+
+` + talksToDev
+
+// tasksStopProgram stops a running program (api.SignalStopProgram).
+func tasksStopProgram(c *Call, o *tasksOptions) int {
+	if len(c.Args) != 2 {
+		return c.usage("name a TASK_ID and one of its running programs' PROGRAM_ID (airlock tasks show TASK_ID lists them)")
+	}
+	id, prog := c.Args[0], c.Args[1]
+	if len(o.reason) > api.MaxReasonBytes {
+		return c.usage("--reason is %d bytes; keep it under %d", len(o.reason), api.MaxReasonBytes)
+	}
+	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
+		st, err := queryStatus(ctx, tc, id)
+		if err != nil {
+			return c.failOn(id, explainFetch(err, id, o.conn.namespace))
+		}
+		running := false
+		for _, p := range st.Programs {
+			running = running || p.ProgramID == prog
+		}
+		if !running {
+			return c.failOn(id, fmt.Errorf("no running program %q in this task (it finished, or never ran here); airlock tasks show %s lists the running ones", prog, id))
+		}
+		why := "stopped by an operator (airlock tasks stop-program)"
+		if o.reason != "" {
+			why += ": " + o.reason
+		}
+		if err := tc.SignalWorkflow(ctx, id, "", api.SignalStopProgram, api.StopProgram{ProgramID: prog, By: "operator", Reason: why}); err != nil {
+			return c.failOn(id, err)
+		}
+		fmt.Fprintf(c.Stdout, "stop requested: program %s of task %s ends \"stopped\" at its next tool call\n", prog, id)
 		return 0
 	})
 }
