@@ -193,4 +193,12 @@ const (
 	// Feature in program.go and program_host.go, GetVersion in program.go;
 	// first recorded in testdata/program_v1_run1.json.
 	changeRunProgram = "run-program"
+
+	// changePlanProgram versions program steps of plans (issue 27 §6): a
+	// step whose PrepareStep returns a ProgramRequest runs it through the
+	// run_program host (execProgram) under the plan's task. Plans from
+	// before it had no program steps, so they never ask.
+	//
+	// Feature and GetVersion in plan_program.go.
+	changePlanProgram = "plan-program"
 )
