@@ -199,6 +199,7 @@ const (
 	// run_program host (execProgram) under the plan's task. Plans from
 	// before it had no program steps, so they never ask.
 	//
-	// Feature and GetVersion in plan_program.go.
+	// Feature and GetVersion in plan_program.go; first recorded in
+	// testdata/plan_program_v1_run1.json.
 	changePlanProgram = "plan-program"
 )

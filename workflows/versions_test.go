@@ -17,9 +17,7 @@ import (
 // history in testdata holds, each with the reason. It is empty: every change
 // ID has a history that replays through its new branch. Adding one here
 // needs a reason, not a missing recording.
-var noRecordedHistory = map[string]string{
-	"plan-program": "plan program steps are new in this branch; their recording (integration TestRecordPlanProgramHistory) follows",
-}
+var noRecordedHistory = map[string]string{}
 
 // TestChangeIDs keeps versions.go, the workflow.GetVersion calls and the
 // recorded histories in step: every GetVersion call of the package names
