@@ -62,6 +62,7 @@ var tasks = []struct {
 	{"agent_task_v4", []string{"agent_task_v4_run1", "agent_task_v4_run2", "agent_task_v4_run3", "agent_task_v4_run4"}},
 	{"edits_v1", []string{"edits_v1_run1"}},
 	{"approvals_v2", []string{"approvals_v2_run1"}},
+	{"plan_program_v1", []string{"plan_program_v1_run1"}},
 }
 
 func build(t testing.TB, runs []string, opts *Options) *Timeline {
