@@ -23,6 +23,10 @@
 //	    when: steps.write_readme.outcome == "ok"
 //	    args: …
 //
+// A step may instead run a Starlark program (program: inline, or
+// program_file: next to the plan, read when the plan is parsed) that calls
+// the tools the plan's principal may use; see program.go.
+//
 // Loading is two steps, as for manifests: Parse decodes strictly (unknown
 // fields, durations without a unit are problems) and Validate checks the
 // values, compiles every expression, and checks that a step uses only the
