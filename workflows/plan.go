@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -38,6 +39,9 @@ func Plan(ctx workflow.Context, in api.PlanInput) (api.TaskResult, error) {
 	}
 	if err := t.registerShared(ctx); err != nil {
 		return api.TaskResult{}, err
+	}
+	if slices.ContainsFunc(in.Plan.Steps, plans.Step.IsProgram) {
+		t.startProgramSteps(ctx) // plan_program.go
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx,
 		api.SAPrincipal.ValueSet(in.Principal), api.SAStatus.ValueSet(api.StateRunning)); err != nil {

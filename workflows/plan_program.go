@@ -25,10 +25,23 @@ func (t *task) caller() (api.Principal, []string) {
 	return api.Principal{Name: t.in.Principal}, nil
 }
 
+// startProgramSteps prepares a plan with program steps, at its start
+// (plans from before program steps had none, so they never ask): a
+// program can be stopped (SignalStopProgram), and a stopped program
+// cancels its running calls, so the plan's calls become cancellable one
+// by one (SignalCancelCall, as an agent task's).
+func (t *task) startProgramSteps(ctx workflow.Context) {
+	if workflow.GetVersion(ctx, changePlanProgram, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	if !t.cancelOn {
+		t.listenCancels(ctx) // cancel.go
+	}
+	t.listenProgramStops(ctx) // program.go
+}
+
 // runProgramStep runs a program step's request to its end.
 func (t *task) runProgramStep(ctx workflow.Context, req api.ProgramRequest) api.ProgramResult {
-	// Plans from before program steps never get here (they had none).
-	_ = workflow.GetVersion(ctx, changePlanProgram, workflow.DefaultVersion, 1)
 	invalid := func(why string) api.ProgramResult {
 		return api.ProgramResult{ProgramID: req.ProgramID, Outcome: api.ProgramInvalid, Error: why}
 	}

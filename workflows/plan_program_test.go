@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/activity"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/testenv"
@@ -252,5 +253,43 @@ func TestScheduledPlanWithProgramStep(t *testing.T) {
 	}
 	if got := programCalls(st.Plan.Steps[0]); !slices.Equal(got, []string{"step-sync/1 fs__read line 1 ok", "step-sync/2 fs__write line 2 ok"}) {
 		t.Errorf("program calls %q", got)
+	}
+}
+
+// SignalStopProgram stops a plan's program step at its call waiting for
+// approval: the call is cancelled, the step fails, and the plan rolls back
+// the program's write.
+func TestPlanProgramStepStopSignal(t *testing.T) {
+	h := newPlanHarness(t)
+	n := &fakeNotifier{}
+	h.env.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: api.NotifyApproversName})
+	h.env.RegisterActivityWithOptions(n.Update, activity.RegisterOptions{Name: api.UpdateApprovalName})
+	spec := ops("bob")
+	spec.Timeout = 24 * time.Hour
+	h.policy.approval = &spec
+	h.policy.decide = func(in api.DecideInput) (api.Verdict, error) {
+		if in.Tool == "fs__delete" {
+			return api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "ops", Quorum: 1, Version: "pv1"}, nil
+		}
+		return api.Verdict{Effect: api.Allow, Check: api.CheckDefault, Version: "pv1"}, nil
+	}
+	useRunner(t, &testenv.ScriptRunner{})
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(api.SignalStopProgram, api.StopProgram{ProgramID: "step-b", By: "carol", Reason: "wrong repo"})
+	}, 30*time.Minute)
+	in := planInput(plans.Step{ID: "b", Program: "fs.write(path=\"/a\")\nfs.delete(path=\"/a\")\n"})
+	out, st := h.runPlan(in)
+	if out.State != api.StateRolledBack {
+		t.Fatalf("result %+v, want rolled_back", out)
+	}
+	b := st.Plan.Steps[0]
+	if b.Program == nil || b.Program.Outcome != api.ProgramStopped || !strings.Contains(b.Program.Error, "carol stopped the program: wrong repo") {
+		t.Fatalf("program %+v", b.Program)
+	}
+	if got := callIDs(b.Program.Calls); !slices.Equal(got, []string{"step-b/1 fs__write line 1 ok", "step-b/2 fs__delete line 2 cancelled"}) {
+		t.Errorf("program calls %q", got)
+	}
+	if diff := cmp.Diff([]string{"read", "write", `restore{"undo":"step-b/1"}`}, h.toolSeq()); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
 	}
 }
