@@ -17,7 +17,9 @@ import (
 // call ID, so its calls are step-<id>/1, step-<id>/2, …
 func PlanProgramID(stepID string) string { return "step-" + stepID }
 
-// PlanProgramLimits are DefaultProgramLimits with a step's overrides.
+// PlanProgramLimits are DefaultProgramLimits with a step's overrides,
+// held to the ceilings plans.Validate enforces (a plan may reach the
+// workflow as JSON, unvalidated).
 func PlanProgramLimits(o *plans.ProgramLimits) ProgramLimits {
 	l := DefaultProgramLimits
 	if o == nil {
@@ -41,11 +43,15 @@ func PlanProgramLimits(o *plans.ProgramLimits) ProgramLimits {
 		l.MaxStepsBetweenCalls = o.MaxStepsBetweenCalls
 	}
 	if o.MemoryMB > 0 {
-		l.MemoryBytes = int64(o.MemoryMB) << 20
+		l.MemoryBytes = int64(min(o.MemoryMB, plans.MaxProgramMemoryMB)) << 20
 	}
 	if o.Timeout > 0 {
 		l.Timeout = time.Duration(o.Timeout)
 	}
+	l.MaxSourceBytes = min(l.MaxSourceBytes, plans.MaxProgramSourceBytes)
+	l.MaxDataBytes = min(l.MaxDataBytes, plans.MaxProgramDataBytes)
+	l.MaxResultBytes = min(l.MaxResultBytes, plans.MaxProgramDataBytes)
+	l.MaxPrintBytes = min(l.MaxPrintBytes, plans.MaxProgramDataBytes)
 	return l
 }
 

@@ -29,6 +29,12 @@ func TestPlanProgramLimits(t *testing.T) {
 	if got != want {
 		t.Errorf("overrides: got %+v, want %+v", got, want)
 	}
+	// Past the ceilings (a plan sent as JSON, never validated): held there.
+	huge := api.PlanProgramLimits(&plans.ProgramLimits{MemoryMB: 1 << 40, MaxSourceBytes: 1 << 50, MaxDataBytes: 1 << 50, MaxResultBytes: 1 << 50, MaxPrintBytes: 1 << 50})
+	if huge.MemoryBytes != plans.MaxProgramMemoryMB<<20 || huge.MaxSourceBytes != plans.MaxProgramSourceBytes ||
+		huge.MaxDataBytes != plans.MaxProgramDataBytes || huge.MaxResultBytes != plans.MaxProgramDataBytes || huge.MaxPrintBytes != plans.MaxProgramDataBytes {
+		t.Errorf("past the ceilings: %+v", huge)
+	}
 	// A zero or negative field leaves the default (Validate refuses them).
 	if got := api.PlanProgramLimits(&plans.ProgramLimits{MaxCalls: -1, MemoryMB: 0}); got != api.DefaultProgramLimits {
 		t.Errorf("non-positive overrides: %+v", got)
