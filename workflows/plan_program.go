@@ -53,8 +53,8 @@ func (t *task) runProgramStep(ctx workflow.Context, req api.ProgramRequest) api.
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return programRunner != nil }).Get(&on); err != nil || !on {
 		return invalid("code mode is not enabled on the worker that ran the plan, so the step's program did not run; ask an operator to enable programs on the workers, or write the step as tool steps")
 	}
-	if req.Principal != t.in.Principal {
-		return invalid(fmt.Sprintf("the step's program was prepared for principal %q, and the plan runs as %q (an airlock bug); run the plan again", req.Principal, t.in.Principal))
+	if pr, _ := t.caller(); req.Principal != pr.Name {
+		return invalid(fmt.Sprintf("the step's program was prepared for principal %q, and the plan runs as %q (an airlock bug); run the plan again", req.Principal, pr.Name))
 	}
 	if err := checkProgramRequest(req); err != nil {
 		return invalid(err.Error())

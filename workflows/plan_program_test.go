@@ -293,3 +293,38 @@ func TestPlanProgramStepStopSignal(t *testing.T) {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
 }
+
+// Cancelling the plan while its program step's call waits for approval
+// stops the program, ends the call and rolls the plan back.
+func TestPlanProgramStepCancelled(t *testing.T) {
+	h := newPlanHarness(t)
+	n := &fakeNotifier{}
+	h.env.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: api.NotifyApproversName})
+	h.env.RegisterActivityWithOptions(n.Update, activity.RegisterOptions{Name: api.UpdateApprovalName})
+	spec := ops("bob")
+	spec.Timeout = 24 * time.Hour
+	h.policy.approval = &spec
+	h.policy.decide = func(in api.DecideInput) (api.Verdict, error) {
+		if in.Tool == "fs__delete" {
+			return api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "ops", Quorum: 1, Version: "pv1"}, nil
+		}
+		return api.Verdict{Effect: api.Allow, Check: api.CheckDefault, Version: "pv1"}, nil
+	}
+	useRunner(t, &testenv.ScriptRunner{})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 30*time.Minute)
+	in := planInput(plans.Step{ID: "b", Program: "fs.write(path=\"/a\")\nfs.delete(path=\"/a\")\n"})
+	out, st := h.runPlan(in)
+	if out.State != api.StateCanceled {
+		t.Fatalf("result %+v, want canceled", out)
+	}
+	b := st.Plan.Steps[0]
+	// The pipeline ends a call whose task is cancelled during its
+	// approval wait as denied, as for a direct call.
+	if b.Program == nil || b.Program.Outcome != api.ProgramStopped || b.Program.Error != "the task was cancelled" ||
+		!strings.Contains(b.Program.Calls[1].Reason, "cancelled while waiting for approval") {
+		t.Fatalf("program %+v", b.Program)
+	}
+	if diff := cmp.Diff([]string{"read", "write", `restore{"undo":"step-b/1"}`}, h.toolSeq()); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+}
