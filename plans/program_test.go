@@ -151,6 +151,14 @@ func TestProgramStepProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "duplicate keys and a number no int holds",
+			src:  "name: p\nsteps:\n  - id: a\n    program: \"result = 1\"\n    program: \"result = 2\"\n  - id: b\n    program: \"result = 1\"\n    limits: {memory_mb: 1e30}\n",
+			want: []string{
+				"plan.yaml:5: steps[0].program: defined twice (first at line 4); keep one",
+				`plan.yaml:8: steps[1].limits.memory_mb: expected a whole number, got "1e30"`,
+			},
+		},
+		{
 			name: "atomic and limits on a tool step",
 			src:  "name: p\nsteps:\n  - id: a\n    tool: fs__read\n    atomic: true\n    limits: {max_calls: 2}\n",
 			want: []string{
