@@ -101,6 +101,9 @@ type task struct {
 	programs      []*programRun
 	programsDone  []api.ProgramResult
 	fullRollbacks int
+	// partialRollbacks counts the rollbacks counted in rollbacks that
+	// undid an atomic program's own calls only.
+	partialRollbacks int
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call

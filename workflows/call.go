@@ -337,13 +337,8 @@ func (t *task) decideInput(req api.CallRequest, now time.Time) api.DecideInput {
 	in := api.DecideInput{
 		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Arguments: req.Arguments,
 		Calls: t.calls - 1, Elapsed: now.Sub(t.startedAt),
-		Principal: api.Principal{Name: t.in.Principal},
 	}
-	if id := t.in.Identity; id != nil {
-		in.Principal = api.Principal{Name: id.Name, Roles: id.Roles, Permissions: id.Permissions,
-			DataLevel: manifests.DataLevel(id.DataLevel), SlackUserID: id.SlackUserID}
-		in.AllowTools = id.AllowTools
-	}
+	in.Principal, in.AllowTools = t.caller() // plan_program.go
 	return in
 }
 

@@ -159,6 +159,9 @@ func (t *task) rollbackOf(ctx workflow.Context, req api.RollbackRequest, except 
 	}
 	workflow.GetLogger(ctx).Info("rolling back", "task", t.in.TaskID, "by", req.By, "entries", len(t.compensations))
 	t.rollbacks++
+	if own != nil {
+		t.partialRollbacks++ // plan_program.go
+	}
 	newest := func() int { // the top of the stack, of what is ours to undo
 		for i := len(t.compensations) - 1; i >= 0; i-- {
 			if mine(t.compensations[i]) {

@@ -112,6 +112,15 @@ func (t *task) validateProgram(req api.ProgramRequest) error {
 		return fmt.Errorf("run_program: program %s already ran in an earlier run of task %s, and the task no longer holds its result; its calls are in the task's history (airlock audit show %s). To run it again, send it with a new ProgramID",
 			req.ProgramID, t.in.TaskID, t.in.TaskID)
 	}
+	if err := checkProgramRequest(req); err != nil {
+		return err
+	}
+	return t.takesNew()
+}
+
+// checkProgramRequest checks what a request itself must satisfy to run:
+// its limits, source and tool table (an Update's and a plan step's).
+func checkProgramRequest(req api.ProgramRequest) error {
 	if err := checkProgramLimits(req.Limits); err != nil {
 		return err
 	}
@@ -122,10 +131,7 @@ func (t *task) validateProgram(req api.ProgramRequest) error {
 		return fmt.Errorf("run_program: the source is %d bytes, more than the program's limit of %d (Limits.MaxSourceBytes); send a shorter program, or split the work into several programs",
 			len(req.Source), req.Limits.MaxSourceBytes)
 	}
-	if err := checkProgramTools(req.Tools); err != nil {
-		return err
-	}
-	return t.takesNew()
+	return checkProgramTools(req.Tools)
 }
 
 // checkProgramID: a program's ID is the prefix of its calls' IDs and the
@@ -221,6 +227,12 @@ func (t *task) runProgram(ctx workflow.Context, req api.ProgramRequest) (api.Pro
 	if res, ok := t.programDone(req.ProgramID); ok {
 		return res, nil
 	}
+	return t.execProgram(ctx, req), nil
+}
+
+// execProgram runs req (checked) to its end on the calling coroutine:
+// the run_program Update's, or a plan's for a program step (plan.go).
+func (t *task) execProgram(ctx workflow.Context, req api.ProgramRequest) api.ProgramResult {
 	runner := programRunner
 	if runner == nil {
 		// A worker without code mode replays a task that ran a program
@@ -270,7 +282,7 @@ func (t *task) runProgram(ctx workflow.Context, req api.ProgramRequest) (api.Pro
 		t.programsDone = slices.Delete(t.programsDone, 0, len(t.programsDone)-programsKept)
 	}
 	t.lastActivity = workflow.Now(dctx)
-	return res, nil
+	return res
 }
 
 // startProgramTimer stops p at its next call once its Timeout has passed.

@@ -193,4 +193,15 @@ const (
 	// Feature in program.go and program_host.go, GetVersion in program.go;
 	// first recorded in testdata/program_v1_run1.json.
 	changeRunProgram = "run-program"
+
+	// changePlanProgram versions program steps of plans (issue 27 §6): a
+	// step whose PrepareStep returns a ProgramRequest runs it through the
+	// run_program host (execProgram) under the plan's task, and a plan
+	// with program steps listens for SignalStopProgram and
+	// SignalCancelCall. Asked once, at the start of a plan that has a
+	// program step; plans from before it had none, so they never ask.
+	//
+	// Feature and GetVersion in plan_program.go; first recorded in
+	// testdata/plan_program_v1_run1.json.
+	changePlanProgram = "plan-program"
 )

@@ -536,7 +536,7 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 	if st.Plan != nil {
 		fmt.Fprintf(stdout, "plan:      %s\n", st.Plan.Name)
 		for _, s := range st.Plan.Steps {
-			fmt.Fprintf(stdout, "  %-9s %-20s %-28s %s\n", s.State, s.ID, s.Tool, s.Reason)
+			fmt.Fprintf(stdout, "  %-9s %-20s %-28s %s\n", s.State, s.ID, stepWhat(s), s.Reason) // run.go
 		}
 	}
 	printLocks(stdout, st.Locks)       // locks.go

@@ -63,6 +63,7 @@ var tasks = []struct {
 	{"edits_v1", []string{"edits_v1_run1"}},
 	{"approvals_v2", []string{"approvals_v2_run1"}},
 	{"program_v1", []string{"program_v1_run1"}},
+	{"plan_program_v1", []string{"plan_program_v1_run1"}},
 }
 
 func build(t testing.TB, runs []string, opts *Options) *Timeline {
