@@ -50,10 +50,11 @@ tools:
 		names = append(names, tl.Name+"="+tl.Module+"."+tl.Function+"@"+tl.Server+"/"+tl.UpstreamTool)
 	}
 	want := []string{
-		"airlock_state_delete=airlock.state_delete@airlock/state_delete",
-		"airlock_state_get=airlock.state_get@airlock/state_get",
-		"airlock_state_set=airlock.state_set@airlock/state_set",
-		"my-fs__get-item=my_fs.get_item@my-fs/get-item", // my-fs__get_item is the same function: left out
+		"airlock_state_delete=tools.airlock_state_delete@airlock/state_delete",
+		"airlock_state_get=tools.airlock_state_get@airlock/state_get",
+		"airlock_state_set=tools.airlock_state_set@airlock/state_set",
+		"my-fs__get-item=my_fs.get_item@my-fs/get-item",
+		"my-fs__get_item=my_fs.get_item_2@my-fs/get_item", // the same function as get-item's: named apart, as the gateway names it
 		"my-fs__pass=my_fs.pass_@my-fs/pass",
 		"my-fs__read=my_fs.read@my-fs/read",
 	}
@@ -64,7 +65,7 @@ tools:
 		req.Limits.MaxCalls != 7 || req.Limits.MaxSteps != api.DefaultProgramLimits.MaxSteps {
 		t.Errorf("request %+v", req)
 	}
-	if diff := cmp.Diff(api.SpecFor(m.Tools["read"]), req.Tools[5].Spec); diff != "" {
+	if diff := cmp.Diff(api.SpecFor(m.Tools["read"]), req.Tools[6].Spec); diff != "" {
 		t.Errorf("read's spec (-want +got):\n%s", diff)
 	}
 

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"strings"
 	"time"
 
 	"github.com/airlock-run/airlock/plans"
@@ -53,41 +52,4 @@ func PlanProgramLimits(o *plans.ProgramLimits) ProgramLimits {
 	l.MaxResultBytes = min(l.MaxResultBytes, plans.MaxProgramDataBytes)
 	l.MaxPrintBytes = min(l.MaxPrintBytes, plans.MaxProgramDataBytes)
 	return l
-}
-
-// ProgramToolName is how a program names an exposed tool: the module is
-// the part before the first "__", the function the rest, each with every
-// character that is not an ASCII letter, digit or '_' replaced by '_' (a
-// leading digit gets a '_' before it). A name without "__" is module
-// "airlock" (the built-in tools, e.g. airlock_state_get).
-//
-// The gateway names a program's tools the same way (its table also
-// settles collisions); the two must agree.
-func ProgramToolName(exposed string) (module, function string) {
-	m, f, ok := strings.Cut(exposed, "__")
-	if !ok {
-		m, f = "airlock", strings.TrimPrefix(exposed, "airlock_")
-	}
-	return identifier(m), identifier(f)
-}
-
-func identifier(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'):
-			b.WriteRune(r)
-		case r >= '0' && r <= '9':
-			if i == 0 {
-				b.WriteByte('_')
-			}
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return "_"
-	}
-	return b.String()
 }

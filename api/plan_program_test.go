@@ -40,20 +40,22 @@ func TestPlanProgramLimits(t *testing.T) {
 	}
 }
 
-func TestProgramToolName(t *testing.T) {
+func TestProgramName(t *testing.T) {
 	for _, tt := range []struct{ exposed, module, function string }{
 		{"filesystem__read_text_file", "filesystem", "read_text_file"},
 		{"my-server__get.item", "my_server", "get_item"},
 		{"a__b__c", "a", "b__c"},
 		{"9lives__3d", "_9lives", "_3d"},
-		{"airlock_state_get", "airlock", "state_get"},
+		{"airlock_state_get", "tools", "airlock_state_get"},
 		{"srv__ünïcode", "srv", "_n_code"},
 		{"__x", "_", "x"},
+		{"print__len", "print_", "len"},
+		{"pass__pass", "pass_", "pass_"},
 		{"x__", "x", "_"},
 	} {
-		m, f := ProgramToolName(tt.exposed)
+		m, f := ProgramName(tt.exposed)
 		if m != tt.module || f != tt.function {
-			t.Errorf("ProgramToolName(%q) = %q, %q; want %q, %q", tt.exposed, m, f, tt.module, tt.function)
+			t.Errorf("ProgramName(%q) = %q, %q; want %q, %q", tt.exposed, m, f, tt.module, tt.function)
 		}
 	}
 }

@@ -14,6 +14,8 @@ package gateway
 // gives "(**kwargs)".
 
 import (
+	"github.com/airlock-run/airlock/api"
+
 	"bytes"
 	"encoding/json"
 	"strconv"
@@ -188,7 +190,7 @@ func hasSchema(schema any) bool {
 // be wrong.
 func stubParamName(name string) string {
 	name = truncateUTF8(name, maxStubParam)
-	if isIdent(name) && !starlarkKeywords[name] {
+	if isIdent(name) && !api.IsStarlarkKeyword(name) {
 		return name
 	}
 	return strconv.Quote(name)
