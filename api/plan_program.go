@@ -20,33 +20,22 @@ func PlanProgramID(stepID string) string { return "step-" + stepID }
 // held to the ceilings plans.Validate enforces (a plan may reach the
 // workflow as JSON, unvalidated).
 func PlanProgramLimits(o *plans.ProgramLimits) ProgramLimits {
-	l := DefaultProgramLimits
 	if o == nil {
-		return l
+		return DefaultProgramLimits
 	}
-	setInt := func(dst *int, v int) {
-		if v > 0 {
-			*dst = v
-		}
-	}
-	setInt(&l.MaxSourceBytes, o.MaxSourceBytes)
-	setInt(&l.MaxCalls, o.MaxCalls)
-	setInt(&l.MaxDataBytes, o.MaxDataBytes)
-	setInt(&l.MaxResultBytes, o.MaxResultBytes)
-	setInt(&l.MaxPrintBytes, o.MaxPrintBytes)
-	setInt(&l.MaxParallel, o.MaxParallel)
-	if o.MaxSteps > 0 {
-		l.MaxSteps = o.MaxSteps
-	}
-	if o.MaxStepsBetweenCalls > 0 {
-		l.MaxStepsBetweenCalls = o.MaxStepsBetweenCalls
-	}
-	if o.MemoryMB > 0 {
-		l.MemoryBytes = int64(min(o.MemoryMB, plans.MaxProgramMemoryMB)) << 20
-	}
-	if o.Timeout > 0 {
-		l.Timeout = time.Duration(o.Timeout)
-	}
+	// max(…, 0): a negative MemoryMB, shifted, could turn positive.
+	l := ProgramLimits{
+		MaxSourceBytes:       o.MaxSourceBytes,
+		MaxCalls:             o.MaxCalls,
+		MaxDataBytes:         o.MaxDataBytes,
+		MaxResultBytes:       o.MaxResultBytes,
+		MaxPrintBytes:        o.MaxPrintBytes,
+		MaxSteps:             o.MaxSteps,
+		MaxStepsBetweenCalls: o.MaxStepsBetweenCalls,
+		MaxParallel:          o.MaxParallel,
+		MemoryBytes:          int64(min(max(o.MemoryMB, 0), plans.MaxProgramMemoryMB)) << 20,
+		Timeout:              time.Duration(o.Timeout),
+	}.Or(DefaultProgramLimits)
 	l.MaxSourceBytes = min(l.MaxSourceBytes, plans.MaxProgramSourceBytes)
 	l.MaxDataBytes = min(l.MaxDataBytes, plans.MaxProgramDataBytes)
 	l.MaxResultBytes = min(l.MaxResultBytes, plans.MaxProgramDataBytes)

@@ -38,6 +38,11 @@ func TestPlanProgramLimits(t *testing.T) {
 	if got := PlanProgramLimits(&plans.ProgramLimits{MaxCalls: -1, MemoryMB: 0}); got != DefaultProgramLimits {
 		t.Errorf("non-positive overrides: %+v", got)
 	}
+	// Negative numbers whose shift to bytes would turn positive (-2^63+1
+	// MiB is 1 MiB shifted): still the default.
+	if got := PlanProgramLimits(&plans.ProgramLimits{MemoryMB: -1<<63 + 1, Timeout: manifests.Duration(-1 << 63)}); got != DefaultProgramLimits {
+		t.Errorf("non-positive overrides: %+v", got)
+	}
 }
 
 func TestProgramName(t *testing.T) {

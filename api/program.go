@@ -92,6 +92,38 @@ var DefaultProgramLimits = ProgramLimits{
 	Timeout:              time.Hour,
 }
 
+// Or is l with each field that is zero or negative taken from d: how
+// configuration, and a plan step's overrides, lay over
+// DefaultProgramLimits. A limit is never meant to be zero (a program that
+// may make no call or print nothing is a configuration mistake, not a
+// policy), so zero can mean "not said".
+func (l ProgramLimits) Or(d ProgramLimits) ProgramLimits {
+	or := func(v, d int) int {
+		if v > 0 {
+			return v
+		}
+		return d
+	}
+	or64 := func(v, d int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return d
+	}
+	return ProgramLimits{
+		MaxSourceBytes:       or(l.MaxSourceBytes, d.MaxSourceBytes),
+		MaxCalls:             or(l.MaxCalls, d.MaxCalls),
+		MaxDataBytes:         or(l.MaxDataBytes, d.MaxDataBytes),
+		MaxResultBytes:       or(l.MaxResultBytes, d.MaxResultBytes),
+		MaxPrintBytes:        or(l.MaxPrintBytes, d.MaxPrintBytes),
+		MaxSteps:             or64(l.MaxSteps, d.MaxSteps),
+		MaxStepsBetweenCalls: or64(l.MaxStepsBetweenCalls, d.MaxStepsBetweenCalls),
+		MaxParallel:          or(l.MaxParallel, d.MaxParallel),
+		MemoryBytes:          or64(l.MemoryBytes, d.MemoryBytes),
+		Timeout:              time.Duration(or64(int64(l.Timeout), int64(d.Timeout))),
+	}
+}
+
 // ProgramOutcome classifies how a program ended.
 type ProgramOutcome string
 

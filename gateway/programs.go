@@ -65,35 +65,10 @@ func (g *Gateway) programsOn() bool { return g.opts.Programs != nil }
 // programLimits are the effective limits: the configured ones over
 // api.DefaultProgramLimits, field by field.
 func (g *Gateway) programLimits() api.ProgramLimits {
-	out := api.DefaultProgramLimits
 	if g.opts.Programs == nil {
-		return out
+		return api.DefaultProgramLimits
 	}
-	l := g.opts.Programs.Limits
-	pick := func(dst *int, v int) {
-		if v > 0 {
-			*dst = v
-		}
-	}
-	pick(&out.MaxSourceBytes, l.MaxSourceBytes)
-	pick(&out.MaxCalls, l.MaxCalls)
-	pick(&out.MaxDataBytes, l.MaxDataBytes)
-	pick(&out.MaxResultBytes, l.MaxResultBytes)
-	pick(&out.MaxPrintBytes, l.MaxPrintBytes)
-	pick(&out.MaxParallel, l.MaxParallel)
-	if l.MaxSteps > 0 {
-		out.MaxSteps = l.MaxSteps
-	}
-	if l.MaxStepsBetweenCalls > 0 {
-		out.MaxStepsBetweenCalls = l.MaxStepsBetweenCalls
-	}
-	if l.MemoryBytes > 0 {
-		out.MemoryBytes = l.MemoryBytes
-	}
-	if l.Timeout > 0 {
-		out.Timeout = l.Timeout
-	}
-	return out
+	return g.opts.Programs.Limits.Or(api.DefaultProgramLimits)
 }
 
 // programInputSchema is airlock_run_program's input.

@@ -61,31 +61,18 @@ func (p Programs) DescriptionBytes() int {
 // Effective is the limits configured, each omitted one from
 // api.DefaultProgramLimits.
 func (l ProgramLimits) Effective() api.ProgramLimits {
-	out := api.DefaultProgramLimits
-	set := func(dst *int, v int) {
-		if v > 0 {
-			*dst = v
-		}
-	}
-	set(&out.MaxCalls, l.MaxCalls)
-	set(&out.MaxDataBytes, l.MaxDataBytes)
-	set(&out.MaxResultBytes, l.MaxResultBytes)
-	set(&out.MaxPrintBytes, l.MaxPrintBytes)
-	set(&out.MaxParallel, l.MaxParallel)
-	set(&out.MaxSourceBytes, l.MaxSourceBytes)
-	if l.MaxSteps > 0 {
-		out.MaxSteps = l.MaxSteps
-	}
-	if l.MaxStepsBetweenCalls > 0 {
-		out.MaxStepsBetweenCalls = l.MaxStepsBetweenCalls
-	}
-	if l.MemoryMB > 0 {
-		out.MemoryBytes = int64(l.MemoryMB) << 20
-	}
-	if l.Timeout > 0 {
-		out.Timeout = time.Duration(l.Timeout)
-	}
-	return out
+	return api.ProgramLimits{
+		MaxSourceBytes:       l.MaxSourceBytes,
+		MaxCalls:             l.MaxCalls,
+		MaxDataBytes:         l.MaxDataBytes,
+		MaxResultBytes:       l.MaxResultBytes,
+		MaxPrintBytes:        l.MaxPrintBytes,
+		MaxSteps:             l.MaxSteps,
+		MaxStepsBetweenCalls: l.MaxStepsBetweenCalls,
+		MaxParallel:          l.MaxParallel,
+		MemoryBytes:          int64(max(l.MemoryMB, 0)) << 20, // a negative one shifted could turn positive
+		Timeout:              time.Duration(l.Timeout),
+	}.Or(api.DefaultProgramLimits)
 }
 
 // validatePrograms checks the programs section: a limit written must be

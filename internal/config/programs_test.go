@@ -111,3 +111,12 @@ func TestProgramsDocumentedDefaults(t *testing.T) {
 		t.Errorf("limits %+v, want the defaults %+v", got, api.DefaultProgramLimits)
 	}
 }
+
+// Effective without Load's validation: a non-positive field, even one whose
+// shift to bytes would turn positive (-2^63+1 MiB), is the default.
+func TestProgramLimitsEffectiveNonPositive(t *testing.T) {
+	l := config.ProgramLimits{MaxCalls: -1, MemoryMB: -1<<63 + 1, MaxSteps: -5}
+	if got := l.Effective(); got != api.DefaultProgramLimits {
+		t.Errorf("limits %+v, want the defaults %+v", got, api.DefaultProgramLimits)
+	}
+}

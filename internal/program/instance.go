@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/airlock-run/airlock/internal/wasmmem"
 	"github.com/airlock-run/airlock/wasm/program/wire"
 )
 
@@ -33,7 +34,7 @@ type instance struct {
 	rt     *Runtime
 	pages  uint32
 	mod    api.Module
-	mem    *guestMemory
+	mem    *wasmmem.Allocator
 	ctx    context.Context // the guest's: cancelled by stop
 	cancel context.CancelFunc
 
@@ -71,7 +72,7 @@ func (r *Runtime) startInstance(pages uint32) (*instance, error) {
 	inst := &instance{
 		rt:        r,
 		pages:     pages,
-		mem:       &guestMemory{limit: uint64(pages) * pageSize},
+		mem:       wasmmem.New(uint64(pages) * pageSize),
 		fromGuest: make(chan *wire.GuestMessage),
 		toGuest:   make(chan []byte, 1),
 		parked:    make(chan struct{}),
@@ -84,7 +85,7 @@ func (r *Runtime) startInstance(pages uint32) (*instance, error) {
 	mod, err := r.rt.InstantiateModule(experimental.WithMemoryAllocator(inst.ctx, inst.mem), r.cm, moduleConfig(inst.stderr))
 	if err != nil {
 		cancel()
-		inst.mem.release()
+		inst.mem.Release()
 		r.wg.Done()
 		if r.isClosed() {
 			return nil, ErrClosed
@@ -102,7 +103,7 @@ func (inst *instance) guest() {
 	_, err := inst.mod.ExportedFunction("_start").Call(inst.ctx)
 	inst.exitErr = err
 	_ = inst.mod.Close(context.Background())
-	inst.mem.release()
+	inst.mem.Release()
 	close(inst.exited)
 }
 

@@ -33,6 +33,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/airlock-run/airlock/internal/wasmmem"
 )
 
 // Options configures a Runtime.
@@ -54,8 +56,8 @@ type Options struct {
 const DefaultMemoryBytes = 64 << 20
 
 const (
-	pageSize = 64 << 10
-	maxPages = 1 << 16 // wasm32 addresses 4 GiB at most
+	pageSize = wasmmem.PageSize
+	maxPages = wasmmem.MaxPages
 	// defaultWarm is Options.Warm's default.
 	defaultWarm = 2
 )
@@ -104,7 +106,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	rc := wazero.NewRuntimeConfig().
 		// The most a wasm32 memory can hold: each instance's cap is its
-		// allocator's (guestMemory), so one compiled module serves all.
+		// allocator's (wasmmem.Allocator), so one compiled module serves all.
 		WithMemoryLimitPages(maxPages).
 		// Not WithCloseOnContextDone: its check at every loop header and
 		// function entry made the guest 3 to 20 times slower (a Starlark
@@ -165,7 +167,7 @@ func (r *Runtime) compile(module []byte) {
 		}
 		r.err = fmt.Errorf("program: compile the guest: %w", err)
 	} else {
-		r.cm, r.minPages = cm, memoryMinPages(module)
+		r.cm, r.minPages = cm, wasmmem.MinPages(module)
 	}
 	if err == nil {
 		// Before Ready returns, so a worker that waited for it finds the
@@ -243,57 +245,4 @@ func (r *Runtime) isClosed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.closed
-}
-
-// memoryMinPages is the largest initial size, in pages, of a memory the
-// module's binary defines (wazero reports only imported and exported
-// memories). The module has compiled, so its sections are well formed.
-func memoryMinPages(wasm []byte) uint32 {
-	const memorySection = 5
-	var most uint32
-	b := wasm[min(8, len(wasm)):] // magic and version
-	for len(b) > 0 {
-		id := b[0]
-		size, n := uleb(b[1:])
-		if n == 0 || uint64(len(b)-1-n) < size {
-			return most
-		}
-		sec := b[1+n : 1+n+int(size)]
-		b = b[1+n+int(size):]
-		if id != memorySection {
-			continue
-		}
-		count, n := uleb(sec)
-		sec = sec[n:]
-		for range count {
-			if len(sec) == 0 {
-				return most
-			}
-			flags := sec[0]
-			minimum, n := uleb(sec[1:])
-			if n == 0 {
-				return most
-			}
-			most = max(most, uint32(min(minimum, maxPages)))
-			sec = sec[1+n:]
-			if flags&1 != 0 { // has a maximum
-				_, n := uleb(sec)
-				sec = sec[n:]
-			}
-		}
-	}
-	return most
-}
-
-// uleb decodes an unsigned LEB128 number, returning it and its length (0
-// when b does not hold one).
-func uleb(b []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
-		v |= uint64(b[i]&0x7f) << (7 * i)
-		if b[i]&0x80 == 0 {
-			return v, i + 1
-		}
-	}
-	return 0, 0
 }
