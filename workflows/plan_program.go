@@ -50,7 +50,7 @@ func (t *task) runProgramStep(ctx workflow.Context, req api.ProgramRequest) api.
 	// mode replaying a program that ran fails its workflow task instead,
 	// in execProgram, until a worker with code mode takes it).
 	var on bool
-	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return programRunner != nil }).Get(&on); err != nil || !on {
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return currentRunner() != nil }).Get(&on); err != nil || !on {
 		return invalid("code mode is not enabled on the worker that ran the plan, so the step's program did not run; ask an operator to enable programs on the workers, or write the step as tool steps")
 	}
 	if pr, _ := t.caller(); req.Principal != pr.Name {

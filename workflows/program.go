@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -41,14 +42,31 @@ type ProgramRunner interface {
 	Run(ctx context.Context, req wire.Request, memoryBytes int64, h wire.Host) (wire.Done, error)
 }
 
-// programRunner runs programs; nil: code mode is off on this worker.
-var programRunner ProgramRunner
+// runner holds the process's ProgramRunner (a holder, as atomic.Value
+// needs one concrete type); empty: code mode is off on this worker.
+var runner atomic.Pointer[runnerHolder]
+
+type runnerHolder struct{ r ProgramRunner }
+
+// currentRunner is the process's runner; nil: code mode is off.
+func currentRunner() ProgramRunner {
+	if h := runner.Load(); h != nil {
+		return h.r
+	}
+	return nil
+}
 
 // UseProgramRunner sets the runner of this process's run_program Updates;
 // the worker calls it once, before it starts polling (nil turns code mode
 // off). Every worker of a task queue must run programs the same way: a
 // program replays on whichever worker picks its task up.
-func UseProgramRunner(r ProgramRunner) { programRunner = r }
+func UseProgramRunner(r ProgramRunner) {
+	if r == nil {
+		runner.Store(nil)
+		return
+	}
+	runner.Store(&runnerHolder{r})
+}
 
 // programsKept is how many finished programs the task carries across
 // continue-as-new with their results, and carryProgramBudget the bytes of
@@ -94,7 +112,7 @@ func (t *task) startPrograms(ctx workflow.Context) error {
 // validateProgram rejects requests that cannot run before they enter
 // history.
 func (t *task) validateProgram(req api.ProgramRequest) error {
-	if programRunner == nil {
+	if currentRunner() == nil {
 		return errors.New("run_program: code mode is not enabled on this worker; call the tools directly, or ask an operator to enable code mode")
 	}
 	if req.Principal != "" && req.Principal != t.in.Principal {
@@ -233,7 +251,7 @@ func (t *task) runProgram(ctx workflow.Context, req api.ProgramRequest) (api.Pro
 // execProgram runs req (checked) to its end on the calling coroutine:
 // the run_program Update's, or a plan's for a program step (plan.go).
 func (t *task) execProgram(ctx workflow.Context, req api.ProgramRequest) api.ProgramResult {
-	runner := programRunner
+	runner := currentRunner()
 	if runner == nil {
 		// A worker without code mode replays a task that ran a program
 		// (the validator refused new ones): its workflow task fails, and

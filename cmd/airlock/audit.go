@@ -26,6 +26,7 @@ import (
 	"github.com/airlock-run/airlock/internal/program"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/wasm"
+	"github.com/airlock-run/airlock/wasm/program/wire"
 	"github.com/airlock-run/airlock/worker"
 	"github.com/airlock-run/airlock/workflows"
 )
@@ -502,10 +503,27 @@ func replay(h *historypb.History) error {
 			}
 		}
 		workflows.UseProgramRunner(r)
+	} else if programRunner != nil {
+		workflows.UseProgramRunner(programRunner)
+	} else {
+		// A plan's program steps are not Updates: the interpreter starts
+		// when the replay first runs one.
+		workflows.UseProgramRunner(lazyRunner{})
 	}
 	r := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflows(r)
 	return r.ReplayWorkflowHistory(quietLogger{}, h)
+}
+
+// lazyRunner starts verifyRunner when a replay first runs a program.
+type lazyRunner struct{}
+
+func (lazyRunner) Run(ctx context.Context, req wire.Request, memoryBytes int64, h wire.Host) (wire.Done, error) {
+	r, err := verifyRunner()
+	if err != nil {
+		return wire.Done{}, err
+	}
+	return r.Run(ctx, req, memoryBytes, h)
 }
 
 // historyPrograms are the IDs of the programs a history runs (its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/airlock-run/airlock/internal/program"
@@ -25,17 +26,36 @@ func (s *stack) startPrograms(ctx context.Context, r roles) error {
 	if !r.worker || !e.snap.Config.Programs.ProgramsEnabled() {
 		return nil
 	}
-	rt, err := program.New(ctx, program.Options{CacheDir: e.wasmCache(), Module: wasm.Program})
+	rt, err := processPrograms(e.wasmCache())
 	if err != nil {
 		return fmt.Errorf("starting the program interpreter: %w", err)
 	}
 	s.programs = rt
-	s.stops = append(s.stops, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = rt.Close(ctx)
-	})
 	return nil
+}
+
+// processPrograms is the process's one program interpreter, started by
+// the first worker that wants it and never closed: a process's workflows
+// have one runner (workflows.UseProgramRunner), so stacks started one
+// after another in one process (tests) share it rather than one closing
+// what the next still uses. Its compiled code and warm instances go with
+// the process.
+func processPrograms(cacheDir string) (*program.Runtime, error) {
+	procPrograms.mu.Lock()
+	defer procPrograms.mu.Unlock()
+	if procPrograms.rt == nil {
+		rt, err := program.New(context.Background(), program.Options{CacheDir: cacheDir, Module: wasm.Program})
+		if err != nil {
+			return nil, err
+		}
+		procPrograms.rt = rt
+	}
+	return procPrograms.rt, nil
+}
+
+var procPrograms struct {
+	mu sync.Mutex
+	rt *program.Runtime
 }
 
 // envWASMCache names the directory of wazero's compilation cache (default
