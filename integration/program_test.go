@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -17,6 +18,7 @@ import (
 	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/wasm"
+	"github.com/airlock-run/airlock/worker"
 )
 
 // Code mode end to end (issue 27): programs sent to airlock_run_program
@@ -74,7 +76,7 @@ func runProgram(t testing.TB, cs *mcp.ClientSession, source string, atomic bool,
 
 // fsProgramStack is a stack over the npm filesystem server, with the
 // example policy (no-env-files) and code mode on.
-func fsProgramStack(t *testing.T) (sandbox, trash string, cs *mcp.ClientSession) {
+func fsProgramStack(t *testing.T) (sandbox, trash string, cs *mcp.ClientSession, st *stack) {
 	t.Helper()
 	var err error
 	if sandbox, err = filepath.EvalSymlinks(t.TempDir()); err != nil {
@@ -88,7 +90,7 @@ func fsProgramStack(t *testing.T) (sandbox, trash string, cs *mcp.ClientSession)
 		programs: &gateway.ProgramOptions{}})
 	cs = s.connect(t, nil)
 	waitTools(t, cs, "filesystem__write_file", gateway.ToolRunProgram)
-	return sandbox, trash, cs
+	return sandbox, trash, cs, s
 }
 
 // TestProgramOnNPMFilesystem: a program with a loop, a condition,
@@ -97,7 +99,7 @@ func fsProgramStack(t *testing.T) (sandbox, trash string, cs *mcp.ClientSession)
 // its writes are on disk and the denied one is not.
 func TestProgramOnNPMFilesystem(t *testing.T) {
 	t.Parallel()
-	sandbox, _, cs := fsProgramStack(t)
+	sandbox, _, cs, _ := fsProgramStack(t)
 	src := fmt.Sprintf(`dir = %q
 
 def main():
@@ -147,7 +149,7 @@ def main():
 // after it did.
 func TestProgramDeniedMidway(t *testing.T) {
 	t.Parallel()
-	sandbox, _, cs := fsProgramStack(t)
+	sandbox, _, cs, _ := fsProgramStack(t)
 	src := fmt.Sprintf(`d = %q
 filesystem.write_file(path=d + "/a.txt", content="a")
 filesystem.write_file(path=d + "/b.env", content="b")
@@ -179,7 +181,7 @@ filesystem.write_file(path=d + "/c.txt", content="c")
 // made before the program stays.
 func TestProgramAtomicRollback(t *testing.T) {
 	t.Parallel()
-	sandbox, trash, cs := fsProgramStack(t)
+	sandbox, trash, cs, _ := fsProgramStack(t)
 	before := filepath.Join(sandbox, "before.txt")
 	if res := call(t, cs, "filesystem__write_file", map[string]any{"path": before, "content": "kept"}, ""); res.IsError {
 		t.Fatalf("direct write: %s", text(res))
@@ -212,10 +214,11 @@ fail("changed my mind")
 
 // TestProgramBombsLeaveTheWorkerAlone: a memory bomb and an endless loop
 // end with a limit (the guest's memory cap, the step limit); the same task
-// then runs a program and a direct call as before.
+// then runs a program and a direct call as before, and its history, bombs
+// included, replays on the interpreter without a difference.
 func TestProgramBombsLeaveTheWorkerAlone(t *testing.T) {
 	t.Parallel()
-	sandbox, _, cs := fsProgramStack(t)
+	sandbox, _, cs, s := fsProgramStack(t)
 	for _, c := range []struct{ src, want string }{
 		{"x = [0] * 100000000\n", "memory"},
 		{"s = 'ab'\nfor i in range(40):\n    s = s + s\n", "memory"},
@@ -232,5 +235,11 @@ func TestProgramBombsLeaveTheWorkerAlone(t *testing.T) {
 	}
 	if res := call(t, cs, "filesystem__read_text_file", map[string]any{"path": filepath.Join(sandbox, "after.txt")}, ""); res.IsError || !strings.Contains(text(res), "ok") {
 		t.Fatalf("a direct call after the bombs: %s", text(res))
+	}
+	task, _ := res.Meta[gateway.MetaTask].(string)
+	replayer := sdkworker.NewWorkflowReplayer()
+	worker.RegisterWorkflows(replayer)
+	if err := replayer.ReplayWorkflowHistory(nil, fetchHistory(t, s.client, task, "")); err != nil {
+		t.Fatalf("replaying the task's history (the bombs, then a program): %v", err)
 	}
 }
