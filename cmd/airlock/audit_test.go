@@ -192,10 +192,12 @@ func TestAuditVerifyHistory(t *testing.T) {
 		// workers run, and the recorded programs replay on it.
 		programRunner = nil
 		defer func() { programRunner = &testenv.ScriptRunner{} }()
-		f := filepath.Join(recordedHistories, "program_v1_run1.json")
-		code, stdout, stderr := runCLI(t, "audit", "verify", "--history", f)
-		if code != 0 || !strings.Contains(stdout, "replays against this binary's workflow code") {
-			t.Errorf("exit %d\nstdout: %s\nstderr: %s; want the programs replayed by the real interpreter", code, stdout, stderr)
+		for _, name := range []string{"program_v1_run1.json", "program_wasm_v1_run1.json", "plan_program_v1_run1.json"} {
+			f := filepath.Join(recordedHistories, name)
+			code, stdout, stderr := runCLI(t, "audit", "verify", "--history", f)
+			if code != 0 || !strings.Contains(stdout, "replays against this binary's workflow code") {
+				t.Errorf("%s: exit %d\nstdout: %s\nstderr: %s; want the programs replayed by the real interpreter", name, code, stdout, stderr)
+			}
 		}
 	})
 	t.Run("an incompatible history", func(t *testing.T) {
