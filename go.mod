@@ -44,6 +44,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.44.0
 	go.opentelemetry.io/otel/trace v1.44.0
 	go.opentelemetry.io/proto/otlp v1.10.0
+	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
 	go.temporal.io/sdk/contrib/opentelemetry v0.8.1
 	gocloud.dev v0.45.0
 	golang.org/x/oauth2 v0.37.0

@@ -34,6 +34,12 @@ func (a *Activities) PrepareStep(_ context.Context, in api.StepInput) (api.StepO
 			return api.StepOutput{Skip: true, Reason: fmt.Sprintf("when (%s) is false", in.Step.When)}, nil
 		}
 	}
+	if in.Step.IsProgram() {
+		if in.Step.Program == "" {
+			return programStepError("the step's program_file %s was not read with the plan", in.Step.ProgramFile), nil
+		}
+		return a.prepareProgram(in), nil // step_program.go
+	}
 	args, err := p.StepArgs(0, vars)
 	if err != nil {
 		return api.StepOutput{Error: fmt.Sprintf("args: %v", err)}, nil

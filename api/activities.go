@@ -177,6 +177,9 @@ type ApprovalNotice struct {
 	Escalation  bool      `json:",omitempty"`
 	// MaxGrant (approval grants): the grants an approver may make.
 	MaxGrant *GrantBound `json:",omitempty"`
+	// Program and Line: see ApprovalRequest.
+	Program string `json:",omitempty"`
+	Line    int    `json:",omitempty"`
 
 	// Approve with edits (edits.go).
 	ApprovalEdits
@@ -342,14 +345,20 @@ type StepInput struct {
 	// State is the task's state document when the step is prepared
 	// (task-state): expressions read it as state.<key>.
 	State json.RawMessage `json:",omitempty"`
+	// Principal and AllowTools are who runs a program step (set for
+	// program steps only): its tool table is the tools they may use.
+	Principal  *Principal `json:",omitempty"`
+	AllowTools []string   `json:",omitempty"`
 }
 
 // StepOutput is the prepared call, or why the step is skipped or failed.
 type StepOutput struct {
-	Call   *ToolCall `json:",omitempty"`
-	Skip   bool      `json:",omitempty"`
-	Reason string    `json:",omitempty"`
-	Error  string    `json:",omitempty"`
+	Call *ToolCall `json:",omitempty"`
+	// Program is a program step's request (plan_program.go).
+	Program *ProgramRequest `json:",omitempty"`
+	Skip    bool            `json:",omitempty"`
+	Reason  string          `json:",omitempty"`
+	Error   string          `json:",omitempty"`
 }
 
 // PlanCompensationName is the wire name of the local activity that computes

@@ -88,6 +88,12 @@ type ApprovalRequest struct {
 	MaxGrant  *GrantBound `json:",omitempty"`
 	GrantArgs []string    `json:",omitempty"`
 	GrantID   string      `json:",omitempty"`
+
+	// Program and Line (code mode, issue 27): the call is the program's
+	// and made at that line of its source (the source is in the task's
+	// history: the program's run_program Update).
+	Program string `json:",omitempty"`
+	Line    int    `json:",omitempty"`
 }
 
 // Vote is one approver's decision.

@@ -1,6 +1,9 @@
 package api
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Wire identifiers built from other identifiers. Each grammar has one
 // constructor and, where a reader takes an ID apart, one parser here, so
@@ -81,3 +84,23 @@ func CallKey(taskID, callID string) string { return taskID + "/" + callID }
 // RefundID is the Update ID with which a call gives back the token it took
 // under CallKey: "<task ID>/<call ID>/refund".
 func RefundID(taskID, callID string) string { return CallKey(taskID, callID) + "/refund" }
+
+// ProgramCallID is "<program ID>/<n>": the call ID of a program's n-th tool
+// call (from 1).
+func ProgramCallID(programID string, n int) string {
+	return programID + "/" + strconv.Itoa(n)
+}
+
+// SplitProgramCallID takes a program call ID apart at its last "/"; ok is
+// false when id has no "/" followed by a positive decimal number.
+func SplitProgramCallID(id string) (program string, n int, ok bool) {
+	i := strings.LastIndexByte(id, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil || n < 1 || strconv.Itoa(n) != id[i+1:] {
+		return "", 0, false
+	}
+	return id[:i], n, true
+}

@@ -64,6 +64,8 @@ type StepStatus struct {
 	Outcome Outcome `json:",omitempty"`
 	Reason  string  `json:",omitempty"`
 	CallID  string  `json:",omitempty"`
+	// Program is a program step's result (its calls, value, output).
+	Program *ProgramResult `json:",omitempty"`
 }
 
 // RollbackTaskName is the wire name of the workflow that rolls back a task

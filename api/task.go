@@ -77,6 +77,11 @@ type Carried struct {
 	// Rate limits and budget (issue 16 §3): the budget spent and the
 	// task's own windows.
 	Quota *QuotaState `json:",omitempty"`
+	// Programs (code mode, issue 27) are the results of programs that
+	// finished in earlier runs, newest last, so that a program sent again
+	// with the same ID is answered, not run again (Temporal deduplicates
+	// Update IDs within a run only). Bounded: see workflows' programsKept.
+	Programs []ProgramResult `json:",omitempty"`
 }
 
 // CallRequest asks the task to run one tool call. The gateway fills the
@@ -249,6 +254,8 @@ type Status struct {
 	// has spent (issue 16 §3; Budget 0: none).
 	Budget int `json:",omitempty"`
 	Spent  int `json:",omitempty"`
+	// Programs are the task's running programs (code mode, issue 27).
+	Programs []ProgramStatus `json:",omitempty"`
 }
 
 // TaskResult is returned when a task ends.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,10 +53,24 @@ func WriteList(w io.Writer, reqs []api.ApprovalRequest, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTASK\tTOOL\tREQUESTER\tGROUP\tVOTES\tEXPIRES IN")
+	// A PROGRAM column (code mode) only when a program made a listed call.
+	programs := slices.ContainsFunc(reqs, func(r api.ApprovalRequest) bool { return r.Program != "" })
+	head := "ID\tTASK\tTOOL\tREQUESTER\tGROUP\tVOTES\tEXPIRES IN"
+	if programs {
+		head += "\tPROGRAM"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range reqs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", cell(r.ID), cell(r.TaskID), cell(r.Tool), cell(r.Principal), cell(r.Group),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s", cell(r.ID), cell(r.TaskID), cell(r.Tool), cell(r.Principal), cell(r.Group),
 			r.Approvals(), r.Quorum, ExpiresIn(r, now))
+		if programs {
+			where := ProgramWhere(r.Program, r.Line)
+			if where == "" {
+				where = "-" // the agent's own call
+			}
+			fmt.Fprintf(tw, "\t%s", cell(where))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
@@ -73,6 +88,7 @@ func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
 	line("task", r.TaskID)
 	line("call", r.CallID)
 	line("tool", r.Tool)
+	line("program", ProgramWhere(r.Program, r.Line)) // code mode: the call is a program's
 	line("server", r.Server)
 	requester := r.Principal
 	if r.Client != "" {

@@ -77,6 +77,10 @@ type ApprovalView struct {
 	// MaxGrant (approval grants) is the most an approval may also grant
 	// ("10 calls, 1h0m0s"); empty: once only.
 	MaxGrant string `json:"max_grant,omitempty"`
+	// Program and Line (code mode): the call is that program's, made at
+	// that line of its source; absent for the agent's own call.
+	Program string `json:"program,omitempty" jsonschema:"the program that made the call, when a program made it"`
+	Line    int    `json:"line,omitempty" jsonschema:"the line of the program's source that made the call"`
 }
 
 type approvalsListOut struct {
@@ -170,10 +174,20 @@ func (g *Gateway) approvalsListTool(ctx context.Context, req *mcp.CallToolReques
 		if r.MaxGrant != nil {
 			v.MaxGrant = r.MaxGrant.String()
 		}
+		if r.Program != "" { // code mode
+			v.Program, v.Line = r.Program, r.Line
+		}
 		out.Requests = append(out.Requests, v)
 		fmt.Fprintf(&b, "%s: %s by %s, risk %s, %s, group %s %d/%d, expires %s (then %s), digest %s, arguments %s\n",
 			v.ID, v.Tool, v.RequestedBy, v.Risk, strings.Join(v.SideEffects, "+"), v.Group, v.Approvals, v.Quorum,
 			v.ExpiresAt.UTC().Format(time.RFC3339), v.OnTimeout, shortDigest(v.Digest), masked)
+		if v.Program != "" { // code mode; the ID on one line
+			fmt.Fprintf(&b, "  from program %s", redact.VisibleLine(v.Program))
+			if v.Line > 0 {
+				fmt.Fprintf(&b, ", line %d", v.Line)
+			}
+			b.WriteString("\n")
+		}
 		if v.MaxGrant != "" { // approval grants
 			fmt.Fprintf(&b, "  an approval may also grant later calls of %s in task %s (grant_calls, grant_for): at most %s\n", v.Tool, v.Task, v.MaxGrant)
 		}

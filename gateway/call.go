@@ -232,12 +232,31 @@ type sendOutcome struct {
 // pinnedAttempt), else with Update-with-Start, and again to the next run
 // while the task is continuing as new.
 func (g *Gateway) sendCall(ictx context.Context, c *preparedCall) sendOutcome {
+	var res api.CallResult
+	s := g.sendUpdate(ictx, taskUpdate{taskID: c.taskID, id: c.callID, name: api.UpdateCallTool, arg: c.creq, start: c.start, in: c.in}, &res)
+	s.res = res
+	return s
+}
+
+// taskUpdate is one Update of a task, and how to start the task should it
+// not run yet: a call's (api.UpdateCallTool) or a program's
+// (api.UpdateRunProgram).
+type taskUpdate struct {
+	taskID, id, name string
+	arg              any
+	start            client.StartWorkflowOptions
+	in               api.TaskInput
+}
+
+// sendUpdate is sendCall for any Update: its result goes to out (s.res
+// is left empty).
+func (g *Gateway) sendUpdate(ictx context.Context, c taskUpdate, out any) sendOutcome {
 	var s sendOutcome
 	for {
 		var h client.WorkflowUpdateHandle
 		uo := client.UpdateWorkflowOptions{
-			UpdateID: c.callID, WorkflowID: c.taskID, UpdateName: api.UpdateCallTool,
-			Args: []any{c.creq}, WaitForStage: client.WorkflowUpdateStageCompleted,
+			UpdateID: c.id, WorkflowID: c.taskID, UpdateName: c.name,
+			Args: []any{c.arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		}
 		if run, ok := g.running.Load(c.taskID); ok {
 			uo.RunID, _ = run.(string)
@@ -250,7 +269,7 @@ func (g *Gateway) sendCall(ictx context.Context, c *preparedCall) sendOutcome {
 			actx, acancel := context.WithTimeout(ictx, pinnedAttempt)
 			h, s.err = g.opts.Temporal.UpdateWorkflow(actx, uo)
 			if s.err == nil {
-				s.err = h.Get(actx, &s.res)
+				s.err = h.Get(actx, out)
 			}
 			// Ran out of time (gRPC's own timer may report it a moment
 			// before actx is marked done), not the whole wait: ictx goes on.
@@ -273,7 +292,7 @@ func (g *Gateway) sendCall(ictx context.Context, c *preparedCall) sendOutcome {
 			})
 			if s.err == nil {
 				g.running.Store(c.taskID, h.RunID())
-				s.err = h.Get(ictx, &s.res)
+				s.err = h.Get(ictx, out)
 			}
 		}
 		// The task is rolling over to a new run: the same Update ID goes

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/catalog"
 	"github.com/airlock-run/airlock/internal/jsoncanon"
 )
@@ -35,6 +36,9 @@ const maxFound = 20
 type findToolsIn struct {
 	Query string `json:"query" jsonschema:"words describing what you want to do, e.g. 'create an issue in the tracker'"`
 	Limit int    `json:"limit,omitempty" jsonschema:"how many tools to return (default 5, at most 20)"`
+	// Format "stubs" answers with the tools as airlock_run_program's
+	// stubs (module.function(params) -> type  # summary).
+	Format string `json:"format,omitempty" jsonschema:"schemas (the default: each tool's inputSchema, for airlock_call_tool) or stubs (one line per tool, as a program calls it with airlock_run_program)"`
 }
 
 // FoundTool is one tool airlock_find_tools returns: enough to call it with
@@ -50,6 +54,8 @@ type FoundTool struct {
 
 type findToolsOut struct {
 	Tools []FoundTool `json:"tools"`
+	// Stubs are the tools' stubs, in Tools' order (format "stubs").
+	Stubs []string `json:"stubs,omitempty"`
 }
 
 // callToolIn keeps the inner arguments as their bytes: decoding them into
@@ -63,11 +69,20 @@ type callToolIn struct {
 
 func (g *Gateway) addCatalogTools() {
 	if g.opts.Catalog != CatalogSearch {
+		if g.programsOn() {
+			// airlock_run_program's description points here when its
+			// caller's stubs do not fit in it (programs.go).
+			mcp.AddTool(g.server, &mcp.Tool{Name: ToolFindTools, Title: "airlock: find tools",
+				Description: "Searches the tools you may call and returns the best matches for your query. " +
+					"With format \"stubs\", as the functions an airlock_run_program program calls. Read-only.",
+				Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, g.findToolsTool)
+		}
 		return
 	}
 	mcp.AddTool(g.server, &mcp.Tool{Name: ToolFindTools, Title: "airlock: find tools",
 		Description: "Searches the tools you may call (hundreds may be available; only these meta-tools are listed) and returns the best matches " +
-			"for your query with their input schemas. Call one with airlock_call_tool. Read-only.",
+			"for your query with their input schemas. Call one with airlock_call_tool. Read-only. " +
+			"With format \"stubs\", it returns them as the functions an airlock_run_program program calls.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}, g.findToolsTool)
 	// The arguments are the target tool's: untyped here, validated
 	// against its own schema in the call pipeline.
@@ -110,6 +125,14 @@ func (g *Gateway) findToolsTool(ctx context.Context, req *mcp.CallToolRequest, i
 		limit = 5
 	}
 	limit = min(limit, maxFound)
+	stubs := false
+	switch in.Format {
+	case "", "schemas":
+	case "stubs":
+		stubs = true
+	default:
+		return errorResult("", "", fmt.Sprintf("format %q is not a format; use schemas (the default) or stubs", truncateUTF8(in.Format, 32))), findToolsOut{}, nil
+	}
 	entries := g.catalogEntries(req.Extra)
 	docs := make([]catalog.Doc, 0, len(entries))
 	for name, e := range entries {
@@ -124,6 +147,9 @@ func (g *Gateway) findToolsTool(ctx context.Context, req *mcp.CallToolRequest, i
 			Annotations: d.Annotations, Score: float64(int(h.Score*1000)) / 1000})
 		fmt.Fprintf(&b, "%s: %s\n", d.Name, firstLine(d.Description))
 	}
+	if stubs {
+		return g.foundStubs(req.Extra, &out), out, nil
+	}
 	if len(out.Tools) == 0 {
 		b.WriteString("No tool you may call matches; try other words.")
 	}
@@ -136,6 +162,35 @@ func firstLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// foundStubs turns found tools into stubs: the names a program of the
+// caller has for them (its whole table, since names that collide are told
+// apart over the table).
+func (g *Gateway) foundStubs(extra *mcp.RequestExtra, out *findToolsOut) *mcp.CallToolResult {
+	var found []api.ProgramTool
+	if pr, err := g.principalFor(extra); err == nil {
+		byName := map[string]api.ProgramTool{}
+		for _, t := range g.programTable(extra, pr) {
+			byName[t.Name] = t
+		}
+		kept := out.Tools[:0]
+		for _, t := range out.Tools {
+			// A tool a program cannot call (blocked, out of scope) is
+			// left out.
+			if pt, ok := byName[t.Name]; ok {
+				found = append(found, pt)
+				kept = append(kept, FoundTool{Name: t.Name, Score: t.Score})
+			}
+		}
+		out.Tools = kept
+	}
+	out.Stubs = g.programStubs(found)
+	text := strings.Join(out.Stubs, "\n")
+	if len(out.Stubs) == 0 {
+		text = "No tool you may call matches; try other words."
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 // callToolTool runs a tool through the same pipeline as a direct call. A
@@ -176,9 +231,12 @@ func (g *Gateway) callToolTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	if name == "" {
 		return errorResult("", "", "name is empty: give the name airlock_find_tools returned"), nil
 	}
-	e, ok := g.catalogEntries(req.Extra)[name]
-	if !ok {
-		return errorResult("", "", fmt.Sprintf("no tool %q that you may call; airlock_find_tools lists the ones you may", name)), nil
+	var e *toolEntry
+	if name != ToolRunProgram || !g.programsOn() {
+		var ok bool
+		if e, ok = g.catalogEntries(req.Extra)[name]; !ok {
+			return errorResult("", "", fmt.Sprintf("no tool %q that you may call; airlock_find_tools lists the ones you may", name)), nil
+		}
 	}
 	if inArgs {
 		// The path inside the target's arguments, as a direct call names it.
@@ -195,6 +253,9 @@ func (g *Gateway) callToolTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	}
 	inner := &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra,
 		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: name, Arguments: args}}
+	if e == nil {
+		return g.runProgramTool(ctx, inner) // programs.go
+	}
 	return g.call(ctx, e, inner)
 }
 

@@ -26,6 +26,8 @@
 //     it (authorizeTask).
 //   - tools.go: the tool list (changed pinned definitions blocked) and who
 //     sees which tool; catalog.go: the search catalog's meta-tools.
+//   - programs.go: airlock_run_program (code mode); programnames.go: the
+//     tools as a program's module.function; programstubs.go: their stubs.
 //   - pending.go, rollback.go, state.go, approvals.go: the built-in tools.
 //   - resources.go: upstream resources, templates and prompts;
 //     subscriptions.go: resource subscriptions.
@@ -164,6 +166,9 @@ type Options struct {
 	// State is the size limit and schema of new tasks' task-scoped state
 	// (nil: the default limit, no schema; state.go).
 	State *api.StateConfig
+	// Programs, when set, offers airlock_run_program (code mode, issue 27;
+	// programs.go).
+	Programs *ProgramOptions
 	// AskTimeout bounds how long an upstream's sampling or elicitation
 	// request waits for a 2026-07-28 client's answer, which comes with
 	// the client's next tools/call (default DefaultAskTimeout; mrtr.go).
@@ -267,6 +272,7 @@ func New(opts Options) *Gateway {
 	g.addRollbackTool()
 	g.addApprovalTools()
 	g.addCatalogTools()
+	g.addProgramTool()                                    // programs.go
 	g.addStateTools()                                     // state.go
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	if opts.Tracer != nil {

@@ -669,6 +669,8 @@ type fakeTemporal struct {
 	// answer decides the outcome of the nth update (from 1); default: the
 	// call's arguments echoed as "echo <text>".
 	answer func(u sentUpdate, n int) (api.CallResult, error)
+	// program answers a run_program Update (default: ok, null).
+	program func(u sentUpdate) (api.ProgramResult, error)
 	// block makes results wait until the caller gives up; hangPinned
 	// does so for Updates that name a run only.
 	block, hangPinned bool
@@ -701,6 +703,7 @@ type sentUpdate struct {
 	in        api.TaskInput
 	update    client.UpdateWorkflowOptions
 	req       api.CallRequest
+	prog      *api.ProgramRequest // a run_program Update's
 }
 
 type fakeStartOp struct {
@@ -737,6 +740,9 @@ func (f *fakeTemporal) UpdateWorkflow(ctx context.Context, o client.UpdateWorkfl
 
 func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowUpdateHandle, error) {
 	u.req, _ = u.update.Args[0].(api.CallRequest) // a rollback sends a RollbackRequest
+	if p, ok := u.update.Args[0].(api.ProgramRequest); ok {
+		u.prog = &p
+	}
 	f.mu.Lock()
 	f.updates = append(f.updates, u)
 	n := len(f.updates)
@@ -753,6 +759,16 @@ func (f *fakeTemporal) send(ctx context.Context, u sentUpdate) (client.WorkflowU
 	if f.block {
 		<-ctx.Done()
 		return nil, ctx.Err()
+	}
+	if u.prog != nil {
+		res := api.ProgramResult{ProgramID: u.prog.ProgramID, Outcome: api.ProgramOK}
+		if f.program != nil {
+			var err error
+			if res, err = f.program(u); err != nil {
+				return nil, err
+			}
+		}
+		return fakeHandle{val: res}, nil
 	}
 	answer := f.answer
 	if answer == nil {
@@ -840,6 +856,7 @@ func (f *fakeTemporal) last(t *testing.T) sentUpdate {
 type fakeHandle struct {
 	client.WorkflowUpdateHandle
 	res api.CallResult
+	val any // the result instead of res (a program's)
 }
 
 // fakeRunID is the run every fake Update reports.
@@ -848,7 +865,13 @@ const fakeRunID = "run-1"
 func (h fakeHandle) RunID() string { return fakeRunID }
 
 func (h fakeHandle) Get(_ context.Context, v any) error {
-	b, err := json.Marshal(h.res)
+	var b []byte
+	var err error
+	if h.val != nil {
+		b, err = json.Marshal(h.val)
+	} else {
+		b, err = json.Marshal(h.res)
+	}
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/airlock-run/airlock/api"
@@ -69,6 +70,10 @@ func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in s
 		return errorResult(task, "", fmt.Sprintf("task %s has no status yet (no call has been made in it, or it has ended): %v", task, err)), nil, nil
 	}
 	approvals := g.approvals(ctx, task)
+	if isProgramID(in.Call) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: describeProgram(st, approvals, in.Call)}},
+			Meta: mcp.Meta{MetaTask: task, MetaCall: in.Call}}, nil, nil
+	}
 	if in.Call != "" {
 		text, ok := g.describeCall(st, approvals, in.Call)
 		if !ok {
@@ -171,6 +176,10 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	if in.TimeoutSeconds > 0 && time.Duration(in.TimeoutSeconds)*time.Second < wait {
 		wait = time.Duration(in.TimeoutSeconds) * time.Second
 	}
+	if isProgramID(in.Call) {
+		// A program is an Update of its own kind (programs.go).
+		return g.awaitProgram(ctx, task, in.Call, wait), nil, nil
+	}
 	// A finished call is answered from the task's memory: one that
 	// finished in an earlier run of the task (before it continued as new)
 	// is no Update of the current run, whose handle would wait for it in
@@ -236,9 +245,11 @@ func (g *Gateway) approvals(ctx context.Context, task string) []api.ApprovalRequ
 	return out
 }
 
+// pendingApproval is the pending approval request of call, or, for a
+// program, of one of its calls.
 func (g *Gateway) pendingApproval(ctx context.Context, task, call string) *api.ApprovalRequest {
 	for _, a := range g.approvals(ctx, task) {
-		if a.CallID == call && a.State == api.ApprovalPending {
+		if (a.CallID == call || isProgramID(call) && strings.HasPrefix(a.CallID, call+"/")) && a.State == api.ApprovalPending {
 			return &a
 		}
 	}

@@ -293,7 +293,7 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			g.Refresh()
 			res, err := next(ctx, method, req)
 			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-				lr.Tools = g.catalogList(g.visibleTools(req.GetExtra(), lr.Tools))
+				lr.Tools = g.withProgramDescription(req.GetExtra(), g.catalogList(g.visibleTools(req.GetExtra(), lr.Tools)))
 			}
 			return res, err
 		}

@@ -30,6 +30,9 @@ type toolEntry struct {
 	def      *mcp.Tool       // what tools/list shows
 	avail    string          // "" when callable, else why not
 	blocked  bool            // the pin store blocks it (avail says why)
+	// stubTail caches the tail of its program stub (programstubs.go),
+	// made from def; under Gateway.mu.
+	stubTail string
 }
 
 // visibleTools keeps the tools the caller may call.
@@ -48,7 +51,7 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 	defer g.mu.Unlock()
 	out := tools[:0:0]
 	for _, t := range tools {
-		if t.Name == ToolStatus || t.Name == ToolAwait || t.Name == ToolRollback || t.Name == ToolFindTools || t.Name == ToolCallTool || isStateTool(t.Name) {
+		if t.Name == ToolStatus || t.Name == ToolAwait || t.Name == ToolRollback || t.Name == ToolFindTools || t.Name == ToolCallTool || t.Name == ToolRunProgram || isStateTool(t.Name) {
 			out = append(out, t)
 			continue
 		}
@@ -114,6 +117,7 @@ func (g *Gateway) Refresh() {
 			// Same definition: clients need not hear of it, but a reloaded
 			// manifest may have changed the declaration behind it (its
 			// handler looks the entry up by name).
+			e.stubTail = old.stubTail // made from the same definition
 			g.tools[name] = e
 			continue
 		}

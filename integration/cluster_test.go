@@ -37,6 +37,7 @@ import (
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/worker"
+	"github.com/airlock-run/airlock/workflows"
 )
 
 // The cluster tests run airlock the way deploy/README.md deploys it: a
@@ -67,6 +68,8 @@ const clusterNamespace = "airlock"
 // the restarted approver. Every call must be answered, none lost, none run
 // twice (a call in flight on the killed worker may end `unknown`: counted),
 // and every task's history must replay against the current workflow code.
+// A program (code mode) waits for approval through every kill, then runs
+// its other calls: its retry by key gets its result, each call ran once.
 func TestClusterKillBattery(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -122,6 +125,29 @@ func TestClusterKillBattery(t *testing.T) {
 	if button.request != reqID {
 		t.Fatalf("Slack post for %q, want %q", button.request, reqID)
 	}
+
+	// A program (code mode) whose first call waits for approval through
+	// the kills; its other calls run once it is approved, after them.
+	prog := c.newAgent("battery-program", clusterSessionProtocol)
+	if err := prog.connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const progSrc = `counter.put(key="prog-approved")
+for i in range(3):
+    counter.append(key="prog-%d" % i)
+result = "done"
+`
+	runProg := func() *mcp.CallToolResult {
+		res, err := prog.call(context.Background(), gateway.ToolRunProgram, map[string]any{"source": progSrc, "key": "battery-prog"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := runProg(); res.IsError || !strings.Contains(text(res), "waits for approval") {
+		t.Fatalf("the program before approval: isError=%v %q, want it waiting for approval", res.IsError, text(res))
+	}
+	progButton := buttonsOf(t, c.slack.waitPost(t, 2))
 
 	// The load, and the kills: 16 agents, 8 of them on MCP sessions.
 	const sessions = 16
@@ -181,6 +207,17 @@ func TestClusterKillBattery(t *testing.T) {
 		ar, err := approver.Lookup(context.Background(), tc, reqID)
 		return err == nil && ar.State == api.ApprovalApproved
 	})
+	// And the program's call, after the kills.
+	body, hdr = signedClick("U_BOB", "approve", progButton, time.Now())
+	req, _ = http.NewRequest("POST", c.approver.base+"/slack/interactions", strings.NewReader(body))
+	req.Header = hdr
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the program's approval click: HTTP %d", resp.StatusCode)
+	}
 
 	time.Sleep(time.Until(loadStart.Add(loadFor))) // the load runs for loadFor
 	close(stop)
@@ -204,6 +241,12 @@ func TestClusterKillBattery(t *testing.T) {
 	if !strings.Contains(mustJSON(t, approved.StructuredContent), `"count":1`) {
 		t.Errorf("approved call's result: %s", text(approved))
 	}
+	// The program's result: the agent's retry with the same key.
+	waitFor(t, "the program's result", 60*time.Second, func() bool {
+		res := runProg()
+		sc, _ := res.StructuredContent.(map[string]any)
+		return sc["outcome"] == "ok" && strings.Contains(text(res), "done")
+	})
 
 	// Every call answered; none lost; none run twice.
 	for _, f := range total.failures {
@@ -227,7 +270,13 @@ func TestClusterKillBattery(t *testing.T) {
 			t.Errorf("call %s answered unknown and its side effect happened %d times", k, effects["append "+k])
 		}
 	}
-	answered := map[string]bool{"append probe": true, "put approved-1": true}
+	answered := map[string]bool{"append probe": true, "put approved-1": true, "put prog-approved": true,
+		"append prog-0": true, "append prog-1": true, "append prog-2": true}
+	for _, line := range []string{"put prog-approved", "append prog-0", "append prog-1", "append prog-2"} {
+		if n := effects[line]; n != 1 {
+			t.Errorf("the program's %q ran %d times, want once", line, n)
+		}
+	}
 	for _, k := range append(append([]string{}, total.ok...), total.unknown...) {
 		answered["append "+k] = true
 	}
@@ -1014,6 +1063,8 @@ var runIDLine = regexp.MustCompile(`^[0-9a-f-]{36}$`)
 // namespace against the current workflow code and returns how many.
 func replayNamespace(t *testing.T, tc client.Client) int {
 	t.Helper()
+	// Programs replay on the interpreter the workers ran them with.
+	workflows.UseProgramRunner(programRuntime(t))
 	replayer := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflows(replayer)
 	n := 0

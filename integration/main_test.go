@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/devserver"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // defaultParallel is -test.parallel for this package unless the command
@@ -36,6 +37,14 @@ func TestMain(m *testing.M) {
 		if err := flag.Set("test.parallel", fmt.Sprint(defaultParallel)); err != nil {
 			fmt.Fprintln(os.Stderr, "integration: set -test.parallel:", err)
 			os.Exit(2)
+		}
+	}
+	// Every airlock dev the tests start shares one compilation cache (its
+	// AIRLOCK_WASM_CACHE): the program interpreter and the wasm tools
+	// compile once, not once per process.
+	if os.Getenv("AIRLOCK_WASM_CACHE") == "" {
+		if dir, err := testenv.WazeroCache(); err == nil {
+			_ = os.Setenv("AIRLOCK_WASM_CACHE", dir)
 		}
 	}
 	code := m.Run()

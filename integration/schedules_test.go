@@ -51,6 +51,12 @@ steps:
     tool: counter__nonexistent
     args: {}
 `)
+	// A program step whose program_file leads out of the plan's directory.
+	writeFile(t, filepath.Join(dir, "escape.yaml"), `name: escape
+steps:
+  - id: sync
+    program_file: ../outside.star
+`)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	tport := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := startDev(t, bin, "--config", cfg, "--data-dir", filepath.Join(dir, "data"), "--listen", listen,
@@ -81,6 +87,7 @@ steps:
 	}{
 		{[]string{"by-intern", "--every", "2s", "--as", "intern", "tick.yaml"}, `principal intern may not create schedules: give one of its roles the permission "schedules.create"`},
 		{[]string{"bad-plan", "--every", "2s", "--as", "ops-bot", "bad.yaml"}, "counter__nonexistent"},
+		{[]string{"escape", "--every", "2s", "--as", "ops-bot", "escape.yaml"}, `escape.yaml:4: steps[0].program_file: "../outside.star" is not inside the plan's directory`},
 		{[]string{"both", "--every", "2s", "--cron", "* * * * *", "--as", "ops-bot", "tick.yaml"}, "exactly one of --cron"},
 		{[]string{"Bad_Name", "--every", "2s", "--as", "ops-bot", "tick.yaml"}, "schedule name"},
 		{[]string{"bad-cron", "--cron", "every tuesday", "--as", "ops-bot", "tick.yaml"}, "five fields"},

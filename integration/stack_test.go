@@ -42,6 +42,7 @@ import (
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
+	"github.com/airlock-run/airlock/workflows"
 )
 
 // repoRoot is the repository root (this file lives in integration/).
@@ -188,6 +189,10 @@ type stackOptions struct {
 	sessionKey []byte
 	// interceptors wrap the worker (burst_test.go drops workflow tasks).
 	interceptors []interceptor.WorkerInterceptor
+	// programs turns code mode on (airlock_run_program, program_test.go):
+	// the gateway offers the tool, and the package's one program
+	// interpreter runs programs (programRuntime).
+	programs *gateway.ProgramOptions
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -268,6 +273,9 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if o.split {
 		hub, gwHub = nil, nil // as airlock worker and airlock gateway, each alone
 	}
+	if o.programs != nil {
+		workflows.UseProgramRunner(programRuntime(t))
+	}
 	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
 		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
 	if err := s.worker.Start(); err != nil {
@@ -284,6 +292,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		Catalog: o.catalog, State: o.state,
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
 		SessionKey: o.sessionKey,
+		Programs:   o.programs,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

@@ -1,12 +1,18 @@
 package plans_test
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/airlock-run/airlock/internal/expr"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/plans"
+	"github.com/airlock-run/airlock/wasm/program/engine"
+	"github.com/airlock-run/airlock/wasm/program/wire"
 )
 
 // exampleTools are the exposed names of the example manifests' tools.
@@ -95,5 +101,56 @@ func TestSeedProjectArgs(t *testing.T) {
 		if string(args) != w {
 			t.Errorf("%s: args = %s\nwant %s", s.ID, args, w)
 		}
+	}
+}
+
+// exampleHost answers the index-sandbox program's calls as the npm
+// filesystem server would, and records them.
+type exampleHost struct {
+	calls   []string
+	replies []wire.Reply
+}
+
+func (h *exampleHost) Start(m wire.GuestMessage) {
+	h.calls = append(h.calls, m.Tool+" "+string(m.Args))
+	text := map[string]string{
+		"filesystem__list_allowed_directories": "Allowed directories:\n/d/sandbox\n/d/rollback-trash",
+		"filesystem__list_directory":           "[FILE] b.md\n[DIR] sub\n[FILE] a.txt\n[FILE] INDEX.md",
+		"filesystem__write_file":               "Successfully wrote to /d/sandbox/INDEX.md",
+	}[m.Tool]
+	v, _ := json.Marshal(text)
+	h.replies = append(h.replies, wire.Reply{ID: m.ID, Outcome: "ok", Result: v})
+}
+
+func (h *exampleHost) Wait() wire.Reply {
+	r := h.replies[0]
+	h.replies = h.replies[1:]
+	return r
+}
+
+// The index-sandbox plan's program runs in the real interpreter.
+func TestIndexSandboxProgram(t *testing.T) {
+	p, err := plans.Load("examples/index-sandbox.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools []wire.Tool
+	for _, name := range []string{"filesystem__list_allowed_directories", "filesystem__list_directory", "filesystem__write_file"} {
+		_, fn, _ := strings.Cut(name, "__")
+		tools = append(tools, wire.Tool{Name: name, Module: "filesystem", Function: fn})
+	}
+	h := &exampleHost{}
+	done := engine.Run(wire.Request{ProgramID: "step-index", Source: p.Steps[0].Program, Tools: tools,
+		Limits: wire.Limits{MaxResultBytes: 1 << 16, MaxPrintBytes: 1 << 14, MaxSteps: 1e6, MaxStepsBetweenCalls: 1e5, MaxParallel: 4}}, h)
+	if done.Outcome != wire.OutcomeOK || string(done.Result) != `{"files":2}` {
+		t.Fatalf("program ended %+v", done)
+	}
+	want := []string{
+		"filesystem__list_allowed_directories {}",
+		`filesystem__list_directory {"path":"/d/sandbox"}`,
+		`filesystem__write_file {"path":"/d/sandbox/INDEX.md","content":"# Index of /d/sandbox\n\n- a.txt\n- b.md\n"}`,
+	}
+	if diff := cmp.Diff(want, h.calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }

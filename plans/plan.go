@@ -23,6 +23,10 @@
 //	    when: steps.write_readme.outcome == "ok"
 //	    args: …
 //
+// A step may instead run a Starlark program (program: inline, or
+// program_file: next to the plan, read when the plan is parsed) that calls
+// the tools the plan's principal may use; see program.go.
+//
 // Loading is two steps, as for manifests: Parse decodes strictly (unknown
 // fields, durations without a unit are problems) and Validate checks the
 // values, compiles every expression, and checks that a step uses only the
@@ -89,8 +93,9 @@ type Step struct {
 	// ID names the step for later steps (steps.<id>): a lowercase letter,
 	// then lowercase letters, digits and '_'.
 	ID string `yaml:"id" json:"id"`
-	// Tool is the exposed tool name, "server__tool".
-	Tool string `yaml:"tool" json:"tool"`
+	// Tool is the exposed tool name, "server__tool". A step calls one
+	// tool or runs one program (Program), never both.
+	Tool string `yaml:"tool,omitempty" json:"tool,omitempty"`
 	// Args are the call's arguments: any JSON value whose strings may hold
 	// ${{ expr }} placeholders (expr.Template, kind expr.Step).
 	Args map[string]any `yaml:"args,omitempty" json:"args,omitempty"`
@@ -100,7 +105,25 @@ type Step struct {
 	// OnFailure is what a failed step does to the plan (default rollback;
 	// see EffectiveOnFailure).
 	OnFailure OnFailure `yaml:"on_failure,omitempty" json:"on_failure,omitempty"`
+
+	// Program is a Starlark program (code mode, issue 27) the step runs
+	// instead of one tool call: it may call every tool the plan's
+	// principal may use, each through the task's pipeline; the step is ok
+	// when the program ends ok. Written inline, or read at load from
+	// ProgramFile (see program.go).
+	Program string `yaml:"program,omitempty" json:"program,omitempty"`
+	// ProgramFile is the file Program was read from, relative to the plan
+	// file's directory and inside it.
+	ProgramFile string `yaml:"program_file,omitempty" json:"program_file,omitempty"`
+	// Atomic rolls the program's own compensable calls back, newest first,
+	// when it does not end ok (whatever on_failure then does).
+	Atomic bool `yaml:"atomic,omitempty" json:"atomic,omitempty"`
+	// Limits override the program's limits (zero fields: the defaults).
+	Limits *ProgramLimits `yaml:"limits,omitempty" json:"limits,omitempty"`
 }
+
+// IsProgram reports whether the step runs a program rather than a tool.
+func (s Step) IsProgram() bool { return s.Program != "" || s.ProgramFile != "" }
 
 // OnFailure is what a failed step does to its plan.
 type OnFailure string
@@ -164,7 +187,8 @@ func parse(file string, data []byte) (*Plan, []manifests.Problem) {
 		return nil, ps
 	}
 	p.File, p.Lines = file, lines
-	return p, append(ps, p.normalize()...)
+	ps = append(ps, p.normalize()...)
+	return p, append(ps, p.readPrograms()...) // program.go
 }
 
 // Load reads, decodes and validates the plan at path, without checking its

@@ -143,7 +143,7 @@ func TestValidate(t *testing.T) {
     tool: github__create_issue
 `,
 			want: []string{
-				`plan.yaml:5: steps[0] (a).tool: is required; name an exposed tool, "server__tool", e.g. "filesystem__write_file"`,
+				`plan.yaml:5: steps[0] (a).tool: is required; name an exposed tool, "server__tool", e.g. "filesystem__write_file", or give the step a program (program: or program_file:) instead`,
 				`plan.yaml:7: steps[1] (b).tool: "filesystem__write_fil" is not a tool of the loaded manifests; did you mean "filesystem__write_file"?`,
 				`plan.yaml:9: steps[2] (c).tool: "write_file" is not an exposed tool name; write "server__tool": "filesystem__write_file"`,
 				`plan.yaml:11: steps[3] (d).tool: "filesystem__delete_file" is not a tool of the loaded manifests; server "filesystem" has filesystem__create_directory, filesystem__read_text_file, filesystem__write_file`,

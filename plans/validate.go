@@ -102,7 +102,17 @@ func (v *validator) step(p *Plan, i int, ids map[string]int, tools []string) {
 	case ids[s.ID] != i+1:
 		v.add(name+".id", at+".id", "%q is already the id of steps[%d]; step ids must be unique", s.ID, ids[s.ID]-1)
 	}
-	v.tool(name+".tool", at+".tool", s.Tool, tools)
+	if s.IsProgram() {
+		v.program(s, name, at) // program.go
+	} else {
+		v.tool(name+".tool", at+".tool", s.Tool, tools)
+		if s.Atomic {
+			v.add(name+".atomic", at+".atomic", "only a program step may be atomic (one tool call is undone as a whole by rollback); remove atomic, or make the step a program")
+		}
+		if s.Limits != nil {
+			v.add(name+".limits", at+".limits", "only a program step takes limits; remove them (the plan's limits bound its task)")
+		}
+	}
 	switch s.OnFailure {
 	case "", OnFailureRollback, OnFailureStop, OnFailureContinue:
 	default:
@@ -194,7 +204,7 @@ func (v *validator) stepRef(id, self string, i int, ids map[string]int, earlier 
 func (v *validator) tool(field, linePath, tool string, tools []string) {
 	switch {
 	case tool == "":
-		v.add(field, linePath, `is required; name an exposed tool, "server__tool", e.g. "filesystem__write_file"`)
+		v.add(field, linePath, `is required; name an exposed tool, "server__tool", e.g. "filesystem__write_file", or give the step a program (program: or program_file:) instead`)
 		return
 	case StateTool(tool):
 		return // built in (task-scoped state)

@@ -19,9 +19,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/airlock-run/airlock/internal/testenv"
+	"github.com/airlock-run/airlock/wasm"
 )
 
-var update = flag.Bool("update", false, "write the committed modules' SHA-256 into "+manifestPath)
+var update = flag.Bool("update", false, "write the committed modules' SHA-256 into "+manifestPath+" and the embedded modules' pins")
 
 // manifestPath declares the modules, relative to this package.
 const manifestPath = "../manifests/examples/native.yaml"
@@ -29,8 +30,23 @@ const manifestPath = "../manifests/examples/native.yaml"
 // modules maps each committed module to its main package, relative to
 // this directory. Keep it in step with the Taskfile's wasm task.
 var modules = map[string]string{
-	"json.wasm":  "./json",
-	"notes.wasm": "./notes",
+	"json.wasm":    "./json",
+	"notes.wasm":   "./notes",
+	"program.wasm": "./program",
+}
+
+// embeddedPin is where a module that package wasm embeds, rather than
+// one the manifest declares as a tool, is pinned: a string constant in a
+// Go file of this package.
+type embeddedPin struct {
+	file, constant string
+	embedded       []byte // the bytes package wasm embeds
+	pinned         string // the constant's value as compiled in
+}
+
+// embedded maps each embedded module to its pin.
+var embedded = map[string]embeddedPin{
+	"program.wasm": {file: "program_module.go", constant: "ProgramSHA256", embedded: wasm.Program, pinned: wasm.ProgramSHA256},
 }
 
 // pin is one tool's wasm.module and wasm.sha256, read with yaml.v3 rather
@@ -126,9 +142,46 @@ func TestModuleHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range committed {
-		if !used[name] {
+		if _, ok := embedded[name]; !ok && !used[name] {
 			t.Errorf("wasm/%s is committed but no tool in %s runs it; declare its tools, or delete it", name, manifestPath)
 		}
+	}
+}
+
+// TestEmbeddedPins checks that each embedded module's pinned SHA-256 is
+// the committed module's hash, and that the bytes embedded are the
+// committed module. With -update it writes the hashes into the pins.
+func TestEmbeddedPins(t *testing.T) {
+	for name, p := range embedded {
+		got := fileSHA256(t, name)
+		sum := sha256.Sum256(p.embedded)
+		if hex.EncodeToString(sum[:]) != got {
+			t.Errorf("the module embedded as %s is not wasm/%s", p.constant, name)
+		}
+		src, err := os.ReadFile(p.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decl := regexp.MustCompile(`(?m)^const ` + regexp.QuoteMeta(p.constant) + ` = "([0-9a-f]*)"$`)
+		m := decl.FindSubmatchIndex(src)
+		if m == nil {
+			t.Fatalf("wasm/%s: no line const %s = \"<sha256>\"", p.file, p.constant)
+		}
+		if string(src[m[2]:m[3]]) != p.pinned {
+			t.Fatalf("wasm/%s: %s reads %q but compiled as %q", p.file, p.constant, src[m[2]:m[3]], p.pinned)
+		}
+		if p.pinned == got {
+			continue
+		}
+		if *update {
+			src = append(src[:m[2]:m[2]], append([]byte(got), src[m[3]:]...)...)
+			if err := os.WriteFile(p.file, src, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("wrote wasm/%s's SHA-256 into %s in %s", name, p.constant, p.file)
+			continue
+		}
+		t.Errorf("wasm/%s: %s is %q, but wasm/%s hashes to %s; after rebuilding it (task wasm), pin it again: go test ./wasm -run TestEmbeddedPins -update", p.file, p.constant, p.pinned, name, got)
 	}
 }
 

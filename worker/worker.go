@@ -69,6 +69,10 @@ const (
 	VersioningPinned = "pinned"
 )
 
+// programDeadlockTimeout is the workers' deadlock detection timeout (see
+// New).
+const programDeadlockTimeout = 5 * time.Second
+
 // New returns a worker with every workflow and activity registered under
 // its wire name. Start it with Start or Run.
 func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.Worker {
@@ -92,6 +96,14 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 		Identity:          opts.Identity,
 		DeploymentOptions: deploymentOptions(opts),
 		Interceptors:      opts.Interceptors,
+		// A program (code mode) computes on its workflow coroutine between
+		// two tool calls: bounded by its step limit (~0.1 s, ~0.4 s on a
+		// loaded machine) and its memory cap, but one step of an O(n)
+		// builtin (sorted, join of what fits in 64 MiB) may take longer in
+		// the wasm guest. The SDK's 1 s default would then fail the
+		// workflow task on every retry and wedge the task; 5 s keeps a
+		// margin and stays under the 10 s workflow-task timeout.
+		DeadlockDetectionTimeout: programDeadlockTimeout,
 	})
 	Register(w, acts)
 	// Resource locks (issue 16 §4) need the client: their activities start

@@ -93,6 +93,17 @@ type task struct {
 	// activities.
 	mrtrOn bool
 	inputs []api.CallInput
+
+	// Code mode (program.go): the running programs, in the order they
+	// started; the finished ones' results (carried in, and this run's),
+	// oldest first; and how many rollbacks of the whole task have begun
+	// in this run (one stops the programs running then).
+	programs      []*programRun
+	programsDone  []api.ProgramResult
+	fullRollbacks int
+	// partialRollbacks counts the rollbacks counted in rollbacks that
+	// undid an atomic program's own calls only.
+	partialRollbacks int
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -179,6 +190,9 @@ func (t *task) startRun(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, api.QueryCall, t.callQuery); err != nil {
+		return err
+	}
+	if err := t.startPrograms(ctx); err != nil { // code mode
 		return err
 	}
 	if t.in.Carried == nil {
@@ -273,8 +287,11 @@ func (t *task) continueAsNew(ctx workflow.Context) (workflow.Context, *runEnd) {
 	return ctx, ended(api.TaskResult{}, workflow.NewContinueAsNewError(ctx, api.AgentTaskName, next))
 }
 
-// idle reports that no call and no rollback is running.
-func (t *task) idle() bool { return len(t.inFlight) == 0 && t.rolling == nil }
+// idle reports that no call, no program and no rollback is running. A
+// program is counted on its own: between its calls it is in no inFlight
+// (and must not be: a rollback waits for what is in flight, and a program
+// may wait for the rollback).
+func (t *task) idle() bool { return len(t.inFlight) == 0 && t.rolling == nil && len(t.programs) == 0 }
 
 // endWhenIdle ends the task once its running calls are done.
 func (t *task) endWhenIdle(ctx workflow.Context, state string) (api.TaskResult, error) {
@@ -345,6 +362,7 @@ func newTask(ctx workflow.Context, in api.TaskInput) *task {
 		if c.Quota != nil { // limits.go
 			t.quota = api.QuotaState{Spent: c.Quota.Spent, Windows: slices.Clone(c.Quota.Windows)}
 		}
+		t.programsDone = slices.Clone(c.Programs) // code mode
 	}
 	return t
 }
@@ -559,6 +577,7 @@ func (t *task) carry() *api.Carried {
 		State:          t.st.encode(), // task-state
 		Grants:         t.grantsCopy(),
 		Quota:          t.carriedQuota(), // limits.go
+		Programs:       t.carriedPrograms(),
 	}
 }
 
@@ -593,5 +612,6 @@ func (t *task) status() (api.Status, error) {
 		Grants:        t.grantsCopy(),
 		Budget:        t.budget(), // limits.go
 		Spent:         t.quota.Spent,
+		Programs:      t.programStatus(), // code mode
 	}, nil
 }

@@ -30,6 +30,7 @@ func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.De
 		ar.EscalateAt, ar.EscalateTo = now.Add(spec.EscalateAfter), spec.EscalateTo
 	}
 	ar.MaxGrant, ar.GrantArgs = spec.MaxGrant, slices.Clone(spec.GrantArgs) // approval grants
+	ar.Program, ar.Line = t.programOf(req.CallID)                           // code mode
 	t.approvals = append(t.approvals, ar)
 	if len(ar.Approvers) < ar.Quorum && len(spec.EscalateApprovers) == 0 {
 		ar.State, ar.DecidedAt = api.ApprovalDenied, now
@@ -220,6 +221,7 @@ func (t *task) notice(ar *api.ApprovalRequest, group string, escalation bool) ap
 		Escalation:  escalation, State: ar.State, Messages: slices.Clone(ar.Messages),
 		ApprovalEdits: ar.ApprovalEdits,
 		MaxGrant:      ar.MaxGrant,
+		Program:       ar.Program, Line: ar.Line,
 	}
 	for _, v := range ar.Votes {
 		n.Votes = append(n.Votes, api.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via, Grant: grantNote(v.Grant)})

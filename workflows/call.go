@@ -66,6 +66,16 @@ func (t *task) validateCall(req api.CallRequest) error {
 		// A repeat is answered at once whatever the task is doing
 		// (finishing, rolling back, draining for continue-as-new).
 		return nil
+	}
+	return t.takesNew()
+}
+
+// takesNew refuses new work (a call, a program) when the task is not
+// running it now: its rollback failed, it is finishing or rolling back,
+// or it drains for continue-as-new (the client retries against the next
+// run).
+func (t *task) takesNew() error {
+	switch {
 	case t.state == api.StateRollbackFailed:
 		return fmt.Errorf("task %s could not be rolled back completely; an operator must retry the rollback (airlock tasks rollback %s) or finish the task before it takes new calls", t.in.TaskID, t.in.TaskID)
 	case t.state != api.StateRunning || t.finish || t.canceled:
@@ -327,13 +337,8 @@ func (t *task) decideInput(req api.CallRequest, now time.Time) api.DecideInput {
 	in := api.DecideInput{
 		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Arguments: req.Arguments,
 		Calls: t.calls - 1, Elapsed: now.Sub(t.startedAt),
-		Principal: api.Principal{Name: t.in.Principal},
 	}
-	if id := t.in.Identity; id != nil {
-		in.Principal = api.Principal{Name: id.Name, Roles: id.Roles, Permissions: id.Permissions,
-			DataLevel: manifests.DataLevel(id.DataLevel), SlackUserID: id.SlackUserID}
-		in.AllowTools = id.AllowTools
-	}
+	in.Principal, in.AllowTools = t.caller() // plan_program.go
 	return in
 }
 

@@ -30,17 +30,27 @@ func (t *task) listenCancels(ctx workflow.Context) {
 			if reason == "" {
 				reason = "cancelled"
 			}
-			t.cancelled[c.CallID] = reason
-			if cancel := t.callCancels[c.CallID]; cancel != nil {
-				cancel()
-			}
-			for _, ar := range t.approvals {
-				if ar.CallID == c.CallID && ar.State == api.ApprovalPending {
-					ar.State, ar.DecidedAt = api.ApprovalWithdrawn, workflow.Now(ctx)
-				}
-			}
+			t.cancelCall(ctx, c.CallID, reason)
 		}
 	})
+}
+
+// cancelCall cancels one call for reason: a running call's context is
+// cancelled, a pending approval request withdrawn, and a call not yet
+// arrived remembered (nothing in runs from before changeCancelCall).
+func (t *task) cancelCall(ctx workflow.Context, callID, reason string) {
+	if !t.cancelOn {
+		return
+	}
+	t.cancelled[callID] = reason
+	if cancel := t.callCancels[callID]; cancel != nil {
+		cancel()
+	}
+	for _, ar := range t.approvals {
+		if ar.CallID == callID && ar.State == api.ApprovalPending {
+			ar.State, ar.DecidedAt = api.ApprovalWithdrawn, workflow.Now(ctx)
+		}
+	}
 }
 
 // callContext is the context a call runs in: cancelled by SignalCancelCall

@@ -86,9 +86,12 @@ func requestFor(id string, c *api.ToolCall) api.CallRequest {
 }
 
 // rollbackRun is a rollback in progress; a second request joins it.
+// partial: it undoes one atomic program's calls only (program.go), and
+// is neither joined nor a rollback of the task.
 type rollbackRun struct {
-	done   bool
-	result api.RollbackResult
+	done    bool
+	partial bool
+	result  api.RollbackResult
 }
 
 // validateRollback refuses requests that cannot be served before they enter
@@ -116,34 +119,59 @@ func (t *task) rollbackUpdate(ctx workflow.Context, req api.RollbackRequest) (ap
 // it, so the rest stays on the stack, the task goes to rollback_failed and
 // people are told.
 func (t *task) rollback(ctx workflow.Context, req api.RollbackRequest, except string) api.RollbackResult {
+	return t.rollbackOf(ctx, req, except, nil)
+}
+
+// rollbackOf is rollback; with own set, it undoes only the entries of the
+// calls own reports (an atomic program's: their calls have all ended),
+// newest first, after any other rollback, and leaves the rest of the
+// stack alone.
+func (t *task) rollbackOf(ctx workflow.Context, req api.RollbackRequest, except string, own func(callID string) bool) api.RollbackResult {
 	// Disconnected: rolling back is what a cancelled task must still do.
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	if own != nil {
+		_ = workflow.Await(ctx, func() bool { return t.rolling == nil })
+	}
 	if r := t.rolling; r != nil {
 		_ = workflow.Await(ctx, func() bool { return r.done })
 		res := r.result
 		res.Joined = true
 		return res
 	}
-	r := &rollbackRun{}
+	r := &rollbackRun{partial: own != nil}
 	t.rolling = r
 	defer func() {
 		r.done, t.rolling = true, nil
 		t.lastActivity = workflow.Now(ctx) // the idle timeout counts from here
 	}()
-
-	_ = workflow.Await(ctx, func() bool {
-		return !slices.ContainsFunc(t.inFlight, func(id string) bool { return id != except })
-	})
+	mine := func(e api.CompensationEntry) bool { return own == nil || own(e.CallID) }
+	if own == nil {
+		t.fullRollbacks++ // stops the running programs (program.go)
+		_ = workflow.Await(ctx, func() bool {
+			return !slices.ContainsFunc(t.inFlight, func(id string) bool { return id != except })
+		})
+	}
 	res := api.RollbackResult{TaskID: t.in.TaskID}
-	if len(t.compensations) == 0 {
+	if !slices.ContainsFunc(t.compensations, mine) {
 		res.State, res.Reason = api.RollbackNothing, "nothing to roll back: no call of this task has a pending compensation"
 		r.result = res
 		return res
 	}
 	workflow.GetLogger(ctx).Info("rolling back", "task", t.in.TaskID, "by", req.By, "entries", len(t.compensations))
 	t.rollbacks++
-	for len(t.compensations) > 0 {
-		e := &t.compensations[len(t.compensations)-1]
+	if own != nil {
+		t.partialRollbacks++ // plan_program.go
+	}
+	newest := func() int { // the top of the stack, of what is ours to undo
+		for i := len(t.compensations) - 1; i >= 0; i-- {
+			if mine(t.compensations[i]) {
+				return i
+			}
+		}
+		return -1
+	}
+	for i := newest(); i >= 0; i = newest() {
+		e := &t.compensations[i]
 		if why := t.undoOnce(ctx, e); why != "" {
 			res.State, res.Reason = api.StateRollbackFailed, why
 			break
@@ -153,10 +181,12 @@ func (t *task) rollback(ctx workflow.Context, req api.RollbackRequest, except st
 		if len(t.undone) > undoneKept {
 			t.undone = slices.Delete(t.undone, 0, len(t.undone)-undoneKept)
 		}
-		t.compensations = t.compensations[:len(t.compensations)-1]
+		t.compensations = slices.Delete(t.compensations, i, i+1)
 	}
 	for i := len(t.compensations) - 1; i >= 0; i-- {
-		res.Remaining = append(res.Remaining, t.compensations[i])
+		if mine(t.compensations[i]) {
+			res.Remaining = append(res.Remaining, t.compensations[i])
+		}
 	}
 	if res.State == "" {
 		res.State = api.StateRolledBack

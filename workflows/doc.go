@@ -20,6 +20,9 @@
 //   - rollback_task.go: RollbackTask, a task in its own right (the
 //     rollback of a task that has ended), named like agent_task.go;
 //   - fastpath.go: the fast path (decide and run in one local activity);
+//   - program.go, program_host.go: code mode, the run_program Update (an
+//     agent's program, run by a ProgramRunner, whose every tool call is a
+//     callTool), and the host the interpreter drives;
 //   - approval.go, edits.go, grants.go, cancel.go, mrtr.go, state.go,
 //     limits.go, locks.go, compensation.go: the task's side of approvals, approve
 //     with edits, approval grants, call cancellation, sampling and

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -39,6 +40,9 @@ func Plan(ctx workflow.Context, in api.PlanInput) (api.TaskResult, error) {
 	if err := t.registerShared(ctx); err != nil {
 		return api.TaskResult{}, err
 	}
+	if slices.ContainsFunc(in.Plan.Steps, plans.Step.IsProgram) {
+		t.startProgramSteps(ctx) // plan_program.go
+	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx,
 		api.SAPrincipal.ValueSet(in.Principal), api.SAStatus.ValueSet(api.StateRunning)); err != nil {
 		return api.TaskResult{}, err
@@ -47,7 +51,7 @@ func Plan(ctx workflow.Context, in api.PlanInput) (api.TaskResult, error) {
 	results := map[string]api.StepResult{}
 	state := api.StateCompleted
 	for i := range in.Plan.Steps {
-		if t.canceled || ctx.Err() != nil || t.rolling != nil || t.rollbacks > 0 || t.finish {
+		if t.canceled || ctx.Err() != nil || t.rolling != nil || t.wholeRollbacks() > 0 || t.finish {
 			break
 		}
 		stop := t.runStep(ctx, in, i, results)
@@ -62,7 +66,7 @@ func Plan(ctx workflow.Context, in api.PlanInput) (api.TaskResult, error) {
 	}
 	// An operator's rollback may be under way or done.
 	_ = workflow.Await(ctx, func() bool { return t.rolling == nil })
-	if t.rollbacks > 0 && state != api.StateCanceled {
+	if t.wholeRollbacks() > 0 && state != api.StateCanceled {
 		state = api.StateRolledBack
 	}
 	for t.state == api.StateRollbackFailed {
@@ -93,11 +97,17 @@ func (t *task) runStep(ctx workflow.Context, in api.PlanInput, i int, results ma
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{api.ErrTypeInternal}},
 	})
-	var prep api.StepOutput
-	err := workflow.ExecuteLocalActivity(lctx, api.PrepareStepName, api.StepInput{
+	stepIn := api.StepInput{
 		TaskID: t.in.TaskID, Plan: in.Plan.Name, Step: step, Vars: in.Vars, Results: results,
 		State: t.st.encode(), // task-state
-	}).Get(ctx, &prep)
+	}
+	if step.IsProgram() {
+		// Its tool table is what the plan's principal may use.
+		pr, allow := t.caller()
+		stepIn.Principal, stepIn.AllowTools = &pr, allow
+	}
+	var prep api.StepOutput
+	err := workflow.ExecuteLocalActivity(lctx, api.PrepareStepName, stepIn).Get(ctx, &prep)
 	if err != nil {
 		prep.Error = err.Error()
 	}
@@ -109,6 +119,12 @@ func (t *task) runStep(ctx workflow.Context, in api.PlanInput, i int, results ma
 		return ""
 	case prep.Error != "":
 		res = api.CallResult{Outcome: api.OutcomeFailed, Reason: fmt.Sprintf("step %s could not be prepared: %s", step.ID, prep.Error)}
+	case prep.Program != nil:
+		pr := t.runProgramStep(ctx, *prep.Program) // plan_program.go
+		st.Program = &pr
+		res = programStepResult(step.ID, pr)
+	case prep.Call == nil:
+		res = api.CallResult{Outcome: api.OutcomeFailed, Reason: fmt.Sprintf("step %s could not be prepared: the worker returned neither a call nor a program", step.ID)}
 	default:
 		req := requestFor(st.CallID, prep.Call)
 		req.Principal = t.in.Principal
@@ -129,12 +145,15 @@ func (t *task) runStep(ctx workflow.Context, in api.PlanInput, i int, results ma
 	if res.Outcome == api.OutcomeDenied {
 		st.State = api.StepDenied
 		switch {
-		case t.rollbacks > 0: // rollback_on_deny did it (callTool → denied)
+		case t.wholeRollbacks() > 0: // rollback_on_deny did it (callTool → denied)
 			return api.StateRolledBack
 		case onFailure == plans.OnFailureContinue:
 			return ""
 		}
 		return api.StateStopped
+	}
+	if step.IsProgram() && t.wholeRollbacks() > 0 {
+		return api.StateRolledBack // a denied call of the program, with rollback_on_deny
 	}
 	switch onFailure {
 	case plans.OnFailureContinue:

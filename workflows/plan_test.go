@@ -25,6 +25,7 @@ import (
 // splitting the name.
 type planHarness struct {
 	*compensationHarness
+	programSteps []api.StepInput // the program steps PrepareStep prepared (h.mu)
 }
 
 func newPlanHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToolOutput, error)) *planHarness {
@@ -50,6 +51,9 @@ func (h *planHarness) PrepareStep(_ context.Context, in api.StepInput) (api.Step
 	}
 	if !ok {
 		return api.StepOutput{Skip: true, Reason: fmt.Sprintf("when (%s) is false", in.Step.When)}, nil
+	}
+	if in.Step.IsProgram() {
+		return h.prepareProgram(in), nil // plan_program_test.go
 	}
 	args, err := p.StepArgs(0, vars)
 	if err != nil {

@@ -11,7 +11,9 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/worker"
+	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestReplayRecordedHistories replays every recorded history in testdata
@@ -20,7 +22,13 @@ import (
 // files after a change; add new ones) with:
 //
 //	go test ./integration/ -run TestRecordHistory -record
+//
+// Programs (code mode) in them were recorded with testenv.ScriptRunner
+// and replay with it: the runner is an input of the workflow, like an
+// activity's result, and what must replay is the task's side.
 func TestReplayRecordedHistories(t *testing.T) {
+	workflows.UseProgramRunner(&testenv.ScriptRunner{})
+	t.Cleanup(func() { workflows.UseProgramRunner(nil) })
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -181,4 +181,27 @@ const (
 	// fast path's retries in fastpath.go); first recorded in
 	// testdata/judged_route_v1_run1.json.
 	changeJudgedRoute = "judged-route"
+
+	// changeRunProgram versions code mode (issue 27): the run_program
+	// Update runs a program whose tool calls go through the call pipeline.
+	// Runs from before it never received one (the Update had no handler),
+	// so its marker, recorded when a run's first program starts, marks
+	// the histories that hold programs; a change to how the host drives a
+	// program (the commands per call, the replies it hands the program)
+	// bumps it.
+	//
+	// Feature in program.go and program_host.go, GetVersion in program.go;
+	// first recorded in testdata/program_v1_run1.json.
+	changeRunProgram = "run-program"
+
+	// changePlanProgram versions program steps of plans (issue 27 §6): a
+	// step whose PrepareStep returns a ProgramRequest runs it through the
+	// run_program host (execProgram) under the plan's task, and a plan
+	// with program steps listens for SignalStopProgram and
+	// SignalCancelCall. Asked once, at the start of a plan that has a
+	// program step; plans from before it had none, so they never ask.
+	//
+	// Feature and GetVersion in plan_program.go; first recorded in
+	// testdata/plan_program_v1_run1.json.
+	changePlanProgram = "plan-program"
 )

@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/internal/redact"
 )
 
@@ -124,11 +125,30 @@ func slackRequestBlocks(n api.ApprovalNotice) []slack.Block {
 		slackMd("*Expires*\n" + slackTime(n.ExpiresAt)),
 	}
 	blocks := []slack.Block{slack.NewSectionBlock(nil, fields, nil)}
+	if b := slackProgramContext(n); b != nil { // code mode: the call is a program's
+		blocks = append(blocks, b)
+	}
 	if n.Reason != "" {
 		blocks = append(blocks, slack.NewSectionBlock(slackMd("*Why approval is needed*\n"+slackClip(slackEscape(n.Reason), 2800)), nil, nil))
 	}
 	blocks = append(blocks, slack.NewSectionBlock(slackMd("*Arguments*\n"+slackCode(slackArguments(n.Arguments, n.Redact))), nil, nil))
 	return blocks
+}
+
+// slackProgramContext is the context line of a program's call: "from
+// program `<ID>`, line <N>" (nil for a call the agent made directly). The
+// ID is cut (approver.ShownProgram), kept on one line, mrkdwn-escaped,
+// and its backticks shown as ˋ so it cannot close its code span.
+func slackProgramContext(n api.ApprovalNotice) slack.Block {
+	if n.Program == "" {
+		return nil
+	}
+	id := strings.ReplaceAll(redact.VisibleLine(approver.ShownProgram(n.Program)), "`", "ˋ")
+	text := "from program `" + slackEscape(id) + "`"
+	if n.Line > 0 {
+		text += fmt.Sprintf(", line %d", n.Line)
+	}
+	return slack.NewContextBlock("", slackMd(text))
 }
 
 func slackRequestContext(n api.ApprovalNotice, extra string) slack.Block {

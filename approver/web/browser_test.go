@@ -47,7 +47,7 @@ type box struct {
 const measureJS = `(() => {
   const vw = window.innerWidth;
   const boxes = [];
-  for (const sel of ["#key", "button[type=submit]", "section.req", ".approve", ".deny", "p.notice", "textarea", "header"]) {
+  for (const sel of ["#key", "button[type=submit]", "section.req", ".approve", ".deny", "p.notice", "textarea", "header", "p.program"]) {
     for (const el of document.querySelectorAll(sel)) {
       const r = el.getBoundingClientRect();
       boxes.push({Sel: sel, Left: r.left, Right: r.right, Width: r.width, Height: r.height});
@@ -95,6 +95,9 @@ func TestWebPageInABrowser(t *testing.T) {
 			r.Tool, r.Server = "fs__move_file", "fs"
 			r.Arguments = json.RawMessage(fmt.Sprintf(`{"source":"/srv/a.txt","destination":%q}`, longDestination))
 			r.Redact = nil
+			// A program's call (code mode), its ID as long as the workflow
+			// allows and unbreakable: its line must wrap, not widen the page.
+			r.Program, r.Line = strings.Repeat("p", 190)+"-PROG-END", 12
 			e.ft.Reqs = []api.ApprovalRequest{r}
 
 			ctx := browser(t, exe)
@@ -112,7 +115,7 @@ func TestWebPageInABrowser(t *testing.T) {
 				chromedp.WaitVisible(chromedp.CSS("section.req")))
 			g = measure(t, ctx)
 			noSideways(t, "requests", g)
-			for _, sel := range []string{"section.req", ".approve", ".deny", "textarea", "header"} {
+			for _, sel := range []string{"section.req", ".approve", ".deny", "textarea", "header", "p.program"} {
 				within(t, g, sel)
 			}
 			if g.PreScrollWidth > g.PreClientWidth+1 {

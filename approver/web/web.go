@@ -248,6 +248,7 @@ func (h *handler) item(r api.ApprovalRequest, now time.Time) item {
 		RequestedAt: stamp(r.RequestedAt), ExpiresAt: stamp(r.ExpiresAt), RequestedAgo: ago(r.RequestedAt, now),
 		Arguments: args, Redact: strings.Join(r.Redact, ", "), MaxGrant: r.MaxGrant,
 		EditArgs: approver.EditableArguments(r), EditOf: r.EditOf, EditedBy: r.EditedBy,
+		Program: redact.VisibleLine(approver.ProgramNote(r.Program, r.Line)),
 	}
 }
 
@@ -648,6 +649,9 @@ type item struct {
 	EditArgs, EditOf, EditedBy string
 	// Approval grants: the grant options the tool allows (nil: none).
 	MaxGrant *api.GrantBound
+	// Program (code mode) is "from program <ID>, line <N>" for a
+	// program's call, "" for the agent's own.
+	Program string
 }
 
 func (h *handler) render(w http.ResponseWriter, code int, v view) {
@@ -687,6 +691,7 @@ details.edit { margin: .4rem 0; }
 details.edit summary { cursor: pointer; min-height: 2.75rem; line-height: 2.75rem; }
 .deny { background: #c62828; color: #fff; border: 0; border-radius: 4px; }
 .muted { color: #666; }
+.program { margin: 0 0 .4rem; overflow-wrap: anywhere; }
 @media (max-width: 30rem) {
   body { padding: .5rem .75rem; }
   dl { grid-template-columns: minmax(0, 1fr); gap: 0; }
@@ -718,6 +723,7 @@ details.edit summary { cursor: pointer; min-height: 2.75rem; line-height: 2.75re
 {{range .Requests}}
 <section class="req">
 <h2>{{.Tool}} <span class="muted">requested by {{.Requester}}</span></h2>
+{{if .Program}}<p class="muted program">{{.Program}}</p>{{end}}
 <dl>
 <dt>request</dt><dd><code>{{.ID}}</code></dd>
 <dt>task</dt><dd><code>{{.Task}}</code></dd>

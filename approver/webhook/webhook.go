@@ -191,6 +191,12 @@ type Request struct {
 	// approved, denied, expired, or edit_refused (approved with edited
 	// arguments that policy then refused: nothing ran).
 	Outcome string `json:"outcome,omitempty"`
+	// Program and Line (code mode): the call is that program's, made at
+	// that line of its source; absent for a call the agent made
+	// directly. The ID is cut to approver.MaxShownProgram bytes, which
+	// the workflow's own limit on IDs never reaches.
+	Program string `json:"program,omitempty"`
+	Line    int    `json:"line,omitempty"`
 }
 
 // Edit is an approver's edit in a webhook event.
@@ -233,6 +239,9 @@ func noticeRequest(n api.ApprovalNotice) *Request {
 		Arguments: redact.Arguments(n.Arguments, n.Redact), Digest: n.Digest, SideEffects: n.SideEffects, DataLevel: n.DataLevel,
 		Risk: n.Risk, Rule: n.Rule, Reason: n.Reason, Group: n.Group, Quorum: n.Quorum, ExpiresAt: n.ExpiresAt, Escalation: n.Escalation, State: n.State,
 		Editable: !n.NoEdits, EditOf: n.EditOf, EditedBy: n.EditedBy,
+	}
+	if n.Program != "" { // code mode
+		r.Program, r.Line = approver.ShownProgram(n.Program), n.Line
 	}
 	if e := n.Edit; e != nil {
 		r.Edit = &Edit{By: e.By, Digest: e.Digest, Effect: e.Effect, Refused: e.Refused}

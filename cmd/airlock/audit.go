@@ -10,8 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -20,8 +23,12 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/program"
 	"github.com/airlock-run/airlock/internal/timeline"
+	"github.com/airlock-run/airlock/wasm"
+	"github.com/airlock-run/airlock/wasm/program/wire"
 	"github.com/airlock-run/airlock/worker"
+	"github.com/airlock-run/airlock/workflows"
 )
 
 const auditRedactNote = `Arguments are masked at the redact paths of the tools' manifests (from
@@ -44,7 +51,8 @@ func auditCommand() *Command {
 
 const auditShowLong = `Shows the task's timeline from its recorded history, all its runs: who asked
 for what, the policy decision and its rule, who approved and when, each
-result, compensations and rollbacks. --json prints the timeline as JSON;
+result, compensations and rollbacks; each program (code mode) with its
+source and its calls under it, each at its line. --json prints the timeline as JSON;
 --run shows one run only.
 
 ` + auditRedactNote + "\n\n" + talksToDev
@@ -64,6 +72,8 @@ a failure means the workflow code changed without workflow.GetVersion, or
 the history was altered.
 --history: replays one history JSON file (as the Temporal CLI or UI
 downloads it) the same way.
+A history that runs programs (code mode) replays by running them again with
+the program runner this binary was built with; without one, verify says so.
 
 ` + talksToDev
 
@@ -451,10 +461,91 @@ func replayTask(ctx context.Context, c *Call, tc client.Client, namespace, id st
 	return 0
 }
 
+// programRunner runs the programs (code mode) of the histories audit verify
+// replays: a program replays by running again, each of its calls answered
+// from history, so the replay needs the interpreter the worker ran it
+// with: this binary's (wasm.Program). Tests set it; nil: the first history
+// with programs starts one (verifyRunner).
+var programRunner workflows.ProgramRunner
+
+// verifyRunner starts the program interpreter for audit verify, once: a
+// few seconds of compiling the first time, cached under the user's cache
+// dir (like the worker's under its data dir) for the next.
+var verifyRunner = sync.OnceValues(func() (workflows.ProgramRunner, error) {
+	o := program.Options{Module: wasm.Program, Warm: 1}
+	if dir, err := os.UserCacheDir(); err == nil {
+		o.CacheDir = filepath.Join(dir, "airlock", "wasm-cache")
+	}
+	rt, err := program.New(context.Background(), o)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Ready(context.Background()); err != nil {
+		return nil, fmt.Errorf("the program interpreter (wasm.Program) did not compile: %w", err)
+	}
+	return rt, nil
+})
+
 // replay runs one history through the Temporal replayer with airlock's
 // workflows registered.
 func replay(h *historypb.History) error {
+	if progs, n := historyPrograms(h); n > 0 {
+		r := programRunner
+		if r == nil {
+			var err error
+			if r, err = verifyRunner(); err != nil {
+				what := "1 program"
+				if n > 1 {
+					what = fmt.Sprintf("%d programs", n)
+				}
+				return fmt.Errorf("the history runs %s (code mode: %s), and replaying them needs the program interpreter: %v",
+					what, strings.Join(progs, ", "), err)
+			}
+		}
+		workflows.UseProgramRunner(r)
+	} else if programRunner != nil {
+		workflows.UseProgramRunner(programRunner)
+	} else {
+		// A plan's program steps are not Updates: the interpreter starts
+		// when the replay first runs one.
+		workflows.UseProgramRunner(lazyRunner{})
+	}
 	r := sdkworker.NewWorkflowReplayer()
 	worker.RegisterWorkflows(r)
 	return r.ReplayWorkflowHistory(quietLogger{}, h)
+}
+
+// lazyRunner starts verifyRunner when a replay first runs a program.
+type lazyRunner struct{}
+
+func (lazyRunner) Run(ctx context.Context, req wire.Request, memoryBytes int64, h wire.Host) (wire.Done, error) {
+	r, err := verifyRunner()
+	if err != nil {
+		return wire.Done{}, err
+	}
+	return r.Run(ctx, req, memoryBytes, h)
+}
+
+// historyPrograms are the IDs of the programs a history runs (its
+// run_program Updates: the first few), and how many there are.
+func historyPrograms(h *historypb.History) ([]string, int) {
+	const most = 5
+	var ids []string
+	n := 0
+	for _, ev := range h.GetEvents() {
+		if ev.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+			continue
+		}
+		req := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest()
+		if req.GetInput().GetName() != api.UpdateRunProgram {
+			continue
+		}
+		if n++; n <= most {
+			ids = append(ids, req.GetMeta().GetUpdateId())
+		}
+	}
+	if n > most {
+		ids = append(ids, fmt.Sprintf("and %d more", n-most))
+	}
+	return ids, n
 }

@@ -12,7 +12,9 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/timeline"
+	"github.com/airlock-run/airlock/workflows"
 )
 
 // recordedHistories are the workflows' recorded histories.
@@ -163,6 +165,10 @@ func TestAuditVerifyFile(t *testing.T) {
 // recorded history replays, and the must-fail one does not.
 func TestAuditVerifyHistory(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+	// Programs (code mode) replay with a program runner; those recorded
+	// were written in the Starlark subset testenv.ScriptRunner plays.
+	programRunner = &testenv.ScriptRunner{}
+	t.Cleanup(func() { programRunner = nil; workflows.UseProgramRunner(nil) })
 	files, err := filepath.Glob(filepath.Join(recordedHistories, "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no recorded histories (%v)", err)
@@ -179,6 +185,19 @@ func TestAuditVerifyHistory(t *testing.T) {
 		code, stdout, stderr := runCLI(t, "audit", "verify", files[0])
 		if code != 0 || !strings.Contains(stdout, "replays") {
 			t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		}
+	})
+	t.Run("programs with the binary's own interpreter", func(t *testing.T) {
+		// No test runner: verify starts wasm.Program, the interpreter the
+		// workers run, and the recorded programs replay on it.
+		programRunner = nil
+		defer func() { programRunner = &testenv.ScriptRunner{} }()
+		for _, name := range []string{"program_v1_run1.json", "program_wasm_v1_run1.json", "plan_program_v1_run1.json"} {
+			f := filepath.Join(recordedHistories, name)
+			code, stdout, stderr := runCLI(t, "audit", "verify", "--history", f)
+			if code != 0 || !strings.Contains(stdout, "replays against this binary's workflow code") {
+				t.Errorf("%s: exit %d\nstdout: %s\nstderr: %s; want the programs replayed by the real interpreter", name, code, stdout, stderr)
+			}
 		}
 	})
 	t.Run("an incompatible history", func(t *testing.T) {

@@ -28,12 +28,14 @@ import (
 	"github.com/airlock-run/airlock/approver/web"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/blob"
+	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/devui"
 	"github.com/airlock-run/airlock/internal/httplimit"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
+	"github.com/airlock-run/airlock/internal/program"
 	"github.com/airlock-run/airlock/internal/relay"
 	"github.com/airlock-run/airlock/internal/reload"
 	"github.com/airlock-run/airlock/internal/upstream"
@@ -53,18 +55,21 @@ type roles struct {
 
 // stack is a running set of roles; stop tears it down in reverse order.
 type stack struct {
-	env     *env
-	srv     *devserver.Server
-	ui      *devui.UI
-	client  client.Client
-	pool    *upstream.Pool
-	pins    *pin.Store
-	worker  sdkworker.Worker
-	dir     *identity.Directory
-	http    *httplimit.Server
-	httpErr chan error
-	addr    string
-	stops   []func()
+	env    *env
+	srv    *devserver.Server
+	ui     *devui.UI
+	client client.Client
+	pool   *upstream.Pool
+	pins   *pin.Store
+	worker sdkworker.Worker
+	// programs is the program interpreter of a worker with code mode on
+	// (programs.go); nil otherwise.
+	programs *program.Runtime
+	dir      *identity.Directory
+	http     *httplimit.Server
+	httpErr  chan error
+	addr     string
+	stops    []func()
 
 	// gw is the gateway once it is up; the pool's tool changes refresh it
 	// from the pool's goroutines.
@@ -220,6 +225,9 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		return s, err
 	}
 	if err := s.startTracing(ctx, r); err != nil { // tracing.go
+		return s, err
+	}
+	if err := s.startPrograms(ctx, r); err != nil { // programs.go
 		return s, err
 	}
 	if err := s.connectTemporal(ctx, r, temporalPort); err != nil {
@@ -425,6 +433,9 @@ func (s *stack) startWorker(ctx context.Context, withGateway bool) error {
 			e.log.Warn().Err(err).Msg("some calls in flight when airlock last stopped wait for their heartbeat timeout")
 		}
 	}
+	if err := s.programsReady(ctx); err != nil {
+		return err
+	}
 	w := worker.New(s.client, acts, wo)
 	e.log.Info().Str("policy", e.snap.Policy.Version()).Int("rules", len(e.snap.Config.Policy.Rules)).Msg("policy loaded")
 	if err := w.Start(); err != nil {
@@ -468,6 +479,7 @@ func (s *stack) startGateway(r roles) error {
 		Upstreams:       s.pool,
 		ExposeUncovered: cfg.ExposeUncovered,
 		Catalog:         cfg.Catalog,
+		Programs:        gatewayPrograms(cfg.Programs), // code mode (issue 27)
 		PageSize:        cfg.Gateway.PageSize,
 		Pins:            s.pins,
 		Policy:          e.snap.Policy,
@@ -672,4 +684,13 @@ func airlockBinary(e *env) string {
 func sessionKeyFingerprint(key []byte) string {
 	sum := sha256.Sum256(append([]byte("airlock-session-key-fingerprint\x00"), key...))
 	return hex.EncodeToString(sum[:6])
+}
+
+// gatewayPrograms is the gateway's airlock_run_program configuration
+// (nil: not offered).
+func gatewayPrograms(p config.Programs) *gateway.ProgramOptions {
+	if !p.ProgramsEnabled() {
+		return nil
+	}
+	return &gateway.ProgramOptions{MaxDescriptionBytes: p.DescriptionBytes(), Limits: p.Limits.Effective()}
 }

@@ -40,6 +40,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMain) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	// Every airlock the tests start shares one compilation cache: the
+	// program interpreter and the wasm tools compile once, not per test.
+	if os.Getenv(envWASMCache) == "" {
+		if dir, err := testenv.WazeroCache(); err == nil {
+			_ = os.Setenv(envWASMCache, dir)
+		}
+	}
 	os.Exit(m.Run())
 }
 

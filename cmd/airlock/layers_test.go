@@ -55,6 +55,22 @@ func layerOf(pkg string) (layer int, ok bool) {
 // allowed reports whether from may import to, both in the module, and if
 // not, why.
 func allowed(from, to string) (bool, string) {
+	if to == "wasm/program/wire" {
+		// The protocol between the program guest and its host (code
+		// mode, issue 27): standard library only, a contract both sides
+		// share.
+		return true, ""
+	}
+	switch {
+	case to == "wasm/program/engine" && (from == "gateway" || from == "internal/program"):
+		// The program interpreter: its Rules head the gateway's
+		// airlock_run_program description; internal/program's Native
+		// runs it in-process (tests).
+		return true, ""
+	case to == "wasm" && (from == "internal/program" || from == "cmd/airlock"):
+		// Package wasm embeds the built program guest (wasm.Program).
+		return true, ""
+	}
 	if strings.HasPrefix(from, "wasm") || strings.HasPrefix(to, "wasm") {
 		// The example guests are not part of the runtime.
 		if strings.HasPrefix(from, "wasm") && strings.HasPrefix(to, "wasm") {

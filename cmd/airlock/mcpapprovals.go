@@ -41,6 +41,7 @@ func (m mcpApprovals) Decidable(ctx context.Context, name string) ([]api.Approva
 	out := reqs[:0]
 	for _, r := range reqs {
 		if approver.MayDecide(r, name, now) == nil {
+			r.Program = approver.ShownProgram(r.Program) // bounded, as every channel shows it
 			out = append(out, r)
 		}
 	}

@@ -170,6 +170,7 @@ func warnRestartOnly(e *env, prev, next *config.Config) {
 		{"slack", prev.Slack, next.Slack},
 		{"gateway", prev.Gateway, next.Gateway},
 		{"catalog", prev.Catalog, next.Catalog},
+		{"programs", prev.Programs, next.Programs},
 		{"principals_from_tokens", prev.PrincipalsFromTokens, next.PrincipalsFromTokens},
 		{"telemetry", prev.Telemetry, next.Telemetry},
 	}

@@ -237,7 +237,7 @@ func (w *planWatch) show(ctx context.Context) {
 			continue
 		}
 		w.shown[s.ID] = s.State
-		line := fmt.Sprintf("  %-8s %-20s %s", s.State, s.ID, s.Tool)
+		line := fmt.Sprintf("  %-8s %-20s %s", s.State, s.ID, stepWhat(s))
 		if s.Reason != "" && s.State != api.StepOK {
 			line += ": " + s.Reason
 		}
@@ -287,4 +287,16 @@ func firstPositiveDur(v ...time.Duration) time.Duration {
 		}
 	}
 	return 0
+}
+
+// stepWhat is what a step runs: its tool, or its program (with how many
+// calls it made, once it has ended).
+func stepWhat(s api.StepStatus) string {
+	switch {
+	case s.Tool != "":
+		return s.Tool
+	case s.Program != nil:
+		return fmt.Sprintf("program (%d calls, %s)", len(s.Program.Calls), s.Program.Outcome)
+	}
+	return "program"
 }

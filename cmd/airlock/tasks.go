@@ -35,8 +35,8 @@ func tasksCommand() *Command {
 		Sub: []*Command{
 			{Name: "list", Usage: "[--status running|completed|...] [--state STATE] [--principal NAME]\n [--tool TOOL] [--pending-approval] [--limit N]",
 				Short: "the newest tasks, with their state", Long: tasksListLong, Flags: bind(tasksFlags, tasksList)},
-			{Name: "show", Usage: "[--json] TASK_ID", Short: "one task: calls, plan steps, pending compensations",
-				Long: "Shows one task: its calls, plan steps and pending compensations.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksShow)},
+			{Name: "show", Usage: "[--json] TASK_ID", Short: "one task: calls, plan steps, running programs, pending compensations",
+				Long: "Shows one task: its calls, plan steps, running programs (code mode) and pending compensations.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksShow)},
 			{Name: "rollback", Usage: "[--reason TEXT] [--queue] TASK_ID", Short: "undo the task's changes (compensations, newest first, each once)",
 				Long: tasksRollbackLong, Flags: bind(tasksFlags, tasksRollback)},
 			{Name: "withdraw", Usage: "[--reason TEXT] TASK~CALL", Short: "withdraw a pending approval request (the call does not run)",
@@ -45,6 +45,8 @@ func tasksCommand() *Command {
 				Long: "Cancels the task: it rolls back, then ends.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksCancel)},
 			{Name: "finish", Usage: "TASK_ID", Short: "end the task once its running calls are done, without rolling back",
 				Long: tasksFinishLong, Flags: bind(tasksFlags, tasksFinish)},
+			{Name: "stop-program", Usage: "[--reason TEXT] TASK_ID PROGRAM_ID", Short: "stop a running program (code mode) at its next tool call",
+				Long: tasksStopProgramLong, Flags: bind(tasksFlags, tasksStopProgram)},
 		}}
 }
 
@@ -337,6 +339,48 @@ func tasksCancel(c *Call, o *tasksOptions) int {
 	})
 }
 
+const tasksStopProgramLong = `Stops a running program (code mode) of a task: the call it waits for (an
+approval, a slow tool) is cancelled, or the next call it starts is refused,
+and the program ends with outcome "stopped" and the reason. Its finished
+calls stay done (airlock tasks rollback undoes them). A program computing
+between two calls stops at its next call; its step limit bounds how long
+that takes. airlock tasks show TASK_ID lists the running programs.
+
+` + talksToDev
+
+// tasksStopProgram stops a running program (api.SignalStopProgram).
+func tasksStopProgram(c *Call, o *tasksOptions) int {
+	if len(c.Args) != 2 {
+		return c.usage("name a TASK_ID and one of its running programs' PROGRAM_ID (airlock tasks show TASK_ID lists them)")
+	}
+	id, prog := c.Args[0], c.Args[1]
+	if len(o.reason) > api.MaxReasonBytes {
+		return c.usage("--reason is %d bytes; keep it under %d", len(o.reason), api.MaxReasonBytes)
+	}
+	return o.withTemporal(c, func(ctx context.Context, tc client.Client) int {
+		st, err := queryStatus(ctx, tc, id)
+		if err != nil {
+			return c.failOn(id, explainFetch(err, id, o.conn.namespace))
+		}
+		running := false
+		for _, p := range st.Programs {
+			running = running || p.ProgramID == prog
+		}
+		if !running {
+			return c.failOn(id, fmt.Errorf("no running program %q in this task (it finished, or never ran here); airlock tasks show %s lists the running ones", prog, id))
+		}
+		why := "stopped by an operator (airlock tasks stop-program)"
+		if o.reason != "" {
+			why += ": " + o.reason
+		}
+		if err := tc.SignalWorkflow(ctx, id, "", api.SignalStopProgram, api.StopProgram{ProgramID: prog, By: "operator", Reason: why}); err != nil {
+			return c.failOn(id, err)
+		}
+		fmt.Fprintf(c.Stdout, "stop requested: program %s of task %s ends \"stopped\" at its next tool call\n", prog, id)
+		return 0
+	})
+}
+
 func tasksFinish(c *Call, o *tasksOptions) int {
 	id, code := taskID(c)
 	if code != 0 {
@@ -492,11 +536,12 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 	if st.Plan != nil {
 		fmt.Fprintf(stdout, "plan:      %s\n", st.Plan.Name)
 		for _, s := range st.Plan.Steps {
-			fmt.Fprintf(stdout, "  %-9s %-20s %-28s %s\n", s.State, s.ID, s.Tool, s.Reason)
+			fmt.Fprintf(stdout, "  %-9s %-20s %-28s %s\n", s.State, s.ID, stepWhat(s), s.Reason) // run.go
 		}
 	}
-	printLocks(stdout, st.Locks) // locks.go
-	if st.TaskState != nil {     // task-scoped state (airlock_state_*)
+	printLocks(stdout, st.Locks)       // locks.go
+	printPrograms(stdout, st.Programs) // code mode
+	if st.TaskState != nil {           // task-scoped state (airlock_state_*)
 		fmt.Fprintf(stdout, "state doc: %s\n", describeState(st.TaskState))
 	}
 	if len(st.Recent) > 0 {

@@ -317,7 +317,7 @@ func startNative(ctx context.Context, e *env) (*toolserver.Servers, func(), erro
 	if err := toolserver.MkdirMounts(e.snap.Manifests, vars); err != nil {
 		return nil, nil, err
 	}
-	sb, err := sandbox.New(ctx, sandbox.Options{CacheDir: filepath.Join(e.dataDir, "wasm-cache")})
+	sb, err := sandbox.New(ctx, sandbox.Options{CacheDir: e.wasmCache()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting the wasm sandbox: %w", err)
 	}

@@ -100,6 +100,9 @@ type Config struct {
 	// Telemetry configures OpenTelemetry tracing (telemetry.go); off by
 	// default.
 	Telemetry Telemetry `yaml:"telemetry,omitempty"`
+
+	// Programs configures code mode, airlock_run_program (programs.go).
+	Programs Programs `yaml:"programs,omitempty"`
 }
 
 // HTTP bounds requests and connections on airlock's HTTP listeners, above

@@ -240,7 +240,8 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	c.validateTokens(v)
 	c.validateSlack(v)
 	c.validateTelemetry(v)
-	c.validateState(v) // state.go
+	c.validateState(v)    // state.go
+	c.validatePrograms(v) // programs.go
 	c.validateLimits(v, slices.Sorted(maps.Keys(c.Roles)))
 	return v.problems
 }

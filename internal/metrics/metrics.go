@@ -7,8 +7,9 @@
 // decision and each approval it closes, and the Temporal SDK its own
 // metrics (SDK, through NewSDKHandler). Workflow code records only through
 // the SDK's replay-aware handler (see sdkOwned), so a
-// replay cannot count twice. It imports the Prometheus client and the
-// Temporal SDK's metrics interface only.
+// replay cannot count twice. It imports the Prometheus client, the
+// Temporal SDK's metrics interface and api's wire types (a program's
+// result, programs.go) only.
 package metrics
 
 import (

@@ -17,6 +17,8 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/airlock-run/airlock/internal/wasmmem"
 )
 
 // Mount exposes a host directory to the guest.
@@ -59,8 +61,8 @@ const (
 )
 
 const (
-	pageSize = 64 << 10
-	maxPages = 1 << 16 // wasm32 addresses 4 GiB at most
+	pageSize = wasmmem.PageSize
+	maxPages = wasmmem.MaxPages
 )
 
 // Call is one invocation of a module.
@@ -195,10 +197,10 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 	cs.stop = cancel
 	stdout := &capWriter{max: lim.OutputBytes, onFull: cancel}
 	stderr := &capWriter{max: StderrBytes, watch: []byte("out of memory")}
-	mem := &callMemory{limit: uint64(pages) * pageSize}
+	mem := wasmmem.New(uint64(pages) * pageSize)
 	// After the guest has returned and its instance is closed (deferred
-	// calls run last in, first out): see callMemory.
-	defer mem.release()
+	// calls run last in, first out): see wasmmem.Allocator.
+	defer mem.Release()
 
 	mc := wazero.NewModuleConfig().
 		WithName(""). // names must be unique per runtime; "" lets instances run concurrently

@@ -10,8 +10,9 @@
 // returned when its call ends. A tool that exits non-zero is not an error here: Result.ExitCode says so, and the
 // caller decides what it means for the agent.
 //
-// sandbox is a leaf package: it imports only wazero and the standard
-// library, returns errors and never logs.
+// sandbox imports only wazero, the standard library and internal/wasmmem
+// (the memory allocator it shares with internal/program), returns errors
+// and never logs.
 package sandbox
 
 import (
@@ -27,6 +28,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/airlock-run/airlock/internal/wasmmem"
 )
 
 // Options configures a Sandbox. The zero value is ready to use.
@@ -43,7 +46,7 @@ type Options struct {
 // It keeps one wazero Runtime, allowing a guest the most a wasm32 memory
 // can hold, and compiles each distinct module (by hash) once; a call's own
 // memory limit is enforced by the memory allocator each call gets (see
-// callMemory), not by the Runtime. Between calls it keeps only that
+// wasmmem.Allocator), not by the Runtime. Between calls it keeps only that
 // compiled code: a call's instance, memory and open files go with it.
 type Sandbox struct {
 	cache wazero.CompilationCache // nil without Options.CacheDir
@@ -177,7 +180,7 @@ func (s *Sandbox) Load(ctx context.Context, path, sha256hex string) (*Module, er
 		s:        s,
 		name:     strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)),
 		cm:       cm,
-		minPages: memoryMinPages(b),
+		minPages: wasmmem.MinPages(b),
 	}, nil
 }
 
@@ -188,7 +191,7 @@ func (s *Sandbox) runtime(ctx context.Context) (wazero.Runtime, error) {
 	}
 	rc := wazero.NewRuntimeConfig().
 		// The most a wasm32 memory can hold: each call's limit is its
-		// allocator's (callMemory), so one Runtime and one compiled copy
+		// allocator's (wasmmem.Allocator), so one Runtime and one compiled copy
 		// of a module serve every limit.
 		WithMemoryLimitPages(maxPages).
 		// Without this a timeout cancels the context but the guest keeps
@@ -249,59 +252,4 @@ func (s *Sandbox) compile(ctx context.Context, hash [sha256.Size]byte, wasm []by
 	}
 	close(e.done)
 	return e.cm, e.err
-}
-
-// memoryMinPages is the largest initial size, in pages, of a memory the
-// module's binary defines (0 when it defines none). wazero reports only
-// imported and exported memories, and would panic instantiating a memory
-// whose initial size its allocator refuses, so Run checks this first. The
-// module has compiled, so its sections are well formed.
-func memoryMinPages(wasm []byte) uint32 {
-	const memorySection = 5
-	var most uint32
-	b := wasm[min(8, len(wasm)):] // magic and version
-	for len(b) > 0 {
-		id := b[0]
-		size, n := uleb(b[1:])
-		if n == 0 || uint64(len(b)-1-n) < size {
-			return most
-		}
-		sec := b[1+n : 1+n+int(size)]
-		b = b[1+n+int(size):]
-		if id != memorySection {
-			continue
-		}
-		count, n := uleb(sec)
-		sec = sec[n:]
-		for range count {
-			if len(sec) == 0 {
-				return most
-			}
-			flags := sec[0]
-			minimum, n := uleb(sec[1:])
-			if n == 0 {
-				return most
-			}
-			most = max(most, uint32(min(minimum, maxPages)))
-			sec = sec[1+n:]
-			if flags&1 != 0 { // has a maximum
-				_, n := uleb(sec)
-				sec = sec[n:]
-			}
-		}
-	}
-	return most
-}
-
-// uleb decodes an unsigned LEB128 number, returning it and its length (0
-// when b does not hold one).
-func uleb(b []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
-		v |= uint64(b[i]&0x7f) << (7 * i)
-		if b[i]&0x80 == 0 {
-			return v, i + 1
-		}
-	}
-	return 0, 0
 }

@@ -16,8 +16,11 @@
 // WaitFor is the one polling loop of the tests; WazeroCache a compilation
 // cache for wazero kept between test runs.
 //
+// ScriptRunner is a scripted program runner (code mode) that needs no
+// interpreter.
+//
 // Only _test.go files import this package. It imports the standard
-// library only.
+// library only, and the program wire protocol (ScriptRunner).
 package testenv
 
 import (

@@ -62,6 +62,8 @@ var tasks = []struct {
 	{"agent_task_v4", []string{"agent_task_v4_run1", "agent_task_v4_run2", "agent_task_v4_run3", "agent_task_v4_run4"}},
 	{"edits_v1", []string{"edits_v1_run1"}},
 	{"approvals_v2", []string{"approvals_v2_run1"}},
+	{"program_v1", []string{"program_v1_run1"}},
+	{"plan_program_v1", []string{"plan_program_v1_run1"}},
 }
 
 func build(t testing.TB, runs []string, opts *Options) *Timeline {
@@ -294,7 +296,7 @@ func TestExportVerifies(t *testing.T) {
 	for _, typ := range []string{EventTaskStarted, EventCallRequested, EventPolicyDecision, EventApprovalRequested, EventApprovalEscalated,
 		EventApprovalDecided, EventApprovalClosed, EventCapture, EventCallAttempt, EventCallFinished, EventCompensationRecorded,
 		EventRollbackRequested, EventCompensation, EventRollbackFinished, EventFinishRequested, EventCancelRequested,
-		EventContinuedAsNew, EventTaskEnded} {
+		EventContinuedAsNew, EventTaskEnded, EventProgramStarted, EventProgramStopRequested, EventProgramFinished} {
 		if !types[typ] {
 			t.Errorf("no %s record in the export of the recorded tasks", typ)
 		}

@@ -42,7 +42,7 @@ func BuildChain(hists []*historypb.History, opts *Options) (*Timeline, error) {
 		opts = &Options{}
 	}
 	b := &builder{dc: converter.GetDefaultDataConverter(), opts: opts, tl: &Timeline{End: "running"},
-		calls: map[string]*callState{}}
+		calls: map[string]*callState{}, programs: map[string]*programState{}}
 	for i, h := range hists {
 		if err := b.run(i, h); err != nil {
 			return nil, err
@@ -88,6 +88,8 @@ type callState struct {
 	text    string
 	undo    *compState
 	capture *compState
+	// prog is the program that made the call (programs.go).
+	prog *programState
 }
 
 // compState holds the raw arguments of a capture or compensation.
@@ -121,6 +123,8 @@ type updateRef struct {
 	// ap is the request voted on (the call's, or the one about an
 	// approver's edit); nil in refs made before edits existed.
 	ap *Approval
+	// prog is the program a run_program Update runs.
+	prog *programState
 }
 
 type builder struct {
@@ -135,6 +139,10 @@ type builder struct {
 	decides []*decideMarker
 	updates map[string]*updateRef
 	acts    map[int64]*actRef
+	// programs by ID (the latest with each ID), in progOrder as they
+	// started (programs.go).
+	programs  map[string]*programState
+	progOrder []*programState
 
 	// plans
 	stepNext int        // the plan step the next PrepareStep prepares
@@ -289,6 +297,8 @@ func (b *builder) event(ev *historypb.HistoryEvent) {
 			b.tl.Requests = append(b.tl.Requests, Request{Type: "finish", At: at})
 		case api.SignalLockGrant:
 			b.lockSignal(at, a) // locks.go
+		case api.SignalStopProgram:
+			b.programStopSignal(at, a) // programs.go
 		}
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
 		b.cancelRequested = true
@@ -365,7 +375,7 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 			return
 		}
 		callID := callOfRequest(b.tl.Task, d.RequestID)
-		cs := b.call(callID, "", at)
+		cs := b.callOrProgram(callID, "", at)
 		ap := b.approval(cs, d.RequestID)
 		ap.Votes = append(ap.Votes, Vote{Approver: d.Approver, Approve: d.Approve, At: at, Via: d.Via, Comment: d.Comment})
 		if !d.Grant.Empty() {
@@ -386,6 +396,8 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 		b.updates[id] = &updateRef{kind: "rollback", rollback: i}
 	case api.UpdateRevokeGrant:
 		b.revokeRequested(id, in.GetArgs(), at)
+	case api.UpdateRunProgram:
+		b.programAccepted(at, id, in.GetArgs())
 	}
 }
 
@@ -476,6 +488,8 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 		}
 	case "revoke":
 		b.revokeCompleted(ref, fail, a.GetOutcome().GetSuccess())
+	case "program":
+		b.programCompleted(at, ref.prog, a.GetOutcome().GetSuccess(), fail)
 	case "rollback":
 		rb := &b.tl.Rollbacks[ref.rollback]
 		rb.Finished = &at
@@ -537,6 +551,9 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 			b.assignDecision(cs, d)
 			return
 		}
+		if b.programDecided(d) { // a program's call: seen first here
+			return
+		}
 		b.decides = append(b.decides, d)
 		if b.tl.Kind == "plan" && b.current != nil && b.current.c.Decision == nil {
 			b.assignDecision(b.current, d)
@@ -545,7 +562,11 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 		// The fast path: the decision is taken from the call's result;
 		// what the call exchanged with the client is only here.
 		var out api.DecideAndCallOutput
-		if failed != "" || b.decode(result, &out) != nil || out.Call == nil {
+		if failed != "" || b.decode(result, &out) != nil {
+			return
+		}
+		b.programFastCall(at, out) // a program's call: its only record
+		if out.Call == nil {
 			return
 		}
 		if cs, ok := b.calls[out.Decision.CallID]; ok && out.Decision.CallID != "" {
@@ -598,7 +619,13 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 			b.problem("approval notice: %v", err)
 			return
 		}
-		cs := b.call(n.CallID, n.Tool, at)
+		cs := b.programCall(n.CallID, at)
+		if cs == nil {
+			cs = b.call(n.CallID, n.Tool, at)
+		} else if cs.c.Tool == "" {
+			cs.c.Tool = n.Tool
+		}
+		b.programNoticed(cs, n)
 		cs.redact = append(cs.redact, n.Redact...)
 		ap := b.approval(cs, n.RequestID)
 		if n.Escalation {
@@ -615,7 +642,7 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 			b.problem("approval notice: %v", err)
 			return
 		}
-		cs := b.call(n.CallID, n.Tool, at)
+		cs := b.callOrProgram(n.CallID, n.Tool, at)
 		ap := b.approval(cs, n.RequestID)
 		if n.State != "" {
 			ap.State = n.State
@@ -650,8 +677,17 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 
 func (b *builder) toolScheduled(at time.Time, id int64, in api.CallToolInput) {
 	cid := in.CallID
+	if _, ok := b.calls[cid]; !ok {
+		b.programCall(cid, at) // a program's call first seen running
+	}
 	if cs, ok := b.calls[cid]; ok && cs.done == 0 && (!cs.plan || cs == b.current) {
 		c := cs.c
+		if cs.prog != nil && len(cs.args) == 0 {
+			cs.args = in.Arguments
+		}
+		if cs.prog != nil && c.Tool == "" {
+			c.Tool = in.ExposedName
+		}
 		c.Tries = append(c.Tries, Attempt{N: in.Attempt, Started: at, Outcome: "running"})
 		b.acts[id] = &actRef{kind: "call", cs: cs, try: len(c.Tries) - 1}
 		if c.Server == "" {
@@ -683,6 +719,7 @@ func (b *builder) toolScheduled(at time.Time, id int64, in api.CallToolInput) {
 			comp.Runs = append(comp.Runs, CompensationRun{Rollback: i, Started: at, Outcome: "running", Attempts: in.Attempt})
 		}
 		rb := &b.tl.Rollbacks[i]
+		b.programRollback(rb, base)
 		if !slices.Contains(rb.Compensated, base) {
 			rb.Compensated = append(rb.Compensated, base)
 		}
@@ -726,8 +763,13 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 		t.Finished, t.Outcome, t.Error = &at, outcome, errText
 		cs.executed = b.seq
 		cs.c.Exchanges = append(cs.c.Exchanges, out.Exchanges...)
-		if cs.plan && len(out.Result) > 0 {
+		if (cs.plan || cs.prog != nil) && len(out.Result) > 0 {
 			cs.text = api.ResultText(out.Result)
+		}
+		if cs.prog != nil && !cs.prog.done && (outcome == string(api.OutcomeOK) || outcome == string(api.OutcomeToolError)) {
+			// Until the program's result says how the call ended.
+			cs.c.Result = &Result{Outcome: outcome, Attempts: len(cs.c.Tries), IsError: outcome == string(api.OutcomeToolError)}
+			cs.c.Finished = &at
 		}
 	case "capture":
 		c := cs.c.Capture
@@ -796,6 +838,10 @@ func (b *builder) finish() {
 	b.closeInferred()
 	b.matchDecisions()
 	b.grantDecisions()
+	secrets := map[*programState][]string{}
+	for _, ps := range b.progOrder {
+		secrets[ps] = b.sourceSecrets(ps)
+	}
 	for _, cs := range b.order {
 		c := cs.c
 		if c.Decision == nil && cs.recorded != nil {
@@ -816,7 +862,10 @@ func (b *builder) finish() {
 			ap.Decided = c.Finished
 		}
 		paths := append(slices.Clone(b.opts.Redact[c.Tool]), cs.redact...)
-		b.redact(cs, paths)
+		s := b.redact(cs, paths, secrets[cs.prog])
+		if cs.prog != nil {
+			secrets[cs.prog] = append(secrets[cs.prog], s...)
+		}
 		if st := b.step(c.Step); st != nil && c.Result != nil && c.Result.Outcome != string(api.OutcomeOK) {
 			st.Reason = c.Result.Reason
 		}
@@ -825,15 +874,24 @@ func (b *builder) finish() {
 	if b.tl.Calls == nil {
 		b.tl.Calls = []*Call{}
 	}
+	for _, ps := range b.progOrder {
+		b.maskProgram(ps, secrets[ps])
+	}
 }
 
 // redact masks the call's arguments at the redact paths and, wherever
 // else the call's values show (its result, errors, capture and
 // compensation), the values found at those paths: a tool may echo a
-// redacted argument back.
-func (b *builder) redact(cs *callState, paths []string) {
+// redacted argument back. It returns those values.
+//
+// extra are more values to mask (a program's, from its source).
+func (b *builder) redact(cs *callState, paths []string, extra []string) []string {
 	c := cs.c
 	secrets := append(redact.ValuesAt(cs.args, paths), b.finishEdit(cs, paths)...)
+	if len(extra) > 0 {
+		secrets = append(secrets, extra...)
+		slices.SortFunc(secrets, func(x, y string) int { return len(y) - len(x) }) // longest first
+	}
 	c.Arguments = redact.Arguments(cs.args, paths)
 	if r := c.Result; r != nil {
 		r.Text = summary(redact.MaskValues(cs.text, secrets))
@@ -858,6 +916,7 @@ func (b *builder) redact(cs *callState, paths []string) {
 			cp.Runs[i].Error = redact.MaskValues(cp.Runs[i].Error, secrets)
 		}
 	}
+	return secrets
 }
 
 // storedArgs shows arguments kept in the worker's blob store by their

@@ -31,7 +31,7 @@ func (b *builder) assignDecision(cs *callState, d *decideMarker) {
 func (b *builder) matchDecisions() {
 	for _, pass := range []bool{true, false} {
 		for _, cs := range b.order {
-			if cs.plan || cs.c.Decision != nil || cs.c.Repeat {
+			if cs.plan || cs.prog != nil || cs.c.Decision != nil || cs.c.Repeat {
 				continue
 			}
 			if cs.recorded == nil && cs.done != 0 {

@@ -14,6 +14,12 @@
 //     found (see export.go for the exact scheme);
 //   - FetchRuns: the histories of a task's runs from Temporal.
 //
+// Programs (code mode) are shown as one block each: the program's source,
+// its calls (IDs <program>/<n>, each with the line that made it) under it,
+// and how it ended (programs.go). The source is masked where its calls
+// pass values at redact paths. Render escapes control characters in every
+// line it writes.
+//
 // Arguments are redacted before they reach a Timeline: the manifests'
 // redact paths for the tool (Options.Redact, and the paths recorded with an
 // approval request) are masked, and, at any depth, members named _meta or

@@ -57,7 +57,13 @@ type block struct {
 func events(tl *Timeline) []event {
 	var blocks []block
 	for _, c := range tl.Calls {
+		if c.Program != "" && tl.Program(c.Program) != nil {
+			continue // under its program
+		}
 		blocks = append(blocks, block{at: c.Requested, events: callEvents(tl, c)})
+	}
+	for _, p := range tl.Programs {
+		blocks = append(blocks, block{at: p.Requested, events: programEvents(tl, p)})
 	}
 	for i := range tl.Rollbacks {
 		blocks = append(blocks, block{at: tl.Rollbacks[i].Requested, events: rollbackEvents(tl, i)})
@@ -204,6 +210,20 @@ func requestedEvent(c *Call, base eventBase) event {
 		f["arguments"] = c.Arguments
 	}
 	text := fmt.Sprintf("call %s: %s %s", c.ID, c.Tool, short(c.Arguments))
+	if c.Program != "" {
+		f["program"] = c.Program
+		args := short(c.Arguments)
+		if len(c.Arguments) == 0 {
+			// Decided and run on the fast path: the history holds its
+			// arguments only as the program's source wrote them.
+			args = "(arguments as in the source)"
+		}
+		text = fmt.Sprintf("call %s: %s %s", c.ID, c.Tool, args)
+		if c.Line > 0 {
+			f["line"] = c.Line
+			text = fmt.Sprintf("call %s (line %d): %s %s", c.ID, c.Line, c.Tool, args)
+		}
+	}
 	if c.Step != "" {
 		f["step"] = c.Step
 		text = fmt.Sprintf("step %s: call %s: %s %s", c.Step, c.ID, c.Tool, short(c.Arguments))

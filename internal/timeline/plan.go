@@ -33,6 +33,14 @@ func (b *builder) prepareStep(at time.Time, result *commonpb.Payloads, failed st
 	switch {
 	case out.Skip:
 		st.State, st.Reason = api.StepSkipped, out.Reason
+	case out.Program != nil:
+		// A program step (code mode): its calls are the program's,
+		// step-<id>/n, each seen from its own events. How the program
+		// ended is not an event of its own (the plan's status holds
+		// it), so the step's state says what history does show.
+		st.State = "program"
+		st.Reason = fmt.Sprintf("a program step; its calls are %s/1, %s/2, …; how it ended is in the plan's status (airlock tasks show)",
+			api.PlanProgramID(st.ID), api.PlanProgramID(st.ID))
 	case out.Error != "" || out.Call == nil:
 		st.State, st.Reason = api.StepFailed, fmt.Sprintf("step %s could not be prepared: %s", st.ID, out.Error)
 	default:

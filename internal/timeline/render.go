@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/airlock-run/airlock/internal/redact"
 )
 
 // RenderOptions tune Render. The zero value (or nil) is fine.
@@ -46,6 +48,13 @@ func Render(w io.Writer, tl *Timeline, opts *RenderOptions) error {
 	}
 	fmt.Fprintf(&b, "runs:      %d\n", len(tl.Runs))
 	fmt.Fprintf(&b, "calls:     %d\n", len(tl.Calls))
+	if len(tl.Programs) > 0 {
+		var ps []string
+		for _, p := range tl.Programs {
+			ps = append(ps, p.ID+" "+p.Outcome)
+		}
+		fmt.Fprintf(&b, "programs:  %s\n", redact.VisibleLine(clip(strings.Join(ps, ", "), shortLen*2)))
+	}
 	if len(tl.Steps) > 0 {
 		var s []string
 		for _, st := range tl.Steps {
@@ -61,7 +70,19 @@ func Render(w io.Writer, tl *Timeline, opts *RenderOptions) error {
 	}
 	b.WriteString("\n")
 	for _, e := range events(tl) {
-		fmt.Fprintf(&b, "%s  %s%s\n", ts(e.at), strings.Repeat("  ", e.depth), e.text)
+		// Text from agents, tools and approvers is shown with its
+		// control characters escaped (redact.VisibleLine), so it cannot
+		// rewrite the terminal; an event's further lines (a program's
+		// source) are indented under it.
+		indent := strings.Repeat("  ", e.depth)
+		first, rest, _ := strings.Cut(e.text, "\n")
+		fmt.Fprintf(&b, "%s  %s%s\n", ts(e.at), indent, redact.VisibleLine(first))
+		if rest != "" {
+			pad := strings.Repeat(" ", len(timeFormat)+2) + indent + "  "
+			for _, l := range strings.Split(rest, "\n") {
+				fmt.Fprintf(&b, "%s%s\n", pad, redact.VisibleLine(l))
+			}
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

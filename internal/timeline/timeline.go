@@ -40,9 +40,12 @@ type Timeline struct {
 	// what happened before is missing.
 	Partial bool `json:"partial,omitempty"`
 
-	Runs      []Run      `json:"runs"`
-	Steps     []Step     `json:"steps,omitempty"`
-	Calls     []*Call    `json:"calls"`
+	Runs  []Run   `json:"runs"`
+	Steps []Step  `json:"steps,omitempty"`
+	Calls []*Call `json:"calls"`
+	// Programs are the programs the task ran (code mode); their calls
+	// are in Calls, each naming its program.
+	Programs  []*Program `json:"programs,omitempty"`
 	Rollbacks []Rollback `json:"rollbacks,omitempty"`
 	// Requests are the finish and cancel requests the task received.
 	Requests []Request `json:"requests,omitempty"`
@@ -90,6 +93,10 @@ type Call struct {
 	Server string `json:"server,omitempty"`
 	// Step is the plan step that made the call (plans only).
 	Step string `json:"step,omitempty"`
+	// Program is the program that made the call (code mode), and Line
+	// the line of its source that made it (0: not known).
+	Program string `json:"program,omitempty"`
+	Line    int    `json:"line,omitempty"`
 	// Run is the run (1-based) the call was made in.
 	Run int `json:"run"`
 	// Repeat: the call ID was seen in an earlier run; the task answered

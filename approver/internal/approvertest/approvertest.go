@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,4 +190,21 @@ func AuditLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// HostileProgram is a program ID a channel must show escaped and
+// bounded: markup for HTML and Slack mrkdwn, a code span's backtick, a
+// newline that would forge a line, and 10,000 more bytes than any
+// channel may show. Its tail ("TAIL") must never be shown.
+var HostileProgram = "<script>alert(1)</script>&amp;<!channel>*bold*_it_`code`\nstate: approved" +
+	strings.Repeat("x", 10000) + "TAIL"
+
+// ProgramRequest is Request as a program's call: call 3 of program
+// "prog-7", made at line 12.
+func ProgramRequest(task string, now time.Time) api.ApprovalRequest {
+	r := Request(task, now)
+	r.CallID = api.ProgramCallID("prog-7", 3)
+	r.ID = api.RequestID(task, r.CallID)
+	r.Program, r.Line = "prog-7", 12
+	return r
 }

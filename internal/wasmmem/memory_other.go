@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sandbox
+package wasmmem
 
 // mapMemory is not used outside Linux: a guest's memory is a Go slice,
 // which the Go runtime returns to the OS in its own time.

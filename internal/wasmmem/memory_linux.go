@@ -1,4 +1,4 @@
-package sandbox
+package wasmmem
 
 import "syscall"
 
@@ -7,7 +7,7 @@ import "syscall"
 // commits no swap). It returns nil if the mapping fails; the memory is then
 // an ordinary Go slice.
 func mapMemory(n uint64) []byte {
-	if n == 0 || n > maxPages*pageSize {
+	if n == 0 || n > MaxPages*PageSize {
 		return nil
 	}
 	b, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE,

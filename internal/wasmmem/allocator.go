@@ -1,0 +1,79 @@
+package wasmmem
+
+import "github.com/tetratelabs/wazero/experimental"
+
+// Allocator allocates the linear memory of one instance (wazero's
+// experimental.MemoryAllocator, given to it with
+// experimental.WithMemoryAllocator) and enforces its limit: a memory.grow
+// past it fails, and the guest sees what it would see on a machine out of
+// memory.
+//
+// Where the OS allows (mapMemory), the memory is an anonymous mapping of
+// the limit, outside the Go heap: pages are committed as the guest touches
+// them, never copied on growth, and given back to the OS by Release when
+// the instance ends. On the Go heap instead, a freed 64 MiB buffer stays in
+// the process until the runtime's scavenger returns it, which after a burst
+// of memory bombs took minutes or never happened.
+//
+// wazero calls Free when it closes the instance, which the host may do
+// from another goroutine while the guest is still running (a timeout, a
+// Close); so Free does nothing, and the host calls Release once the guest
+// has returned.
+type Allocator struct {
+	limit uint64
+	mems  []*linearMemory
+}
+
+var _ experimental.MemoryAllocator = (*Allocator)(nil)
+
+// New returns an Allocator whose memories may hold at most limit bytes
+// each.
+func New(limit uint64) *Allocator { return &Allocator{limit: limit} }
+
+// Allocate implements experimental.MemoryAllocator.
+func (a *Allocator) Allocate(_, max uint64) experimental.LinearMemory {
+	reserve := min(a.limit, max)
+	m := &linearMemory{limit: reserve, mapped: mapMemory(reserve)}
+	a.mems = append(a.mems, m)
+	return m
+}
+
+// Release returns the memory to the OS. The guest must have returned: its
+// memory is unmapped under it.
+func (a *Allocator) Release() {
+	for _, m := range a.mems {
+		if m.mapped != nil {
+			unmapMemory(m.mapped)
+		}
+		m.mapped, m.buf = nil, nil
+	}
+	a.mems = nil
+}
+
+// linearMemory is one memory: a slice of its mapping, or a Go slice when
+// mapping failed or is not supported.
+type linearMemory struct {
+	limit  uint64
+	mapped []byte
+	buf    []byte
+}
+
+func (m *linearMemory) Reallocate(size uint64) []byte {
+	switch {
+	case size > m.limit:
+		return nil // memory.grow fails
+	case m.mapped != nil:
+		return m.mapped[:size]
+	case size <= uint64(cap(m.buf)):
+		// Never shrinks, so the bytes past len were never written: zero.
+		m.buf = m.buf[:size]
+	default:
+		b := make([]byte, size, max(size, min(2*uint64(cap(m.buf)), m.limit)))
+		copy(b, m.buf)
+		m.buf = b
+	}
+	return m.buf
+}
+
+// Free is a no-op; see Allocator.
+func (m *linearMemory) Free() {}

@@ -1,0 +1,23 @@
+// Package wasmmem holds what airlock's two wazero hosts (internal/sandbox,
+// which runs native tools, and internal/program, which runs the program
+// interpreter) need to bound a guest's memory: an Allocator that enforces
+// a cap per instance, and MinPages, which reads the memory a module asks
+// for before it is instantiated.
+//
+// A wazero Runtime has one memory limit for every module it runs, and a
+// Runtime per limit would compile each module once per limit; so both
+// hosts keep one Runtime allowing the most a wasm32 memory can hold
+// (MaxPages) and give each instance an Allocator of its own cap. Where the
+// OS allows, the Allocator maps that memory outside the Go heap, so that
+// it goes back to the OS as soon as the guest is done with it.
+//
+// wasmmem imports only wazero and the standard library.
+package wasmmem
+
+const (
+	// PageSize is the size of a wasm memory page.
+	PageSize = 64 << 10
+	// MaxPages is the most pages a wasm32 memory can have: it addresses
+	// 4 GiB at most.
+	MaxPages = 1 << 16
+)
