@@ -354,6 +354,17 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 	defer cancel()
 	stop := g.progress(ctx, req, taskID, programID, func() bool { return false })
 	defer stop()
+	// The client's notifications/cancelled for this tools/call stops the
+	// program in its task (as a call's cancels the call, relay.go).
+	if req.Session != nil {
+		marks := g.cancelMarks(req.Session)
+		seen, answered := marks.count(), make(chan struct{})
+		defer close(answered)
+		go g.watchCancel(ctx, marks, seen, answered, func() {
+			log.Info().Msg("program cancelled by the client")
+			g.stopProgramInTask(taskID, programID, pr.Name)
+		})
+	}
 	var res api.ProgramResult
 	s := g.sendUpdate(wctx, taskUpdate{taskID: taskID, id: programID, name: api.UpdateRunProgram, arg: preq, start: start, in: tin}, &res)
 	if err := s.err; err != nil {

@@ -77,7 +77,11 @@ func (g *Gateway) relayCall(ctx context.Context, req *mcp.CallToolRequest, taskI
 	marks := g.cancelMarks(ss)
 	seen := marks.count()
 	if cancellable {
-		go g.watchCancel(ctx, marks, seen, cs.ended, cancelled, taskID, callID)
+		go g.watchCancel(ctx, marks, seen, cs.ended, func() {
+			g.log.Info().Str("task", taskID).Str("call", callID).Msg("call cancelled by the client")
+			close(cancelled) // a worker in this process cancels the upstream call at once
+			g.cancelInTask(taskID, callID)
+		})
 	}
 	unregister := g.opts.Relay.Register(taskID, callID, s) // a nil relay registers nothing
 	return cs, func() {
@@ -129,10 +133,11 @@ func relaySink(ctx context.Context, ss *mcp.ServerSession, cs *callSink, progres
 	return s
 }
 
-// watchCancel cancels the call in its task (and closes cancelled) when
+// watchCancel calls onCancel (which cancels the call, or stops the
+// program, in its task) when
 // the client's notifications/cancelled ends the request (ctx) before the
 // call is answered (ended).
-func (g *Gateway) watchCancel(ctx context.Context, marks *cancelMark, seen int, ended <-chan struct{}, cancelled chan struct{}, taskID, callID string) {
+func (g *Gateway) watchCancel(ctx context.Context, marks *cancelMark, seen int, ended <-chan struct{}, onCancel func()) {
 	// The SDK cancels a request's context as soon as it reads the
 	// client's notifications/cancelled, and hands the notification to
 	// the middleware (cancelMiddleware) after: wait a moment for it.
@@ -146,9 +151,7 @@ func (g *Gateway) watchCancel(ctx context.Context, marks *cancelMark, seen int, 
 		}
 	}
 	if marks.await(seen, cancelGrace) {
-		g.log.Info().Str("task", taskID).Str("call", callID).Msg("call cancelled by the client")
-		close(cancelled) // a worker in this process cancels the upstream call at once
-		g.cancelInTask(taskID, callID)
+		onCancel()
 	}
 }
 
@@ -159,6 +162,19 @@ func (g *Gateway) watchCancel(ctx context.Context, marks *cancelMark, seen int, 
 // call. Before it, such a request blocked the tools/call or airlock_await
 // from answering until its client went away (issue 25).
 func (cs *callSink) stopWaiting() { cs.leave.Do(func() { close(cs.ended) }) }
+
+// stopProgramInTask tells a program's task that the client cancelled
+// its airlock_run_program (api.SignalStopProgram): the program stops at
+// its next call, a call of it waiting for approval withdrawn.
+func (g *Gateway) stopProgramInTask(taskID, programID, by string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := g.opts.Temporal.SignalWorkflow(ctx, taskID, "", api.SignalStopProgram,
+		api.StopProgram{ProgramID: programID, By: by, Reason: "the client sent notifications/cancelled"})
+	if err != nil {
+		g.log.Warn().Err(err).Str("task", taskID).Str("program", programID).Msg("telling the task that the client cancelled a program failed")
+	}
+}
 
 // cancelInTask tells the call's task that the client cancelled it
 // (api.SignalCancelCall): the task withdraws its approval request, or

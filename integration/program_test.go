@@ -8,10 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/program"
@@ -241,5 +244,48 @@ func TestProgramBombsLeaveTheWorkerAlone(t *testing.T) {
 	worker.RegisterWorkflows(replayer)
 	if err := replayer.ReplayWorkflowHistory(nil, fetchHistory(t, s.client, task, "")); err != nil {
 		t.Fatalf("replaying the task's history (the bombs, then a program): %v", err)
+	}
+}
+
+// TestProgramCancelledByClient: the client's notifications/cancelled for
+// a waiting airlock_run_program stops the program in its task: its call
+// waiting for approval is withdrawn, the tool never runs, and the program
+// ends "stopped", saying why (its retry by key answers so).
+func TestProgramCancelledByClient(t *testing.T) {
+	t.Parallel()
+	m, effects := counterManifest(t, appendNeedsOps)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"ops": {"bob"}},
+		inlineWait: time.Minute, programs: &gateway.ProgramOptions{}})
+	cs := s.connect(t, nil)
+	waitTools(t, cs, "counter__append", gateway.ToolRunProgram)
+	task, _ := cs.InitializeResult().Meta[gateway.MetaTask].(string)
+	const src = "counter.append(key=\"k1\")\n"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: gateway.ToolRunProgram, Arguments: map[string]any{"source": src, "key": "cancel-prog"}})
+		done <- err
+	}()
+	reqID := api.RequestID(task, api.ProgramCallID("prog-k-cancel-prog", 1))
+	bg := context.Background()
+	waitFor(t, "the program's call to wait for approval", 30*time.Second, func() bool {
+		ar, err := approver.Lookup(bg, s.client, reqID)
+		return err == nil && ar.State == api.ApprovalPending
+	})
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled airlock_run_program returned no error to its client")
+	}
+	waitFor(t, "the request withdrawn", 30*time.Second, func() bool {
+		ar, err := approver.Lookup(bg, s.client, reqID)
+		return err == nil && ar.State == api.ApprovalWithdrawn
+	})
+	res, sc := runProgram(t, cs, src, false, "cancel-prog")
+	if sc["outcome"] != "stopped" || !strings.Contains(text(res), "notifications/cancelled") {
+		t.Errorf("the cancelled program's retry: outcome %v %q; want it stopped by the client", sc["outcome"], text(res))
+	}
+	if b, _ := os.ReadFile(effects); strings.Contains(string(b), "append k1") {
+		t.Errorf("the program's tool ran although it was cancelled: %s", b)
 	}
 }
