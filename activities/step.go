@@ -38,7 +38,7 @@ func (a *Activities) PrepareStep(_ context.Context, in api.StepInput) (api.StepO
 		if in.Step.Program == "" {
 			return programStepError("the step's program_file %s was not read with the plan", in.Step.ProgramFile), nil
 		}
-		return a.prepareProgram(in), nil // step_program.go
+		return a.prepareProgram(in, vars), nil // step_program.go
 	}
 	args, err := p.StepArgs(0, vars)
 	if err != nil {

@@ -5,6 +5,7 @@ package activities
 // request is in history as this local activity's result.
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -16,7 +17,7 @@ import (
 // limits from the step, and as its tools every tool of the worker's
 // manifests the principal may use (what the gateway would list to it),
 // plus the task-state tools.
-func (a *Activities) prepareProgram(in api.StepInput) api.StepOutput {
+func (a *Activities) prepareProgram(in api.StepInput, scope map[string]any) api.StepOutput {
 	j := a.judge()
 	c, ok := j.Catalog.(*Catalog)
 	if !ok || c == nil || j.Policy == nil {
@@ -43,6 +44,18 @@ func (a *Activities) prepareProgram(in api.StepInput) api.StepOutput {
 	if in.Principal != nil {
 		req.Principal = in.Principal.Name
 	}
+	// The program reads the step's vars, the earlier steps' outcomes and
+	// results and the task as the global inputs (what a tool step's args
+	// expressions see, less state: a program reads that with
+	// airlock_state_get, in history as its call).
+	inputs, err := json.Marshal(map[string]any{"vars": scope["vars"], "steps": scope["steps"], "task": scope["task"]})
+	switch {
+	case err != nil:
+		return programStepError("the step's inputs (vars, steps) are not JSON: %v", err)
+	case len(inputs) > api.MaxProgramInputBytes:
+		return programStepError("the step's inputs (vars and earlier steps' results) are %d bytes, more than the %d a program may get; have the earlier steps return less", len(inputs), api.MaxProgramInputBytes)
+	}
+	req.Inputs = inputs
 	return api.StepOutput{Program: &req}
 }
 

@@ -65,6 +65,9 @@ tools:
 		req.Limits.MaxCalls != 7 || req.Limits.MaxSteps != api.DefaultProgramLimits.MaxSteps {
 		t.Errorf("request %+v", req)
 	}
+	if got := string(req.Inputs); got != `{"steps":{},"task":{"id":"t1","plan":"p"},"vars":{}}` {
+		t.Errorf("inputs %s: want the step's vars, the earlier steps and the task", got)
+	}
 	if diff := cmp.Diff(api.SpecFor(m.Tools["read"]), req.Tools[6].Spec); diff != "" {
 		t.Errorf("read's spec (-want +got):\n%s", diff)
 	}

@@ -34,7 +34,14 @@ type ProgramRequest struct {
 	// Atomic asks for the program's own compensable calls to be rolled
 	// back, newest first, when it fails.
 	Atomic bool `json:",omitempty"`
+	// Inputs, when set, is a JSON object the program reads as the global
+	// dict inputs: a plan step's {"vars", "steps", "task"} (PrepareStep).
+	// At most MaxProgramInputBytes.
+	Inputs json.RawMessage `json:",omitempty"`
 }
+
+// MaxProgramInputBytes bounds ProgramRequest.Inputs (it is in history).
+const MaxProgramInputBytes = 1 << 20
 
 // ProgramTool is one tool as a program sees it: Module.Function, called
 // as the exposed tool Name on Server's UpstreamTool with Spec.

@@ -45,7 +45,7 @@ var programGlobals = map[string]bool{
 	"reversed": true, "set": true, "sorted": true, "str": true, "tuple": true, "type": true, "zip": true,
 	// Code mode's builtins and the names the runner reads.
 	"json": true, "struct": true, "call": true, "attempt": true, "parallel": true, "sum": true,
-	"round": true, "main": true, "result": true,
+	"round": true, "main": true, "result": true, "inputs": true,
 }
 
 // programIdent makes s an identifier: every character outside

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/api"
@@ -20,6 +21,7 @@ import (
 	"github.com/airlock-run/airlock/internal/program"
 	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
+	"github.com/airlock-run/airlock/plans"
 	"github.com/airlock-run/airlock/wasm"
 	"github.com/airlock-run/airlock/worker"
 )
@@ -287,5 +289,57 @@ func TestProgramCancelledByClient(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(effects); strings.Contains(string(b), "append k1") {
 		t.Errorf("the program's tool ran although it was cancelled: %s", b)
+	}
+}
+
+// TestPlanProgramReadsInputs: a plan's program step reads the plan's vars
+// and the earlier steps' outcomes and results as the global inputs, on
+// the real interpreter, and calls a tool with them.
+func TestPlanProgramReadsInputs(t *testing.T) {
+	t.Parallel()
+	m, effects := counterManifest(t, `  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
+  put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true}
+`)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, programs: &gateway.ProgramOptions{}})
+	waitTools(t, s.connect(t, nil), "counter__echo", "counter__put")
+	p, err := plans.Parse(filepath.Join(t.TempDir(), "plan.yaml"), []byte(`name: inputs
+vars: {who: ada}
+steps:
+  - {id: one, tool: counter__echo, args: {text: hello}}
+  - id: prog
+    program: |
+      who = inputs["vars"]["who"]
+      one = inputs["steps"]["one"]
+      counter.put(key=who + "-" + one["outcome"])
+      result = {"who": who, "task": inputs["task"]["id"], "echoed": str(one["result"])}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs := p.Validate([]string{"counter__echo", "counter__put"}); probs != nil {
+		t.Fatal(manifests.Problems(probs))
+	}
+	in := api.PlanInput{TaskID: "plan-inputs", Principal: "tester", Plan: p, Vars: p.Vars,
+		Identity: &api.Identity{Name: "tester", Permissions: []string{"*"}, DataLevel: string(manifests.DataRestricted), AllowTools: []string{"*"}},
+		Limits:   api.Limits{MaxCalls: 10}}
+	run, err := s.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: in.TaskID, TaskQueue: api.DefaultTaskQueue}, api.PlanName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := planResult(t, run); res.State != api.StateCompleted {
+		t.Fatalf("plan ended %+v", res)
+	}
+	prog := status(t, s, in.TaskID).Plan.Steps[1]
+	if prog.Program == nil || prog.Program.Outcome != api.ProgramOK {
+		t.Fatalf("program step: %+v, program %+v", prog, prog.Program)
+	}
+	got := string(prog.Program.Result)
+	for _, want := range []string{`"who":"ada"`, `"task":"plan-inputs"`, `hello`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("program result %s: want %s", got, want)
+		}
+	}
+	if n := countEffects(t, effects, "put", "ada-ok"); n != 1 {
+		t.Errorf("put ada-ok ran %d times, want 1", n)
 	}
 }

@@ -15,4 +15,4 @@ var Program []byte
 // ProgramSHA256 is Program's SHA-256 (hex). go test ./wasm fails when it
 // is not the committed module's; after rebuilding the module (task wasm)
 // pin it again with go test ./wasm -run TestEmbeddedPins -update.
-const ProgramSHA256 = "277f4e51d60ce7c2dd5b6d554bf932f9a232eef8f5f60860a71e7bd061c37967"
+const ProgramSHA256 = "9cab30dc4abeb4e004bcc9ac63935386fd4fec53164f852d06a46b3f437759e9"

@@ -148,6 +148,10 @@ func checkProgramRequest(req api.ProgramRequest) error {
 	case len(req.Source) > req.Limits.MaxSourceBytes:
 		return fmt.Errorf("run_program: the source is %d bytes, more than the program's limit of %d (Limits.MaxSourceBytes); send a shorter program, or split the work into several programs",
 			len(req.Source), req.Limits.MaxSourceBytes)
+	case len(req.Inputs) > api.MaxProgramInputBytes:
+		return fmt.Errorf("run_program: Inputs are %d bytes, more than the %d a program's request may hold; pass less", len(req.Inputs), api.MaxProgramInputBytes)
+	case len(req.Inputs) > 0 && !isJSONObject(req.Inputs):
+		return errors.New("run_program: Inputs must be one JSON object")
 	}
 	return checkProgramTools(req.Tools)
 }
@@ -327,7 +331,7 @@ func wireRequest(req api.ProgramRequest) wire.Request {
 	return wire.Request{ProgramID: req.ProgramID, Source: req.Source, Tools: tools, Limits: wire.Limits{
 		MaxResultBytes: l.MaxResultBytes, MaxPrintBytes: l.MaxPrintBytes, MaxSteps: l.MaxSteps,
 		MaxStepsBetweenCalls: l.MaxStepsBetweenCalls, MaxParallel: l.MaxParallel,
-	}}
+	}, Inputs: req.Inputs}
 }
 
 // result is the program's result from how the interpreter says it ended;
@@ -526,4 +530,10 @@ func (t *task) rollbackProgram(ctx workflow.Context, p *programRun) []string {
 		ids = append(ids, e.CallID)
 	}
 	return ids
+}
+
+// isJSONObject reports whether b is one valid JSON object.
+func isJSONObject(b json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(b, &m) == nil && m != nil
 }

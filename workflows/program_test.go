@@ -508,6 +508,10 @@ func TestProgramValidator(t *testing.T) {
 	empty := progReq("p11", "  \n")
 	longID := progReq(strings.Repeat("p", maxProgramIDBytes+1), "call fs__read {}")
 	ctrlID := progReq("p\x0012", "call fs__read {}")
+	listInputs := progReq("p13", "call fs__read {}")
+	listInputs.Inputs = json.RawMessage(`[1]`)
+	bigInputs := progReq("p14", "call fs__read {}")
+	bigInputs.Inputs = json.RawMessage(`{"x":"` + strings.Repeat("a", api.MaxProgramInputBytes) + `"}`)
 	keyword := progReq("p12", "call fs__read {}")
 	keyword.Tools[1].Function = "pass"
 	cases := []struct {
@@ -528,6 +532,8 @@ func TestProgramValidator(t *testing.T) {
 		{longID, "ProgramID is 201 bytes; keep it under 200"},
 		{ctrlID, "holds a space or a control character"},
 		{keyword, "a Starlark keyword cannot name a module or function"},
+		{listInputs, "Inputs must be one JSON object"},
+		{bigInputs, "Inputs are 1048584 bytes, more than the 1048576"},
 	}
 	// Names differing only in case are two tools, each with a function of
 	// its own (the gateway names the later one fs.read_2).

@@ -78,6 +78,18 @@ func newEngine(req wire.Request, h wire.Host) (*engine, *wire.Done) {
 	if d := e.buildTools(); d != nil {
 		return nil, d
 	}
+	if len(req.Inputs) > 0 {
+		// The global inputs (a plan step's vars and steps): frozen, the
+		// program reads it and never changes it; its order is the
+		// document's.
+		v, err := fromJSON(req.Inputs)
+		d, ok := v.(*starlark.Dict)
+		if err != nil || !ok {
+			return nil, &wire.Done{Outcome: wire.OutcomeInvalid, Error: "request: Inputs must be one JSON object"}
+		}
+		d.Freeze()
+		e.predeclared["inputs"] = d
+	}
 	return e, nil
 }
 

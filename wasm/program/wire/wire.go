@@ -28,6 +28,10 @@ type Request struct {
 	Source    string
 	Tools     []Tool
 	Limits    Limits
+	// Inputs, when set, is a JSON object the program reads as the global
+	// dict inputs (a plan step's vars and earlier steps' results); absent,
+	// the program has no such global.
+	Inputs json.RawMessage `json:",omitempty"`
 }
 
 // Tool is one callable function: Module.Function calls the tool Name.
