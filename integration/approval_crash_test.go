@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -95,17 +94,7 @@ slack:
 	if err != nil || ar.State != api.ApprovalPending {
 		t.Fatalf("request after restart: %+v %v", ar, err)
 	}
-	body, hdr := signedClick("U_BOB", "approve", b, time.Now())
-	req, _ := http.NewRequest("POST", base+"/slack/interactions", strings.NewReader(body))
-	req.Header = hdr
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("click after restart: HTTP %d", resp.StatusCode)
-	}
+	clickAt(t, base, "U_BOB", "approve", b)
 	waitFor(t, "the click to be recorded", 30*time.Second, func() bool {
 		ar, err := approver.Lookup(ctx, c, reqID)
 		return err == nil && ar.State == api.ApprovalApproved && len(ar.Votes) == 1 && ar.Votes[0].Via == "slack"

@@ -192,32 +192,13 @@ result = "done"
 	}
 
 	// Approve through the restarted approver (a signed Slack click).
-	body, hdr := signedClick("U_BOB", "approve", button, time.Now())
-	req, _ := http.NewRequest("POST", c.approver.base+"/slack/interactions", strings.NewReader(body))
-	req.Header = hdr
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("approval click on the restarted approver: HTTP %d", resp.StatusCode)
-	}
+	clickAt(t, c.approver.base, "U_BOB", "approve", button)
 	waitFor(t, "the approval to be recorded", 30*time.Second, func() bool {
 		ar, err := approver.Lookup(context.Background(), tc, reqID)
 		return err == nil && ar.State == api.ApprovalApproved
 	})
 	// And the program's call, after the kills.
-	body, hdr = signedClick("U_BOB", "approve", progButton, time.Now())
-	req, _ = http.NewRequest("POST", c.approver.base+"/slack/interactions", strings.NewReader(body))
-	req.Header = hdr
-	if resp, err = http.DefaultClient.Do(req); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("the program's approval click: HTTP %d", resp.StatusCode)
-	}
+	clickAt(t, c.approver.base, "U_BOB", "approve", progButton)
 
 	time.Sleep(time.Until(loadStart.Add(loadFor))) // the load runs for loadFor
 	close(stop)

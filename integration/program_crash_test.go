@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -92,17 +91,7 @@ result = {"appended": r}
 
 	p2 := startDevEnv(t, env, bin, args...)
 	p2.waitHealthy(t, base)
-	body, hdr := signedClick("U_BOB", "approve", b, time.Now())
-	req, _ := http.NewRequest("POST", base+"/slack/interactions", strings.NewReader(body))
-	req.Header = hdr
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("click after restart: HTTP %d", resp.StatusCode)
-	}
+	clickAt(t, base, "U_BOB", "approve", b)
 
 	cs2 := connectURL(t, base+"/mcp", map[string]string{"Authorization": "Bearer alice-key", gateway.HeaderTask: task})
 	waitTools(t, cs2, gateway.ToolRunProgram)

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/program"
 	"github.com/airlock-run/airlock/internal/testenv"
@@ -120,9 +122,13 @@ def main():
     print("kept", len(keep), "of", len(names))
     return {"kept": keep, "env": r.outcome, "why": r.error}
 `, sandbox)
+	okBefore := testutil.ToFloat64(metrics.Programs.WithLabelValues("ok"))
 	res, sc := runProgram(t, cs, src, false, "")
 	if res.IsError || sc["outcome"] != "ok" {
 		t.Fatalf("program: isError=%v %s", res.IsError, text(res))
+	}
+	if testutil.ToFloat64(metrics.Programs.WithLabelValues("ok")) <= okBefore {
+		t.Error("airlock_programs_total{outcome=\"ok\"} did not count the program")
 	}
 	got := mustJSON(t, sc["result"])
 	for i := 0; i < 6; i += 2 {

@@ -694,3 +694,21 @@ func BenchmarkSlackClick(b *testing.B) {
 	b.ReportMetric(ms(pct(execs, 50)), "exec-p50-ms")
 	b.ReportMetric(ms(pct(execs, 99)), "exec-p99-ms")
 }
+
+// clickAt posts an authentic click of user's on b to the Slack
+// interactions endpoint at base (an airlock dev or approver process) and
+// fails unless it is acknowledged.
+func clickAt(t testing.TB, base, user, action string, b button) {
+	t.Helper()
+	body, hdr := signedClick(user, action, b, time.Now())
+	req, _ := http.NewRequest("POST", base+"/slack/interactions", strings.NewReader(body))
+	req.Header = hdr
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s's %s click on %s: HTTP %d, want 200", user, action, b.request, resp.StatusCode)
+	}
+}
