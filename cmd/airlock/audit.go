@@ -23,9 +23,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
-	"github.com/airlock-run/airlock/internal/program"
 	"github.com/airlock-run/airlock/internal/timeline"
-	"github.com/airlock-run/airlock/wasm"
 	"github.com/airlock-run/airlock/wasm/program/wire"
 	"github.com/airlock-run/airlock/worker"
 	"github.com/airlock-run/airlock/workflows"
@@ -472,11 +470,11 @@ var programRunner workflows.ProgramRunner
 // few seconds of compiling the first time, cached under the user's cache
 // dir (like the worker's under its data dir) for the next.
 var verifyRunner = sync.OnceValues(func() (workflows.ProgramRunner, error) {
-	o := program.Options{Module: wasm.Program, Warm: 1}
-	if dir, err := os.UserCacheDir(); err == nil {
-		o.CacheDir = filepath.Join(dir, "airlock", "wasm-cache")
+	dir := os.Getenv(envWASMCache)
+	if ucd, err := os.UserCacheDir(); dir == "" && err == nil {
+		dir = filepath.Join(ucd, "airlock", "wasm-cache")
 	}
-	rt, err := program.New(context.Background(), o)
+	rt, err := processPrograms(dir) // programs.go: the process's one
 	if err != nil {
 		return nil, err
 	}
