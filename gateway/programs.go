@@ -298,7 +298,6 @@ func isProgramID(id string) bool {
 
 // runProgramTool is airlock_run_program's handler.
 func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	started := time.Now()
 	pr, err := g.principalFor(req.Extra)
 	if err != nil {
 		return errorResult("", "", err.Error()), nil
@@ -383,9 +382,6 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 	log.Info().Str("outcome", string(res.Outcome)).Int("calls", len(res.Calls)).Msg("program finished")
 	metrics.Calls.WithLabelValues(ToolRunProgram, string(res.Outcome)).Inc()
-	// Per program answered here (a retry answered from the task counts
-	// again; a program collected by airlock_await is not observed).
-	metrics.ObserveProgram(string(res.Outcome), len(res.Calls), res.Steps, time.Since(started))
 	return renderProgram(taskID, programID, res), nil
 }
 

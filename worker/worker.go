@@ -19,6 +19,7 @@ import (
 
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/workflows"
 )
 
@@ -106,6 +107,8 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 		DeadlockDetectionTimeout: programDeadlockTimeout,
 	})
 	Register(w, acts)
+	// Programs are counted where they end, in the task (workflows).
+	workflows.ObservePrograms(metrics.ObserveProgram)
 	// Resource locks (issue 16 §4) need the client: their activities start
 	// and inspect other workflows.
 	locks := &activities.Locks{Client: c}

@@ -304,6 +304,7 @@ func (t *task) execProgram(ctx workflow.Context, req api.ProgramRequest) api.Pro
 		t.programsDone = slices.Delete(t.programsDone, 0, len(t.programsDone)-programsKept)
 	}
 	t.lastActivity = workflow.Now(dctx)
+	observeProgram(dctx, res, t.lastActivity.Sub(p.started))
 	return res
 }
 

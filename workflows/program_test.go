@@ -86,12 +86,24 @@ func TestProgramCallsGoThroughThePipeline(t *testing.T) {
 	h := newHarness(t, echo, echo, echo, echo, echo)
 	r := &testenv.ScriptRunner{}
 	useRunner(t, r)
+	var observed []string
+	ObservePrograms(func(outcome string, calls int, steps int64, d time.Duration) {
+		observed = append(observed, fmt.Sprintf("%s %d calls %v", outcome, calls, d))
+	})
+	t.Cleanup(func() { ObservePrograms(nil) })
 	var res api.ProgramResult
 	req := progReq("p1", "call fs__read {\"path\":\"/a\"}\ncall fs__read {\"path\":\"/b\"}\n\ncall fs__write {\"path\":\"/c\"}\npar fs__read {\"path\":\"/d\"} ; fs__read {\"path\":\"/e\"}")
 	req.Limits.MemoryBytes = 32 << 20
 	h.programAt(time.Second, req, &res, nil)
+	// The same program again (a retry with its ID): answered from the
+	// task, not run or observed again.
+	var again api.ProgramResult
+	h.programAt(time.Minute, req, &again, nil)
 	h.finishAt(time.Hour)
 	out := h.run(baseInput())
+	if again.Outcome != api.ProgramOK || string(again.Result) != string(res.Result) {
+		t.Errorf("the retry got %+v, want the first result %s", again, res.Result)
+	}
 
 	if res.Outcome != api.ProgramOK || res.ProgramID != "p1" {
 		t.Fatalf("result %+v", res)
@@ -124,6 +136,11 @@ func TestProgramCallsGoThroughThePipeline(t *testing.T) {
 	}
 	if out.Calls != 5 || out.State != api.StateFinished {
 		t.Errorf("task %+v", out)
+	}
+	// Observed once, where it ended (the test environment's clock does
+	// not move while the calls run).
+	if want := []string{"ok 5 calls 0s"}; !slices.Equal(observed, want) {
+		t.Errorf("observed %q, want %q", observed, want)
 	}
 	// The request reached the runner whole: tools, limits, memory cap.
 	reqs, memory := r.Requests()

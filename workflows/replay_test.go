@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -29,6 +31,11 @@ import (
 func TestReplayRecordedHistories(t *testing.T) {
 	workflows.UseProgramRunner(&testenv.ScriptRunner{})
 	t.Cleanup(func() { workflows.UseProgramRunner(nil) })
+	// A replay observes no program (metrics count where a program ends,
+	// not each time its history is read again).
+	var observed atomic.Int64
+	workflows.ObservePrograms(func(string, int, int64, time.Duration) { observed.Add(1) })
+	t.Cleanup(func() { workflows.ObservePrograms(nil) })
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +51,9 @@ func TestReplayRecordedHistories(t *testing.T) {
 				t.Fatalf("%s does not replay: %v", f, err)
 			}
 		})
+	}
+	if n := observed.Load(); n != 0 {
+		t.Errorf("replaying the histories observed %d programs, want 0", n)
 	}
 }
 

@@ -6,18 +6,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Programs (code mode, issue 27): the gateway observes each program it
-// answers once, from its ProgramResult (ObserveProgram), so a replay of
-// the task cannot count it twice. A program Update answered from the
-// task's memory (a retry with the same ID) is the same program; the
-// gateway counts the answer it gives.
+// Programs (code mode, issue 27): each program is observed once, where it
+// ends, by the task that ran it (workflows.ObservePrograms, set by the
+// worker to ObserveProgram): whoever collects it (the gateway inline,
+// airlock_await later, a plan's step), never during a replay, and not
+// again for a retry answered from the task's memory.
 var (
 	// Programs counts programs by outcome: ok, error, invalid, limit,
 	// stopped (api.ProgramOutcome), or "other" for a value airlock does
 	// not know (an airlock bug; the label set stays bounded).
 	Programs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "airlock", Name: "programs_total",
-		Help: "Programs (code mode) answered by the gateway, by outcome (ok, error, invalid, limit, stopped).",
+		Help: "Programs (code mode) ended, by outcome (ok, error, invalid, limit, stopped).",
 	}, []string{"outcome"})
 
 	// ProgramCalls is how many tool calls a program made (those refused
@@ -36,11 +36,11 @@ var (
 		Buckets: prometheus.ExponentialBuckets(100, 10, 7), // 100 … 100M
 	})
 
-	// ProgramDuration is how long a program took, approval waits
-	// included: milliseconds to its timeout (default 1h) and beyond.
+	// ProgramDuration is how long a program took in workflow time,
+	// approval waits included: milliseconds to its timeout (default 1h) and beyond.
 	ProgramDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "airlock", Name: "program_duration_seconds",
-		Help:    "Time from a program's request to its result (code mode), approval waits included.",
+		Help:    "Time from a program's start to its end in its task (code mode), approval waits included.",
 		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600, 4 * 3600},
 	})
 )
