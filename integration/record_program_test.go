@@ -145,3 +145,47 @@ counter.echo(text="secret")`, true)
 	finishTask(t, s, taskID)
 	replayRuns(t, s, taskID, run.GetRunID(), name)
 }
+
+// TestRecordProgramArgsHistory records a program whose calls' arguments
+// repeat a key (changeProgramArgs): the host refuses them, unjudged and
+// unrun, and the program's next call runs. The interpreter never sends
+// such arguments, so it is played by testenv.ScriptRunner, whose raw
+// steps pass arguments as written. With -record it writes
+// program_args_v1_run1.json.
+func TestRecordProgramArgsHistory(t *testing.T) {
+	m, effects := counterManifest(t, `  put: {side_effects: [write], data_access_level: internal, risk: low, idempotent: true}
+`)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, policy: &policy.Config{Rules: []policy.Rule{
+		{Name: "no-secrets", When: `args.?key.orValue("") == "secret"`, Effect: api.Deny, Reason: "secrets stay out of tools"},
+	}}})
+	waitTools(t, s.connect(t, nil), "counter__put")
+	workflows.UseProgramRunner(&testenv.ScriptRunner{})
+	t.Cleanup(func() { workflows.UseProgramRunner(nil) })
+	ctx := context.Background()
+	const taskID = "record-program-args"
+	run := startRecorderTask(t, s, taskID, api.Limits{MaxCalls: 100, IdleTimeout: time.Hour})
+	tools := []api.ProgramTool{{Name: "counter__put", Module: "counter", Function: "put", Server: "counter", UpstreamTool: "put", Spec: api.SpecFor(m.Tools["put"])}}
+	req := api.ProgramRequest{ProgramID: "prog-args", Principal: "recorder", Tools: tools, Limits: api.DefaultProgramLimits,
+		Source: "try counter__put {\"key\":\"ok\",\"key\":\"secret\"}\ncall counter__put {\"key\":\"after\"}"}
+	h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: taskID, UpdateID: req.ProgramID,
+		UpdateName: api.UpdateRunProgram, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res api.ProgramResult
+	if err := h.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != api.ProgramOK || len(res.Calls) != 2 || res.Calls[0].Outcome != api.OutcomeRejected ||
+		!strings.Contains(res.Calls[0].Reason, `"key" appears more than once`) || res.Calls[1].Outcome != api.OutcomeOK {
+		t.Fatalf("program: %+v", res)
+	}
+	if n := sideEffects(t, effects, "put", "ok") + sideEffects(t, effects, "put", "secret"); n != 0 {
+		t.Errorf("the refused call reached the upstream %d times", n)
+	}
+	if n := sideEffects(t, effects, "put", "after"); n != 1 {
+		t.Errorf("the call after it ran %d times, want once", n)
+	}
+	finishTask(t, s, taskID)
+	replayRuns(t, s, taskID, run.GetRunID(), "program_args_v1")
+}

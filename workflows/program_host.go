@@ -9,6 +9,7 @@ package workflows
 // replies in the same order.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/jsoncanon"
 	"github.com/airlock-run/airlock/wasm/program/wire"
 )
 
@@ -56,12 +58,16 @@ func (h *programHost) Start(m wire.GuestMessage) {
 		return 0
 	})
 	lim := p.req.Limits
+	argsErr := programArgsError(m.Args)
 	switch {
 	case t.programStopReason(p) != "":
 		refuse(wire.ReplyStopped, api.OutcomeCancelled, p.stop)
 		return
 	case !found:
 		refuse(string(api.OutcomeRejected), api.OutcomeRejected, fmt.Sprintf("%s: this program has no tool %q; call one of the tools it was given", where, m.Tool))
+		return
+	case argsErr != "" && workflow.GetVersion(h.ctx, changeProgramArgs, workflow.DefaultVersion, 1) >= 1:
+		refuse(string(api.OutcomeRejected), api.OutcomeRejected, fmt.Sprintf("%s: %s; pass each argument once, by name. Nothing ran", where, argsErr))
 		return
 	case n > lim.MaxCalls:
 		p.limit = fmt.Sprintf("%s would pass the program's limit of %d tool calls (Limits.MaxCalls); %s", where, lim.MaxCalls, askForLess)
@@ -144,4 +150,18 @@ func resultValue(raw json.RawMessage) json.RawMessage {
 	}
 	b, _ := json.Marshal(api.ResultText(raw))
 	return b
+}
+
+// programArgsError says why a call's arguments cannot be judged and sent
+// as they are ("" when they can): they must be one JSON object that names
+// each key once, at any depth.
+func programArgsError(args json.RawMessage) string {
+	b := bytes.TrimSpace(args)
+	if len(b) == 0 || b[0] != '{' {
+		return "its arguments are not a JSON object"
+	}
+	if err := jsoncanon.CheckDuplicates(b); err != nil {
+		return "its arguments are not valid: " + err.Error()
+	}
+	return ""
 }

@@ -709,3 +709,40 @@ attempt(fs.delete, path="/d")`
 		t.Errorf("calls %q, want %q", got, want)
 	}
 }
+
+// TestProgramCallWithRepeatedKeyIsRefused: a call whose arguments repeat
+// a key (at any depth) or are not an object is refused by the host with
+// the call's line, never judged or run: policy and the upstream could
+// read different values (changeProgramArgs). The interpreter never sends
+// them; a broken one could.
+func TestProgramCallWithRepeatedKeyIsRefused(t *testing.T) {
+	ok := func(api.CallToolInput) (api.CallToolOutput, error) {
+		return okOutput(`{"content":[{"type":"text","text":"ran"}]}`), nil
+	}
+	h := newHarness(t, ok)
+	useRunner(t, &testenv.ScriptRunner{})
+	var res api.ProgramResult
+	h.programAt(time.Second, progReq("p1", "try fs__write {\"path\":\"/ok\",\"path\":\"/secret\"}\ntry fs__write {\"a\":{\"b\":1,\"b\":2}}\ntry fs__write [1]\ncall fs__read {\"path\":\"/a\"}"), &res, nil)
+	h.finishAt(time.Hour)
+	h.run(baseInput())
+
+	if res.Outcome != api.ProgramOK {
+		t.Fatalf("result %+v", res)
+	}
+	want := []string{"p1/1 fs__write line 1 rejected", "p1/2 fs__write line 2 rejected", "p1/3 fs__write line 3 rejected", "p1/4 fs__read line 4 ok"}
+	if got := callIDs(res.Calls); !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	for _, c := range res.Calls[:2] {
+		if !strings.Contains(c.Reason, "appears more than once") || !strings.Contains(c.Reason, "Nothing ran") {
+			t.Errorf("%s: reason %q, want the repeated key named", c.CallID, c.Reason)
+		}
+	}
+	if !strings.Contains(res.Calls[2].Reason, "not a JSON object") {
+		t.Errorf("p1/3: reason %q", res.Calls[2].Reason)
+	}
+	// Only the sound call was judged and ran.
+	if len(h.policy.seen) != 1 || h.policy.seen[0].CallID != "p1/4" || len(h.tools.seen) != 1 {
+		t.Errorf("judged %d, ran %d; want only p1/4", len(h.policy.seen), len(h.tools.seen))
+	}
+}

@@ -204,4 +204,17 @@ const (
 	// Feature and GetVersion in plan_program.go; first recorded in
 	// testdata/plan_program_v1_run1.json.
 	changePlanProgram = "plan-program"
+
+	// changeProgramArgs refuses a program's call whose arguments are not
+	// one JSON object with each key once (a repeated key is read as its
+	// first value by some parsers and its last by others, so policy and
+	// the upstream could see different calls). The interpreter never
+	// sends such arguments; a broken or older one could. Asked only when
+	// a call's arguments fail the check, so runs whose calls all pass
+	// record no marker and replay as before.
+	//
+	// Feature and GetVersion in program_host.go; tested by
+	// TestProgramCallWithRepeatedKeyIsRefused (no recorded history: the
+	// interpreter cannot produce the case).
+	changeProgramArgs = "program-args"
 )

@@ -83,11 +83,18 @@ func (e *engine) callTool(th *starlark.Thread, tool *wire.Tool, kwargs []starlar
 	fn := tool.Module + "." + tool.Function
 	enc := &encoder{where: fn + " argument "}
 	enc.buf.WriteByte('{')
+	names := make(map[string]struct{}, len(kwargs))
 	for i, kv := range kwargs {
 		if i > 0 {
 			enc.buf.WriteByte(',')
 		}
 		k := string(kv[0].(starlark.String))
+		// f(path=a, **{"path": b}) reaches a builtin with path twice:
+		// the tool would get one value and policy perhaps the other.
+		if _, dup := names[k]; dup {
+			return nil, fmt.Errorf("%s (line %d): argument %q is given more than once; pass each argument once", fn, line, k)
+		}
+		names[k] = struct{}{}
 		writeString(&enc.buf, k)
 		enc.buf.WriteByte(':')
 		if err := enc.encode(kv[1], k, 1); err != nil {
