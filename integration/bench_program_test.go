@@ -255,11 +255,19 @@ const innerCallN = 50
 func BenchmarkProgramInnerCall(b *testing.B) {
 	s, _ := counterProgramStack(b)
 	for _, tool := range []string{"put", "echo"} {
-		b.Run(tool, func(b *testing.B) { benchInnerCall(b, s, tool) })
+		b.Run(tool, func(b *testing.B) { benchInnerCall(b, s, tool, false) })
 	}
+	// The same calls, ten at a time in parallel(...) inside the program
+	// (the direct calls stay one at a time, as one agent makes them):
+	// calls off the fast path share workflow tasks.
+	b.Run("put-parallel", func(b *testing.B) { benchInnerCall(b, s, "put", true) })
 }
 
-func benchInnerCall(b *testing.B, s *stack, tool string) {
+// innerParallel is how many calls one parallel(...) of
+// BenchmarkProgramInnerCall/put-parallel runs.
+const innerParallel = 10
+
+func benchInnerCall(b *testing.B, s *stack, tool string, par bool) {
 	arg := map[string]string{"put": "key", "echo": "text"}[tool]
 	// A task of its own (a session each): the task's history is this
 	// run's only, so it stays short of Temporal's continue-as-new
@@ -297,6 +305,13 @@ func benchInnerCall(b *testing.B, s *stack, tool string) {
         counter.%s(%s="p%d-%%d" %% i)
     return %d
 `, innerCallN, tool, arg, r, innerCallN)
+		if par {
+			src = fmt.Sprintf(`def main():
+    for j in range(%d):
+        parallel([lambda i=i: counter.%s(%s="p%d-%%d-%%d" %% (j, i)) for i in range(%d)])
+    return %d
+`, innerCallN/innerParallel, tool, arg, r, innerParallel, innerCallN)
+		}
 		t0 = time.Now()
 		res, sc := programOK(b, cs, src, "", innerCallN)
 		dProg += time.Since(t0)
@@ -316,7 +331,11 @@ func benchInnerCall(b *testing.B, s *stack, tool string) {
 	b.ReportMetric(direct, "ms/direct-call")
 	b.ReportMetric(inner, "ms/inner-call")
 	b.ReportMetric(inner/direct, "inner/direct")
-	summary := fmt.Sprintf("%s: %d calls each way: %.2f ms per direct call, %.2f ms per inner call (ratio %.2f; goal ≤ 0.5)", tool, b.N*innerCallN, direct, inner, inner/direct)
+	name := tool
+	if par {
+		name += fmt.Sprintf(" (in the program %d at a time in parallel)", innerParallel)
+	}
+	summary := fmt.Sprintf("%s: %d calls each way: %.2f ms per direct call, %.2f ms per inner call (ratio %.2f; goal ≤ 0.5)", name, b.N*innerCallN, direct, inner, inner/direct)
 	if evRounds > 0 {
 		n := float64(evRounds * innerCallN)
 		b.ReportMetric(float64(evDirect)/n, "events/direct-call")
