@@ -91,7 +91,8 @@ func (g *Gateway) prepareCall(ctx context.Context, e *toolEntry, req *mcp.CallTo
 	if refusal != nil || err != nil {
 		return nil, refusal, err
 	}
-	tref, err := g.taskFor(ctx, req, pr.Name)
+	key, _ := req.Params.Meta[MetaIdempotencyKey].(string)
+	tref, err := g.taskFor(ctx, req, pr.Name, taskHint{key: key})
 	if err != nil {
 		return nil, errorResult("", "", err.Error()), nil
 	}

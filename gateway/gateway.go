@@ -149,6 +149,11 @@ type Options struct {
 	// PageSize bounds one tools/list (and resources, prompts) page; longer
 	// lists are paginated with cursors (default the SDK's, 1000).
 	PageSize int
+	// SharedUnnamedTask puts the stateless requests of a principal that
+	// name no task in one task, <principal>-default (gateway.unnamed_calls:
+	// principal_task). False (default): each starts a task of its own
+	// (tasklookup.go).
+	SharedUnnamedTask bool
 	// Approvals, when set, offers airlock_approvals_list and
 	// airlock_approvals_decide to principals in an approver group
 	// (approvals.go).

@@ -129,23 +129,34 @@ func TestTaskForStatelessRequests(t *testing.T) {
 		}
 		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}, Extra: &mcp.RequestExtra{Header: h}}
 	}
+	meta := func(m mcp.Meta, kv ...string) *mcp.CallToolRequest {
+		r := hdr(kv...)
+		r.Params.Meta = m
+		return r
+	}
 	for _, tc := range []struct {
 		name    string
 		req     *mcp.CallToolRequest
+		hint    taskHint
 		want    string
 		wantErr string
 	}{
-		{"header names the task", hdr(HeaderTask, "t-1"), "t-1", ""},
-		{"header value is trimmed", hdr(HeaderTask, "  t-2 "), "t-2", ""},
-		{"no header: principal's default task", hdr("X-Other", "v"), "alice-default", ""},
-		{"invalid header", hdr(HeaderTask, "bad id!"), "", "header Airlock-Task"},
-		{"too long", hdr(HeaderTask, strings.Repeat("a", 129)), "", "at most 128"},
-		{"own default task named", hdr(HeaderTask, "alice-default"), "alice-default", ""},
-		{"another principal's default task", hdr(HeaderTask, "bob-default"), "", `"bob-default" is reserved`},
-		{"a rollback's ID", hdr(HeaderTask, "rollback-alice-default"), "", "reserved"},
+		{"header names the task", hdr(HeaderTask, "t-1"), taskHint{}, "t-1", ""},
+		{"header value is trimmed", hdr(HeaderTask, "  t-2 "), taskHint{}, "t-2", ""},
+		{"invalid header", hdr(HeaderTask, "bad id!"), taskHint{}, "", "header Airlock-Task"},
+		{"too long", hdr(HeaderTask, strings.Repeat("a", 129)), taskHint{}, "", "at most 128"},
+		{"own default task named", hdr(HeaderTask, "alice-default"), taskHint{}, "alice-default", ""},
+		{"another principal's default task", hdr(HeaderTask, "bob-default"), taskHint{}, "", `"bob-default" is reserved`},
+		{"a rollback's ID", hdr(HeaderTask, "rollback-alice-default"), taskHint{}, "", "reserved"},
+		{"_meta names the task", meta(mcp.Meta{MetaTask: "t-3"}), taskHint{}, "t-3", ""},
+		{"_meta naming another's default task", meta(mcp.Meta{MetaTask: "bob-default"}), taskHint{}, "", "_meta airlock.dev/task"},
+		{"_meta task not a string", meta(mcp.Meta{MetaTask: 7}), taskHint{key: ""}, "", ""},
+		{"the header wins over _meta", meta(mcp.Meta{MetaTask: "t-4"}, HeaderTask, "t-5"), taskHint{}, "t-5", ""},
+		{"argument names the task", hdr(), taskHint{task: "t-6"}, "t-6", ""},
+		{"argument naming another's default task", hdr(), taskHint{task: "bob-default"}, "", "argument task"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tref, err := g.resolveTask(tc.req, "alice")
+			tref, err := g.resolveTask(tc.req, "alice", tc.hint)
 			got := tref.id
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -153,10 +164,71 @@ func TestTaskForStatelessRequests(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tc.want {
-				t.Fatalf("taskFor = %q, %v; want %q", got, err, tc.want)
+			if err != nil {
+				t.Fatalf("taskFor = %q, %v", got, err)
+			}
+			if tc.want == "" {
+				if !strings.HasPrefix(got, "task-") {
+					t.Fatalf("taskFor = %q; want a task of its own", got)
+				}
+				return
+			}
+			if got != tc.want {
+				t.Fatalf("taskFor = %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestUnnamedStatelessRequests: a stateless request that names no task
+// gets a task of its own (two of them never share one), except that the
+// same idempotency key of the same principal always lands in the same
+// task (its retry must find the call), which another principal's same key
+// does not; and with gateway.unnamed_calls principal_task they all share
+// <principal>-default.
+func TestUnnamedStatelessRequests(t *testing.T) {
+	g := New(Options{Principal: "alice"})
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}, Extra: &mcp.RequestExtra{Header: http.Header{}}}
+	resolve := func(g *Gateway, principal string, hint taskHint) taskRef {
+		t.Helper()
+		tref, err := g.resolveTask(req, principal, hint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tref
+	}
+	a, b := resolve(g, "alice", taskHint{}), resolve(g, "alice", taskHint{})
+	if a.id == b.id || a.named || !strings.HasPrefix(a.id, "task-") {
+		t.Errorf("two unnamed requests: %+v and %+v; want two fresh tasks", a, b)
+	}
+	k1, k2 := resolve(g, "alice", taskHint{key: "k1"}), resolve(g, "alice", taskHint{key: "k1"})
+	if k1.id != k2.id || !k1.named {
+		t.Errorf("the same key twice: %+v and %+v; want the same task, created first (named)", k1, k2)
+	}
+	// The key the awaited call was made from names the same task.
+	if aw := resolve(g, "alice", taskHint{key: keyOfCall(api.CallIDForKey("k1"))}); aw.id != k1.id {
+		t.Errorf("airlock_await of k-k1: %s, want %s", aw.id, k1.id)
+	}
+	if pg := resolve(g, "alice", taskHint{key: keyOfCall(ProgramIDForKey("k1"))}); pg.id != k1.id {
+		t.Errorf("airlock_await of the program of k1: %s, want %s", pg.id, k1.id)
+	}
+	for _, other := range []taskRef{
+		resolve(g, "bob", taskHint{key: "k1"}),   // another principal, same key
+		resolve(g, "alice", taskHint{key: "K1"}), // case-folded key
+		resolve(g, "alice", taskHint{key: "k1 "}),
+		resolve(New(Options{Principal: "alice"}), "alice", taskHint{key: "k1"}), // another session key
+	} {
+		if other.id == k1.id {
+			t.Errorf("%+v shares alice's task of key k1", other)
+		}
+	}
+	// "alice\x00k" and "alice" + "\x00k": no two (principal, key) pairs collide.
+	if x, y := resolve(g, "a", taskHint{key: "b\x00c"}), resolve(g, "a\x00b", taskHint{key: "c"}); x.id == y.id {
+		t.Errorf("(a, b\\0c) and (a\\0b, c) share task %s", x.id)
+	}
+	shared := New(Options{Principal: "alice", SharedUnnamedTask: true})
+	if s1, s2 := resolve(shared, "alice", taskHint{}), resolve(shared, "alice", taskHint{key: "k1"}); s1.id != "alice-default" || s2.id != "alice-default" {
+		t.Errorf("principal_task: %s and %s, want alice-default", s1.id, s2.id)
 	}
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -21,11 +22,13 @@ const (
 
 type statusIn struct {
 	Call string `json:"call,omitempty" jsonschema:"a call ID from a result's _meta airlock.dev/call; omit it for the whole task"`
+	Task string `json:"task,omitempty" jsonschema:"the task, from a result's _meta airlock.dev/task, when this request names no task otherwise (no session or Airlock-Task header)"`
 }
 
 type awaitIn struct {
 	Call           string `json:"call" jsonschema:"the call ID from the pending result's _meta airlock.dev/call"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"how long to wait (default and maximum: the gateway's inline wait)"`
+	Task           string `json:"task,omitempty" jsonschema:"the call's task, from the pending result's _meta airlock.dev/task, when this request names no task otherwise (no session or Airlock-Task header)"`
 }
 
 func (g *Gateway) addBuiltins() {
@@ -53,7 +56,7 @@ func (g *Gateway) statusTool(ctx context.Context, req *mcp.CallToolRequest, in s
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
-	tref, err := g.taskFor(ctx, req, pr.Name)
+	tref, err := g.taskFor(ctx, req, pr.Name, taskHint{task: in.Task, key: keyOfCall(in.Call)})
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
@@ -152,7 +155,7 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
-	tref, err := g.taskFor(ctx, req, pr.Name)
+	tref, err := g.taskFor(ctx, req, pr.Name, taskHint{task: in.Task, key: keyOfCall(in.Call)})
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
@@ -256,21 +259,32 @@ func (g *Gateway) pendingApproval(ctx context.Context, task, call string) *api.A
 	return nil
 }
 
+// awaitArgs are airlock_await's arguments for call of task, as a pending
+// answer shows them: the task too, for a client whose requests name none
+// (each would otherwise get a task of its own, tasklookup.go).
+func awaitArgs(task, call string) string {
+	b, _ := json.Marshal(struct {
+		Call string `json:"call"`
+		Task string `json:"task"`
+	}{call, task})
+	return string(b)
+}
+
 // pendingResult answers a call that outlived the inline wait: not an
 // error, but a statement of what it waits for and how to collect it.
 func (g *Gateway) pendingResult(ctx context.Context, task, call, tool string) *mcp.CallToolResult {
 	sc := map[string]any{"status": "pending", "task": task, "call": call}
 	var text string
 	if a := g.pendingApproval(ctx, task, call); a != nil {
-		text = fmt.Sprintf("%s is waiting for approval by %q (request %s: %d of %d approvals, expires %s). Nothing has run yet; it runs once, if approved. Call %s with {\"call\": %q} to wait for its result, or %s to check on it.",
-			a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339), ToolAwait, call, ToolStatus)
+		text = fmt.Sprintf("%s is waiting for approval by %q (request %s: %d of %d approvals, expires %s). Nothing has run yet; it runs once, if approved. Call %s with %s to wait for its result, or %s to check on it.",
+			a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339), ToolAwait, awaitArgs(task, call), ToolStatus)
 		sc["approval_request"], sc["group"], sc["expires_at"] = a.ID, a.Group, a.ExpiresAt.UTC().Format(time.RFC3339)
 	} else {
 		name := tool
 		if name == "" {
 			name = "call " + call
 		}
-		text = fmt.Sprintf("%s is still running in task %s. Call %s with {\"call\": %q} to collect its result; it will not run twice.", name, task, ToolAwait, call)
+		text = fmt.Sprintf("%s is still running in task %s. Call %s with %s to collect its result; it will not run twice.", name, task, ToolAwait, awaitArgs(task, call))
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: sc,
 		Meta: mcp.Meta{MetaTask: task, MetaCall: call}}

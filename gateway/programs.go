@@ -322,7 +322,7 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 			in.Key = k
 		}
 	}
-	tref, err := g.taskFor(ctx, req, pr.Name)
+	tref, err := g.taskFor(ctx, req, pr.Name, taskHint{key: in.Key})
 	if err != nil {
 		return errorResult("", "", err.Error()), nil
 	}
@@ -389,10 +389,10 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 // waits for (one of its calls' approval, if so) and how to collect it.
 func (g *Gateway) pendingProgram(ctx context.Context, task, program string) *mcp.CallToolResult {
 	sc := map[string]any{"status": "pending", "task": task, "call": program}
-	text := fmt.Sprintf("The program is still running in task %s. Call %s with {\"call\": %q} to collect its result; it will not run twice.", task, ToolAwait, program)
+	text := fmt.Sprintf("The program is still running in task %s. Call %s with %s to collect its result; it will not run twice.", task, ToolAwait, awaitArgs(task, program))
 	if a := g.pendingApproval(ctx, task, program); a != nil { // one of its calls'
-		text = fmt.Sprintf("The program waits for approval of its call %s (%s) by %q (request %s: %d of %d approvals, expires %s). Call %s with {\"call\": %q} to wait for its result, or %s to check on it; it will not run twice.",
-			a.CallID, a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339), ToolAwait, program, ToolStatus)
+		text = fmt.Sprintf("The program waits for approval of its call %s (%s) by %q (request %s: %d of %d approvals, expires %s). Call %s with %s to wait for its result, or %s to check on it; it will not run twice.",
+			a.CallID, a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339), ToolAwait, awaitArgs(task, program), ToolStatus)
 		sc["approval_request"], sc["group"], sc["expires_at"] = a.ID, a.Group, a.ExpiresAt.UTC().Format(time.RFC3339)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: sc,

@@ -426,7 +426,7 @@ func TestRunProgramPendingAndAwait(t *testing.T) {
 	cs := connectMemory(t, g)
 	res := callTool(t, cs, ToolRunProgram, map[string]any{"source": "x", "key": "p1"}, "")
 	text := textOf(res)
-	if res.IsError || !strings.Contains(text, "waits for approval of its call prog-k-p1/2 (counter__echo) by \"admins\"") || !strings.Contains(text, `{"call": "prog-k-p1"}`) {
+	if res.IsError || !strings.Contains(text, "waits for approval of its call prog-k-p1/2 (counter__echo) by \"admins\"") || !strings.Contains(text, `{"call":"prog-k-p1","task":"`+res.Meta[MetaTask].(string)+`"}`) {
 		t.Fatalf("pending: isError=%v %q", res.IsError, text)
 	}
 	if res.Meta[MetaCall] != "prog-k-p1" {

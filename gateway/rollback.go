@@ -19,6 +19,7 @@ const ToolRollback = "airlock_rollback"
 
 type rollbackIn struct {
 	Reason string `json:"reason,omitempty" jsonschema:"why you roll back (kept in the task's record)"`
+	Task   string `json:"task,omitempty" jsonschema:"the task to roll back, from a result's _meta airlock.dev/task, when this request names no task otherwise (no session or Airlock-Task header)"`
 }
 
 func (g *Gateway) addRollbackTool() {
@@ -35,7 +36,7 @@ func (g *Gateway) rollbackTool(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}
-	tref, err := g.taskFor(ctx, req, pr.Name)
+	tref, err := g.taskFor(ctx, req, pr.Name, taskHint{task: in.Task})
 	if err != nil {
 		return errorResult("", "", err.Error()), nil, nil
 	}

@@ -135,7 +135,7 @@ func TestTaskOwnership(t *testing.T) {
 
 	// alice@corp@ext against alice@corp: exact names, never a prefix.
 	t.Run("issuer-qualified names", func(t *testing.T) {
-		corp := connectStateless(t, s.url, bearer("alice@corp-key"))
+		corp := connectStateless(t, s.url, map[string]string{"Authorization": "Bearer alice@corp-key", gateway.HeaderTask: "alice@corp-default"})
 		if res := call(t, corp, "counter__echo", map[string]any{"text": "corp"}, ""); res.IsError || res.Meta[gateway.MetaTask] != "alice@corp-default" {
 			t.Fatalf("alice@corp's call: %v %q; want it in alice@corp-default", res.Meta[gateway.MetaTask], text(res))
 		}

@@ -100,8 +100,10 @@ func TestEveryProtocolRevision(t *testing.T) {
 		}
 
 		anon := connect(t, gateway.StatelessProtocol, nil)
-		if res := call(t, anon, "counter__echo", map[string]any{"text": "x"}, ""); res.IsError || res.Meta[gateway.MetaTask] != "alice-default" {
-			t.Fatalf("call without %s: isError=%v in %v; want alice's default task alice-default", gateway.HeaderTask, res.IsError, res.Meta[gateway.MetaTask])
+		a1 := call(t, anon, "counter__echo", map[string]any{"text": "x"}, "")
+		a2 := call(t, anon, "counter__echo", map[string]any{"text": "y"}, "")
+		if a1.IsError || a2.IsError || a1.Meta[gateway.MetaTask] == a2.Meta[gateway.MetaTask] || a1.Meta[gateway.MetaTask] == "alice-default" {
+			t.Fatalf("calls without %s: isError=%v/%v in %v and %v; want each in a task of its own", gateway.HeaderTask, a1.IsError, a2.IsError, a1.Meta[gateway.MetaTask], a2.Meta[gateway.MetaTask])
 		}
 
 		// What made it stateless: server/discover, no session, the

@@ -481,6 +481,8 @@ func (s *stack) startGateway(r roles) error {
 		Catalog:         cfg.Catalog,
 		Programs:        gatewayPrograms(cfg.Programs), // code mode (issue 27)
 		PageSize:        cfg.Gateway.PageSize,
+		// A stateless request naming no task: its own, or the principal's.
+		SharedUnnamedTask: cfg.Gateway.UnnamedCalls == config.UnnamedPrincipalTask,
 		Pins:            s.pins,
 		Policy:          e.snap.Policy,
 		MaxCalls:        cfg.Task.MaxCalls,

@@ -340,7 +340,21 @@ type Gateway struct {
 	// PageSize bounds one page of tools/list, resources/list and
 	// prompts/list; longer lists are paginated with cursors. Default 1000.
 	PageSize int `yaml:"page_size,omitempty"`
+	// UnnamedCalls is the task of a stateless HTTP request (protocol
+	// 2026-07-28, or no session) that names none (no Airlock-Task header,
+	// no _meta "airlock.dev/task", no signed session ID): "new_task"
+	// (default) starts a task of its own, whose ID its result's _meta
+	// carries for the client to send back; "principal_task" puts every
+	// such request of a principal in one task, <principal>-default, as
+	// before.
+	UnnamedCalls string `yaml:"unnamed_calls,omitempty"`
 }
+
+// The values of gateway.unnamed_calls.
+const (
+	UnnamedNewTask       = "new_task"
+	UnnamedPrincipalTask = "principal_task"
+)
 
 // Snapshot is a loaded, validated configuration with its manifests.
 type Snapshot struct {

@@ -170,6 +170,9 @@ func applyDefaults(c *Config, lines manifests.Lines) {
 	if c.Gateway.SessionKeyEnv == "" && !lines.Has("gateway.session_key_env") {
 		c.Gateway.SessionKeyEnv = DefaultSessionKeyEnv
 	}
+	if c.Gateway.UnnamedCalls == "" && !lines.Has("gateway.unnamed_calls") {
+		c.Gateway.UnnamedCalls = UnnamedNewTask
+	}
 	applySlackDefaults(c)
 }
 
@@ -218,6 +221,9 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	if c.Gateway.MaxSessionsPerPrincipal < 1 {
 		v.add("gateway.max_sessions_per_principal", "must be at least 1, got %d; it caps the open MCP sessions of one principal (default %d)", c.Gateway.MaxSessionsPerPrincipal, DefaultMaxSessionsPerPrincipal)
+	}
+	if u := c.Gateway.UnnamedCalls; u != UnnamedNewTask && u != UnnamedPrincipalTask {
+		v.add("gateway.unnamed_calls", "%q is not one of %s (each request that names no task starts its own; default) or %s (all of a principal's such requests share <principal>-default)", u, UnnamedNewTask, UnnamedPrincipalTask)
 	}
 	if !envName.MatchString(c.Gateway.SessionKeyEnv) {
 		v.add("gateway.session_key_env", "%q is not an environment variable name; use letters, digits and _ (default %s), and put the key itself in that variable", c.Gateway.SessionKeyEnv, DefaultSessionKeyEnv)
