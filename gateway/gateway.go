@@ -251,7 +251,7 @@ func New(opts Options) *Gateway {
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "airlock", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: "Tools are served through airlock: every call is checked, recorded and may need a person's approval. " +
-			"Results carry _meta \"" + MetaTask + "\" (your task ID; send it in the " + HeaderTask + " header to reattach) and \"" + MetaCall + "\".",
+			"Results carry _meta \"" + MetaTask + "\" (your task ID; send it back in the " + HeaderTask + " header or in a request's _meta \"" + MetaTask + "\" to stay in that task) and \"" + MetaCall + "\".",
 		Logger: slog.New(zerolog.NewSlogHandler(g.log)),
 		// Pending calls as MCP Tasks (mcptasks.go); logging: upstream log
 		// messages of a call are relayed, filtered at the level the client

@@ -76,7 +76,7 @@ func TestLoadDefaultsAndRelativeManifests(t *testing.T) {
 			MaxUnauthenticatedBody:  256 << 10,
 			MaxUnauthenticatedConns: 1024,
 		},
-		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100, SessionKeyEnv: config.DefaultSessionKeyEnv},
+		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100, SessionKeyEnv: config.DefaultSessionKeyEnv, UnnamedCalls: config.UnnamedNewTask},
 	}
 	if diff := cmp.Diff(want, snap.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -177,6 +177,12 @@ http:
 				`DIR/airlock.yaml:3: gateway.session_idle_timeout: must be positive, got 0s; write how long an unused MCP session stays open, e.g. "30m"`,
 				`DIR/airlock.yaml:4: gateway.max_sessions_per_principal: must be at least 1, got 0; it caps the open MCP sessions of one principal (default 100)`,
 			},
+		},
+		{
+			name:  "gateway unnamed calls",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ngateway:\n  unnamed_calls: New_Task\n",
+			want:  []string{`DIR/airlock.yaml:3: gateway.unnamed_calls: "New_Task" is not one of new_task (each request that names no task starts its own; default) or principal_task (all of a principal's such requests share <principal>-default)`},
 		},
 		{
 			name:  "ask timeout",
