@@ -483,23 +483,23 @@ func (s *stack) startGateway(r roles) error {
 		PageSize:        cfg.Gateway.PageSize,
 		// A stateless request naming no task: its own, or the principal's.
 		SharedUnnamedTask: cfg.Gateway.UnnamedCalls == config.UnnamedPrincipalTask,
-		Pins:            s.pins,
-		Policy:          e.snap.Policy,
-		MaxCalls:        cfg.Task.MaxCalls,
-		DeadlineAfter:   cfg.Task.Deadline.D(),
-		IdleTimeout:     cfg.Task.IdleTimeout.D(),
-		RollbackOnDeny:  cfg.Task.RollbackOnDeny,
-		RollbackNotify:  cfg.Task.RollbackNotify,
-		State:           cfg.StateConfig(),    // task.state
-		TaskRateLimits:  cfg.TaskRateLimits(), // issue 16 §3
-		Budget:          cfg.Task.Budget,
-		InlineWait:      cfg.Approvals.InlineWait.D(),
-		AskTimeout:      cfg.Task.AskTimeout.D(),
-		Logger:          e.log,
-		Version:         version,
-		Relay:           s.callRelay(),
-		Audit:           e.audit,
-		Tracer:          e.tracing.TracerProvider(), // nil: off
+		Pins:              s.pins,
+		Policy:            e.snap.Policy,
+		MaxCalls:          cfg.Task.MaxCalls,
+		DeadlineAfter:     cfg.Task.Deadline.D(),
+		IdleTimeout:       cfg.Task.IdleTimeout.D(),
+		RollbackOnDeny:    cfg.Task.RollbackOnDeny,
+		RollbackNotify:    cfg.Task.RollbackNotify,
+		State:             cfg.StateConfig(),    // task.state
+		TaskRateLimits:    cfg.TaskRateLimits(), // issue 16 §3
+		Budget:            cfg.Task.Budget,
+		InlineWait:        cfg.Approvals.InlineWait.D(),
+		AskTimeout:        cfg.Task.AskTimeout.D(),
+		Logger:            e.log,
+		Version:           version,
+		Relay:             s.callRelay(),
+		Audit:             e.audit,
+		Tracer:            e.tracing.TracerProvider(), // nil: off
 		// Approvers decide from an MCP client too (airlock_approvals_*).
 		Approvals: mcpApprovals{local: approver.Local{Temporal: s.client, Namespace: e.ns, Audit: e.audit}, groups: func() map[string][]string { return s.cfg.Current().groups }},
 
