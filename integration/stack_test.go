@@ -193,6 +193,9 @@ type stackOptions struct {
 	// the gateway offers the tool, and the package's one program
 	// interpreter runs programs (programRuntime).
 	programs *gateway.ProgramOptions
+	// sharedUnnamed puts a principal's stateless requests that name no
+	// task in <principal>-default (gateway.unnamed_calls: principal_task).
+	sharedUnnamed bool
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -289,7 +292,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		InlineWait: o.inlineWait, ProgressEvery: o.progressEvery,
 		MaxCalls: o.maxCalls, ContinueAsNewAfter: o.continueAsNewAfter, IdleTimeout: time.Hour, Logger: log,
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
-		Catalog: o.catalog, State: o.state,
+		Catalog: o.catalog, State: o.state, SharedUnnamedTask: o.sharedUnnamed,
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
 		SessionKey: o.sessionKey,
 		Programs:   o.programs,
