@@ -51,6 +51,14 @@ steps:
     tool: counter__nonexistent
     args: {}
 `)
+	// Scheduled work may be code: a plan whose step is a program.
+	writeFile(t, filepath.Join(dir, "prog.yaml"), `name: prog
+steps:
+  - id: sync
+    program: |
+      for i in range(2):
+          counter.append(key="sched-prog-%d" % i)
+`)
 	// A program step whose program_file leads out of the plan's directory.
 	writeFile(t, filepath.Join(dir, "escape.yaml"), `name: escape
 steps:
@@ -108,6 +116,10 @@ steps:
 		t.Fatalf("create sleeper: %d\n%s", code, out)
 	}
 
+	if out, code := create("progger", "--every", "2s", "--as", "ops-bot", "prog.yaml"); code != 0 {
+		t.Fatalf("create progger: %d\n%s", code, out)
+	}
+
 	c := dialTest(t, tport, "default")
 	ctx := context.Background()
 	runs := func(schedule string, closed bool) []*workflowservice.ListWorkflowExecutionsResponse {
@@ -128,6 +140,16 @@ steps:
 	}
 	if n := count("sleeper", false); n != 0 {
 		t.Errorf("the paused schedule fired %d times", n)
+	}
+	// The scheduled program ran its calls, each through the pipeline.
+	waitFor(t, "a completed run of progger", 90*time.Second, func() bool { return count("progger", true) >= 1 })
+	if out, code := cli("schedules", "delete", "--temporal-address", tport, "progger"); code != 0 {
+		t.Errorf("delete progger: %s", out)
+	}
+	for i := range 2 {
+		if n := sideEffects(t, effects, "append", fmt.Sprintf("sched-prog-%d", i)); n < 1 {
+			t.Errorf("progger's program ran append sched-prog-%d %d times, want at least once", i, n)
+		}
 	}
 
 	out, code := cli("tasks", "list", "--temporal-address", tport)
