@@ -185,7 +185,7 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	// is no Update of the current run, whose handle would wait for it in
 	// vain.
 	if res, ok := g.finishedCall(ctx, task, in.Call, wait); ok {
-		return toMCP(task, res), nil, nil
+		return toMCP(task, g.firstResult(ctx, task, in.Call, res)), nil, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
