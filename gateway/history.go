@@ -30,12 +30,13 @@ import (
 // default, and a task's runs continue as new at about 4 MiB), or after
 // historyReadTimeout. At most historyReaders reads run at once per
 // gateway, so a burst of retries cannot turn into a burst of history
-// scans against the frontend. Variables for tests.
+// scans against the frontend. The first two are variables for tests.
 var (
 	maxHistoryScan     = 32 << 20
 	historyReadTimeout = 10 * time.Second
-	historyReaders     = 4
 )
+
+const historyReaders = 4
 
 // resultInRun reads call's result from the history of the task's run
 // runID: the result its Update completed with. The run is one the task

@@ -34,12 +34,30 @@ type historyTemporal struct {
 	padBytes  int
 	asked     []string // the runs whose history was read
 	read      int      // events handed out
+	// entered, when set, is told of each read started, which then waits
+	// for release; reading and most count the reads in progress.
+	entered, release chan struct{}
+	reading, most    int
 }
 
-func (h *historyTemporal) GetWorkflowHistory(_ context.Context, _, runID string, _ bool, _ enumspb.HistoryEventFilterType) client.HistoryEventIterator {
+func (h *historyTemporal) GetWorkflowHistory(ctx context.Context, _, runID string, _ bool, _ enumspb.HistoryEventFilterType) client.HistoryEventIterator {
 	h.mu.Lock()
 	h.asked = append(h.asked, runID)
+	h.reading++
+	h.most = max(h.most, h.reading)
+	n := len(h.asked)
 	h.mu.Unlock()
+	if h.entered != nil {
+		h.entered <- struct{}{}
+		if n <= historyReaders {
+			<-h.release // held until the test lets go
+		} else {
+			select { // past the bound: a failure, which must not hang
+			case <-h.release:
+			case <-ctx.Done():
+			}
+		}
+	}
 	it := &eventIterator{h: h}
 	if runID != h.run {
 		it.err = serviceerror.NewNotFound("workflow execution not found")
@@ -80,10 +98,21 @@ type eventIterator struct {
 	err    error
 }
 
-func (i *eventIterator) HasNext() bool { return len(i.events) > 0 || i.err != nil }
+func (i *eventIterator) HasNext() bool {
+	if len(i.events) > 0 || i.err != nil {
+		return true
+	}
+	i.h.mu.Lock()
+	i.h.reading-- // the gateway reads until it finds the call or the end
+	i.h.mu.Unlock()
+	return false
+}
 
 func (i *eventIterator) Next() (*historypb.HistoryEvent, error) {
 	if i.err != nil {
+		i.h.mu.Lock()
+		i.h.reading--
+		i.h.mu.Unlock()
 		return nil, i.err
 	}
 	ev := i.events[0]
@@ -221,6 +250,58 @@ func TestRetryHistoryUnreadable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRetryHistoryReadsBounded: a burst of retries of old calls reads at
+// most historyReaders histories at once; a retry that finds no free
+// reader within historyReadTimeout gets the pointer answer saying the
+// gateway was busy and that sending it again retries. The reads that had
+// a reader answer with the first result.
+func TestRetryHistoryReadsBounded(t *testing.T) {
+	defer func(d time.Duration) { historyReadTimeout = d }(historyReadTimeout)
+	historyReadTimeout = 300 * time.Millisecond
+	const burst = historyReaders + 3
+	call := api.CallIDForKey("old-4")
+	ft := &fakeTemporal{answer: func(u sentUpdate, n int) (api.CallResult, error) { return ranBefore(u), nil }}
+	ht := &historyTemporal{fakeTemporal: ft, run: "run-5", completed: map[string]api.CallResult{call: upstreamFirst(call)},
+		entered: make(chan struct{}, burst), release: make(chan struct{})}
+	g := newTestGatewayWith(t, ht, Options{})
+	answers := make(chan *mcp.CallToolResult, burst)
+	for range burst {
+		cs := connectMemory(t, g)
+		go func() { answers <- callToolErr(cs, "old-4") }()
+	}
+	for range historyReaders { // every reader taken, and held
+		<-ht.entered
+	}
+	// The others find none free and give up; only then are the readers
+	// let go.
+	for range burst - historyReaders {
+		res := <-answers
+		if txt := textOf(res); res == nil || !strings.Contains(txt, "already ran in task t") || !strings.Contains(txt, "the gateway was busy reading other histories") {
+			t.Errorf("a retry past the readers answered %q; want the pointer, saying the gateway was busy", txt)
+		}
+	}
+	close(ht.release)
+	for range historyReaders {
+		if res := <-answers; res == nil || textOf(res) != "the real result" {
+			t.Errorf("a retry with a reader answered %q; want its first result", textOf(res))
+		}
+	}
+	if ht.most > historyReaders {
+		t.Errorf("%d history reads at once; want at most %d", ht.most, historyReaders)
+	}
+}
+
+// callToolErr is callTool for a goroutine: nil when the call failed.
+func callToolErr(cs *mcp.ClientSession, key string) *mcp.CallToolResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__echo", Arguments: map[string]any{}, Meta: mcp.Meta{MetaIdempotencyKey: key}})
+	if err != nil {
+		return nil
+	}
+	return res
 }
 
 func mustMarshal(t *testing.T, v any) string {
