@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,7 +13,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
@@ -370,4 +374,69 @@ func inFlightAtThreshold(t *testing.T, s *stack, taskID string, n int) int {
 		runID = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 	}
 	return drained
+}
+
+// TestRetryAfterItsRunIsDeleted: the history of the run that ran a call is
+// gone (deleted here, as the namespace's retention deletes a closed run):
+// its retry is answered that it already ran, with its outcome, the run,
+// and why the gateway could not read the result; it does not run again. A
+// call of a later run whose history is still kept gets its first result.
+func TestRetryAfterItsRunIsDeleted(t *testing.T) {
+	t.Parallel()
+	m, effects := counterManifest(t, appendOnly)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, maxCalls: 1000, continueAsNewAfter: 5})
+	cs := s.connect(t, nil)
+	waitTools(t, cs, "counter__append")
+	ctx := context.Background()
+	keys := make([]string, 45) // runs of 5; the last 32 carried
+	firsts := map[string]string{}
+	taskID, run1 := "", ""
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+		res := call(t, cs, "counter__append", map[string]any{"key": keys[i]}, keys[i])
+		if appendCount(res) != 1 {
+			t.Fatalf("first call of %s: %s", keys[i], text(res))
+		}
+		firsts[keys[i]] = resultJSON(t, res)
+		if i == 0 {
+			taskID, _ = res.Meta[gateway.MetaTask].(string)
+			d, err := s.client.DescribeWorkflowExecution(ctx, taskID, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			run1 = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		}
+	}
+	if _, err := s.client.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+		Namespace: s.srv.Namespace(), WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: taskID, RunId: run1}}); err != nil {
+		t.Fatal(err)
+	}
+	// The server deletes it in the background (about 30 s here).
+	t0 := time.Now()
+	waitUntil(t, "run 1 to be deleted", 2*time.Minute, func() error {
+		it := s.client.GetWorkflowHistory(ctx, taskID, run1, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var nf *serviceerror.NotFound
+		if _, err := it.Next(); !errors.As(err, &nf) {
+			return fmt.Errorf("run %s's history is still there (%v)", run1, err)
+		}
+		return nil
+	})
+	t.Logf("run 1 deleted after %s", time.Since(t0).Round(time.Millisecond))
+
+	res := call(t, cs, "counter__append", map[string]any{"key": keys[0]}, keys[0])
+	txt := text(res)
+	for _, w := range []string{"already ran in task " + taskID, "in run 1 (" + run1 + ")", "with outcome ok", "airlock audit show --run " + run1,
+		"The gateway could not read that result itself: the history of run " + run1 + " is no longer kept"} {
+		if !strings.Contains(txt, w) {
+			t.Errorf("the retry of a call of a deleted run answered %q; want it to contain %q", txt, w)
+		}
+	}
+	if res.IsError || res.StructuredContent != nil {
+		t.Errorf("the retry of a call of a deleted run: isError %v, structuredContent %v; want the pointer, not an error", res.IsError, res.StructuredContent)
+	}
+	// Run 2's first call is not carried either; its run is kept.
+	if got := resultJSON(t, call(t, cs, "counter__append", map[string]any{"key": keys[5]}, keys[5])); got != firsts[keys[5]] {
+		t.Errorf("the retry of a call of run 2 answered\n%s\nwant its first result\n%s", got, firsts[keys[5]])
+	}
+	checkOnce(t, effects, keys)
 }
