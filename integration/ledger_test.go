@@ -177,11 +177,12 @@ func TestRetryAfterContinueAsNew(t *testing.T) {
 				t.Errorf("%s for the second call answered\n%s\nwant its first result\n%s", gateway.ToolAwait, got, firsts[keys[1]])
 			}
 			// airlock_status describes such a call from the ledger too:
-			// finished, its outcome and its run.
+			// finished, its outcome and its run, and airlock_await gets
+			// its result.
 			sc := call(t, cs, gateway.ToolStatus, map[string]any{"call": api.CallIDForKey(keys[2])}, "")
 			if txt := text(sc); sc.IsError || !strings.HasPrefix(txt, "call k-"+keys[2]) || !strings.Contains(txt, "finished: ok") ||
-				!strings.Contains(txt, "in run 1 (") || strings.Contains(txt, "has no call") {
-				t.Errorf("%s for the third call answered %q (isError %v); want it finished ok in run 1", gateway.ToolStatus, txt, sc.IsError)
+				!strings.Contains(txt, "in run 1 (") || strings.Contains(txt, "has no call") || !strings.Contains(txt, "Call "+gateway.ToolAwait+" to get its result") {
+				t.Errorf("%s for the third call answered %q (isError %v); want it finished ok in run 1, its result from %s", gateway.ToolStatus, txt, sc.IsError, gateway.ToolAwait)
 			}
 			resendAll(t, cs, keys, firsts, 8)
 			t.Logf("%d calls in %d runs; every key sent again got its first result", tc.calls, st.Runs)
