@@ -193,7 +193,9 @@ type Repeat struct {
 	RunID string `json:",omitempty"`
 	// Held: the task still held the call's result, and Result is it.
 	// Otherwise Result (and Reason) say that the call ran, its outcome,
-	// and where its result is recorded.
+	// and where its result is recorded; the gateway then reads the result
+	// itself from run RunID's history (gateway/history.go), and answers
+	// with it, Held, when it can.
 	Held bool `json:",omitempty"`
 }
 

@@ -222,10 +222,8 @@ func (g *Gateway) taskStart(taskID, clientName string, pr *identity.Principal) (
 type sendOutcome struct {
 	res api.CallResult
 	err error
-	// drained: an attempt was turned away, the task moving to a new run;
-	// moved: an attempt waited past pinnedAttempt and the call was sent
-	// again.
-	drained, moved bool
+	// drained: an attempt was turned away, the task moving to a new run.
+	drained bool
 }
 
 // sendCall sends the call's Update until a run of the task answers it or
@@ -282,7 +280,6 @@ func (g *Gateway) sendUpdate(ictx context.Context, c taskUpdate, out any) sendOu
 				// ran out: let Update-with-Start decide, which reports
 				// an ended task clearly.
 				g.running.CompareAndDelete(c.taskID, run)
-				s.moved = s.moved || stalled
 				continue
 			}
 		} else {
@@ -340,18 +337,10 @@ func (g *Gateway) answerCall(ctx, wctx context.Context, c *preparedCall, s sendO
 		metrics.Calls.WithLabelValues(tool, OutcomeError).Inc()
 		return errorResult(taskID, callID, g.explain(ctx, wctx, taskID, callID, tool, err))
 	}
-	res := s.res
-	if r := res.Repeat; s.moved && r != nil && !r.Held && r.RunID != "" {
-		// This send waited in a run that has continued as new since, and
-		// the call ran there (through this send or a concurrent one of
-		// the same key); the run that answered no longer holds the
-		// result, that run's history does. A plain retry is answered by
-		// the task as it is (README: what "never runs twice" covers).
-		if full, ok := g.resultInRun(ctx, taskID, r.RunID, callID); ok {
-			full.Repeat = &api.Repeat{Run: r.Run, RunID: r.RunID, Held: true}
-			res = full
-		}
-	}
+	// A retry of a call that ran in an earlier run of the task, whose
+	// result the task no longer holds, gets that result from the run's
+	// history (history.go).
+	res := g.firstResult(ctx, taskID, callID, s.res)
 	log.Info().Str("outcome", string(res.Outcome)).Int("attempts", res.Attempts).Msg("call finished")
 	metrics.Calls.WithLabelValues(tool, string(res.Outcome)).Inc()
 	countRefusal(res) // limits.go

@@ -207,6 +207,8 @@ type Gateway struct {
 	// asks holds the upstream requests waiting for a 2026-07-28 client's
 	// answer (mrtr.go).
 	asks sync.Map // ask ID -> *ask
+	// histories bounds the history reads answering retries (history.go).
+	histories chan struct{}
 
 	mu        sync.Mutex
 	tools     map[string]*toolEntry // exposed name -> entry
@@ -237,12 +239,13 @@ func New(opts Options) *Gateway {
 		opts.Version = "dev"
 	}
 	g := &Gateway{
-		opts:     opts,
-		open:     open,
-		log:      opts.Logger.With().Str("component", "gateway").Logger(),
-		tools:    map[string]*toolEntry{},
-		sessions: map[*mcp.ServerSession]*session{},
-		live:     map[string]*mcp.ServerSession{},
+		opts:      opts,
+		open:      open,
+		log:       opts.Logger.With().Str("component", "gateway").Logger(),
+		tools:     map[string]*toolEntry{},
+		sessions:  map[*mcp.ServerSession]*session{},
+		live:      map[string]*mcp.ServerSession{},
+		histories: make(chan struct{}, historyReaders),
 	}
 	g.reloaded.Store(liveOf(opts))
 	g.sessionKey = opts.SessionKey

@@ -128,8 +128,8 @@ func (g *Gateway) describeCall(st api.Status, approvals []api.ApprovalRequest, c
 }
 
 // describeFinished describes a call the task's ledger answered for
-// (QueryCall): its outcome, and where its result is when the task no
-// longer holds it.
+// (QueryCall): its outcome, its run, and how to get its result (from the
+// run's history when the task no longer holds it, history.go).
 func describeFinished(call string, res api.CallResult) string {
 	what := "call " + call
 	if res.Tool != "" {
@@ -143,9 +143,13 @@ func describeFinished(call string, res api.CallResult) string {
 	if r := res.Repeat; r != nil && r.Run > 0 {
 		s += fmt.Sprintf(", in run %d (%s) of the task", r.Run, r.RunID)
 	}
-	if r := res.Repeat; r != nil && !r.Held {
-		// Reason says where the result is recorded.
+	if r := res.Repeat; r != nil && !r.Held && r.RunID == "" {
+		// Reason says where the result is recorded; the gateway cannot
+		// read it (the run is not known).
 		return s + ". " + res.Reason
+	}
+	if r := res.Repeat; r != nil && !r.Held {
+		return s + ". Call " + ToolAwait + " to get its result, which airlock reads from that run's history."
 	}
 	return s + ". Call " + ToolAwait + " to get its result."
 }
@@ -188,7 +192,7 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	// is no Update of the current run, whose handle would wait for it in
 	// vain.
 	if res, ok := g.finishedCall(ctx, task, in.Call, wait); ok {
-		return toMCP(task, res), nil, nil
+		return toMCP(task, g.firstResult(ctx, task, in.Call, res)), nil, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()

@@ -465,7 +465,9 @@ func (t *task) callQuery(callID string) (api.CallResult, error) {
 
 // ranBefore answers a repeated call whose result the task no longer
 // holds: it says that the call ran, its outcome, and which run's history
-// records its result.
+// records its result. The gateway reads the result from that history and
+// answers the client with it (gateway/history.go); this text is what the
+// client gets when it cannot.
 func (t *task) ranBefore(callID, tool string, o api.Outcome, run api.LedgerRun) api.CallResult {
 	what := "call " + callID
 	if tool != "" {
