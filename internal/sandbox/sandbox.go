@@ -39,6 +39,11 @@ type Options struct {
 	// Entries are keyed by wazero version, CPU features and module hash, so a
 	// stale directory is never misused, only ignored.
 	CacheDir string
+	// Warm is how many started instances each call shape (a Call but its
+	// Stdin: one native tool) keeps ready, so that a call does not wait
+	// for instantiation (see pool); 0 means DefaultWarm, a negative value
+	// none (every call instantiates afresh).
+	Warm int
 }
 
 // Sandbox compiles and runs WASI modules. It is safe for concurrent use.
@@ -50,12 +55,19 @@ type Options struct {
 // compiled code: a call's instance, memory and open files go with it.
 type Sandbox struct {
 	cache wazero.CompilationCache // nil without Options.CacheDir
+	warm  int
+	// ctx is every instance's parent: Close cancels it, stopping them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // fillers and instances not yet released
 
-	mu       sync.Mutex
-	closed   bool
-	rt       wazero.Runtime // created on first use
-	compiled map[[sha256.Size]byte]*compileEntry
-	quotas   map[string]*quota // read-write mounts of calls in progress
+	mu        sync.Mutex
+	closed    bool
+	rt        wazero.Runtime // created on first use
+	compiled  map[[sha256.Size]byte]*compileEntry
+	quotas    map[string]*quota // read-write mounts of calls in progress
+	pools     map[string]*pool  // by shape key
+	instances int               // started and not yet released, warm or running
 }
 
 // compileEntry lets concurrent callers wait for one compilation instead of
@@ -69,9 +81,15 @@ type compileEntry struct {
 // New returns a Sandbox. Close it to release compiled code.
 func New(ctx context.Context, o Options) (*Sandbox, error) {
 	s := &Sandbox{
+		warm:     o.Warm,
 		compiled: map[[sha256.Size]byte]*compileEntry{},
 		quotas:   map[string]*quota{},
+		pools:    map[string]*pool{},
 	}
+	if s.warm == 0 {
+		s.warm = DefaultWarm
+	}
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if o.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(o.CacheDir)
 		if err != nil {
@@ -93,8 +111,9 @@ var (
 	ErrInvalidModule = errors.New("not a usable WASI command module")
 )
 
-// Close stops running calls and releases the runtime and compiled code.
-// The on-disk cache, if any, stays for the next process.
+// Close stops running calls and the warm instances and releases them, the
+// runtime and compiled code; it returns once they are released. The
+// on-disk cache, if any, stays for the next process.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -105,14 +124,19 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	rt := s.rt
 	s.rt = nil
 	s.compiled = nil
+	s.pools = nil
 	s.mu.Unlock()
 
+	// Stops every instance, warm or running (Run reports ErrClosed), and
+	// the fillers.
+	s.cancel()
 	var errs []error
 	if rt != nil {
-		// A non-zero code makes calls still running fail (Run reports
-		// ErrClosed) instead of looking like a clean exit.
+		// A non-zero code makes calls still running fail instead of
+		// looking like a clean exit.
 		errs = append(errs, rt.CloseWithExitCode(ctx, 1))
 	}
+	s.wg.Wait()
 	if s.cache != nil {
 		errs = append(errs, s.cache.Close(ctx))
 	}
@@ -126,6 +150,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 // Run gets its own instance.
 type Module struct {
 	s    *Sandbox
+	hash [sha256.Size]byte
 	name string // argv[0]
 	cm   wazero.CompiledModule
 	// minPages is the largest initial size of a memory the module
@@ -178,6 +203,7 @@ func (s *Sandbox) Load(ctx context.Context, path, sha256hex string) (*Module, er
 	}
 	return &Module{
 		s:        s,
+		hash:     got,
 		name:     strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)),
 		cm:       cm,
 		minPages: wasmmem.MinPages(b),

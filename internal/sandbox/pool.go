@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"path"
+	"time"
+)
+
+// shape is everything of a Call but its Stdin, with the defaults applied:
+// what an instance is started with before it is handed a call. Calls of
+// one shape (a native tool's calls) share a pool.
+type shape struct {
+	key    string // the module's hash and the rest, canonically
+	args   []string
+	env    map[string]string
+	mounts []Mount
+	lim    Limits
+	pages  uint32
+}
+
+func (m *Module) shapeOf(c Call, lim Limits) *shape {
+	sh := &shape{args: c.Args, env: c.Env, mounts: c.Mounts, lim: lim, pages: pagesFor(lim.MemoryBytes)}
+	mounts := make([]Mount, len(c.Mounts))
+	for i, mt := range c.Mounts {
+		mt.GuestPath = path.Clean(mt.GuestPath)
+		mounts[i] = mt
+	}
+	// encoding/json sorts map keys: the key does not depend on the order
+	// of c.Env.
+	b, _ := json.Marshal(struct {
+		Module []byte
+		Args   []string
+		Env    map[string]string
+		Mounts []Mount
+		Limits Limits
+	}{m.hash[:], c.Args, c.Env, mounts, lim})
+	sh.key = string(b)
+	return sh
+}
+
+// pool keeps instances of one shape started and parked at their first use
+// of a call, so that a call pays neither for instantiation nor for the
+// guest's own start (for a Go guest, its runtime and package
+// initialisation: milliseconds). Its filler starts the next instance as
+// soon as one is taken. An instance serves one call: the pool never takes
+// one back.
+type pool struct {
+	sh *shape
+	// ready holds warm-1 parked instances; the filler holds one more
+	// while it waits to put it in, so warm are ready in all.
+	ready chan *instance
+}
+
+// DefaultWarm is how many instances each call shape keeps ready when
+// Options.Warm is zero.
+const DefaultWarm = 2
+
+// maxPools bounds the shapes that get a pool: each holds its instances
+// (their memory, as much as their start touched) for as long as the
+// Sandbox lives, and shapes come from configuration (one per native
+// tool), so a few are expected; a call of yet another shape starts a
+// cold instance.
+const maxPools = 32
+
+// poolFor returns the pool of sh, if it has one, or with create, a new
+// one and its filler, unless pools are off or maxPools shapes have one.
+func (m *Module) poolFor(sh *shape, create bool) *pool {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.warm <= 0 {
+		return nil
+	}
+	if p, ok := s.pools[sh.key]; ok {
+		return p
+	}
+	if !create || len(s.pools) >= maxPools {
+		return nil
+	}
+	p := &pool{sh: sh, ready: make(chan *instance, s.warm-1)}
+	s.pools[sh.key] = p
+	s.wg.Add(1)
+	go m.fill(p)
+	return p
+}
+
+// warmMemoryBytes is the most memory an instance may have grown to by the
+// time it parks and still be kept warm. A Go guest parks with about 3 MiB;
+// one that does its work before reading its input (a memory bomb does)
+// would hold all it took for as long as it waited, so its tool gets no
+// pool.
+const warmMemoryBytes = 16 << 20
+
+// fill keeps p full until Close. An instance that fails to start, does
+// not park within the call's timeout or parks holding more than
+// warmMemoryBytes stops it (calls then start their own, and report what
+// goes wrong), rather than spinning or hoarding.
+func (m *Module) fill(p *pool) {
+	s := m.s
+	defer s.wg.Done()
+	for {
+		inst, err := m.start(p.sh)
+		if err != nil {
+			return
+		}
+		warm := time.NewTimer(p.sh.lim.Timeout)
+		// A guest that exits before its first use of a call is handed
+		// out all the same: it would have done so in the call.
+		select {
+		case <-inst.parked:
+		case <-inst.exited:
+		case <-warm.C:
+			inst.stop()
+			return
+		case <-s.ctx.Done():
+			warm.Stop()
+			inst.stop()
+			return
+		}
+		warm.Stop()
+		if inst.parkedMemory() > warmMemoryBytes {
+			inst.stop()
+			return
+		}
+		select {
+		case p.ready <- inst:
+		case <-s.ctx.Done():
+			inst.stop()
+			return
+		}
+	}
+}
+
+// take returns an instance of sh: a warm one if its pool has one, else a
+// new one. The first call of a shape that starts makes its pool.
+func (m *Module) take(sh *shape) (*instance, error) {
+	p := m.poolFor(sh, false)
+	if p != nil {
+		select {
+		case inst := <-p.ready:
+			return inst, nil
+		default:
+		}
+	}
+	inst, err := m.start(sh)
+	if err == nil && p == nil {
+		m.poolFor(sh, true)
+	}
+	return inst, err
+}
