@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/json"
 	"path"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,7 +49,8 @@ type pool struct {
 	sh *shape
 	// ready holds warm-1 parked instances; the filler holds one more
 	// while it waits to put it in, so warm are ready in all.
-	ready chan *instance
+	ready   chan *instance
+	holding atomic.Bool // the filler holds a parked one
 }
 
 // DefaultWarm is how many instances each call shape keeps ready when
@@ -122,9 +124,12 @@ func (m *Module) fill(p *pool) {
 			inst.stop()
 			return
 		}
+		p.holding.Store(true)
 		select {
 		case p.ready <- inst:
+			p.holding.Store(false)
 		case <-s.ctx.Done():
+			p.holding.Store(false)
 			inst.stop()
 			return
 		}
@@ -138,13 +143,43 @@ func (m *Module) take(sh *shape) (*instance, error) {
 	if p != nil {
 		select {
 		case inst := <-p.ready:
+			m.s.warmCalls.Add(1)
 			return inst, nil
 		default:
 		}
 	}
+	m.s.coldCalls.Add(1)
 	inst, err := m.start(sh)
 	if err == nil && p == nil {
 		m.poolFor(sh, true)
 	}
 	return inst, err
+}
+
+// Stats says how calls found their instances.
+type Stats struct {
+	// WarmCalls took an instance a pool had ready; ColdCalls started
+	// their own (the first of a shape, a burst past its pool, a shape
+	// without one).
+	WarmCalls, ColdCalls int64
+	// Instances are started and not yet released: warm ones, running
+	// ones, and ones a filler is starting.
+	Instances int
+	// Pools is how many call shapes have one, and Ready how many parked
+	// instances they hold in all.
+	Pools, Ready int
+}
+
+// Stats returns the sandbox's counts so far.
+func (s *Sandbox) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{WarmCalls: s.warmCalls.Load(), ColdCalls: s.coldCalls.Load(), Instances: s.instances, Pools: len(s.pools)}
+	for _, p := range s.pools {
+		st.Ready += len(p.ready)
+		if p.holding.Load() {
+			st.Ready++
+		}
+	}
+	return st
 }
