@@ -1,0 +1,91 @@
+package integration
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/airlock-run/airlock/internal/loadgen"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// BenchmarkNativeCall compares a native (WASM) tool call with a comparable
+// upstream call, both through airlock in one task each, in alternating
+// rounds: the sandbox guest's upper (JSON in, a CallToolResult out) and
+// testupstream's echo over stdio, with the same arguments. It reports
+// each side's p50/p99 and native-over-upstream, the native call's extra
+// cost at p50. warm is the sandbox as airlock runs it (a pool of started
+// instances per tool); cold has pools off (Warm: -1), every call
+// instantiating the module, as before pools.
+//
+//	go test -run '^$' -bench NativeCall -benchtime 200x ./integration/
+func BenchmarkNativeCall(b *testing.B) {
+	guest := filepath.Join(repoRoot(), "internal", "sandbox", "testdata", "guest.wasm")
+	wasm, err := os.ReadFile(guest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := sha256.Sum256(wasm)
+	nat, err := manifests.Parse(filepath.Join(b.TempDir(), "native.yaml"), []byte(`server:
+  name: nat
+  wasm: {}
+tools:
+  upper:
+    description: the sandbox guest's upper
+    side_effects: [none]
+    data_access_level: public
+    risk: low
+    idempotent: true
+    wasm:
+      module: `+guest+`
+      sha256: `+hex.EncodeToString(sum[:])+`
+      args: [upper]
+      input_schema: {type: object}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []struct {
+		name string
+		warm int
+	}{{"warm", 0}, {"cold", -1}} {
+		b.Run(mode.name, func(b *testing.B) {
+			counter, _ := counterManifest(b, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
+			s := newStack(b, stackOptions{manifests: []*manifests.Manifest{nat, counter}, maxCalls: 1 << 30, sandboxWarm: mode.warm})
+			waitTools(b, s.connect(b, nil), "nat__upper", "counter__echo")
+			auth := http.Header{"Authorization": {"Bearer " + testKey}}
+			lb, err := loadgen.Open(context.Background(), []loadgen.Target{
+				{Name: "upstream", URL: s.url, Tool: "counter__echo", Header: auth},
+				{Name: "native", URL: s.url, Tool: "nat__upper", Header: auth},
+			}, loadgen.Options{Args: json.RawMessage(`{"text":"ping"}`), Sessions: 1, Calls: b.N, Warmup: 3, Rounds: 5})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lb.Close()
+			b.ResetTimer()
+			rs := lb.Run(context.Background())
+			b.StopTimer()
+			for _, r := range rs {
+				if r.Calls != b.N || r.OK != b.N || r.Errs() != 0 {
+					b.Fatalf("%s: %d calls (%d ok, %d transport errors, %d isError), want %d answered: %+v",
+						r.Target, r.Calls, r.OK, r.TransportErrors, r.ToolErrors, b.N, r.Errors)
+				}
+			}
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			up, native := rs[0], rs[1]
+			b.ReportMetric(ms(up.Latency.P50), "upstream-p50-ms")
+			b.ReportMetric(ms(up.Latency.P99), "upstream-p99-ms")
+			b.ReportMetric(ms(native.Latency.P50), "native-p50-ms")
+			b.ReportMetric(ms(native.Latency.P99), "native-p99-ms")
+			b.ReportMetric(ms(native.Latency.P50-up.Latency.P50), "native-over-upstream-p50-ms")
+			st := s.sandbox.Stats()
+			b.ReportMetric(100*float64(st.WarmCalls)/float64(max(1, st.WarmCalls+st.ColdCalls)), "warm-%")
+		})
+	}
+}
