@@ -13,6 +13,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // BenchmarkSandbox measures what a native tool call costs:
@@ -201,26 +203,11 @@ func percentiles(b *testing.B, op func()) {
 	report(b, ds)
 }
 
-// waitWarm waits until the pool of call's shape holds as many parked
-// instances as it keeps (its filler is blocked putting in the last).
-func waitWarm(b *testing.B, m *Module, call Call) {
+// waitWarm waits until the sandbox's pools hold DefaultWarm parked
+// instances.
+func waitWarm(b *testing.B, m *Module, _ Call) {
 	b.Helper()
-	lim, err := call.Limits.withDefaults()
-	if err != nil {
-		b.Fatal(err)
-	}
-	sh := m.shapeOf(call, lim)
-	for {
-		p := m.poolFor(sh, false)
-		if p != nil && len(p.ready) == cap(p.ready) {
-			// The filler holds one more, parked, once ready is full.
-			time.Sleep(2 * time.Millisecond)
-			if len(p.ready) == cap(p.ready) {
-				return
-			}
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.WaitFor(b, "warm instances", time.Minute, func() bool { return m.s.Stats().Ready >= DefaultWarm })
 }
 
 // report puts the median and 99th percentile of ds beside ns/op.

@@ -38,6 +38,7 @@ import (
 type instance struct {
 	m      *Module
 	sh     *shape
+	pool   *pool // the pool it was taken from, if any
 	mod    api.Module
 	mem    *wasmmem.Allocator
 	cs     *callState
@@ -253,6 +254,9 @@ var errStopped = errors.New("stopped")
 // as they are now, and their quotas taken, as a fresh instance would.
 func (inst *instance) run(ctx context.Context, stdin []byte) (Result, error) {
 	m, lim := inst.m, inst.sh.lim
+	if inst.pool != nil {
+		defer inst.pool.done()
+	}
 	var quotas []*quota
 	defer func() {
 		for _, r := range inst.mounts {

@@ -3,7 +3,7 @@ package sandbox
 import (
 	"encoding/json"
 	"path"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -47,10 +47,17 @@ func (m *Module) shapeOf(c Call, lim Limits) *shape {
 // one back.
 type pool struct {
 	sh *shape
-	// ready holds warm-1 parked instances; the filler holds one more
-	// while it waits to put it in, so warm are ready in all.
-	ready   chan *instance
-	holding atomic.Bool // the filler holds a parked one
+	// ready holds up to warm parked instances.
+	ready chan *instance
+	// refill holds a token per instance the filler is to start: warm at
+	// first, then one each time a call that took a warm instance ends.
+	// Refilling after the call, not when it takes its instance, keeps
+	// the next instance's start (milliseconds of CPU) from competing
+	// with the call it would only be ready for afterwards.
+	refill chan struct{}
+
+	mu       sync.Mutex
+	starting *instance // the filler's, until it parks or a call claims it
 }
 
 // DefaultWarm is how many instances each call shape keeps ready when
@@ -79,7 +86,10 @@ func (m *Module) poolFor(sh *shape, create bool) *pool {
 	if !create || len(s.pools) >= maxPools {
 		return nil
 	}
-	p := &pool{sh: sh, ready: make(chan *instance, s.warm-1)}
+	p := &pool{sh: sh, ready: make(chan *instance, s.warm), refill: make(chan struct{}, s.warm)}
+	for range s.warm {
+		p.refill <- struct{}{}
+	}
 	s.pools[sh.key] = p
 	s.wg.Add(1)
 	go m.fill(p)
@@ -93,59 +103,82 @@ func (m *Module) poolFor(sh *shape, create bool) *pool {
 // pool.
 const warmMemoryBytes = 16 << 20
 
-// fill keeps p full until Close. An instance that fails to start, does
-// not park within the call's timeout or parks holding more than
-// warmMemoryBytes stops it (calls then start their own, and report what
-// goes wrong), rather than spinning or hoarding.
+// fill keeps p full until Close, starting an instance per refill token.
+// An instance that fails to start, does not park within the call's
+// timeout or parks holding more than warmMemoryBytes stops it (calls then
+// start their own, and report what goes wrong), rather than spinning or
+// hoarding. While it waits for an instance to park, a call that finds
+// ready empty may claim that instance rather than start one more (see
+// take).
 func (m *Module) fill(p *pool) {
 	s := m.s
 	defer s.wg.Done()
 	for {
+		select {
+		case <-p.refill:
+		case <-s.ctx.Done():
+			return
+		}
 		inst, err := m.start(p.sh)
 		if err != nil {
 			return
 		}
+		p.mu.Lock()
+		p.starting = inst
+		p.mu.Unlock()
 		warm := time.NewTimer(p.sh.lim.Timeout)
+		var timedOut bool
 		// A guest that exits before its first use of a call is handed
 		// out all the same: it would have done so in the call.
 		select {
 		case <-inst.parked:
 		case <-inst.exited:
 		case <-warm.C:
-			inst.stop()
-			return
+			timedOut = true
 		case <-s.ctx.Done():
-			warm.Stop()
-			inst.stop()
-			return
 		}
 		warm.Stop()
-		if inst.parkedMemory() > warmMemoryBytes {
+		p.mu.Lock()
+		claimed := p.starting != inst
+		p.starting = nil
+		p.mu.Unlock()
+		switch {
+		case s.ctx.Err() != nil:
+			inst.stop() // a no-op for a claimed one: Close stops it too
+			return
+		case claimed:
+			continue // its call gives the token back when it ends
+		case timedOut || inst.parkedMemory() > warmMemoryBytes:
 			inst.stop()
 			return
 		}
-		p.holding.Store(true)
-		select {
-		case p.ready <- inst:
-			p.holding.Store(false)
-		case <-s.ctx.Done():
-			p.holding.Store(false)
-			inst.stop()
-			return
-		}
+		// Never blocks: there are never more than warm instances
+		// between the tokens, ready, the filler and the calls that took
+		// them.
+		p.ready <- inst
 	}
 }
 
-// take returns an instance of sh: a warm one if its pool has one, else a
-// new one. The first call of a shape that starts makes its pool.
+// take returns an instance of sh: a warm one if its pool has one, else the
+// one its filler is starting, else a new one. The first call of a shape
+// that starts makes its pool.
 func (m *Module) take(sh *shape) (*instance, error) {
 	p := m.poolFor(sh, false)
 	if p != nil {
+		var inst *instance
 		select {
-		case inst := <-p.ready:
-			m.s.warmCalls.Add(1)
-			return inst, nil
+		case inst = <-p.ready:
 		default:
+			// Partway started already: sooner than a new one, and no
+			// second start competing with the first for the CPU.
+			p.mu.Lock()
+			inst, p.starting = p.starting, nil
+			p.mu.Unlock()
+		}
+		if inst != nil {
+			m.s.warmCalls.Add(1)
+			inst.pool = p
+			return inst, nil
 		}
 	}
 	m.s.coldCalls.Add(1)
@@ -156,11 +189,20 @@ func (m *Module) take(sh *shape) (*instance, error) {
 	return inst, err
 }
 
+// done tells the pool an instance taken from it has served its call: the
+// filler may start the next.
+func (p *pool) done() {
+	select {
+	case p.refill <- struct{}{}:
+	default:
+	}
+}
+
 // Stats says how calls found their instances.
 type Stats struct {
-	// WarmCalls took an instance a pool had ready; ColdCalls started
-	// their own (the first of a shape, a burst past its pool, a shape
-	// without one).
+	// WarmCalls took an instance a pool had started for them (parked, or
+	// still starting); ColdCalls started their own (the first of a shape,
+	// a burst past its pool, a shape without one).
 	WarmCalls, ColdCalls int64
 	// Instances are started and not yet released: warm ones, running
 	// ones, and ones a filler is starting.
@@ -177,9 +219,6 @@ func (s *Sandbox) Stats() Stats {
 	st := Stats{WarmCalls: s.warmCalls.Load(), ColdCalls: s.coldCalls.Load(), Instances: s.instances, Pools: len(s.pools)}
 	for _, p := range s.pools {
 		st.Ready += len(p.ready)
-		if p.holding.Load() {
-			st.Ready++
-		}
 	}
 	return st
 }

@@ -268,15 +268,20 @@ func TestWarmInstanceSeesMountAsItIs(t *testing.T) {
 func TestPoolSkipsHoarders(t *testing.T) {
 	ctx := context.Background()
 	s, m := pooled(t, 2)
-	for i := range 3 {
+	hog := func(i int) {
 		_, err := m.Run(ctx, Call{Args: []string{"hog"}, Limits: Limits{Timeout: DefaultTimeout * slowdown}})
 		if err == nil || !strings.Contains(err.Error(), ErrMemoryLimit.Error()) {
 			t.Errorf("call %d: %v, want %v", i, err, ErrMemoryLimit)
 		}
 	}
-	// The filler gives up on its first instance; wait until it has.
+	hog(0) // cold; makes the pool, whose filler starts one
+	// It parks holding its 64 MiB, and the filler gives up on it.
 	testenv.WaitFor(t, "the hog's filler to stop", 60*time.Second, func() bool { return s.Stats().Instances == 0 })
+	hog(1)
+	hog(2)
 	if st := s.Stats(); st.Ready != 0 || st.WarmCalls != 0 {
 		t.Errorf("stats %+v: want no warm hog", st)
 	}
+	// Their memory is unmapped just after their results.
+	testenv.WaitFor(t, "the hogs to be released", 60*time.Second, func() bool { return s.Stats().Instances == 0 })
 }
