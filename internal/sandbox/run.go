@@ -74,8 +74,8 @@ type Call struct {
 type Result struct {
 	Stdout, Stderr []byte
 	ExitCode       int
-	// Duration is instantiation plus run, timed from when the timeout
-	// starts counting.
+	// Duration is from when the call was handed its instance (when its
+	// timeout starts counting) to the guest's end.
 	Duration time.Duration
 }
 
@@ -147,7 +147,8 @@ func pagesFor(memoryBytes int64) uint32 {
 	return uint32((memoryBytes + pageSize - 1) / pageSize)
 }
 
-// Run instantiates the module afresh and runs it to completion.
+// Run runs the module to completion in an instance no other call has
+// used: a warm one from the pool of the call's shape, or a new one.
 //
 // It returns an error for a bad Call, for ErrTimeout, ErrMemoryLimit,
 // ErrOutputLimit, ErrOpenFiles, ErrQuota and ErrTrap, and when ctx is

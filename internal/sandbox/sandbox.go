@@ -1,5 +1,8 @@
 // Package sandbox runs native tools: WASI (wasip1) command modules executed
-// in-process by wazero, one fresh instance per call.
+// in-process by wazero, one fresh instance per call. Instances are started
+// ahead of their calls and wait, parked, at their first use of one (see
+// pool.go and instance.go), so that a call does not pay for instantiation
+// or the guest's own start; no instance serves two calls.
 //
 // A call sees only what its Call gives it: argv, stdin, exactly the listed
 // environment variables, and the listed directory mounts. There are no
@@ -53,7 +56,8 @@ type Options struct {
 // can hold, and compiles each distinct module (by hash) once; a call's own
 // memory limit is enforced by the memory allocator each call gets (see
 // wasmmem.Allocator), not by the Runtime. Between calls it keeps only that
-// compiled code: a call's instance, memory and open files go with it.
+// compiled code and the warm instances, which no call has used: a call's
+// instance, memory and open files go with it.
 type Sandbox struct {
 	cache wazero.CompilationCache // nil without Options.CacheDir
 	warm  int
