@@ -86,6 +86,17 @@ tools:
 			b.ReportMetric(ms(native.Latency.P50), "native-p50-ms")
 			b.ReportMetric(ms(native.Latency.P99), "native-p99-ms")
 			b.ReportMetric(ms(native.Latency.P50-up.Latency.P50), "native-over-upstream-p50-ms")
+			// Calls spaced as an agent spaces them (it thinks between
+			// calls): the same two tools, one after the other in one
+			// session, then a pause, in which a pool refills.
+			spaced := spacedCalls(b, s, min(b.N, 100), func() {
+				if mode.warm == 0 {
+					testenv.WaitFor(b, "warm instances", 30*time.Second, func() bool { return s.sandbox.Stats().Ready >= sandbox.DefaultWarm })
+				}
+			})
+			b.ReportMetric(ms(pct(spaced[0], 50)), "spaced-upstream-p50-ms")
+			b.ReportMetric(ms(pct(spaced[1], 50)), "spaced-native-p50-ms")
+			b.ReportMetric(ms(pct(spaced[1], 50)-pct(spaced[0], 50)), "spaced-native-over-upstream-p50-ms")
 			// The upstream pool alone (what the activity does), to show
 			// where the time goes; after the measured run.
 			for _, tgt := range []struct{ server, tool, metric string }{{"counter", "echo", "upstream-pool-p50-ms"}, {"nat", "upper", "native-pool-p50-ms"}} {
@@ -107,4 +118,26 @@ tools:
 			b.ReportMetric(100*float64(st.WarmCalls)/float64(max(1, st.WarmCalls+st.ColdCalls)), "warm-%")
 		})
 	}
+}
+
+// spacedCalls calls counter__echo then nat__upper n times in one session,
+// pausing 20 ms (and then for pause) after each pair, and returns the
+// durations of each tool's calls.
+func spacedCalls(b *testing.B, s *stack, n int, pause func()) [2][]time.Duration {
+	b.Helper()
+	cs := s.connect(b, nil)
+	var ds [2][]time.Duration
+	for range n {
+		for i, tool := range []string{"counter__echo", "nat__upper"} {
+			t0 := time.Now()
+			res := call(b, cs, tool, map[string]any{"text": "ping"}, "")
+			ds[i] = append(ds[i], time.Since(t0))
+			if res.IsError {
+				b.Fatalf("%s: %s", tool, text(res))
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // an agent's think time, far shorter than a model's
+		pause()
+	}
+	return ds
 }
