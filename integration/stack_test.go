@@ -132,6 +132,8 @@ type stack struct {
 	http   *httptest.Server
 	url    string
 	log    zerolog.Logger
+	// sandbox runs the native tools; nil without any.
+	sandbox *sandbox.Sandbox
 }
 
 type stackOptions struct {
@@ -168,6 +170,8 @@ type stackOptions struct {
 	// vars are the manifests' ${VAR}s for native (wasm) tools, whose
 	// modules are loaded into a sandbox when any manifest has them.
 	vars map[string]string
+	// sandboxWarm is the sandbox's Options.Warm (0: its default).
+	sandboxWarm int
 	// split gives the gateway and the worker no relay in common, as when
 	// they run in different processes.
 	split bool
@@ -230,11 +234,12 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		if err := toolserver.MkdirMounts(o.manifests, o.vars); err != nil {
 			t.Fatal(err)
 		}
-		sb, err := sandbox.New(ctx, sandbox.Options{CacheDir: filepath.Join(o.dataDir, "wasm-cache")})
+		sb, err := sandbox.New(ctx, sandbox.Options{CacheDir: filepath.Join(o.dataDir, "wasm-cache"), Warm: o.sandboxWarm})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sb.Close(context.Background()) })
+		s.sandbox = sb
 		nat, err := toolserver.New(ctx, sb, o.manifests, toolserver.Options{Vars: o.vars, Getenv: os.Getenv,
 			Report: func(server, tool string, err error) {
 				t.Logf("native tool %s of %s unavailable: %v", tool, server, err)

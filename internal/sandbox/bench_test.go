@@ -13,6 +13,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // BenchmarkSandbox measures what a native tool call costs:
@@ -69,6 +71,48 @@ func BenchmarkSandbox(b *testing.B) {
 
 	b.Run("call/upper", func(b *testing.B) {
 		m := guest(b)
+		call := Call{Args: []string{"upper"}, Stdin: stdin}
+		percentiles(b, func() {
+			r, err := m.Run(ctx, call)
+			if err != nil || string(r.Stdout) != want {
+				b.Fatalf("%q, %v", r.Stdout, err)
+			}
+		})
+	})
+
+	// call/upper-warm is call/upper with the pool given time to refill
+	// between calls (outside the timer), as calls spaced by the rest of
+	// their way through airlock find it: each call takes a parked
+	// instance. call/upper-cold is the same with pools off (Warm: -1):
+	// every call instantiates and starts the guest, as before pools.
+	b.Run("call/upper-warm", func(b *testing.B) {
+		m := guest(b)
+		call := Call{Args: []string{"upper"}, Stdin: stdin}
+		var ds []time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			waitWarm(b, m, call)
+			b.StartTimer()
+			start := time.Now()
+			r, err := m.Run(ctx, call)
+			ds = append(ds, time.Since(start))
+			if err != nil || string(r.Stdout) != want {
+				b.Fatalf("%q, %v", r.Stdout, err)
+			}
+		}
+		report(b, ds)
+	})
+
+	b.Run("call/upper-cold", func(b *testing.B) {
+		s, err := New(ctx, Options{CacheDir: sharedCache, Warm: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close(ctx)
+		m, err := s.Load(ctx, guestWasm, guestSHA256)
+		if err != nil {
+			b.Fatal(err)
+		}
 		call := Call{Args: []string{"upper"}, Stdin: stdin}
 		percentiles(b, func() {
 			r, err := m.Run(ctx, call)
@@ -156,6 +200,18 @@ func percentiles(b *testing.B, op func()) {
 		op()
 		ds = append(ds, time.Since(start))
 	}
+	report(b, ds)
+}
+
+// waitWarm waits until the sandbox's pools hold DefaultWarm parked
+// instances.
+func waitWarm(b *testing.B, m *Module, _ Call) {
+	b.Helper()
+	testenv.WaitFor(b, "warm instances", time.Minute, func() bool { return m.s.Stats().Ready >= DefaultWarm })
+}
+
+// report puts the median and 99th percentile of ds beside ns/op.
+func report(b *testing.B, ds []time.Duration) {
 	slices.Sort(ds)
 	at := func(p float64) float64 {
 		return float64(ds[int(p*float64(len(ds)-1))]) / float64(time.Microsecond)

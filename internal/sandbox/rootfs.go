@@ -31,7 +31,8 @@ import (
 // the directory cannot both take the last of it.
 type rootFS struct {
 	experimentalsys.UnimplementedFS
-	root     *os.Root
+	host     string
+	root     *os.Root // opened when the call starts
 	readOnly bool
 	call     *callState
 	guest    string // where the guest sees it, for errors

@@ -3,20 +3,15 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
-	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/airlock-run/airlock/internal/wasmmem"
 )
@@ -79,8 +74,8 @@ type Call struct {
 type Result struct {
 	Stdout, Stderr []byte
 	ExitCode       int
-	// Duration is instantiation plus run, timed from when the timeout
-	// starts counting.
+	// Duration is from when the call was handed its instance (when its
+	// timeout starts counting) to the guest's end.
 	Duration time.Duration
 }
 
@@ -152,7 +147,8 @@ func pagesFor(memoryBytes int64) uint32 {
 	return uint32((memoryBytes + pageSize - 1) / pageSize)
 }
 
-// Run instantiates the module afresh and runs it to completion.
+// Run runs the module to completion in an instance no other call has
+// used: a warm one from the pool of the call's shape, or a new one.
 //
 // It returns an error for a bad Call, for ErrTimeout, ErrMemoryLimit,
 // ErrOutputLimit, ErrOpenFiles, ErrQuota and ErrTrap, and when ctx is
@@ -178,90 +174,11 @@ func (m *Module) Run(ctx context.Context, c Call) (Result, error) {
 		return Result{}, fmt.Errorf("sandbox: %s: %w: module needs more than %s: it declares %d pages of initial memory",
 			m.name, ErrMemoryLimit, mib(lim.MemoryBytes), m.minPages)
 	}
-	r, err := m.s.runtimeForRun()
+	inst, err := m.take(m.shapeOf(c, lim))
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: %s: %w", m.name, err)
 	}
-	cs := &callState{maxOpen: lim.OpenFiles}
-	fsc, closeMounts, err := m.s.mountAll(c.Mounts, cs)
-	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: %s: %w", m.name, err)
-	}
-	defer closeMounts()
-
-	// Timed from here, so that Duration is never less than the time the
-	// guest was allowed when it hits its timeout.
-	start := time.Now()
-	runCtx, cancel := context.WithTimeout(ctx, lim.Timeout)
-	defer cancel()
-	cs.stop = cancel
-	stdout := &capWriter{max: lim.OutputBytes, onFull: cancel}
-	stderr := &capWriter{max: StderrBytes, watch: []byte("out of memory")}
-	mem := wasmmem.New(uint64(pages) * pageSize)
-	// After the guest has returned and its instance is closed (deferred
-	// calls run last in, first out): see wasmmem.Allocator.
-	defer mem.Release()
-
-	mc := wazero.NewModuleConfig().
-		WithName(""). // names must be unique per runtime; "" lets instances run concurrently
-		WithArgs(append([]string{m.name}, c.Args...)...).
-		WithStdin(bytes.NewReader(c.Stdin)).
-		WithStdout(stdout).
-		WithStderr(stderr).
-		WithFSConfig(fsc).
-		// wazero's defaults are fake clocks, a no-op sleep and a
-		// deterministic random source; tools expect the real ones.
-		WithSysWalltime().
-		WithSysNanotime().
-		// wazero's own real sleep (WithSysNanosleep) blocks the host
-		// goroutine for the whole duration, so a guest sleeping for an hour
-		// would outlive its timeout; this one wakes when the call ends.
-		WithNanosleep(func(ns int64) {
-			t := time.NewTimer(time.Duration(ns))
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-runCtx.Done():
-			}
-		}).
-		WithRandSource(rand.Reader)
-	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
-		mc = mc.WithEnv(k, c.Env[k])
-	}
-
-	mod, err := r.InstantiateModule(experimental.WithMemoryAllocator(runCtx, mem), m.cm, mc)
-	res := Result{Duration: time.Since(start)}
-	if mod != nil {
-		_ = mod.Close(ctx)
-	}
-	res.Stdout, res.Stderr = stdout.buf, stderr.buf
-
-	var exit *sys.ExitError
-	switch hit := cs.limitHit(); {
-	// First, because the guest may exit on its own after its write failed.
-	case stdout.full:
-		return res, fmt.Errorf("sandbox: %s: %w: stdout over %d bytes", m.name, ErrOutputLimit, lim.OutputBytes)
-	case hit != nil:
-		return res, fmt.Errorf("sandbox: %s: %w", m.name, hit)
-	case err == nil:
-		return res, nil
-	case ctx.Err() != nil:
-		return res, fmt.Errorf("sandbox: %s: %w", m.name, ctx.Err())
-	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
-		return res, fmt.Errorf("sandbox: %s: %w after %v", m.name, ErrTimeout, lim.Timeout)
-	case m.s.isClosed():
-		return res, fmt.Errorf("sandbox: %s: %w", m.name, ErrClosed)
-	case errors.As(err, &exit):
-		res.ExitCode = int(exit.ExitCode())
-		// A Go guest whose memory.grow is refused dies with "fatal error:
-		// out of memory" and exit code 2; other runtimes print similar.
-		if res.ExitCode != 0 && stderr.seen {
-			return res, fmt.Errorf("sandbox: %s: %w: limit %s", m.name, ErrMemoryLimit, mib(lim.MemoryBytes))
-		}
-		return res, nil
-	default:
-		return res, fmt.Errorf("sandbox: %s: %w: %v", m.name, ErrTrap, err)
-	}
+	return inst.run(ctx, c.Stdin)
 }
 
 func mib(b int64) string {
@@ -277,63 +194,35 @@ func (s *Sandbox) isClosed() bool {
 	return s.closed
 }
 
-// runtimeForRun is the Runtime modules were compiled by, or ErrClosed.
-func (s *Sandbox) runtimeForRun() (wazero.Runtime, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.rt == nil {
-		return nil, ErrClosed
-	}
-	return s.rt, nil
-}
-
-// mountAll validates the mounts, opens each host directory as an *os.Root
-// and takes the quota of each read-write one. The returned func closes and
-// releases them; call it once the guest is done.
-func (s *Sandbox) mountAll(mounts []Mount, cs *callState) (wazero.FSConfig, func(), error) {
-	var roots []*os.Root
-	var quotas []*quota
-	closeAll := func() {
-		for _, r := range roots {
-			_ = r.Close()
-		}
-		for _, q := range quotas {
-			s.releaseQuota(q)
-		}
-	}
+// mountAll validates the mounts and makes inst's guest file systems of
+// them. Each host directory is opened as an *os.Root, and a read-write
+// mount's quota taken, when the call starts (instance.run): the guest
+// cannot use a mount before, and a warm instance holds no descriptor.
+func mountAll(mounts []Mount, inst *instance) (wazero.FSConfig, []*rootFS, error) {
+	var roots []*rootFS
 	fsc := wazero.NewFSConfig()
 	seen := map[string]bool{}
 	for _, mt := range mounts {
 		gp := mt.GuestPath
 		if !path.IsAbs(gp) {
-			closeAll()
-			return nil, nil, fmt.Errorf("mount %s: guest path %q is not absolute", mt.HostDir, gp)
+			return nil, roots, fmt.Errorf("mount %s: guest path %q is not absolute", mt.HostDir, gp)
 		}
 		gp = path.Clean(gp)
 		if seen[gp] {
-			closeAll()
-			return nil, nil, fmt.Errorf("mount %s: guest path %s mounted twice", mt.HostDir, gp)
+			return nil, roots, fmt.Errorf("mount %s: guest path %s mounted twice", mt.HostDir, gp)
 		}
 		seen[gp] = true
 		if mt.MaxBytes < 0 || mt.MaxFiles < 0 {
-			closeAll()
-			return nil, nil, fmt.Errorf("mount %s: negative quota", mt.HostDir)
+			return nil, roots, fmt.Errorf("mount %s: negative quota", mt.HostDir)
 		}
 		fi, err := os.Stat(mt.HostDir)
 		if err == nil && !fi.IsDir() {
 			err = errors.New("not a directory")
 		}
 		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("mount host dir %s: %w", mt.HostDir, err)
+			return nil, roots, fmt.Errorf("mount host dir %s: %w", mt.HostDir, err)
 		}
-		root, err := os.OpenRoot(mt.HostDir)
-		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("mount host dir %s: %w", mt.HostDir, err)
-		}
-		roots = append(roots, root)
-		rfs := &rootFS{root: root, readOnly: mt.ReadOnly, call: cs, guest: gp}
+		rfs := &rootFS{host: mt.HostDir, readOnly: mt.ReadOnly, call: inst.cs, guest: gp}
 		if !mt.ReadOnly {
 			rfs.maxBytes, rfs.maxFiles = int64(mt.MaxBytes), int64(mt.MaxFiles)
 			if rfs.maxBytes == 0 {
@@ -342,16 +231,15 @@ func (s *Sandbox) mountAll(mounts []Mount, cs *callState) (wazero.FSConfig, func
 			if rfs.maxFiles == 0 {
 				rfs.maxFiles = DefaultMountFiles
 			}
-			rfs.quota = s.acquireQuota(root, fi, rfs.maxFiles)
-			quotas = append(quotas, rfs.quota)
 		}
-		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(rfs, gp)
+		roots = append(roots, rfs)
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(gatedFS{FS: rfs, inst: inst}, gp)
 	}
 	// Added last so the mounts keep the first descriptors (3, 4, ...).
 	if !seen["/"] {
-		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(newEmptyRoot(cs), "/")
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(gatedFS{FS: newEmptyRoot(inst.cs), inst: inst}, "/")
 	}
-	return fsc, closeAll, nil
+	return fsc, roots, nil
 }
 
 // capWriter keeps at most max bytes. Past that it either fails the write and

@@ -27,7 +27,7 @@ import (
 // `sha256sum internal/sandbox/testdata/guest.wasm`.
 const (
 	guestWasm   = "testdata/guest.wasm"
-	guestSHA256 = "2a8e0e401f7901bae32f733ea5f599a555a64ea8684df7f6dc3f2994106a1ede"
+	guestSHA256 = "8b426da9783a6527c9cffe90ab396eb8f96f577d73977934364889dc5123605c"
 )
 
 func TestGuestFixtureMatchesHash(t *testing.T) {

@@ -1,8 +1,9 @@
 // Package wasmmem holds what airlock's two wazero hosts (internal/sandbox,
 // which runs native tools, and internal/program, which runs the program
 // interpreter) need to bound a guest's memory: an Allocator that enforces
-// a cap per instance, and MinPages, which reads the memory a module asks
-// for before it is instantiated.
+// a cap per instance, MinPages, which reads the memory a module asks for
+// before it is instantiated, and MergeData, which coalesces a Go module's
+// tens of thousands of data segments so that instantiating it is cheap.
 //
 // A wazero Runtime has one memory limit for every module it runs, and a
 // Runtime per limit would compile each module once per limit; so both

@@ -94,6 +94,8 @@ func main() {
 	case "exit3":
 		fmt.Fprintln(os.Stderr, "exit3: something went wrong")
 		os.Exit(3)
+	case "leave":
+		leave(arg)
 	case "env":
 		for _, kv := range os.Environ() {
 			fmt.Println(kv)
@@ -353,3 +355,35 @@ func fsops(dir string) {
 	_, err = os.Stat(sub)
 	step("stat gone", err)
 }
+
+// calls counts the calls this instance has served: always 1 in a fresh one.
+var calls int
+
+// leave reports what an earlier call could have left in this instance (a
+// package variable, an environment variable, an open descriptor, the file
+// dir/left it keeps open), then leaves all of them behind for the next:
+// stdin names what it leaves.
+func leave(dir string) {
+	in, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fail("leave: %v", err)
+	}
+	calls++
+	open := 0
+	for fd := 3; fd < 64; fd++ {
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) == nil {
+			open++
+		}
+	}
+	fmt.Printf("stdin=%s calls=%d env=%q open=%d\n", in, calls, os.Getenv("LEFT_BEHIND"), open)
+	os.Setenv("LEFT_BEHIND", string(in))
+	f, err := os.OpenFile(dir+"/left", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fail("leave: %v", err)
+	}
+	fmt.Fprintf(f, "%s\n", in)
+	leftOpen = f
+}
+
+var leftOpen *os.File
