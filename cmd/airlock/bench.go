@@ -56,7 +56,7 @@ any failed, the run was interrupted or could not start, 2 for a bad flag.`
 
 func benchCommand() *Command {
 	return &Command{Name: "bench", Usage: `--tool NAME [--url URL] [--args JSON] [--sessions N] [--duration D | --calls N] [flags]
---tool NAME --direct URL [--direct-tool NAME] [--floor] [flags]`,
+--tool NAME [--direct URL [--direct-tool NAME]] [--floor] [flags]`,
 		Short: "put N sessions of load on a tool; with --direct and --floor, compare with the upstream called directly and the bare Temporal floor",
 		Long:  benchLong, NoArgs: true, Flags: bind(benchFlags, runBench)}
 }

@@ -57,7 +57,8 @@ type Options struct {
 	Warm int
 	// Lazy defers compiling (and warming) to the first Ready or Run. Set
 	// it only when CacheDir holds the compiled module: the first Run
-	// waits for the load on a workflow coroutine.
+	// waits for the load on a workflow coroutine. Module is then read at
+	// that first Ready or Run, and must not change after New.
 	Lazy bool
 }
 
@@ -86,7 +87,7 @@ type Runtime struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	module   []byte        // the guest, compiled by load
+	module   []byte        // the guest (o.Module) until load copies it
 	loadOnce sync.Once     // starts the compilation (load)
 	started  atomic.Bool   // load has run
 	ready    chan struct{} // closed when compilation has ended
@@ -161,7 +162,10 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	// Detached from ctx, which may be New's caller's only: instances live
 	// until Close.
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.module = append([]byte(nil), o.Module...)
+	// Kept as given until load copies it: with Lazy, a copy here would hold
+	// the guest's 6 MiB in the heap of a process that may never run a
+	// program (wasm.Program itself is in the binary).
+	r.module = o.Module
 	if !o.Lazy {
 		r.load()
 	}
@@ -173,8 +177,8 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 func (r *Runtime) load() {
 	r.loadOnce.Do(func() {
 		r.started.Store(true)
-		module := r.module
-		r.module = nil // compile holds it while it needs it
+		module := append([]byte(nil), r.module...)
+		r.module = nil // compile holds the copy while it needs it
 		r.mu.Lock()
 		closed := r.closed
 		if !closed {
