@@ -72,14 +72,15 @@ var procPrograms struct {
 // interpreterMarker is the file in the compilation cache that says the
 // cache holds this build's compiled interpreter: written once it compiled
 // there, named for what wazero keys its entries by that a process can
-// know (the guest's hash, wazero's version, the architecture). wazero
+// know (the guest's pinned hash, wasm.ProgramSHA256, which go test ./wasm
+// holds to the embedded module: hashing the 6 MiB at every start would
+// bring its pages in for nothing; wazero's version; the architecture). wazero
 // also keys by CPU features: a cache copied to another kind of CPU misses,
 // and the first program then compiles on its workflow task (which the
 // deadlock detector may fail once; it is retried, and finds it compiled).
 func interpreterMarker(cacheDir string) string {
 	h := sha256.New()
-	h.Write(wasm.Program)
-	fmt.Fprintf(h, "\x00wazero %s %s/%s", wazeroVersion(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(h, "%s\x00wazero %s %s/%s", wasm.ProgramSHA256, wazeroVersion(), runtime.GOOS, runtime.GOARCH)
 	return filepath.Join(cacheDir, "airlock-program-"+hex.EncodeToString(h.Sum(nil))[:32]+".compiled")
 }
 
