@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -161,7 +162,8 @@ type FloorSession struct {
 	f    *Floor
 	run  client.WorkflowRun
 	n    int
-	next chan nextRun // the run being prepared; nil when none
+	next chan nextRun   // the run being prepared; nil when none
+	bg   sync.WaitGroup // terminations of runs done with, waited for by Close
 }
 
 type nextRun struct {
@@ -193,15 +195,18 @@ func (s *FloorSession) Call(ctx context.Context) error {
 		if nr.err != nil {
 			return nr.err
 		}
-		go s.terminate(s.run) // not on the measured call's time
+		old := s.run
+		s.bg.Go(func() { s.terminate(old) }) // not on the measured call's time
 		s.run, s.n = nr.run, 0
 	}
 	s.n++
 	return s.f.update(ctx, s.run, fmt.Sprintf("call-%d", s.n))
 }
 
-// Close ends the session's workflow (and one being prepared).
+// Close ends the session's workflow (and one being prepared), and waits
+// for the ends of those it moved on from.
 func (s *FloorSession) Close() error {
+	defer s.bg.Wait()
 	if s.next != nil {
 		if nr := <-s.next; nr.err == nil {
 			s.terminate(nr.run)
