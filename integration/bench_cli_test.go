@@ -84,6 +84,61 @@ tools:
 	t.Logf("4 sessions, 2s each: direct %d calls (%.0f/s, p50 %s), airlock %d calls (%.0f/s, p50 %s)",
 		rep.Direct.Calls, rep.Direct.CallsPerSecond, rep.Direct.Latency.P50, rep.Airlock.Calls, rep.Airlock.CallsPerSecond, rep.Airlock.Latency.P50)
 
+	// --floor: the bare Temporal floor (bench's own embedded server) in the
+	// same rounds, and airlock's share over it.
+	stdout, stderr, err = bench("--sessions", "2", "--calls", "30", "--rounds", "3", "--floor", "--json")
+	if err != nil {
+		t.Fatalf("airlock bench --floor: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	var frep struct {
+		Rounds  int             `json:"rounds"`
+		Airlock *loadgen.Result `json:"airlock"`
+		Direct  *loadgen.Result `json:"direct"`
+		Floor   *loadgen.Result `json:"floor"`
+		Share   *loadgen.Share  `json:"share"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &frep); err != nil {
+		t.Fatalf("the --floor --json report does not parse: %v\n%s", err, stdout)
+	}
+	if frep.Floor == nil || frep.Share == nil || frep.Airlock == nil || frep.Direct == nil || frep.Rounds != 3 {
+		t.Fatalf("--floor report incomplete:\n%s", stdout)
+	}
+	for _, r := range []*loadgen.Result{frep.Airlock, frep.Direct, frep.Floor} {
+		if r.Calls != 30 || r.OK != 30 || r.Errs() != 0 || r.Sessions != 2 || r.CallsPerSecond <= 0 {
+			t.Errorf("%s with --floor: %d calls, %d ok, %d errors, %.1f/s:\n%s", r.Target, r.Calls, r.OK, r.Errs(), r.CallsPerSecond, stdout)
+		}
+		if l := r.Latency; !(0 < l.P50 && l.P50 <= l.P95 && l.P95 <= l.P99 && l.P99 <= l.Max) {
+			t.Errorf("%s: latencies out of order: %+v", r.Target, l)
+		}
+	}
+	sh := frep.Share
+	// The JSON is to the microsecond: a difference of rounded figures may
+	// be 1 µs off the rounded difference.
+	near := func(a, b time.Duration) bool { return a-b <= 2*time.Microsecond && b-a <= 2*time.Microsecond }
+	if want := frep.Airlock.Latency.P50 - frep.Floor.Latency.P50; !near(sh.OverFloor.P50, want) {
+		t.Errorf("share over the floor at p50 %s, want airlock's p50 less the floor's, %s", sh.OverFloor.P50, want)
+	}
+	if sh.OwnP50 == nil || !near(*sh.OwnP50, sh.OverFloor.P50-frep.Direct.Latency.P50) {
+		t.Errorf("own share at p50 %v, want the share less direct's p50", sh.OwnP50)
+	}
+	if sh.OfFloor <= 0 {
+		t.Errorf("airlock's calls per second of the floor's: %v", sh.OfFloor)
+	}
+	if !strings.Contains(stderr, "starting the floor's embedded Temporal") {
+		t.Errorf("stderr does not say the floor starts:\n%s", stderr)
+	}
+	t.Logf("2 sessions, 30 calls each: floor p50 %s (%.0f/s), airlock p50 %s (%.0f/s): airlock's share %s over the floor, %.2f of its calls/s",
+		frep.Floor.Latency.P50, frep.Floor.CallsPerSecond, frep.Airlock.Latency.P50, frep.Airlock.CallsPerSecond, sh.OverFloor.P50, sh.OfFloor)
+	stdout, stderr, err = bench("--sessions", "1", "--calls", "5", "--floor")
+	if err != nil {
+		t.Fatalf("airlock bench --floor (text): %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	for _, want := range []string{"floor", "airlock over floor", "airlock's own share", "without the upstream's own", "of the floor's calls per second"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("%q missing from the --floor text report:\n%s", want, stdout)
+		}
+	}
+
 	stdout, stderr, err = bench("--sessions", "4", "--calls", "8")
 	if err != nil {
 		t.Fatalf("airlock bench (text): %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/loadgen"
 	"github.com/airlock-run/airlock/internal/upstream"
 )
@@ -32,6 +33,19 @@ costs. The two are measured alternately, in --rounds rounds (direct, then
 airlock, in each), every session held open throughout, so a change in the
 machine's load falls on both; --duration and --calls are per target.
 
+With --floor it also measures the bare Temporal floor, in the same rounds:
+what any durable call costs on this machine with no airlock code on the
+path. bench starts an embedded Temporal server of its own (SQLite in a
+temporary directory, removed at the end) and an SDK worker in its own
+process, and each floor call is one Temporal Update on a workflow per
+session whose handler runs one local activity returning its input: the
+shape of airlock's fast path (an auto-allowed call: one Update, one local
+activity). It prints the floor beside the call and airlock's own share:
+p50/p95/p99 through airlock minus the floor's, the same minus the
+upstream's own p50 when --direct is given, and airlock's calls per second
+as a fraction of the floor's. The floor runs in the bench process, not in
+airlock's: it shares the machine, not airlock's caches.
+
 The key sent to --url (Authorization: Bearer) is read from --key-file, else
 env AIRLOCK_API_KEY; none is sent when neither is set. A run is bounded:
 at most 1,000,000 calls and 1h per target. Ctrl-C stops it and prints what
@@ -42,8 +56,8 @@ any failed, the run was interrupted or could not start, 2 for a bad flag.`
 
 func benchCommand() *Command {
 	return &Command{Name: "bench", Usage: `--tool NAME [--url URL] [--args JSON] [--sessions N] [--duration D | --calls N] [flags]
---tool NAME --direct URL [--direct-tool NAME] [flags]`,
-		Short: "put N sessions of load on a tool; with --direct, compare with the upstream called directly",
+--tool NAME [--direct URL [--direct-tool NAME]] [--floor] [flags]`,
+		Short: "put N sessions of load on a tool; with --direct and --floor, compare with the upstream called directly and the bare Temporal floor",
 		Long:  benchLong, NoArgs: true, Flags: bind(benchFlags, runBench)}
 }
 
@@ -54,6 +68,7 @@ type benchOptions struct {
 	rounds                   int
 	duration, timeout        time.Duration
 	idempotencyKeys, asJSON  bool
+	floor                    bool
 }
 
 func benchFlags(fs *flag.FlagSet, o *benchOptions) {
@@ -68,7 +83,8 @@ func benchFlags(fs *flag.FlagSet, o *benchOptions) {
 	fs.BoolVar(&o.idempotencyKeys, "idempotency-keys", false, `send each call a unique _meta["`+upstream.MetaIdempotencyKey+`"]`)
 	fs.StringVar(&o.direct, "direct", "", "also measure the upstream's streamable HTTP `URL` directly, for the ratio")
 	fs.StringVar(&o.directTool, "direct-tool", "", "the tool's `NAME` on --direct (default: --tool after its SERVER__ prefix)")
-	fs.IntVar(&o.rounds, "rounds", 0, "alternate the targets in `N` rounds (default 5 with --direct)")
+	fs.BoolVar(&o.floor, "floor", false, "also measure the bare Temporal floor (an Update running one local activity on an embedded server of bench's own) and print airlock's share over it")
+	fs.IntVar(&o.rounds, "rounds", 0, "alternate the targets in `N` rounds (default 5 with --direct or --floor)")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound one call to `D`; a call past it is a transport error")
 	fs.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
 }
@@ -85,8 +101,12 @@ type benchReport struct {
 	IdempotencyKeys bool            `json:"idempotency_keys"`
 	Airlock         *loadgen.Result `json:"airlock"`
 	Direct          *loadgen.Result `json:"direct,omitempty"`
+	// Floor is the bare Temporal floor (with --floor).
+	Floor *loadgen.Result `json:"floor,omitempty"`
 	// Ratio is airlock against direct (with --direct).
-	Ratio       *loadgen.Ratio `json:"ratio,omitempty"`
+	Ratio *loadgen.Ratio `json:"ratio,omitempty"`
+	// Share is airlock's own share over the floor (with --floor).
+	Share       *loadgen.Share `json:"share,omitempty"`
 	Interrupted bool           `json:"interrupted,omitempty"`
 	CPUs        int            `json:"cpus"`
 	// LoadAverage is the 1-minute load average at the end ("" where the
@@ -103,7 +123,7 @@ func runBench(c *Call, o *benchOptions) int {
 	}
 	if o.rounds == 0 {
 		o.rounds = 1
-		if o.direct != "" {
+		if o.direct != "" || o.floor {
 			o.rounds = 5
 		}
 	}
@@ -119,11 +139,16 @@ func runBench(c *Call, o *benchOptions) int {
 	} else if key != "" {
 		h.Set("Authorization", "Bearer "+key)
 	}
-	targets := []loadgen.Target{{Name: "airlock", URL: o.url, Tool: o.tool, Header: h}}
+	// In each round: direct, the floor, airlock (last: rs[len(rs)-1]).
+	var targets []loadgen.Target
 	if o.direct != "" {
-		// Direct first in each round, as in the table.
-		targets = append([]loadgen.Target{{Name: "direct", URL: o.direct, Tool: o.directTool}}, targets...)
+		targets = append(targets, loadgen.Target{Name: "direct", URL: o.direct, Tool: o.directTool})
 	}
+	var fl floorTarget
+	if o.floor {
+		targets = append(targets, loadgen.Target{Name: "floor", URL: "embedded Temporal", Tool: "Update + local activity", Open: fl.open})
+	}
+	targets = append(targets, loadgen.Target{Name: "airlock", URL: o.url, Tool: o.tool, Header: h})
 	opts := loadgen.Options{Args: json.RawMessage(o.args), Sessions: o.sessions, Duration: o.duration, Calls: o.calls,
 		Warmup: o.warmup, Rounds: o.rounds, CallTimeout: o.timeout}
 	if o.idempotencyKeys {
@@ -138,6 +163,10 @@ func runBench(c *Call, o *benchOptions) int {
 	defer stop()
 	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C kills
 	fmt.Fprintf(c.Stderr, "%s: %s\n", c.Name, describe(o))
+	if o.floor {
+		fmt.Fprintf(c.Stderr, "%s: starting the floor's embedded Temporal\n", c.Name)
+	}
+	defer fl.close()
 	b, err := loadgen.Open(ctx, targets, opts)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -157,6 +186,11 @@ func runBench(c *Call, o *benchOptions) int {
 		q := loadgen.Compare(rep.Direct, rep.Airlock)
 		rep.Ratio = &q
 	}
+	if o.floor {
+		rep.Floor = rs[len(rs)-2]
+		sh := loadgen.ShareOf(rep.Direct, rep.Floor, rep.Airlock)
+		rep.Share = &sh
+	}
 	if o.asJSON {
 		printJSON(c.Stdout, rep)
 	} else {
@@ -164,6 +198,10 @@ func runBench(c *Call, o *benchOptions) int {
 		if rep.Direct != nil {
 			fmt.Fprintln(c.Stdout)
 			loadgen.WriteRatio(c.Stdout, rep.Direct, rep.Airlock)
+		}
+		if rep.Floor != nil {
+			fmt.Fprintln(c.Stdout)
+			loadgen.WriteShare(c.Stdout, rep.Direct, rep.Floor, rep.Airlock)
 		}
 		fmt.Fprintf(c.Stdout, "\n%d CPUs", rep.CPUs)
 		if rep.LoadAverage != "" {
@@ -200,7 +238,13 @@ func describe(o *benchOptions) string {
 	}
 	s := fmt.Sprintf("%s on %s, %s, %s", o.tool, o.url, sessions, bound)
 	if o.direct != "" {
-		s += fmt.Sprintf(" per target; direct: %s on %s; alternating in %d rounds", o.directTool, o.direct, o.rounds)
+		s += fmt.Sprintf(" per target; direct: %s on %s", o.directTool, o.direct)
+	}
+	if o.floor {
+		s += "; floor: an Update running one local activity on an embedded Temporal"
+	}
+	if o.direct != "" || o.floor {
+		s += fmt.Sprintf("; alternating in %d rounds", o.rounds)
 	}
 	return s + " (Ctrl-C stops and prints what was measured)"
 }
@@ -227,4 +271,31 @@ func loadAverage() string {
 		return ""
 	}
 	return f[0]
+}
+
+// floorTarget starts the floor (devserver.Floor) when loadgen opens its
+// sessions, and stops it at the end.
+type floorTarget struct{ f *devserver.Floor }
+
+func (ft *floorTarget) open(ctx context.Context, n int) ([]loadgen.Caller, error) {
+	f, err := devserver.StartFloor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ft.f = f
+	ss, err := f.Open(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]loadgen.Caller, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out, nil
+}
+
+func (ft *floorTarget) close() {
+	if ft.f != nil {
+		ft.f.Close()
+	}
 }

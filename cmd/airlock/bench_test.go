@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -132,5 +133,54 @@ func TestBenchUsage(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("airlock %s: exit %d, want 2 and %q:\n%s", strings.Join(tc.args, " "), code, tc.want, stderr)
 		}
+	}
+}
+
+// TestBenchHelp: --help says what the floor is and how the share is
+// computed, beside the flag.
+func TestBenchHelp(t *testing.T) {
+	code, stdout, stderr := runBounded(t, []string{"bench", "--help"})
+	out := stdout + stderr
+	if code != 0 {
+		t.Fatalf("bench --help: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"-floor", "bare Temporal floor", "one Temporal Update", "one local activity", "embedded Temporal server of its own",
+		"minus the floor's", "fraction of the floor's"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+			t.Errorf("%q missing from bench --help:\n%s", want, out)
+		}
+	}
+}
+
+// TestBenchFloor: `airlock bench --floor --json` against an MCP server
+// starts the floor's own embedded Temporal, measures it in the same rounds
+// as the two endpoints, and reports airlock's share over it, computed from
+// the figures it printed.
+func TestBenchFloor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded Temporal; skipped with -short")
+	}
+	url, _ := benchServer(t)
+	t.Setenv(envAPIKey, "")
+	code, stdout, stderr := runBounded(t, []string{"bench", "--url", url + "/gw", "--tool", "srv__echo", "--args", `{"text":"hi"}`,
+		"--sessions", "2", "--calls", "20", "--floor", "--json"})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("output is not the JSON report: %v\n%s", err, stdout)
+	}
+	if rep.Floor == nil || rep.Share == nil || rep.Direct != nil || rep.Ratio != nil || rep.Rounds != 5 {
+		t.Fatalf("floor or share missing, or direct without --direct, or rounds not 5:\n%s", stdout)
+	}
+	if rep.Floor.Calls != 20 || rep.Floor.OK != 20 || rep.Floor.Target != "floor" || rep.Airlock.Calls != 20 {
+		t.Errorf("floor %d calls (%d ok), airlock %d:\n%s", rep.Floor.Calls, rep.Floor.OK, rep.Airlock.Calls, stdout)
+	}
+	// The JSON is to the microsecond: a difference of rounded figures may
+	// be 1 µs off the rounded difference.
+	if d := rep.Share.OverFloor.P99 - (rep.Airlock.Latency.P99 - rep.Floor.Latency.P99); d > 2*time.Microsecond || d < -2*time.Microsecond || rep.Share.OwnP50 != nil ||
+		rep.Share.OfFloor != rep.Airlock.CallsPerSecond/rep.Floor.CallsPerSecond {
+		t.Errorf("share %+v does not follow from the figures:\n%s", rep.Share, stdout)
 	}
 }

@@ -173,6 +173,7 @@ func serve(c *Call, e *env, r roles, temporalPort int, task string) int {
 	}
 	defer s.stop()
 	watchReload(ctx, e, s.cfg, hup) // reload.go
+	s.releaseStartupMemory(ctx)     // memory.go
 
 	if r.stdio {
 		// stdout belongs to MCP: everything for people goes to stderr.

@@ -11,5 +11,7 @@
 //
 // This is the only package allowed to import go.temporal.io/server, which is
 // large and slow to compile. Nothing in the project imports devserver except
-// the commands under cmd/.
+// the commands under cmd/. Floor (floor.go) measures what a durable call
+// costs on this server alone, for BenchmarkUpdateFloor and `airlock bench
+// --floor`.
 package devserver

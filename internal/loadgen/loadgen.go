@@ -50,6 +50,18 @@ type Target struct {
 	Tool string
 	// Header is sent with every request (Authorization: Bearer <key>).
 	Header http.Header
+	// Open, when set, makes this a target that is not an MCP endpoint
+	// (the bare Temporal floor): it opens n sessions of its own, and each
+	// Call of one is a call, measured like an MCP call (an error is a
+	// transport error). URL and Tool then only label it.
+	Open func(ctx context.Context, n int) ([]Caller, error)
+}
+
+// Caller is one session of a target with Open: Call makes one call (back
+// to back, never concurrently); Close ends the session.
+type Caller interface {
+	Call(ctx context.Context) error
+	Close() error
 }
 
 // Options say how to load the targets. Duration and Calls are per target;
@@ -98,7 +110,7 @@ func (o *Options) check(targets []Target) error {
 		errs = append(errs, errors.New("no target"))
 	}
 	for _, t := range targets {
-		if t.URL == "" || t.Tool == "" {
+		if t.Open == nil && (t.URL == "" || t.Tool == "") {
 			errs = append(errs, fmt.Errorf("target %q: URL and tool are required", t.Name))
 		}
 	}
@@ -155,7 +167,8 @@ type target struct {
 }
 
 type session struct {
-	cs   *mcp.ClientSession
+	cs   *mcp.ClientSession // nil for a target with Open
+	c    Caller             // for a target with Open
 	seq  int
 	dead bool // its connection is gone: it makes no more calls
 }
@@ -194,6 +207,9 @@ func Open(ctx context.Context, targets []Target, o Options) (*Bench, error) {
 
 // connect opens the target's sessions, a few at a time.
 func (b *Bench) connect(ctx context.Context, t *target) error {
+	if t.Open != nil {
+		return b.open(ctx, t)
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "airlock-bench", Version: "1"}, nil)
 	t.sessions = make([]*session, b.opts.Sessions)
 	errs := make([]error, len(t.sessions))
@@ -225,6 +241,25 @@ func (b *Bench) connect(ctx context.Context, t *target) error {
 		return err
 	}
 	return checkTool(ctx, t)
+}
+
+// open opens the sessions of a target with Open.
+func (b *Bench) open(ctx context.Context, t *target) error {
+	cs, err := t.Open(ctx, b.opts.Sessions)
+	if err == nil && len(cs) != b.opts.Sessions {
+		err = fmt.Errorf("opened %d sessions, want %d", len(cs), b.opts.Sessions)
+	}
+	if err != nil {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+		return fmt.Errorf("opening %s: %w", t.Name, err)
+	}
+	t.sessions = make([]*session, len(cs))
+	for i, c := range cs {
+		t.sessions[i] = &session{c: c}
+	}
+	return nil
 }
 
 // checkTool fails when the target does not list the tool, naming the tools
@@ -300,6 +335,14 @@ func distinct(errs []error) error {
 
 // call makes one call on session si of target t.
 func (b *Bench) call(ctx context.Context, ti int, t *target, si int, s *session) (*mcp.CallToolResult, error) {
+	if s.c != nil {
+		cctx, cancel := context.WithTimeout(ctx, b.opts.CallTimeout)
+		defer cancel()
+		if err := s.c.Call(cctx); err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{}, nil
+	}
 	p := &mcp.CallToolParams{Name: t.Tool, Arguments: b.opts.Args}
 	if b.opts.IdempotencyKeyMeta != "" {
 		s.seq++
@@ -437,7 +480,11 @@ func (t *target) fail(kind, msg string, f func(*Result)) {
 func (b *Bench) Close() {
 	for _, t := range b.targets {
 		for _, s := range t.sessions {
-			if s != nil {
+			switch {
+			case s == nil:
+			case s.c != nil:
+				_ = s.c.Close()
+			default:
 				_ = s.cs.Close()
 			}
 		}

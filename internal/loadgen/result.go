@@ -235,3 +235,147 @@ func fraction(q float64) string {
 		return fmt.Sprintf("%.2g×", q)
 	}
 }
+
+// Share is airlock's own part of a call, against the bare Temporal floor
+// (an Update running one local activity on an embedded server, no airlock
+// code) measured in the same run: what a call through airlock takes beyond
+// what any durable call takes. Latencies are differences, through − floor
+// (negative when the machine's noise is larger than the difference);
+// throughput is a ratio, through / floor.
+type Share struct {
+	// OverFloor is through − floor at p50, p95 and p99.
+	OverFloor LatencyDelta `json:"over_floor_ms"`
+	// OwnP50 is through − floor − direct at p50: the share without the
+	// upstream's own time, which a call through airlock includes and a
+	// floor call does not. Set only when direct was measured.
+	OwnP50 *time.Duration `json:"-"`
+	// OfFloor is through's calls per second over the floor's (0.55: airlock
+	// sustains 55% of the floor's throughput).
+	OfFloor float64 `json:"calls_per_second_of_floor"`
+}
+
+// LatencyDelta is a difference of latencies; in JSON, in milliseconds.
+type LatencyDelta struct {
+	P50, P95, P99 time.Duration
+}
+
+func (d LatencyDelta) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]float64{"p50": msJSON(d.P50), "p95": msJSON(d.P95), "p99": msJSON(d.P99)})
+}
+
+func (d *LatencyDelta) UnmarshalJSON(b []byte) error {
+	var m map[string]float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*d = LatencyDelta{P50: durJSON(m["p50"]), P95: durJSON(m["p95"]), P99: durJSON(m["p99"])}
+	return nil
+}
+
+// shareJSON is Share in JSON, with OwnP50 in milliseconds.
+type shareJSON struct {
+	OverFloor LatencyDelta `json:"over_floor_ms"`
+	OwnP50    *float64     `json:"own_p50_ms,omitempty"`
+	OfFloor   float64      `json:"calls_per_second_of_floor"`
+}
+
+func (s Share) MarshalJSON() ([]byte, error) {
+	j := shareJSON{OverFloor: s.OverFloor, OfFloor: s.OfFloor}
+	if s.OwnP50 != nil {
+		v := msJSON(*s.OwnP50)
+		j.OwnP50 = &v
+	}
+	return json.Marshal(j)
+}
+
+func (s *Share) UnmarshalJSON(b []byte) error {
+	var j shareJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = Share{OverFloor: j.OverFloor, OfFloor: j.OfFloor}
+	if j.OwnP50 != nil {
+		d := durJSON(*j.OwnP50)
+		s.OwnP50 = &d
+	}
+	return nil
+}
+
+func msJSON(d time.Duration) float64   { return math.Round(float64(d)/1e3) / 1e3 }
+func durJSON(ms float64) time.Duration { return time.Duration(math.Round(ms * 1e6)) }
+
+// ShareOf is through's share over floor; direct, when not nil, is the
+// upstream called directly in the same run (for OwnP50). A throughput
+// ratio whose floor figure is 0 is 0.
+func ShareOf(direct, floor, through *Result) Share {
+	s := Share{OverFloor: LatencyDelta{
+		P50: through.Latency.P50 - floor.Latency.P50,
+		P95: through.Latency.P95 - floor.Latency.P95,
+		P99: through.Latency.P99 - floor.Latency.P99,
+	}}
+	if floor.CallsPerSecond > 0 {
+		s.OfFloor = through.CallsPerSecond / floor.CallsPerSecond
+	}
+	if direct != nil {
+		own := s.OverFloor.P50 - direct.Latency.P50
+		s.OwnP50 = &own
+	}
+	return s
+}
+
+// WriteShare writes direct (when not nil), the floor and through side by
+// side with through's share over the floor.
+func WriteShare(w io.Writer, direct, floor, through *Result) {
+	s := ShareOf(direct, floor, through)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	cols := []*Result{floor, through}
+	if direct != nil {
+		cols = append([]*Result{direct}, cols...)
+	}
+	head := "\t"
+	for _, r := range cols {
+		head += r.Target + "\t"
+	}
+	fmt.Fprintln(tw, head+through.Target+" over "+floor.Target+"\t")
+	row := func(name string, f func(*Result) string, share string) {
+		line := name + "\t"
+		for _, r := range cols {
+			line += f(r) + "\t"
+		}
+		fmt.Fprintln(tw, line+share+"\t")
+	}
+	lat := func(p func(Latency) time.Duration) func(*Result) string {
+		return func(r *Result) string { return ms(p(r.Latency)) }
+	}
+	row("p50", lat(func(l Latency) time.Duration { return l.P50 }), signedMS(s.OverFloor.P50))
+	row("p95", lat(func(l Latency) time.Duration { return l.P95 }), signedMS(s.OverFloor.P95))
+	row("p99", lat(func(l Latency) time.Duration { return l.P99 }), signedMS(s.OverFloor.P99))
+	row("calls/s", func(r *Result) string { return rate(r.CallsPerSecond) }, ofFloor(s.OfFloor))
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%s's own share: %s per call at p50 over the floor", through.Target, signedMS(s.OverFloor.P50))
+	if s.OwnP50 != nil {
+		fmt.Fprintf(w, " (%s without the upstream's own %s)", signedMS(*s.OwnP50), ms(direct.Latency.P50))
+	}
+	fmt.Fprintf(w, "; %s of the floor's calls per second.\n", ofFloor(s.OfFloor))
+	fmt.Fprintf(w, "The floor is what any durable call costs here: one Temporal Update running one local activity on an embedded server, no airlock code.\n")
+}
+
+// signedMS writes a latency difference: "+4.30 ms", "-0.512 ms".
+func signedMS(d time.Duration) string {
+	switch {
+	case d > 0:
+		return "+" + ms(d)
+	case d < 0:
+		return "-" + ms(-d)
+	default:
+		return "0 ms"
+	}
+}
+
+// ofFloor writes a throughput ratio against the floor: "0.55×".
+func ofFloor(q float64) string {
+	if q == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", q)
+}

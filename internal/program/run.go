@@ -25,7 +25,8 @@ import (
 // no address. The error return is for what is not the program's doing: a
 // module that did not compile or instantiate, ctx ended, Close.
 //
-// Run waits for the compilation (see Ready). When ctx ends, Run returns
+// Run waits for the compilation (see Ready), and with Options.Lazy starts
+// it. When ctx ends, Run returns
 // at once, before the guest's next message, and the guest is stopped.
 func (r *Runtime) Run(ctx context.Context, req wire.Request, memoryBytes int64, h wire.Host) (wire.Done, error) {
 	pages, err := pagesFor(memoryBytes)
@@ -35,6 +36,7 @@ func (r *Runtime) Run(ctx context.Context, req wire.Request, memoryBytes int64, 
 	if err := ctx.Err(); err != nil {
 		return wire.Done{}, err
 	}
+	r.load()
 	select {
 	case <-r.ready:
 	case <-ctx.Done():

@@ -11,7 +11,12 @@
 //
 // Compiling the module takes seconds, far past the SDK's 1 s deadlock
 // detector, so New starts it in the background and the worker waits for
-// Ready before it takes workflow tasks. A pool of instances already
+// Ready before it takes workflow tasks. With Options.Lazy nothing is
+// compiled until the first Ready or Run: for a worker whose cache already
+// holds the compiled module, which a load then takes well under a second
+// (0.2-0.7 s on a loaded 2-core machine), and which should not hold the
+// interpreter's ~60 MiB (its machine code, decoded module and warm
+// instances) until a program runs. A pool of instances already
 // started, blocked in their first recv, saves a program the instantiation
 // and the guest's own start (about 12 ms): a small program then runs in
 // about 1.5 ms. Each instance serves one program and is closed.
@@ -29,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -47,8 +53,13 @@ type Options struct {
 	// Module is the guest: wasm.Program.
 	Module []byte
 	// Warm is how many started instances to keep ready for each memory cap
-	// in use (default 2; the default cap's are started at New).
+	// in use (default 2; the default cap's are started once compiled).
 	Warm int
+	// Lazy defers compiling (and warming) to the first Ready or Run. Set
+	// it only when CacheDir holds the compiled module: the first Run
+	// waits for the load on a workflow coroutine. Module is then read at
+	// that first Ready or Run, and must not change after New.
+	Lazy bool
 }
 
 // DefaultMemoryBytes is the memory cap for a memoryBytes of 0, and the cap
@@ -76,6 +87,9 @@ type Runtime struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	module   []byte        // the guest (o.Module) until load copies it
+	loadOnce sync.Once     // starts the compilation (load)
+	started  atomic.Bool   // load has run
 	ready    chan struct{} // closed when compilation has ended
 	cm       wazero.CompiledModule
 	minPages uint32 // the module's initial memory
@@ -89,8 +103,8 @@ type Runtime struct {
 	wg sync.WaitGroup
 }
 
-// New returns a Runtime and starts compiling o.Module in the background;
-// Ready waits for it. The error is about the runtime itself (the cache
+// New returns a Runtime and starts compiling o.Module in the background
+// (with o.Lazy, at the first Ready or Run); Ready waits for it. The error is about the runtime itself (the cache
 // directory, the host module); a module that does not compile is Ready's
 // error. Close the Runtime to stop its instances.
 func New(ctx context.Context, o Options) (*Runtime, error) {
@@ -148,11 +162,41 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	// Detached from ctx, which may be New's caller's only: instances live
 	// until Close.
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	module := append([]byte(nil), o.Module...)
-	r.wg.Add(1)
-	go r.compile(module)
+	// Kept as given until load copies it: with Lazy, a copy here would hold
+	// the guest's 6 MiB in the heap of a process that may never run a
+	// program (wasm.Program itself is in the binary).
+	r.module = o.Module
+	if !o.Lazy {
+		r.load()
+	}
 	return r, nil
 }
+
+// load starts the compilation, once; after Close it ends it as ErrClosed
+// without compiling.
+func (r *Runtime) load() {
+	r.loadOnce.Do(func() {
+		r.started.Store(true)
+		module := append([]byte(nil), r.module...)
+		r.module = nil // compile holds the copy while it needs it
+		r.mu.Lock()
+		closed := r.closed
+		if !closed {
+			r.wg.Add(1)
+		}
+		r.mu.Unlock()
+		if closed {
+			r.err = ErrClosed
+			close(r.ready)
+			return
+		}
+		go r.compile(module)
+	})
+}
+
+// Loading reports whether the compilation has started (always, without
+// Options.Lazy).
+func (r *Runtime) Loading() bool { return r.started.Load() }
 
 // compile compiles the module, then starts warming the default cap.
 func (r *Runtime) compile(module []byte) {
@@ -198,6 +242,7 @@ func checkModule(cm wazero.CompiledModule) error {
 // error, if any. Call it before taking workflow tasks: Run waits for it
 // too, and a workflow task must not wait seconds.
 func (r *Runtime) Ready(ctx context.Context) error {
+	r.load()
 	select {
 	case <-r.ready:
 		return r.err
