@@ -226,8 +226,8 @@ func (b *Bench) connect(ctx context.Context, t *target) error {
 				hc = &http.Client{Transport: headerRT{header: t.Header, next: transport(hc)}, Timeout: hc.Timeout}
 			}
 			// Each session its own task: protocol 2025-11-25 (a
-			// 2026-07-28 client without Airlock-Task calls in its
-			// principal's one default task).
+			// 2026-07-28 client without Airlock-Task would get a task
+			// per call, gateway.unnamed_calls).
 			cs, err := c.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 			if err != nil {
 				errs[i] = fmt.Errorf("connecting to %s: %w", t.URL, err)
