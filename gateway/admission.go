@@ -222,3 +222,9 @@ func busyResult(taskID string, b *BusyError) *mcp.CallToolResult {
 	r.Meta[MetaRetryAfter] = busyRetryAfter
 	return r
 }
+
+// TaskLoad is how many Updates (tool calls, programs) this gateway has
+// in flight to task and how many wait their turn.
+func (g *Gateway) TaskLoad(task string) (inFlight, waiting int) {
+	return g.admission.load(task)
+}

@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
@@ -193,6 +194,13 @@ type stackOptions struct {
 	// the gateway offers the tool, and the package's one program
 	// interpreter runs programs (programRuntime).
 	programs *gateway.ProgramOptions
+	// taskConcurrency and taskBacklog bound a task's calls in flight and
+	// waiting (gateway.task_concurrency, gateway.task_backlog; 0: the
+	// defaults).
+	taskConcurrency, taskBacklog int
+	// grpcUnary intercepts every attempt of the stack's Temporal client's
+	// calls (inside the SDK's retries), to count what the server refused.
+	grpcUnary []grpc.UnaryClientInterceptor
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -208,7 +216,11 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	srv := sharedTemporal(t)
 	s := &stack{srv: srv, log: log}
 
-	c, err := client.Dial(client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}})
+	copts := client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}}
+	if len(o.grpcUnary) > 0 {
+		copts.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(o.grpcUnary...)}
+	}
+	c, err := client.Dial(copts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,8 +303,9 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 		Catalog: o.catalog, State: o.state,
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
-		SessionKey: o.sessionKey,
-		Programs:   o.programs,
+		SessionKey:      o.sessionKey,
+		Programs:        o.programs,
+		TaskConcurrency: o.taskConcurrency, TaskBacklog: o.taskBacklog,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

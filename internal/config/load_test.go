@@ -76,7 +76,7 @@ func TestLoadDefaultsAndRelativeManifests(t *testing.T) {
 			MaxUnauthenticatedBody:  256 << 10,
 			MaxUnauthenticatedConns: 1024,
 		},
-		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100, SessionKeyEnv: config.DefaultSessionKeyEnv},
+		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100, TaskConcurrency: 32, TaskBacklog: 256, SessionKeyEnv: config.DefaultSessionKeyEnv},
 	}
 	if diff := cmp.Diff(want, snap.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -177,6 +177,21 @@ http:
 				`DIR/airlock.yaml:3: gateway.session_idle_timeout: must be positive, got 0s; write how long an unused MCP session stays open, e.g. "30m"`,
 				`DIR/airlock.yaml:4: gateway.max_sessions_per_principal: must be at least 1, got 0; it caps the open MCP sessions of one principal (default 100)`,
 			},
+		},
+		{
+			name:  "task concurrency and backlog",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ngateway:\n  task_concurrency: 65\n  task_backlog: -1\n",
+			want: []string{
+				`DIR/airlock.yaml:3: gateway.task_concurrency: must be 1-64, got 65; it is how many calls the gateway sends one task at once (default 32), and must stay under the Temporal server's history.maxInFlightUpdates (deploy/README.md)`,
+				`DIR/airlock.yaml:4: gateway.task_backlog: must be 1-100000, got -1; it is how many calls wait their turn in one task before a call is answered that the task is busy (default 256)`,
+			},
+		},
+		{
+			name:  "task concurrency zero",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ngateway:\n  task_concurrency: 0\n",
+			want:  []string{`DIR/airlock.yaml:3: gateway.task_concurrency: must be 1-64, got 0; it is how many calls the gateway sends one task at once (default 32), and must stay under the Temporal server's history.maxInFlightUpdates (deploy/README.md)`},
 		},
 		{
 			name:  "ask timeout",
