@@ -63,14 +63,23 @@ func (u *updateRefusals) total() (int, []string) {
 // side-effect log), each is in the task's history once with its result,
 // and the server refused none of the gateway's Updates: the gateway
 // queued what was past the task's concurrency instead of sending it into
-// the server's in-flight limit.
+// the server's in-flight limit. Twice: with the default concurrency (32,
+// under the embedded server's 64) and with 8, where most calls wait.
 func TestOneTaskTakesConcurrentCalls(t *testing.T) {
-	t.Parallel()
+	for _, n := range []int{0, 8} {
+		t.Run(fmt.Sprintf("concurrency=%d", n), func(t *testing.T) {
+			t.Parallel()
+			oneTaskTakesConcurrentCalls(t, n)
+		})
+	}
+}
+
+func oneTaskTakesConcurrentCalls(t *testing.T, concurrency int) {
 	const calls, sessions = 64, 4
 	m, effects := counterManifest(t, "  put: {side_effects: [write], data_access_level: internal, risk: low, idempotent: true, timeout: 30s}\n")
 	refused := &updateRefusals{}
-	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, taskConcurrency: 8, grpcUnary: []grpc.UnaryClientInterceptor{refused.intercept}})
-	const taskID = "one-task-concurrent"
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, taskConcurrency: concurrency, grpcUnary: []grpc.UnaryClientInterceptor{refused.intercept}})
+	taskID := fmt.Sprintf("one-task-concurrent-%d", concurrency)
 	var css []*mcp.ClientSession
 	for range sessions {
 		css = append(css, s.connect(t, map[string]string{gateway.HeaderTask: taskID}))
