@@ -71,9 +71,15 @@ type BusyError struct {
 	// Waited: the call was queued and its wait (the inline wait, or the
 	// client) ended before its turn; false: the queue was full.
 	Waited bool
+	// Server, when set, is the Temporal server's refusal: the task had
+	// history.maxInFlightUpdates in flight there (serverbusy.go).
+	Server string
 }
 
 func (e *BusyError) Error() string {
+	if e.Server != "" {
+		return e.serverBusyText()
+	}
 	if e.Waited {
 		return fmt.Sprintf("task %s is busy: the call waited its turn behind the task's calls in flight (%d at most at once, gateway.task_concurrency) and was not sent; nothing ran. Call again in a moment, or wait for the calls you have in flight.",
 			e.Task, e.Limit)
@@ -216,7 +222,10 @@ func busyResult(taskID string, b *BusyError) *mcp.CallToolResult {
 	r := errorResult(taskID, "", b.Error())
 	r.Meta[MetaLimitCheck] = LimitCheckBusy
 	r.Meta[MetaLimit] = "gateway.task_backlog"
-	if b.Waited {
+	switch {
+	case b.Server != "":
+		r.Meta[MetaLimit] = "history.maxInFlightUpdates"
+	case b.Waited:
 		r.Meta[MetaLimit] = "gateway.task_concurrency"
 	}
 	r.Meta[MetaRetryAfter] = busyRetryAfter

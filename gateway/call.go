@@ -70,6 +70,12 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 	}
 	out := g.sendCall(ictx, c)
 	release()
+	if busy := serverBusy(out.err, c.taskID); busy != nil { // serverbusy.go
+		c.log.Info().Str("server", busy.Server).Msg("call refused: the task is busy at the server")
+		finishAsks()
+		metrics.Calls.WithLabelValues(c.e.exposed, OutcomeError).Inc()
+		return busyResult(c.taskID, busy), nil
+	}
 	if asks := finishAsks(); len(asks) > 0 {
 		c.log.Info().Int("requests", len(asks)).Msg("call asks the client for input (input-required)")
 		return g.inputRequired(c.taskID, c.callID, c.pr.Name, req.Params.Name, asks), nil

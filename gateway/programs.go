@@ -373,6 +373,10 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 	defer release()
 	s := g.sendUpdate(wctx, taskUpdate{taskID: taskID, id: programID, name: api.UpdateRunProgram, arg: preq, start: start, in: tin}, &res)
+	if busy := serverBusy(s.err, taskID); busy != nil { // serverbusy.go
+		metrics.Calls.WithLabelValues(ToolRunProgram, OutcomeError).Inc()
+		return busyResult(taskID, busy), nil
+	}
 	if err := s.err; err != nil {
 		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && ctx.Err() == nil {
 			metrics.Calls.WithLabelValues(ToolRunProgram, OutcomeError).Inc()

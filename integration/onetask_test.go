@@ -268,3 +268,70 @@ func TestBusyTaskAnswersPastTheBacklog(t *testing.T) {
 		}
 	}
 }
+
+// TestServerBusyTaskAnswersBusy: calls answered pending (their inline wait
+// ran out; they still run) no longer hold the gateway's slots, but their
+// Updates stay in flight at the server. Once the task holds the embedded
+// server's 64, the next call is refused by the server's
+// history.maxInFlightUpdates; it is answered busy at once, naming that
+// limit, not retried into it until its inline wait ends, and it did not run.
+func TestServerBusyTaskAnswersBusy(t *testing.T) {
+	t.Parallel()
+	const waits = 64 // devserver.MaxInFlightUpdates
+	m, effects := counterManifest(t, "  put: {side_effects: [write], data_access_level: internal, risk: low, idempotent: true, timeout: 30s}\n"+
+		"  wait: {side_effects: [none], data_access_level: public, risk: low, idempotent: true, timeout: 2m}\n")
+	refused := &updateRefusals{}
+	// The gateway's concurrency at the server's limit, so that no wait
+	// call waits in the gateway's queue (where its inline wait of 1s
+	// would run out: a busy answer of its own).
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, inlineWait: time.Second, taskConcurrency: waits,
+		grpcUnary: []grpc.UnaryClientInterceptor{refused.intercept}})
+	taskID := fmt.Sprintf("server-busy-task-%d", time.Now().UnixNano())
+	cs := s.connect(t, map[string]string{gateway.HeaderTask: taskID})
+	waitTools(t, cs, "counter__put", "counter__wait")
+
+	var wg sync.WaitGroup
+	for i := range waits {
+		wg.Go(func() {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "counter__wait", Arguments: map[string]any{"key": fmt.Sprintf("w%d", i)}})
+			if err != nil || !pending(res) {
+				t.Errorf("wait w%d: %v %v, want a pending answer", i, err, res)
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, "every wait call to reach the upstream", time.Minute, func() bool { return len(effectsByKey(t, effects, "wait-started")) == waits })
+	if inFlight, waiting := s.gw.TaskLoad(taskID); inFlight != 0 || waiting != 0 {
+		t.Fatalf("the gateway holds %d in flight and %d waiting for calls it answered pending", inFlight, waiting)
+	}
+
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "counter__put",
+		Arguments: map[string]any{"key": "over"}, Meta: mcp.Meta{gateway.MetaIdempotencyKey: "over"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := text(res)
+	if !res.IsError || pending(res) || res.Meta[gateway.MetaLimitCheck] != gateway.LimitCheckBusy || res.Meta[gateway.MetaLimit] != "history.maxInFlightUpdates" {
+		t.Fatalf("call past the server's limit: error %v, _meta %v, %q; want a busy answer naming history.maxInFlightUpdates", res.IsError, res.Meta, msg)
+	}
+	for _, want := range []string{"task " + taskID + " is busy", "history.maxInFlightUpdates", "(64)", "nothing ran"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("busy answer %q lacks %q", msg, want)
+		}
+	}
+	if n := effectsByKey(t, effects, "put")["over"]; n != 0 {
+		t.Errorf("the refused call reached the upstream %d times", n)
+	}
+	if n, msgs := refused.total(); n != 1 {
+		t.Errorf("the server refused %d attempts of the gateway's Updates, want 1 (the call past its limit, not retried): %q", n, msgs)
+	}
+	tl, err := timeline.Build(fetchHistory(t, s.client, taskID, ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tl.Calls {
+		if c.ID == api.CallIDForKey("over") {
+			t.Errorf("the refused call is in the history: %+v", c.Result)
+		}
+	}
+}

@@ -217,9 +217,9 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	s := &stack{srv: srv, log: log}
 
 	copts := client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}}
-	if len(o.grpcUnary) > 0 {
-		copts.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(o.grpcUnary...)}
-	}
+	// As cmd/airlock dials: the server's in-flight refusals of calls are
+	// answered busy (gateway/serverbusy.go); o.grpcUnary sees them first.
+	copts.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(append([]grpc.UnaryClientInterceptor{gateway.RefuseBusyUpdates}, o.grpcUnary...)...)}
 	c, err := client.Dial(copts)
 	if err != nil {
 		t.Fatal(err)

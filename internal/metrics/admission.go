@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 const (
 	BusyQueueFull = "queue_full" // the task's queue was full: answered at once
 	BusyWaited    = "waited"     // the call's wait ended while it was queued
+	BusyServer    = "server"     // the server had history.maxInFlightUpdates of the task in flight
 )
 
 // TaskQueued counts the Updates (tool calls, programs) that waited for a
@@ -17,10 +18,10 @@ var TaskQueued = prometheus.NewCounter(prometheus.CounterOpts{
 })
 
 // TaskBusy counts the calls answered that their task was busy, by reason
-// (queue_full, waited); nothing of them ran.
+// (queue_full, waited, server); nothing of them ran.
 var TaskBusy = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: "airlock", Name: "task_busy_total",
-	Help: "Tool calls and programs answered that their task was busy (nothing ran), by reason (queue_full, waited).",
+	Help: "Tool calls and programs answered that their task was busy (nothing ran), by reason (queue_full, waited, server).",
 }, []string{"reason"})
 
 func init() { Registry.MustRegister(TaskQueued, TaskBusy) }
