@@ -61,8 +61,21 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			return errorResult(c.taskID, c.callID, err.Error()), nil
 		}
 	}
-	ictx, finishAsks := watchAsks(wctx, sink) // mrtr.go
+	ictx, finishAsks := watchAsks(wctx, sink)       // mrtr.go
+	release, busy := g.admit(ictx, c.taskID, c.log) // admission.go
+	if busy != nil {
+		finishAsks()
+		metrics.Calls.WithLabelValues(c.e.exposed, OutcomeError).Inc()
+		return busyResult(c.taskID, busy), nil
+	}
 	out := g.sendCall(ictx, c)
+	release()
+	if busy := serverBusy(out.err, c.taskID); busy != nil { // serverbusy.go
+		c.log.Info().Str("server", busy.Server).Msg("call refused: the task is busy at the server")
+		finishAsks()
+		metrics.Calls.WithLabelValues(c.e.exposed, OutcomeError).Inc()
+		return busyResult(c.taskID, busy), nil
+	}
 	if asks := finishAsks(); len(asks) > 0 {
 		c.log.Info().Int("requests", len(asks)).Msg("call asks the client for input (input-required)")
 		return g.inputRequired(c.taskID, c.callID, c.pr.Name, req.Params.Name, asks), nil

@@ -128,6 +128,12 @@ type Options struct {
 	// See sessions.go.
 	SessionIdle             time.Duration
 	MaxSessionsPerPrincipal int
+	// TaskConcurrency is how many Updates (tool calls, programs) the
+	// gateway sends one task at once (default DefaultTaskConcurrency);
+	// TaskBacklog how many more wait their turn, in arrival order, before
+	// a call is answered that the task is busy (default
+	// DefaultTaskBacklog). See admission.go.
+	TaskConcurrency, TaskBacklog int
 	// SessionKey signs the Mcp-Session-Id of HTTP sessions so that any
 	// replica sharing it serves any session (replica.go); it should have
 	// at least MinSessionKeyBytes (config.SessionKey enforces that). Empty:
@@ -197,6 +203,9 @@ type Gateway struct {
 	// run itself holds the call's Update, and the call falls back to
 	// Update-with-Start, which finds the current run.
 	running sync.Map // task ID -> run ID ("" when not known)
+	// admission queues each task's Updates past TaskConcurrency
+	// (admission.go).
+	admission *taskQueues
 	// owners remembers who owns each task described here (owner.go).
 	owners owners
 	// refused holds the go-sdk IDs of sessions whose initialize was
@@ -234,12 +243,19 @@ func New(opts Options) *Gateway {
 	if opts.Principal == "" {
 		opts.Principal = "local"
 	}
+	if opts.TaskConcurrency <= 0 {
+		opts.TaskConcurrency = DefaultTaskConcurrency
+	}
+	if opts.TaskBacklog <= 0 {
+		opts.TaskBacklog = DefaultTaskBacklog
+	}
 	open := &identity.Principal{Name: opts.Principal, Permissions: []string{"*"}, DataLevel: manifests.DataRestricted, AllowTools: []string{"*"}}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
 	g := &Gateway{
 		opts:      opts,
+		admission: newTaskQueues(opts.TaskConcurrency, opts.TaskBacklog),
 		open:      open,
 		log:       opts.Logger.With().Str("component", "gateway").Logger(),
 		tools:     map[string]*toolEntry{},

@@ -365,7 +365,17 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 		})
 	}
 	var res api.ProgramResult
+	release, busy := g.admit(wctx, taskID, log) // admission.go
+	if busy != nil {
+		metrics.Calls.WithLabelValues(ToolRunProgram, OutcomeError).Inc()
+		return busyResult(taskID, busy), nil
+	}
+	defer release()
 	s := g.sendUpdate(wctx, taskUpdate{taskID: taskID, id: programID, name: api.UpdateRunProgram, arg: preq, start: start, in: tin}, &res)
+	if busy := serverBusy(s.err, taskID); busy != nil { // serverbusy.go
+		metrics.Calls.WithLabelValues(ToolRunProgram, OutcomeError).Inc()
+		return busyResult(taskID, busy), nil
+	}
 	if err := s.err; err != nil {
 		if rejectedAs(err, api.ErrTypeContinuingAsNew) != nil && ctx.Err() == nil {
 			metrics.Calls.WithLabelValues(ToolRunProgram, OutcomeError).Inc()

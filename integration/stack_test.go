@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
@@ -200,6 +201,13 @@ type stackOptions struct {
 	// sharedUnnamed puts a principal's stateless requests that name no
 	// task in <principal>-default (gateway.unnamed_calls: principal_task).
 	sharedUnnamed bool
+	// taskConcurrency and taskBacklog bound a task's calls in flight and
+	// waiting (gateway.task_concurrency, gateway.task_backlog; 0: the
+	// defaults).
+	taskConcurrency, taskBacklog int
+	// grpcUnary intercepts every attempt of the stack's Temporal client's
+	// calls (inside the SDK's retries), to count what the server refused.
+	grpcUnary []grpc.UnaryClientInterceptor
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -215,7 +223,11 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	srv := sharedTemporal(t)
 	s := &stack{srv: srv, log: log}
 
-	c, err := client.Dial(client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}})
+	copts := client.Options{HostPort: srv.HostPort(), Namespace: srv.Namespace(), Logger: quiet{}}
+	// As cmd/airlock dials: the server's in-flight refusals of calls are
+	// answered busy (gateway/serverbusy.go); o.grpcUnary sees them first.
+	copts.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(append([]grpc.UnaryClientInterceptor{gateway.RefuseBusyUpdates}, o.grpcUnary...)...)}
+	c, err := client.Dial(copts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,8 +311,9 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 		Catalog: o.catalog, State: o.state, SharedUnnamedTask: o.sharedUnnamed,
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
-		SessionKey: o.sessionKey,
-		Programs:   o.programs,
+		SessionKey:      o.sessionKey,
+		Programs:        o.programs,
+		TaskConcurrency: o.taskConcurrency, TaskBacklog: o.taskBacklog,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

@@ -55,6 +55,8 @@ type task struct {
 	// fast: this run may take the fast path (changeFastPath);
 	// fastUncounted: only with calls nothing counts (changeFastUncounted).
 	fast, fastUncounted bool
+	// headroom is fastHeadroom of this run (changeFastHeadroom).
+	headroom int
 	// Call cancellation (changeCancelCall, cancel.go): cancelled holds
 	// the calls SignalCancelCall named and why, callCancels the running
 	// calls' cancel functions.
@@ -160,6 +162,10 @@ func (t *task) startRun(ctx workflow.Context) error {
 	// And whether counted calls keep off it (fastpath.go).
 	if t.fast {
 		t.fastUncounted = workflow.GetVersion(ctx, changeFastUncounted, workflow.DefaultVersion, 1) >= 1
+	}
+	t.headroom = fastHeadroomV0
+	if t.fastUncounted && workflow.GetVersion(ctx, changeFastHeadroom, workflow.DefaultVersion, 1) >= 1 {
+		t.headroom = fastHeadroom
 	}
 	// And whether a call may be cancelled on its own (cancel.go).
 	if workflow.GetVersion(ctx, changeCancelCall, workflow.DefaultVersion, 1) >= 1 {

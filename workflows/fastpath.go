@@ -19,12 +19,17 @@ import (
 const fastPathMaxTimeout = time.Minute
 
 // fastHeadroom is how many calls of max_calls (and of the ledger) must
-// remain for a call to take the fast path: Temporal's
-// history.maxInFlightUpdates, the most Updates one workflow task can admit
-// at once (default 10; raise this with it). A call that ran in a dropped
-// workflow task and is delivered again to the retried one is then among
-// at most that many, and still finds room.
-const fastHeadroom = 10
+// remain for a call to take the fast path: history.maxInFlightUpdates of
+// the server, the most Updates one workflow task can admit at once
+// (internal/devserver sets 64, and deploy/README.md asks a cluster for
+// it; raise this with it, behind a new version). A call that ran in a
+// dropped workflow task and is delivered again to the retried one is then
+// among at most that many, and still finds room. Runs from before
+// changeFastHeadroom keep fastHeadroomV0, Temporal's default limit.
+const (
+	fastHeadroom   = 64
+	fastHeadroomV0 = 10
+)
 
 // fastDeadlineMargin is how long before the task's deadline its calls
 // leave the fast path, for the same reason: a retried workflow task comes
@@ -58,10 +63,10 @@ func (t *task) counted(req api.CallRequest, now time.Time) bool {
 			}
 		}
 	}
-	if lim := t.in.Limits.MaxCalls; lim > 0 && lim-t.calls < fastHeadroom {
+	if lim := t.in.Limits.MaxCalls; lim > 0 && lim-t.calls < t.headroom {
 		return true
 	}
-	if t.ledger != nil && api.MaxTaskCalls-t.ledger.Len()-len(t.inFlight) < fastHeadroom {
+	if t.ledger != nil && api.MaxTaskCalls-t.ledger.Len()-len(t.inFlight) < t.headroom {
 		return true
 	}
 	if dl := t.in.Limits.Deadline; !dl.IsZero() && dl.Sub(now) < fastDeadlineMargin {
@@ -153,3 +158,7 @@ func (t *task) fastResult(ctx workflow.Context, req api.CallRequest, o api.Decid
 	res.Attempts++
 	return res
 }
+
+// FastHeadroom is fastHeadroom, for the server's configuration
+// (internal/devserver) to check its history.maxInFlightUpdates against.
+const FastHeadroom = fastHeadroom

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
 )
@@ -263,6 +264,8 @@ func TestCountedCallsTakeTheRegularPath(t *testing.T) {
 		name string
 		in   func(*api.TaskInput)
 		fast bool
+		// v0: a run from before changeFastHeadroom (headroom 10).
+		v0 bool
 	}{
 		{name: "nothing counted", in: func(*api.TaskInput) {}, fast: true},
 		{name: "budget", in: func(in *api.TaskInput) { in.Quota = api.NewQuota(nil, 10) }},
@@ -274,6 +277,9 @@ func TestCountedCallsTakeTheRegularPath(t *testing.T) {
 		}},
 		{name: "max_calls near", in: func(in *api.TaskInput) { in.Limits.MaxCalls = fastHeadroom }},
 		{name: "max_calls with headroom", fast: true, in: func(in *api.TaskInput) { in.Limits.MaxCalls = fastHeadroom + 1 }},
+		{name: "max_calls within the widened headroom", in: func(in *api.TaskInput) { in.Limits.MaxCalls = fastHeadroomV0 + 1 }},
+		{name: "max_calls past the old headroom, old run", fast: true, v0: true, in: func(in *api.TaskInput) { in.Limits.MaxCalls = fastHeadroomV0 + 1 }},
+		{name: "max_calls near, old run", v0: true, in: func(in *api.TaskInput) { in.Limits.MaxCalls = fastHeadroomV0 }},
 		{name: "deadline near", in: func(in *api.TaskInput) { in.Limits.Deadline = start.Add(30 * time.Second) }},
 		{name: "deadline far", fast: true, in: func(in *api.TaskInput) { in.Limits.Deadline = start.Add(time.Hour) }},
 	}
@@ -281,6 +287,9 @@ func TestCountedCallsTakeTheRegularPath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := withFastPath(newHarness(t, respond(okOutput(`{"content":[]}`), nil)), respond(okOutput(`{"content":[]}`), nil))
 			h.env.SetStartTime(start)
+			if tc.v0 {
+				h.env.OnGetVersion(changeFastHeadroom, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			}
 			in := fastInput()
 			tc.in(&in)
 			var res api.CallResult

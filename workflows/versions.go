@@ -143,6 +143,18 @@ const (
 	// testdata/fast_uncounted_v1_run1.json.
 	changeFastUncounted = "fast-path-uncounted"
 
+	// changeFastHeadroom widens fastHeadroom from 10 to 64 calls (issue 28
+	// §1): the embedded server's history.maxInFlightUpdates went from
+	// Temporal's default 10 to 64, so that a task takes the gateway's
+	// concurrent calls (gateway.task_concurrency) with room for calls
+	// waiting for approval, and one workflow task may now admit up to 64
+	// new Updates. A run from before it keeps the headroom of 10 it was
+	// recorded with. Taken once per run, with changeFastUncounted.
+	//
+	// Feature in fastpath.go, GetVersion in agent_task.go; first recorded in
+	// testdata/fast_headroom_v1_run1.json.
+	changeFastHeadroom = "fast-headroom-64"
+
 	// changeDeliveries versions the delivery of approval requests per
 	// notifier (issue 25 §10): a notifier that fails while another succeeds
 	// (a webhook bridge answering 500 beside a working Slack) is retried on

@@ -507,6 +507,8 @@ func (s *stack) startGateway(r roles) error {
 		// Idle HTTP sessions end; a principal's open sessions are capped.
 		SessionIdle:             cfg.Gateway.SessionIdleTimeout.D(),
 		MaxSessionsPerPrincipal: cfg.Gateway.MaxSessionsPerPrincipal,
+		TaskConcurrency:         cfg.Gateway.TaskConcurrency,
+		TaskBacklog:             cfg.Gateway.TaskBacklog,
 		SessionKey:              key,
 	})
 	s.gwMu.Lock()

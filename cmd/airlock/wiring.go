@@ -18,8 +18,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/grpc"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/metrics"
@@ -242,6 +244,10 @@ func dialEmbedded(ctx context.Context, hostPort, ns string, log zerolog.Logger, 
 
 func dialWith(ctx context.Context, opts client.Options, log zerolog.Logger) (client.Client, error) {
 	hostPort, ns := opts.HostPort, opts.Namespace
+	// A call refused by the server's in-flight limit is answered busy,
+	// not retried into it (gateway/serverbusy.go); it touches only the
+	// gateway's call and program Updates.
+	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(gateway.RefuseBusyUpdates))
 	var last error
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {

@@ -330,6 +330,13 @@ type Gateway struct {
 	// recently used idle session (and is refused when all are busy).
 	// Default 100.
 	MaxSessionsPerPrincipal int `yaml:"max_sessions_per_principal,omitempty"`
+	// TaskConcurrency is how many tool calls (and programs) the gateway
+	// sends one task at once; TaskBacklog how many more wait their turn,
+	// in arrival order, before a call is answered that the task is busy
+	// (gateway/admission.go). Defaults 32 and 256. TaskConcurrency must
+	// stay under the server's history.maxInFlightUpdates (deploy/README.md).
+	TaskConcurrency int `yaml:"task_concurrency,omitempty"`
+	TaskBacklog     int `yaml:"task_backlog,omitempty"`
 	// SessionKeyEnv names the environment variable holding the key that
 	// signs MCP session IDs (default AIRLOCK_SESSION_KEY); SessionKeyFile
 	// is a file holding it (relative to this file; default

@@ -42,6 +42,17 @@ const (
 	// gateway.DefaultSessionIdle and gateway.DefaultMaxSessionsPerPrincipal.
 	DefaultSessionIdleTimeout      = 30 * time.Minute
 	DefaultMaxSessionsPerPrincipal = 100
+	// DefaultTaskConcurrency and DefaultTaskBacklog are
+	// gateway.DefaultTaskConcurrency and gateway.DefaultTaskBacklog.
+	DefaultTaskConcurrency = 32
+	DefaultTaskBacklog     = 256
+	// MaxTaskConcurrency is the most gateway.task_concurrency may be:
+	// Temporal refuses Updates past its history.maxInFlightUpdates, which
+	// the embedded server sets to 64 (internal/devserver).
+	MaxTaskConcurrency = 64
+	// MaxTaskBacklog bounds gateway.task_backlog: each waiting call holds
+	// a request open in the gateway.
+	MaxTaskBacklog = 100_000
 )
 
 // Load reads the configuration at path, applies defaults, and loads and
@@ -167,6 +178,12 @@ func applyDefaults(c *Config, lines manifests.Lines) {
 	if c.Gateway.MaxSessionsPerPrincipal == 0 && !lines.Has("gateway.max_sessions_per_principal") {
 		c.Gateway.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	}
+	if c.Gateway.TaskConcurrency == 0 && !lines.Has("gateway.task_concurrency") {
+		c.Gateway.TaskConcurrency = DefaultTaskConcurrency
+	}
+	if c.Gateway.TaskBacklog == 0 && !lines.Has("gateway.task_backlog") {
+		c.Gateway.TaskBacklog = DefaultTaskBacklog
+	}
 	if c.Gateway.SessionKeyEnv == "" && !lines.Has("gateway.session_key_env") {
 		c.Gateway.SessionKeyEnv = DefaultSessionKeyEnv
 	}
@@ -224,6 +241,12 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	if u := c.Gateway.UnnamedCalls; u != UnnamedNewTask && u != UnnamedPrincipalTask {
 		v.add("gateway.unnamed_calls", "%q is not one of %s (each request that names no task starts its own; default) or %s (all of a principal's such requests share <principal>-default)", u, UnnamedNewTask, UnnamedPrincipalTask)
+	}
+	if n := c.Gateway.TaskConcurrency; n < 1 || n > MaxTaskConcurrency {
+		v.add("gateway.task_concurrency", "must be 1-%d, got %d; it is how many calls the gateway sends one task at once (default %d), and must stay under the Temporal server's history.maxInFlightUpdates (deploy/README.md)", MaxTaskConcurrency, n, DefaultTaskConcurrency)
+	}
+	if n := c.Gateway.TaskBacklog; n < 1 || n > MaxTaskBacklog {
+		v.add("gateway.task_backlog", "must be 1-%d, got %d; it is how many calls wait their turn in one task before a call is answered that the task is busy (default %d)", MaxTaskBacklog, n, DefaultTaskBacklog)
 	}
 	if !envName.MatchString(c.Gateway.SessionKeyEnv) {
 		v.add("gateway.session_key_env", "%q is not an environment variable name; use letters, digits and _ (default %s), and put the key itself in that variable", c.Gateway.SessionKeyEnv, DefaultSessionKeyEnv)

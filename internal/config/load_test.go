@@ -76,7 +76,7 @@ func TestLoadDefaultsAndRelativeManifests(t *testing.T) {
 			MaxUnauthenticatedBody:  256 << 10,
 			MaxUnauthenticatedConns: 1024,
 		},
-		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100, SessionKeyEnv: config.DefaultSessionKeyEnv, UnnamedCalls: config.UnnamedNewTask},
+		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100, TaskConcurrency: 32, TaskBacklog: 256, SessionKeyEnv: config.DefaultSessionKeyEnv, UnnamedCalls: config.UnnamedNewTask},
 	}
 	if diff := cmp.Diff(want, snap.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -183,6 +183,21 @@ http:
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\ngateway:\n  unnamed_calls: New_Task\n",
 			want:  []string{`DIR/airlock.yaml:3: gateway.unnamed_calls: "New_Task" is not one of new_task (each request that names no task starts its own; default) or principal_task (all of a principal's such requests share <principal>-default)`},
+		},
+		{
+			name:  "task concurrency and backlog",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ngateway:\n  task_concurrency: 65\n  task_backlog: -1\n",
+			want: []string{
+				`DIR/airlock.yaml:3: gateway.task_concurrency: must be 1-64, got 65; it is how many calls the gateway sends one task at once (default 32), and must stay under the Temporal server's history.maxInFlightUpdates (deploy/README.md)`,
+				`DIR/airlock.yaml:4: gateway.task_backlog: must be 1-100000, got -1; it is how many calls wait their turn in one task before a call is answered that the task is busy (default 256)`,
+			},
+		},
+		{
+			name:  "task concurrency zero",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ngateway:\n  task_concurrency: 0\n",
+			want:  []string{`DIR/airlock.yaml:3: gateway.task_concurrency: must be 1-64, got 0; it is how many calls the gateway sends one task at once (default 32), and must stay under the Temporal server's history.maxInFlightUpdates (deploy/README.md)`},
 		},
 		{
 			name:  "ask timeout",

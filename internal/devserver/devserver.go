@@ -306,5 +306,18 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		dynamicconfig.HistoryPersistenceMaxQPS.Key():                     45000,
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// A task takes its calls as Updates, each in flight until it
+		// completes: Temporal's default of 10 per workflow turned a burst
+		// of parallel calls in one task into a storm of refused and
+		// aborted Updates (issue 28). The gateway sends a task at most
+		// gateway.task_concurrency (32) at once; the rest of the 64 is
+		// room for calls waiting for approval, decisions and rollbacks.
+		// workflows.fastHeadroom must match it (RATIONALE.md, "Why do
+		// counted calls not take the fast path?").
+		dynamicconfig.WorkflowExecutionMaxInFlightUpdates.Key(): MaxInFlightUpdates,
 	}
 }
+
+// MaxInFlightUpdates is the server's history.maxInFlightUpdates: how many
+// Updates of one workflow (an agent task's calls) may be in flight at once.
+const MaxInFlightUpdates = 64

@@ -242,7 +242,9 @@ dynamicConfigClient: {filepath: "{{.DynamicConfig}}", pollInterval: 10s}
 // temporalDynamicConfig: IDs as long as the dev server allows; the
 // history transfer queue read at most every 1 ms instead of 50 ms (the
 // default adds up to 50 ms to every workflow task); search attributes read
-// fresh, so that ones just registered are usable at once.
+// fresh, so that ones just registered are usable at once; and the
+// in-flight Updates per workflow that deploy/README.md asks a cluster for
+// (issue 28: a task's concurrent calls).
 const temporalDynamicConfig = `limit.maxIDLength:
   - value: 255
     constraints: {}
@@ -251,6 +253,9 @@ history.transferProcessorMaxPollRPS:
     constraints: {}
 system.forceSearchAttributesCacheRefreshOnRead:
   - value: true
+    constraints: {}
+history.maxInFlightUpdates:
+  - value: 64
     constraints: {}
 `
 
