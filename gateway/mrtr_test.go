@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -71,5 +72,42 @@ func TestRequestState(t *testing.T) {
 	if err := g.deliverAnswers(req(res.RequestState, answers), &askState{Task: "task-1", Call: "call-1", Asks: []string{"ask-1"}}); err == nil ||
 		!strings.Contains(err.Error(), "no longer waits") {
 		t.Errorf("deliverAnswers to a request that does not wait: %v", err)
+	}
+}
+
+// TestAnswerFindsItsTask checks that a stateless request answering an
+// input-required result, naming no task, resumes in the task its
+// requestState names — only for the principal it was issued to, and only
+// when this gateway's key signed it. (Each stateless request naming no
+// task gets a task of its own, so without this the answer landed in a
+// fresh task and the call ran twice.)
+func TestAnswerFindsItsTask(t *testing.T) {
+	key := []byte(NewSessionKey())
+	g := New(Options{SessionKey: key})
+	stranger := New(Options{})
+	res := g.inputRequired("task-1", "call-1", "alice", "x", []*ask{{id: "ask-1", req: &mcp.ElicitParams{Message: "name?"}}})
+	req := func(state string) *mcp.CallToolRequest {
+		return &mcp.CallToolRequest{
+			Params: &mcp.CallToolParamsRaw{Name: "x", RequestState: state, InputResponses: mcp.InputResponseMap{"ask-1": &mcp.ElicitResult{Action: "accept"}}},
+			Extra:  &mcp.RequestExtra{Header: http.Header{}},
+		}
+	}
+	tr, err := g.resolveTask(req(res.RequestState), "alice", taskHint{})
+	if err != nil || tr.id != "task-1" {
+		t.Fatalf("answer of alice: task %q, %v; want task-1", tr.id, err)
+	}
+	for _, c := range []struct {
+		name, principal, state string
+		gw                     *Gateway
+	}{
+		{"another principal", "mallory", res.RequestState, g},
+		{"another gateway's key", "alice", res.RequestState, stranger},
+		{"altered", "alice", strings.Replace(res.RequestState, ".", "x.", 1), g},
+		{"trailing bytes", "alice", res.RequestState + "AA", g},
+	} {
+		tr, err := c.gw.resolveTask(req(c.state), c.principal, taskHint{})
+		if err != nil || tr.id == "task-1" {
+			t.Errorf("%s: task %q, %v; want a task of its own", c.name, tr.id, err)
+		}
 	}
 }

@@ -134,11 +134,31 @@ func (g *Gateway) resolveTask(req *mcp.CallToolRequest, principal string, hint t
 			}
 			return taskRef{id: n.id, named: n.id != api.DefaultTaskID(principal)}, nil
 		}
+		// A retry that answers an input-required result carries the
+		// requestState this gateway signed: it resumes that call, in
+		// the task that state names (resumeState checks the rest).
+		if t, ok := g.askStateTask(req, principal); ok {
+			return t, nil
+		}
 		return g.unnamedTask(principal, hint.key), nil
 	}
 	s := g.bindLocked(req.Session, g.newSessionTaskLocked(nil), principal)
 	s.named = g.stdioTask != "" && s.taskID == g.stdioTask
 	return taskRef{id: s.taskID, client: s.client, named: s.named}, nil
+}
+
+// askStateTask is the task of the call whose input-required result a
+// stateless request answers, when its requestState is this gateway's and
+// was issued to the same principal.
+func (g *Gateway) askStateTask(req *mcp.CallToolRequest, principal string) (taskRef, bool) {
+	if req.Params == nil || req.Params.RequestState == "" {
+		return taskRef{}, false
+	}
+	st, err := g.decodeAskState(req.Params.RequestState)
+	if err != nil || st.Principal != principal || !taskIDAllowed(st.Task, principal) {
+		return taskRef{}, false
+	}
+	return taskRef{id: st.Task, named: true}, true
 }
 
 // metaTask is the task a request's _meta names ("airlock.dev/task", the
