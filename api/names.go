@@ -84,6 +84,11 @@ const (
 	// ErrTypeFinishing: the task is finishing and takes no new calls; the
 	// caller starts a new task.
 	ErrTypeFinishing = "Finishing"
+	// ErrTypeProgramRanBefore: the run_program Update's program ran in
+	// an earlier run of the task, which no longer holds its result; the
+	// error's details are one Repeat naming the run whose history holds
+	// it (its Update's completion), for the gateway to read it there.
+	ErrTypeProgramRanBefore = "ProgramRanBefore"
 )
 
 // ErrContinuingAsNew starts the message of an Update rejected with

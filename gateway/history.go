@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/converter"
@@ -43,16 +44,39 @@ const historyReaders = 4
 // itself named (the task was authorized for the caller, and Temporal looks
 // the run up under the task's workflow ID, so no other task's run can be
 // read this way), and the event must carry call's exact Update ID (and
-// call ID, when it names one). The error says, for the answer's reader, why it could not be
-// had.
+// call ID, when it names one). The error says, for the answer's reader,
+// why it could not be had.
 func (g *Gateway) resultInRun(ctx context.Context, task, runID, call string) (api.CallResult, error) {
+	var res api.CallResult
+	err := g.updateInRun(ctx, task, runID, call, "call "+call, func(s *commonpb.Payloads) bool {
+		// Failed, not a call's result, or itself a repeat: not the run
+		// that ran the call.
+		return converter.GetDefaultDataConverter().FromPayloads(s, &res) == nil && (res.CallID == "" || res.CallID == call) && res.Repeat == nil
+	})
+	return res, err
+}
+
+// programInRun reads a program's result from the history of the run that
+// ran it (api.ErrTypeProgramRanBefore names it), as resultInRun a call's.
+func (g *Gateway) programInRun(ctx context.Context, task, runID, program string) (api.ProgramResult, error) {
+	var res api.ProgramResult
+	err := g.updateInRun(ctx, task, runID, program, "program "+program, func(s *commonpb.Payloads) bool {
+		return converter.GetDefaultDataConverter().FromPayloads(s, &res) == nil && res.ProgramID == program
+	})
+	return res, err
+}
+
+// updateInRun finds the completion of Update id in the history of the
+// task's run runID (what names it in errors), and hands its success payload to take, which decodes
+// it and says whether it is the result looked for.
+func (g *Gateway) updateInRun(ctx context.Context, task, runID, id, what string, take func(*commonpb.Payloads) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
 	defer cancel()
 	select {
 	case g.histories <- struct{}{}:
 		defer func() { <-g.histories }()
 	case <-ctx.Done():
-		return api.CallResult{}, fmt.Errorf("the gateway was busy reading other histories for %s; send the call again to retry", historyReadTimeout)
+		return fmt.Errorf("the gateway was busy reading other histories for %s; send the call again to retry", historyReadTimeout)
 	}
 	it := g.opts.Temporal.GetWorkflowHistory(ctx, task, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	scanned := 0
@@ -61,30 +85,26 @@ func (g *Gateway) resultInRun(ctx context.Context, task, runID, call string) (ap
 		if err != nil {
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
-				return api.CallResult{}, fmt.Errorf("the history of run %s is no longer kept (the namespace's retention has passed since that run closed)", runID)
+				return fmt.Errorf("the history of run %s is no longer kept (the namespace's retention has passed since that run closed)", runID)
 			}
 			if ctx.Err() != nil {
-				return api.CallResult{}, fmt.Errorf("reading the history of run %s took longer than %s", runID, historyReadTimeout)
+				return fmt.Errorf("reading the history of run %s took longer than %s", runID, historyReadTimeout)
 			}
-			return api.CallResult{}, fmt.Errorf("reading the history of run %s failed: %v", runID, err)
+			return fmt.Errorf("reading the history of run %s failed: %v", runID, err)
 		}
 		if scanned += proto.Size(ev); scanned > maxHistoryScan {
-			return api.CallResult{}, fmt.Errorf("the history of run %s is larger than the %d MiB the gateway reads to answer a retry", runID, maxHistoryScan>>20)
+			return fmt.Errorf("the history of run %s is larger than the %d MiB the gateway reads to answer a retry", runID, maxHistoryScan>>20)
 		}
 		a := ev.GetWorkflowExecutionUpdateCompletedEventAttributes()
-		if a == nil || a.GetMeta().GetUpdateId() != call {
+		if a == nil || a.GetMeta().GetUpdateId() != id {
 			continue
 		}
-		var res api.CallResult
-		s := a.GetOutcome().GetSuccess()
-		if s == nil || converter.GetDefaultDataConverter().FromPayloads(s, &res) != nil || res.CallID != "" && res.CallID != call || res.Repeat != nil {
-			// Failed, not a call's result, or itself a repeat: not the
-			// run that ran the call.
-			return api.CallResult{}, fmt.Errorf("the history of run %s does not hold the result of call %s", runID, call)
+		if s := a.GetOutcome().GetSuccess(); s == nil || !take(s) {
+			return fmt.Errorf("the history of run %s does not hold the result of %s", runID, what)
 		}
-		return res, nil
+		return nil
 	}
-	return api.CallResult{}, fmt.Errorf("the history of run %s has no result of call %s", runID, call)
+	return fmt.Errorf("the history of run %s has no result of %s", runID, what)
 }
 
 // firstResult turns the task's answer to a repeated call into the call's

@@ -21,7 +21,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/identity"
@@ -381,6 +383,9 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 			metrics.Calls.WithLabelValues(ToolRunProgram, OutcomeError).Inc()
 			return errorResult(taskID, "", g.notStartedDraining(ctx, taskID, ToolRunProgram, programID)), nil
 		}
+		if ran := rejectedAs(err, api.ErrTypeProgramRanBefore); ran != nil {
+			return g.programRanBefore(ctx, taskID, programID, ran, log), nil
+		}
 		if waitedOut(wctx, err) && ctx.Err() == nil {
 			log.Info().Msg("program pending past the inline wait")
 			metrics.Calls.WithLabelValues(ToolRunProgram, OutcomePending).Inc()
@@ -393,6 +398,28 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 	log.Info().Str("outcome", string(res.Outcome)).Int("calls", len(res.Calls)).Msg("program finished")
 	metrics.Calls.WithLabelValues(ToolRunProgram, string(res.Outcome)).Inc()
 	return renderProgram(taskID, programID, res), nil
+}
+
+// programRanBefore answers the retry of a program that ran in an earlier
+// run of its task, which no longer holds its result: with that result,
+// read from the history of the run that ran it (the rejection names it),
+// byte for byte; else with the task's pointer to it, saying why the
+// gateway could not read it.
+func (g *Gateway) programRanBefore(ctx context.Context, taskID, programID string, ran *temporal.ApplicationError, log zerolog.Logger) *mcp.CallToolResult {
+	var r api.Repeat
+	why := "the task did not say which run ran it"
+	if ran.HasDetails() && ran.Details(&r) == nil && r.RunID != "" {
+		res, err := g.programInRun(ctx, taskID, r.RunID, programID)
+		if err == nil {
+			log.Info().Str("run", r.RunID).Str("outcome", string(res.Outcome)).Msg("program retry answered from the history of the run that ran it")
+			metrics.Calls.WithLabelValues(ToolRunProgram, string(res.Outcome)).Inc()
+			return renderProgram(taskID, programID, res)
+		}
+		why = err.Error()
+	}
+	log.Info().Str("run", r.RunID).Str("reason", why).Msg("program retry answered without its result")
+	metrics.Calls.WithLabelValues(ToolRunProgram, OutcomeError).Inc()
+	return errorResult(taskID, programID, fmt.Sprintf("%s (The gateway could not read that result itself: %s.)", ran.Error(), why))
 }
 
 // pendingProgram answers a program that outlived the inline wait: what it

@@ -81,3 +81,48 @@ func rangeInts(n int) []int {
 	}
 	return out
 }
+
+// TestProgramRetryAfterItsResultIsForgotten: a task carries the results of
+// its newest programs across continue-as-new (16), not all. A program
+// older than that, sent again with its key, is not run again, and gets
+// its first result byte for byte: the task names the run that ran it,
+// and the gateway reads the result from that run's history (issue 28
+// item 6, for programs as for calls). Before, the retry got an error
+// saying only that the program had run.
+func TestProgramRetryAfterItsResultIsForgotten(t *testing.T) {
+	t.Parallel()
+	const canAfter, later = 4, 20
+	m, effects := counterManifest(t, `  put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, timeout: 60s}
+`)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, maxCalls: 1000, continueAsNewAfter: canAfter,
+		programs: &gateway.ProgramOptions{}})
+	cs := s.connect(t, nil)
+	waitTools(t, cs, "counter__put", gateway.ToolRunProgram)
+
+	src := func(key string) string {
+		return fmt.Sprintf("def main():\n    counter.put(key=%q)\n    print(\"put\", %q)\n    return {\"key\": %q}\n", key, key, key)
+	}
+	first, _ := programOK(t, cs, src("old"), "old", 1)
+	task := resultTask(t, first)
+	for i := range later {
+		programOK(t, cs, src(fmt.Sprint("later-", i)), fmt.Sprint("later-", i), 1)
+	}
+	if st := status(t, s, task); st.Runs < 3 {
+		t.Fatalf("the task ran %d runs, want it continued as new several times", st.Runs)
+	}
+	again, sc := runProgram(t, cs, src("old"), false, "old")
+	if got, want := resultJSON(t, again), resultJSON(t, first); got != want {
+		t.Fatalf("the oldest program's key sent again answered\n%s\nwant its first result\n%s", got, want)
+	}
+	if sc["outcome"] != "ok" {
+		t.Errorf("retry outcome %v", sc["outcome"])
+	}
+	// A newer one, still carried, is answered from the task.
+	last := fmt.Sprint("later-", later-1)
+	if _, sc := programOK(t, cs, src(last), last, 1); mustJSON(t, sc["result"]) != fmt.Sprintf(`{"key":%q}`, last) {
+		t.Errorf("the newest program sent again answered %v", sc["result"])
+	}
+	if n := sideEffects(t, effects, "put", "old"); n != 1 {
+		t.Errorf("put old ran %d times, want once", n)
+	}
+}

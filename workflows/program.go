@@ -25,6 +25,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-run/airlock/api"
@@ -127,13 +128,35 @@ func (t *task) validateProgram(req api.ProgramRequest) error {
 		return nil
 	}
 	if t.ledger != nil && t.known(api.ProgramCallID(req.ProgramID, 1)) {
-		return fmt.Errorf("run_program: program %s already ran in an earlier run of task %s, and the task no longer holds its result; its calls are in the task's history (airlock audit show %s). To run it again, send it with a new ProgramID",
-			req.ProgramID, t.in.TaskID, t.in.TaskID)
+		return t.programRanBefore(req.ProgramID)
 	}
 	if err := checkProgramRequest(req); err != nil {
 		return err
 	}
 	return t.takesNew()
+}
+
+// programRanBefore refuses a program that ran in an earlier run whose
+// result the task no longer carries. A program runs within one run (the
+// task continues as new only between programs), so the run that ran its
+// first call is the run whose history records its result: the error
+// names it (api.ErrTypeProgramRanBefore), and the gateway answers the
+// retry with that result (gateway/history.go). A validator's rejection
+// is not recorded, so what it says can change without a version.
+func (t *task) programRanBefore(id string) error {
+	var run api.LedgerRun
+	if i, ok := t.seen[api.LedgerKeyOf(api.ProgramCallID(id, 1))]; ok {
+		run, _ = t.ledger.Entry(i)
+	}
+	where, show := "an earlier run", "airlock audit show "+t.in.TaskID
+	if run.ID != "" {
+		where = fmt.Sprintf("run %d (%s)", run.N, run.ID)
+		show = fmt.Sprintf("airlock audit show --run %s %s", run.ID, t.in.TaskID)
+	}
+	msg := fmt.Sprintf("run_program: program %s already ran in %s of task %s, and the task no longer holds its result; that run's history records it (%s). To run it again, send it with a new ProgramID",
+		id, where, t.in.TaskID, show)
+	return temporal.NewApplicationErrorWithOptions(msg, api.ErrTypeProgramRanBefore, temporal.ApplicationErrorOptions{
+		NonRetryable: true, Details: []any{api.Repeat{Run: run.N, RunID: run.ID}}})
 }
 
 // checkProgramRequest checks what a request itself must satisfy to run:

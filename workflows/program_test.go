@@ -471,8 +471,15 @@ func TestProgramDuringContinueAsNew(t *testing.T) {
 	h3.programAt(time.Second, progReq("p1", "call fs__read {}"), nil, &forgotten)
 	h3.finishAt(time.Hour)
 	h3.run(lost)
-	if forgotten == nil || !strings.Contains(forgotten.Error(), "already ran in an earlier run") || h3.tools.calls() != 0 {
+	if forgotten == nil || !strings.Contains(forgotten.Error(), "already ran in run 1 (") || h3.tools.calls() != 0 {
 		t.Fatalf("a program the task no longer holds: %v, tools ran %d", forgotten, h3.tools.calls())
+	}
+	// The refusal names the run whose history holds the result, for the
+	// gateway to read it there.
+	var ran *temporal.ApplicationError
+	var where api.Repeat
+	if !errors.As(forgotten, &ran) || ran.Type() != api.ErrTypeProgramRanBefore || ran.Details(&where) != nil || where.Run != 1 || where.RunID == "" {
+		t.Fatalf("the refusal %v (%T) names run %+v; want an %s naming run 1", forgotten, forgotten, where, api.ErrTypeProgramRanBefore)
 	}
 }
 
