@@ -43,6 +43,10 @@ const (
 	// it would be answered (a CallResult with Repeat set, for calls of
 	// earlier runs too); it fails for a call the task does not know.
 	QueryCall = "call"
+	// QueryProgram answers a program ID the task has run (ProgramDone),
+	// in this run or an earlier one: for airlock_await of a program whose
+	// Update is not the current run's.
+	QueryProgram = "program"
 
 	// DefaultTaskQueue is the task queue workers poll by default.
 	DefaultTaskQueue = "airlock"

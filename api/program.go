@@ -173,6 +173,15 @@ type ProgramResult struct {
 	RolledBack []string `json:",omitempty"`
 }
 
+// ProgramDone answers QueryProgram: the program's result when the task
+// holds it; else, for a program of an earlier run whose result it no
+// longer carries, Repeat names that run (its history records the
+// result). Both nil: the task has no record of it finishing.
+type ProgramDone struct {
+	Result *ProgramResult `json:",omitempty"`
+	Repeat *Repeat        `json:",omitempty"`
+}
+
 // ProgramCall is one tool call a program made.
 type ProgramCall struct {
 	CallID  string

@@ -441,6 +441,9 @@ func (g *Gateway) pendingProgram(ctx context.Context, task, program string) *mcp
 func (g *Gateway) awaitProgram(ctx context.Context, task, program string, wait time.Duration) *mcp.CallToolResult {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	if res, ok := g.programOfEarlierRun(wctx, task, program); ok {
+		return res
+	}
 	h := g.opts.Temporal.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: task, UpdateID: program})
 	var res api.ProgramResult
 	if err := h.Get(wctx, &res); err != nil {
@@ -450,6 +453,34 @@ func (g *Gateway) awaitProgram(ctx context.Context, task, program string, wait t
 		return errorResult(task, program, fmt.Sprintf("no result for program %s in task %s: %v (see %s)", program, task, err, ToolStatus))
 	}
 	return renderProgram(task, program, res)
+}
+
+// programOfEarlierRun answers airlock_await of a program that finished in
+// an earlier run of its task, whose Update the current run does not have
+// (waiting on it would wait out the whole wait): from the result the task
+// carries, else from the history of the run that ran it. false: the task
+// has no record of it finishing (it runs, or it is unknown; or a worker
+// too old to answer the query), and the caller waits on its Update.
+func (g *Gateway) programOfEarlierRun(ctx context.Context, task, program string) (*mcp.CallToolResult, bool) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := g.opts.Temporal.QueryWorkflow(qctx, task, "", api.QueryProgram, program)
+	var done api.ProgramDone
+	if err != nil || v == nil || v.Get(&done) != nil {
+		return nil, false
+	}
+	switch {
+	case done.Result != nil:
+		return renderProgram(task, program, *done.Result), true
+	case done.Repeat != nil && done.Repeat.RunID != "":
+		res, err := g.programInRun(ctx, task, done.Repeat.RunID, program)
+		if err != nil {
+			return errorResult(task, program, fmt.Sprintf("program %s ran in run %d (%s) of task %s, which no longer holds its result, and the gateway could not read it from that run's history: %v. See airlock audit show --run %s %s",
+				program, done.Repeat.Run, done.Repeat.RunID, task, err, done.Repeat.RunID, task)), true
+		}
+		return renderProgram(task, program, res), true
+	}
+	return nil, false
 }
 
 // programCallOut is one call in a rendered program result.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,6 +117,16 @@ func TestProgramRetryAfterItsResultIsForgotten(t *testing.T) {
 	}
 	if sc["outcome"] != "ok" {
 		t.Errorf("retry outcome %v", sc["outcome"])
+	}
+	// airlock_await of it, and of a program of an earlier run the task
+	// still carries, answer at once with their results (they waited out
+	// the wait and answered "still running": no Update of the current
+	// run has their IDs).
+	if aw := call(t, cs, gateway.ToolAwait, map[string]any{"call": "prog-k-old"}, ""); resultJSON(t, aw) != resultJSON(t, first) {
+		t.Errorf("%s of the oldest program answered %s, want its first result", gateway.ToolAwait, resultJSON(t, aw))
+	}
+	if aw := call(t, cs, gateway.ToolAwait, map[string]any{"call": "prog-k-later-10"}, ""); !strings.Contains(text(aw), `{"key":"later-10"}`) {
+		t.Errorf("%s of a carried program answered %s, want its result", gateway.ToolAwait, resultJSON(t, aw))
 	}
 	// A newer one, still carried, is answered from the task.
 	last := fmt.Sprint("later-", later-1)

@@ -106,6 +106,9 @@ type programRun struct {
 // signal. Neither records anything until a program runs.
 func (t *task) startPrograms(ctx workflow.Context) error {
 	t.listenProgramStops(ctx)
+	if err := workflow.SetQueryHandler(ctx, api.QueryProgram, t.programQuery); err != nil {
+		return err
+	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateRunProgram, t.runProgram,
 		workflow.UpdateHandlerOptions{Validator: t.validateProgram})
 }
@@ -134,6 +137,20 @@ func (t *task) validateProgram(req api.ProgramRequest) error {
 		return err
 	}
 	return t.takesNew()
+}
+
+// programQuery answers api.QueryProgram (a query records nothing).
+func (t *task) programQuery(id string) (api.ProgramDone, error) {
+	if r, ok := t.programDone(id); ok {
+		return api.ProgramDone{Result: &r}, nil
+	}
+	if t.ledger != nil {
+		if i, ok := t.seen[api.LedgerKeyOf(api.ProgramCallID(id, 1))]; ok {
+			run, _ := t.ledger.Entry(i)
+			return api.ProgramDone{Repeat: &api.Repeat{Run: run.N, RunID: run.ID}}, nil
+		}
+	}
+	return api.ProgramDone{}, nil
 }
 
 // programRanBefore refuses a program that ran in an earlier run whose
