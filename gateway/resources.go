@@ -34,9 +34,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -353,6 +355,9 @@ func (g *Gateway) readHandler(e *resourceEntry) mcp.ResourceHandler {
 			log.Warn().Err(err).Msg("resource read failed")
 			return nil, upstreamError(err)
 		}
+		if err := g.pinUIResource(e.server, uri, res.Contents, log); err != nil {
+			return nil, err
+		}
 		log.Info().Msg("resource read")
 		// The pool may hand out a cached result, and the SDK fills in empty
 		// URIs and MIME types: give it copies.
@@ -366,6 +371,30 @@ func (g *Gateway) readHandler(e *resourceEntry) mcp.ResourceHandler {
 		}
 		return &out, nil
 	}
+}
+
+// CodePinBlocked is the JSON-RPC error code of a resources/read of a UI
+// resource (MCP Apps, ui://) whose contents changed since they were
+// pinned: a host must not render the new ones before an operator has
+// reviewed them (`airlock manifests pin SERVER URI`).
+const CodePinBlocked = -32031
+
+// pinUIResource checks a UI resource's contents against its pin (the
+// first read pins them, as a tool's first listing pins its definition),
+// and refuses changed ones. Other resources are data, not code a host
+// runs, and are not pinned.
+func (g *Gateway) pinUIResource(server, uri string, contents []*mcp.ResourceContents, log zerolog.Logger) error {
+	if g.opts.Pins == nil || !pin.IsUIResource(uri) {
+		return nil
+	}
+	r := g.opts.Pins.Inspect(server, pin.UIResource(uri, contents))
+	if r.Verdict != pin.Changed {
+		return nil
+	}
+	if r.Transition {
+		log.Warn().Msg(r.Reason)
+	}
+	return &jsonrpc.Error{Code: CodePinBlocked, Message: r.Reason}
 }
 
 func (g *Gateway) promptHandler(e *promptEntry) mcp.PromptHandler {

@@ -93,11 +93,18 @@ func runPin(c *Call, o *pinOptions) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	tools, closePool, err := listUpstream(srv, o.timeout, e.log)
+	tools, pool, err := listUpstreamPool(srv, o.timeout, e.log)
 	if err != nil {
 		return c.fail(err)
 	}
-	defer closePool()
+	defer pool.Close()
+	// The UI resources (MCP Apps) the tools point at are pinned with them,
+	// under their URIs (internal/pin/uiresource.go).
+	uis, err := readUIResources(pool, server, tools, o.timeout)
+	if err != nil {
+		return c.fail(err)
+	}
+	tools = append(tools, uis...)
 	if err := reviewPins(c.Stdout, store, server, tools, only, coveredTools(e, server)); err != nil {
 		return c.fail(err)
 	}
@@ -197,11 +204,42 @@ func configServer(e *env, server string) (manifests.Server, error) {
 		e.cfgPath, server, strings.Join(names, ", "))
 }
 
+// readUIResources reads the UI resources server's tools point at, as the
+// definitions they are pinned by (pin.UIResource).
+func readUIResources(pool *upstream.Pool, server string, tools []*mcp.Tool, timeout time.Duration) ([]*mcp.Tool, error) {
+	var out []*mcp.Tool
+	for _, uri := range pin.UIResourceURIs(tools) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		res, err := pool.ReadResource(ctx, server, uri)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: reading UI resource %s (a tool's _meta points at it): %w", server, uri, err)
+		}
+		out = append(out, pin.UIResource(uri, res.Contents))
+	}
+	return out, nil
+}
+
+// listUpstreamPool is listUpstream, returning the connected pool (Close
+// it) for further requests.
+func listUpstreamPool(srv manifests.Server, timeout time.Duration, log zerolog.Logger) ([]*mcp.Tool, *upstream.Pool, error) {
+	var pool *upstream.Pool
+	tools, _, err := listUpstreamWith(srv, timeout, log, &pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tools, pool, nil
+}
+
 // listUpstream connects to one upstream and returns its tools; call
 // closePool when done. It gives up after timeout (or the server's
 // connect_timeout, if longer), or after three failed attempts, with the
 // upstream's last status reason.
 func listUpstream(srv manifests.Server, timeout time.Duration, log zerolog.Logger) (tools []*mcp.Tool, closePool func(), err error) {
+	return listUpstreamWith(srv, timeout, log, nil)
+}
+
+func listUpstreamWith(srv manifests.Server, timeout time.Duration, log zerolog.Logger, keep **upstream.Pool) (tools []*mcp.Tool, closePool func(), err error) {
 	if ct := srv.EffectiveConnectTimeout(); ct > timeout {
 		timeout = ct
 	}
@@ -212,6 +250,9 @@ func listUpstream(srv manifests.Server, timeout time.Duration, log zerolog.Logge
 	})
 	pool.Start(context.Background())
 	closePool = func() { _ = pool.Close() }
+	if keep != nil {
+		*keep = pool
+	}
 	deadline := time.Now().Add(timeout)
 	for {
 		st := pool.Status(srv.Name)

@@ -589,6 +589,10 @@ func changedReason(server, tool string, old Pin, t *mcp.Tool, canonical []byte) 
 		return fmt.Sprintf("blocked: tool %s of upstream %s now has icons or _meta that its pin%s does not cover (the upstream added them since, or the pin was made by an airlock that did not pin these fields); the rest of its definition is unchanged; review them and pin the tool again with: airlock manifests pin %s %s",
 			tool, server, since, server, tool)
 	}
+	if IsUIResource(tool) {
+		return fmt.Sprintf("blocked: upstream %s changed UI resource %s since it was pinned%s (its contents changed); review the change and accept it with: airlock manifests pin %s %s",
+			server, tool, since, server, tool)
+	}
 	what := "its definition changed"
 	if fields := ChangedFields(old.Definition, canonical); len(fields) > 0 {
 		what = "changed: " + strings.Join(fields, ", ")
