@@ -76,6 +76,9 @@ func writeNew(path string, b []byte, mode fs.FileMode) error {
 // keys: a signing key others can read signs for them too.
 func ReadPrivate(path string) (ed25519.PrivateKey, error) {
 	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s does not exist: %w", path, err)
+	}
 	if err != nil {
 		return nil, err
 	}
