@@ -5,8 +5,8 @@
 //
 // It reads files only; it never logs and never dials anything. It imports
 // packages manifests and policy (to compile the rules at load), api (for
-// the bounds the workflows set, such as api.MaxTaskCalls) and the standard
-// library.
+// the bounds the workflows set, such as api.MaxTaskCalls), internal/signkey
+// (to check audit.signing_key_file at load) and the standard library.
 package config
 
 import (
