@@ -346,13 +346,18 @@ func protectString(s string) string {
 				b.WriteRune(r)
 			}
 		}
-		s = b.String()
+		// Again: an escape's last letter may compose with a combining
+		// mark that followed the control character (\n + U+0303 is ñ).
+		s = norm.NFC.String(b.String())
 	}
 	s = strings.Trim(s, " ")
-	if n := utf16Len(s); n > MaxProtectedString {
-		sum := sha256.Sum256([]byte(s))
-		suffix := fmt.Sprintf(" …[cut from %d UTF-16 code units; sha256:%s]", n, hex.EncodeToString(sum[:]))
-		room := MaxProtectedString - utf16Len(suffix)
+	n := utf16Len(s)
+	if n <= MaxProtectedString {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	suffix := fmt.Sprintf(" …[cut from %d UTF-16 code units; sha256:%s]", n, hex.EncodeToString(sum[:]))
+	for room := MaxProtectedString - utf16Len(suffix); ; room -= 8 {
 		cut, used := 0, 0
 		for i, r := range s {
 			w := utf16.RuneLen(r)
@@ -362,9 +367,12 @@ func protectString(s string) string {
 			used += w
 			cut = i + utf8.RuneLen(r)
 		}
-		s = norm.NFC.String(strings.TrimRight(s[:cut], " ")) + suffix
+		// NFC again: the cut may split a sequence that composes.
+		out := strings.Trim(norm.NFC.String(s[:cut]), " ") + suffix
+		if utf16Len(out) <= MaxProtectedString {
+			return out
+		}
 	}
-	return s
 }
 
 func utf16Len(s string) int {
@@ -621,6 +629,12 @@ func checkRecord(line []byte, i int, prev string, seen map[string]int) (map[stri
 		return fail(id, "previous_hash is not null, so records before this one are missing")
 	case i > 1 && p != prev:
 		return fail(id, "previous_hash is not the event_hash of record %d: a record before it is missing, added or out of order", i-1)
+	}
+	// The exporter writes each line in RFC 8785 form, so the file is
+	// byte-exact: a change outside what the hash covers (spacing, member
+	// order, an escape) is found too.
+	if whole, err := jsoncanon.JCS(rec); err != nil || !bytes.Equal(whole, line) {
+		return fail(id, "the line is not the record's canonical JSON (RFC 8785): it was reformatted or changed")
 	}
 	return rec, canon, nil
 }

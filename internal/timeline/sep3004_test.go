@@ -213,6 +213,10 @@ func TestSEP3004Tampering(t *testing.T) {
 			return append([]byte(`{"outcome":"denied",`), b[1:]...)
 		}), pub, 1, "appears more than once"},
 		{"trailing bytes", edit(1, func(b []byte) []byte { return append(b, " {}"...) }), pub, 2, "not one JSON record"},
+		{"a line reformatted", edit(1, func(b []byte) []byte { return bytes.Replace(b, []byte(`,"event_id":`), []byte(`, "event_id":`), 1) }), pub, 2, "not the record's canonical JSON"},
+		{"an escape in the receipt", edit(1, func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"alg":"Ed25519"`), []byte(`"alg":"\u0045d25519"`), 1)
+		}), nil, 2, "not the record's canonical JSON"},
 		{"an empty line", edit(1, func([]byte) []byte { return nil }), pub, 2, "an empty line"},
 		{"not JSON", []byte("hello\n"), pub, 1, "not one JSON record"},
 		{"empty", nil, pub, 1, "no records"},
@@ -315,6 +319,47 @@ func TestSEP3004Outcomes(t *testing.T) {
 	} {
 		if got := outcomeOf(tc.typ, tc.f); got != tc.want {
 			t.Errorf("%s %v: %s, want %s", tc.typ, tc.f, got, tc.want)
+		}
+	}
+}
+
+// FuzzProtectString: whatever a field holds, the string written is one
+// the verifier accepts.
+func FuzzProtectString(f *testing.F) {
+	for _, s := range []string{"", " ", "\n\u0303", "a\x00b", "\u0958", " \u0301x ", "\xff\xfe", strings.Repeat("\u0958", 5000), strings.Repeat("a\n", 5000), strings.Repeat("😀", 4097)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got := protectString(s); checkString(got) != "" {
+			t.Errorf("protectString(%q) = %q: %s", s, got, checkString(got))
+		}
+	})
+}
+
+// TestProtectStringRandom: strings drawn from the characters that make
+// normalization hard (controls, combining marks, spaces, letters an escape
+// ends in, expanding and astral characters) all come out acceptable.
+func TestProtectStringRandom(t *testing.T) {
+	alphabet := []rune{' ', 'n', 't', 'r', 'u', '0', '\\', '\n', '\t', '\r', 0, 0x7f, 0x85, 0x0301, 0x0303, 0x0308, 0x0958, 0x212b, 'e', 'A', 0x1F600, 0x00a0, 0x1100, 0x1161, 0x11a8}
+	var seed [8]byte
+	for i := 0; i < 20000; i++ {
+		if _, err := rand.Read(seed[:]); err != nil {
+			t.Fatal(err)
+		}
+		n := int(seed[0]) % 24
+		if i%500 == 0 {
+			n = 8200 + int(seed[1])
+		}
+		var b strings.Builder
+		for j := 0; j < n; j++ {
+			if _, err := rand.Read(seed[2:3]); err != nil {
+				t.Fatal(err)
+			}
+			b.WriteRune(alphabet[int(seed[2])%len(alphabet)])
+		}
+		s := b.String()
+		if got := protectString(s); checkString(got) != "" {
+			t.Fatalf("protectString(%q) = %q: %s", s, got, checkString(got))
 		}
 	}
 }
