@@ -220,6 +220,8 @@ func TestSEP3004Tampering(t *testing.T) {
 		{"an empty line", edit(1, func([]byte) []byte { return nil }), pub, 2, "an empty line"},
 		{"not JSON", []byte("hello\n"), pub, 1, "not one JSON record"},
 		{"empty", nil, pub, 1, "no records"},
+		{"a huge line", append(append(bytes.Clone(ls[0]), '\n'), bytes.Repeat([]byte("x"), maxRecordLine+1)...), pub, 2, "longer than"},
+		{"a deep line", []byte(strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "\n"), pub, 1, "not one JSON record"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := VerifySEP3004(bytes.NewReader(tc.file), tc.key)
