@@ -58,6 +58,8 @@ import (
 //     is chained and signed like the others, so a verifier refuses a file
 //     cut short, even by its last record, and (with the public key) one
 //     whose seal was rewritten.
+//   - Each line is the whole record in RFC 8785 form, so the file is
+//     byte-exact: verify refuses a line that is not.
 
 // SEP3004Revision names the draft implemented.
 const SEP3004Revision = "SEP-3004 draft 2026-06-02 (modelcontextprotocol/modelcontextprotocol PR #3004, seps/0000-tamper-evident-audit-record-contract.md at b73612f5)"
