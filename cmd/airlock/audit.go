@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/signkey"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/wasm/program/wire"
 	"github.com/airlock-run/airlock/worker"
@@ -40,10 +42,12 @@ func auditCommand() *Command {
 		Sub: []*Command{
 			{Name: "show", Usage: "[--json] [--run RUN_ID] [--config FILE] [--ui-url URL] TASK_ID",
 				Short: "the task's timeline from its recorded history, all its runs", Long: auditShowLong, Flags: bind(auditFlags, auditShow)},
-			{Name: "export", Usage: "[--task TASK_ID | --since TIME] [--out FILE] [--config FILE]",
+			{Name: "export", Usage: "[--task TASK_ID | --since TIME] [--format airlock|sep-3004] [--out FILE] [--config FILE]",
 				Short: "JSON lines for a SIEM, one record per event, chained by SHA-256", Long: auditExportLong, Flags: bind(auditFlags, auditExport)},
-			{Name: "verify", Usage: "TASK_ID | FILE\n--history HISTORY.json",
-				Short: "check an export's chain, or replay a task's history against this binary", Long: auditVerifyLong, Flags: bind(auditFlags, auditVerify)},
+			{Name: "verify", Usage: "TASK_ID | FILE [--public-key FILE]\n--history HISTORY.json",
+				Short: "check an export's chain and receipts, or replay a task's history", Long: auditVerifyLong, Flags: bind(auditFlags, auditVerify)},
+			{Name: "keygen", Usage: "--out FILE", NoArgs: true,
+				Short: "write an Ed25519 key pair that signs sep-3004 exports", Long: auditKeygenLong, Flags: bind(keygenFlags, auditKeygen)},
 		}}
 }
 
@@ -61,10 +65,29 @@ covers the record). --task exports one task; --since the tasks with a run
 started after TIME (RFC 3339, a date such as 2026-11-29, or a duration back
 from now such as 24h), each whole; neither exports every task.
 
+--format sep-3004 writes the records of the SEP-3004 draft ("Tamper-Evident
+Audit Record Contract", 2026-06-02): canonical JSON (RFC 8785), each
+record's previous_hash the event_hash of the one before, the outcome enum
+(allowed, denied, deferred, error), airlock's fields as the "airlock"
+extension, and a last record, the seal, that counts them. With
+audit.signing_key_file in the configuration every record carries a
+receipt: an Ed25519 signature of its canonical bytes (airlock audit keygen
+makes the key; verify --public-key checks them).
+
 ` + auditRedactNote + "\n\n" + talksToDev
 
+const auditKeygenLong = `Writes a new Ed25519 key pair: FILE, the private key (PEM, PKCS #8, mode
+0600), and FILE.pub, the public key (PEM, PKIX). Name FILE in the
+configuration's audit.signing_key_file so that export --format sep-3004
+signs its records; give FILE.pub to whoever verifies them (airlock audit
+verify --public-key FILE.pub), which needs nothing else. An existing file is
+never overwritten.`
+
 const auditVerifyLong = `FILE (an argument naming an existing file): checks an export's chain;
-reports the first broken record.
+reports the first broken record. A sep-3004 export is checked record by
+record (core fields, values, event_hash, previous_hash) and must end with
+its seal; --public-key FILE also requires every record to be signed by that
+key, and checks each signature, offline.
 TASK_ID: replays every run of the task against this binary's workflow code;
 a failure means the workflow code changed without workflow.GetVersion, or
 the history was altered.
@@ -89,6 +112,8 @@ type auditOptions struct {
 	since   string
 	out     string
 	history string
+	format  string
+	pubKey  string
 }
 
 func auditFlags(fs *flag.FlagSet, o *auditOptions) {
@@ -101,6 +126,8 @@ func auditFlags(fs *flag.FlagSet, o *auditOptions) {
 	fs.StringVar(&o.since, "since", "", "export: tasks with a run started after `TIME`")
 	fs.StringVar(&o.out, "out", "", "export: write to this `file` (default: standard output)")
 	fs.StringVar(&o.history, "history", "", "verify: replay this history JSON `file`")
+	fs.StringVar(&o.format, "format", formatAirlock, "export: "+formatAirlock+" (the default records) or "+formatSEP3004+" (the SEP-3004 draft's, signed when audit.signing_key_file is set)")
+	fs.StringVar(&o.pubKey, "public-key", "", "verify: check a sep-3004 export's receipts with this Ed25519 public key `file` (PEM)")
 }
 
 // auditTimeout bounds an audit command that talks to Temporal.
@@ -170,16 +197,29 @@ func auditExport(c *Call, o *auditOptions) int {
 		}
 		since = t
 	}
+	if o.format != formatAirlock && o.format != formatSEP3004 {
+		return c.usage("--format %q: use %s (the default) or %s", o.format, formatAirlock, formatSEP3004)
+	}
 	opts := o.timelineOptions(c)
 	if opts == nil {
 		return 1
 	}
+	var key ed25519.PrivateKey
+	if o.format == formatSEP3004 {
+		var err error
+		if key, err = loadSigningKey(o.config); err != nil {
+			return c.fail(err)
+		}
+	}
 	return o.conn.run(c, auditTimeout, func(ctx context.Context, tc client.Client) int {
-		return exportTasks(ctx, c, tc, o, since, opts)
+		return exportTasks(ctx, c, tc, o, since, opts, key)
 	})
 }
 
 func auditVerify(c *Call, o *auditOptions) int {
+	if o.pubKey != "" && o.history != "" {
+		return c.usage("--public-key checks a sep-3004 export's receipts; it does not go with --history")
+	}
 	if o.history != "" {
 		if len(c.Args) > 0 {
 			return c.usage("--history takes the file; unexpected argument %q", c.Args[0])
@@ -190,7 +230,10 @@ func auditVerify(c *Call, o *auditOptions) int {
 		return c.usage("name one TASK_ID or export FILE")
 	}
 	if st, err := os.Stat(c.Args[0]); err == nil && st.Mode().IsRegular() {
-		return verifyFile(c, c.Args[0])
+		return verifyFile(c, c.Args[0], o.pubKey)
+	}
+	if o.pubKey != "" {
+		return c.usage("--public-key checks a sep-3004 export FILE; %s is not a file", c.Args[0])
 	}
 	return o.conn.run(c, auditTimeout, func(ctx context.Context, tc client.Client) int {
 		return replayTask(ctx, c, tc, o.conn.namespace, c.Args[0])
@@ -304,9 +347,42 @@ type exportRef struct {
 	first, last time.Time
 }
 
+// Export formats.
+const (
+	formatAirlock = "airlock"
+	formatSEP3004 = "sep-3004"
+)
+
+// chainWriter is an export format's writer of records.
+type chainWriter interface {
+	Write(*timeline.Timeline) error
+	Records() int64
+	Last() string
+}
+
+// loadSigningKey is the configuration's audit.signing_key_file (nil when
+// unset, or when the default configuration is absent).
+func loadSigningKey(path string) (ed25519.PrivateKey, error) {
+	if path == "" {
+		return nil, nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) && path == defaultConfig {
+		return nil, nil
+	}
+	snap, err := config.Load(abs)
+	if err != nil {
+		return nil, err
+	}
+	return snap.Config.AuditSigningKey()
+}
+
 // exportTasks writes the chain of one task, or of every task with a run
-// started after since, oldest first.
-func exportTasks(ctx context.Context, c *Call, tc client.Client, o *auditOptions, since time.Time, opts *timeline.Options) int {
+// started after since, oldest first; key signs sep-3004 records.
+func exportTasks(ctx context.Context, c *Call, tc client.Client, o *auditOptions, since time.Time, opts *timeline.Options, key ed25519.PrivateKey) int {
 	refs := []exportRef{{id: o.task}}
 	if o.task == "" {
 		var err error
@@ -317,7 +393,11 @@ func exportTasks(ctx context.Context, c *Call, tc client.Client, o *auditOptions
 	// Build every timeline before writing, so a failure leaves no half
 	// file behind.
 	var buf bytes.Buffer
-	x := timeline.NewExporter(&buf)
+	var x chainWriter = timeline.NewExporter(&buf)
+	sep := timeline.NewSEP3004Exporter(&buf, key)
+	if o.format == formatSEP3004 {
+		x = sep
+	}
 	for _, r := range refs {
 		hists, err := timeline.FetchRuns(ctx, tc, r.id, r.run)
 		if err != nil {
@@ -331,6 +411,16 @@ func exportTasks(ctx context.Context, c *Call, tc client.Client, o *auditOptions
 			return c.fail(fmt.Errorf("task %s: %w", r.id, err))
 		}
 	}
+	what := ""
+	if o.format == formatSEP3004 {
+		if err := sep.Seal(time.Now()); err != nil {
+			return c.fail(err)
+		}
+		what = " in SEP-3004 records with a seal, unsigned (set audit.signing_key_file to sign them)"
+		if key != nil {
+			what = " in SEP-3004 records with a seal, each signed by key " + signkey.KeyID(key.Public().(ed25519.PublicKey))
+		}
+	}
 	dest := "standard output"
 	if o.out == "" || o.out == "-" {
 		if _, err := c.Stdout.Write(buf.Bytes()); err != nil {
@@ -342,7 +432,7 @@ func exportTasks(ctx context.Context, c *Call, tc client.Client, o *auditOptions
 		}
 		dest = o.out
 	}
-	fmt.Fprintf(c.Stderr, "exported %d records of %d task(s) to %s; last hash %s\n", x.Records(), len(refs), dest, x.Last())
+	fmt.Fprintf(c.Stderr, "exported %d records of %d task(s)%s to %s; last hash %s\n", x.Records(), len(refs), what, dest, x.Last())
 	return 0
 }
 
@@ -391,11 +481,18 @@ func exportRefs(ctx context.Context, tc client.Client, namespace string, bySince
 	return refs, nil
 }
 
-// verifyFile checks an export's chain.
-func verifyFile(c *Call, path string) int {
+// verifyFile checks an export's chain; pubKey ("": none) checks a
+// sep-3004 export's receipts.
+func verifyFile(c *Call, path, pubKey string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return c.fail(err)
+	}
+	if timeline.IsSEP3004(b) {
+		return verifySEP3004(c, path, b, pubKey)
+	}
+	if pubKey != "" {
+		return c.fail(fmt.Errorf("%s is not a sep-3004 export, and only those carry receipts for --public-key to check (export with --format sep-3004)", path))
 	}
 	if looksLikeHistory(b) {
 		return verifyHistory(c, path, b)
@@ -405,6 +502,50 @@ func verifyFile(c *Call, path string) int {
 		return c.failOn(path, fmt.Errorf("BROKEN at %v", err))
 	}
 	fmt.Fprintf(c.Stdout, "OK: %s: %d records, the chain is intact; last hash %s\n", path, res.Records, res.Last)
+	return 0
+}
+
+func verifySEP3004(c *Call, path string, b []byte, pubKey string) int {
+	var pub ed25519.PublicKey
+	if pubKey != "" {
+		var err error
+		if pub, err = signkey.ReadPublic(pubKey); err != nil {
+			return c.fail(fmt.Errorf("--public-key: %w", err))
+		}
+	}
+	res, err := timeline.VerifySEP3004(bytes.NewReader(b), pub)
+	if err != nil {
+		return c.failOn(path, fmt.Errorf("BROKEN at %v", err))
+	}
+	for _, u := range res.Unprotected {
+		fmt.Fprintf(c.Stderr, "note: %s is a member no hash or signature covers (ignored)\n", u)
+	}
+	sig := "unsigned (a chain anyone who can rewrite the file can recompute: keep the seal's hash elsewhere, or sign exports with audit.signing_key_file)"
+	switch {
+	case res.SignaturesChecked:
+		sig = "every record signed by key " + res.KeyID + ", the signatures verify"
+	case res.Signed:
+		sig = "signed by key " + res.KeyID + "; signatures NOT checked: give --public-key"
+	}
+	fmt.Fprintf(c.Stdout, "OK: %s: %d records and the seal, %s; the chain is intact; %s; seal hash %s\n",
+		path, res.Records, timeline.SEP3004Revision, sig, res.Seal)
+	return 0
+}
+
+func keygenFlags(fs *flag.FlagSet, o *auditOptions) {
+	fs.StringVar(&o.out, "out", "", "the private key's `file` (the public key goes to FILE.pub)")
+}
+
+func auditKeygen(c *Call, o *auditOptions) int {
+	if o.out == "" || o.out == "-" {
+		return c.usage("--out FILE names the private key's file (the public key goes to FILE.pub)")
+	}
+	pub, err := signkey.Generate(o.out, o.out+".pub")
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.Stdout, "wrote %s (private, mode 0600) and %s.pub\nkey id %s\nsign exports: audit.signing_key_file: %s in the configuration\nverify them: airlock audit verify --public-key %s.pub FILE\n",
+		o.out, o.out, signkey.KeyID(pub), o.out, o.out)
 	return 0
 }
 

@@ -47,6 +47,10 @@ func TestAuditArguments(t *testing.T) {
 		{"verify --history with an argument", []string{"audit", "verify", "--history", "h.json", "x"}, 2, "unexpected argument"},
 		{"verify --history of a missing file", []string{"audit", "verify", "--history", missing}, 1, "no such file"},
 		{"show with a missing --config", []string{"audit", "show", "--config", missing, "t1"}, 1, missing},
+		{"export with a bad --format", []string{"audit", "export", "--format", "xml"}, 2, `--format "xml": use airlock (the default) or sep-3004`},
+		{"keygen without --out", []string{"audit", "keygen"}, 2, "--out FILE names the private key's file"},
+		{"verify --public-key with --history", []string{"audit", "verify", "--public-key", "k.pub", "--history", "h.json"}, 2, "does not go with --history"},
+		{"verify --public-key of a task", []string{"audit", "verify", "--public-key", "k.pub", "t1"}, 2, "t1 is not a file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, tc.args...)
@@ -155,6 +159,13 @@ func TestAuditVerifyFile(t *testing.T) {
 				t.Error("verify FILE dialed Temporal")
 			}
 		})
+	}
+	pub := filepath.Join(t.TempDir(), "k")
+	if code, _, stderr := runCLI(t, "audit", "keygen", "--out", pub); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := runCLI(t, "audit", "verify", "--public-key", pub+".pub", path); code != 1 || !strings.Contains(stderr, "is not a sep-3004 export") {
+		t.Errorf("verify --public-key of a default export: %d %s", code, stderr)
 	}
 	if _, stdout, _ := runCLI(t, "audit", "verify", path); !strings.Contains(stdout, "OK: "+path+": "+strconv.Itoa(len(lines))+" records") {
 		t.Errorf("verify does not count the %d records: %s", len(lines), stdout)

@@ -5,8 +5,8 @@
 //
 // It reads files only; it never logs and never dials anything. It imports
 // packages manifests and policy (to compile the rules at load), api (for
-// the bounds the workflows set, such as api.MaxTaskCalls) and the standard
-// library.
+// the bounds the workflows set, such as api.MaxTaskCalls), internal/signkey
+// (to check audit.signing_key_file at load) and the standard library.
 package config
 
 import (
@@ -135,6 +135,12 @@ type Audit struct {
 	// (relative to this configuration file), appended to. Default
 	// "<data_dir>/audit.jsonl".
 	Log string `yaml:"log,omitempty"`
+	// SigningKeyFile is an Ed25519 private key (PEM, PKCS #8; airlock
+	// audit keygen writes one), relative to this configuration file, that
+	// signs each record of airlock audit export --format sep-3004. The
+	// file must be readable by its owner only. Unset: exports are not
+	// signed.
+	SigningKeyFile string `yaml:"signing_key_file,omitempty"`
 }
 
 // AuditLog is the audit stream's destination: "stdout", "stderr", "off",

@@ -260,6 +260,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	if lines.Has("audit.log") && strings.TrimSpace(c.Audit.Log) == "" {
 		v.add("audit.log", "is empty; omit it for <data_dir>/audit.jsonl, or write stdout, stderr, off or a file (relative to this configuration file)")
 	}
+	c.validateAuditKey(v, lines) // auditkey.go
 	if len(c.Manifests) == 0 {
 		v.add("manifests", `is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`)
 	}

@@ -9,7 +9,10 @@
 // as a decoder compares them), and what is accepted is re-encoded so that
 // what is recorded, judged and sent are the same bytes.
 //
-// It imports only the standard library; gateway and internal/policy use it.
+// JCS (jcs.go) writes the RFC 8785 form that signed audit records use.
+//
+// It imports only the standard library; gateway, internal/policy and
+// internal/timeline use it.
 package jsoncanon
 
 import (

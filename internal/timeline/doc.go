@@ -12,6 +12,11 @@
 //   - Export and Verify: the timeline as JSON lines, one record per event,
 //     chained by SHA-256 so that an altered, reordered or removed record is
 //     found (see export.go for the exact scheme);
+//   - SEP3004Exporter and VerifySEP3004: the same events as records of the
+//     SEP-3004 draft (sep3004.go): canonical JSON, a previous_hash chain,
+//     the outcome enum, airlock's fields as the "airlock" extension, an
+//     Ed25519 receipt per record when a key is given, and a seal that
+//     counts them;
 //   - FetchRuns: the histories of a task's runs from Temporal.
 //
 // Programs (code mode) are shown as one block each: the program's source,
@@ -31,5 +36,7 @@
 //
 // The package may import api (wire types), internal/redact (the masking
 // and scrubbing of arguments), internal/policy (effect and check names)
-// and the Temporal SDK; nothing in airlock's request path imports it.
+// internal/jsoncanon (RFC 8785 canonical JSON), internal/signkey (the
+// receipt key's ID), golang.org/x/text (Unicode NFC, which the draft
+// requires of protected strings) and the Temporal SDK; nothing in airlock's request path imports it.
 package timeline
