@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -68,11 +70,16 @@ func TestListingSaysWhatAirlockEnforces(t *testing.T) {
 	}
 
 	pool := upstream.New([]manifests.Server{m.Server}, upstream.Options{})
-	g := New(Options{Temporal: &fakeTemporal{}, Manifests: []*manifests.Manifest{m}, Upstreams: pool, Policy: pol,
-		ExposeUncovered: true, Logger: zerolog.Nop()})
 	pool.Start(context.Background())
 	t.Cleanup(func() { _ = pool.Close() })
+	g := New(Options{Temporal: &fakeTemporal{}, Manifests: []*manifests.Manifest{m}, Upstreams: pool, Policy: pol,
+		ExposeUncovered: true, Logger: zerolog.Nop()})
 	cs := connectMemory(t, g)
+	// The same gateway with the search catalog: airlock_find_tools
+	// answers with the same metadata.
+	search := New(Options{Temporal: &fakeTemporal{}, Manifests: []*manifests.Manifest{m}, Upstreams: pool, Policy: pol,
+		ExposeUncovered: true, Catalog: CatalogSearch, Logger: zerolog.Nop()})
+	scs := connectMemory(t, search)
 
 	var tools map[string]*mcp.Tool
 	testenv.WaitFor(t, "the upstream's tools to be listed", 10*time.Second, func() bool {
@@ -87,6 +94,9 @@ func TestListingSaysWhatAirlockEnforces(t *testing.T) {
 		return tools["files__extra"] != nil && !strings.HasPrefix(tools["files__write_file"].Description, "[unavailable")
 	})
 
+	if _, err := scs.ListTools(context.Background(), nil); err != nil { // publishes the upstream's tools in search
+		t.Fatal(err)
+	}
 	yes, no := true, false
 	cases := []struct {
 		name     string
@@ -146,6 +156,45 @@ func TestListingSaysWhatAirlockEnforces(t *testing.T) {
 		}
 		if _, ok := tl.Meta["airlock.dev/task"]; ok {
 			t.Errorf("%s: the upstream's claim under airlock's prefix is listed: %v", c.name, tl.Meta)
+		}
+
+		res, err := scs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolFindTools, Arguments: map[string]any{"query": strings.TrimPrefix(c.name, "files__"), "limit": 20}})
+		if err != nil || res.IsError {
+			t.Fatalf("find_tools: %v %s", err, mustJSON(t, res))
+		}
+		var found findToolsOut
+		if err := json.Unmarshal([]byte(mustJSON(t, res.StructuredContent)), &found); err != nil {
+			t.Fatal(err)
+		}
+		var f *FoundTool
+		for i := range found.Tools {
+			if found.Tools[i].Name == c.name {
+				f = &found.Tools[i]
+			}
+		}
+		if f == nil {
+			t.Errorf("find_tools does not find %s: %s", c.name, mustJSON(t, found))
+		} else if d := cmp.Diff(tl.Meta, f.Meta); d != "" || !cmp.Equal(tl.Annotations, f.Annotations) {
+			t.Errorf("%s: find_tools says otherwise than tools/list (-list +found):\n%s\n%s", c.name, d, cmp.Diff(tl.Annotations, f.Annotations))
+		}
+	}
+
+	// A reload that lowers the manifest's risk is listed at once.
+	lowered := *read
+	lowered.Risk = manifests.RiskMedium
+	m2 := *m
+	m2.Tools = maps.Clone(m.Tools)
+	m2.Tools["read_file"] = &lowered
+	g.Reload(Live{Manifests: []*manifests.Manifest{&m2}, Policy: pol, ExposeUncovered: true})
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if tl.Name == "files__read_file" {
+			if r, _ := tl.Meta[manifests.MetaRisk].(map[string]any); r["riskLevel"] != "medium" {
+				t.Errorf("after the reload, read_file is listed %v, want riskLevel medium", tl.Meta[manifests.MetaRisk])
+			}
 		}
 	}
 
