@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/upstream"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -34,6 +35,10 @@ func describeTool(pol *policy.Policy, m *manifests.Manifest, e *toolEntry, def *
 	risk := pol.Describe(policy.Tool{Name: e.exposed, Server: e.server, Upstream: e.upstream, Decl: e.decl})
 	meta[manifests.MetaRisk] = metaValue(risk)
 	meta[manifests.MetaRecovery] = metaValue(e.decl.Recovery(m.Exposed))
+	if e.avail != "" {
+		// airlock's own word, as a wasm server's is (upstream.MetaUnavailable).
+		meta[upstream.MetaUnavailable] = e.avail
+	}
 	def.Meta = meta
 
 	a := &mcp.ToolAnnotations{}
