@@ -147,3 +147,27 @@ func TestSkeletonHostileDeclaredMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestHintsReadBack: the annotations airlock lists for a declaration
+// (HintsOf) read back, by a skeleton of a server that declares nothing
+// else, as side effects that include the declared kinds.
+func TestHintsReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		ses  []string
+		want []SideEffect
+	}{
+		{[]string{"read"}, effects(SideEffectRead)},
+		{[]string{"none"}, effects(SideEffectRead)},
+		{[]string{"write"}, effects(SideEffectWrite)},
+		{[]string{"delete"}, effects(SideEffectWrite, SideEffectDelete)},
+		{[]string{"write", "send"}, effects(SideEffectWrite, SideEffectSend)},
+		{[]string{"pay"}, effects(SideEffectWrite, SideEffectSend)},
+		{[]string{"exec"}, effects(SideEffectWrite, SideEffectDelete)},
+	} {
+		h := HintsOf(tc.ses, false)
+		g := guessTool(&UpstreamTool{Name: "t", Annotations: &h})
+		if !cmp.Equal(g.sideEffects, tc.want) {
+			t.Errorf("%v: hints %+v read back as %v, want %v", tc.ses, h, g.sideEffects, tc.want)
+		}
+	}
+}

@@ -155,23 +155,13 @@ func recoveryCall(c *Call, exposed func(string) string, depth int) *RecoveryCall
 	return r
 }
 
-// Hints are the MCP tool annotations that say what the declaration says,
-// so that a client reading only readOnlyHint and the like is told the
-// same as one reading RiskMeta: read-only when the side effects change
-// nothing; destructive when they delete or execute (write alone only
-// adds, as a skeleton reads destructiveHint: false); idempotent as
-// declared (or read-only); open world when they send or pay.
-func (t *Tool) Hints() ToolHints {
-	var se []string
-	if t != nil {
-		for _, s := range t.SideEffects {
-			se = append(se, string(s))
-		}
-	}
-	return HintsOf(se, t != nil && t.Idempotent)
-}
-
-// HintsOf is Hints for side effects as the policy lists them.
+// HintsOf are the MCP tool annotations that say what side effects (as
+// the policy lists them) say, so that a client reading only readOnlyHint
+// and the like is told the same as one reading RiskMeta: read-only when
+// they change nothing; destructive when they delete or execute (write
+// alone only adds, as a skeleton reads destructiveHint: false);
+// idempotent as declared (or read-only); open world when they send or
+// pay.
 func HintsOf(sideEffects []string, idempotent bool) ToolHints {
 	has := func(s SideEffect) bool { return slices.Contains(sideEffects, string(s)) }
 	ro := onlyReads(sideEffects)
