@@ -249,3 +249,36 @@ func TestListingSaysWhyUnavailable(t *testing.T) {
 		t.Errorf("unavailable listing %s: want the reason, and the risk metadata and hints kept", mustJSON(t, tl))
 	}
 }
+
+// BenchmarkDescribeTool is what the metadata costs one tool of a listing
+// (tools/list republishes every tool): a compensated tool with a capture,
+// made anew (after a reload) and from the cache.
+func BenchmarkDescribeTool(b *testing.B) {
+	d := &manifests.Tool{SideEffects: []manifests.SideEffect{manifests.SideEffectWrite}, DataAccessLevel: manifests.DataInternal, Risk: manifests.RiskHigh,
+		Approval:     &manifests.Approval{Group: "ops"},
+		Capture:      &manifests.Call{Tool: "read_file", Args: map[string]string{"path": "args.path"}},
+		Compensation: &manifests.Call{Tool: "write_file", Args: map[string]string{"path": "args.path", "content": "before.content"}, When: "before != null"}}
+	m := &manifests.Manifest{Server: manifests.Server{Name: "files"}, Tools: map[string]*manifests.Tool{"write_file": d}}
+	pol, err := policy.Compile(policy.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := &toolEntry{exposed: "files__write_file", server: "files", upstream: "write_file", decl: d}
+	up := &mcp.Tool{Name: "write_file", InputSchema: map[string]any{"type": "object"}, Meta: mcp.Meta{"vendor/x": 1}, Annotations: &mcp.ToolAnnotations{Title: "Write"}}
+	b.Run("new", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			def := *up
+			describeTool(describe(pol, m, e), e, &def)
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		var c describedCache
+		live := &Live{Policy: pol}
+		b.ReportAllocs()
+		for b.Loop() {
+			def := *up
+			describeTool(c.get(live, m, e), e, &def)
+		}
+	})
+}
