@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/internal/upstream"
@@ -73,8 +75,12 @@ func TestListingSaysWhatAirlockEnforces(t *testing.T) {
 	pool := upstream.New([]manifests.Server{m.Server}, upstream.Options{})
 	pool.Start(context.Background())
 	t.Cleanup(func() { _ = pool.Close() })
+	pins, err := pin.Open(filepath.Join(t.TempDir(), "pins.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	g := New(Options{Temporal: &fakeTemporal{}, Manifests: []*manifests.Manifest{m}, Upstreams: pool, Policy: pol,
-		ExposeUncovered: true, Logger: zerolog.Nop()})
+		ExposeUncovered: true, Pins: pins, Logger: zerolog.Nop()})
 	cs := connectMemory(t, g)
 	// The same gateway with the search catalog: airlock_find_tools
 	// answers with the same metadata.
@@ -183,7 +189,19 @@ func TestListingSaysWhatAirlockEnforces(t *testing.T) {
 		}
 	}
 
-	// A reload that lowers the manifest's risk is listed at once.
+	// Pins are of what the upstream sends, not of airlock's listing.
+	offered := pool.Status("files").Tools
+	if len(offered) != 5 {
+		t.Fatalf("the pool has %d of the upstream's 5 tools", len(offered))
+	}
+	for _, ut := range offered {
+		if p, ok := pins.Lookup("files", ut.Name); !ok || p.SHA256 != pin.Hash(ut) {
+			t.Errorf("%s: pin %+v is not of the upstream's definition (%s)", ut.Name, p, pin.Hash(ut))
+		}
+	}
+
+	// A reload that lowers the manifest's risk is listed at once, and no
+	// pin takes the new metadata for a changed definition.
 	lowered := *read
 	lowered.Risk = manifests.RiskMedium
 	m2 := *m
@@ -196,8 +214,8 @@ func TestListingSaysWhatAirlockEnforces(t *testing.T) {
 	}
 	for _, tl := range res.Tools {
 		if tl.Name == "files__read_file" {
-			if r, _ := tl.Meta[manifests.MetaRisk].(map[string]any); r["riskLevel"] != "medium" {
-				t.Errorf("after the reload, read_file is listed %v, want riskLevel medium", tl.Meta[manifests.MetaRisk])
+			if r, _ := tl.Meta[manifests.MetaRisk].(map[string]any); r["riskLevel"] != "medium" || strings.HasPrefix(tl.Description, "[unavailable") {
+				t.Errorf("after the reload, read_file is listed %s, want riskLevel medium, not blocked", mustJSON(t, tl))
 			}
 		}
 	}
