@@ -49,7 +49,9 @@ type FoundTool struct {
 	Description string               `json:"description,omitempty"`
 	InputSchema any                  `json:"inputSchema,omitempty"`
 	Annotations *mcp.ToolAnnotations `json:"annotations,omitempty"`
-	Score       float64              `json:"score"`
+	// Meta carries the risk and recovery metadata, as tools/list does.
+	Meta  mcp.Meta `json:"_meta,omitempty"`
+	Score float64  `json:"score"`
 }
 
 type findToolsOut struct {
@@ -144,7 +146,7 @@ func (g *Gateway) findToolsTool(ctx context.Context, req *mcp.CallToolRequest, i
 	for _, h := range catalog.New(docs).Search(in.Query, limit, nil) {
 		d := entries[h.Doc.Name].def
 		out.Tools = append(out.Tools, FoundTool{Name: d.Name, Title: d.Title, Description: d.Description, InputSchema: d.InputSchema,
-			Annotations: d.Annotations, Score: float64(int(h.Score*1000)) / 1000})
+			Annotations: d.Annotations, Meta: d.Meta, Score: float64(int(h.Score*1000)) / 1000})
 		fmt.Fprintf(&b, "%s: %s\n", d.Name, firstLine(d.Description))
 	}
 	if stubs {

@@ -229,6 +229,8 @@ type Gateway struct {
 
 	// reloaded holds what a reloaded configuration changes (reload.go).
 	reloaded atomic.Pointer[Live]
+	// described caches the listing's metadata (toolmeta.go).
+	described describedCache
 }
 
 // New builds a gateway; call Refresh (or let the pool's OnToolsChanged call

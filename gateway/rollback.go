@@ -11,11 +11,12 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/manifests"
 )
 
 // ToolRollback is the built-in tool with which an agent undoes its own
 // task's changes.
-const ToolRollback = "airlock_rollback"
+const ToolRollback = manifests.RollbackTool
 
 type rollbackIn struct {
 	Reason string `json:"reason,omitempty" jsonschema:"why you roll back (kept in the task's record)"`

@@ -191,6 +191,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 					e.avail = reason
 					def.Description = fmt.Sprintf("[unavailable: %s] %s", reason, decl.Description)
 				}
+				describeTool(g.described.get(live, m, e), e, &def)
 			} else {
 				if len(st.Tools) > 0 {
 					e.avail = fmt.Sprintf("upstream %s does not offer a tool named %q; check %s", m.Server.Name, name, m.File)
@@ -217,6 +218,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 				if !g.pinBlocked(m, e, t) {
 					def := *t
 					def.Name = exposed
+					describeTool(g.described.get(live, m, e), e, &def)
 					e.def = &def
 				}
 				out[exposed] = e

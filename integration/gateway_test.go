@@ -46,7 +46,8 @@ func TestNPMServersThroughGateway(t *testing.T) {
 			t.Errorf("tool %q is exposed but no manifest declares it", name)
 		}
 	}
-	// Schemas and annotations pass through unchanged.
+	// Schemas pass through unchanged; annotations and _meta say what the
+	// manifest declares (README.md, "Tools say what they are").
 	up := s.pool.Status("filesystem")
 	for _, ut := range up.Tools {
 		gt, ok := tools["filesystem__"+ut.Name]
@@ -56,9 +57,7 @@ func TestNPMServersThroughGateway(t *testing.T) {
 		if !reflect.DeepEqual(normalize(t, ut.InputSchema), normalize(t, gt.InputSchema)) {
 			t.Errorf("%s: input schema changed:\nupstream %s\ngateway  %s", ut.Name, mustJSON(t, ut.InputSchema), mustJSON(t, gt.InputSchema))
 		}
-		if !reflect.DeepEqual(normalize(t, ut.Annotations), normalize(t, gt.Annotations)) {
-			t.Errorf("%s: annotations changed", ut.Name)
-		}
+		checkListedMeta(t, fsm, ut, gt)
 	}
 
 	// Write a file through airlock; it is on disk.
@@ -142,3 +141,42 @@ func normalize(t *testing.T, v any) any {
 }
 
 var _ = mcp.CallToolParams{}
+
+// checkListedMeta checks what the gateway lists of an upstream tool (gt)
+// against its manifest's declaration: the risk and recovery metadata in
+// _meta and the annotations, whose title alone is the upstream's (ut).
+func checkListedMeta(t *testing.T, m *manifests.Manifest, ut, gt *mcp.Tool) {
+	t.Helper()
+	d := m.Tools[ut.Name]
+	risk, _ := gt.Meta[manifests.MetaRisk].(map[string]any)
+	rec, _ := gt.Meta[manifests.MetaRecovery].(map[string]any)
+	if risk == nil || rec == nil {
+		t.Errorf("%s: _meta lacks the risk or recovery metadata: %s", gt.Name, mustJSON(t, gt.Meta))
+		return
+	}
+	var ses []any
+	readOnly := true
+	for _, se := range d.SideEffects {
+		ses = append(ses, string(se))
+		readOnly = readOnly && (se == manifests.SideEffectRead || se == manifests.SideEffectNone)
+	}
+	if risk["riskLevel"] != string(d.Risk) || !reflect.DeepEqual(risk["sideEffects"], ses) || risk["dataAccessLevel"] != string(d.DataAccessLevel) ||
+		risk["idempotent"] != d.Idempotent || risk["covered"] != true {
+		t.Errorf("%s: risk metadata %s does not say what the manifest declares (%+v)", gt.Name, mustJSON(t, risk), d)
+	}
+	if rec["compensable"] != d.Compensable() {
+		t.Errorf("%s: recovery metadata %s, but compensable is %v", gt.Name, mustJSON(t, rec), d.Compensable())
+	}
+	if d.Compensable() {
+		c, _ := rec["compensation"].(map[string]any)
+		if c == nil || c["tool"] != m.Exposed(d.Compensation.Tool) || rec["trigger"] != gateway.ToolRollback || risk["reversibility"] != "auto" {
+			t.Errorf("%s: recovery metadata %s, want compensation by %s on %s", gt.Name, mustJSON(t, rec), m.Exposed(d.Compensation.Tool), gateway.ToolRollback)
+		}
+	}
+	a := gt.Annotations
+	if a == nil || a.ReadOnlyHint != readOnly || a.IdempotentHint != (d.Idempotent || readOnly) {
+		t.Errorf("%s: annotations %s disagree with side effects %v, idempotent %v", gt.Name, mustJSON(t, a), d.SideEffects, d.Idempotent)
+	} else if ut.Annotations != nil && a.Title != ut.Annotations.Title {
+		t.Errorf("%s: title %q, the upstream's is %q", gt.Name, a.Title, ut.Annotations.Title)
+	}
+}

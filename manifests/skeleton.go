@@ -26,6 +26,9 @@ type UpstreamTool struct {
 	Description string
 	Annotations *ToolHints // nil: the server gave none
 	InputSchema any        // the JSON Schema of the arguments
+	// Meta is the tool's _meta; what it declares under MetaRisk and
+	// MetaRecovery (as airlock lists its tools) pre-fills the skeleton.
+	Meta map[string]any
 }
 
 // ToolHints are MCP's tool annotations, named as MCP names them; nil
@@ -50,11 +53,18 @@ type SkeletonStats struct{ Declared, Skipped int }
 // toolGuess is what the annotations suggest about one tool.
 type toolGuess struct {
 	sideEffects []SideEffect
+	level       DataLevel
 	risk        Risk
 	idempotent  bool
 	approval    bool
+	quorum      int  // 0: the default, 1
+	declared    bool // risk and the rest are what the tool declares (MetaRisk)
 	pathArgs    []string
 	why         []string // comments on the side effects and risk
+	// capture and compensation are what the tool declares (MetaRecovery),
+	// when the manifest can hold them; recoveryWhy says why, or why not.
+	capture, compensation *Call
+	recoveryWhy           []string
 }
 
 // guessTool maps a tool's annotations to manifest values, conservatively:
@@ -64,7 +74,7 @@ func guessTool(t *UpstreamTool) toolGuess {
 	if a == nil {
 		a = &ToolHints{}
 	}
-	var g toolGuess
+	g := toolGuess{level: DataInternal}
 	switch {
 	case a.ReadOnlyHint:
 		g.sideEffects = []SideEffect{SideEffectRead}
@@ -94,6 +104,7 @@ func guessTool(t *UpstreamTool) toolGuess {
 		g.why = append(g.why, "REVIEW: no openWorldHint (MCP's default is open world): add send if it reaches the web or other services.")
 	}
 	g.pathArgs = pathArgs(t.InputSchema)
+	g.applyDeclaredRisk(t.Meta, t.Annotations != nil) // skeletonmeta.go
 	return g
 }
 
@@ -127,6 +138,12 @@ func Skeleton(srv Server, source string, tools []*UpstreamTool, now time.Time) (
 	sorted := append([]*UpstreamTool(nil), tools...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 
+	var names []string // the tools the skeleton declares
+	for _, t := range sorted {
+		if unexposable(srv.Name, t.Name) == "" {
+			names = append(names, t.Name)
+		}
+	}
 	var body bytes.Buffer
 	var st SkeletonStats
 	needRoots := false
@@ -137,7 +154,7 @@ func Skeleton(srv Server, source string, tools []*UpstreamTool, now time.Time) (
 			continue
 		}
 		st.Declared++
-		needRoots = skeletonTool(&body, srv.Name, t) || needRoots
+		needRoots = skeletonTool(&body, srv.Name, t, names) || needRoots
 	}
 
 	var b bytes.Buffer
@@ -150,8 +167,9 @@ func Skeleton(srv Server, source string, tools []*UpstreamTool, now time.Time) (
 
 // skeletonTool writes one tool's entry and reports whether it has path
 // arguments (which need the server's path_roots).
-func skeletonTool(body *bytes.Buffer, server string, t *UpstreamTool) (paths bool) {
+func skeletonTool(body *bytes.Buffer, server string, t *UpstreamTool, names []string) (paths bool) {
 	g := guessTool(t)
+	g.capture, g.compensation, g.recoveryWhy = declaredRecovery(t.Meta, names) // skeletonmeta.go
 	comment(body, "  ", descriptionOf(t))
 	comment(body, "  ", "annotations: "+annotationsOf(t.Annotations))
 	fmt.Fprintf(body, "  %s:\n", yamlString(t.Name))
@@ -163,16 +181,23 @@ func skeletonTool(body *bytes.Buffer, server string, t *UpstreamTool) (paths boo
 		ses[i] = string(se)
 	}
 	fmt.Fprintf(body, "    side_effects: [%s]\n", strings.Join(ses, ", "))
-	comment(body, "    ", "REVIEW: a guess; raise it for confidential data, or lower it to public.")
-	fmt.Fprintf(body, "    data_access_level: %s\n", DataInternal)
+	if g.level == DataInternal {
+		comment(body, "    ", "REVIEW: a guess; raise it for confidential data, or lower it to public.")
+	}
+	fmt.Fprintf(body, "    data_access_level: %s\n", g.level)
 	comment(body, "    ", fmt.Sprintf("required_permissions: [%s.%s]", server, permissionVerb(g)))
 	fmt.Fprintf(body, "    risk: %s\n", g.risk)
 	if g.approval {
 		comment(body, "    ", "REVIEW: name the approver group instead of CHANGE-ME.")
 		fmt.Fprintf(body, "    approval:\n      group: CHANGE-ME\n")
+		if g.quorum > 1 {
+			fmt.Fprintf(body, "      quorum: %d\n", g.quorum)
+		}
 	}
 	if !g.sideEffectsReadOnly() {
-		if g.idempotent {
+		if g.declared {
+			comment(body, "    ", "idempotent as the server declares it (only idempotent calls are re-run after a crash).")
+		} else if g.idempotent {
 			comment(body, "    ", "idempotentHint: true (only idempotent calls are re-run after a crash).")
 		} else {
 			comment(body, "    ", "REVIEW: no idempotentHint: set true only if a second run with the same arguments changes nothing more.")
@@ -183,6 +208,15 @@ func skeletonTool(body *bytes.Buffer, server string, t *UpstreamTool) (paths boo
 		comment(body, "    ", "REVIEW: these arguments look like filesystem paths; policy keeps them inside server.path_roots. Remove any that are not paths.")
 		fmt.Fprintf(body, "    path_args: [%s]\n", strings.Join(g.pathArgs, ", "))
 	}
+	for _, w := range g.recoveryWhy {
+		comment(body, "    ", w)
+	}
+	if g.capture != nil {
+		writeCall(body, "    ", "capture", g.capture)
+	}
+	if g.compensation != nil {
+		writeCall(body, "    ", "compensation", g.compensation)
+	}
 	body.WriteString("\n")
 	return len(g.pathArgs) > 0
 }
@@ -192,8 +226,9 @@ func skeletonHeader(b *bytes.Buffer, server, source string, tools int, now time.
 	fmt.Fprintf(b, "# Manifest skeleton for upstream %s, written by `airlock manifests scan`\n", server)
 	comment(b, "", fmt.Sprintf("on %s from the %d tool(s) of %s.", now.UTC().Format(time.DateOnly), tools, redact.VisibleLine(source)))
 	b.WriteString("#\n")
-	b.WriteString("# Every value is a guess from the tool annotations the server chose, and a\n")
-	b.WriteString("# server can say anything about itself. Review each \"# REVIEW:\" line, then\n")
+	b.WriteString("# Every value is a guess from the tool annotations (or the risk and recovery\n")
+	b.WriteString("# metadata) the server chose, and a server can say anything about itself.\n")
+	b.WriteString("# Review each \"# REVIEW:\" line, then\n")
 	b.WriteString("# add this file to manifests in airlock.yaml. Tools left out are not exposed.\n")
 	b.WriteString("# The descriptions below are the server's words, shown for review only.\n")
 	b.WriteString("# An upstream may not ask the client's model (sampling) or user (elicitation)\n")

@@ -29,7 +29,14 @@ How annotations map (MCP's defaults apply to missing hints):
   idempotentHint              idempotent
   openWorldHint: true         adds side effect send
   arguments path, paths, source, destination become path_args
-  data_access_level is always internal: raise it where the data is sensitive`
+  data_access_level is internal: raise it where the data is sensitive
+
+A server that declares risk and recovery metadata in its tools' _meta, as
+airlock lists its own tools (_meta "airlock.dev/risk" and
+"airlock.dev/recovery"; README.md, "Tools say what they are"), pre-fills
+risk, side effects, data access level, idempotency, approval (with the
+quorum) and the capture and compensation, where a manifest can hold them;
+each value taken is marked, since a server can say anything about itself.`
 
 func scanCommand() *Command {
 	return &Command{Name: "scan", Usage: `[--config airlock.yaml] [--out FILE] SERVER
@@ -99,7 +106,7 @@ func runScan(c *Call, o *scanOptions) int {
 func upstreamTools(tools []*mcp.Tool) []*manifests.UpstreamTool {
 	out := make([]*manifests.UpstreamTool, len(tools))
 	for i, t := range tools {
-		out[i] = &manifests.UpstreamTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+		out[i] = &manifests.UpstreamTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Meta: t.Meta}
 		if a := t.Annotations; a != nil {
 			out[i].Annotations = &manifests.ToolHints{ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
 				IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}

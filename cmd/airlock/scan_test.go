@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/internal/testenv"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -189,5 +195,60 @@ func TestSplitCommand(t *testing.T) {
 	}
 	if _, err := splitCommand("   "); err == nil {
 		t.Error("an empty command splits")
+	}
+}
+
+// TestScanDeclaredMetadata: scanning an upstream that lists its tools as
+// airlock does (here, what an airlock in front of a files server lists:
+// its names prefixed, risk and recovery metadata in _meta) pre-fills the
+// skeleton with the risk, side effects, data level, approval quorum, and
+// the capture and compensation its manifest declared; the annotations,
+// which claim read-only, give way.
+func TestScanDeclaredMetadata(t *testing.T) {
+	write := &manifests.Tool{SideEffects: sideEffects(manifests.SideEffectWrite), DataAccessLevel: manifests.DataConfidential,
+		Risk: manifests.RiskHigh, Idempotent: true, Approval: &manifests.Approval{Group: "ops", Quorum: 2},
+		Capture:      &manifests.Call{Tool: "read_file", Args: map[string]string{"path": "args.path"}},
+		Compensation: &manifests.Call{Tool: "write_file", Args: map[string]string{"path": "args.path", "content": "before.content"}, When: "before != null"}}
+	read := &manifests.Tool{SideEffects: sideEffects(manifests.SideEffectRead), DataAccessLevel: manifests.DataPublic, Risk: manifests.RiskLow}
+	inner := &manifests.Manifest{Server: manifests.Server{Name: "files"}, Tools: map[string]*manifests.Tool{"write_file": write, "read_file": read}}
+	pol, err := policy.Compile(policy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := mcp.NewServer(&mcp.Implementation{Name: "other-airlock", Version: "1"}, nil)
+	for name, d := range inner.Tools {
+		exposed := inner.Exposed(name)
+		up.AddTool(&mcp.Tool{Name: exposed, InputSchema: map[string]any{"type": "object"},
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+			Meta: mcp.Meta{
+				manifests.MetaRisk:     pol.Describe(policy.Tool{Name: exposed, Server: "files", Upstream: name, Decl: d}),
+				manifests.MetaRecovery: d.Recovery(inner.Exposed),
+			}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	}
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(hs.Close)
+
+	code, out, errs := runCLI(t, "manifests", "scan", "--name", "outer", "--url", hs.URL)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	m := parseSkeleton(t, out)
+	w, r := m.Tools["files__write_file"], m.Tools["files__read_file"]
+	if w == nil || r == nil {
+		t.Fatalf("tools missing:\n%s", out)
+	}
+	if !reflect.DeepEqual(w.SideEffects, write.SideEffects) || w.Risk != manifests.RiskHigh || w.DataAccessLevel != manifests.DataConfidential || !w.Idempotent ||
+		w.Approval == nil || w.Approval.Quorum != 2 {
+		t.Errorf("files__write_file = %+v, want the declared [write], high, confidential, idempotent, approval by 2\n%s", w, out)
+	}
+	wantCapture := &manifests.Call{Tool: "files__read_file", Args: write.Capture.Args}
+	wantComp := &manifests.Call{Tool: "files__write_file", Args: write.Compensation.Args, When: write.Compensation.When}
+	if !reflect.DeepEqual(w.Capture, wantCapture) || !reflect.DeepEqual(w.Compensation, wantComp) {
+		t.Errorf("capture %+v compensation %+v, want %+v and %+v\n%s", w.Capture, w.Compensation, wantCapture, wantComp, out)
+	}
+	if !reflect.DeepEqual(r.SideEffects, read.SideEffects) || r.Risk != manifests.RiskLow || r.DataAccessLevel != manifests.DataPublic || r.Approval != nil || r.Compensation != nil {
+		t.Errorf("files__read_file = %+v, want the declared [read], low, public", r)
 	}
 }

@@ -419,3 +419,34 @@ func (p *Policy) ReadsTaskCounters(tool string) bool {
 	}
 	return false
 }
+
+// Describe says what the policy enforces on tool before any call, for its
+// listing (the risk metadata of manifests.RiskMeta): the facts it judges
+// by, with an uncovered tool's assumptions, and the default decision for
+// its risk tier, which a require_approval without any approver group
+// turns into deny as Decide does. Rules says some rule may decide calls
+// of it otherwise (by their arguments, the principal or the task). A nil
+// Policy describes the default risk effects.
+func (p *Policy) Describe(tool Tool) manifests.RiskMeta {
+	f := factsOf(tool)
+	eff, rules, fallback := defaultRiskEffects[f.risk], false, ""
+	if p != nil {
+		eff, fallback = p.riskDefaults[f.risk], p.approvalGrp
+		rules = len(p.index.candidates(tool.Name, nil)) > 0
+	}
+	if eff == "" {
+		eff = api.Deny // an unknown tier, as Decide
+	}
+	quorum := 0
+	if eff == api.RequireApproval {
+		switch {
+		case f.approval != nil && strings.TrimSpace(f.approval.Group) != "":
+			quorum = f.approval.EffectiveQuorum()
+		case fallback != "":
+			quorum = 1
+		default:
+			eff = api.Deny
+		}
+	}
+	return manifests.DescribeRisk(f.sideEffects, f.level, f.risk, f.idempotent, tool.Decl.Compensable(), f.covered, string(eff), quorum, rules)
+}
