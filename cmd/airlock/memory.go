@@ -16,7 +16,7 @@ import (
 // returns the rest only while it is above the next GC's goal plus 10%, and
 // slowly (a first start still held 190 MiB it did not use a minute later),
 // so an idle `airlock dev` looked 30-150 MiB bigger than it is. Once the
-// upstreams have connected (the native tools compile as they connect) the
+// upstreams have connected (the native tools the cache has not seen compile as they connect) the
 // process frees it in one forced GC: a few milliseconds of one core, once.
 const (
 	// startSettleBound bounds the wait for the upstreams to connect: one

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -305,6 +309,19 @@ func newPool(e *env, nat *toolserver.Servers, onChange func(string)) *upstream.P
 	return upstream.New(e.servers, opts)
 }
 
+// nativeMarker is the file in the compilation cache that says a native
+// tool's module (by its pinned SHA-256) compiled and loaded there with
+// this wazero on this architecture, as interpreterMarker says it of the
+// program interpreter. With it, the module loads at its tool's first call
+// (0.2-0.7 s from the cache on the first, then as before); without it (a
+// new module, a new wazero, an emptied cache), when the pool connects, so
+// that a module that does not compile is listed as unavailable.
+func nativeMarker(cacheDir, sha string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00wazero %s %s/%s", strings.ToLower(strings.TrimSpace(sha)), wazeroVersion(), runtime.GOOS, runtime.GOARCH)
+	return filepath.Join(cacheDir, "airlock-native-"+hex.EncodeToString(h.Sum(nil))[:32]+".compiled")
+}
+
 // startNative prepares the wasm servers over a sandbox whose compilation
 // cache lives under the data dir (nil when there are none). A module that
 // is missing, does not match its sha256 or does not compile makes its own
@@ -329,7 +346,17 @@ func startNative(ctx context.Context, e *env) (*toolserver.Servers, func(), erro
 	}
 	stop := func() { _ = sb.Close(context.Background()) }
 	t0 := time.Now()
+	cache := e.wasmCache()
 	nat, err := toolserver.New(ctx, sb, e.snap.Manifests, toolserver.Options{Vars: vars, Getenv: os.Getenv,
+		// A module that loaded from this cache before loads at its
+		// first call (issue 28 §5: ~40 MiB of an idle process were the
+		// example's two modules); see nativeMarker.
+		Compiled: func(sha string) bool { _, err := os.Stat(nativeMarker(cache, sha)); return err == nil },
+		Loaded: func(sha string) {
+			if err := os.WriteFile(nativeMarker(cache, sha), nil, 0o600); err != nil {
+				e.log.Debug().Err(err).Msg("marking a native module compiled; the next start loads it eagerly again")
+			}
+		},
 		Report: func(server, tool string, err error) {
 			e.log.Error().Str("server", server).Str("tool", tool).Err(err).
 				Msg("native tool unavailable: its module could not be loaded; the server's other tools are served")
@@ -338,6 +365,6 @@ func startNative(ctx context.Context, e *env) (*toolserver.Servers, func(), erro
 		stop()
 		return nil, nil, err
 	}
-	e.log.Info().Dur("took", time.Since(t0)).Msg("wasm modules checked against their sha256; they compile in the background (cached under the data dir)")
+	e.log.Info().Dur("took", time.Since(t0)).Msg("wasm modules checked against their sha256; new ones compile in the background, ones compiled before load at their first call (cached under the data dir)")
 	return nat, stop, nil
 }

@@ -71,6 +71,12 @@ type tool struct {
 	// unavailable says, for the agent, why the module could not be
 	// loaded; "" when it was.
 	unavailable string
+	// load, when set, loads module at the tool's first call (a module
+	// Options.Compiled vouches for); loadOnce runs it once.
+	load     func() (*sandbox.Module, error)
+	loadOnce sync.Once
+	loadErr  string          // why the first call's load failed
+	report   func(err error) // Options.Report for this tool
 }
 
 // Options are what New needs besides the sandbox and the manifests.
@@ -86,6 +92,16 @@ type Options struct {
 	// cannot be read or does not match its sha256, from the server's
 	// first connection for one that does not compile.
 	Report func(server, tool string, err error)
+	// Compiled, when set, says whether the sandbox's compilation cache
+	// holds a module (by its pinned SHA-256) that compiled and loaded
+	// before: such a module is loaded at its tool's first call, not when
+	// the pool connects, so that a process whose native tools are not
+	// called does not hold their machine code (~14 MiB a module).
+	// Others load at connection, where a module that does not compile
+	// is found and listed as unavailable. Loaded is told of each module
+	// that loaded, to remember it.
+	Compiled func(sha256 string) bool
+	Loaded   func(sha256 string)
 }
 
 // New checks every module of the wasm manifests among ms against its
@@ -132,16 +148,28 @@ func New(ctx context.Context, sb *sandbox.Sandbox, ms []*manifests.Manifest, o O
 			srv := mcp.NewServer(&mcp.Implementation{Name: "airlock-native-" + server, Version: "1"}, nil)
 			for _, t := range tools {
 				if t.unavailable == "" {
-					mod, err := sb.Load(context.WithoutCancel(ctx), t.wasm.Module, t.wasm.SHA256)
-					if errors.Is(err, sandbox.ErrClosed) {
-						return nil, fmt.Errorf("native server %s: %w", server, err)
+					load := func() (*sandbox.Module, error) {
+						mod, err := sb.Load(context.WithoutCancel(ctx), t.wasm.Module, t.wasm.SHA256)
+						if err == nil && o.Loaded != nil {
+							o.Loaded(t.wasm.SHA256)
+						}
+						return mod, err
 					}
-					if err != nil {
-						t.unavailable = unavailableReason(err)
-						report(server, t.name, fmt.Errorf("%s: tools.%s.wasm: %w", file, t.name, err))
+					if o.Compiled != nil && o.Compiled(t.wasm.SHA256) {
+						t.load = load
+					} else {
+						mod, err := load()
+						if errors.Is(err, sandbox.ErrClosed) {
+							return nil, fmt.Errorf("native server %s: %w", server, err)
+						}
+						if err != nil {
+							t.unavailable = unavailableReason(err)
+							report(server, t.name, fmt.Errorf("%s: tools.%s.wasm: %w", file, t.name, err))
+						}
+						t.module = mod
 					}
-					t.module = mod
 				}
+				t.report = func(err error) { report(server, t.name, fmt.Errorf("%s: tools.%s.wasm: %w", file, t.name, err)) }
 				srv.AddTool(t.mcpTool(), t.handle)
 			}
 			return srv, nil
@@ -236,6 +264,20 @@ func ptr[T any](v T) *T { return &v }
 func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if t.unavailable != "" {
 		return toolError("%s is unavailable: %s. The operator's log has the details; this server's other tools are not affected.", t.name, t.unavailable), nil
+	}
+	if t.load != nil {
+		t.loadOnce.Do(func() {
+			mod, err := t.load()
+			if err != nil {
+				t.loadErr = unavailableReason(err)
+				t.report(err)
+				return
+			}
+			t.module = mod
+		})
+		if t.loadErr != "" {
+			return toolError("%s is unavailable: %s. The operator's log has the details; this server's other tools are not affected.", t.name, t.loadErr), nil
+		}
 	}
 	args := []byte(req.Params.Arguments)
 	if len(bytes.TrimSpace(args)) == 0 {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -89,6 +90,12 @@ func guestTool(module, sha, mode, extra string) string {
 // connect serves the manifest's wasm server and returns a client session.
 func connect(t *testing.T, src string, reports *[]string) *mcp.ClientSession {
 	t.Helper()
+	return connectWith(t, src, reports, Options{})
+}
+
+// connectWith is connect with o (its Report is connect's).
+func connectWith(t *testing.T, src string, reports *[]string, o Options) *mcp.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	m, err := manifests.Parse(filepath.Join(t.TempDir(), "g.yaml"), []byte(src))
 	if err != nil {
@@ -103,11 +110,12 @@ func connect(t *testing.T, src string, reports *[]string) *mcp.ClientSession {
 	}
 	t.Cleanup(func() { _ = sb.Close(context.Background()) })
 	var mu sync.Mutex
-	n, err := New(ctx, sb, []*manifests.Manifest{m}, Options{Report: func(server, tool string, err error) {
+	o.Report = func(server, tool string, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		*reports = append(*reports, fmt.Sprintf("%s/%s: %v", server, tool, err))
-	}})
+	}
+	n, err := New(ctx, sb, []*manifests.Manifest{m}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,5 +269,87 @@ func TestLimitResults(t *testing.T) {
 	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"after": true}})
 	if err != nil || r.IsError {
 		t.Fatalf("echo after the bombs: %v %q", err, resultText(r))
+	}
+}
+
+// TestLazyLoad (issue 28 §5): a module the cache vouches for
+// (Options.Compiled) is loaded at its tool's first call, once however many
+// calls come at once, and not when the server connects; one that then
+// fails to load makes its tool's calls say why, reported once. Without
+// the cache's word, modules load at connection (Loaded hears of each),
+// and one that does not compile is listed unavailable.
+func TestLazyLoad(t *testing.T) {
+	guest, sha := guestModule(t)
+	garbage := filepath.Join(t.TempDir(), "garbage.wasm")
+	if err := os.WriteFile(garbage, []byte("not wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gsum := sha256.Sum256([]byte("not wasm"))
+	gsha := hex.EncodeToString(gsum[:])
+	tool := func(name, module, sha string) string {
+		return strings.Replace(guestTool(module, sha, "echo", ""), "  echo:", "  "+name+":", 1)
+	}
+	src := "server: {name: g, wasm: {}}\ntools:\n" + tool("good", guest, sha) + tool("garbage", garbage, gsha)
+	ctx := context.Background()
+
+	for _, vouched := range []bool{true, false} {
+		t.Run(fmt.Sprint("vouched=", vouched), func(t *testing.T) {
+			var mu sync.Mutex
+			var loaded []string
+			var reports []string
+			cs := connectWith(t, src, &reports, Options{
+				Compiled: func(string) bool { return vouched },
+				Loaded: func(s string) {
+					mu.Lock()
+					defer mu.Unlock()
+					loaded = append(loaded, s)
+				},
+			})
+			lt, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unavailable := map[string]bool{}
+			for _, tl := range lt.Tools {
+				unavailable[tl.Name] = tl.Meta[upstream.MetaUnavailable] != nil
+			}
+			mu.Lock()
+			atConnect := slices.Clone(loaded)
+			mu.Unlock()
+			if vouched {
+				if len(atConnect) != 0 || unavailable["good"] || unavailable["garbage"] {
+					t.Fatalf("vouched for: loaded %v at connection, unavailable %v; want nothing loaded, both listed", atConnect, unavailable)
+				}
+			} else if !slices.Equal(atConnect, []string{sha}) || !unavailable["garbage"] || unavailable["good"] {
+				t.Fatalf("not vouched for: loaded %v at connection, unavailable %v; want good loaded, garbage unavailable", atConnect, unavailable)
+			}
+
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "good", Arguments: map[string]any{"i": i}})
+					if err != nil || r.IsError || resultText(r) != fmt.Sprintf(`{"i":%d}`, i) {
+						t.Errorf("call %d of good: %v %+v", i, err, r)
+					}
+				}()
+			}
+			wg.Wait()
+			for range 2 {
+				r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "garbage", Arguments: map[string]any{}})
+				if err != nil || !r.IsError || !strings.Contains(resultText(r), "garbage is unavailable: its module is not a WASI command module airlock can run") {
+					t.Errorf("call of garbage: %v %q", err, resultText(r))
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(loaded, []string{sha}) {
+				t.Errorf("loaded %v, want good's module once", loaded)
+			}
+			if len(reports) != 1 || !strings.HasPrefix(reports[0], "g/garbage: ") {
+				t.Errorf("reports %q, want garbage's once", reports)
+			}
+		})
 	}
 }
