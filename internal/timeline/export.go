@@ -103,6 +103,16 @@ func sealRecord(rec map[string]any) ([]byte, error) {
 // whitespace: encoding/json sorts map keys, so v goes through a generic
 // value first (numbers kept exact).
 func canonical(v any) ([]byte, error) {
+	g, err := generic(v)
+	if err != nil {
+		return nil, err
+	}
+	return marshal(g)
+}
+
+// generic is v through JSON as a generic value (maps, slices, strings,
+// json.Number, bools, nil), numbers kept exact.
+func generic(v any) (any, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -113,7 +123,7 @@ func canonical(v any) ([]byte, error) {
 	if err := dec.Decode(&g); err != nil {
 		return nil, err
 	}
-	return marshal(g)
+	return g, nil
 }
 
 // marshal is compact JSON without HTML escaping (arguments are shown to

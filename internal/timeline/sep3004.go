@@ -290,14 +290,8 @@ func outcomeOf(typ string, f map[string]any) string {
 // decimal strings, strings through protectString. v goes through JSON
 // first, so any field type the timeline holds is handled alike.
 func protectValue(v any) (any, error) {
-	b, err := json.Marshal(v)
+	g, err := generic(v)
 	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var g any
-	if err := dec.Decode(&g); err != nil {
 		return nil, err
 	}
 	return protectWalk(g), nil
