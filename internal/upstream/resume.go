@@ -57,8 +57,8 @@ const (
 	resumeMaxRetryField = 30 * time.Second
 )
 
-// resumeTransport wraps the RoundTripper of an HTTP upstream (see
-// package comment above).
+// resumeTransport wraps the RoundTripper of an HTTP upstream (see the
+// comment at the top of this file).
 type resumeTransport struct {
 	base http.RoundTripper
 	// sleep waits d or until ctx is done; a test may shorten it.
@@ -180,18 +180,34 @@ func (b *resumableBody) fill() {
 		b.accept(ev)
 		return
 	}
-	if errors.Is(err, errEventTooLarge) || b.answered || b.lastID == "" || b.req.Context().Err() != nil {
+	if errors.Is(err, errEventTooLarge) {
+		b.giveUp(err)
+		return
+	}
+	if b.answered || b.lastID == "" || b.req.Context().Err() != nil || b.isClosed() {
 		// Nothing to resume (no event ID was ever sent: the SDK reports
 		// "request terminated without response"), or nothing to wait for.
 		b.err = err
 		return
 	}
 	if err := b.reconnect(); err != nil {
-		if m, ok := b.req.Context().Value(sendMarkerKey{}).(*sendMarker); ok {
-			m.setResumeErr(err)
-		}
-		b.err = io.EOF
+		b.giveUp(err)
 	}
+}
+
+// giveUp ends the body; the SDK then answers the call "request terminated
+// without response", and the call's error says why (classify).
+func (b *resumableBody) giveUp(why error) {
+	if m, ok := b.req.Context().Value(sendMarkerKey{}).(*sendMarker); ok {
+		m.setResumeErr(why)
+	}
+	b.err = io.EOF
+}
+
+func (b *resumableBody) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
 }
 
 func (b *resumableBody) accept(ev event) {
@@ -272,6 +288,9 @@ func (b *resumableBody) reconnect() error {
 		}
 		if err := b.sleep(ctx, delay); err != nil {
 			return err
+		}
+		if b.isClosed() {
+			return errors.New("the call's stream was closed while resuming")
 		}
 		resp, err := b.base.RoundTrip(b.resumeRequest(ctx))
 		if err != nil {
