@@ -62,6 +62,9 @@ func (g *Gateway) mcpHandler() http.Handler {
 		stateful: mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			Logger:         logger,
 			SessionTimeout: g.sessionIdle(),
+			// Priming events, retry and resumption of this replica's
+			// streams (eventstore.go).
+			EventStore: newEventStore(streamEventBytes, streamEventAge),
 		}),
 		stateless: mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			Logger:    logger,
@@ -108,7 +111,7 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// A new session (initialize): its ID is signed on its way out.
 		task := strings.TrimSpace(r.Header.Get(HeaderTask))
-		s.stateful.ServeHTTP(&tokenWriter{ResponseWriter: w, rewrite: func(raw string) string {
+		pw := &primeWriter{hold: true, ResponseWriter: &tokenWriter{ResponseWriter: w, rewrite: func(raw string) string {
 			if _, no := g.refused.LoadAndDelete(raw); no {
 				return "" // a refused initialize opens no session
 			}
@@ -117,7 +120,9 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				t = sessionTaskID(raw)
 			}
 			return g.issueSession(sessionToken{raw: raw, task: t, principal: principal})
-		}}, r)
+		}}}
+		s.stateful.ServeHTTP(pw, r)
+		pw.release()
 		return
 	}
 	tok, err := g.ownedSession(sid, principal)
@@ -132,12 +137,16 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.liveSession(tok.raw) {
 		r2 := r.Clone(r.Context())
 		r2.Header.Set(headerSessionID, tok.raw)
-		s.stateful.ServeHTTP(&tokenWriter{ResponseWriter: w, rewrite: func(raw string) string {
+		var pw http.ResponseWriter = &tokenWriter{ResponseWriter: w, rewrite: func(raw string) string {
 			if raw == tok.raw {
 				return sid
 			}
 			return raw
-		}}, r2)
+		}}
+		if r.Method == http.MethodPost {
+			pw = &primeWriter{ResponseWriter: pw}
+		}
+		s.stateful.ServeHTTP(pw, r2)
 		return
 	}
 	switch r.Method {
@@ -148,6 +157,18 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// frees it when it goes idle.
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodGet:
+		if r.Header.Get("Last-Event-ID") != "" {
+			// A resume of a stream made on another replica, which keeps its
+			// events (eventstore.go). An empty stream ends the client's wait
+			// for that one call ("terminated without response") and keeps
+			// its session: an error status would make a go-sdk client fail
+			// the whole session. The call itself goes on in its task.
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache, no-transform")
+			w.WriteHeader(http.StatusOK)
+			fmt.Fprintf(w, ": %s\n\n", foreignResume)
+			return
+		}
 		// The standalone stream lives on the replica that made the session;
 		// 405 tells the client that this one offers none (MCP §2.2.3).
 		w.Header().Set("Allow", "POST, DELETE")
@@ -157,6 +178,11 @@ func (s *sessionRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 	}
 }
+
+// foreignResume is the comment on the empty stream that answers a resume
+// on a replica that does not hold the session.
+var foreignResume = "this gateway replica does not hold the events of this session's streams (the replica that opened the session keeps them for " +
+	streamEventAge.String() + "); the call goes on in its task: call again with the same _meta." + MetaIdempotencyKey + " to get its outcome without running it twice"
 
 // loopback reports whether a host[:port] is a loopback address.
 func loopback(addr string) bool {

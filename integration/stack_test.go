@@ -130,6 +130,7 @@ type stack struct {
 	pool   *upstream.Pool
 	worker sdkworker.Worker
 	gw     *gateway.Gateway
+	hub    *relay.Hub // the gateway's relay to the worker in this process (nil when split)
 	http   *httptest.Server
 	url    string
 	log    zerolog.Logger
@@ -293,6 +294,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if o.split {
 		hub, gwHub = nil, nil // as airlock worker and airlock gateway, each alone
 	}
+	s.hub = gwHub
 	if o.programs != nil {
 		workflows.UseProgramRunner(programRuntime(t))
 	}

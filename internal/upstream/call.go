@@ -261,6 +261,9 @@ func (u *upstream) classify(ctx context.Context, s *session, tool string, err, c
 		return newCallError(ErrNotSent, err, "upstream %s: tool %s not sent: %v", u.name, tool, err), true
 
 	default:
+		if rerr := m.resumeError(); rerr != nil {
+			return newCallError(ErrOutcomeUnknown, err, "upstream %s: tool %s: %v (%v); the call may have run", u.name, tool, err, rerr), false
+		}
 		return newCallError(ErrOutcomeUnknown, err, "upstream %s: tool %s: %v; the call may have run", u.name, tool, err), false
 	}
 }

@@ -7,7 +7,9 @@
 // list of each server, and classifies every failed call by what is known
 // about its outcome: [ErrNotSent] (never reached the upstream, retrying is
 // safe), [ErrRejected] (the upstream refused it with a protocol error) or
-// [ErrOutcomeUnknown] (it may or may not have run).
+// [ErrOutcomeUnknown] (it may or may not have run). An HTTP upstream's
+// call stream that ends before the call's response is resumed with
+// Last-Event-ID, never re-sent (resume.go).
 //
 // The package imports the manifests types, the MCP SDK and internal/tracing
 // (a call carries its caller's trace context to the upstream, trace.go)

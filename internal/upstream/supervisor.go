@@ -116,7 +116,7 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 		if s.HTTP.OAuth != nil {
 			rt = clientCredentials(s.HTTP.OAuth, base)
 		}
-		u.httpClient = &http.Client{Transport: &headerTransport{base: rt, headers: s.HTTP.Headers}}
+		u.httpClient = &http.Client{Transport: &resumeTransport{base: &headerTransport{base: rt, headers: s.HTTP.Headers}}} // resume.go
 	}
 	return u
 }

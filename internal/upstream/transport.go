@@ -131,7 +131,24 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // sendMarker travels in a call's context to the HTTP transport.
-type sendMarker struct{ wrote atomic.Bool }
+type sendMarker struct {
+	wrote atomic.Bool
+
+	mu        sync.Mutex
+	resumeErr error // why the call's SSE stream could not be resumed (resume.go)
+}
+
+func (m *sendMarker) setResumeErr(err error) {
+	m.mu.Lock()
+	m.resumeErr = err
+	m.mu.Unlock()
+}
+
+func (m *sendMarker) resumeError() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.resumeErr
+}
 
 type sendMarkerKey struct{}
 
