@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
@@ -54,10 +56,11 @@ func TestToolApprovalExtension(t *testing.T) {
 	m, effects := counterManifest(t, appendNeedsOps+
 		"  put: {side_effects: [write], data_access_level: internal, risk: high, idempotent: true, approval: {group: ops, timeout: 3s}}\n")
 	dir := allGrants(nil, "alice", "bob")
-	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, groups: map[string][]string{"ops": {"bob"}},
-		inlineWait: 3 * time.Second,
-		policy: &policy.Config{Rules: []policy.Rule{
-			{Name: "no-secrets", When: `args.?key.orValue("") == "secret"`, Effect: api.Deny, Reason: "secrets stay out of tools"}}}})
+	groups := map[string][]string{"ops": {"bob"}}
+	noSecrets := policy.Rule{Name: "no-secrets", When: `args.?key.orValue("") == "secret"`, Effect: api.Deny, Reason: "secrets stay out of tools"}
+	var current atomic.Pointer[activities.Judge] // the worker's configuration, hot-reloaded below
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, groups: groups,
+		inlineWait: 3 * time.Second, judge: current.Load, policy: &policy.Config{Rules: []policy.Rule{noSecrets}}})
 	ctx := context.Background()
 	cs := connectDeclaring(t, s.url, "alice-key", "t-approval", approvalExtensions)
 	waitTools(t, cs, "counter__append", "counter__put")
@@ -180,6 +183,23 @@ func TestToolApprovalExtension(t *testing.T) {
 		}
 	}
 
+	// Re-evaluated on approval: policy changed while the call waited (a
+	// hot reload); the approved call is judged again, refused, and the
+	// task completes as a denial that says why.
+	h6 := handleOf(cs, "counter__append", "revoked")
+	p, err := policy.Compile(policy.Config{Rules: []policy.Rule{noSecrets,
+		{Name: "freeze", When: `args.?key.orValue("") == "revoked"`, Effect: api.Deny, Reason: "change freeze"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current.Store(&activities.Judge{Policy: p, Groups: groups,
+		Catalog: activities.NewCatalog([]*manifests.Manifest{m}, []manifests.Server{m.Server}, s.pool, false)})
+	approve(t, s, h6)
+	decided(settled(h6), "completed", gateway.DispositionDenied, "unavailable", "judged again before it ran, policy")
+	if n := sideEffects(t, effects, "append", "revoked"); n != 0 {
+		t.Errorf("the call approved under the old policy ran %d times", n)
+	}
+
 	// A policy denial (not approvable): today's isError result, with the
 	// SEP-2643 envelope: unavailable, a retry handle, the check that denied.
 	pd, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counter__append", Arguments: map[string]any{"key": "secret"}})
@@ -217,8 +237,10 @@ func TestToolApprovalExtension(t *testing.T) {
 			t.Errorf("%s: %v; want invalid params naming the extension", name, rerr)
 		}
 	}
-	if id := pendingFor(t, s, "t-approval", "malformed"); id != "" {
-		t.Errorf("a refused declaration left approval request %s", id)
+	for _, ar := range approvalsOf(t, s, "t-approval") {
+		if strings.Contains(string(ar.Arguments), "malformed") {
+			t.Errorf("a refused declaration left approval request %s", ar.ID)
+		}
 	}
 
 	// A client that declares nothing: today's pending result and today's
@@ -247,4 +269,18 @@ func mapAt(m map[string]any, k1, k2 string) (map[string]any, bool) {
 	a, _ := m[k1].(map[string]any)
 	b, ok := a[k2].(map[string]any)
 	return b, ok
+}
+
+// approvalsOf is task's approval requests.
+func approvalsOf(t *testing.T, s *stack, task string) []api.ApprovalRequest {
+	t.Helper()
+	v, err := s.client.QueryWorkflow(context.Background(), task, "", api.QueryApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []api.ApprovalRequest
+	if err := v.Get(&reqs); err != nil {
+		t.Fatal(err)
+	}
+	return reqs
 }
