@@ -63,6 +63,11 @@ func TestToolApprovalExtension(t *testing.T) {
 		inlineWait: 3 * time.Second, judge: current.Load, policy: &policy.Config{Rules: []policy.Rule{noSecrets}}})
 	ctx := context.Background()
 	cs := connectDeclaring(t, s.url, "alice-key", "t-approval", approvalExtensions)
+	for _, ext := range []string{gateway.ExtTasks, gateway.ExtToolApproval, gateway.ExtAuthorization} {
+		if _, ok := cs.InitializeResult().Capabilities.Extensions[ext]; !ok {
+			t.Errorf("server/discover capabilities %+v: want the %s extension", cs.InitializeResult().Capabilities.Extensions, ext)
+		}
+	}
 	waitTools(t, cs, "counter__append", "counter__put")
 
 	// handleOf calls tool as cs and returns the task handle it answers.
