@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -241,6 +242,27 @@ func TestToolApprovalExtension(t *testing.T) {
 		if rerr == nil || rerr["code"] != float64(-32602) || !strings.Contains(fmt.Sprint(rerr["message"]), "extensions") {
 			t.Errorf("%s: %v; want invalid params naming the extension", name, rerr)
 		}
+	}
+	// The declaration twice, once well-formed and once not: the edge
+	// refuses the repeated member before anyone reads either.
+	dup := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"counter__append","arguments":{"key":"malformed"},"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"` + gateway.StatelessProtocol + `","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{},` +
+		`"io.modelcontextprotocol/tool-approval":{},"io.modelcontextprotocol/tool-approval":"yes"}}}}}`
+	req, _ := http.NewRequest("POST", s.url, strings.NewReader(dup))
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Authorization": "Bearer alice-key", "Mcp-Protocol-Version": gateway.StatelessProtocol, "Mcp-Method": "tools/call",
+		"Mcp-Name": "counter__append", gateway.HeaderTask: "t-approval"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "tool-approval") || strings.Contains(string(body), `"result"`) {
+		t.Errorf("a repeated declaration: HTTP %d %s; want it refused, naming the member", resp.StatusCode, body)
 	}
 	for _, ar := range approvalsOf(t, s, "t-approval") {
 		if strings.Contains(string(ar.Arguments), "malformed") {
