@@ -78,9 +78,9 @@ func TestTasksExtensionSurvivesKill(t *testing.T) {
 // TestToolApprovalSurvivesKill: a client that declares SEP-2848's
 // tool-approval gets a handle with the envelope from `airlock dev`; dev is
 // killed with SIGKILL and restarted; tasks/get (only the taskId is left)
-// repeats the envelope while the call waits, and after the approval
-// reports it completed, approved-executed, with the tool's result; the
-// tool ran once.
+// repeats the envelope while the call waits, and after bob approves it
+// with the airlock_approvals_decide tool reports it completed,
+// approved-executed, with the tool's result; the tool ran once.
 func TestToolApprovalSurvivesKill(t *testing.T) {
 	t.Parallel()
 	d := newCounterDev(t, appendNeedsOpsTools)
@@ -119,8 +119,11 @@ func TestToolApprovalSurvivesKill(t *testing.T) {
 	if err != nil || ar.State != api.ApprovalPending {
 		t.Fatalf("request after restart: %+v %v", ar, err)
 	}
-	if _, err := local.Decide(context.Background(), approver.Decision{RequestID: handle, Approver: "bob", Approve: true, Via: "cli", Digest: ar.Digest}); err != nil {
-		t.Fatal(err)
+	// Bob approves with airlock's approval tool, from his own MCP client.
+	bob := connectURL(t, base+"/mcp", bearer("bob-key"))
+	waitTools(t, bob, gateway.ToolApprovalsDecide)
+	if out := call(t, bob, gateway.ToolApprovalsDecide, map[string]any{"request_id": handle, "decision": "approve", "digest": ar.Digest}, ""); out.IsError {
+		t.Fatalf("bob's %s: %q", gateway.ToolApprovalsDecide, text(out))
 	}
 	waitFor(t, "the task completed", time.Minute, func() bool {
 		got, rerr = rpcCaps(t, base+"/mcp", "alice-key", "", "tasks/get", "", map[string]any{"taskId": handle}, caps)

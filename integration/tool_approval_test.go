@@ -139,7 +139,7 @@ func TestToolApprovalExtension(t *testing.T) {
 	if n := sideEffects(t, effects, "append", "approved"); n != 0 {
 		t.Fatalf("the tool ran %d times before approval", n)
 	}
-	approve(t, s, h1)
+	approve(t, s, h1) // the decide Update every channel delivers
 	res := decided(settled(h1), "completed", gateway.DispositionExecuted, "", "")
 	if !strings.Contains(mustJSON(t, res["structuredContent"]), `"count":1`) || res["isError"] == true {
 		t.Fatalf("approved task's result %v; want the tool's result", res)
