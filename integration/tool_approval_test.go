@@ -242,6 +242,11 @@ func TestToolApprovalExtension(t *testing.T) {
 		if rerr == nil || rerr["code"] != float64(-32602) || !strings.Contains(fmt.Sprint(rerr["message"]), "extensions") {
 			t.Errorf("%s: %v; want invalid params naming the extension", name, rerr)
 		}
+		// tasks/get reads its own declaration, and refuses it the same way.
+		if _, rerr := rpcCaps(t, s.url, "alice-key", "", "tasks/get", "", map[string]any{"taskId": h1}, map[string]any{"extensions": exts}); rerr == nil ||
+			rerr["code"] != float64(-32602) || !strings.Contains(fmt.Sprint(rerr["message"]), "extensions") {
+			t.Errorf("tasks/get, %s: %v; want invalid params naming the extension", name, rerr)
+		}
 	}
 	// The declaration twice, once well-formed and once not: the edge
 	// refuses the repeated member before anyone reads either.
