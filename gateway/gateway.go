@@ -278,7 +278,8 @@ func New(opts Options) *Gateway {
 		// messages of a call are relayed, filtered at the level the client
 		// set (relay.go).
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{},
-			Extensions: map[string]any{ExtTasks: map[string]any{}}},
+			// and the approval extensions on them (toolapproval.go).
+			Extensions: map[string]any{ExtTasks: map[string]any{}, ExtToolApproval: map[string]any{}, ExtAuthorization: map[string]any{}}},
 		// Resource subscriptions are forwarded upstream (resources.go).
 		SubscribeHandler: g.subscribe, UnsubscribeHandler: g.unsubscribe,
 		// completion/complete goes to the upstream owning the prompt or

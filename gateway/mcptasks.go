@@ -37,6 +37,11 @@ const ExtTasks = "io.modelcontextprotocol/tasks"
 // extension waits for its result before it is answered with a task handle.
 const TaskHandleWait = time.Second
 
+// taskResultRetention is how long, past an approval request's expiry, the
+// ttlMs of a tool-approval handle says its result stays retrievable: the
+// task keeps it for as long as its run (and Temporal's retention) lasts.
+const taskResultRetention = 24 * time.Hour
+
 // taskPollInterval is the pollIntervalMs suggested to clients.
 const taskPollInterval = time.Second
 
@@ -93,17 +98,34 @@ func declaresTasks(meta mcp.Meta) bool {
 }
 
 // tasksMiddleware answers a pending tools/call of a client that declared
-// the Tasks extension with a task handle.
+// the Tasks extension with a task handle, and adds what the approval
+// extensions it declared say (toolapproval.go).
 func (g *Gateway) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ctr, ok := req.(*mcp.CallToolRequest)
-		if !ok || method != "tools/call" || ctr.Params == nil || !declaresTasks(ctr.Params.Meta) ||
-			slices.Contains([]string{ToolStatus, ToolAwait, ToolRollback}, ctr.Params.Name) {
+		if !ok || method != "tools/call" || ctr.Params == nil {
 			return next(ctx, method, req)
+		}
+		ext, jerr := declaredApprovalExts(ctr.Params.Meta)
+		if jerr != nil {
+			return nil, jerr
+		}
+		if !ext.tasks || slices.Contains([]string{ToolStatus, ToolAwait, ToolRollback}, ctr.Params.Name) {
+			res, err := next(ctx, method, req)
+			if r, ok := res.(*mcp.CallToolResult); ok && err == nil && ext.any() {
+				g.decorateDenied(ctx, r, ext)
+			}
+			return res, err
 		}
 		res, err := next(context.WithValue(ctx, inlineWaitKey{}, TaskHandleWait), method, req)
 		r, ok := res.(*mcp.CallToolResult)
-		if err != nil || !ok || r.IsError {
+		if err != nil || !ok {
+			return res, err
+		}
+		if r.IsError {
+			if ext.any() {
+				g.decorateDenied(ctx, r, ext)
+			}
 			return res, err
 		}
 		sc, _ := r.StructuredContent.(map[string]any)
@@ -112,11 +134,17 @@ func (g *Gateway) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if sc["status"] != "pending" || task == "" || call == "" {
 			return res, err
 		}
-		st, jerr := g.taskOfCall(ctx, task, call)
+		st, jerr := g.taskOfCall(ctx, task, call, ext)
 		if jerr != nil {
 			return res, nil // the pending result still tells the client what to do
 		}
 		st.ResultType = "task"
+		if ext.approval {
+			if st.Meta == nil {
+				st.Meta = mcp.Meta{}
+			}
+			st.Meta[MetaRelatedTask] = map[string]any{"taskId": st.TaskID}
+		}
 		return st, nil
 	}
 }
@@ -126,7 +154,10 @@ func (g *Gateway) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // and the task answers one query at a time, so a call that is not in
 // flight when asked is looked for among the finished ones once more: it
 // may have finished between the two queries.
-func (g *Gateway) taskOfCall(ctx context.Context, task, call string) (*taskState, *jsonrpc.Error) {
+//
+// ext is what the asking request declared of the approval extensions
+// (toolapproval.go): with none, the state is today's.
+func (g *Gateway) taskOfCall(ctx context.Context, task, call string, ext approvalExts) (*taskState, *jsonrpc.Error) {
 	now := time.Now().UTC().Format(time.RFC3339)
 	st := &taskState{ResultType: "complete", TaskID: api.RequestID(task, call), CreatedAt: now, LastUpdatedAt: now,
 		PollIntervalMs: taskPollInterval.Milliseconds()}
@@ -135,12 +166,18 @@ func (g *Gateway) taskOfCall(ctx context.Context, task, call string) (*taskState
 		if !ok {
 			return false, nil
 		}
-		b, err := json.Marshal(toMCP(task, res))
+		r := toMCP(task, res)
+		st.Status = terminalStatus(res.Outcome)
+		if ext.any() {
+			decorateFinished(r, task, res, ext)
+			st.Status = approvalStatus(res, ext)
+		}
+		b, err := json.Marshal(r)
 		if err != nil {
 			return true, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 		}
 		raw := json.RawMessage(b)
-		st.Status, st.Result = terminalStatus(res.Outcome), &raw
+		st.Result = &raw
 		st.StatusMessage = fmt.Sprintf("%s: %s", res.Tool, res.Outcome)
 		return true, nil
 	}
@@ -157,6 +194,15 @@ func (g *Gateway) taskOfCall(ctx context.Context, task, call string) (*taskState
 			st.CreatedAt = a.RequestedAt.UTC().Format(time.RFC3339)
 			st.StatusMessage = fmt.Sprintf("%s is waiting for approval by %q (request %s: %d of %d approvals, expires %s); nothing has run yet",
 				a.Tool, a.Group, a.ID, a.Approvals(), a.Quorum, a.ExpiresAt.UTC().Format(time.RFC3339))
+			if ext.approval {
+				// SEP-2848: the envelope on the handle and on every
+				// tasks/get while it waits; the handle's lifetime covers
+				// the request's expiry (ttlMs from createdAt).
+				ttl := a.ExpiresAt.Sub(a.RequestedAt).Milliseconds() + taskResultRetention.Milliseconds()
+				st.TTLMs = &ttl
+				st.Meta = mcp.Meta{MetaAuthorization: pendingEnvelope(),
+					MetaModelResponse: fmt.Sprintf("%s is waiting for approval and has not run; check back on task %s.", a.Tool, st.TaskID)}
+			}
 			return st, nil
 		}
 		st.Status, st.StatusMessage = "working", "running"
@@ -208,9 +254,20 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, principal s
 		writeRPC(w, msg.ID, nil, jerr)
 		return
 	}
+	var decl struct {
+		Params struct {
+			Meta mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &decl)
+	ext, jerr := declaredApprovalExts(decl.Params.Meta)
+	if jerr != nil {
+		writeRPC(w, msg.ID, nil, jerr)
+		return
+	}
 	switch msg.Method {
 	case methodTasksGet:
-		st, jerr := g.taskOfCall(ctx, task, call)
+		st, jerr := g.taskOfCall(ctx, task, call, ext)
 		writeRPC(w, msg.ID, st, jerr)
 	case methodTasksUpdate:
 		var upd struct {
@@ -221,7 +278,7 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, principal s
 		_ = json.Unmarshal(body, &upd)
 		writeRPC(w, msg.ID, map[string]any{}, g.updateTask(ctx, task, call, upd.Params.InputResponses))
 	default: // tasks/cancel
-		st, jerr := g.cancelTask(ctx, task, call)
+		st, jerr := g.cancelTask(ctx, task, call, ext)
 		writeRPC(w, msg.ID, st, jerr)
 	}
 }
@@ -245,8 +302,8 @@ func terminalStatus(o api.Outcome) string {
 // call's activity cancelled; the answer is the call's state once the task
 // has recorded it (or still working, if that takes longer). A call that
 // has finished cannot be cancelled.
-func (g *Gateway) cancelTask(ctx context.Context, task, call string) (*taskState, *jsonrpc.Error) {
-	st, jerr := g.taskOfCall(ctx, task, call)
+func (g *Gateway) cancelTask(ctx context.Context, task, call string, ext approvalExts) (*taskState, *jsonrpc.Error) {
+	st, jerr := g.taskOfCall(ctx, task, call, ext)
 	if jerr != nil {
 		return nil, jerr
 	}
@@ -258,7 +315,7 @@ func (g *Gateway) cancelTask(ctx context.Context, task, call string) (*taskState
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("telling task %s to cancel call %s: %v", task, call, err)}
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if st, jerr = g.taskOfCall(ctx, task, call); jerr == nil && st.Status != "working" && st.Status != "input_required" {
+		if st, jerr = g.taskOfCall(ctx, task, call, ext); jerr == nil && st.Status != "working" && st.Status != "input_required" {
 			return st, nil
 		}
 	}

@@ -53,7 +53,7 @@ func TestTaskOfCallThatFinishesMeanwhile(t *testing.T) {
 	}}
 	ff := &finishingTemporal{fakeTemporal: ft}
 	g := newTestGatewayWith(t, ff, Options{})
-	st, jerr := g.taskOfCall(context.Background(), "task-1", "call-1")
+	st, jerr := g.taskOfCall(context.Background(), "task-1", "call-1", approvalExts{})
 	if jerr != nil || st.Status != "completed" || !strings.Contains(string(*st.Result), "done") {
 		t.Fatalf("tasks/get of a call that finished meanwhile: %+v %v; want it completed with its result", st, jerr)
 	}
@@ -62,7 +62,7 @@ func TestTaskOfCallThatFinishesMeanwhile(t *testing.T) {
 	ft = &fakeTemporal{queries: map[string]any{}}
 	ff = &finishingTemporal{fakeTemporal: ft, statusErr: errors.New("frontend unreachable")}
 	g = newTestGatewayWith(t, ff, Options{})
-	_, jerr = g.taskOfCall(context.Background(), "task-1", "call-2")
+	_, jerr = g.taskOfCall(context.Background(), "task-1", "call-2", approvalExts{})
 	if jerr == nil || jerr.Code != jsonrpc.CodeInternalError || !strings.Contains(jerr.Message, "frontend unreachable") {
 		t.Fatalf("tasks/get while the task cannot be read: %v; want an internal error naming the failure", jerr)
 	}

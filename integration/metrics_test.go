@@ -167,7 +167,7 @@ func TestMetricsAndAuditLog(t *testing.T) {
 		`airlock_rollbacks_failed_total`:                                                    1,
 		`airlock_policy_decisions_total{check="default",effect="allow",rule=""}`:            2,
 		`airlock_policy_decisions_total{check="rule",effect="deny",rule="no-forbidden"}`:    1,
-		`airlock_policy_decisions_total{check="default",effect="require_approval",rule=""}`: 2,
+		`airlock_policy_decisions_total{check="default",effect="require_approval",rule=""}`: 3, // append twice: judged again once approved
 		`airlock_approval_wait_seconds_count{outcome="approved"}`:                           1,
 		`airlock_approval_wait_seconds_count{outcome="expired"}`:                            1,
 		`airlock_approval_wait_seconds_sum{outcome="expired"}`:                              2, // from request to expiry: put's timeout
@@ -206,7 +206,7 @@ func TestMetricsAndAuditLog(t *testing.T) {
 	var lines []string
 	waitFor(t, "the audit lines", 30*time.Second, func() bool {
 		lines = auditSummary(t, auditPath)
-		return len(lines) >= 17
+		return len(lines) >= 18
 	})
 	wantLines := []string{
 		"policy_decision m-alice metered__echo allow",
@@ -219,6 +219,7 @@ func TestMetricsAndAuditLog(t *testing.T) {
 		"approval_refused m-alice alice approve cli",
 		"approval_decided m-alice bob approve cli approved",
 		"approval_closed m-alice metered__append approved bob",
+		"policy_decision m-alice metered__append require_approval", // judged again before it runs
 		"call_executed m-alice metered__append ok",
 		"policy_decision m-alice metered__put require_approval",
 		"approval_requested m-alice metered__put ops",

@@ -136,6 +136,12 @@ func rpc2026(t *testing.T, url, key, task, method, name string, params map[strin
 	if tasks {
 		caps["extensions"] = map[string]any{gateway.ExtTasks: map[string]any{}}
 	}
+	return rpcCaps(t, url, key, task, method, name, params, caps)
+}
+
+// rpcCaps is rpc2026 declaring the client capabilities caps.
+func rpcCaps(t *testing.T, url, key, task, method, name string, params map[string]any, caps map[string]any) (result, rpcErr map[string]any) {
+	t.Helper()
 	if params == nil {
 		params = map[string]any{}
 	}

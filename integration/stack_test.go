@@ -209,6 +209,10 @@ type stackOptions struct {
 	// grpcUnary intercepts every attempt of the stack's Temporal client's
 	// calls (inside the SDK's retries), to count what the server refused.
 	grpcUnary []grpc.UnaryClientInterceptor
+	// judge, when set, is the worker's configuration in force
+	// (activities.Activities.Current, as a hot reload swaps it); nil
+	// answers fall back to the stack's policy and catalog.
+	judge func() *activities.Judge
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -299,7 +303,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		workflows.UseProgramRunner(programRuntime(t))
 	}
 	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
-		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false)}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
+		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false), Current: o.judge}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}

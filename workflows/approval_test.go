@@ -121,6 +121,51 @@ func TestApprovalDeny(t *testing.T) {
 	}
 }
 
+// An approved call is judged again before it runs (changeApprovalRecheck):
+// policy that now denies it, or wants another group, refuses it after the
+// approval; policy that now allows it, or still wants the same group,
+// lets it run.
+func TestApprovalRecheck(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		second  api.Verdict
+		want    api.Outcome
+		inWords string
+	}{
+		{"unchanged", api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "ops", Quorum: 1, Version: "pv1"}, api.OutcomeOK, ""},
+		{"now allowed", api.Verdict{Effect: api.Allow, Check: api.CheckRule, Rule: "ok", Version: "pv2"}, api.OutcomeOK, ""},
+		{"now denied", api.Verdict{Effect: api.Deny, Check: api.CheckRule, Rule: "freeze", Reason: "change freeze", Version: "pv2"}, api.OutcomeDenied, "policy pv2 denies it now: change freeze"},
+		{"now another group", api.Verdict{Effect: api.RequireApproval, Check: api.CheckRule, Group: "leads", Quorum: 1, Version: "pv2"}, api.OutcomeDenied, `now needs approval by "leads"`},
+		{"now a larger quorum", api.Verdict{Effect: api.RequireApproval, Check: api.CheckRule, Group: "ops", Quorum: 2, Version: "pv2"}, api.OutcomeDenied, "quorum 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newApprovalHarness(t, ops("bob"), 1)
+			decides := 0
+			h.policy.decide = func(api.DecideInput) (api.Verdict, error) {
+				decides++
+				if decides == 1 {
+					return api.Verdict{Effect: api.RequireApproval, Check: api.CheckDefault, Group: "ops", Quorum: 1, Version: "pv1"}, nil
+				}
+				return tc.second, nil
+			}
+			var res api.CallResult
+			h.callAt(time.Second, req("c1", false), &res, nil)
+			h.decideAt(time.Minute, "click-1", vote("bob", true), nil, nil)
+			h.finishAt(2 * time.Hour)
+			h.run(baseInput())
+			if decides != 2 || res.Outcome != tc.want || !strings.Contains(res.Reason, tc.inWords) {
+				t.Fatalf("decided %d times, call %+v; want judged twice and %s (%q)", decides, res, tc.want, tc.inWords)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.want == api.OutcomeOK]; h.tools.calls() != want {
+				t.Fatalf("the tool ran %d times, want %d", h.tools.calls(), want)
+			}
+			if res.Outcome == api.OutcomeDenied && (res.Decision == nil || res.Decision.Effect != api.RequireApproval) {
+				t.Errorf("a refused approved call's decision %+v; want the approval's", res.Decision)
+			}
+		})
+	}
+}
+
 func TestApprovalTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		onTimeout string

@@ -211,7 +211,41 @@ func (t *task) approve(ctx workflow.Context, req *api.CallRequest, d *api.Decisi
 	if stop := t.applyEdit(ctx, req, d, out, started); stop != nil {
 		return stop
 	}
+	if stop := t.recheckApproved(ctx, req, d, out, started); stop != nil {
+		return stop
+	}
 	t.grantOnApproval(ctx, *req)
+	return nil
+}
+
+// recheckApproved judges an approved call again, against the policy and
+// catalog in force now, before it runs (changeApprovalRecheck; SEP-2848:
+// an approval is an input to a new decision, not a standing grant). A
+// deny, or a decision that now needs another group's (or a larger
+// quorum's) approval, refuses the call: it does not run, and a new call
+// asks afresh. Otherwise the call runs as judged now (*out: its route,
+// declaration and capture). An edited call was judged again already
+// (applyEdit).
+func (t *task) recheckApproved(ctx workflow.Context, req *api.CallRequest, d *api.Decision, out *api.DecideOutput, started time.Time) *api.CallResult {
+	if t.edited[req.CallID] != nil || workflow.GetVersion(ctx, changeApprovalRecheck, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	d2, out2 := t.judge(ctx, *req, workflow.Now(ctx))
+	why := ""
+	switch {
+	case d2.Effect == api.Allow:
+	case d2.Effect == api.RequireApproval && d2.Group == d.Group && max(d2.Quorum, 1) <= max(d.Quorum, 1):
+	case d2.Effect == api.RequireApproval:
+		why = fmt.Sprintf("it now needs approval by %q (quorum %d) under policy %s; call it again to ask them", d2.Group, max(d2.Quorum, 1), d2.PolicyVersion)
+	default:
+		why = fmt.Sprintf("policy %s denies it now: %s", d2.PolicyVersion, d2.Reason)
+	}
+	if why != "" {
+		res := t.denied(ctx, *req, started, api.CallResult{Outcome: api.OutcomeDenied, Decision: d,
+			Reason: fmt.Sprintf("%s was approved, but judged again before it ran, %s. It did not run", req.Tool, why)})
+		return &res
+	}
+	*out = out2
 	return nil
 }
 

@@ -159,7 +159,9 @@ func TestFastPathLeavesOtherCallsOnTheRegularPath(t *testing.T) {
 				ah := &approvalHarness{harness: h.harness, notes: n}
 				ah.decideAt(10*time.Minute, "click-1", vote("bob", true), nil, nil)
 			},
-			wantLocal:   []string{api.DecideAndCallName},
+			// Decide: the approved call is judged again before it runs
+			// (changeApprovalRecheck).
+			wantLocal:   []string{api.DecideAndCallName, api.DecideName},
 			wantRegular: []string{api.NotifyApproversName, api.CallToolName, api.UpdateApprovalName}},
 		{name: "compensable", req: lowRisk(req("c1", true)),
 			setup: func(h *fastHarness) {

@@ -229,4 +229,15 @@ const (
 	// TestProgramCallWithRepeatedKeyIsRefused (no recorded history: the
 	// interpreter cannot produce the case).
 	changeProgramArgs = "program-args"
+
+	// changeApprovalRecheck judges an approved call again before it runs
+	// (issue 29 §4, SEP-2848's "re-evaluate, then execute"): the decide
+	// local activity against the policy and catalog in force after the
+	// approval; a deny, or approval now required of another group, refuses
+	// the call. Asked once per approved, unedited call, after its
+	// approval; runs from before it ran approved calls as first judged.
+	//
+	// Feature and GetVersion in call.go (recheckApproved); first recorded
+	// in testdata/approval_recheck_v1_run1.json.
+	changeApprovalRecheck = "approval-recheck"
 )

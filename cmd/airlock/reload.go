@@ -123,7 +123,7 @@ func (s *stack) applyVersion(prev, next *cfgVersion) {
 	}
 	e.log.Info().Str("policy", next.snap.Policy.Version()).Str("previous", prev.snap.Policy.Version()).
 		Int("rules", len(next.snap.Config.Policy.Rules)).Int("manifests", len(next.snap.Manifests)).
-		Msg("configuration version in force; calls waiting for approval keep the version they were asked under")
+		Msg("configuration version in force; calls waiting for approval keep the request they were asked with, and are judged again once approved")
 	warnRestartOnly(e, prev.snap.Config, next.snap.Config)
 }
 

@@ -64,6 +64,7 @@ var tasks = []struct {
 	{"approvals_v2", []string{"approvals_v2_run1"}},
 	{"program_v1", []string{"program_v1_run1"}},
 	{"plan_program_v1", []string{"plan_program_v1_run1"}},
+	{"approval_recheck_v1", []string{"approval_recheck_v1_run1"}},
 }
 
 func build(t testing.TB, runs []string, opts *Options) *Timeline {
@@ -519,5 +520,30 @@ func TestRepeatedCall(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "a repeat of a call from an earlier run") {
 		t.Errorf("the rendering does not say c0 was repeated:\n%s", b.String())
+	}
+}
+
+// TestRejudgedDecisions: an approved call judged again before it ran shows
+// that second decision (approval_recheck_v1: unchanged, revoked by a new
+// rule, sent to another group); an edited call's second decision is its
+// edit's, not a re-judgement (edits_v1).
+func TestRejudgedDecisions(t *testing.T) {
+	tl := build(t, []string{"approval_recheck_v1_run1"}, nil)
+	var got []string
+	for _, c := range tl.Calls {
+		if c.Rejudged == nil {
+			got = append(got, c.ID+": none")
+			continue
+		}
+		got = append(got, c.ID+": "+string(c.Rejudged.Effect)+" "+c.Rejudged.Rule+" "+c.Rejudged.Group)
+	}
+	want := []string{"same: require_approval  ops", "revoked: deny freeze ", "regrouped: require_approval leads-now leads"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("re-judgements %q, want %q", got, want)
+	}
+	for _, c := range build(t, []string{"edits_v1_run1"}, nil).Calls {
+		if c.Rejudged != nil {
+			t.Errorf("edited call %s shows a re-judgement %+v; its second decision is its edit's", c.ID, c.Rejudged)
+		}
 	}
 }

@@ -68,6 +68,9 @@ const (
 // callState is what the builder keeps about a call besides what it shows.
 type callState struct {
 	c *Call
+	// rejudge is a second decision recorded for the call (its call ID
+	// echoed): an approved call's re-judgement, or an edit's (decision.go).
+	rejudge *decideMarker
 	// args are the raw arguments; redact paths from the approval notice
 	// join the manifest's.
 	args   json.RawMessage
@@ -545,6 +548,9 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 				return
 			}
 		}
+		if cs, ok := b.calls[d.out.CallID]; ok && d.out.CallID != "" && cs.c.Decision != nil && cs.rejudge == nil {
+			cs.rejudge = d // and kept among the decisions, as before it was shown
+		}
 		// Recorded since Decide echoes the call ID: exact.
 		if cs, ok := b.calls[d.out.CallID]; ok && d.out.CallID != "" && cs.c.Decision == nil {
 			b.decides = append(b.decides, d)
@@ -888,6 +894,7 @@ func (b *builder) finish() {
 func (b *builder) redact(cs *callState, paths []string, extra []string) []string {
 	c := cs.c
 	secrets := append(redact.ValuesAt(cs.args, paths), b.finishEdit(cs, paths)...)
+	finishRejudged(cs)
 	if len(extra) > 0 {
 		secrets = append(secrets, extra...)
 		slices.SortFunc(secrets, func(x, y string) int { return len(y) - len(x) }) // longest first

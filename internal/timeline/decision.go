@@ -9,19 +9,37 @@ import (
 // assignDecision makes a recorded decision the call's.
 func (b *builder) assignDecision(cs *callState, d *decideMarker) {
 	d.used = true
-	at := d.at
 	if d.err != "" {
 		cs.decideError = d.err
-		cs.c.Decision = &Decision{At: &at, Effect: api.Deny, Check: api.CheckError,
-			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", d.err)}
-		return
 	}
-	o := d.out
-	cs.c.Decision = &Decision{At: &at, Effect: o.Effect, Check: o.Check, Rule: o.Rule, Reason: o.Reason,
-		PolicyVersion: o.Version, Group: o.Group, Quorum: o.Quorum}
-	if o.Approval != nil {
+	cs.c.Decision = decisionOf(d)
+	if o := d.out; d.err == "" && o.Approval != nil {
 		cs.redact = append(cs.redact, o.Approval.Redact...)
 	}
+}
+
+// decisionOf is the Decision a decide marker recorded.
+func decisionOf(d *decideMarker) *Decision {
+	at := d.at
+	if d.err != "" {
+		return &Decision{At: &at, Effect: api.Deny, Check: api.CheckError,
+			Reason: fmt.Sprintf("denied: the policy could not be evaluated (%s); nothing ran", d.err)}
+	}
+	o := d.out
+	return &Decision{At: &at, Effect: o.Effect, Check: o.Check, Rule: o.Rule, Reason: o.Reason,
+		PolicyVersion: o.Version, Group: o.Group, Quorum: o.Quorum}
+}
+
+// finishRejudged shows the second decision recorded for a call that was
+// not edited: the re-judgement of an approved call before it ran (the
+// workflow's changeApprovalRecheck). An edited call's second decision is
+// its edit's (Edit.Effect).
+func finishRejudged(cs *callState) {
+	if cs.rejudge == nil || cs.edit != nil {
+		return
+	}
+	cs.rejudge.used = true
+	cs.c.Rejudged = decisionOf(cs.rejudge)
 }
 
 // matchDecisions gives each agent call its recorded policy decision. The

@@ -191,6 +191,7 @@ func callEvents(tl *Timeline, c *Call) []event {
 	if ap := c.Approval; ap != nil {
 		out = append(out, approvalEvents(c, ap, base)...)
 	}
+	out = append(out, rejudgedEvents(c, base)...)
 	out = append(out, lockEvents(c, base)...) // locks.go
 	out = append(out, editEvents(c, base)...)
 	out = append(out, captureEvents(c, base)...)
@@ -271,6 +272,20 @@ func decisionEvents(c *Call, base eventBase) []event {
 		f["grant"] = d.Grant
 	}
 	return []event{base(at, 1, EventPolicyDecision, fmt.Sprintf("policy: %s (%s): %s", d.Effect, how, d.Reason), f)}
+}
+
+// rejudgedEvents is the approved call's second decision, if it was
+// judged again before it ran.
+func rejudgedEvents(c *Call, base eventBase) []event {
+	if c.Rejudged == nil {
+		return nil
+	}
+	ev := decisionEvents(&Call{Requested: c.Requested, Decision: c.Rejudged}, base)
+	for i := range ev {
+		ev[i].fields["rejudged"] = true
+		ev[i].text = "judged again after approval: " + ev[i].text
+	}
+	return ev
 }
 
 // captureEvents is the pre-image read before the call ran, if any.

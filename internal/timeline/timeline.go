@@ -107,9 +107,12 @@ type Call struct {
 	Requested time.Time       `json:"requested"`
 	Finished  *time.Time      `json:"finished,omitempty"`
 	// DurationMS is Finished - Requested, in milliseconds.
-	DurationMS   int64         `json:"duration_ms,omitempty"`
-	Decision     *Decision     `json:"decision,omitempty"`
-	Approval     *Approval     `json:"approval,omitempty"`
+	DurationMS int64     `json:"duration_ms,omitempty"`
+	Decision   *Decision `json:"decision,omitempty"`
+	Approval   *Approval `json:"approval,omitempty"`
+	// Rejudged is the decision on the approved call, judged again before
+	// it ran under the policy then in force (SEP-2848's re-evaluation).
+	Rejudged     *Decision     `json:"rejudged,omitempty"`
 	Capture      *Capture      `json:"capture,omitempty"`
 	Tries        []Attempt     `json:"tries,omitempty"`
 	Result       *Result       `json:"result,omitempty"`
