@@ -534,7 +534,7 @@ func (s *Store) Inspect(server string, t *mcp.Tool) Result {
 	old, ok := s.pins[server][name]
 	switch {
 	case !ok:
-		p := Pin{SHA256: h, Definition: canonical, PinnedAt: s.now().UTC().Truncate(time.Second), By: ByFirstUse}
+		p := Pin{SHA256: h, Definition: kept(canonical), PinnedAt: s.now().UTC().Truncate(time.Second), By: ByFirstUse}
 		err := s.saveLocked(func(m map[string]map[string]Pin) {
 			if _, exists := m[server][name]; !exists { // another process may have pinned it meanwhile
 				setPin(m, server, name, p)
@@ -569,6 +569,20 @@ func (s *Store) blockLocked(server, tool, k, h, reason string) Result {
 		metrics.ToolsBlocked.WithLabelValues(server, tool).Inc()
 	}
 	return r
+}
+
+// MaxKeptDefinition is the largest canonical definition a pin keeps for
+// `airlock manifests pin` to diff against; a larger one (a UI resource of
+// megabytes, say) is pinned by its hash alone, so that an upstream cannot
+// grow the pins file, which every process re-reads when it changes,
+// without bound.
+const MaxKeptDefinition = 1 << 20
+
+func kept(canonical []byte) json.RawMessage {
+	if len(canonical) > MaxKeptDefinition {
+		return nil
+	}
+	return canonical
 }
 
 func setPin(m map[string]map[string]Pin, server, tool string, p Pin) {
@@ -666,7 +680,7 @@ func (s *Store) Pin(server string, tools []*mcp.Tool, only string) (changed []st
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", server, err)
 		}
-		cands = append(cands, cand{name: t.Name, pin: Pin{SHA256: hashOf(c), Definition: c, PinnedAt: now, By: ByCommand}})
+		cands = append(cands, cand{name: t.Name, pin: Pin{SHA256: hashOf(c), Definition: kept(c), PinnedAt: now, By: ByCommand}})
 	}
 	if only != "" && len(cands) == 0 {
 		sort.Strings(names)

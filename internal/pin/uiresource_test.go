@@ -1,6 +1,7 @@
 package pin
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,5 +58,30 @@ func TestUIResourcePins(t *testing.T) {
 	}
 	if IsUIResource("weather") || !IsUIResource(uri) {
 		t.Error("IsUIResource")
+	}
+}
+
+// TestHugeUIResourcePinnedByHash: a UI resource past MaxKeptDefinition is
+// pinned by its hash alone (the pins file does not grow with it), and a
+// change is still refused.
+func TestHugeUIResourcePinnedByHash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pins.json")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const uri = "ui://big/view.html"
+	big := strings.Repeat("<p>x</p>", MaxKeptDefinition/8+1)
+	if v, _ := s.Check("apps", UIResource(uri, []*mcp.ResourceContents{{URI: uri, Text: big}})); v != New {
+		t.Fatalf("first read: %v", v)
+	}
+	if p, ok := s.Lookup("apps", uri); !ok || p.SHA256 == "" || len(p.Definition) != 0 {
+		t.Fatalf("pin of a huge UI: %d bytes of definition kept, hash %q", len(p.Definition), p.SHA256)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() > 64<<10 {
+		t.Fatalf("pins file %v bytes (%v); want it small", fi.Size(), err)
+	}
+	if v, _ := s.Check("apps", UIResource(uri, []*mcp.ResourceContents{{URI: uri, Text: big + "!"}})); v != Changed {
+		t.Fatalf("changed huge UI: %v, want Changed", v)
 	}
 }
