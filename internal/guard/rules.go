@@ -71,7 +71,7 @@ const pemEOL = `(?:\r?\n|\\r\\n|\\n)`
 var Rules = []Rule{
 	{ID: "private-key", Hint: "PRIVATE KEY", Re: regexp.MustCompile(
 		`-----BEGIN ` + pemLabel + `-----[A-Za-z0-9+/=\r\n\t :,.\\-]*?-----END ` + pemLabel + `-----` +
-			`|-----BEGIN ` + pemLabel + `-----(?:` + pemEOL + `(?:[A-Za-z0-9-]+: [^\r\n\\]*|[A-Za-z0-9+/=]+)|` + pemEOL + pemEOL + `[A-Za-z0-9+/=]{16,})*`)},
+			`|-----BEGIN ` + pemLabel + `-----(?:` + pemEOL + `(?:[A-Za-z0-9-]+: [^\r\n\\]*|[A-Za-z0-9+/=]+)|` + pemEOL + pemEOL + `[A-Za-z0-9+/=]{16,})+`)},
 	{ID: "aws-access-key", Hint: "A", Allow: exampleKey, Group: 1, TailCheck: true, Re: regexp.MustCompile(
 		`(?:^|[^A-Za-z0-9])((?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})`)},
 	{ID: "aws-secret-key", Hint: "secret", HintFold: true, Allow: exampleKey, Group: 1, TailCheck: true, Tail: "/+=", Re: regexp.MustCompile(

@@ -156,6 +156,8 @@ func TestNearMisses(t *testing.T) {
 		"-----BEGIN PUBLIC KEY-----\n" + chars(b64, 64, 30) + "\n-----END PUBLIC KEY-----",
 		"-----BEGIN CERTIFICATE-----\n" + chars(b64, 64, 31) + "\n-----END CERTIFICATE-----",
 		"// PRIVATE KEY blocks start with -----BEGIN and a label",
+		"a key file starts with -----BEGIN RSA PRIVATE KEY----- and ends with its END line", // a header alone
+		"-----BEGIN RSA PRIVATE KEY-----\n\nsee the file for the rest",                      // no body
 		"func Scan(s string) []Match { return nil } // private key detection",
 	} {
 		if ms := Scan(s); len(ms) != 0 {
