@@ -20,6 +20,12 @@ type Rule struct {
 	Hint string
 	// HintFold says Hint is compared case-insensitively.
 	HintFold bool
+	// Anchors, when set, are the literals the secret (Group) starts
+	// with: Re then runs only on a window around each occurrence (found
+	// with strings.Index, much faster than a regexp scan), from the byte
+	// before it to MaxLen after, grown while a match reaches its end.
+	Anchors []string
+	MaxLen  int
 	// Tail, when set, lists the characters besides letters and digits
 	// that continue the token: a match followed by one is not this
 	// secret (a longer word that merely starts like one). Checked here
@@ -72,19 +78,19 @@ var Rules = []Rule{
 	{ID: "private-key", Hint: "PRIVATE KEY", Re: regexp.MustCompile(
 		`-----BEGIN ` + pemLabel + `-----[A-Za-z0-9+/=\r\n\t :,.\\-]*?-----END ` + pemLabel + `-----` +
 			`|-----BEGIN ` + pemLabel + `-----(?:` + pemEOL + `(?:[A-Za-z0-9-]+: [^\r\n\\]*|[A-Za-z0-9+/=]+)|` + pemEOL + pemEOL + `[A-Za-z0-9+/=]{16,})+`)},
-	{ID: "aws-access-key", Hint: "A", Allow: exampleKey, Group: 1, TailCheck: true, Re: regexp.MustCompile(
+	{ID: "aws-access-key", Anchors: []string{"AKIA", "ASIA", "ABIA", "ACCA"}, MaxLen: 20, Allow: exampleKey, Group: 1, TailCheck: true, Re: regexp.MustCompile(
 		`(?:^|[^A-Za-z0-9])((?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})`)},
 	{ID: "aws-secret-key", Hint: "secret", HintFold: true, Allow: exampleKey, Group: 1, TailCheck: true, Tail: "/+=", Re: regexp.MustCompile(
 		`(?i:secret_?(?:access_?)?key)["']?\s*[:=]>?\s*["']?([A-Za-z0-9/+]{40})`)},
-	{ID: "github-token", Hint: "_", Group: 1, TailCheck: true, Tail: "_", Re: regexp.MustCompile(
+	{ID: "github-token", Anchors: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}, MaxLen: 93, Group: 1, TailCheck: true, Tail: "_", Re: regexp.MustCompile(
 		`(?:^|[^A-Za-z0-9_])(gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})`)},
-	{ID: "slack-token", Hint: "xox", Group: 1, Re: regexp.MustCompile(
+	{ID: "slack-token", Anchors: []string{"xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-"}, MaxLen: 256, Group: 1, Re: regexp.MustCompile(
 		`(?:^|[^A-Za-z0-9])(xox[baprs]-[0-9]{6,}-[A-Za-z0-9-]{8,})`)},
-	{ID: "google-api-key", Hint: "AIza", Group: 1, TailCheck: true, Tail: "_-", Re: regexp.MustCompile(
+	{ID: "google-api-key", Anchors: []string{"AIza"}, MaxLen: 39, Group: 1, TailCheck: true, Tail: "_-", Re: regexp.MustCompile(
 		`(?:^|[^A-Za-z0-9_-])(AIza[0-9A-Za-z_-]{35})`)},
-	{ID: "jwt", Hint: "eyJ", Group: 1, Re: regexp.MustCompile(
+	{ID: "jwt", Anchors: []string{"eyJ"}, MaxLen: 4096, Group: 1, Re: regexp.MustCompile(
 		`(?:^|[^A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*)`)},
-	{ID: "stripe-key", Hint: "_live_", Group: 1, TailCheck: true, Tail: "_", Re: regexp.MustCompile(
+	{ID: "stripe-key", Anchors: []string{"sk_live_", "rk_live_"}, MaxLen: 256, Group: 1, TailCheck: true, Tail: "_", Re: regexp.MustCompile(
 		`(?:^|[^A-Za-z0-9_])([sr]k_live_[0-9A-Za-z]{24,})`)},
 }
 
@@ -101,22 +107,69 @@ type Match struct {
 // is scanned as bytes.
 func Scan(s string) []Match {
 	var ms []Match
-	for _, r := range Rules {
+	for i := range Rules {
+		r := &Rules[i]
+		if len(r.Anchors) > 0 {
+			ms = r.anchored(s, ms)
+			continue
+		}
 		if r.Hint != "" && !contains(s, r.Hint, r.HintFold) {
 			continue
 		}
 		for _, loc := range r.Re.FindAllStringSubmatchIndex(s, -1) {
-			start, end := loc[0], loc[1]
-			if r.Group > 0 {
-				start, end = loc[2*r.Group], loc[2*r.Group+1]
+			if m, ok := r.match(s, loc, 0); ok {
+				ms = append(ms, m)
 			}
-			if start < 0 || (r.TailCheck && end < len(s) && continues(s[end], r.Tail)) || (r.Allow != nil && r.Allow(s[start:end])) {
-				continue
-			}
-			ms = append(ms, Match{Rule: r.ID, Start: start, End: end})
 		}
 	}
 	return merge(ms)
+}
+
+// match turns a submatch index of Re, found in s[off:], into a Match.
+func (r *Rule) match(s string, loc []int, off int) (Match, bool) {
+	start, end := loc[0], loc[1]
+	if r.Group > 0 {
+		start, end = loc[2*r.Group], loc[2*r.Group+1]
+	}
+	if start < 0 {
+		return Match{}, false
+	}
+	start, end = start+off, end+off
+	if (r.TailCheck && end < len(s) && continues(s[end], r.Tail)) || (r.Allow != nil && r.Allow(s[start:end])) {
+		return Match{}, false
+	}
+	return Match{Rule: r.ID, Start: start, End: end}, true
+}
+
+// anchored appends to ms the rule's matches that start at an occurrence
+// of one of its anchors, running Re on a window around each.
+func (r *Rule) anchored(s string, ms []Match) []Match {
+	for _, a := range r.Anchors {
+		for from := 0; from < len(s); {
+			j := strings.Index(s[from:], a)
+			if j < 0 {
+				break
+			}
+			at := from + j
+			from = at + len(a)
+			lo := max(0, at-1)
+			for width := r.MaxLen + 1; ; width *= 2 {
+				hi := min(len(s), at+width)
+				loc := r.Re.FindStringSubmatchIndex(s[lo:hi])
+				if loc == nil {
+					break
+				}
+				if loc[1]+lo == hi && hi < len(s) {
+					continue // the match may go on past the window
+				}
+				if m, ok := r.match(s, loc, lo); ok && m.Start == at {
+					ms = append(ms, m)
+				}
+				break
+			}
+		}
+	}
+	return ms
 }
 
 func continues(c byte, tail string) bool {
