@@ -20,19 +20,20 @@ type Rule struct {
 	Hint string
 	// HintFold says Hint is compared case-insensitively.
 	HintFold bool
-	// Anchors, when set, are the literals the secret (Group) starts
-	// with: Re then runs only on a window around each occurrence (found
-	// with strings.Index, much faster than a regexp scan), from the byte
-	// before it to MaxLen after, grown while a match reaches its end.
+	// Anchors, when set, are the literals the secret starts with: they
+	// are found with strings.Index (much faster than a regexp scan), and
+	// Re, anchored with ^, runs only at each occurrence not inside a word,
+	// where it stops as soon as the text stops matching: linear in the
+	// text however many anchors it holds.
 	Anchors []string
-	MaxLen  int
-	// Tail, when set, lists the characters besides letters and digits
-	// that continue the token: a match followed by one is not this
-	// secret (a longer word that merely starts like one). Checked here
-	// rather than in Re so that the next token's leading boundary is not
-	// consumed ("AKIA…,AKIA…" is two keys).
-	Tail string
-	// TailCheck turns the Tail check on (Tail may be empty).
+	// Word lists the characters besides letters and digits that make up
+	// the token's word: with TailCheck, a match followed by one is not
+	// this secret (a longer word that merely starts like one), and an
+	// anchored match must not follow one. Checked here rather than in Re
+	// so that the next token's leading boundary is not consumed
+	// ("AKIA…,AKIA…" is two keys).
+	Word string
+	// TailCheck turns the check after the match on.
 	TailCheck bool
 }
 
@@ -54,7 +55,10 @@ const pemEOL = `(?:\r?\n|\\r\\n|\\n)`
 // written after the token's documented format:
 //
 //   - private-key: a PEM block whose label ends in PRIVATE KEY, from BEGIN
-//     to END (headers such as Proc-Type and DEK-Info included); a block cut
+//     to END (headers such as Proc-Type and DEK-Info included; a hyphen
+//     in the body only before a letter or digit, so that the search for
+//     END stops at the next "-----" and text full of headers without END
+//     is scanned in linear time); a block cut
 //     off before its END is matched to the end of its base64 body (its
 //     header lines and base64 lines; a blank line then a line of at least
 //     16 base64 characters continues it).
@@ -76,22 +80,22 @@ const pemEOL = `(?:\r?\n|\\r\\n|\\n)`
 //   - stripe-key: a live secret (sk_live_) or restricted (rk_live_) key.
 var Rules = []Rule{
 	{ID: "private-key", Hint: "PRIVATE KEY", Re: regexp.MustCompile(
-		`-----BEGIN ` + pemLabel + `-----[A-Za-z0-9+/=\r\n\t :,.\\-]*?-----END ` + pemLabel + `-----` +
+		`-----BEGIN ` + pemLabel + `-----(?:[A-Za-z0-9+/=\r\n\t :,.\\]|-[A-Za-z0-9])*?-----END ` + pemLabel + `-----` +
 			`|-----BEGIN ` + pemLabel + `-----(?:` + pemEOL + `(?:[A-Za-z0-9-]+: [^\r\n\\]*|[A-Za-z0-9+/=]+)|` + pemEOL + pemEOL + `[A-Za-z0-9+/=]{16,})+`)},
-	{ID: "aws-access-key", Anchors: []string{"AKIA", "ASIA", "ABIA", "ACCA"}, MaxLen: 20, Allow: exampleKey, Group: 1, TailCheck: true, Re: regexp.MustCompile(
-		`(?:^|[^A-Za-z0-9])((?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})`)},
-	{ID: "aws-secret-key", Hint: "secret", HintFold: true, Allow: exampleKey, Group: 1, TailCheck: true, Tail: "/+=", Re: regexp.MustCompile(
+	{ID: "aws-access-key", Anchors: []string{"AKIA", "ASIA", "ABIA", "ACCA"}, Allow: exampleKey, TailCheck: true, Re: regexp.MustCompile(
+		`^(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}`)},
+	{ID: "aws-secret-key", Hint: "secret", HintFold: true, Allow: exampleKey, Group: 1, TailCheck: true, Word: "/+=", Re: regexp.MustCompile(
 		`(?i:secret_?(?:access_?)?key)["']?\s*[:=]>?\s*["']?([A-Za-z0-9/+]{40})`)},
-	{ID: "github-token", Anchors: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}, MaxLen: 93, Group: 1, TailCheck: true, Tail: "_", Re: regexp.MustCompile(
-		`(?:^|[^A-Za-z0-9_])(gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})`)},
-	{ID: "slack-token", Anchors: []string{"xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-"}, MaxLen: 256, Group: 1, Re: regexp.MustCompile(
-		`(?:^|[^A-Za-z0-9])(xox[baprs]-[0-9]{6,}-[A-Za-z0-9-]{8,})`)},
-	{ID: "google-api-key", Anchors: []string{"AIza"}, MaxLen: 39, Group: 1, TailCheck: true, Tail: "_-", Re: regexp.MustCompile(
-		`(?:^|[^A-Za-z0-9_-])(AIza[0-9A-Za-z_-]{35})`)},
-	{ID: "jwt", Anchors: []string{"eyJ"}, MaxLen: 4096, Group: 1, Re: regexp.MustCompile(
-		`(?:^|[^A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*)`)},
-	{ID: "stripe-key", Anchors: []string{"sk_live_", "rk_live_"}, MaxLen: 256, Group: 1, TailCheck: true, Tail: "_", Re: regexp.MustCompile(
-		`(?:^|[^A-Za-z0-9_])([sr]k_live_[0-9A-Za-z]{24,})`)},
+	{ID: "github-token", Anchors: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}, TailCheck: true, Word: "_", Re: regexp.MustCompile(
+		`^(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})`)},
+	{ID: "slack-token", Anchors: []string{"xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-"}, Word: "-", Re: regexp.MustCompile(
+		`^xox[baprs]-[0-9]{6,}-[A-Za-z0-9-]{8,}`)},
+	{ID: "google-api-key", Anchors: []string{"AIza"}, TailCheck: true, Word: "_-", Re: regexp.MustCompile(
+		`^AIza[0-9A-Za-z_-]{35}`)},
+	{ID: "jwt", Anchors: []string{"eyJ"}, Word: "_-", Re: regexp.MustCompile(
+		`^eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*`)},
+	{ID: "stripe-key", Anchors: []string{"sk_live_", "rk_live_"}, TailCheck: true, Word: "_", Re: regexp.MustCompile(
+		`^[sr]k_live_[0-9A-Za-z]{24,}`)},
 }
 
 // Match is one secret in a text: the rule and the byte range of the value.
@@ -135,14 +139,14 @@ func (r *Rule) match(s string, loc []int, off int) (Match, bool) {
 		return Match{}, false
 	}
 	start, end = start+off, end+off
-	if (r.TailCheck && end < len(s) && continues(s[end], r.Tail)) || (r.Allow != nil && r.Allow(s[start:end])) {
+	if (r.TailCheck && end < len(s) && continues(s[end], r.Word)) || (r.Allow != nil && r.Allow(s[start:end])) {
 		return Match{}, false
 	}
 	return Match{Rule: r.ID, Start: start, End: end}, true
 }
 
 // anchored appends to ms the rule's matches that start at an occurrence
-// of one of its anchors, running Re on a window around each.
+// of one of its anchors.
 func (r *Rule) anchored(s string, ms []Match) []Match {
 	for _, a := range r.Anchors {
 		for from := 0; from < len(s); {
@@ -152,20 +156,14 @@ func (r *Rule) anchored(s string, ms []Match) []Match {
 			}
 			at := from + j
 			from = at + len(a)
-			lo := max(0, at-1)
-			for width := r.MaxLen + 1; ; width *= 2 {
-				hi := min(len(s), at+width)
-				loc := r.Re.FindStringSubmatchIndex(s[lo:hi])
-				if loc == nil {
-					break
-				}
-				if loc[1]+lo == hi && hi < len(s) {
-					continue // the match may go on past the window
-				}
-				if m, ok := r.match(s, loc, lo); ok && m.Start == at {
+			if at > 0 && continues(s[at-1], r.Word) {
+				continue // inside a word
+			}
+			if loc := r.Re.FindStringSubmatchIndex(s[at:]); loc != nil {
+				if m, ok := r.match(s, loc, at); ok {
 					ms = append(ms, m)
+					from = max(from, m.End) // an anchor inside a match is the same secret
 				}
-				break
 			}
 		}
 	}

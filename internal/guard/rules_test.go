@@ -110,6 +110,9 @@ func TestRules(t *testing.T) {
 		{"unsigned jwt", "jwt", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.", "t=", " "},
 		{"stripe live", "stripe-key", stripe, "STRIPE_KEY=", ""},
 		{"stripe restricted", "stripe-key", stripeRK, "'", "'"},
+		// Longer than the window an anchored rule starts with (MaxLen): it grows.
+		{"long jwt", "jwt", "eyJhbGciOiJSUzI1NiJ9.eyJ" + chars(urlb64, 9000, 26) + "." + chars(urlb64, 342, 27), "", ""},
+		{"long stripe key", "stripe-key", "sk_live_" + chars(alnum, 600, 28), "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.before + tc.secret + tc.after
