@@ -59,6 +59,10 @@ func TestGuardSecretsOnNPMFilesystem(t *testing.T) {
 	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
 	fsm.GuardDefault = exampleGuard(t).Results.Secrets // as config.Load applies it
 	fsm.Tools["read_file"].Guard = &manifests.Guard{Results: &manifests.GuardResults{Secrets: manifests.GuardBlock}}
+	// read_text_file (low risk, idempotent) runs on the fast path, in the
+	// DecideAndCall local activity; medium risk sends read_file the
+	// regular way, through the CallTool activity: both are guarded.
+	fsm.Tools["read_file"].Risk = manifests.RiskMedium
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: exampleRules(t)}, audit: openAudit(t, auditPath)})
 	const task = "guard-secrets"
@@ -111,6 +115,18 @@ func TestGuardSecretsOnNPMFilesystem(t *testing.T) {
 	// Neither the history (every byte of it: payloads are kept as bytes
 	// in the protobuf) nor the audit stream holds a secret.
 	hist := fetchHistory(t, s.client, task, "")
+	var fast, regular int
+	for _, ev := range hist.Events {
+		if a := ev.GetMarkerRecordedEventAttributes(); a != nil && a.MarkerName == "LocalActivity" {
+			fast++
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.ActivityType.GetName() == api.CallToolName {
+			regular++
+		}
+	}
+	if fast == 0 || regular != 1 {
+		t.Fatalf("the history has %d local activities and %d CallTool activities; want the fast path and one regular call", fast, regular)
+	}
 	raw, err := proto.Marshal(hist)
 	if err != nil {
 		t.Fatal(err)
