@@ -228,7 +228,7 @@ func (a *Activities) observeCall(in api.CallToolInput, out api.CallToolOutput, e
 		auditResult = "error"
 	}
 	a.Audit.Call(auditstream.Call{Task: in.TaskID, Call: in.CallID, Tool: tool, Attempt: in.Attempt, Result: auditResult,
-		ErrorType: errType, Duration: took, Args: in.Arguments}, undo)
+		ErrorType: errType, Duration: took, Args: in.Arguments, Findings: findingLines(out.Findings)}, undo)
 }
 
 // classify turns a pool error into an application error whose type the

@@ -52,3 +52,12 @@ func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) 
 	}
 	return res, fs
 }
+
+// findingLines are findings as the audit stream writes them.
+func findingLines(fs []api.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Rule+" at "+f.Path+": "+f.Action)
+	}
+	return out
+}

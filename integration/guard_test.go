@@ -138,6 +138,11 @@ func TestGuardSecretsOnNPMFilesystem(t *testing.T) {
 	if !bytes.Contains(audit, []byte("read_text_file")) {
 		t.Fatalf("the audit stream has no line of the calls:\n%s", audit)
 	}
+	for _, w := range []string{"private-key at content[0].text: redact", "aws-access-key at structuredContent.content: block"} {
+		if !bytes.Contains(audit, []byte(w)) {
+			t.Errorf("the audit stream lacks the finding %q:\n%s", w, audit)
+		}
+	}
 	for _, sec := range secrets {
 		if bytes.Contains(raw, []byte(sec)) {
 			t.Errorf("the workflow history holds %q", sec)
