@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -200,3 +201,55 @@ func TestGuardSecretsOnNPMFilesystem(t *testing.T) {
 		t.Errorf("airlock_guard_findings_total{rule=aws-access-key,action=block} rose by %v, want 2", d)
 	}
 }
+
+// TestGuardSecretsInProgramCalls: a program's calls are guarded like
+// direct ones: what the program reads, and so what it returns, holds the
+// marker, not the key; audit show names the finding on the program's call.
+func TestGuardSecretsInProgramCalls(t *testing.T) {
+	t.Parallel()
+	sandbox, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
+	fsm.GuardDefault = exampleGuard(t).Results.Secrets
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: exampleRules(t)},
+		programs: &gateway.ProgramOptions{}})
+	const task = "guard-program"
+	cs := s.connect(t, map[string]string{gateway.HeaderTask: task})
+	waitTools(t, cs, "filesystem__read_text_file", gateway.ToolRunProgram)
+	token := "ghp_" + "Q7w2Er9Ty4Ui1Op6As3Df8Gh5Jk0Lz2Xc7Vb" // 36 after the prefix
+	file := filepath.Join(sandbox, "ci.conf")
+	if err := os.WriteFile(file, []byte("GITHUB_TOKEN="+token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, sc := runProgram(t, cs, "def main():\n    return str(filesystem.read_text_file(path="+strconvQuote(file)+"))\n", false, "")
+	if res.IsError || sc["outcome"] != "ok" {
+		t.Fatalf("program: isError=%v %s", res.IsError, text(res))
+	}
+	got := mustJSON(t, sc["result"])
+	if strings.Contains(got, token) || !strings.Contains(got, "[REDACTED:github-token]") {
+		t.Fatalf("the program returned %s", got)
+	}
+	hist := fetchHistory(t, s.client, task, "")
+	raw, err := proto.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte(token)) {
+		t.Error("the workflow history holds the token")
+	}
+	tl, err := timeline.Build(hist, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var findings []api.Finding
+	for _, c := range tl.Calls {
+		findings = append(findings, c.Findings...)
+	}
+	if len(findings) != 2 || findings[0] != (api.Finding{Rule: "github-token", Path: "content[0].text", Action: "redact"}) || findings[1].Path != "structuredContent.content" {
+		t.Errorf("timeline findings %v, want the program call's github-token", findings)
+	}
+}
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
