@@ -125,6 +125,8 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 		return api.CallToolOutput{}, classify(in, err)
 	}
 	defer func() { out.Exchanges = rel.recorded() }()
+	res, findings := a.guardResult(in, res) // guard.go: before anything records the result
+	defer func() { out.Findings = findings }()
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError(
@@ -226,7 +228,7 @@ func (a *Activities) observeCall(in api.CallToolInput, out api.CallToolOutput, e
 		auditResult = "error"
 	}
 	a.Audit.Call(auditstream.Call{Task: in.TaskID, Call: in.CallID, Tool: tool, Attempt: in.Attempt, Result: auditResult,
-		ErrorType: errType, Duration: took, Args: in.Arguments}, undo)
+		ErrorType: errType, Duration: took, Args: in.Arguments, Findings: findingLines(out.Findings)}, undo)
 }
 
 // classify turns a pool error into an application error whose type the

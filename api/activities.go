@@ -62,6 +62,10 @@ type CallToolOutput struct {
 	// tool's redact paths), in order; recorded in the task's history with
 	// the result.
 	Exchanges []Exchange `json:",omitempty"`
+	// Findings are the secrets the worker's content guard found in the
+	// result before it left the activity, and what it did with each
+	// (internal/guard); Result is already redacted or blocked.
+	Findings []Finding `json:",omitempty"`
 }
 
 // Exchange is one server-to-client request an upstream made during a call.

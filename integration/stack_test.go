@@ -31,6 +31,7 @@ import (
 	"github.com/airlock-run/airlock/activities"
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/identity"
@@ -213,6 +214,9 @@ type stackOptions struct {
 	// (activities.Activities.Current, as a hot reload swaps it); nil
 	// answers fall back to the stack's policy and catalog.
 	judge func() *activities.Judge
+	// audit, when set, receives the worker's and the gateway's audit
+	// lines.
+	audit *auditstream.Log
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -303,7 +307,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		workflows.UseProgramRunner(programRuntime(t))
 	}
 	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
-		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false), Current: o.judge}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
+		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false), Current: o.judge, Audit: o.audit}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +321,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 		Catalog: o.catalog, State: o.state, SharedUnnamedTask: o.sharedUnnamed,
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
-		SessionKey:      o.sessionKey,
+		SessionKey: o.sessionKey, Audit: o.audit,
 		Programs:        o.programs,
 		TaskConcurrency: o.taskConcurrency, TaskBacklog: o.taskBacklog,
 	})

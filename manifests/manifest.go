@@ -57,6 +57,10 @@ type Manifest struct {
 	// to principals cleared for its data access level.
 	// Absent, the upstream's prompts are not exposed (fail closed).
 	Prompts *Passthrough `yaml:"prompts,omitempty" json:"prompts,omitempty"`
+
+	// GuardDefault is airlock.yaml's guard.results.secrets, for tools
+	// that declare no guard (set by internal/config; SecretsInResults).
+	GuardDefault GuardAction `yaml:"-" json:"-"`
 }
 
 // Passthrough declares that a kind of upstream content other than tools
@@ -201,6 +205,10 @@ type Tool struct {
 	// list applies to every element: "entities.observations" masks the
 	// observations of each entity.
 	Redact []string `yaml:"redact,omitempty" json:"redact,omitempty"`
+
+	// Guard says what the worker does with secrets found in the tool's
+	// results (guard.go); omitted: the configuration's guard.
+	Guard *Guard `yaml:"guard,omitempty" json:"guard,omitempty"`
 
 	// Sampling and Elicitation say whether the upstream may, while a call
 	// of this tool runs, ask the client that made the call to sample its

@@ -322,6 +322,7 @@ func (v *validator) tool(m *Manifest, name string, names []string, prefixOK bool
 	v.retry(p+".retry", t.Retry)
 	v.nonEmpty(p+".redact", t.Redact, `an argument path such as "content" or "auth.token"`)
 	v.nonEmpty(p+".path_args", t.PathArgs, `an argument name such as "path"`)
+	v.guard(p+".guard", t.Guard) // guard.go
 	v.wasmTool(m, p, t)
 	v.capture(p+".capture", t.Capture, names)
 	v.compensation(p+".compensation", t.Compensation, names, t.Capture != nil || v.lines.Has(p+".capture"))

@@ -140,6 +140,9 @@ type Call struct {
 	ErrorType string
 	Duration  time.Duration
 	Args      []byte // hashed, never written
+	// Findings are the content guard's findings in the result, each
+	// "rule at path: action" (never the value).
+	Findings []string
 }
 
 // Call writes a call_executed line, or compensation_run for a
@@ -153,6 +156,9 @@ func (a *Log) Call(c Call, compensation bool) {
 		Str("result", c.Result).Float64("duration_seconds", c.Duration.Seconds()).Str("args_sha256", ArgsHash(c.Args))
 	if c.ErrorType != "" {
 		e = e.Str("error_type", c.ErrorType)
+	}
+	if len(c.Findings) > 0 {
+		e = e.Strs("findings", c.Findings)
 	}
 	e.Send()
 }

@@ -96,6 +96,10 @@ type Config struct {
 
 	// Audit configures the audit stream (one JSON line per decision point).
 	Audit Audit `yaml:"audit,omitempty"`
+	// Guard is the content guard of every tool whose manifest declares
+	// none: what the worker does with secrets in tool results (redact,
+	// block, off; manifests.Guard). Omitted: off.
+	Guard *manifests.Guard `yaml:"guard,omitempty"`
 
 	// Telemetry configures OpenTelemetry tracing (telemetry.go); off by
 	// default.

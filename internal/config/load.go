@@ -96,6 +96,7 @@ func Load(path string) (*Snapshot, error) {
 		return nil, pps
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Server.Name < ms[j].Server.Name })
+	cfg.applyGuard(ms) // guard.go
 	// The recorded policy version changes with the manifests too (a reload
 	// may change only them; version.go).
 	pol = pol.Covering(manifestsDigest(ms))
@@ -272,6 +273,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	c.validateTelemetry(v)
 	c.validateState(v)    // state.go
 	c.validatePrograms(v) // programs.go
+	c.validateGuard(v)    // guard.go
 	c.validateLimits(v, slices.Sorted(maps.Keys(c.Roles)))
 	return v.problems
 }

@@ -115,6 +115,18 @@ func TestLoadProblems(t *testing.T) {
 			want: []string{`DIR/airlock.yaml:1: manifests: is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`},
 		},
 		{
+			name:  "guard action unknown",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: hide\n",
+			want:  []string{`DIR/airlock.yaml:4: guard.results.secrets: must be one of redact, block or off, got "hide"; redact replaces each secret in a tool's result with a marker, block withholds the result`},
+		},
+		{
+			name:  "guard without results",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard: {}\n",
+			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} (or block, or off), or remove guard`},
+		},
+		{
 			name:  "http limits",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg: `manifests: [m.yaml]
@@ -310,6 +322,15 @@ func TestRepositoryConfig(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"filesystem", "memory", "native"}, names); diff != "" {
 		t.Errorf("servers (-want +got):\n%s", diff)
+	}
+	// The example redacts secrets in results (issue 30 §1): every tool
+	// that declares no guard of its own gets it.
+	for _, m := range snap.Manifests {
+		for name, tool := range m.Tools {
+			if tool.Guard == nil && m.SecretsInResults(tool) != manifests.GuardRedact {
+				t.Errorf("%s.%s: secrets in results: %q, want redact (airlock.yaml's guard)", m.Server.Name, name, m.SecretsInResults(tool))
+			}
+		}
 	}
 }
 

@@ -577,6 +577,7 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 		}
 		if cs, ok := b.calls[out.Decision.CallID]; ok && out.Decision.CallID != "" {
 			cs.c.Exchanges = append(cs.c.Exchanges, out.Call.Exchanges...)
+			cs.c.Findings = append(cs.c.Findings, out.Call.Findings...)
 		}
 	case api.PrepareStepName:
 		b.prepareStep(at, result, failed)
@@ -769,6 +770,7 @@ func (b *builder) activityClosed(at time.Time, scheduled int64, result *commonpb
 		t.Finished, t.Outcome, t.Error = &at, outcome, errText
 		cs.executed = b.seq
 		cs.c.Exchanges = append(cs.c.Exchanges, out.Exchanges...)
+		cs.c.Findings = append(cs.c.Findings, out.Findings...)
 		if (cs.plan || cs.prog != nil) && len(out.Result) > 0 {
 			cs.text = api.ResultText(out.Result)
 		}

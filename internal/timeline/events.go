@@ -23,6 +23,7 @@ const (
 	EventCapture              = "capture"
 	EventCallAttempt          = "call_attempt"
 	EventServerRequest        = "server_request"
+	EventGuardFinding         = "guard_finding"
 	EventCallFinished         = "call_finished"
 	EventCompensationRecorded = "compensation_recorded"
 	EventRollbackRequested    = "rollback_requested"
@@ -196,6 +197,7 @@ func callEvents(tl *Timeline, c *Call) []event {
 	out = append(out, editEvents(c, base)...)
 	out = append(out, captureEvents(c, base)...)
 	out = append(out, exchangeEvents(c, base)...)
+	out = append(out, findingEvents(c, base)...)
 	out = append(out, tryEvents(c, base)...)
 	out = append(out, resultEvents(c, base)...)
 	return append(out, compensationEvents(c, base)...)
@@ -321,6 +323,25 @@ func exchangeEvents(c *Call, base eventBase) []event {
 			text += "; the client answered " + short(x.Answer)
 		}
 		out = append(out, base(c.Requested, 1, EventServerRequest, text, f))
+	}
+	return out
+}
+
+// findingEvents are the secrets the content guard found in the call's
+// result: kind, place and action, never the value.
+func findingEvents(c *Call, base eventBase) []event {
+	var out []event
+	for _, f := range c.Findings {
+		verb := "redacted"
+		if f.Action == "block" {
+			verb = "withheld the result"
+		}
+		text := fmt.Sprintf("content guard: %s in the result at %s: %s", f.Rule, f.Path, verb)
+		at := c.Requested
+		if c.Finished != nil {
+			at = *c.Finished
+		}
+		out = append(out, base(at, 1, EventGuardFinding, text, map[string]any{"rule": f.Rule, "path": f.Path, "action": f.Action}))
 	}
 	return out
 }

@@ -128,6 +128,9 @@ type Call struct {
 	// made during the call, with the client's answers as recorded (masked
 	// by the tool's redact paths) or why they were refused.
 	Exchanges []api.Exchange `json:"exchanges,omitempty"`
+	// Findings are the secrets the content guard found in the call's
+	// result, and what it did (redact, block); never the values.
+	Findings []api.Finding `json:"findings,omitempty"`
 }
 
 // Decision is the policy decision on a call.

@@ -1,0 +1,63 @@
+package activities
+
+import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/guard"
+	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// SecretsInResults is what the worker does with secrets in a result of
+// the exposed tool: its manifest's guard.results.secrets, else the
+// configuration's guard, else off (manifests.SecretsInResults).
+func (c *Catalog) SecretsInResults(exposed string) manifests.GuardAction {
+	e, ok := c.tools[exposed]
+	if !ok {
+		server, _, found := c.names.Resolve(exposed)
+		if !found {
+			return manifests.GuardOff
+		}
+		return c.manifest[server].SecretsInResults(nil) // an uncovered tool: the default
+	}
+	return c.manifest[e.server].SecretsInResults(e.decl)
+}
+
+// guardResult inspects a tool's result before it leaves the activity, so
+// that the workflow history, the audit stream and the model never hold a
+// secret it found (issue 30 §1): redacted in place, or the result
+// replaced by an error result (block). Captures are not inspected: their
+// pre-image is what a compensation restores, and is never delivered to
+// the model.
+func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) (*mcp.CallToolResult, []api.Finding) {
+	if isCapture(in.CallID) {
+		return res, nil
+	}
+	c, ok := a.judge().Catalog.(*Catalog)
+	if !ok {
+		return res, nil // a test's catalog: no manifests, no guard
+	}
+	name := in.ExposedName
+	if name == "" {
+		name = c.exposed(in.Server, in.Tool)
+	}
+	action := c.SecretsInResults(name)
+	if action == manifests.GuardOff {
+		return res, nil
+	}
+	res, fs := guard.Inspect(res, guard.Action(action), name)
+	for _, f := range fs {
+		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
+	}
+	return res, fs
+}
+
+// findingLines are findings as the audit stream writes them.
+func findingLines(fs []api.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Rule+" at "+f.Path+": "+f.Action)
+	}
+	return out
+}

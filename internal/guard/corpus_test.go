@@ -1,0 +1,80 @@
+package guard
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFalsePositivesOnRepository scans this repository's own Go, Markdown,
+// YAML and JSON files (source, prose, manifests, the example servers'
+// JSON): a benign corpus, holding no credential, so every finding is a
+// false positive. The count is reported (RATIONALE.md) and bounded.
+func TestFalsePositivesOnRepository(t *testing.T) {
+	root := filepath.Join("..", "..")
+	var files, bytes int
+	var found []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", ".airlock":
+				return filepath.SkipDir
+			case "guard":
+				if filepath.Base(filepath.Dir(path)) == "internal" {
+					return filepath.SkipDir // this package's fixtures are secrets by design
+				}
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".yaml", ".yml", ".json":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		bytes += len(b)
+		s := string(b)
+		for _, m := range Scan(s) {
+			line := strings.Count(s[:m.Start], "\n") + 1
+			found = append(found, path+":"+itoa(line)+": "+m.Rule)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("scanned %d files: not the repository", files)
+	}
+	t.Logf("scanned %d files, %d bytes: %d findings", files, bytes, len(found))
+	for _, f := range found {
+		t.Log(f)
+	}
+	if len(found) > maxRepositoryFindings {
+		t.Fatalf("%d false positives on the repository, more than %d", len(found), maxRepositoryFindings)
+	}
+}
+
+// maxRepositoryFindings bounds the false positives on the repository
+// (see TestFalsePositivesOnRepository's log for each).
+const maxRepositoryFindings = 0
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}

@@ -1,0 +1,111 @@
+package guard
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+)
+
+// Action is what the guard does with a result holding secrets
+// (manifests' guard.results.secrets).
+type Action string
+
+const (
+	// Redact replaces each secret with its Marker and delivers the rest.
+	Redact Action = "redact"
+	// Block replaces the whole result with an error result naming the
+	// kinds of secret and where they were, never the values.
+	Block Action = "block"
+	// Off delivers the result as the tool returned it.
+	Off Action = "off"
+)
+
+// Inspect looks for secrets in a tool's result, in every text content
+// (text, and the text of embedded resources) and every string of its
+// structuredContent, and applies action: res is changed in place
+// (Redact), or replaced (Block: the returned result is the error result
+// to deliver instead). The findings say what was found where, never the
+// value. With Off, or nothing found, res is returned as it was.
+//
+// Only values are inspected: object keys of structuredContent, _meta and
+// binary content (images, audio, blobs) are not (issue 30 §1 leaves them
+// for later).
+func Inspect(res *mcp.CallToolResult, action Action, tool string) (*mcp.CallToolResult, []api.Finding) {
+	if res == nil || action == Off || action == "" {
+		return res, nil
+	}
+	var fs []api.Finding
+	redact := action == Redact
+	scan := func(path, s string) string {
+		ms := Scan(s)
+		for _, m := range ms {
+			fs = append(fs, api.Finding{Rule: m.Rule, Path: path, Action: string(action)})
+		}
+		if redact {
+			return RedactText(s, ms)
+		}
+		return s
+	}
+	for i, c := range res.Content {
+		p := "content[" + strconv.Itoa(i) + "]"
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			c.Text = scan(p+".text", c.Text)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				c.Resource.Text = scan(p+".resource.text", c.Resource.Text)
+			}
+		}
+	}
+	if res.StructuredContent != nil {
+		res.StructuredContent = walk("structuredContent", res.StructuredContent, scan)
+	}
+	if len(fs) == 0 || action != Block {
+		return res, fs
+	}
+	return blocked(tool, fs), fs
+}
+
+// walk applies scan to every string in v (JSON decoded as any), returning
+// the value with the strings replaced.
+func walk(path string, v any, scan func(path, s string) string) any {
+	switch v := v.(type) {
+	case string:
+		return scan(path, v)
+	case []any:
+		for i, e := range v {
+			v[i] = walk(path+"["+strconv.Itoa(i)+"]", e, scan)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // findings in a stable order
+		for _, k := range keys {
+			v[k] = walk(path+"."+k, v[k], scan)
+		}
+	}
+	return v
+}
+
+// blocked is the error result that replaces a blocked result.
+func blocked(tool string, fs []api.Finding) *mcp.CallToolResult {
+	var where []string
+	seen := map[string]bool{}
+	for _, f := range fs {
+		w := f.Rule + " at " + f.Path
+		if !seen[w] {
+			seen[w] = true
+			where = append(where, w)
+		}
+	}
+	text := fmt.Sprintf("airlock withheld the result of %s: it holds secrets (%s). The values are not shown; ask the tool for data without credentials, or ask an operator to change guard.results.secrets for this tool.",
+		tool, strings.Join(where, ", "))
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
