@@ -46,9 +46,11 @@ func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) 
 	if action == manifests.GuardOff {
 		return res, nil
 	}
-	res, fs := guard.Inspect(res, guard.Action(action), name)
-	for _, f := range fs {
+	res, found := guard.Inspect(res, guard.Action(action), name)
+	var fs []api.Finding
+	for _, f := range found {
 		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
+		fs = append(fs, api.Finding{Rule: f.Rule, Path: f.Path, Action: f.Action})
 	}
 	return res, fs
 }

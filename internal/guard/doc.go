@@ -6,6 +6,7 @@
 // results only).
 //
 // The rules are a small documented set of RE2 expressions (rules.go),
-// linear in the input. It imports the MCP SDK (for the result type), api
-// (for api.Finding) and the standard library; it never logs.
+// linear in the input. It imports the MCP SDK (for the result type) and
+// the standard library (a library: not api; the worker turns its Findings
+// into api.Findings); it never logs.
 package guard

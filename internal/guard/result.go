@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/airlock-run/airlock/api"
 )
 
 // Action is what the guard does with a result holding secrets
@@ -25,6 +23,13 @@ const (
 	Off Action = "off"
 )
 
+// Finding is one secret found in a result: the rule that found it, where
+// (a path into the CallToolResult) and what was done (an Action). Never
+// the value. The worker records it as an api.Finding.
+type Finding struct {
+	Rule, Path, Action string
+}
+
 // Inspect looks for secrets in a tool's result, in every text content
 // (text, and the text of embedded resources) and every string of its
 // structuredContent, and applies action: res is changed in place
@@ -35,16 +40,16 @@ const (
 // Only values are inspected: object keys of structuredContent, _meta and
 // binary content (images, audio, blobs) are not (issue 30 §1 leaves them
 // for later).
-func Inspect(res *mcp.CallToolResult, action Action, tool string) (*mcp.CallToolResult, []api.Finding) {
+func Inspect(res *mcp.CallToolResult, action Action, tool string) (*mcp.CallToolResult, []Finding) {
 	if res == nil || action == Off || action == "" {
 		return res, nil
 	}
-	var fs []api.Finding
+	var fs []Finding
 	redact := action == Redact
 	scan := func(path, s string) string {
 		ms := Scan(s)
 		for _, m := range ms {
-			fs = append(fs, api.Finding{Rule: m.Rule, Path: path, Action: string(action)})
+			fs = append(fs, Finding{Rule: m.Rule, Path: path, Action: string(action)})
 		}
 		if redact {
 			return RedactText(s, ms)
@@ -95,7 +100,7 @@ func walk(path string, v any, scan func(path, s string) string) any {
 }
 
 // blocked is the error result that replaces a blocked result.
-func blocked(tool string, fs []api.Finding) *mcp.CallToolResult {
+func blocked(tool string, fs []Finding) *mcp.CallToolResult {
 	var where []string
 	seen := map[string]bool{}
 	for _, f := range fs {

@@ -7,8 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/airlock-run/airlock/api"
 )
 
 func result(t testing.TB) *mcp.CallToolResult {
@@ -30,7 +28,7 @@ func result(t testing.TB) *mcp.CallToolResult {
 // structuredContent are redacted in place; findings name rule and path.
 func TestInspectRedact(t *testing.T) {
 	res, fs := Inspect(result(t), Redact, "fs_read")
-	want := []api.Finding{
+	want := []Finding{
 		{Rule: "aws-access-key", Path: "content[0].text", Action: "redact"},
 		{Rule: "private-key", Path: "content[2].resource.text", Action: "redact"},
 		{Rule: "aws-access-key", Path: "structuredContent.env.AWS_ACCESS_KEY_ID", Action: "redact"},
