@@ -36,35 +36,111 @@ import (
 //     nationally ("(555) 123-4567") are not found: without the country
 //     code a run of digits is anything.
 var PersonalRules = []Rule{
-	{ID: "email", Hint: "@", Re: regexp.MustCompile(
-		`[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}\b`),
-		Lead: leadNotWord},
-	{ID: "payment-card", Digits: true, Lead: leadNotWord, Valid: cardValid, Re: regexp.MustCompile(
-		`\b[0-9](?:[ -]?[0-9]){12,18}\b`)},
-	{ID: "iban", Digits: true, Lead: leadNotWord, Trim: ibanTrim, Re: regexp.MustCompile(
-		`\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b`)},
-	{ID: "phone", Hint: "+", Re: regexp.MustCompile(
-		`\+[1-9][0-9]{7,14}\b`), Lead: leadNotWordOrDot},
+	{ID: "email", Next: nextEmail, Re: regexp.MustCompile(
+		`^[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}\b`)},
+	{ID: "payment-card", Next: nextCard, Valid: cardValid, Re: regexp.MustCompile(
+		`^[0-9](?:[ -]?[0-9]){12,18}\b`)},
+	{ID: "iban", Next: nextIBAN, Trim: ibanTrim, Re: regexp.MustCompile(
+		`^[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b`)},
+	{ID: "phone", Next: nextPhone, Re: regexp.MustCompile(
+		`^\+[1-9][0-9]{7,14}\b`)},
 }
 
-// leadNotWord rejects a match that continues a word (letters or digits)
-// before it: "x" + "user@host" is found at "user", never inside a word.
-func leadNotWord(s string, start int) bool {
-	return start == 0 || !continues(s[start-1], "")
+// The Next functions find where a rule's candidates start with a byte
+// loop or strings.IndexByte (much cheaper than an unanchored scan of the
+// expression, which RE2 runs as an automaton over every byte), never
+// inside a word (RE2 has no look-behind). Each returns the candidate's
+// start, or -1, and where to look next if the candidate fails.
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
+
+// emailLocal is a byte of an address's local part.
+func emailLocal(c byte) bool {
+	return continues(c, "._%+-")
 }
 
-// leadNotWordOrDot rejects a "+" after a letter, digit or dot (an
-// arithmetic expression, a version's build suffix).
-func leadNotWordOrDot(s string, start int) bool {
-	return start == 0 || !continues(s[start-1], ".+")
-}
-
-// check applies the rule's Lead, Trim and Valid to the candidate
-// s[start:end].
-func (r *Rule) check(s string, start, end int) (Match, bool) {
-	if r.Lead != nil && !r.Lead(s, start) {
-		return Match{}, false
+// nextEmail: at each "@", back over the local part (at most 64 bytes,
+// RFC 5321's limit, and never before from).
+func nextEmail(s string, from int) (int, int) {
+	for from < len(s) {
+		j := strings.IndexByte(s[from:], '@')
+		if j < 0 {
+			return -1, len(s)
+		}
+		at := from + j
+		start := at
+		for start > from && at-start < 64 && emailLocal(s[start-1]) {
+			start--
+		}
+		if start < at && (start == 0 || !continues(s[start-1], "")) {
+			return start, at + 1
+		}
+		from = at + 1
 	}
+	return -1, len(s)
+}
+
+// nextCard: the start of a run of digits (single spaces or dashes
+// between them) holding at least 13 digits, not after a letter or digit.
+func nextCard(s string, from int) (int, int) {
+	for i := from; i < len(s); i++ {
+		if !isDigit(s[i]) || (i > 0 && continues(s[i-1], "")) {
+			continue
+		}
+		n, j := 0, i
+		for j < len(s) && n < 13 { // 13 digits are enough: bounded per start
+			if isDigit(s[j]) {
+				n++
+				j++
+			} else if (s[j] == ' ' || s[j] == '-') && j+1 < len(s) && isDigit(s[j+1]) {
+				j++
+			} else {
+				break
+			}
+		}
+		if n >= 13 {
+			return i, i + 1
+		}
+		i = j // the run is too short: past it
+	}
+	return -1, len(s)
+}
+
+// nextIBAN: two capitals and two digits, not after a letter or digit.
+func nextIBAN(s string, from int) (int, int) {
+	for i := from; i+4 <= len(s); i++ {
+		j := strings.IndexAny(s[i:], "0123456789")
+		if j < 0 {
+			break
+		}
+		i += j
+		if i >= 2 && i+1 < len(s) && isDigit(s[i+1]) && isUpper(s[i-1]) && isUpper(s[i-2]) && (i == 2 || !continues(s[i-3], "")) {
+			return i - 2, i + 1
+		}
+	}
+	return -1, len(s)
+}
+
+// nextPhone: a "+" not after a letter, digit, dot or "+" (an arithmetic
+// expression, a version's build suffix).
+func nextPhone(s string, from int) (int, int) {
+	for from < len(s) {
+		j := strings.IndexByte(s[from:], '+')
+		if j < 0 {
+			return -1, len(s)
+		}
+		at := from + j
+		if at == 0 || !continues(s[at-1], ".+") {
+			return at, at + 1
+		}
+		from = at + 1
+	}
+	return -1, len(s)
+}
+
+// check applies the rule's Trim and Valid to the candidate s[start:end].
+func (r *Rule) check(s string, start, end int) (Match, bool) {
 	if r.Trim != nil {
 		var ok bool
 		if end, ok = r.Trim(s, start, end); !ok {
@@ -77,39 +153,33 @@ func (r *Rule) check(s string, start, end int) (Match, bool) {
 	return Match{Rule: r.ID, Start: start, End: end}, true
 }
 
-// ScanPersonal finds personal data in s, as Scan finds secrets.
+// ScanPersonal finds personal data in s, as Scan finds secrets: at each
+// candidate start (the rule's Next), Re, anchored, runs until the text
+// stops matching (at most 64+255 bytes for an address, 37 for a card, 42
+// for an IBAN, 16 for a phone), then the check digits. A failed
+// candidate gives way to the next (so "order 1234 4111 1111 1111 1111"
+// still finds the card after the order number): linear in the text.
 func ScanPersonal(s string) []Match {
 	var ms []Match
 	for i := range PersonalRules {
 		r := &PersonalRules[i]
-		if r.Hint != "" && !contains(s, r.Hint, r.HintFold) {
-			continue
-		}
-		if r.Digits && !hasDigit(s) {
-			continue
-		}
-		// A rejected candidate (a failed check) gives way to one starting
-		// at its next byte, so that "order 1234 4111 1111 1111 1111" still
-		// finds the card after the order number: each byte is rescanned at
-		// most a match's length (at most 42 bytes) again, still linear.
 		for from := 0; from < len(s); {
-			loc := r.Re.FindStringIndex(s[from:])
-			if loc == nil {
+			start, resume := r.Next(s, from)
+			if start < 0 {
 				break
 			}
-			start, end := from+loc[0], from+loc[1]
-			if m, ok := r.check(s, start, end); ok {
-				ms = append(ms, m)
-				from = m.End
-				continue
+			if loc := r.Re.FindStringIndex(s[start:]); loc != nil {
+				if m, ok := r.check(s, start, start+loc[1]); ok {
+					ms = append(ms, m)
+					from = m.End
+					continue
+				}
 			}
-			from = start + 1
+			from = resume
 		}
 	}
 	return merge(ms)
 }
-
-func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }
 
 // digitsOf returns the digits of v (separators dropped).
 func digitsOf(v string) []byte {

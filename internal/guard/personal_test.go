@@ -172,3 +172,24 @@ func TestInspectPersonalData(t *testing.T) {
 		t.Errorf("personal data off: %q %v", got, fs)
 	}
 }
+
+// BenchmarkInspectPersonalData: secrets and personal data both on, over
+// record-like text full of digits (what the digit rules scan most).
+func BenchmarkInspectPersonalData(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		n    int
+	}{{"1KB", 1 << 10}, {"1MiB", 1 << 20}} {
+		line := "order 1234567 on 2026-12-04T20:12:36+01:00 by customer 998877, total 19.99 EUR, v1.2.3\n"
+		text := strings.Repeat(line, size.n/len(line)+1)[:size.n-16] + " ada@example.org"
+		b.Run(size.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+				if _, fs := InspectPolicy(res, Policy{Secrets: Redact, PersonalData: Redact}, "x"); len(fs) != 1 {
+					b.Fatal(fs)
+				}
+			}
+		})
+	}
+}

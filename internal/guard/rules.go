@@ -36,14 +36,13 @@ type Rule struct {
 	// TailCheck turns the check after the match on.
 	TailCheck bool
 
-	// The personal-data rules (PersonalRules) use these as well:
-	// Lead, when set, rejects a match by the byte before it (RE2 has no
-	// look-behind); Digits skips a text without a digit; Trim may shorten
-	// a match and reject it; Valid checks the value (check digits).
-	Lead   func(s string, start int) bool
-	Digits bool
-	Trim   func(s string, start, end int) (int, bool)
-	Valid  func(value string) bool
+	// The personal-data rules (PersonalRules) use these instead: Next
+	// finds where a candidate starts (Re is anchored there), and where to
+	// look next if it fails; Trim may shorten a match or reject it; Valid
+	// checks the value (check digits).
+	Next  func(s string, from int) (start, resume int)
+	Trim  func(s string, start, end int) (int, bool)
+	Valid func(value string) bool
 }
 
 // exampleKey exempts the keys AWS documents as examples
