@@ -24,12 +24,26 @@ func (c *Catalog) SecretsInResults(exposed string) manifests.GuardAction {
 	return c.manifest[e.server].SecretsInResults(e.decl)
 }
 
+// PersonalDataInResults is what the worker does with personal data in a
+// result of the exposed tool, likewise (manifests.PersonalDataInResults).
+func (c *Catalog) PersonalDataInResults(exposed string) manifests.GuardAction {
+	e, ok := c.tools[exposed]
+	if !ok {
+		server, _, found := c.names.Resolve(exposed)
+		if !found {
+			return manifests.GuardOff
+		}
+		return c.manifest[server].PersonalDataInResults(nil)
+	}
+	return c.manifest[e.server].PersonalDataInResults(e.decl)
+}
+
 // guardResult inspects a tool's result before it leaves the activity, so
 // that the workflow history, the audit stream and the model never hold a
-// secret it found (issue 30 §1): redacted in place, or the result
-// replaced by an error result (block). Captures are not inspected: their
-// pre-image is what a compensation restores, and is never delivered to
-// the model.
+// secret or personal data it found (issue 30 §1), each category by its
+// own setting: redacted in place, or the result replaced by an error
+// result (block). Captures are not inspected: their pre-image is what a
+// compensation restores, and is never delivered to the model.
 func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) (*mcp.CallToolResult, []api.Finding) {
 	if isCapture(in.CallID) {
 		return res, nil
@@ -42,11 +56,11 @@ func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) 
 	if name == "" {
 		name = c.exposed(in.Server, in.Tool)
 	}
-	action := c.SecretsInResults(name)
-	if action == manifests.GuardOff {
+	p := guard.Policy{Secrets: guard.Action(c.SecretsInResults(name)), PersonalData: guard.Action(c.PersonalDataInResults(name))}
+	if p.Secrets == guard.Off && p.PersonalData == guard.Off {
 		return res, nil
 	}
-	res, found := guard.Inspect(res, guard.Action(action), name)
+	res, found := guard.InspectPolicy(res, p, name)
 	var fs []api.Finding
 	for _, f := range found {
 		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()

@@ -79,3 +79,84 @@ tools:
 		})
 	}
 }
+
+// personalTools answers every call with a text holding an e-mail
+// address, a card number and a GitHub token (assembled, never literals
+// here).
+type personalTools struct{}
+
+var (
+	testEmail = "ada" + "@example.org"
+	testCard  = "4111 1111 " + "1111 1111"
+)
+
+func (personalTools) CallTool(context.Context, string, string, json.RawMessage) (*mcp.CallToolResult, error) {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "to " + testEmail + " card " + testCard + " token=" + testToken}}}, nil
+}
+
+// TestCallToolGuardPersonalData: personal data has its own setting: off
+// by default even where secrets are redacted, redacted or blocked by the
+// configuration's personal_data or the tool's own, and its findings
+// recorded in the activity's output beside the secrets'.
+func TestCallToolGuardPersonalData(t *testing.T) {
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "fs.yaml"), []byte(`server:
+  name: fs
+  stdio: {command: /bin/true}
+tools:
+  read: {side_effects: [read], data_access_level: public, risk: low, idempotent: true}
+  pii: {side_effects: [read], data_access_level: public, risk: low, idempotent: true, guard: {results: {personal_data: redact}}}
+  strict: {side_effects: [read], data_access_level: public, risk: low, idempotent: true, guard: {results: {personal_data: block}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.GuardDefault = manifests.GuardRedact
+	a := &Activities{Tools: personalTools{}, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, true)}
+	call := func(t *testing.T, tool, callID string) api.CallToolOutput {
+		t.Helper()
+		out, err := a.CallTool(context.Background(), api.CallToolInput{TaskID: "t", CallID: callID, Server: "fs", Tool: tool, ExposedName: "fs__" + tool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	secret := api.Finding{Rule: "github-token", Path: "content[0].text", Action: "redact"}
+
+	out := call(t, "read", "p1")
+	if got := api.ResultText(out.Result); got != "to "+testEmail+" card "+testCard+" token=[REDACTED:github-token]" {
+		t.Errorf("personal data off by default: %q", got)
+	}
+	if diff := cmp.Diff([]api.Finding{secret}, out.Findings); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+
+	out = call(t, "pii", "p2")
+	if got := api.ResultText(out.Result); got != "to [REDACTED:email] card [REDACTED:payment-card] token=[REDACTED:github-token]" {
+		t.Errorf("tool redacts personal data: %q", got)
+	}
+	want := []api.Finding{secret, {Rule: "email", Path: "content[0].text", Action: "redact"}, {Rule: "payment-card", Path: "content[0].text", Action: "redact"}}
+	if diff := cmp.Diff(want, out.Findings); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+
+	out = call(t, "strict", "p3")
+	got := api.ResultText(out.Result)
+	if !out.IsError || !strings.Contains(got, "email at content[0].text") || !strings.Contains(got, "guard.results.personal_data") {
+		t.Errorf("tool blocks personal data: %v %q", out.IsError, got)
+	}
+	for _, v := range []string{testEmail, testCard, testToken} {
+		if strings.Contains(string(out.Result), v) {
+			t.Errorf("blocked result holds %q", v)
+		}
+	}
+
+	m.PersonalDataDefault = manifests.GuardRedact // airlock.yaml's personal_data
+	out = call(t, "read", "p4")
+	if got := api.ResultText(out.Result); strings.Contains(got, testEmail) || strings.Contains(got, testCard) {
+		t.Errorf("configuration redacts personal data: %q", got)
+	}
+	out = call(t, "read", "p5/capture")
+	if got := api.ResultText(out.Result); !strings.Contains(got, testEmail) || out.Findings != nil {
+		t.Errorf("a capture is not inspected: %q %v", got, out.Findings)
+	}
+}

@@ -253,3 +253,98 @@ func TestGuardSecretsInProgramCalls(t *testing.T) {
 }
 
 func strconvQuote(s string) string { return strconv.Quote(s) }
+
+// TestGuardPersonalDataOnNPMFilesystem (issue 30 §1, personal data): a
+// file holding an e-mail address, a test card number, an IBAN and an
+// E.164 phone number is read from the real filesystem server through a
+// tool declared personal_data: redact. The model gets markers in their
+// place and the rest of the file; the workflow history and the audit
+// stream hold none of the values; audit show names each finding. A tool
+// with no personal_data (the example's default, off) delivers the file.
+func TestGuardPersonalDataOnNPMFilesystem(t *testing.T) {
+	t.Parallel()
+	sandbox, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
+	fsm.GuardDefault = exampleGuard(t).Results.Secrets
+	if pd := exampleGuard(t).Results.PersonalData; pd != "" && pd != manifests.GuardOff {
+		t.Fatalf("the example airlock.yaml guards personal data (%q); it is meant to be off (RATIONALE.md)", pd)
+	}
+	fsm.Tools["read_text_file"].Guard = &manifests.Guard{Results: &manifests.GuardResults{PersonalData: manifests.GuardRedact}}
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: exampleRules(t)}, audit: openAudit(t, auditPath)})
+	const task = "guard-personal-data"
+	cs := s.connect(t, map[string]string{gateway.HeaderTask: task})
+	waitTools(t, cs, "filesystem__read_text_file", "filesystem__read_file")
+
+	// Assembled, so that the repository's corpus test does not count them.
+	email := "ada.lovelace" + "@example.org"
+	card := "4111 1111 " + "1111 1111"
+	iban := "GB82 WEST " + "1234 5698 7654 32"
+	phone := "+44" + "2079460958"
+	file := filepath.Join(sandbox, "customer.txt")
+	content := "name: Ada Lovelace\nemail: " + email + "\ncard: " + card + "\niban: " + iban + "\nphone: " + phone + "\norder: 4111111111111112\n"
+	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("iban", "redact"))
+
+	res := call(t, cs, "filesystem__read_text_file", map[string]any{"path": file}, "")
+	got := text(res)
+	want := "name: Ada Lovelace\nemail: [REDACTED:email]\ncard: [REDACTED:payment-card]\niban: [REDACTED:iban]\nphone: [REDACTED:phone]\norder: 4111111111111112\n"
+	if res.IsError || got != want {
+		t.Fatalf("the model got %q (isError %v), want %q", got, res.IsError, want)
+	}
+	// read_file declares no personal_data: the example's default, off
+	// (in another task, so that this task's history is the guarded one's).
+	other := s.connect(t, map[string]string{gateway.HeaderTask: task + "-off"})
+	waitTools(t, other, "filesystem__read_file")
+	res = call(t, other, "filesystem__read_file", map[string]any{"path": file}, "")
+	if got := text(res); res.IsError || !strings.Contains(got, email) || !strings.Contains(got, iban) {
+		t.Fatalf("read_file (personal data off) got %q", got)
+	}
+
+	hist := fetchHistory(t, s.client, task, "")
+	raw, err := proto.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := os.ReadFile(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte("[REDACTED:iban]")) {
+		t.Error("the history lacks the redacted result")
+	}
+	for _, v := range []string{email, card, iban, phone} {
+		if bytes.Contains(raw, []byte(v)) {
+			t.Errorf("the workflow history holds %q", v)
+		}
+		if bytes.Contains(audit, []byte(v)) {
+			t.Errorf("the audit stream holds %q", v)
+		}
+	}
+	for _, w := range []string{"email at content[0].text: redact", "payment-card at content[0].text: redact", "iban at structuredContent.content: redact", "phone at content[0].text: redact"} {
+		if !bytes.Contains(audit, []byte(w)) {
+			t.Errorf("the audit stream lacks the finding %q:\n%s", w, audit)
+		}
+	}
+	tl, err := timeline.Build(hist, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := timeline.Render(&out, tl, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range []string{"email", "payment-card", "iban", "phone"} {
+		if !strings.Contains(out.String(), "content guard: "+rule+" in the result at content[0].text") {
+			t.Errorf("audit show lacks the %s finding:\n%s", rule, out.String())
+		}
+	}
+	if d := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("iban", "redact")) - before; d != 2 {
+		t.Errorf("airlock_guard_findings_total{rule=iban,action=redact} rose by %v, want 2 (content and structuredContent)", d)
+	}
+}

@@ -21,9 +21,15 @@ func TestGuardValidation(t *testing.T) {
 		{"unknown action", "    guard: {results: {secrets: mask}}\n",
 			[]string{`m.yaml:10: tools.read.guard.results.secrets: must be one of redact, block, off, got "mask"`}},
 		{"empty results", "    guard: {results: {}}\n",
-			[]string{`m.yaml:10: tools.read.guard.results.secrets: must be one of redact, block, off, got ""`}},
+			[]string{`m.yaml:10: tools.read.guard.results: names no category; write secrets: redact and/or personal_data: redact (or block, or off), or remove guard`}},
 		{"no results", "    guard: {}\n",
-			[]string{`m.yaml:10: tools.read.guard.results: is required in guard; write results: {secrets: redact} (or block, or off), or remove guard`}},
+			[]string{`m.yaml:10: tools.read.guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or remove guard`}},
+		{"personal data", "    guard: {results: {personal_data: redact}}\n", nil},
+		{"both", "    guard: {results: {secrets: block, personal_data: redact}}\n", nil},
+		{"personal data unknown", "    guard:\n      results:\n        personal_data: hide\n",
+			[]string{`m.yaml:12: tools.read.guard.results.personal_data: must be one of redact, block, off, got "hide"`}},
+		{"personal data misspelt", "    guard: {results: {personal-data: redact}}\n",
+			[]string{`m.yaml:10: tools.read.guard.results.personal-data: unknown field; did you mean "personal_data"?`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, problemsOf(t, head+readTool+tc.guard)); diff != "" {
@@ -58,5 +64,32 @@ func TestSecretsInResults(t *testing.T) {
 	var nilM *manifests.Manifest
 	if got := nilM.SecretsInResults(block); got != manifests.GuardBlock {
 		t.Errorf("nil manifest: %q", got)
+	}
+}
+
+// TestPersonalDataInResults: the tool's own action, else the
+// configuration's, else off; independent of secrets.
+func TestPersonalDataInResults(t *testing.T) {
+	block := &manifests.Tool{Guard: &manifests.Guard{Results: &manifests.GuardResults{PersonalData: manifests.GuardBlock}}}
+	secretsOnly := &manifests.Tool{Guard: &manifests.Guard{Results: &manifests.GuardResults{Secrets: manifests.GuardBlock}}}
+	for _, tc := range []struct {
+		def  manifests.GuardAction
+		tool *manifests.Tool
+		want manifests.GuardAction
+	}{
+		{"", nil, manifests.GuardOff},
+		{"", &manifests.Tool{}, manifests.GuardOff},
+		{manifests.GuardRedact, nil, manifests.GuardRedact},
+		{manifests.GuardRedact, secretsOnly, manifests.GuardRedact},
+		{manifests.GuardRedact, block, manifests.GuardBlock},
+		{"", secretsOnly, manifests.GuardOff},
+	} {
+		m := &manifests.Manifest{PersonalDataDefault: tc.def, GuardDefault: manifests.GuardRedact}
+		if got := m.PersonalDataInResults(tc.tool); got != tc.want {
+			t.Errorf("default %q, tool %+v: %q, want %q", tc.def, tc.tool, got, tc.want)
+		}
+	}
+	if got := (&manifests.Manifest{}).SecretsInResults(block); got != manifests.GuardOff {
+		t.Errorf("a tool guarding personal data only: secrets %q, want off", got)
 	}
 }

@@ -61,6 +61,9 @@ type Manifest struct {
 	// GuardDefault is airlock.yaml's guard.results.secrets, for tools
 	// that declare no guard (set by internal/config; SecretsInResults).
 	GuardDefault GuardAction `yaml:"-" json:"-"`
+	// PersonalDataDefault is airlock.yaml's guard.results.personal_data,
+	// likewise (PersonalDataInResults).
+	PersonalDataDefault GuardAction `yaml:"-" json:"-"`
 }
 
 // Passthrough declares that a kind of upstream content other than tools

@@ -124,7 +124,19 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard without results",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard: {}\n",
-			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} (or block, or off), or remove guard`},
+			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or remove guard`},
+		},
+		{
+			name:  "guard personal data action unknown",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: redact\n    personal_data: mask\n",
+			want:  []string{`DIR/airlock.yaml:5: guard.results.personal_data: must be one of redact, block or off, got "mask"; redact replaces each e-mail address, card number, IBAN or phone number in a tool's result with a marker, block withholds the result`},
+		},
+		{
+			name:  "guard results naming nothing",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results: {}\n",
+			want:  []string{`DIR/airlock.yaml:3: guard.results: names no category; write secrets: redact and/or personal_data: redact (or block, or off), or remove guard`},
 		},
 		{
 			name:  "http limits",
@@ -330,7 +342,30 @@ func TestRepositoryConfig(t *testing.T) {
 			if tool.Guard == nil && m.SecretsInResults(tool) != manifests.GuardRedact {
 				t.Errorf("%s.%s: secrets in results: %q, want redact (airlock.yaml's guard)", m.Server.Name, name, m.SecretsInResults(tool))
 			}
+			// Personal data is off in the example (RATIONALE.md).
+			if tool.Guard == nil && m.PersonalDataInResults(tool) != manifests.GuardOff {
+				t.Errorf("%s.%s: personal data in results: %q, want off", m.Server.Name, name, m.PersonalDataInResults(tool))
+			}
 		}
+	}
+}
+
+// TestGuardPersonalDataApplied: airlock.yaml's guard.results.personal_data
+// becomes every manifest's default, beside secrets.
+func TestGuardPersonalDataApplied(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("m"))
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  results: {personal_data: block}\n")
+	snap, err := config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snap.Manifests[0]
+	if got := m.PersonalDataInResults(nil); got != manifests.GuardBlock {
+		t.Errorf("personal data: %q, want block", got)
+	}
+	if got := m.SecretsInResults(nil); got != manifests.GuardOff {
+		t.Errorf("secrets: %q, want off (not configured)", got)
 	}
 }
 

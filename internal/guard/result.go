@@ -41,20 +41,50 @@ type Finding struct {
 // binary content (images, audio, blobs) are not (issue 30 §1 leaves them
 // for later).
 func Inspect(res *mcp.CallToolResult, action Action, tool string) (*mcp.CallToolResult, []Finding) {
-	if res == nil || action == Off || action == "" {
+	return InspectPolicy(res, Policy{Secrets: action}, tool)
+}
+
+// Policy is what the guard does with each category it finds in a result:
+// secrets (Rules) and personal data (PersonalRules). "" is Off.
+type Policy struct {
+	Secrets, PersonalData Action
+}
+
+func on(a Action) bool { return a == Redact || a == Block }
+
+// InspectPolicy is Inspect with an action per category: each category's
+// matches are redacted or recorded by its own action, and the result is
+// blocked when a category whose action is Block found anything (the
+// findings of the other category keep their own action).
+func InspectPolicy(res *mcp.CallToolResult, p Policy, tool string) (*mcp.CallToolResult, []Finding) {
+	if res == nil || (!on(p.Secrets) && !on(p.PersonalData)) {
 		return res, nil
 	}
 	var fs []Finding
-	redact := action == Redact
+	blockedBy := map[string]bool{}
 	scan := func(path, s string) string {
-		ms := Scan(s)
-		for _, m := range ms {
-			fs = append(fs, Finding{Rule: m.Rule, Path: path, Action: string(action)})
+		var ms []Match
+		if on(p.Secrets) {
+			ms = Scan(s)
 		}
-		if redact {
-			return RedactText(s, ms)
+		secrets := len(ms)
+		if on(p.PersonalData) {
+			ms = append(ms, ScanPersonal(s)...)
 		}
-		return s
+		var redact []Match
+		for i, m := range ms {
+			a, category := p.Secrets, "secrets"
+			if i >= secrets {
+				a, category = p.PersonalData, "personal data"
+			}
+			fs = append(fs, Finding{Rule: m.Rule, Path: path, Action: string(a)})
+			if a == Redact {
+				redact = append(redact, m)
+			} else {
+				blockedBy[category] = true
+			}
+		}
+		return RedactText(s, merge(redact))
 	}
 	for i, c := range res.Content {
 		p := "content[" + strconv.Itoa(i) + "]"
@@ -70,10 +100,10 @@ func Inspect(res *mcp.CallToolResult, action Action, tool string) (*mcp.CallTool
 	if res.StructuredContent != nil {
 		res.StructuredContent = walk("structuredContent", res.StructuredContent, scan)
 	}
-	if len(fs) == 0 || action != Block {
+	if len(blockedBy) == 0 {
 		return res, fs
 	}
-	return blocked(tool, fs), fs
+	return blocked(tool, fs, blockedBy), fs
 }
 
 // walk applies scan to every string in v (JSON decoded as any), returning
@@ -99,18 +129,26 @@ func walk(path string, v any, scan func(path, s string) string) any {
 	return v
 }
 
-// blocked is the error result that replaces a blocked result.
-func blocked(tool string, fs []Finding) *mcp.CallToolResult {
+// blocked is the error result that replaces a blocked result: it names
+// the findings of the categories that block, never a value.
+func blocked(tool string, fs []Finding, by map[string]bool) *mcp.CallToolResult {
 	var where []string
 	seen := map[string]bool{}
 	for _, f := range fs {
 		w := f.Rule + " at " + f.Path
-		if !seen[w] {
+		if f.Action == string(Block) && !seen[w] {
 			seen[w] = true
 			where = append(where, w)
 		}
 	}
-	text := fmt.Sprintf("airlock withheld the result of %s: it holds secrets (%s). The values are not shown; ask the tool for data without credentials, or ask an operator to change guard.results.secrets for this tool.",
-		tool, strings.Join(where, ", "))
+	what, setting := "secrets", "guard.results.secrets"
+	switch {
+	case by["secrets"] && by["personal data"]:
+		what, setting = "secrets and personal data", "guard.results.secrets and guard.results.personal_data"
+	case by["personal data"]:
+		what, setting = "personal data", "guard.results.personal_data"
+	}
+	text := fmt.Sprintf("airlock withheld the result of %s: it holds %s (%s). The values are not shown; ask the tool for data without them, or ask an operator to change %s for this tool.",
+		tool, what, strings.Join(where, ", "), setting)
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }

@@ -35,6 +35,14 @@ type Rule struct {
 	Word string
 	// TailCheck turns the check after the match on.
 	TailCheck bool
+
+	// The personal-data rules (PersonalRules) use these instead: Next
+	// finds where a candidate starts (Re is anchored there), and where to
+	// look next if it fails; Trim may shorten a match or reject it; Valid
+	// checks the value (check digits).
+	Next  func(s string, from int) (start, resume int)
+	Trim  func(s string, start, end int) (int, bool)
+	Valid func(value string) bool
 }
 
 // exampleKey exempts the keys AWS documents as examples
