@@ -13,29 +13,27 @@ import (
 // the exposed tool: its manifest's guard.results.secrets, else the
 // configuration's guard, else off (manifests.SecretsInResults).
 func (c *Catalog) SecretsInResults(exposed string) manifests.GuardAction {
-	e, ok := c.tools[exposed]
-	if !ok {
-		server, _, found := c.names.Resolve(exposed)
-		if !found {
-			return manifests.GuardOff
-		}
-		return c.manifest[server].SecretsInResults(nil) // an uncovered tool: the default
-	}
-	return c.manifest[e.server].SecretsInResults(e.decl)
+	return c.guardOf(exposed, (*manifests.Manifest).SecretsInResults)
 }
 
 // PersonalDataInResults is what the worker does with personal data in a
 // result of the exposed tool, likewise (manifests.PersonalDataInResults).
 func (c *Catalog) PersonalDataInResults(exposed string) manifests.GuardAction {
-	e, ok := c.tools[exposed]
-	if !ok {
-		server, _, found := c.names.Resolve(exposed)
-		if !found {
-			return manifests.GuardOff
-		}
-		return c.manifest[server].PersonalDataInResults(nil)
+	return c.guardOf(exposed, (*manifests.Manifest).PersonalDataInResults)
+}
+
+// guardOf applies setting to the exposed tool's manifest and declaration
+// (nil for a tool no manifest declares: the manifest's default); off for
+// a tool of no known server.
+func (c *Catalog) guardOf(exposed string, setting func(*manifests.Manifest, *manifests.Tool) manifests.GuardAction) manifests.GuardAction {
+	if e, ok := c.tools[exposed]; ok {
+		return setting(c.manifest[e.server], e.decl)
 	}
-	return c.manifest[e.server].PersonalDataInResults(e.decl)
+	server, _, found := c.names.Resolve(exposed)
+	if !found {
+		return manifests.GuardOff
+	}
+	return setting(c.manifest[server], nil)
 }
 
 // guardResult inspects a tool's result before it leaves the activity, so

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	historypb "go.temporal.io/api/history/v1"
 	"google.golang.org/protobuf/proto"
 	"gopkg.in/yaml.v3"
 
@@ -157,14 +158,7 @@ func TestGuardSecretsOnNPMFilesystem(t *testing.T) {
 	}
 
 	// airlock audit show names each finding: rule, path, action.
-	tl, err := timeline.Build(hist, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var findings []api.Finding
-	for _, c := range tl.Calls {
-		findings = append(findings, c.Findings...)
-	}
+	findings, shown := guardFindings(t, hist)
 	// The server sends the text twice, as content and as
 	// structuredContent.content: both are inspected.
 	var wantF []api.Finding
@@ -187,12 +181,8 @@ func TestGuardSecretsOnNPMFilesystem(t *testing.T) {
 			t.Errorf("timeline lacks finding %v (has %v)", f, findings)
 		}
 	}
-	var out bytes.Buffer
-	if err := timeline.Render(&out, tl, nil); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "content guard: aws-access-key in the result at content[0].text") {
-		t.Errorf("audit show does not show the findings:\n%s", out.String())
+	if !strings.Contains(shown, "content guard: aws-access-key in the result at content[0].text") {
+		t.Errorf("audit show does not show the findings:\n%s", shown)
 	}
 	if d := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("private-key", "redact")) - redactedBefore; d != 2 {
 		t.Errorf("airlock_guard_findings_total{rule=private-key,action=redact} rose by %v, want 2 (content and structuredContent)", d)
@@ -239,14 +229,7 @@ func TestGuardSecretsInProgramCalls(t *testing.T) {
 	if bytes.Contains(raw, []byte(token)) {
 		t.Error("the workflow history holds the token")
 	}
-	tl, err := timeline.Build(hist, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var findings []api.Finding
-	for _, c := range tl.Calls {
-		findings = append(findings, c.Findings...)
-	}
+	findings, _ := guardFindings(t, hist)
 	if len(findings) != 2 || findings[0] != (api.Finding{Rule: "github-token", Path: "content[0].text", Action: "redact"}) || findings[1].Path != "structuredContent.content" {
 		t.Errorf("timeline findings %v, want the program call's github-token", findings)
 	}
@@ -331,20 +314,33 @@ func TestGuardPersonalDataOnNPMFilesystem(t *testing.T) {
 			t.Errorf("the audit stream lacks the finding %q:\n%s", w, audit)
 		}
 	}
-	tl, err := timeline.Build(hist, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := timeline.Render(&out, tl, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, shown := guardFindings(t, hist)
 	for _, rule := range []string{"email", "payment-card", "iban", "phone"} {
-		if !strings.Contains(out.String(), "content guard: "+rule+" in the result at content[0].text") {
-			t.Errorf("audit show lacks the %s finding:\n%s", rule, out.String())
+		if !strings.Contains(shown, "content guard: "+rule+" in the result at content[0].text") {
+			t.Errorf("audit show lacks the %s finding:\n%s", rule, shown)
 		}
 	}
 	if d := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("iban", "redact")) - before; d != 2 {
 		t.Errorf("airlock_guard_findings_total{rule=iban,action=redact} rose by %v, want 2 (content and structuredContent)", d)
 	}
+}
+
+// guardFindings are the content guard's findings of a task's history, as
+// its timeline holds them, and the timeline as airlock audit show renders
+// it.
+func guardFindings(t *testing.T, hist *historypb.History) ([]api.Finding, string) {
+	t.Helper()
+	tl, err := timeline.Build(hist, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var findings []api.Finding
+	for _, c := range tl.Calls {
+		findings = append(findings, c.Findings...)
+	}
+	var out bytes.Buffer
+	if err := timeline.Render(&out, tl, nil); err != nil {
+		t.Fatal(err)
+	}
+	return findings, out.String()
 }
