@@ -64,6 +64,12 @@ type Manifest struct {
 	// PersonalDataDefault is airlock.yaml's guard.results.personal_data,
 	// likewise (PersonalDataInResults).
 	PersonalDataDefault GuardAction `yaml:"-" json:"-"`
+	// InjectionDefault is airlock.yaml's guard.results.injection, likewise
+	// (InjectionInResults).
+	InjectionDefault GuardAction `yaml:"-" json:"-"`
+	// DescriptionInjectionDefault is airlock.yaml's
+	// guard.descriptions.injection, likewise (InjectionInDescriptions).
+	DescriptionInjectionDefault GuardAction `yaml:"-" json:"-"`
 }
 
 // Passthrough declares that a kind of upstream content other than tools

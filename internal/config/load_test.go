@@ -124,7 +124,7 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard without results",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard: {}\n",
-			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or remove guard`},
+			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} (or personal_data, injection) or descriptions: {injection: annotate}, or remove guard`},
 		},
 		{
 			name:  "guard personal data action unknown",
@@ -136,7 +136,36 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard results naming nothing",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results: {}\n",
-			want:  []string{`DIR/airlock.yaml:3: guard.results: names no category; write secrets: redact and/or personal_data: redact (or block, or off), or remove guard`},
+			want:  []string{`DIR/airlock.yaml:3: guard.results: names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results`},
+		},
+		{
+			name:  "guard injection action unknown",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    injection: warn\n",
+			want:  []string{`DIR/airlock.yaml:4: guard.results.injection: must be one of annotate, block, redact or off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker`},
+		},
+		{
+			name:  "guard descriptions redact",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  descriptions:\n    injection: redact\n",
+			want:  []string{`DIR/airlock.yaml:4: guard.descriptions.injection: must be one of annotate, block or off, got "redact"; annotate lists a tool whose definition holds prompt-injection markers and records them, block hides it and refuses its calls`},
+		},
+		{
+			name:  "guard descriptions naming nothing",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  descriptions: {}\n",
+			want:  []string{`DIR/airlock.yaml:3: guard.descriptions: names no category; write injection: annotate (or block, or off), or remove descriptions`},
+		},
+		{
+			name:  "guard injection duplicate key",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    injection: annotate\n    injection: off\n",
+			// The duplicate is refused (the loader's check); the value is
+			// not taken, so results names no category either.
+			want: []string{
+				`DIR/airlock.yaml:3: guard.results: names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results`,
+				`DIR/airlock.yaml:5: guard.results.injection: defined twice (first at line 4); keep one`,
+			},
 		},
 		{
 			name:  "http limits",
@@ -346,6 +375,11 @@ func TestRepositoryConfig(t *testing.T) {
 			if tool.Guard == nil && m.PersonalDataInResults(tool) != manifests.GuardOff {
 				t.Errorf("%s.%s: personal data in results: %q, want off", m.Server.Name, name, m.PersonalDataInResults(tool))
 			}
+			// Prompt-injection markers are annotated, in results and in
+			// the tools' listed definitions.
+			if tool.Guard == nil && (m.InjectionInResults(tool) != manifests.GuardAnnotate || m.InjectionInDescriptions(tool) != manifests.GuardAnnotate) {
+				t.Errorf("%s.%s: injection in results %q, in descriptions %q, want annotate", m.Server.Name, name, m.InjectionInResults(tool), m.InjectionInDescriptions(tool))
+			}
 		}
 	}
 }
@@ -366,6 +400,35 @@ func TestGuardPersonalDataApplied(t *testing.T) {
 	}
 	if got := m.SecretsInResults(nil); got != manifests.GuardOff {
 		t.Errorf("secrets: %q, want off (not configured)", got)
+	}
+}
+
+// TestGuardInjectionApplied: airlock.yaml's guard.results.injection and
+// guard.descriptions.injection become every manifest's defaults, and a
+// guard with descriptions only leaves the result settings off.
+func TestGuardInjectionApplied(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("m"))
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  results: {injection: block}\n  descriptions: {injection: annotate}\n")
+	snap, err := config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snap.Manifests[0]
+	if got := m.InjectionInResults(nil); got != manifests.GuardBlock {
+		t.Errorf("injection in results: %q, want block", got)
+	}
+	if got := m.InjectionInDescriptions(nil); got != manifests.GuardAnnotate {
+		t.Errorf("injection in descriptions: %q, want annotate", got)
+	}
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  descriptions: {injection: block}\n")
+	snap, err = config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = snap.Manifests[0]
+	if m.InjectionInDescriptions(nil) != manifests.GuardBlock || m.InjectionInResults(nil) != manifests.GuardOff || m.SecretsInResults(nil) != manifests.GuardOff {
+		t.Errorf("descriptions only: %q %q %q", m.InjectionInDescriptions(nil), m.InjectionInResults(nil), m.SecretsInResults(nil))
 	}
 }
 
