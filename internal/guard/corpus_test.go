@@ -126,6 +126,8 @@ var repositoryPersonalData = map[string]int{"email": 11}
 
 // repositoryInjection is what the injection rules find in the repository
 // outside this package (TestFalsePositivesOnRepository logs each): true
-// matches only, the "Ignore previous instructions" that internal/pin's
-// tests put in a changed tool description; no false positive.
-var repositoryInjection = map[string]int{"injection-ignore-instructions": 3}
+// matches only: the injected tool descriptions of the pinning tests
+// (internal/pin's "Ignore previous instructions", three times, and
+// gateway's <IMPORTANT> wrapper, opened and closed); no false positive.
+// Test values elsewhere are assembled at run time.
+var repositoryInjection = map[string]int{"injection-ignore-instructions": 3, "injection-system-impersonation": 2}

@@ -39,12 +39,17 @@ const InjectionPrefix = "injection-"
 //   - injection-addressed-to-ai: "note / message / instructions to the AI
 //     / assistant / agent / LLM", "if you are an AI / a language model",
 //     "AI agents reading this".
+//   - injection-conceal-from-user: "do not tell / mention / show … the
+//     user", "without telling / informing the user", "the user must not
+//     know / see": a tool that asks to be used behind its user's back
+//     (the tool-poisoning attacks published against MCP do).
 //   - injection-chat-template: the special tokens of chat templates
 //     (<|im_start|>, <|im_end|>, <|system|>, <|eot_id|>,
 //     <|start_header_id|>, [INST], <<SYS>>, <start_of_turn> …).
 //   - injection-system-impersonation: "[SYSTEM]", "[system message]",
 //     "<system>", "</system>", "<system_prompt>", "<system-reminder>",
-//     "<instructions>".
+//     "<instructions>", "<important>" (the wrapper of published MCP
+//     tool-poisoning descriptions).
 //   - injection-fake-delimiter: the tags agent frameworks wrap tool output
 //     in, which text must not close or open: </tool_result>,
 //     <function_results>, </tool_output>, <tool_call>, </user_query>,
@@ -80,7 +85,7 @@ const InjectionPrefix = "injection-"
 //     (?style=flat) are not.
 var InjectionRules = []string{
 	"injection-ignore-instructions", "injection-role-override", "injection-new-instructions",
-	"injection-addressed-to-ai", "injection-chat-template", "injection-system-impersonation",
+	"injection-addressed-to-ai", "injection-conceal-from-user", "injection-chat-template", "injection-system-impersonation",
 	"injection-fake-delimiter", "injection-invisible-characters", "injection-bidi-control",
 	"injection-unicode-tags", "injection-hidden-html", "injection-encoded-instructions",
 	"injection-exfiltration-link",
@@ -135,13 +140,17 @@ var phraseRules = []phraseRule{
 		`(?:note|message|instructions?|attention) (?:to|for) (?:the |all |any |every )?` + aiWord + `\b` +
 			`|if you are an? (?:ai assistant|ai agent|ai|llm|language model|assistant|chatbot|large language model)\b` +
 			`|dear (?:ai|llm|assistant|agent|chatbot|language model)s?\b`)},
+	{id: "injection-conceal-from-user", anchors: []string{"do not", "don't", "dont", "never", "without", "the user"}, re: anchored(
+		`(?:do not|don't|dont|never) (?:tell|mention|inform|notify|reveal|show|disclose|alert|explain)(?: (?:this|it|that|anything))?(?: (?:to|with))? (?:the|your) (?:user|human|operator)s?\b` +
+			`|without (?:telling|informing|notifying|alerting|asking|mentioning (?:it |this )?to) (?:the|your) (?:user|human|operator)s?\b` +
+			`|the (?:user|human)s? (?:must|should|shall|need) not (?:know|see|notice|be told|find out)\b`)},
 	{id: "injection-chat-template", inner: true, anchors: []string{"<|", "[inst]", "[/inst]", "<<sys>>", "<</sys>>", "<start_of_turn>", "<end_of_turn>"}, re: anchored(
 		`<\|(?:im_start|im_end|im_sep|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id|begin_of_text|end_of_text|channel|message|tool|end|fim_prefix|fim_suffix|fim_middle)\|>` +
 			`|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>`)},
-	{id: "injection-system-impersonation", inner: true, anchors: []string{"[system", "<system", "</system", "<instructions>", "</instructions>", "(system message)"}, re: anchored(
+	{id: "injection-system-impersonation", inner: true, anchors: []string{"[system", "<system", "</system", "<instructions>", "</instructions>", "(system message)", "<important>", "</important>"}, re: anchored(
 		`\[system(?: (?:message|prompt|note|instruction|instructions|override))?\]` +
 			`|</?system(?:[_-](?:prompt|message|reminder|instructions?))? ?>` +
-			`|</?instructions>|\(system message\)`)},
+			`|</?instructions>|</?important>|\(system message\)`)},
 	{id: "injection-fake-delimiter", inner: true, anchors: []string{"</", "<tool", "<function", "<search", "<human", "<assistant", "<user_", "<untrusted", "end of tool", "end of function"}, re: anchored(
 		`</?(?:tool_results?|tool_outputs?|tool_response|tool_use|tool_calls?|function_results?|function_calls?|function_response|search_results?|user_query|user_input|untrusted(?:[_-][a-z]+)?|human|assistant) ?>` +
 			`|end of (?:tool|function) (?:output|result|response|call)s?\b`)},

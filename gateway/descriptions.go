@@ -1,0 +1,97 @@
+package gateway
+
+// Tool definitions inspected for prompt-injection markers as they are
+// served (issue 30 §1; guard.descriptions.injection): what tools/list
+// would show the model, after the manifest's description replaced the
+// upstream's and after pinning accepted it (a pin says the definition did
+// not change, not that it is clean). Annotate lists the tool, logs and
+// counts each finding once per definition and names the findings in the
+// listing's _meta (metaGuard); block lists it not at all (visibleTools)
+// and refuses its calls with an error naming the findings (admitCall, as
+// for a tool its pin blocks).
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/internal/guard"
+	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// metaGuard is the _meta key under which an annotated tool's listing
+// names its definition's findings: {"findings": [{rule, path, action}]}.
+// Under airlock's prefix, so an upstream cannot write it (describeTool
+// drops what it says there).
+const metaGuard = airlockMetaPrefix + "guard"
+
+// descriptionNotes remembers which findings of which definitions were
+// logged and counted, so that a tools/list (which republishes every
+// tool) does not log them again.
+type descriptionNotes struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// first reports whether key is new, and remembers it.
+func (n *descriptionNotes) first(key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.seen == nil {
+		n.seen = map[string]bool{}
+	}
+	if n.seen[key] {
+		return false
+	}
+	if len(n.seen) > 10000 { // bounded: definitions change rarely
+		n.seen = map[string]bool{}
+	}
+	n.seen[key] = true
+	return true
+}
+
+// guardDescription inspects e's definition as it will be served, by m's
+// setting for it.
+func (g *Gateway) guardDescription(m *manifests.Manifest, e *toolEntry) {
+	action := m.InjectionInDescriptions(e.decl)
+	if e.def == nil || (action != manifests.GuardAnnotate && action != manifests.GuardBlock) {
+		return
+	}
+	found := guard.InspectDescription(e.def)
+	if len(found) == 0 {
+		return
+	}
+	where := make([]string, len(found))
+	listed := make([]any, len(found))
+	for i, f := range found {
+		where[i] = f.Rule + " at " + f.Path
+		listed[i] = map[string]any{"rule": f.Rule, "path": f.Path, "action": string(action)}
+	}
+	def, _ := json.Marshal(e.def)
+	if g.notes.first(e.exposed + "\x00" + string(action) + "\x00" + string(def)) {
+		for _, f := range found {
+			metrics.GuardFindings.WithLabelValues(f.Rule, string(action)).Inc()
+		}
+		g.log.Warn().Str("server", e.server).Str("tool", e.upstream).Str("action", string(action)).
+			Strs("findings", where).Msg("the tool's definition holds prompt-injection markers")
+	}
+	if action == manifests.GuardAnnotate {
+		def := *e.def
+		meta := mcp.Meta{}
+		for k, v := range def.Meta {
+			meta[k] = v
+		}
+		meta[metaGuard] = map[string]any{"findings": listed}
+		def.Meta = meta
+		e.def = &def
+		return
+	}
+	reason := fmt.Sprintf("airlock withholds tool %s: its definition from upstream %s holds prompt-injection markers (%s); ask an operator to review the upstream's tool, or to change guard.descriptions.injection for it",
+		e.exposed, e.server, strings.Join(where, ", "))
+	e.avail, e.blocked, e.hidden = reason, true, true
+	e.def = &mcp.Tool{Name: e.exposed, Description: "[unavailable: " + reason + "]", InputSchema: map[string]any{"type": "object"}}
+}
