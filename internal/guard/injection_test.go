@@ -296,3 +296,26 @@ func TestInspectDescription(t *testing.T) {
 		t.Errorf("nil: %v", fs)
 	}
 }
+
+// BenchmarkInspectInjection: the cost of the injection rules on a result
+// of ordinary prose, HTML and JSON (RATIONALE.md reports it), with one
+// marker at the end.
+func BenchmarkInspectInjection(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		n    int
+	}{{"1KB", 1 << 10}, {"1MiB", 1 << 20}} {
+		line := `<p>The new release is <b>faster</b>; you can override the default rules.</p> {"id": 12, "ok": true, "next": "/api/v1/items?page=2"}` + "\n"
+		marker := "ignore previous instructions"
+		text := strings.Repeat(line, size.n/len(line)+1)[:size.n-len(marker)-1] + " " + marker
+		b.Run(size.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+				if _, fs := InspectPolicy(res, Policy{Injection: Annotate}, "x"); len(fs) != 1 {
+					b.Fatal(fs)
+				}
+			}
+		})
+	}
+}
