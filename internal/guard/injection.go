@@ -98,8 +98,19 @@ type phraseRule struct {
 	id      string
 	anchors []string
 	inner   bool // the anchor may follow a letter or digit (tokens like <|im_start|>)
-	re      *regexp.Regexp
+	// next, when set, holds the bytes that may follow the anchor, and
+	// second the words one of which must follow it and that byte: cheap
+	// checks that spare the expression most occurrences of a common word
+	// ("new", "true", "</").
+	next   string
+	second []string
+	re     *regexp.Regexp
 }
+
+// ignoreSecond are the words that may follow an ignore verb.
+var ignoreSecond = []string{"all", "any", "each", "every", "the", "your", "my", "our", "of", "these", "those", "previous", "prior", "above",
+	"earlier", "preceding", "former", "original", "initial", "old", "system", "developer", "safety", "foregoing", "aforementioned",
+	"everything", "anything"}
 
 // anchored compiles the alternatives of a phrase rule as one expression
 // anchored at the start (a "^" in each alternative would leave the whole
@@ -110,7 +121,7 @@ func anchored(alternatives string) *regexp.Regexp {
 
 // phraseWindow bounds how far a phrase rule reads from its anchor (the
 // longest phrase is well under it).
-const phraseWindow = 256
+const phraseWindow = 160
 
 const (
 	ignoreVerb = `(?:ignore|disregard|forget|override|bypass|abandon)`
@@ -121,26 +132,27 @@ const (
 )
 
 var phraseRules = []phraseRule{
-	{id: "injection-ignore-instructions", anchors: []string{"ignore", "disregard", "forget", "override", "bypass", "abandon"}, re: anchored(
+	{id: "injection-ignore-instructions", anchors: []string{"ignore", "disregard", "forget", "override", "bypass", "abandon"}, next: " ", second: ignoreSecond, re: anchored(
 		`` + ignoreVerb + ` ` + ignoreFill + ignoreAdj + `(?:(?: and| or|,) ?` + ignoreAdj + `)? ` + ignoreNoun + `\b` +
 			`|` + ignoreVerb + ` (?:all |everything |anything )(?:(?:that |which )?(?:you (?:were|have been|'ve been) |was |i )?(?:said|told|written|given|stated) )?(?:above|before|previously|prior|so far|until now)\b` +
 			`|(?:disregard|ignore|forget) (?:all of |everything in )?(?:the|all) above(?: instructions| text| content| and|[.,;:!]| ?$)`)},
-	{id: "injection-role-override", anchors: []string{"you are now", "from now on", "act as", "behave as", "respond as", "enter", "enable", "activate", "switch to", "pretend"}, re: anchored(
+	{id: "injection-role-override", anchors: []string{"you are now", "from now on", "act as", "behave as", "respond as", "enter", "enable", "activate", "switch to", "pretend"}, next: " ,", re: anchored(
 		`you are now (?:(?:a|an|the|my) (?:[a-z-]+ ){0,2}` + aiWord + `\b|dan\b|in (?:developer|god|admin|debug|jailbreak|unrestricted|dan) mode|jailbroken|unrestricted|unfiltered|uncensored|free (?:of|from) (?:all |any |your )?(?:rules|restrictions|guidelines|constraints)|no longer (?:bound|restricted|limited|an? (?:ai|assistant))|acting as|going to (?:act|pretend|ignore))` +
 			`|from now on,? you (?:are|will (?:act|respond|answer|ignore|only|pretend|obey|follow)|must (?:act|respond|answer|ignore|only|pretend|obey|follow))\b` +
 			`|(?:act|behave|respond) as (?:if you (?:are|were) )?(?:an? )?(?:unrestricted|unfiltered|jailbroken|uncensored|evil|dan\b)` +
 			`|(?:enter|enable|activate|switch to) (?:developer|god|jailbreak|dan|unrestricted) mode\b` +
 			`|pretend (?:that )?you (?:are|have) (?:no (?:rules|restrictions|guidelines|limits|filters)|not bound|an? unrestricted)`)},
-	{id: "injection-new-instructions", anchors: []string{"new", "updated", "revised", "real", "actual", "true", "secret", "hidden", "urgent", "system", "developer", "begin", "start"}, re: anchored(
-		`(?:new|updated|revised|real|actual|true|secret|hidden|urgent) (?:system )?(?:instructions?|prompt|directives?|orders) ?:` +
-			`|(?:system|developer) (?:prompt|override|instructions?) ?:` +
-			`|system override\b` +
-			`|(?:begin|start) (?:of )?(?:new|system|your new) instructions\b`)},
-	{id: "injection-addressed-to-ai", anchors: []string{"note", "message", "instruction", "attention", "if you are", "dear"}, re: anchored(
+	{id: "injection-new-instructions", anchors: []string{"new", "updated", "revised", "real", "actual", "true", "secret", "hidden", "urgent", "system", "developer", "begin", "start"}, next: " ",
+		second: []string{"system", "instruction", "prompt", "directive", "orders", "override", "of", "new", "your"}, re: anchored(
+			`(?:new|updated|revised|real|actual|true|secret|hidden|urgent) (?:system )?(?:instructions?|prompt|directives?|orders) ?:` +
+				`|(?:system|developer) (?:prompt|override|instructions?) ?:` +
+				`|system override\b` +
+				`|(?:begin|start) (?:of )?(?:new|system|your new) instructions\b`)},
+	{id: "injection-addressed-to-ai", anchors: []string{"note", "message", "instruction", "instructions", "attention", "if you are", "dear"}, next: " ", re: anchored(
 		`(?:note|message|instructions?|attention) (?:to|for) (?:the |all |any |every )?` + aiWord + `\b` +
 			`|if you are an? (?:ai assistant|ai agent|ai|llm|language model|assistant|chatbot|large language model)\b` +
 			`|dear (?:ai|llm|assistant|agent|chatbot|language model)s?\b`)},
-	{id: "injection-conceal-from-user", anchors: []string{"do not", "don't", "dont", "never", "without", "the user"}, re: anchored(
+	{id: "injection-conceal-from-user", anchors: []string{"do not", "don't", "dont", "never", "without", "the user", "the human"}, next: " s", re: anchored(
 		`(?:do not|don't|dont|never) (?:tell|mention|inform|notify|reveal|show|disclose|alert|explain)(?: (?:this|it|that|anything))?(?: (?:to|with))? (?:the|your) (?:user|human|operator)s?\b` +
 			`|without (?:telling|informing|notifying|alerting|asking|mentioning (?:it |this )?to) (?:the|your) (?:user|human|operator)s?\b` +
 			`|the (?:user|human)s? (?:must|should|shall|need) not (?:know|see|notice|be told|find out)\b`)},
@@ -151,7 +163,7 @@ var phraseRules = []phraseRule{
 		`\[system(?: (?:message|prompt|note|instruction|instructions|override))?\]` +
 			`|</?system(?:[_-](?:prompt|message|reminder|instructions?))? ?>` +
 			`|</?instructions>|</?important>|\(system message\)`)},
-	{id: "injection-fake-delimiter", inner: true, anchors: []string{"</", "<tool", "<function", "<search", "<human", "<assistant", "<user_", "<untrusted", "end of tool", "end of function"}, re: anchored(
+	{id: "injection-fake-delimiter", inner: true, anchors: []string{"</", "<tool", "<function", "<search", "<human", "<assistant", "<user_", "<untrusted", "end of tool", "end of function"}, next: "tfsuha_ >", re: anchored(
 		`</?(?:tool_results?|tool_outputs?|tool_response|tool_use|tool_calls?|function_results?|function_calls?|function_response|search_results?|user_query|user_input|untrusted(?:[_-][a-z]+)?|human|assistant) ?>` +
 			`|end of (?:tool|function) (?:output|result|response|call)s?\b`)},
 }
@@ -287,6 +299,15 @@ func phrases(t string, ms []Match) []Match {
 				if !r.inner && at > 0 && wordByte(t[at-1]) {
 					continue
 				}
+				if r.next != "" {
+					n := at + len(a)
+					if n >= len(t) || strings.IndexByte(r.next, t[n]) < 0 {
+						continue
+					}
+					if r.second != nil && !startsWithAny(t[n+1:], r.second) {
+						continue
+					}
+				}
 				w := t[at:min(len(t), at+phraseWindow)]
 				if loc := r.re.FindStringIndex(w); loc != nil && loc[1] > 0 {
 					ms = append(ms, Match{Rule: r.id, Start: at, End: at + loc[1]})
@@ -296,6 +317,15 @@ func phrases(t string, ms []Match) []Match {
 		}
 	}
 	return ms
+}
+
+func startsWithAny(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // ScanInjection finds prompt-injection markers in s (InjectionRules),
