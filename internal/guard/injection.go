@@ -46,7 +46,8 @@ const InjectionPrefix = "injection-"
 //   - injection-chat-template: the special tokens of chat templates
 //     (<|im_start|>, <|im_end|>, <|system|>, <|eot_id|>,
 //     <|start_header_id|>, [INST], <<SYS>>, <start_of_turn> …).
-//   - injection-system-impersonation: "[SYSTEM]", "[system message]",
+//   - injection-system-impersonation: "[SYSTEM]", "[system message]" (not
+//     a Markdown link's text, "[system](…)"),
 //     "<system>", "</system>", "<system_prompt>", "<system-reminder>",
 //     "<instructions>", "<important>" (the wrapper of published MCP
 //     tool-poisoning descriptions).
@@ -58,8 +59,8 @@ const InjectionPrefix = "injection-"
 // On the text as it came (not folded):
 //
 //   - injection-invisible-characters: zero-width space, word joiner,
-//     invisible operators, Mongolian vowel separator, a byte-order mark
-//     after the start, and zero-width (non-)joiners between ASCII letters
+//     invisible operators, Mongolian vowel separator, and zero-width
+//     (non-)joiners between ASCII letters
 //     or digits (between other letters they are how emoji and Indic and
 //     Persian scripts are written).
 //   - injection-bidi-control: the bidirectional embeddings, overrides and
@@ -78,8 +79,8 @@ const InjectionPrefix = "injection-"
 //     rule matches (decoded once, not recursively; linear).
 //   - injection-exfiltration-link: a Markdown image ![…](http…?…) or an
 //     <img src="http…?…"> whose query string looks like it carries data:
-//     a parameter named like data (data, q, secret, token, content,
-//     message, history, …), a value of 24 or more characters, or a
+//     a parameter named like data (data, q, secret, content, message,
+//     history, …), a value of 32 or more base64 or hex characters, or a
 //     template placeholder ({ } $ < > [ ]). A model that renders it sends
 //     the query to the host without a click. Badge parameters
 //     (?style=flat) are not.
@@ -134,7 +135,7 @@ const (
 var phraseRules = []phraseRule{
 	{id: "injection-ignore-instructions", anchors: []string{"ignore", "disregard", "forget", "override", "bypass", "abandon"}, next: " ", second: ignoreSecond, re: anchored(
 		`` + ignoreVerb + ` ` + ignoreFill + ignoreAdj + `(?:(?: and| or|,) ?` + ignoreAdj + `)? ` + ignoreNoun + `\b` +
-			`|` + ignoreVerb + ` (?:all |everything |anything )(?:(?:that |which )?(?:you (?:were|have been|'ve been) |was |i )?(?:said|told|written|given|stated) )?(?:above|before|previously|prior|so far|until now)\b` +
+			`|` + ignoreVerb + ` (?:all |everything |anything )(?:(?:that |which )?(?:you (?:were|have been|'ve been) |was |i )?(?:said|told|written|given|stated) )?(?:above|before (?:this|that|now)|previously|prior|so far|until now)\b` +
 			`|(?:disregard|ignore|forget) (?:all of |everything in )?(?:the|all) above(?: instructions| text| content| and|[.,;:!]| ?$)`)},
 	{id: "injection-role-override", anchors: []string{"you are now", "from now on", "act as", "behave as", "respond as", "enter", "enable", "activate", "switch to", "pretend"}, next: " ,", re: anchored(
 		`you are now (?:(?:a|an|the|my) (?:[a-z-]+ ){0,2}` + aiWord + `\b|dan\b|in (?:developer|god|admin|debug|jailbreak|unrestricted|dan) mode|jailbroken|unrestricted|unfiltered|uncensored|free (?:of|from) (?:all |any |your )?(?:rules|restrictions|guidelines|constraints)|no longer (?:bound|restricted|limited|an? (?:ai|assistant))|acting as|going to (?:act|pretend|ignore))` +
@@ -146,7 +147,7 @@ var phraseRules = []phraseRule{
 		second: []string{"system", "instruction", "prompt", "directive", "orders", "override", "of", "new", "your"}, re: anchored(
 			`(?:new|updated|revised|real|actual|true|secret|hidden|urgent) (?:system )?(?:instructions?|prompt|directives?|orders) ?:` +
 				`|(?:system|developer) (?:prompt|override|instructions?) ?:` +
-				`|system override\b` +
+				`|system override ?:` +
 				`|(?:begin|start) (?:of )?(?:new|system|your new) instructions\b`)},
 	{id: "injection-addressed-to-ai", anchors: []string{"note", "message", "instruction", "instructions", "attention", "if you are", "dear"}, next: " ", re: anchored(
 		`(?:note|message|instructions?|attention) (?:to|for) (?:the |all |any |every )?` + aiWord + `\b` +
@@ -160,7 +161,7 @@ var phraseRules = []phraseRule{
 		`<\|(?:im_start|im_end|im_sep|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id|begin_of_text|end_of_text|channel|message|tool|end|fim_prefix|fim_suffix|fim_middle)\|>` +
 			`|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>`)},
 	{id: "injection-system-impersonation", inner: true, anchors: []string{"[system", "<system", "</system", "<instructions>", "</instructions>", "(system message)", "<important>", "</important>"}, re: anchored(
-		`\[system(?: (?:message|prompt|note|instruction|instructions|override))?\]` +
+		`\[system(?: (?:message|prompt|note|instruction|instructions|override))?\](?:[^(]|$)` +
 			`|</?system(?:[_-](?:prompt|message|reminder|instructions?))? ?>` +
 			`|</?instructions>|</?important>|\(system message\)`)},
 	{id: "injection-fake-delimiter", inner: true, anchors: []string{"</", "<tool", "<function", "<search", "<human", "<assistant", "<user_", "<untrusted", "end of tool", "end of function"}, next: "tfsuha_ >", re: anchored(
@@ -362,7 +363,7 @@ func invisible(s string, ms []Match) []Match {
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case r == 0x200B, r == 0x180E, 0x2060 <= r && r <= 0x2064, r == 0xFEFF && i > 0:
+		case r == 0x200B, r == 0x180E, 0x2060 <= r && r <= 0x2064:
 			add("injection-invisible-characters", i, i+n)
 		case r == 0x200C || r == 0x200D:
 			if i > 0 && wordByte(s[i-1]) && i+n < len(s) && wordByte(s[i+n]) {
@@ -481,10 +482,25 @@ func hiddenHTML(f *folded, ms []Match) []Match {
 
 // dataParams are query parameter names that carry data out.
 var dataParams = map[string]bool{
-	"data": true, "d": true, "q": true, "query": true, "secret": true, "secrets": true, "token": true, "key": true, "password": true,
-	"pass": true, "pwd": true, "exfil": true, "payload": true, "content": true, "info": true, "text": true, "msg": true, "message": true,
+	"data": true, "d": true, "q": true, "secret": true, "secrets": true, "password": true,
+	"pass": true, "pwd": true, "exfil": true, "payload": true, "content": true, "info": true, "text": true, "msg": true,
 	"conversation": true, "history": true, "chat": true, "context": true, "prompt": true, "memory": true, "summary": true, "body": true,
-	"leak": true, "email": true, "user": true, "ssn": true, "creds": true, "credentials": true, "cookie": true, "session": true, "file": true,
+	"leak": true, "email": true, "ssn": true, "creds": true, "credentials": true,
+}
+
+// encodedValue reports whether a query value looks like encoded data:
+// 32 or more characters of base64 or hex (a chart's comma-separated
+// series, a badge's words or a percent-encoded search are not).
+func encodedValue(v string) bool {
+	if len(v) < 32 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if !base64Byte(v[i]) && v[i] != '=' {
+			return false
+		}
+	}
+	return true
 }
 
 // exfiltrationLinks appends images that would send data in their URL's
@@ -559,7 +575,7 @@ func suspiciousURL(u string) bool {
 	}
 	for _, p := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
 		name, value, _ := strings.Cut(p, "=")
-		if dataParams[name] || len(value) >= 24 {
+		if dataParams[name] || encodedValue(value) {
 			return true
 		}
 	}
