@@ -11,6 +11,8 @@ package gateway
 // for a tool its pin blocks).
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -29,29 +31,37 @@ import (
 // drops what it says there).
 const metaGuard = airlockMetaPrefix + "guard"
 
-// descriptionNotes remembers which findings of which definitions were
-// logged and counted, so that a tools/list (which republishes every
-// tool) does not log them again.
+// descriptionNotes remembers each definition's findings, so that a
+// tools/list (which republishes every tool) neither inspects a definition
+// it has seen again nor logs and counts its findings again.
 type descriptionNotes struct {
 	mu   sync.Mutex
-	seen map[string]bool
+	seen map[string][]guard.Finding
+	// inspected counts the definitions inspected (for tests).
+	inspected int
 }
 
-// first reports whether key is new, and remembers it.
-func (n *descriptionNotes) first(key string) bool {
+// findings returns def's findings (key identifies it), inspecting it only
+// the first time; first says it was.
+func (n *descriptionNotes) findings(key string, def *mcp.Tool) (fs []guard.Finding, first bool) {
+	n.mu.Lock()
+	fs, ok := n.seen[key]
+	n.mu.Unlock()
+	if ok {
+		return fs, false
+	}
+	fs = guard.InspectDescription(def)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.seen == nil {
-		n.seen = map[string]bool{}
+	if _, ok := n.seen[key]; ok {
+		return fs, false // another listing got there first
 	}
-	if n.seen[key] {
-		return false
+	if n.seen == nil || len(n.seen) > 10000 { // bounded: definitions change rarely
+		n.seen = map[string][]guard.Finding{}
 	}
-	if len(n.seen) > 10000 { // bounded: definitions change rarely
-		n.seen = map[string]bool{}
-	}
-	n.seen[key] = true
-	return true
+	n.seen[key] = fs
+	n.inspected++
+	return fs, true
 }
 
 // guardDescription inspects e's definition as it will be served, by m's
@@ -61,7 +71,12 @@ func (g *Gateway) guardDescription(m *manifests.Manifest, e *toolEntry) {
 	if e.def == nil || (action != manifests.GuardAnnotate && action != manifests.GuardBlock) {
 		return
 	}
-	found := guard.InspectDescription(e.def)
+	raw, err := json.Marshal(e.def)
+	if err != nil {
+		raw = nil // InspectDescription reports what does not encode
+	}
+	sum := sha256.Sum256(raw)
+	found, first := g.notes.findings(e.exposed+"\x00"+string(action)+"\x00"+hex.EncodeToString(sum[:]), e.def)
 	if len(found) == 0 {
 		return
 	}
@@ -71,8 +86,7 @@ func (g *Gateway) guardDescription(m *manifests.Manifest, e *toolEntry) {
 		where[i] = f.Rule + " at " + f.Path
 		listed[i] = map[string]any{"rule": f.Rule, "path": f.Path, "action": string(action)}
 	}
-	def, _ := json.Marshal(e.def)
-	if g.notes.first(e.exposed + "\x00" + string(action) + "\x00" + string(def)) {
+	if first {
 		for _, f := range found {
 			metrics.GuardFindings.WithLabelValues(f.Rule, string(action)).Inc()
 		}

@@ -105,6 +105,14 @@ func TestDescriptionInjection(t *testing.T) {
 	if d := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("injection-chat-template", "block")) - blocked; d != 1 {
 		t.Errorf("block counted %v times, want once", d)
 	}
+	// Each definition inspected once, however often listed: clean, noted,
+	// hidden (off is not inspected).
+	g.notes.mu.Lock()
+	inspected := g.notes.inspected
+	g.notes.mu.Unlock()
+	if inspected != 3 {
+		t.Errorf("%d definitions inspected over four listings, want 3", inspected)
+	}
 	if n := strings.Count(logs.String(), "prompt-injection markers"); n != 2 {
 		t.Errorf("%d warnings, want one per tool:\n%s", n, logs.String())
 	}
