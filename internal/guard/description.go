@@ -2,6 +2,7 @@ package guard
 
 import (
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -24,7 +25,7 @@ func InspectDescription(def *mcp.Tool) []Finding {
 		for _, m := range ScanInjection(s) {
 			if k := [2]string{m.Rule, path}; !seen[k] {
 				seen[k] = true
-				fs = append(fs, Finding{Rule: m.Rule, Path: path})
+				fs = append(fs, Finding{Rule: m.Rule, Path: shortPath(path)})
 			}
 		}
 		return s
@@ -53,4 +54,23 @@ func InspectDescription(def *mcp.Tool) []Finding {
 		walk(sc.path, v, scan)
 	}
 	return fs
+}
+
+// maxPath bounds a finding's path: a hostile upstream's nesting must not
+// make every log line, listing and history event it appears in huge.
+const maxPath = 200
+
+// shortPath is path, its middle elided when it is longer than maxPath.
+func shortPath(path string) string {
+	if len(path) <= maxPath {
+		return path
+	}
+	head, tail := maxPath/2, len(path)-maxPath/2+10
+	for head > 0 && !utf8.RuneStart(path[head]) { // whole characters only
+		head--
+	}
+	for tail < len(path) && !utf8.RuneStart(path[tail]) {
+		tail++
+	}
+	return path[:head] + "…" + path[tail:]
 }

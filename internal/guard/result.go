@@ -107,7 +107,7 @@ func InspectPolicy(res *mcp.CallToolResult, p Policy, tool string) (*mcp.CallToo
 				}
 				if k := [2]string{m.Rule, path}; !categories[c].once || !recorded[k] {
 					recorded[k] = true
-					fs = append(fs, Finding{Rule: m.Rule, Path: path, Action: string(a)})
+					fs = append(fs, Finding{Rule: m.Rule, Path: shortPath(path), Action: string(a)})
 				}
 			}
 		}
