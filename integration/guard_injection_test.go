@@ -104,8 +104,14 @@ func TestGuardInjectionOnNPMFilesystem(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(shown, "content guard: injection-ignore-instructions in the result at content[0].text") {
-		t.Errorf("audit show does not show the findings:\n%s", shown)
+	for _, w := range []string{
+		"content guard: injection-ignore-instructions in the result at content[0].text: delivered, recorded",
+		"content guard: injection-hidden-html in the result at content[0].text: withheld the result",
+		"content guard: injection-invisible-characters in the result at content[0].text: redacted",
+	} {
+		if !strings.Contains(shown, w) {
+			t.Errorf("audit show lacks %q:\n%s", w, shown)
+		}
 	}
 	audit, err := os.ReadFile(auditPath)
 	if err != nil {
