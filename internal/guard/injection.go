@@ -43,6 +43,11 @@ const InjectionPrefix = "injection-"
 //     user", "without telling / informing the user", "the user must not
 //     know / see": a tool that asks to be used behind its user's back
 //     (the tool-poisoning attacks published against MCP do).
+//   - injection-exfiltration-request: an order to send, forward, post,
+//     upload or include something private (the conversation, history,
+//     API keys, credentials, passwords, secrets, tokens, SSH keys, .env,
+//     cookies, files, contents, data) to a URL, an e-mail address or "the
+//     address / URL / webhook below".
 //   - injection-chat-template: the special tokens of chat templates
 //     (<|im_start|>, <|im_end|>, <|system|>, <|eot_id|>,
 //     <|start_header_id|>, [INST], <<SYS>>, <start_of_turn> …).
@@ -86,7 +91,7 @@ const InjectionPrefix = "injection-"
 //     (?style=flat) are not.
 var InjectionRules = []string{
 	"injection-ignore-instructions", "injection-role-override", "injection-new-instructions",
-	"injection-addressed-to-ai", "injection-conceal-from-user", "injection-chat-template", "injection-system-impersonation",
+	"injection-addressed-to-ai", "injection-conceal-from-user", "injection-exfiltration-request", "injection-chat-template", "injection-system-impersonation",
 	"injection-fake-delimiter", "injection-invisible-characters", "injection-bidi-control",
 	"injection-unicode-tags", "injection-hidden-html", "injection-encoded-instructions",
 	"injection-exfiltration-link",
@@ -157,6 +162,10 @@ var phraseRules = []phraseRule{
 		`(?:do not|don't|dont|never) (?:tell|mention|inform|notify|reveal|show|disclose|alert|explain)(?: (?:this|it|that|anything))?(?: (?:to|with))? (?:the|your) (?:user|human|operator)s?\b` +
 			`|without (?:telling|informing|notifying|alerting|asking|mentioning (?:it |this )?to) (?:the|your) (?:user|human|operator)s?\b` +
 			`|the (?:user|human)s? (?:must|should|shall|need) not (?:know|see|notice|be told|find out)\b`)},
+	{id: "injection-exfiltration-request", anchors: []string{"send", "forward", "post", "upload", "email", "e-mail", "exfiltrate", "leak", "transmit", "copy", "pass", "include", "append"}, next: " ", re: anchored(
+		`(?:send|forward|post|upload|email|e-mail|exfiltrate|leak|transmit|copy|pass|include|append) (?:(?:the|all|any|your|my|this|these|its|user's|users'|of) ){0,3}(?:[a-z_.~/-]+ ){0,2}` +
+			`(?:conversation|chat history|history|api keys?|credentials|passwords?|secrets?|tokens?|private keys?|ssh keys?|~/\.ssh\S*|id_rsa|\.env|environment variables|cookies|contents?|data|e-?mails|files?)\b(?: [a-z_.~/-]+){0,3}` +
+			` (?:to|into|in) (?:https?://|(?:the )?(?:url|link|address|endpoint|webhook|query string|image url) (?:below|above|here|https?://)|[a-z0-9._%+-]+@[a-z0-9-]+\.[a-z0-9.-]+)`)},
 	{id: "injection-chat-template", inner: true, anchors: []string{"<|", "[inst]", "[/inst]", "<<sys>>", "<</sys>>", "<start_of_turn>", "<end_of_turn>"}, re: anchored(
 		`<\|(?:im_start|im_end|im_sep|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id|begin_of_text|end_of_text|channel|message|tool|end|fim_prefix|fim_suffix|fim_middle)\|>` +
 			`|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>`)},
