@@ -153,7 +153,7 @@ func TestInjectionLinearTime(t *testing.T) {
 		"ignore ", "ignore all ", "ignore all of the ", "you are now ", "new ", "<|", "</", "[system", "<system",
 		"<!--", "<!-- ai: ", "display:none", "display:none>", "![", "![a](", "![a](https://x.example/?", "<img src=",
 		"\u200b", "a\u200d", "\U000E0041", "🏴\U000E0067", "A", "A-", "true ", "if you are ", "note to ",
-		"end of tool ", "ig\u200bnore ", " ", "\u00a0",
+		"end of tool ", "ig\u200bnore ", " ", "\u00a0", "send ", "send the ", "send the data ", "send the data to ", "do not ", "the user ",
 	} {
 		s := strings.Repeat(unit, (1<<20)/len(unit))
 		start := time.Now()
