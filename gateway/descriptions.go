@@ -31,6 +31,10 @@ import (
 // drops what it says there).
 const metaGuard = airlockMetaPrefix + "guard"
 
+// maxNamed bounds the findings a definition's log line, listing and
+// refusal name.
+const maxNamed = 20
+
 // descriptionNotes remembers each definition's findings, so that a
 // tools/list (which republishes every tool) neither inspects a definition
 // it has seen again nor logs and counts its findings again.
@@ -80,11 +84,17 @@ func (g *Gateway) guardDescription(m *manifests.Manifest, e *toolEntry) {
 	if len(found) == 0 {
 		return
 	}
-	where := make([]string, len(found))
-	listed := make([]any, len(found))
+	// At most maxNamed are named (a schema of a thousand poisoned
+	// properties must not make a log line or listing of them all).
+	var where []string
+	var listed []any
 	for i, f := range found {
-		where[i] = f.Rule + " at " + f.Path
-		listed[i] = map[string]any{"rule": f.Rule, "path": f.Path, "action": string(action)}
+		if i == maxNamed {
+			where = append(where, fmt.Sprintf("and %d more", len(found)-maxNamed))
+			break
+		}
+		where = append(where, f.Rule+" at "+f.Path)
+		listed = append(listed, map[string]any{"rule": f.Rule, "path": f.Path, "action": string(action)})
 	}
 	if first {
 		for _, f := range found {
