@@ -95,3 +95,17 @@ func labelResetBlocks(tl *Timeline) []block {
 	}
 	return out
 }
+
+// labelsLine is the task's labels at the end of the histories, and how
+// often an operator reset them.
+func labelsLine(tl *Timeline) string {
+	l := api.Labels{}
+	if tl.Labels != nil {
+		l = *tl.Labels
+	}
+	line := l.String()
+	if n := len(tl.LabelResets); n > 0 {
+		line += fmt.Sprintf(" (reset %d time(s))", n)
+	}
+	return line
+}
