@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // labelReq is a call of tool whose spec declares level, side effects and
@@ -300,5 +301,43 @@ func TestLabelsNameTheApprovalReason(t *testing.T) {
 	want := "egress after sensitive reads and untrusted content Task labels: read confidential; untrusted (web__fetch (open_world))."
 	if len(h.notes.posts) == 0 || h.notes.posts[0].Reason != want {
 		t.Fatalf("the approvers were told %+v, want the reason %q", h.notes.posts, want)
+	}
+}
+
+// TestLabelsFromProgramCalls: a program's calls (code mode) raise the
+// task's labels like direct calls, each decided on the labels of the calls
+// before it, and the program's result says which of its calls raised them.
+func TestLabelsFromProgramCalls(t *testing.T) {
+	h := newHarness(t)
+	useRunner(t, &testenv.ScriptRunner{})
+	tools := progTools()
+	for i := range tools {
+		switch tools[i].Name {
+		case "fs__read":
+			tools[i].Spec.DataLevel, tools[i].Spec.SideEffects = "confidential", []string{"read"}
+		case "fs__write":
+			tools[i].Spec.OpenWorld, tools[i].Spec.SideEffects = true, []string{"send"}
+		}
+	}
+	req := progReq("p1", "call fs__read {\"path\":\"/a\"}\ncall fs__write {\"path\":\"/b\"}\ncall fs__read {\"path\":\"/c\"}")
+	req.Tools = tools
+	var res api.ProgramResult
+	h.programAt(time.Second, req, &res, nil)
+	var st api.Status
+	h.statusAt(time.Minute, &st)
+	h.finishAt(time.Hour)
+	h.run(baseInput())
+	if res.Outcome != api.ProgramOK || len(res.Calls) != 3 {
+		t.Fatalf("program %+v", res)
+	}
+	want := api.Labels{ReadLevel: "confidential", Untrusted: true, UntrustedBy: "fs__write (open_world)", Egress: []string{"fs__write"}}
+	if st.Labels == nil || !cmp.Equal(*st.Labels, want) {
+		t.Fatalf("labels %+v, want %+v", st.Labels, want)
+	}
+	if res.Calls[0].Labels == nil || res.Calls[1].Labels == nil || res.Calls[2].Labels != nil {
+		t.Errorf("calls that raised labels: %+v", res.Calls)
+	}
+	if l := h.policy.seenLabels()["p1/3"]; !cmp.Equal(l, want) {
+		t.Errorf("the program's third call was decided on %+v, want %+v", l, want)
 	}
 }

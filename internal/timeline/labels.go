@@ -59,13 +59,27 @@ func (b *builder) labelsResetCompleted(ref *updateRef, fail *failurepb.Failure, 
 }
 
 // callLabels records the labels a call raised, and the task's labels
-// after it.
+// after it. A program's calls are read when the program ends, after
+// calls that finished later, so the task's labels merge each call's in
+// (labels only rise between resets) rather than take the last.
 func (b *builder) callLabels(cs *callState, l *api.Labels) {
 	if l == nil {
 		return
 	}
 	cs.c.Labels = l
-	b.tl.Labels = l
+	m := api.Labels{}
+	if b.tl.Labels != nil {
+		m = b.tl.Labels.Clone()
+	}
+	m.Read(l.ReadLevel)
+	if l.Untrusted {
+		m.Taint(l.UntrustedBy)
+	}
+	for _, e := range l.Egress {
+		m.Sent(e)
+	}
+	m.EgressMore = max(m.EgressMore, l.EgressMore)
+	b.tl.Labels = &m
 }
 
 // labelEvents is the labels a call raised.
