@@ -41,6 +41,10 @@ func (t *task) startLabels(ctx workflow.Context) error {
 	t.labelsOn = true
 	if c := t.in.Carried; c != nil && c.Labels != nil {
 		t.labels = c.Labels.Clone()
+		// A level the code does not know (a newer airlock's, or bytes
+		// changed on the way) counts as the highest, never as none.
+		t.labels.ReadLevel = ""
+		t.labels.Read(c.Labels.ReadLevel)
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateResetLabels, t.resetLabels,
 		workflow.UpdateHandlerOptions{Validator: func(r api.ResetLabelsRequest) error { return r.Check() }})

@@ -341,3 +341,19 @@ func TestLabelsFromProgramCalls(t *testing.T) {
 		t.Errorf("the program's third call was decided on %+v, want %+v", l, want)
 	}
 }
+
+// TestLabelsCarriedUnknownLevel: a carried read level this code does not
+// know counts as restricted (fail closed), not as nothing read.
+func TestLabelsCarriedUnknownLevel(t *testing.T) {
+	h := newHarness(t)
+	in := baseInput()
+	in.Limits.IdleTimeout = 0 // the carried LastActivity is zero
+	in.Carried = &api.Carried{Runs: 1, Labels: &api.Labels{ReadLevel: "top-secret\x00", Egress: []string{"mail__send"}}}
+	var st api.Status
+	h.statusAt(time.Second, &st)
+	h.finishAt(time.Minute)
+	h.run(in)
+	if st.Labels == nil || st.Labels.ReadLevel != "restricted" || !slices.Equal(st.Labels.Egress, []string{"mail__send"}) {
+		t.Fatalf("labels from a carried unknown level: %+v", st.Labels)
+	}
+}
