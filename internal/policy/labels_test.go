@@ -103,3 +103,35 @@ func TestLevelFunction(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTrifectaRule is the cost of a decision under the trifecta
+// template, for a send in a labelled task (the rule holds) and a read in
+// a clean one (it does not).
+func BenchmarkTrifectaRule(b *testing.B) {
+	p, err := Compile(Config{File: "airlock.yaml", Rules: []Rule{{Name: "trifecta", When: trifectaRule, Effect: api.RequireApproval, Group: "ops"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	none, err := Compile(Config{File: "airlock.yaml"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pr := api.Principal{Name: "alice", DataLevel: manifests.DataRestricted, Permissions: []string{"*"}}
+	for _, bc := range []struct {
+		name   string
+		p      *Policy
+		labels *api.Labels
+	}{
+		{"labelled send", p, &api.Labels{ReadLevel: "confidential", Untrusted: true, Egress: []string{"a__send", "b__send"}}},
+		{"clean send", p, &api.Labels{}},
+		{"no rules", none, &api.Labels{}},
+	} {
+		p := bc.p
+		b.Run(bc.name, func(b *testing.B) {
+			in := Input{Principal: pr, Tool: sendMail(), Args: []byte(`{"to":"x@example.com"}`), Task: Task{ID: "t1", AllowTools: []string{"*"}, Labels: bc.labels}}
+			for b.Loop() {
+				p.Decide(in)
+			}
+		})
+	}
+}
