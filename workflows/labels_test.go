@@ -357,3 +357,34 @@ func TestLabelsCarriedUnknownLevel(t *testing.T) {
 		t.Fatalf("labels from a carried unknown level: %+v", st.Labels)
 	}
 }
+
+// TestLabelsFromTheFastPath: a call decided and run in one local activity
+// raises the labels by the judged declaration (the decision's route) and
+// its findings, as the regular path does.
+func TestLabelsFromTheFastPath(t *testing.T) {
+	h := newHarness(t)
+	f := withFastPath(h,
+		respond(api.CallToolOutput{Result: json.RawMessage(`{"content":[]}`)}, nil),
+		respond(api.CallToolOutput{Result: json.RawMessage(`{"content":[]}`), Findings: []api.Finding{{Rule: "injection-role-override", Path: "content[0].text", Action: "annotate"}}}, nil),
+	)
+	h.policy.undo = func(in api.DecideInput, out *api.DecideOutput) {
+		out.Route = &api.Route{Server: "fs", UpstreamTool: "read", Spec: api.ToolSpec{Timeout: time.Minute, Idempotent: true, Risk: "low", DataLevel: "sensitive", SideEffects: []string{"read"}}}
+	}
+	fast := func(id string) api.CallRequest {
+		r := labelReq(id, "fs__read", "public", false, `{}`, "read")
+		r.Spec.Idempotent, r.Spec.Risk = true, "low"
+		return r
+	}
+	h.callAt(time.Second, fast("f1"), nil, nil)
+	h.callAt(2*time.Second, fast("f2"), nil, nil)
+	var st api.Status
+	h.statusAt(time.Minute, &st)
+	h.finishAt(2 * time.Minute)
+	h.run(fastInput())
+	if local, regular := f.ran(); !slices.Contains(local, api.DecideAndCallName) || slices.Contains(regular, api.CallToolName) {
+		t.Fatalf("the calls did not take the fast path: local %v, regular %v", local, regular)
+	}
+	if st.Labels == nil || st.Labels.ReadLevel != "sensitive" || st.Labels.UntrustedBy != "fs__read (injection-role-override at content[0].text)" {
+		t.Fatalf("labels from the fast path: %+v", st.Labels)
+	}
+}
