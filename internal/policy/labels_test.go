@@ -135,3 +135,32 @@ func BenchmarkTrifectaRule(b *testing.B) {
 		})
 	}
 }
+
+// TestToolOpenWorld: rules see the manifest's open_world as
+// tool.open_world (a fetch after an egress, say).
+func TestToolOpenWorld(t *testing.T) {
+	p, err := Compile(Config{File: "airlock.yaml", Rules: []Rule{
+		{Name: "no-fetch-after-send", When: `tool.open_world && size(task.egress) > 0`, Effect: api.Deny, Reason: "no fetching after sending"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := Tool{Name: "web__fetch", Server: "web", Upstream: "fetch", Decl: &manifests.Tool{
+		SideEffects: []manifests.SideEffect{manifests.SideEffectRead}, DataAccessLevel: manifests.DataPublic, Risk: manifests.RiskLow, OpenWorld: true}}
+	local := fetch
+	d := *fetch.Decl
+	d.OpenWorld = false
+	local.Decl = &d
+	sent := &api.Labels{Egress: []string{"mail__send"}}
+	pr := api.Principal{Name: "a", DataLevel: manifests.DataRestricted, Permissions: []string{"*"}}
+	for _, tc := range []struct {
+		tool   Tool
+		labels *api.Labels
+		want   api.Effect
+	}{{fetch, sent, api.Deny}, {fetch, nil, api.Allow}, {local, sent, api.Allow}} {
+		got := p.Decide(Input{Principal: pr, Tool: tc.tool, Args: []byte(`{}`), Task: Task{ID: "t", AllowTools: []string{"*"}, Labels: tc.labels}})
+		if got.Effect != tc.want {
+			t.Errorf("open_world %v, labels %+v: %s (%s), want %s", tc.tool.Decl.OpenWorld, tc.labels, got.Effect, got.Reason, tc.want)
+		}
+	}
+}

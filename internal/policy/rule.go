@@ -41,7 +41,7 @@ var ruleEvalTimeout = 100 * time.Millisecond
 //
 //	principal {name, roles, permissions, data_level, slack_user_id}
 //	tool      {name, server, upstream, side_effects, data_access_level,
-//	           required_permissions, risk, idempotent, covered}
+//	           required_permissions, risk, idempotent, covered, open_world}
 //	args      map(string, dyn): the call's arguments as decoded JSON;
 //	          an integer is an int (a uint above 2^63-1), exactly, and
 //	          other numbers are doubles (see jsoncanon.Number)
@@ -56,7 +56,8 @@ var ruleEvalTimeout = 100 * time.Millisecond
 // internal data"; an unknown name is an error, which denies.
 //
 // tool.covered is false for a tool no manifest covers; its other fields then
-// hold the values assumed for such tools (write, high, restricted).
+// hold the values assumed for such tools (write, high, restricted, open
+// world).
 // tool.path_args are the manifest's path_args; paths(tool, args) lists
 // every path the call names (rulepaths.go).
 type celPrincipal struct {
@@ -78,6 +79,7 @@ type celTool struct {
 	Idempotent          bool     `cel:"idempotent"`
 	Covered             bool     `cel:"covered"`
 	PathArgs            []string `cel:"path_args"`
+	OpenWorld           bool     `cel:"open_world"`
 }
 
 type celTask struct {
@@ -133,6 +135,7 @@ func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (
 			Idempotent:          facts.idempotent,
 			Covered:             facts.covered,
 			PathArgs:            facts.pathArgs,
+			OpenWorld:           facts.openWorld,
 		}),
 		task: a.NativeToValue(taskVar(in.Task)),
 	}
