@@ -62,7 +62,7 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 			Principal: in.Principal,
 			Tool:      tool,
 			Args:      in.Arguments,
-			Task:      policy.Task{ID: in.TaskID, Calls: in.Calls, Elapsed: in.Elapsed, AllowTools: in.AllowTools},
+			Task:      policy.Task{ID: in.TaskID, Calls: in.Calls, Elapsed: in.Elapsed, AllowTools: in.AllowTools, Labels: in.Labels},
 		})
 	}
 	var locks []api.LockKey

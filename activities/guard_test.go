@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/guard"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -217,5 +218,18 @@ tools:
 	out = call(t, "strict", "i4")
 	if got := api.ResultText(out.Result); !out.IsError || !strings.Contains(got, "injection-ignore-instructions at content[0].text") || strings.Contains(got, "Ignore previous") {
 		t.Errorf("block: %v %q", out.IsError, got)
+	}
+}
+
+// TestInjectionPrefixIsTheContract: the guard (a library that does not
+// import api) names its injection rules with the prefix the labels read.
+func TestInjectionPrefixIsTheContract(t *testing.T) {
+	if guard.InjectionPrefix != api.InjectionRulePrefix {
+		t.Fatalf("guard.InjectionPrefix %q, api.InjectionRulePrefix %q", guard.InjectionPrefix, api.InjectionRulePrefix)
+	}
+	for _, id := range guard.InjectionRules {
+		if !strings.HasPrefix(id, api.InjectionRulePrefix) {
+			t.Errorf("rule %q lacks the prefix", id)
+		}
 	}
 }

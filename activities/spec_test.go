@@ -26,6 +26,10 @@ func TestSpecUncoveredToolIsConservative(t *testing.T) {
 		Idempotent:       false,
 		SideEffects:      []string{"write"},
 		Risk:             "high",
+		// Information-flow labels: an uncovered tool is assumed to
+		// return restricted, untrusted content.
+		DataLevel: "restricted",
+		OpenWorld: true,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("SpecFor(nil) (-want +got):\n%s", diff)
@@ -47,13 +51,14 @@ func TestSpecFromManifest(t *testing.T) {
 				Retry:            api.RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
 				SideEffects:      []string{"read"},
 				Risk:             "low",
+				DataLevel:        "public",
 			},
 		},
 		{
 			name: "declared",
 			decl: &manifests.Tool{
 				SideEffects: []manifests.SideEffect{manifests.SideEffectWrite, manifests.SideEffectSend},
-				Risk:        manifests.RiskCritical, Idempotent: true,
+				Risk:        manifests.RiskCritical, Idempotent: true, DataAccessLevel: manifests.DataSensitive, OpenWorld: true,
 				Timeout: manifests.Duration(5 * time.Minute), Cost: 4,
 				Retry: &manifests.Retry{MaxAttempts: 7, InitialInterval: manifests.Duration(2 * time.Second),
 					MaxInterval: manifests.Duration(time.Minute), Backoff: 1.5, NonRetryable: []string{"Rejected"}},
@@ -67,6 +72,8 @@ func TestSpecFromManifest(t *testing.T) {
 				SideEffects: []string{"write", "send"},
 				Risk:        "critical",
 				Cost:        4,
+				DataLevel:   "sensitive",
+				OpenWorld:   true,
 			},
 		},
 		{

@@ -270,6 +270,9 @@ type DecideInput struct {
 	// Calls counts the task's calls before this one.
 	Calls   int
 	Elapsed time.Duration
+	// Labels are the task's information-flow labels before this call
+	// (nil in tasks that keep none).
+	Labels *Labels `json:",omitempty"`
 }
 
 // DecideOutput is a decision and, when it requires approval, who approves

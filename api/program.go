@@ -189,6 +189,9 @@ type ProgramCall struct {
 	Line    int `json:",omitempty"`
 	Outcome Outcome
 	Reason  string `json:",omitempty"`
+	// Labels are the task's information-flow labels after the call, when
+	// it raised them (CallResult.Labels).
+	Labels *Labels `json:",omitempty"`
 }
 
 // SignalStopProgram (a StopProgram) stops a running program of the task

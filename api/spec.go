@@ -26,6 +26,13 @@ type ToolSpec struct {
 	// (mrtr.go); such a call runs as an activity, whose heartbeats carry
 	// the upstream's requests, never on the fast path.
 	MayAsk bool `json:",omitempty"`
+
+	// Information-flow labels (labels.go): the manifest's
+	// data_access_level, and open_world (its results are untrusted
+	// content). Empty in specs from before them: such a call raises no
+	// read level and no untrusted label.
+	DataLevel string `json:",omitempty"`
+	OpenWorld bool   `json:",omitempty"`
 }
 
 // Route is where a call runs and how: the upstream server and tool an
@@ -50,7 +57,8 @@ type RetrySpec struct {
 func SpecFor(decl *manifests.Tool) ToolSpec {
 	if decl == nil {
 		return ToolSpec{Timeout: time.Minute, HeartbeatTimeout: manifests.DefaultHeartbeatTimeout(time.Minute), Retry: RetrySpec{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 30 * time.Second, Backoff: 2},
-			Idempotent: false, SideEffects: []string{string(manifests.SideEffectWrite)}, Risk: string(manifests.RiskHigh)}
+			Idempotent: false, SideEffects: []string{string(manifests.SideEffectWrite)}, Risk: string(manifests.RiskHigh),
+			DataLevel: string(manifests.DataRestricted), OpenWorld: true}
 	}
 	r := decl.EffectiveRetry()
 	s := ToolSpec{
@@ -59,6 +67,8 @@ func SpecFor(decl *manifests.Tool) ToolSpec {
 		Idempotent:       decl.Idempotent,
 		Risk:             string(decl.Risk),
 		Cost:             decl.Cost, // 0: the default, 1
+		DataLevel:        string(decl.DataAccessLevel),
+		OpenWorld:        decl.OpenWorld,
 		Retry: RetrySpec{MaxAttempts: r.MaxAttempts, InitialInterval: r.InitialInterval.D(),
 			MaxInterval: r.MaxInterval.D(), Backoff: r.Backoff, NonRetryable: r.NonRetryable},
 	}

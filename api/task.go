@@ -82,6 +82,8 @@ type Carried struct {
 	// with the same ID is answered, not run again (Temporal deduplicates
 	// Update IDs within a run only). Bounded: see workflows' programsKept.
 	Programs []ProgramResult `json:",omitempty"`
+	// Labels are the task's information-flow labels (labels.go).
+	Labels *Labels `json:",omitempty"`
 }
 
 // CallRequest asks the task to run one tool call. The gateway fills the
@@ -182,6 +184,11 @@ type CallResult struct {
 	// Limit says which rate limit or budget refused the call (outcome
 	// limit; issue 16 §3).
 	Limit *LimitHit `json:",omitempty"`
+
+	// Labels are the task's information-flow labels after this call, set
+	// when the call raised them (so the call's record in the history says
+	// which call raised what).
+	Labels *Labels `json:",omitempty"`
 }
 
 // Repeat says where a repeated call ran.
@@ -258,6 +265,9 @@ type Status struct {
 	Spent  int `json:",omitempty"`
 	// Programs are the task's running programs (code mode, issue 27).
 	Programs []ProgramStatus `json:",omitempty"`
+	// Labels are the task's information-flow labels (nil in tasks
+	// started before them).
+	Labels *Labels `json:",omitempty"`
 }
 
 // TaskResult is returned when a task ends.

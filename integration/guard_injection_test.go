@@ -68,6 +68,12 @@ func TestGuardInjectionOnNPMFilesystem(t *testing.T) {
 	if got := text(res); res.IsError || got != page {
 		t.Fatalf("annotate: the model got %q (isError %v), want the file unchanged", got, res.IsError)
 	}
+	// The seam with the information-flow labels: an injection finding in a
+	// delivered result marks the task untrusted (read_text_file is no
+	// open-world tool: the finding alone does it).
+	if st := status(t, s, task); st.Labels == nil || !st.Labels.Untrusted || !strings.Contains(st.Labels.UntrustedBy, "injection-") {
+		t.Errorf("labels after an annotated injection finding: %+v", st.Labels)
+	}
 	res = call(t, cs, "filesystem__read_file", map[string]any{"path": file}, "")
 	got := text(res)
 	if !res.IsError || strings.Contains(got, "Ignore all") || strings.Contains(got, "API keys") {

@@ -188,6 +188,14 @@ type Tool struct {
 	Risk                Risk         `yaml:"risk" json:"risk"`
 	Approval            *Approval    `yaml:"approval,omitempty" json:"approval,omitempty"`
 
+	// OpenWorld says the tool's results are open-world content that
+	// nobody in the organisation vouches for (a web page, an e-mail, an
+	// issue's comments): a call of it marks its task untrusted (an
+	// information-flow label policy rules see as task.untrusted). MCP's
+	// openWorldHint says the same of a tool, and airlock manifests scan
+	// writes it from there. Default false.
+	OpenWorld bool `yaml:"open_world,omitempty" json:"open_world,omitempty"`
+
 	// Timeout bounds one attempt of the call (default 60s, at most 24h; see
 	// EffectiveTimeout).
 	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`

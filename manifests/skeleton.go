@@ -56,6 +56,7 @@ type toolGuess struct {
 	level       DataLevel
 	risk        Risk
 	idempotent  bool
+	openWorld   bool // openWorldHint: true (open_world: its results are untrusted)
 	approval    bool
 	quorum      int  // 0: the default, 1
 	declared    bool // risk and the rest are what the tool declares (MetaRisk)
@@ -96,6 +97,7 @@ func guessTool(t *UpstreamTool) toolGuess {
 	switch {
 	case a.OpenWorldHint != nil && *a.OpenWorldHint:
 		g.sideEffects = append(g.sideEffects, SideEffectSend)
+		g.openWorld = true
 		if g.risk == RiskLow {
 			g.risk = RiskMedium
 		}
@@ -204,6 +206,10 @@ func skeletonTool(body *bytes.Buffer, server string, t *UpstreamTool, names []st
 		}
 	}
 	fmt.Fprintf(body, "    idempotent: %t\n", g.idempotent)
+	if g.openWorld {
+		comment(body, "    ", "openWorldHint: true: what it returns comes from outside (the web, other people), so a call marks its task untrusted (task.untrusted).")
+		fmt.Fprintf(body, "    open_world: true\n")
+	}
 	if len(g.pathArgs) > 0 {
 		comment(body, "    ", "REVIEW: these arguments look like filesystem paths; policy keeps them inside server.path_roots. Remove any that are not paths.")
 		fmt.Fprintf(body, "    path_args: [%s]\n", strings.Join(g.pathArgs, ", "))

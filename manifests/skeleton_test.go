@@ -47,6 +47,23 @@ func TestGuessTool(t *testing.T) {
 	}
 }
 
+// TestSkeletonOpenWorld: openWorldHint: true makes the skeleton declare
+// open_world: true (its results are untrusted content, task.untrusted),
+// which loads; false or absent declares none.
+func TestSkeletonOpenWorld(t *testing.T) {
+	yes, no := true, false
+	tools := []*UpstreamTool{
+		{Name: "fetch", Annotations: &ToolHints{ReadOnlyHint: true, OpenWorldHint: &yes}, InputSchema: map[string]any{"type": "object"}},
+		{Name: "local", Annotations: &ToolHints{ReadOnlyHint: true, OpenWorldHint: &no}, InputSchema: map[string]any{"type": "object"}},
+		{Name: "unsaid", Annotations: &ToolHints{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+	}
+	text, _ := Skeleton(Server{Name: "web", Stdio: &StdioServer{Command: "web-mcp"}}, "test", tools, time.Unix(0, 0))
+	m := parseSkeleton(t, text)
+	if !m.Tools["fetch"].OpenWorld || m.Tools["local"].OpenWorld || m.Tools["unsaid"].OpenWorld {
+		t.Errorf("open_world: fetch %v, local %v, unsaid %v; want only fetch\n%s", m.Tools["fetch"].OpenWorld, m.Tools["local"].OpenWorld, m.Tools["unsaid"].OpenWorld, text)
+	}
+}
+
 // TestSkeletonHostileDefinitions: whatever the server says about its tools
 // (newlines, YAML syntax, terminal escapes, odd names), the skeleton still
 // loads, and names a manifest cannot declare are skipped with a note.

@@ -106,6 +106,11 @@ type task struct {
 	// partialRollbacks counts the rollbacks counted in rollbacks that
 	// undid an atomic program's own calls only.
 	partialRollbacks int
+
+	// Information-flow labels (changeLabels, labels.go): whether this
+	// run keeps them, and the task's labels.
+	labelsOn bool
+	labels   api.Labels
 }
 
 // AgentTask is the durable workflow behind one agent session. Each tool call
@@ -185,6 +190,11 @@ func (t *task) startRun(ctx workflow.Context) error {
 		if err := t.listenInputs(ctx); err != nil {
 			return err
 		}
+	}
+
+	// And whether the task keeps information-flow labels (labels.go).
+	if err := t.startLabels(ctx); err != nil {
+		return err
 	}
 
 	// Handlers first, before anything blocks.
@@ -586,6 +596,7 @@ func (t *task) carry() *api.Carried {
 		Grants:         t.grantsCopy(),
 		Quota:          t.carriedQuota(), // limits.go
 		Programs:       t.carriedPrograms(),
+		Labels:         t.labelsFor(), // labels.go
 	}
 }
 
@@ -621,5 +632,6 @@ func (t *task) status() (api.Status, error) {
 		Budget:        t.budget(), // limits.go
 		Spent:         t.quota.Spent,
 		Programs:      t.programStatus(), // code mode
+		Labels:        t.labelsFor(),     // labels.go
 	}, nil
 }

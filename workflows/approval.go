@@ -25,6 +25,9 @@ func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.De
 		Group: d.Group, Quorum: max(d.Quorum, 1), Approvers: slices.Clone(spec.Approvers),
 		ExpiresAt: now.Add(spec.Timeout), OnTimeout: spec.OnTimeout, RequestedAt: now, State: api.ApprovalPending,
 	}
+	if why := t.labelsReason(); why != "" { // labels.go: the approver is told what the task has read, ingested and sent
+		ar.Reason = strings.TrimSpace(ar.Reason + " " + why)
+	}
 	t.editFields(ar, spec) // approve with edits
 	if spec.EscalateAfter > 0 && spec.EscalateAfter < spec.Timeout && spec.EscalateTo != "" {
 		ar.EscalateAt, ar.EscalateTo = now.Add(spec.EscalateAfter), spec.EscalateTo

@@ -158,7 +158,9 @@ func (t *task) decideCall(ctx workflow.Context, req *api.CallRequest, started ti
 	var d api.Decision
 	if t.fastEligible(*req, started) {
 		var done *api.CallResult
-		if d, out, done = t.decideAndCall(ctx, *req, started); done != nil {
+		var findings []api.Finding
+		if d, out, done, findings = t.decideAndCall(ctx, *req, started); done != nil {
+			t.observe(ctx, req.Tool, judgedSpec(*req, out), done, findings) // labels.go
 			t.lastActivity = workflow.Now(ctx)
 			res := t.record(*req, started, t.lastActivity, *done)
 			return &d, out, &res
@@ -314,10 +316,11 @@ func (t *task) runCall(ctx workflow.Context, req api.CallRequest, started time.T
 	}
 
 	ectx, release := t.callContext(ctx, req.CallID)
-	res := t.execute(ectx, req)
+	res, findings := t.executeFound(ectx, req)
 	release()
 	res, _ = t.cancelledResult(req, res, false)
 	res.Decision = decision
+	t.observe(ctx, req.Tool, req.Spec, &res, findings) // labels.go
 
 	// Remember how to undo it.
 	if compensate && out.Compensable && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeUnknown) {
@@ -371,6 +374,7 @@ func (t *task) decideInput(req api.CallRequest, now time.Time) api.DecideInput {
 	in := api.DecideInput{
 		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Arguments: req.Arguments,
 		Calls: t.calls - 1, Elapsed: now.Sub(t.startedAt),
+		Labels: t.labelsFor(), // labels.go
 	}
 	in.Principal, in.AllowTools = t.caller() // plan_program.go
 	return in
@@ -403,6 +407,13 @@ func (t *task) record(req api.CallRequest, started, finished time.Time, res api.
 // calls it was running when it died) is visible to the workflow, which
 // re-runs it only for idempotent tools.
 func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult {
+	res, _ := t.executeFound(ctx, req)
+	return res
+}
+
+// executeFound is execute, with the content guard's findings in the
+// result of the attempt that answered (labels.go reads them).
+func (t *task) executeFound(ctx workflow.Context, req api.CallRequest) (api.CallResult, []api.Finding) {
 	spec := req.Spec
 	rp := spec.Retry
 	maxAttempts := max(rp.MaxAttempts, 1)
@@ -427,19 +438,19 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 			if out.IsError {
 				o = api.OutcomeToolError
 			}
-			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}
+			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}, out.Findings
 		}
 		kind, msg := classifyActivityError(err)
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
 			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt,
-				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}
+				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}, nil
 		}
 		if !retryable(kind, spec) || attempt >= maxAttempts {
 			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
-				Reason: reasonFor(kind, req, attempt, msg)}
+				Reason: reasonFor(kind, req, attempt, msg)}, nil
 		}
 		if err := workflow.Sleep(ctx, interval); err != nil {
-			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}
+			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}, nil
 		}
 		interval = time.Duration(float64(interval) * backoff)
 		if rp.MaxInterval > 0 && interval > rp.MaxInterval {

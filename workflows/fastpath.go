@@ -79,7 +79,7 @@ func (t *task) counted(req api.CallRequest, now time.Time) bool {
 // worker ran the call, its result; nil means the call is not done and
 // continues the regular pipeline under the decision (approval, capture,
 // CallTool, compensation, or its denial).
-func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time.Time) (api.Decision, api.DecideOutput, *api.CallResult) {
+func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time.Time) (api.Decision, api.DecideOutput, *api.CallResult, []api.Finding) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		// As the CallTool activity: a little past the tool's own timeout
 		// (the request's spec: the judged one comes with the decision).
@@ -102,7 +102,7 @@ func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time
 			// The task was cancelled while the call may have been running.
 			res := api.CallResult{Outcome: api.OutcomeUnknown, Attempts: 1,
 				Reason: fmt.Sprintf("the task was cancelled while %s was being decided and run; it may or may not have taken effect", req.Tool)}
-			return api.Decision{}, api.DecideOutput{}, &res
+			return api.Decision{}, api.DecideOutput{}, &res, nil
 		}
 		var toErr *temporal.TimeoutError
 		if errors.As(err, &toErr) {
@@ -110,30 +110,30 @@ func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time
 			// regular pipeline decides again and runs it as an activity,
 			// with the manifest's retries.
 			d, out := t.judge(ctx, req, now)
-			return d, out, nil
+			return d, out, nil, nil
 		}
-		return undecided(err), api.DecideOutput{}, nil
+		return undecided(err), api.DecideOutput{}, nil, nil
 	}
 	d := o.Decision.Recorded()
 	if !o.Ran {
-		return d, o.Decision, nil
+		return d, o.Decision, nil, nil
 	}
-	res := t.fastResult(ctx, req, o)
+	res, findings := t.fastResult(ctx, req, o)
 	res.Decision = &d
-	return d, o.Decision, &res
+	return d, o.Decision, &res, findings
 }
 
 // fastResult turns the fast path's call into the call's result. A failure
 // the regular path would retry (the tool is idempotent: not sent, or no
 // answer) is retried there, with the CallTool activity and the manifest's
 // attempts and backoff, after the manifest's first interval.
-func (t *task) fastResult(ctx workflow.Context, req api.CallRequest, o api.DecideAndCallOutput) api.CallResult {
+func (t *task) fastResult(ctx workflow.Context, req api.CallRequest, o api.DecideAndCallOutput) (api.CallResult, []api.Finding) {
 	if c := o.Call; c != nil {
 		oc := api.OutcomeOK
 		if c.IsError {
 			oc = api.OutcomeToolError
 		}
-		return api.CallResult{Outcome: oc, Result: c.Result, ResultRef: c.ResultRef, Attempts: 1}
+		return api.CallResult{Outcome: oc, Result: c.Result, ResultRef: c.ResultRef, Attempts: 1}, c.Findings
 	}
 	// The worker ran the route it judged; so do the retries.
 	req = t.judgedRoute(ctx, req, o.Decision)
@@ -142,21 +142,21 @@ func (t *task) fastResult(ctx workflow.Context, req api.CallRequest, o api.Decid
 		!slices.Contains(rp.NonRetryable, o.ErrorType) && rp.MaxAttempts > 1
 	if !retryable {
 		return api.CallResult{Outcome: outcomeFor(o.ErrorType, true), Attempts: 1,
-			Reason: reasonFor(o.ErrorType, req, 1, o.Error)}
+			Reason: reasonFor(o.ErrorType, req, 1, o.Error)}, nil
 	}
 	interval := rp.InitialInterval
 	if interval <= 0 {
 		interval = time.Second
 	}
 	if err := workflow.Sleep(ctx, interval); err != nil {
-		return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: 1, Reason: "the task was cancelled while retrying " + req.Tool}
+		return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: 1, Reason: "the task was cancelled while retrying " + req.Tool}, nil
 	}
 	// The regular loop, one attempt fewer (the fast path made the first).
 	rest := req
 	rest.Spec.Retry.MaxAttempts--
-	res := t.execute(ctx, rest)
+	res, findings := t.executeFound(ctx, rest)
 	res.Attempts++
-	return res
+	return res, findings
 }
 
 // FastHeadroom is fastHeadroom, for the server's configuration

@@ -99,7 +99,7 @@ func (h *programHost) Start(m wire.GuestMessage) {
 			res = api.CallResult{Outcome: api.OutcomeFailed, Reason: fmt.Sprintf("airlock failed to run %s: %v", req.Tool, err)}
 		}
 		c := &p.calls[n-1]
-		c.Outcome, c.Reason = res.Outcome, res.Reason
+		c.Outcome, c.Reason, c.Labels = res.Outcome, res.Reason, res.Labels
 		p.data += len(res.Result)
 		p.running--
 		p.replies = append(p.replies, programReply(n, res))

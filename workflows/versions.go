@@ -240,4 +240,14 @@ const (
 	// Feature and GetVersion in call.go (recheckApproved); first recorded
 	// in testdata/approval_recheck_v1_run1.json.
 	changeApprovalRecheck = "approval-recheck"
+
+	// changeLabels versions the information-flow labels (issue 30 §2): a
+	// task accumulates read_level, untrusted and egress from its calls,
+	// passes them to each decision, carries them across continue-as-new
+	// and takes the reset_labels update. Asked once per run, at its start;
+	// runs from before it keep no labels.
+	//
+	// Feature and GetVersion in labels.go; first recorded in
+	// testdata/labels_v1_run1.json.
+	changeLabels = "labels"
 )

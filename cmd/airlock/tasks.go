@@ -45,6 +45,8 @@ func tasksCommand() *Command {
 				Long: "Cancels the task: it rolls back, then ends.\n\n" + talksToDev, Flags: bind(tasksFlags, tasksCancel)},
 			{Name: "finish", Usage: "TASK_ID", Short: "end the task once its running calls are done, without rolling back",
 				Long: tasksFinishLong, Flags: bind(tasksFlags, tasksFinish)},
+			{Name: "reset-labels", Usage: "--reason TEXT [--audit-log DEST] TASK_ID", Short: "reset the task's information-flow labels (audited)",
+				Long: tasksResetLabelsLong, Flags: bind(tasksFlags, tasksResetLabels)},
 			{Name: "stop-program", Usage: "[--reason TEXT] TASK_ID PROGRAM_ID", Short: "stop a running program (code mode) at its next tool call",
 				Long: tasksStopProgramLong, Flags: bind(tasksFlags, tasksStopProgram)},
 		}}
@@ -100,6 +102,7 @@ type tasksOptions struct {
 	reason          string
 	wait            time.Duration
 	queue           bool
+	auditLog        string
 }
 
 func tasksFlags(fs *flag.FlagSet, o *tasksOptions) {
@@ -111,8 +114,9 @@ func tasksFlags(fs *flag.FlagSet, o *tasksOptions) {
 	fs.BoolVar(&o.pendingApproval, "pending-approval", false, "list only tasks waiting for an approval")
 	fs.IntVar(&o.limit, "limit", 50, "list at most `N` tasks")
 	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
-	fs.StringVar(&o.reason, "reason", "", "why (rollback; kept in the task's record)")
+	fs.StringVar(&o.reason, "reason", "", "why (rollback, reset-labels; kept in the task's record)")
 	fs.DurationVar(&o.wait, "wait", 10*time.Minute, "how long rollback waits for the compensations to run")
+	fs.StringVar(&o.auditLog, "audit-log", "", "reset-labels: where the reset is audited: stdout, stderr, off or a `file` (default: the running airlock dev's)")
 	fs.BoolVar(&o.queue, "queue", false, "rollback: when calls wait for approval, leave the rollback queued behind them and return at once")
 }
 
@@ -530,6 +534,12 @@ func showTask(ctx context.Context, c *Call, tc client.Client, id string, asJSON 
 	fmt.Fprintf(stdout, "task:      %s\nprincipal: %s\nstate:     %s\nstarted:   %s\ncalls:     %d (limit %d)\nin flight: %s\ntools:     %s\n",
 		st.TaskID, st.Principal, st.State, st.StartedAt.Local().Format(time.DateTime), st.Calls, st.MaxCalls,
 		strings.Join(st.InFlight, ", "), strings.Join(st.ToolsUsed, ", "))
+	if st.Labels != nil { // information-flow labels (labels.go)
+		fmt.Fprintf(stdout, "labels:    %s\n", st.Labels.String())
+		if r := st.Labels.LastReset; r != nil {
+			fmt.Fprintf(stdout, "           reset %d time(s); last by %s at %s (%q), clearing: %s\n", st.Labels.Resets, r.By, r.At.Local().Format(time.DateTime), r.Reason, r.Before.String())
+		}
+	}
 	if st.Budget > 0 { // rate limits and budgets (issue 16 §3)
 		fmt.Fprintf(stdout, "budget:    %d of %d cost units spent\n", st.Spent, st.Budget)
 	}

@@ -1,8 +1,9 @@
 // Package auditstream writes airlock's audit stream: one JSON line per
 // decision point (a policy decision, a tool call attempt, an approval
 // requested, decided or closed, a compensation, a failed rollback, a
-// refused HTTP caller), for a SIEM or `jq`. Each line has "audit": true,
-// "ts" (RFC 3339, UTC), "event" and the event's fields.
+// refused HTTP caller, an operator's reset of a task's labels), for a
+// SIEM or `jq`. Each line has "audit": true, "ts" (RFC 3339, UTC), "event"
+// and the event's fields.
 //
 // The workflow history stays the record; this stream is a derived view,
 // written by activities and services, never by workflow code, so a replay
@@ -38,6 +39,7 @@ const (
 	EventApprovalRefused   = "approval_refused"
 	EventApprovalClosed    = "approval_closed"
 	EventGrantRevoked      = "grant_revoked"
+	EventLabelsReset       = "labels_reset"
 	EventRollbackFailed    = "rollback_failed"
 	EventAuthFailed        = "auth_failed"
 )

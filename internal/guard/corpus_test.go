@@ -119,15 +119,19 @@ func itoa(n int) string {
 // repositoryPersonalData is what the personal-data rules find in the
 // repository outside this package (TestFalsePositivesOnRepository logs
 // each): true matches only, the example addresses of the docs and tests
-// (alice@example.com and two more at example.com); no card number, IBAN
+// (alice@example.com and others at example.com and bridge.example.com,
+// among them the labels tests' evil@example.com); no card number, IBAN
 // or phone number. Test values elsewhere are assembled at run time, as
 // secrets are, so that they do not count here.
-var repositoryPersonalData = map[string]int{"email": 11}
+var repositoryPersonalData = map[string]int{"email": 17}
 
 // repositoryInjection is what the injection rules find in the repository
 // outside this package (TestFalsePositivesOnRepository logs each): true
 // matches only: the injected tool descriptions of the pinning tests
 // (internal/pin's "Ignore previous instructions", three times, and
-// gateway's <IMPORTANT> wrapper, opened and closed); no false positive.
-// Test values elsewhere are assembled at run time.
-var repositoryInjection = map[string]int{"injection-ignore-instructions": 3, "injection-system-impersonation": 2}
+// gateway's <IMPORTANT> wrapper, opened and closed), the labels tests'
+// injected page (integration/labels_test.go, once as written and six
+// times base64-encoded in the payloads of the recorded histories
+// workflows/testdata/labels_v1_run*.json); no false positive. Test values
+// elsewhere are assembled at run time.
+var repositoryInjection = map[string]int{"injection-ignore-instructions": 4, "injection-system-impersonation": 2, "injection-encoded-instructions": 6}

@@ -160,7 +160,12 @@ func inputSizeBound(in Input, facts toolFacts) uint64 {
 	grow(in.Principal.Name, string(in.Principal.DataLevel), in.Principal.SlackUserID,
 		in.Tool.Name, in.Tool.Server, in.Tool.Upstream, string(facts.level), string(facts.risk),
 		in.Task.ID)
-	for _, l := range [][]string{in.Principal.Roles, in.Principal.Permissions, facts.sideEffects, facts.perms, facts.pathArgs} {
+	var egress []string
+	if l := in.Task.Labels; l != nil {
+		grow(l.ReadLevel)
+		egress = l.Egress
+	}
+	for _, l := range [][]string{in.Principal.Roles, in.Principal.Permissions, facts.sideEffects, facts.perms, facts.pathArgs, egress} {
 		n = max(n, len(l))
 		grow(l...)
 	}

@@ -45,6 +45,7 @@ type toolFacts struct {
 	idempotent  bool
 	approval    *manifests.Approval
 	pathArgs    []string
+	openWorld   bool
 }
 
 var uncoveredSideEffects = []string{string(manifests.SideEffectWrite)}
@@ -52,7 +53,7 @@ var uncoveredSideEffects = []string{string(manifests.SideEffectWrite)}
 func factsOf(t Tool) toolFacts {
 	d := t.Decl
 	if d == nil {
-		return toolFacts{sideEffects: uncoveredSideEffects, level: manifests.DataRestricted, risk: manifests.RiskHigh}
+		return toolFacts{sideEffects: uncoveredSideEffects, level: manifests.DataRestricted, risk: manifests.RiskHigh, openWorld: true}
 	}
 	se := make([]string, len(d.SideEffects))
 	for i, s := range d.SideEffects {
@@ -67,6 +68,7 @@ func factsOf(t Tool) toolFacts {
 		idempotent:  d.Idempotent,
 		approval:    d.Approval,
 		pathArgs:    d.PathArgs,
+		openWorld:   d.OpenWorld,
 	}
 }
 

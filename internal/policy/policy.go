@@ -114,6 +114,9 @@ type Task struct {
 	// AllowTools are globs (path.Match) over exposed tool names, such as
 	// "filesystem__read_*". Empty allows no tool.
 	AllowTools []string
+	// Labels are the task's information-flow labels before this call
+	// (nil: the task keeps none, and rules see none raised).
+	Labels *api.Labels
 }
 
 // Tool is the tool being called.

@@ -8,6 +8,7 @@ import (
 	"path"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -16,6 +17,8 @@ import (
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/airlock-run/airlock/api"
 )
 
 // Limits on rule evaluation. The cost limit is what bounds a rule in
@@ -38,14 +41,23 @@ var ruleEvalTimeout = 100 * time.Millisecond
 //
 //	principal {name, roles, permissions, data_level, slack_user_id}
 //	tool      {name, server, upstream, side_effects, data_access_level,
-//	           required_permissions, risk, idempotent, covered}
+//	           required_permissions, risk, idempotent, covered, open_world}
 //	args      map(string, dyn): the call's arguments as decoded JSON;
 //	          an integer is an int (a uint above 2^63-1), exactly, and
 //	          other numbers are doubles (see jsoncanon.Number)
-//	task      {id, calls, elapsed_seconds}
+//	task      {id, calls, elapsed_seconds, read_level, untrusted, egress}
+//
+// task.read_level, task.untrusted and task.egress are the task's
+// information-flow labels (api.Labels): the most sensitive data access
+// level its calls read ("" when none), whether it ingested open-world
+// content, and the egress tools that ran. level(name) ranks a data access
+// level (public 0 … restricted 4; "" -1), so that
+// level(task.read_level) > level("internal") reads "has read more than
+// internal data"; an unknown name is an error, which denies.
 //
 // tool.covered is false for a tool no manifest covers; its other fields then
-// hold the values assumed for such tools (write, high, restricted).
+// hold the values assumed for such tools (write, high, restricted, open
+// world).
 // tool.path_args are the manifest's path_args; paths(tool, args) lists
 // every path the call names (rulepaths.go).
 type celPrincipal struct {
@@ -67,12 +79,16 @@ type celTool struct {
 	Idempotent          bool     `cel:"idempotent"`
 	Covered             bool     `cel:"covered"`
 	PathArgs            []string `cel:"path_args"`
+	OpenWorld           bool     `cel:"open_world"`
 }
 
 type celTask struct {
-	ID             string  `cel:"id"`
-	Calls          int64   `cel:"calls"`
-	ElapsedSeconds float64 `cel:"elapsed_seconds"`
+	ID             string   `cel:"id"`
+	Calls          int64    `cel:"calls"`
+	ElapsedSeconds float64  `cel:"elapsed_seconds"`
+	ReadLevel      string   `cel:"read_level"`
+	Untrusted      bool     `cel:"untrusted"`
+	Egress         []string `cel:"egress"`
 }
 
 // celTypeName is the name ext.NativeTypes gives a Go struct: the last
@@ -93,6 +109,7 @@ func newEnv() (*cel.Env, error) {
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(ruleMaxExprBytes),
 		pathsFunction(cel.ObjectType(celTypeName(tt))),
+		levelFunction(),
 	)
 }
 
@@ -118,12 +135,9 @@ func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (
 			Idempotent:          facts.idempotent,
 			Covered:             facts.covered,
 			PathArgs:            facts.pathArgs,
+			OpenWorld:           facts.openWorld,
 		}),
-		task: a.NativeToValue(celTask{
-			ID:             in.Task.ID,
-			Calls:          int64(in.Task.Calls),
-			ElapsedSeconds: in.Task.Elapsed.Seconds(),
-		}),
+		task: a.NativeToValue(taskVar(in.Task)),
 	}
 	var err error
 	if vars.args, err = celArgs(a, args); err != nil {
@@ -136,6 +150,42 @@ func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (
 		}
 	}
 	return vars, nil
+}
+
+// taskVar is the task variable: its counters and its labels (none
+// raised when it keeps none). Egress is never nil, so size(task.egress)
+// is 0 rather than an error.
+func taskVar(t Task) celTask {
+	v := celTask{ID: t.ID, Calls: int64(t.Calls), ElapsedSeconds: t.Elapsed.Seconds(), Egress: []string{}}
+	if l := t.Labels; l != nil {
+		v.ReadLevel, v.Untrusted = l.ReadLevel, l.Untrusted
+		if len(l.Egress) > 0 {
+			v.Egress = l.Egress
+		}
+	}
+	return v
+}
+
+// levelOverload is the one overload of level(string).
+const levelOverload = "level_string"
+
+// levelFunction declares level(name): a data access level's rank
+// (api.LevelRank), for comparing task.read_level, tool.data_access_level
+// and principal.data_level by order.
+func levelFunction() cel.EnvOption {
+	return cel.Function("level",
+		cel.Overload(levelOverload, []*cel.Type{cel.StringType}, cel.IntType,
+			cel.UnaryBinding(func(v ref.Val) ref.Val {
+				s, ok := v.Value().(string)
+				if !ok {
+					return types.NewErr("level: the argument must be a string")
+				}
+				r, ok := api.LevelRank(s)
+				if !ok {
+					return types.NewErr("level: %q is not a data access level (%s)", s, strings.Join(api.DataLevels, ", "))
+				}
+				return types.Int(r)
+			})))
 }
 
 // ruleActivation holds the ruleVariables of one call. A struct rather than

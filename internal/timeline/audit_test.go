@@ -65,6 +65,7 @@ var tasks = []struct {
 	{"program_v1", []string{"program_v1_run1"}},
 	{"plan_program_v1", []string{"plan_program_v1_run1"}},
 	{"approval_recheck_v1", []string{"approval_recheck_v1_run1"}},
+	{"labels_v1", []string{"labels_v1_run1", "labels_v1_run2"}},
 }
 
 func build(t testing.TB, runs []string, opts *Options) *Timeline {

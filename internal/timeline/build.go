@@ -119,10 +119,11 @@ type actRef struct {
 
 // updateRef says what an accepted Update is.
 type updateRef struct {
-	kind     string // call, vote, rollback, revoke
+	kind     string // call, vote, rollback, revoke, program, labels
 	cs       *callState
 	vote     int
 	rollback int
+	reset    int // the index of a reset_labels Update in LabelResets
 	// ap is the request voted on (the call's, or the one about an
 	// approver's edit); nil in refs made before edits existed.
 	ap *Approval
@@ -220,6 +221,7 @@ func (b *builder) started(i int, ev *historypb.HistoryEvent) error {
 		}
 		tl.Client = in.Client
 		if in.Carried != nil {
+			tl.Labels = in.Carried.Labels
 			tl.Partial = true
 			at = in.Carried.StartedAt
 		}
@@ -401,6 +403,8 @@ func (b *builder) updateAccepted(at time.Time, a *historypb.WorkflowExecutionUpd
 		b.revokeRequested(id, in.GetArgs(), at)
 	case api.UpdateRunProgram:
 		b.programAccepted(at, id, in.GetArgs())
+	case api.UpdateResetLabels:
+		b.labelsResetAccepted(at, id, in.GetArgs()) // labels.go
 	}
 }
 
@@ -455,6 +459,7 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 		}
 		cs.recorded = res.Decision
 		b.setEdit(cs, res.Edit)
+		b.callLabels(cs, res.Labels) // labels.go
 		cs.c.Result = &Result{Outcome: string(res.Outcome), Reason: res.Reason, Attempts: res.Attempts,
 			IsError: res.Outcome == api.OutcomeToolError}
 		if len(res.Result) > 0 {
@@ -491,6 +496,8 @@ func (b *builder) updateCompleted(at time.Time, a *historypb.WorkflowExecutionUp
 		}
 	case "revoke":
 		b.revokeCompleted(ref, fail, a.GetOutcome().GetSuccess())
+	case "labels":
+		b.labelsResetCompleted(ref, fail, a.GetOutcome().GetSuccess())
 	case "program":
 		b.programCompleted(at, ref.prog, a.GetOutcome().GetSuccess(), fail)
 	case "rollback":

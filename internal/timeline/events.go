@@ -77,6 +77,7 @@ func events(tl *Timeline) []event {
 		blocks = append(blocks, block{at: r.At, events: []event{{at: r.At, typ: typ, run: runAt(tl, r.At), text: text}}})
 	}
 	blocks = append(blocks, revocationBlocks(tl)...)
+	blocks = append(blocks, labelResetBlocks(tl)...) // labels.go
 	for i, r := range tl.Runs {
 		if i == 0 {
 			continue
@@ -200,6 +201,7 @@ func callEvents(tl *Timeline, c *Call) []event {
 	out = append(out, findingEvents(c, base)...)
 	out = append(out, tryEvents(c, base)...)
 	out = append(out, resultEvents(c, base)...)
+	out = append(out, labelEvents(c, base)...) // labels.go
 	return append(out, compensationEvents(c, base)...)
 }
 

@@ -296,6 +296,7 @@ func (b *builder) programCompleted(at time.Time, ps *programState, success *comm
 			}
 		}
 		c.Result.IsError = pc.Outcome == api.OutcomeToolError
+		b.callLabels(cs, pc.Labels) // labels.go
 		if c.Finished == nil {
 			c.Finished = &at
 		}

@@ -48,6 +48,9 @@ func Render(w io.Writer, tl *Timeline, opts *RenderOptions) error {
 	}
 	fmt.Fprintf(&b, "runs:      %d\n", len(tl.Runs))
 	fmt.Fprintf(&b, "calls:     %d\n", len(tl.Calls))
+	if tl.Labels != nil || len(tl.LabelResets) > 0 { // information-flow labels (labels.go)
+		fmt.Fprintf(&b, "labels:    %s\n", redact.VisibleLine(clip(labelsLine(tl), shortLen*2)))
+	}
 	if len(tl.Programs) > 0 {
 		var ps []string
 		for _, p := range tl.Programs {

@@ -54,6 +54,11 @@ type Timeline struct {
 	// Undone lists the compensations a failed rollback left undone when
 	// the task ended in rollback_failed (call IDs, top of the stack first).
 	Undone []string `json:"undone,omitempty"`
+	// Labels are the task's information-flow labels at the end of the
+	// histories given (nil: none raised, or a task from before them);
+	// LabelResets the operators' resets (labels.go).
+	Labels      *api.Labels   `json:"labels,omitempty"`
+	LabelResets []LabelsReset `json:"label_resets,omitempty"`
 	// Problems are payloads that could not be decoded; the rest of the
 	// timeline is still built.
 	Problems []string `json:"problems,omitempty"`
@@ -131,6 +136,9 @@ type Call struct {
 	// Findings are the secrets the content guard found in the call's
 	// result, and what it did (redact, block); never the values.
 	Findings []api.Finding `json:"findings,omitempty"`
+	// Labels are the task's information-flow labels after the call, when
+	// the call raised them.
+	Labels *api.Labels `json:"labels,omitempty"`
 }
 
 // Decision is the policy decision on a call.
