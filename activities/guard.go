@@ -121,14 +121,15 @@ func (a *Activities) guardArguments(cat ToolCatalog, in api.DecideInput) (fs []a
 			}
 		}
 	}
-	for _, f := range fs {
+	for _, f := range fs[len(in.Findings):] { // the gateway counted its own
 		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
 	}
 	return fs, mask
 }
 
-// maskPath is the dot-separated path (manifests' redact) that hides f
-// from an approver: the value's path, or for a finding in a key the
+// maskPath is the dot-separated path (manifests' redact, which applies
+// through lists to every element) that hides f from an approver: the
+// value's path, or for a finding in a key the
 // object holding it; cut at a key holding a dot, which a dot path cannot
 // name (the approver then sees more masked, never less). "" when no path
 // hides it: a top-level key holding a dot, or the finding in a top-level

@@ -239,7 +239,7 @@ func TestMaskPath(t *testing.T) {
 		want  string
 	}{
 		{[]string{"env", "KEY"}, false, "env.KEY"},
-		{[]string{"items", "0"}, false, "items.0"},
+		{[]string{"edits", "newText"}, false, "edits.newText"},
 		{[]string{"env", "KEY"}, true, "env"},
 		{[]string{"KEY"}, true, ""},
 		{[]string{"a.b", "c"}, false, ""},

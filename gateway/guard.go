@@ -6,6 +6,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/guard"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -32,6 +33,7 @@ func (g *Gateway) guardArguments(e *toolEntry, args json.RawMessage) (json.RawMe
 	for _, f := range found {
 		if f.Action == string(guard.Redact) || f.Action == string(guard.Block) {
 			fs = append(fs, api.Finding{Rule: f.Rule, Path: f.Path, Action: f.Action, Where: api.FindingsInArguments})
+			metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
 		}
 	}
 	return out, fs, nil

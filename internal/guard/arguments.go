@@ -14,10 +14,10 @@ import (
 
 // ArgumentFinding is a Finding in a call's arguments. Path is a JSONPath
 // ("$.env.KEY", `$.items[0]`, `$["a.b"]`) in which a key that itself
-// holds a finding is written masked; Keys is the same path as the keys
-// and indexes of the arguments (indexes in decimal), for masking the
-// value elsewhere (the approver's view). InKey says the finding is in
-// the last key itself, not in its value.
+// holds a finding is written masked; Keys are the object keys on that
+// path, list indexes left out (as manifests' redact paths step through
+// lists), for masking the value elsewhere (the approver's view). InKey
+// says the finding is in the last key itself, not in its value.
 type ArgumentFinding struct {
 	Finding
 	Keys  []string
@@ -117,7 +117,7 @@ func (w *argWalker) walk(path string, keys []string, v any) any {
 		return kept
 	case []any:
 		for i, e := range v {
-			v[i] = w.walk(path+"["+strconv.Itoa(i)+"]", append(keys[:len(keys):len(keys)], strconv.Itoa(i)), e)
+			v[i] = w.walk(path+"["+strconv.Itoa(i)+"]", keys, e)
 		}
 	case map[string]any:
 		names := make([]string, 0, len(v))

@@ -37,6 +37,9 @@ func TestInspectArgumentsActions(t *testing.T) {
 			if diff := cmp.Diff([]string{"env", "KEY"}, fs[0].Keys); diff != "" {
 				t.Errorf("keys (-want +got):\n%s", diff)
 			}
+			if diff := cmp.Diff([]string{"list"}, fs[1].Keys); diff != "" {
+				t.Errorf("keys through a list (-want +got):\n%s", diff)
+			}
 			s := string(out)
 			withheld := a == Redact || a == Block
 			if strings.Contains(s, awsKey) == withheld || strings.Contains(s, ghp) == withheld {

@@ -1,0 +1,187 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// TestGuardArgumentsOnNPMFilesystem (issue 30 §1, arguments): calls to
+// the real filesystem server whose arguments hold an AWS access key.
+//
+//   - write_file, guard.arguments.secrets: redact (airlock.yaml's default
+//     here): the file written holds the marker, and the task's history
+//     and the audit stream hold no key.
+//   - create_directory, block (its own): an error result naming the kind
+//     and path, no directory made, no key recorded.
+//   - edit_file, require_approval: the call waits for an approver, whose
+//     request names the finding and shows the value masked; approved, it
+//     runs with the arguments as sent.
+//   - search_files, personal_data: annotate: the call runs unchanged and
+//     the finding is recorded.
+//
+// audit show, the audit stream and the metric name every finding.
+func TestGuardArgumentsOnNPMFilesystem(t *testing.T) {
+	t.Parallel()
+	sandbox, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
+	fsm.GuardDefault = exampleGuard(t).Results.Secrets
+	fsm.ArgumentGuard = manifests.GuardDefaults{ArgumentSecrets: manifests.GuardRedact} // as config.Load applies guard.arguments
+	args := func(a manifests.GuardResults) *manifests.Guard { return &manifests.Guard{Arguments: &a} }
+	fsm.Tools["create_directory"].Guard = args(manifests.GuardResults{Secrets: manifests.GuardBlock})
+	fsm.Tools["edit_file"].Guard = args(manifests.GuardResults{Secrets: manifests.GuardRequireApproval})
+	fsm.Tools["search_files"].Guard = args(manifests.GuardResults{PersonalData: manifests.GuardAnnotate})
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: exampleRules(t), ApprovalGroup: "sec"},
+		groups: map[string][]string{"sec": {"bob"}}, audit: openAudit(t, auditPath), inlineWait: 2 * time.Minute})
+	const task = "guard-arguments"
+	cs := s.connect(t, map[string]string{gateway.HeaderTask: task})
+	waitTools(t, cs, "filesystem__write_file", "filesystem__create_directory", "filesystem__edit_file", "filesystem__search_files")
+
+	accessKey := "AKIA" + "R7TQ2WXL5MNB4PZ6" // assembled: never a literal in the repository
+	redactedBefore := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("aws-access-key", "redact"))
+
+	// redact: what runs is exactly the redacted arguments.
+	conf := filepath.Join(sandbox, "deploy.conf")
+	res := call(t, cs, "filesystem__write_file", map[string]any{"path": conf, "content": "key = " + accessKey + "\nregion = eu-west-1\n"}, "")
+	if res.IsError {
+		t.Fatalf("write_file (redact): %s", text(res))
+	}
+	if b, err := os.ReadFile(conf); err != nil || string(b) != "key = [REDACTED:aws-access-key]\nregion = eu-west-1\n" {
+		t.Fatalf("the file written holds %q (%v), want the marker in the key's place", b, err)
+	}
+
+	// block: nothing runs; the refusal names kind and path, never the value.
+	dir := filepath.Join(sandbox, "keys-"+accessKey)
+	res = call(t, cs, "filesystem__create_directory", map[string]any{"path": dir}, "")
+	if got := text(res); !res.IsError || !strings.Contains(got, "aws-access-key at $.path") || strings.Contains(got, accessKey) {
+		t.Fatalf("create_directory (block): isError=%v %s", res.IsError, got)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the blocked call made %s (%v)", dir, err)
+	}
+
+	// require_approval: the approver sees the finding, the value masked.
+	if err := os.WriteFile(filepath.Join(sandbox, "notes.txt"), []byte("key: TODO\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	edit := map[string]any{"path": filepath.Join(sandbox, "notes.txt"), "edits": []any{map[string]any{"oldText": "TODO", "newText": accessKey}}}
+	pending := callAsync(cs, "filesystem__edit_file", edit)
+	local := approver.Local{Temporal: s.client, Namespace: s.srv.Namespace()}
+	var req api.ApprovalRequest
+	waitFor(t, "the edit_file approval request", 60*time.Second, func() bool {
+		reqs, err := local.List(context.Background())
+		for _, r := range reqs {
+			if err == nil && r.TaskID == task && r.Tool == "filesystem__edit_file" {
+				req = r
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(req.Reason, "aws-access-key at $.edits[0].newText") || strings.Contains(req.Reason, accessKey) {
+		t.Errorf("the approver is not told the finding, masked: %q", req.Reason)
+	}
+	var shown strings.Builder
+	if err := approver.WriteRequest(&shown, req, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(shown.String(), accessKey) || !strings.Contains(shown.String(), "aws-access-key at $.edits[0].newText") {
+		t.Errorf("approvals show:\n%s", shown.String())
+	}
+	if masked, _ := json.Marshal(approver.Redacted(req)); bytes.Contains(masked, []byte(accessKey)) {
+		t.Errorf("the request as the approvers' pages show it holds the key: %s", masked)
+	}
+	if _, err := local.Decide(context.Background(), approver.Decision{RequestID: req.ID, Approver: "bob", Approve: true, Via: "cli", Digest: req.Digest}); err != nil {
+		t.Fatalf("bob approving: %v", err)
+	}
+	if r := <-pending; r.err != nil || r.res.IsError {
+		t.Fatalf("the approved edit: %v %s", r.err, text(r.res))
+	}
+	if b, _ := os.ReadFile(filepath.Join(sandbox, "notes.txt")); string(b) != "key: "+accessKey+"\n" {
+		t.Errorf("the approved edit wrote %q", b)
+	}
+
+	// annotate: delivered unchanged, the finding recorded.
+	email := "ops.oncall" + "@example.org"
+	res = call(t, cs, "filesystem__search_files", map[string]any{"path": sandbox, "pattern": email}, "")
+	if res.IsError {
+		t.Fatalf("search_files (annotate): %s", text(res))
+	}
+
+	hist := fetchHistory(t, s.client, task, "")
+	raw, err := proto.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := os.ReadFile(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key is in the history once only: in edit_file's call, which an
+	// approver let run with it. Split there, the history of the other
+	// calls holds none.
+	before, _, found := bytes.Cut(raw, []byte(`"filesystem__edit_file"`))
+	if !found {
+		t.Fatal("the history has no edit_file call")
+	}
+	if bytes.Contains(before, []byte(accessKey)) {
+		t.Error("the history of the redacted and the blocked call holds the key")
+	}
+	if !bytes.Contains(raw, []byte("[REDACTED:aws-access-key]")) {
+		t.Error("the history lacks the redacted arguments")
+	}
+	if bytes.Contains(audit, []byte(accessKey)) {
+		t.Error("the audit stream holds the key")
+	}
+	for _, w := range []string{"aws-access-key at $.content: redact", "aws-access-key at $.path: block",
+		"aws-access-key at $.edits[0].newText: require_approval", "email at $.pattern: annotate"} {
+		if !bytes.Contains(audit, []byte(w)) {
+			t.Errorf("the audit stream lacks the finding %q", w)
+		}
+	}
+	findings, text := guardFindings(t, hist)
+	want := map[api.Finding]bool{
+		{Rule: "aws-access-key", Path: "$.content", Action: "redact", Where: "arguments"}:                    true,
+		{Rule: "aws-access-key", Path: "$.path", Action: "block", Where: "arguments"}:                        true,
+		{Rule: "aws-access-key", Path: "$.edits[0].newText", Action: "require_approval", Where: "arguments"}: true,
+		{Rule: "email", Path: "$.pattern", Action: "annotate", Where: "arguments"}:                           true,
+	}
+	for _, f := range findings {
+		delete(want, f)
+	}
+	if len(want) > 0 {
+		t.Errorf("the timeline lacks %v (has %v)", want, findings)
+	}
+	for _, w := range []string{"content guard: aws-access-key in the arguments at $.content: redacted",
+		"content guard: aws-access-key in the arguments at $.path: refused the call",
+		"content guard: email in the arguments at $.pattern: delivered unchanged, recorded"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("audit show lacks %q:\n%s", w, text)
+		}
+	}
+	// One in write_file's arguments, two in edit_file's result (the diff
+	// it answers with, as content and structuredContent: the example's
+	// guard.results redacts it).
+	if d := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("aws-access-key", "redact")) - redactedBefore; d != 3 {
+		t.Errorf("airlock_guard_findings_total{rule=aws-access-key,action=redact} rose by %v, want 3", d)
+	}
+}
