@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/guard"
@@ -48,4 +51,53 @@ func (g *Gateway) manifestOf(server string) *manifests.Manifest {
 		}
 	}
 	return nil
+}
+
+// guardProgram inspects what a program returns (its value and what it
+// printed, as rendered for the model) like a tool's result, by the
+// configuration's guard.results (a program is no tool, so no manifest
+// speaks for it), before it reaches the model. The calls the program made
+// were guarded as they ran, so what it returns is built from guarded
+// results and its own source; this catches what it assembled from them.
+// The findings are counted and logged (rule, path, action), never the
+// value.
+func (g *Gateway) guardProgram(res *mcp.CallToolResult) *mcp.CallToolResult {
+	p := g.resultDefaults()
+	if p.Secrets == guard.Off && p.PersonalData == guard.Off {
+		return res
+	}
+	if res.StructuredContent != nil {
+		// Decoded, so that the strings inside the program's value (held
+		// as raw JSON) are inspected; numbers stay as written.
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return errorResult("", "", "airlock could not inspect the program's result; nothing of it is shown")
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return errorResult("", "", "airlock could not inspect the program's result; nothing of it is shown")
+		}
+		res.StructuredContent = v
+	}
+	meta := res.Meta
+	out, found := guard.InspectPolicy(res, p, "the program")
+	if out != res {
+		out.Meta = meta // the task and program the client polls by
+	}
+	for _, f := range found {
+		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
+		g.log.Info().Str("rule", f.Rule).Str("path", f.Path).Str("action", f.Action).Msg("content guard: finding in a program's result")
+	}
+	return out
+}
+
+// resultDefaults is airlock.yaml's guard.results, which config.Load
+// gives every manifest alike (off with no manifest).
+func (g *Gateway) resultDefaults() guard.Policy {
+	for _, m := range g.cur().Manifests {
+		return guard.Policy{Secrets: guard.Action(m.SecretsInResults(nil)), PersonalData: guard.Action(m.PersonalDataInResults(nil))}
+	}
+	return guard.Policy{Secrets: guard.Off, PersonalData: guard.Off}
 }

@@ -185,3 +185,33 @@ func TestGuardArgumentsOnNPMFilesystem(t *testing.T) {
 		t.Errorf("airlock_guard_findings_total{rule=aws-access-key,action=redact} rose by %v, want 3", d)
 	}
 }
+
+// TestGuardProgramReturnValue (issue 30 §1): what a program returns is
+// inspected like a tool's result before it reaches the model: a key the
+// program assembles from pieces (none of which is a secret, so no call
+// and no result held it) reaches the model as the marker.
+func TestGuardProgramReturnValue(t *testing.T) {
+	t.Parallel()
+	sandbox, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
+	fsm.GuardDefault = exampleGuard(t).Results.Secrets
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: exampleRules(t)},
+		programs: &gateway.ProgramOptions{}})
+	cs := s.connect(t, map[string]string{gateway.HeaderTask: "guard-program-return"})
+	waitTools(t, cs, gateway.ToolRunProgram)
+	key := "AKIA" + "R7TQ2WXL" + "5MNB4PZ6"
+	res, sc := runProgram(t, cs, "def main():\n    a = \"AKIA\" + \"R7TQ2WXL\"\n    print(\"made \" + a + \"5MNB4PZ6\")\n    return {\"id\": a + \"5MNB4PZ6\", \"n\": 9007199254740993}\n", false, "")
+	if res.IsError || sc["outcome"] != "ok" {
+		t.Fatalf("program: isError=%v %s", res.IsError, text(res))
+	}
+	// The number is checked in the text: the test client reads
+	// structuredContent as float64.
+	all := text(res) + mustJSON(t, sc)
+	if strings.Contains(all, key) || !strings.Contains(mustJSON(t, sc["result"]), `"id":"[REDACTED:aws-access-key]"`) ||
+		!strings.Contains(text(res), "made [REDACTED:aws-access-key]") || !strings.Contains(text(res), `"n":9007199254740993`) {
+		t.Fatalf("the model got %s / %s", text(res), mustJSON(t, sc))
+	}
+}
