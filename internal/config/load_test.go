@@ -395,6 +395,25 @@ func TestGuardPersonalDataApplied(t *testing.T) {
 	}
 }
 
+// TestGuardArgumentsApplied: airlock.yaml's guard.arguments is every
+// tool's default for its arguments, apart from the results' setting.
+func TestGuardArgumentsApplied(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("m"))
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  arguments: {secrets: require_approval, personal_data: annotate}\n")
+	snap, err := config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snap.Manifests[0]
+	if s, p := m.SecretsInArguments(nil), m.PersonalDataInArguments(nil); s != manifests.GuardRequireApproval || p != manifests.GuardAnnotate {
+		t.Errorf("arguments: %q %q, want require_approval annotate", s, p)
+	}
+	if got := m.SecretsInResults(nil); got != manifests.GuardOff {
+		t.Errorf("results: %q, want off (not configured)", got)
+	}
+}
+
 func TestValidateCommand(t *testing.T) {
 	dir := t.TempDir()
 	good := write(t, filepath.Join(dir, "good.yaml"), manifestFor("good"))

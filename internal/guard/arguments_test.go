@@ -2,6 +2,7 @@ package guard
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -170,5 +171,23 @@ func TestBlockedArguments(t *testing.T) {
 	msg := BlockedArguments("fs__write", findingsOf(fs))
 	if !strings.Contains(msg, "aws-access-key at $.env.KEY") || strings.Contains(msg, "email") || strings.Contains(msg, awsKey) || !strings.Contains(msg, "guard.arguments") {
 		t.Error(msg)
+	}
+}
+
+// BenchmarkInspectArguments: the cost per call of inspecting arguments of
+// 1 KB and 1 MiB (both categories on, nothing found: the common case).
+func BenchmarkInspectArguments(b *testing.B) {
+	for _, size := range []int{1 << 10, 1 << 20} {
+		line := `{"path":"/srv/app/config.yaml","line":42,"text":"the quick brown fox jumps over the lazy dog 0123456789"},`
+		body := strings.Repeat(line, size/len(line)+1)
+		args := json.RawMessage(`{"items":[` + strings.TrimSuffix(body, ",") + `]}`)
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			b.SetBytes(int64(len(args)))
+			for b.Loop() {
+				if _, _, err := InspectArguments(args, Policy{Secrets: Redact, PersonalData: Redact}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
