@@ -215,3 +215,43 @@ func TestGuardProgramReturnValue(t *testing.T) {
 		t.Fatalf("the model got %s / %s", text(res), mustJSON(t, sc))
 	}
 }
+
+// TestRecordGuardArguments records guard_arguments_v1 (with -record): a
+// task whose calls carried findings in their arguments, one redacted and
+// one blocked at the gateway, so that histories holding
+// CallRequest.Findings and DecideOutput.Findings keep replaying. It holds
+// only the markers, never a key.
+func TestRecordGuardArguments(t *testing.T) {
+	t.Parallel()
+	sandbox, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
+	fsm.ArgumentGuard = manifests.GuardDefaults{ArgumentSecrets: manifests.GuardRedact}
+	fsm.Tools["create_directory"].Guard = &manifests.Guard{Arguments: &manifests.GuardResults{Secrets: manifests.GuardBlock}}
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: exampleRules(t)}})
+	const task = "record-guard-arguments"
+	cs := s.connect(t, map[string]string{gateway.HeaderTask: task})
+	waitTools(t, cs, "filesystem__write_file", "filesystem__create_directory")
+	token := "ghp_" + "R2t5Yu8Io1Pa4Sd7Fg0Hj3Kl6Zx9Cv2Bn5Mq" // assembled: never a literal in the repository
+	if res := call(t, cs, "filesystem__write_file", map[string]any{"path": filepath.Join(sandbox, "ci.conf"), "content": "TOKEN=" + token + "\n"}, ""); res.IsError {
+		t.Fatalf("write_file: %s", text(res))
+	}
+	if res := call(t, cs, "filesystem__create_directory", map[string]any{"path": filepath.Join(sandbox, token)}, ""); !res.IsError {
+		t.Fatalf("create_directory ran: %s", text(res))
+	}
+	hist := fetchHistory(t, s.client, task, "")
+	raw, err := proto.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte(token)) || !bytes.Contains(raw, []byte("[REDACTED:github-token]")) {
+		t.Fatal("the history holds the token, or not the marker")
+	}
+	d, err := s.client.DescribeWorkflowExecution(context.Background(), task, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayRuns(t, s, task, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "guard_arguments_v1")
+}
