@@ -50,11 +50,15 @@ func TestGuardArgumentsOnNPMFilesystem(t *testing.T) {
 	fsm.Tools["edit_file"].Guard = args(manifests.GuardResults{Secrets: manifests.GuardRequireApproval})
 	fsm.Tools["search_files"].Guard = args(manifests.GuardResults{PersonalData: manifests.GuardAnnotate})
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
-	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: exampleRules(t), ApprovalGroup: "sec"},
+	// A rule over findings: the policy sees the gateway's (the value is
+	// gone by then) as well as the worker's.
+	rules := append(exampleRules(t), policy.Rule{Name: "no-keys-in-moves", Effect: api.Deny, Reason: "a move names a key",
+		When: `tool.upstream == "move_file" && findings.exists(f, f.rule == "aws-access-key" && f.where == "arguments" && f.path == "$.destination")`})
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: rules, ApprovalGroup: "sec"},
 		groups: map[string][]string{"sec": {"bob"}}, audit: openAudit(t, auditPath), inlineWait: 2 * time.Minute})
 	const task = "guard-arguments"
 	cs := s.connect(t, map[string]string{gateway.HeaderTask: task})
-	waitTools(t, cs, "filesystem__write_file", "filesystem__create_directory", "filesystem__edit_file", "filesystem__search_files")
+	waitTools(t, cs, "filesystem__write_file", "filesystem__create_directory", "filesystem__edit_file", "filesystem__search_files", "filesystem__move_file")
 
 	accessKey := "AKIA" + "R7TQ2WXL5MNB4PZ6" // assembled: never a literal in the repository
 	redactedBefore := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("aws-access-key", "redact"))
@@ -77,6 +81,15 @@ func TestGuardArgumentsOnNPMFilesystem(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the blocked call made %s (%v)", dir, err)
+	}
+
+	// CEL: the rule reads the finding of a redacted value.
+	res = call(t, cs, "filesystem__move_file", map[string]any{"source": conf, "destination": filepath.Join(sandbox, accessKey+".conf")}, "")
+	if got := text(res); !res.IsError || !strings.Contains(got, `denied by policy rule "no-keys-in-moves"`) {
+		t.Fatalf("move_file: isError=%v %s", res.IsError, got)
+	}
+	if _, err := os.Stat(conf); err != nil {
+		t.Fatalf("the denied move ran: %v", err)
 	}
 
 	// require_approval: the approver sees the finding, the value masked.
@@ -178,11 +191,11 @@ func TestGuardArgumentsOnNPMFilesystem(t *testing.T) {
 			t.Errorf("audit show lacks %q:\n%s", w, text)
 		}
 	}
-	// One in write_file's arguments, two in edit_file's result (the diff
+	// One in write_file's arguments, one in move_file's, two in edit_file's result (the diff
 	// it answers with, as content and structuredContent: the example's
 	// guard.results redacts it).
-	if d := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("aws-access-key", "redact")) - redactedBefore; d != 3 {
-		t.Errorf("airlock_guard_findings_total{rule=aws-access-key,action=redact} rose by %v, want 3", d)
+	if d := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("aws-access-key", "redact")) - redactedBefore; d != 4 {
+		t.Errorf("airlock_guard_findings_total{rule=aws-access-key,action=redact} rose by %v, want 4", d)
 	}
 }
 
