@@ -50,7 +50,7 @@ func InspectArguments(args json.RawMessage, p Policy) (json.RawMessage, []Argume
 		return nil, nil, fmt.Errorf("arguments: %w", err)
 	}
 	w := argWalker{p: p}
-	v = w.walk("$", nil, v)
+	v = w.walk(v)
 	if !w.changed {
 		return args, w.fs, nil
 	}
@@ -65,11 +65,45 @@ type argWalker struct {
 	p       Policy
 	fs      []ArgumentFinding
 	changed bool
+	// keys caches the scan of each object key: a list of objects repeats
+	// the same few keys thousands of times.
+	keys map[string]keyScan
+	// steps is the path to the value being walked, built into a string
+	// only for a finding (most values have none).
+	steps []step
 }
 
-// scan finds the matches in s, each with its action, and returns s with
-// those that withhold replaced, and s with every match replaced (for
-// paths).
+// step is one step of a path: an object key (its masked form for the
+// path, its own for Keys) or a list index.
+type step struct {
+	shown, key string
+	index      int // -1 for a key
+}
+
+type keyScan struct {
+	ms      []Match
+	actions []Action
+	shown   string // the key with every match replaced, for paths
+	kept    string // the key with the withheld matches replaced
+}
+
+func (w *argWalker) scanKey(k string) keyScan {
+	if ks, ok := w.keys[k]; ok {
+		return ks
+	}
+	ks := keyScan{shown: k, kept: k}
+	ks.ms, ks.actions = w.scan(k)
+	if len(ks.ms) > 0 {
+		ks.shown, ks.kept = redactAll(k, ks.ms, ks.actions)
+	}
+	if w.keys == nil {
+		w.keys = map[string]keyScan{}
+	}
+	w.keys[k] = ks
+	return ks
+}
+
+// scan finds the matches in s, each with the action of its category.
 func (w *argWalker) scan(s string) (ms []Match, actions []Action) {
 	if on(w.p.Secrets) {
 		for _, m := range Scan(s) {
@@ -96,20 +130,32 @@ func redactAll(s string, ms []Match, actions []Action) (shown, kept string) {
 	return RedactText(s, merge(append([]Match(nil), ms...))), RedactText(s, merge(withheld))
 }
 
-func (w *argWalker) record(path string, keys []string, inKey bool, ms []Match, actions []Action) {
+// record adds a finding for each match at the current path.
+func (w *argWalker) record(inKey bool, ms []Match, actions []Action) {
+	var b strings.Builder
+	b.WriteString("$")
+	var keys []string
+	for _, st := range w.steps {
+		if st.index >= 0 {
+			b.WriteString("[" + strconv.Itoa(st.index) + "]")
+			continue
+		}
+		b.WriteString(member(st.shown))
+		keys = append(keys, st.key)
+	}
 	for i, m := range ms {
-		w.fs = append(w.fs, ArgumentFinding{Finding: Finding{Rule: m.Rule, Path: path, Action: string(actions[i])}, Keys: keys, InKey: inKey})
+		w.fs = append(w.fs, ArgumentFinding{Finding: Finding{Rule: m.Rule, Path: b.String(), Action: string(actions[i])}, Keys: keys, InKey: inKey})
 	}
 }
 
-func (w *argWalker) walk(path string, keys []string, v any) any {
+func (w *argWalker) walk(v any) any {
 	switch v := v.(type) {
 	case string:
 		ms, actions := w.scan(v)
 		if len(ms) == 0 {
 			return v
 		}
-		w.record(path, keys, false, ms, actions)
+		w.record(false, ms, actions)
 		_, kept := redactAll(v, ms, actions)
 		if kept != v {
 			w.changed = true
@@ -117,7 +163,9 @@ func (w *argWalker) walk(path string, keys []string, v any) any {
 		return kept
 	case []any:
 		for i, e := range v {
-			v[i] = w.walk(path+"["+strconv.Itoa(i)+"]", keys, e)
+			w.steps = append(w.steps, step{index: i})
+			v[i] = w.walk(e)
+			w.steps = w.steps[:len(w.steps)-1]
 		}
 	case map[string]any:
 		names := make([]string, 0, len(v))
@@ -127,14 +175,14 @@ func (w *argWalker) walk(path string, keys []string, v any) any {
 		sort.Strings(names) // findings in a stable order
 		for _, k := range names {
 			e := v[k]
-			ms, actions := w.scan(k)
-			shown, kept := k, k
-			if len(ms) > 0 {
-				shown, kept = redactAll(k, ms, actions)
+			ks := w.scanKey(k)
+			w.steps = append(w.steps, step{shown: ks.shown, key: k, index: -1})
+			if len(ks.ms) > 0 {
+				w.record(true, ks.ms, ks.actions)
 			}
-			p, ks := path+member(shown), append(keys[:len(keys):len(keys)], k)
-			w.record(p, ks, true, ms, actions)
-			e = w.walk(p, ks, e)
+			e = w.walk(e)
+			w.steps = w.steps[:len(w.steps)-1]
+			kept := ks.kept
 			if kept != k {
 				delete(v, k)
 				kept = freeKey(v, kept)
