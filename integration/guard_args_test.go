@@ -202,7 +202,8 @@ func TestGuardArgumentsOnNPMFilesystem(t *testing.T) {
 // TestGuardProgramReturnValue (issue 30 §1): what a program returns is
 // inspected like a tool's result before it reaches the model: a key the
 // program assembles from pieces (none of which is a secret, so no call
-// and no result held it) reaches the model as the marker.
+// and no result held it) reaches the model as the marker. A program's
+// call whose arguments hold a key under redact is refused by the worker.
 func TestGuardProgramReturnValue(t *testing.T) {
 	t.Parallel()
 	sandbox, err := filepath.EvalSymlinks(t.TempDir())
@@ -211,6 +212,7 @@ func TestGuardProgramReturnValue(t *testing.T) {
 	}
 	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
 	fsm.GuardDefault = exampleGuard(t).Results.Secrets
+	fsm.ArgumentGuard = manifests.GuardDefaults{ArgumentSecrets: manifests.GuardRedact}
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: exampleRules(t)},
 		programs: &gateway.ProgramOptions{}})
 	cs := s.connect(t, map[string]string{gateway.HeaderTask: "guard-program-return"})
@@ -226,6 +228,20 @@ func TestGuardProgramReturnValue(t *testing.T) {
 	if strings.Contains(all, key) || !strings.Contains(mustJSON(t, sc["result"]), `"id":"[REDACTED:aws-access-key]"`) ||
 		!strings.Contains(text(res), "made [REDACTED:aws-access-key]") || !strings.Contains(text(res), `"n":9007199254740993`) {
 		t.Fatalf("the model got %s / %s", text(res), mustJSON(t, sc))
+	}
+
+	// A program's call is made inside the task, never through the
+	// gateway: a value under guard.arguments redact reaches the worker
+	// unreplaced, which refuses the call (as block) rather than run it.
+	file := filepath.Join(sandbox, "k.conf")
+	src := "def main():\n    r = attempt(filesystem.write_file, path=" + strconvQuote(file) + ", content=\"AKIA\" + \"R7TQ2WXL\" + \"5MNB4PZ6\")\n    return {\"outcome\": r.outcome, \"why\": r.error}\n"
+	res, sc = runProgram(t, cs, src, false, "")
+	got := text(res)
+	if res.IsError || !strings.Contains(got, "denied") || !strings.Contains(got, "aws-access-key at $.content") || strings.Contains(got, key) {
+		t.Fatalf("the program's call: %s", got)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("the refused call wrote %s (%v)", file, err)
 	}
 }
 
