@@ -19,17 +19,31 @@ func TestGuardValidation(t *testing.T) {
 		{"block", "    guard:\n      results:\n        secrets: block\n", nil},
 		{"off", "    guard: {results: {secrets: off}}\n", nil},
 		{"unknown action", "    guard: {results: {secrets: mask}}\n",
-			[]string{`m.yaml:10: tools.read.guard.results.secrets: must be one of redact, block, off, got "mask"`}},
+			[]string{`m.yaml:10: tools.read.guard.results.secrets: must be one of redact, block, annotate, off, got "mask"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`}},
 		{"empty results", "    guard: {results: {}}\n",
 			[]string{`m.yaml:10: tools.read.guard.results: names no category; write secrets: redact and/or personal_data: redact (or block, or off), or remove guard`}},
 		{"no results", "    guard: {}\n",
-			[]string{`m.yaml:10: tools.read.guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or remove guard`}},
+			[]string{`m.yaml:10: tools.read.guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or arguments: {secrets: block}, or remove guard`}},
 		{"personal data", "    guard: {results: {personal_data: redact}}\n", nil},
 		{"both", "    guard: {results: {secrets: block, personal_data: redact}}\n", nil},
 		{"personal data unknown", "    guard:\n      results:\n        personal_data: hide\n",
-			[]string{`m.yaml:12: tools.read.guard.results.personal_data: must be one of redact, block, off, got "hide"`}},
+			[]string{`m.yaml:12: tools.read.guard.results.personal_data: must be one of redact, block, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`}},
 		{"personal data misspelt", "    guard: {results: {personal-data: redact}}\n",
 			[]string{`m.yaml:10: tools.read.guard.results.personal-data: unknown field; did you mean "personal_data"?`}},
+		{"arguments, all actions", "    guard: {arguments: {secrets: require_approval, personal_data: annotate}}\n", nil},
+		{"arguments block redact", "    guard: {arguments: {secrets: block, personal_data: redact}, results: {secrets: annotate}}\n", nil},
+		{"arguments unknown action", "    guard:\n      arguments:\n        secrets: approve\n",
+			[]string{`m.yaml:12: tools.read.guard.arguments.secrets: must be one of redact, block, require_approval, annotate, off, got "approve"; redact replaces each match in a call's arguments with a marker, block refuses the call, require_approval asks an approver, annotate runs it and records the finding`}},
+		{"arguments case-folded action", "    guard: {arguments: {secrets: Block}}\n",
+			[]string{`m.yaml:10: tools.read.guard.arguments.secrets: must be one of redact, block, require_approval, annotate, off, got "Block"; redact replaces each match in a call's arguments with a marker, block refuses the call, require_approval asks an approver, annotate runs it and records the finding`}},
+		{"arguments case-folded key", "    guard: {arguments: {Secrets: block}}\n",
+			[]string{`m.yaml:10: tools.read.guard.arguments.Secrets: unknown field; did you mean "secrets"?`}},
+		{"arguments duplicate key", "    guard:\n      arguments:\n        secrets: annotate\n        secrets: off\n",
+			[]string{"m.yaml:13: tools.read.guard.arguments.secrets: defined twice (first at line 12); keep one"}},
+		{"arguments empty", "    guard: {arguments: {}}\n",
+			[]string{`m.yaml:10: tools.read.guard.arguments: names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments`}},
+		{"require_approval on results", "    guard: {results: {secrets: require_approval}}\n",
+			[]string{`m.yaml:10: tools.read.guard.results.secrets: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, problemsOf(t, head+readTool+tc.guard)); diff != "" {
@@ -91,5 +105,28 @@ func TestPersonalDataInResults(t *testing.T) {
 	}
 	if got := (&manifests.Manifest{}).SecretsInResults(block); got != manifests.GuardOff {
 		t.Errorf("a tool guarding personal data only: secrets %q, want off", got)
+	}
+}
+
+// TestGuardInArguments: the tool's own action, else the configuration's,
+// else off; independent of the result settings.
+func TestGuardInArguments(t *testing.T) {
+	own := &manifests.Tool{Guard: &manifests.Guard{Arguments: &manifests.GuardResults{Secrets: manifests.GuardRequireApproval}}}
+	results := &manifests.Tool{Guard: &manifests.Guard{Results: &manifests.GuardResults{Secrets: manifests.GuardBlock}}}
+	m := &manifests.Manifest{ArgumentGuard: manifests.GuardDefaults{ArgumentSecrets: manifests.GuardBlock, ArgumentPersonalData: manifests.GuardAnnotate}}
+	for _, tc := range []struct {
+		m          *manifests.Manifest
+		tool       *manifests.Tool
+		sec, pdata manifests.GuardAction
+	}{
+		{m, own, manifests.GuardRequireApproval, manifests.GuardAnnotate},
+		{m, results, manifests.GuardBlock, manifests.GuardAnnotate},
+		{m, nil, manifests.GuardBlock, manifests.GuardAnnotate},
+		{&manifests.Manifest{}, results, manifests.GuardOff, manifests.GuardOff},
+		{nil, own, manifests.GuardRequireApproval, manifests.GuardOff},
+	} {
+		if s, p := tc.m.SecretsInArguments(tc.tool), tc.m.PersonalDataInArguments(tc.tool); s != tc.sec || p != tc.pdata {
+			t.Errorf("%+v: %q %q, want %q %q", tc.tool, s, p, tc.sec, tc.pdata)
+		}
 	}
 }

@@ -64,6 +64,9 @@ type Manifest struct {
 	// PersonalDataDefault is airlock.yaml's guard.results.personal_data,
 	// likewise (PersonalDataInResults).
 	PersonalDataDefault GuardAction `yaml:"-" json:"-"`
+	// ArgumentGuard is airlock.yaml's guard.arguments, for tools that
+	// declare none (set by internal/config; SecretsInArguments).
+	ArgumentGuard GuardDefaults `yaml:"-" json:"-"`
 }
 
 // Passthrough declares that a kind of upstream content other than tools

@@ -118,25 +118,51 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: hide\n",
-			want:  []string{`DIR/airlock.yaml:4: guard.results.secrets: must be one of redact, block or off, got "hide"; redact replaces each secret in a tool's result with a marker, block withholds the result`},
+			want:  []string{`DIR/airlock.yaml:4: guard.results.secrets: must be one of redact, block, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`},
 		},
 		{
 			name:  "guard without results",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard: {}\n",
-			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or remove guard`},
+			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or arguments: {secrets: block}, or remove guard`},
 		},
 		{
 			name:  "guard personal data action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: redact\n    personal_data: mask\n",
-			want:  []string{`DIR/airlock.yaml:5: guard.results.personal_data: must be one of redact, block or off, got "mask"; redact replaces each e-mail address, card number, IBAN or phone number in a tool's result with a marker, block withholds the result`},
+			want:  []string{`DIR/airlock.yaml:5: guard.results.personal_data: must be one of redact, block, annotate, off, got "mask"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`},
 		},
 		{
 			name:  "guard results naming nothing",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results: {}\n",
 			want:  []string{`DIR/airlock.yaml:3: guard.results: names no category; write secrets: redact and/or personal_data: redact (or block, or off), or remove guard`},
+		},
+		{
+			name:  "guard arguments action unknown",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  arguments:\n    secrets: ask\n",
+			want:  []string{`DIR/airlock.yaml:4: guard.arguments.secrets: must be one of redact, block, require_approval, annotate, off, got "ask"; redact replaces each match in a call's arguments with a marker, block refuses the call, require_approval asks an approver, annotate runs it and records the finding`},
+		},
+		{
+			name:  "guard arguments case-folded key",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  Arguments:\n    secrets: block\n",
+			want: []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or arguments: {secrets: block}, or remove guard`,
+				`DIR/airlock.yaml:3: guard.Arguments: unknown field; did you mean "arguments"?`},
+		},
+		{
+			name:  "guard arguments duplicate key",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  arguments:\n    secrets: block\n    secrets: off\n",
+			want: []string{`DIR/airlock.yaml:3: guard.arguments: names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments`,
+				`DIR/airlock.yaml:5: guard.arguments.secrets: defined twice (first at line 4); keep one`},
+		},
+		{
+			name:  "guard require_approval on results",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results: {secrets: require_approval}\n",
+			want:  []string{`DIR/airlock.yaml:3: guard.results.secrets: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
 		},
 		{
 			name:  "http limits",
@@ -366,6 +392,25 @@ func TestGuardPersonalDataApplied(t *testing.T) {
 	}
 	if got := m.SecretsInResults(nil); got != manifests.GuardOff {
 		t.Errorf("secrets: %q, want off (not configured)", got)
+	}
+}
+
+// TestGuardArgumentsApplied: airlock.yaml's guard.arguments is every
+// tool's default for its arguments, apart from the results' setting.
+func TestGuardArgumentsApplied(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("m"))
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  arguments: {secrets: require_approval, personal_data: annotate}\n")
+	snap, err := config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snap.Manifests[0]
+	if s, p := m.SecretsInArguments(nil), m.PersonalDataInArguments(nil); s != manifests.GuardRequireApproval || p != manifests.GuardAnnotate {
+		t.Errorf("arguments: %q %q, want require_approval annotate", s, p)
+	}
+	if got := m.SecretsInResults(nil); got != manifests.GuardOff {
+		t.Errorf("results: %q, want off (not configured)", got)
 	}
 }
 

@@ -21,6 +21,12 @@ const (
 	Block Action = "block"
 	// Off delivers the result as the tool returned it.
 	Off Action = "off"
+	// RequireApproval sends a call whose arguments hold a finding to an
+	// approver (arguments only: the worker's decision becomes
+	// require_approval; the approver sees the finding, the value masked).
+	RequireApproval Action = "require_approval"
+	// Annotate delivers the text unchanged and records the finding.
+	Annotate Action = "annotate"
 )
 
 // Finding is one secret found in a result: the rule that found it, where
@@ -50,7 +56,13 @@ type Policy struct {
 	Secrets, PersonalData Action
 }
 
-func on(a Action) bool { return a == Redact || a == Block }
+// on reports whether a inspects at all.
+func on(a Action) bool { return a != "" && a != Off }
+
+// withholds reports whether a finding under a keeps its value from
+// being delivered: Redact and Block; a RequireApproval in a result is
+// treated as Block (validation refuses it there; fail closed).
+func withholds(a Action) bool { return a == Redact || a == Block || a == RequireApproval }
 
 // InspectPolicy is Inspect with an action per category: each category's
 // matches are redacted or recorded by its own action, and the result is
@@ -78,9 +90,10 @@ func InspectPolicy(res *mcp.CallToolResult, p Policy, tool string) (*mcp.CallToo
 				a, category = p.PersonalData, "personal data"
 			}
 			fs = append(fs, Finding{Rule: m.Rule, Path: path, Action: string(a)})
-			if a == Redact {
+			switch {
+			case a == Redact:
 				redact = append(redact, m)
-			} else {
+			case withholds(a):
 				blockedBy[category] = true
 			}
 		}
@@ -136,7 +149,7 @@ func blocked(tool string, fs []Finding, by map[string]bool) *mcp.CallToolResult 
 	seen := map[string]bool{}
 	for _, f := range fs {
 		w := f.Rule + " at " + f.Path
-		if f.Action == string(Block) && !seen[w] {
+		if withholds(Action(f.Action)) && f.Action != string(Redact) && !seen[w] {
 			seen[w] = true
 			where = append(where, w)
 		}
