@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -52,17 +53,20 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	}
 	tool, ok := j.Catalog.Tool(in.Tool)
 	var d api.Verdict
+	findings, mask := in.Findings, []string(nil)
 	if !ok {
 		d = api.Verdict{Effect: api.Deny, Check: api.CheckError, Version: j.Policy.Version(),
 			Reason: fmt.Sprintf("denied: no manifest on the worker covers %s; the tool may have been removed from the configuration", in.Tool)}
 	} else if reason := a.blocked(j.Catalog, tool); reason != "" {
 		d = api.Verdict{Effect: api.Deny, Check: api.CheckPin, Version: j.Policy.Version(), Reason: reason}
 	} else {
+		findings, mask = a.guardArguments(j.Catalog, in) // guard.go
 		d = j.Policy.Decide(policy.Input{
 			Principal: in.Principal,
 			Tool:      tool,
 			Args:      in.Arguments,
 			Task:      policy.Task{ID: in.TaskID, Calls: in.Calls, Elapsed: in.Elapsed, AllowTools: in.AllowTools, Labels: in.Labels},
+			Findings:  findings,
 		})
 	}
 	var locks []api.LockKey
@@ -72,10 +76,11 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	}
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
 	a.Audit.Decision(auditstream.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
-		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments})
-	out := api.DecideOutput{Verdict: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout}
+		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments, Findings: findingLines(findings)})
+	out := api.DecideOutput{Verdict: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout, Findings: findings}
 	if d.Effect == api.RequireApproval {
 		out.Approval = approvalSpec(d, tool, j.Groups)
+		out.Approval.Redact = append(slices.Clip(out.Approval.Redact), mask...) // the guard's findings, masked for the approver
 	}
 	if ok && d.Effect != api.Deny {
 		// What was judged is what runs (the workflow's changeJudgedRoute):

@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/guard"
+	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -230,6 +231,94 @@ func TestInjectionPrefixIsTheContract(t *testing.T) {
 	for _, id := range guard.InjectionRules {
 		if !strings.HasPrefix(id, api.InjectionRulePrefix) {
 			t.Errorf("rule %q lacks the prefix", id)
+		}
+	}
+}
+
+// TestDecideGuardArguments: the decision sees the gateway's findings and
+// the worker's own inspection of the arguments it will run, records both
+// (never a value), refuses a finding under block, sends one under
+// require_approval to the approvers with its path masked for them, lets
+// annotate through, and refuses (as block) a value under redact that the
+// gateway did not replace (a program's call).
+func TestDecideGuardArguments(t *testing.T) {
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "fs.yaml"), []byte(`server:
+  name: fs
+  stdio: {command: /bin/true}
+tools:
+  note: {side_effects: [write], data_access_level: public, risk: low, redact: [other]}
+  ask: {side_effects: [write], data_access_level: public, risk: low, guard: {arguments: {secrets: require_approval}}}
+  log: {side_effects: [write], data_access_level: public, risk: low, guard: {arguments: {secrets: annotate}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ArgumentGuard = manifests.GuardDefaults{ArgumentSecrets: manifests.GuardRedact}
+	p, err := policy.Compile(policy.Config{ApprovalGroup: "sec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Activities{Current: func() *Judge {
+		return &Judge{Policy: p, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, false), Groups: map[string][]string{"sec": {"sam"}}}
+	}}
+	decide := func(tool, args string, fs ...api.Finding) api.DecideOutput {
+		t.Helper()
+		out, err := a.Decide(context.Background(), api.DecideInput{TaskID: "t1", CallID: "c1", Tool: tool, Arguments: json.RawMessage(args), AllowTools: []string{"*"},
+			Principal: api.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}, Findings: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	secret := `{"env":{"KEY":"` + testToken + `"}}`
+	gw := api.Finding{Rule: "github-token", Path: "$.env.KEY", Action: "block", Where: "arguments"}
+	if d := decide("fs__note", `{"env":{"KEY":"[REDACTED:github-token]"}}`, gw); d.Effect != api.Deny || d.Check != api.CheckGuard ||
+		!strings.Contains(d.Reason, "github-token at $.env.KEY") || strings.Contains(d.Reason, testToken) {
+		t.Errorf("gateway's block: %+v", d.Verdict)
+	} else if diff := cmp.Diff([]api.Finding{gw}, d.Findings); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+	redacted := api.Finding{Rule: "github-token", Path: "$.env.KEY", Action: "redact", Where: "arguments"}
+	if d := decide("fs__note", `{"env":{"KEY":"[REDACTED:github-token]"}}`, redacted); d.Effect != api.Allow || len(d.Findings) != 1 {
+		t.Errorf("gateway's redact: %+v %v", d.Verdict, d.Findings)
+	}
+	if d := decide("fs__note", secret); d.Effect != api.Deny || d.Check != api.CheckGuard || d.Findings[0].Action != "block" {
+		t.Errorf("a value the gateway did not redact: %+v %v", d.Verdict, d.Findings)
+	}
+	d := decide("fs__ask", secret)
+	if d.Effect != api.RequireApproval || d.Check != api.CheckGuard || d.Approval == nil || !strings.Contains(d.Reason, "github-token at $.env.KEY") {
+		t.Fatalf("require_approval: %+v", d.Verdict)
+	}
+	if diff := cmp.Diff([]string{"env.KEY"}, d.Approval.Redact); diff != "" {
+		t.Errorf("masked for the approver (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"sam"}, d.Approval.Approvers); diff != "" {
+		t.Errorf("approvers (-want +got):\n%s", diff)
+	}
+	if d := decide("fs__ask", `{"a.b":"`+testToken+`"}`); d.Effect != api.Deny || d.Findings[0].Action != "block" {
+		t.Errorf("a finding no path can mask for the approver: %+v %v", d.Verdict, d.Findings)
+	}
+	if d := decide("fs__log", secret); d.Effect != api.Allow || len(d.Findings) != 1 || d.Findings[0].Action != "annotate" {
+		t.Errorf("annotate: %+v %v", d.Verdict, d.Findings)
+	}
+}
+
+// TestMaskPath: the approver's mask covers the finding, or more.
+func TestMaskPath(t *testing.T) {
+	for _, tc := range []struct {
+		keys  []string
+		inKey bool
+		want  string
+	}{
+		{[]string{"env", "KEY"}, false, "env.KEY"},
+		{[]string{"edits", "newText"}, false, "edits.newText"},
+		{[]string{"env", "KEY"}, true, "env"},
+		{[]string{"KEY"}, true, ""},
+		{[]string{"a.b", "c"}, false, ""},
+		{[]string{"env", "x.y", "z"}, false, "env"},
+	} {
+		if got := maskPath(guard.ArgumentFinding{Keys: tc.keys, InKey: tc.inKey}); got != tc.want {
+			t.Errorf("%v %v: %q, want %q", tc.keys, tc.inKey, got, tc.want)
 		}
 	}
 }

@@ -273,6 +273,8 @@ type DecideInput struct {
 	// Labels are the task's information-flow labels before this call
 	// (nil in tasks that keep none).
 	Labels *Labels `json:",omitempty"`
+	// Findings are the gateway's findings in Arguments (CallRequest).
+	Findings []Finding `json:",omitempty"`
 }
 
 // DecideOutput is a decision and, when it requires approval, who approves
@@ -304,6 +306,11 @@ type DecideOutput struct {
 	// reload between the two cannot judge one declaration and run
 	// another. Nil in decisions recorded before it.
 	Route *Route `json:",omitempty"`
+
+	// Findings are the content guard's findings in the call's arguments,
+	// the gateway's and the worker's (issue 30 §1): the recorded answer
+	// to what the policy saw as findings.
+	Findings []Finding `json:",omitempty"`
 }
 
 // ApprovalSpec is what the worker resolves for a require_approval

@@ -106,6 +106,11 @@ type CallRequest struct {
 	// number; nil: none), sent upstream with the call so that a worker in
 	// any process can report the upstream's progress (api.CallProgress).
 	ProgressToken any `json:",omitempty"`
+	// Findings are what the gateway's content guard found in the
+	// arguments before it sent the call (issue 30 §1): those under redact
+	// or block are already replaced by markers in Arguments, so the
+	// history never holds their values. The worker adds its own.
+	Findings []Finding `json:",omitempty"`
 }
 
 // Outcome classifies how a call ended.

@@ -137,6 +137,10 @@ func (g *Gateway) prepareCall(ctx context.Context, e *toolEntry, req *mcp.CallTo
 		log.Warn().Err(err).Msg("call refused: arguments")
 		return nil, errorResult(taskID, callID, err.Error()), nil
 	}
+	args, findings, err := g.guardArguments(e, args) // guard.go: before anything records them
+	if err != nil {
+		return nil, errorResult(taskID, callID, err.Error()), nil
+	}
 	// Arguments too large for the task's history must never reach its
 	// workflow. (Below that, the policy's max_arg_bytes denies them, and
 	// the denial is recorded with the task.)
@@ -147,7 +151,7 @@ func (g *Gateway) prepareCall(ctx context.Context, e *toolEntry, req *mcp.CallTo
 		creq: api.CallRequest{
 			CallID: callID, Tool: e.exposed, Server: e.server, UpstreamTool: e.upstream,
 			Arguments: args, Spec: api.SpecFor(e.decl), Principal: pr.Name,
-			ProgressToken: req.Params.GetProgressToken(),
+			ProgressToken: req.Params.GetProgressToken(), Findings: findings,
 		}}
 	c.in, c.start = g.taskStart(taskID, tref.client, pr)
 	if !tref.exists && tref.named {

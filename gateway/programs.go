@@ -397,7 +397,7 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 	log.Info().Str("outcome", string(res.Outcome)).Int("calls", len(res.Calls)).Msg("program finished")
 	metrics.Calls.WithLabelValues(ToolRunProgram, string(res.Outcome)).Inc()
-	return renderProgram(taskID, programID, res), nil
+	return g.guardProgram(renderProgram(taskID, programID, res)), nil
 }
 
 // programRanBefore answers the retry of a program that ran in an earlier
@@ -413,7 +413,7 @@ func (g *Gateway) programRanBefore(ctx context.Context, taskID, programID string
 		if err == nil {
 			log.Info().Str("run", r.RunID).Str("outcome", string(res.Outcome)).Msg("program retry answered from the history of the run that ran it")
 			metrics.Calls.WithLabelValues(ToolRunProgram, string(res.Outcome)).Inc()
-			return renderProgram(taskID, programID, res)
+			return g.guardProgram(renderProgram(taskID, programID, res))
 		}
 		why = err.Error()
 	}
@@ -452,7 +452,7 @@ func (g *Gateway) awaitProgram(ctx context.Context, task, program string, wait t
 		}
 		return errorResult(task, program, fmt.Sprintf("no result for program %s in task %s: %v (see %s)", program, task, err, ToolStatus))
 	}
-	return renderProgram(task, program, res)
+	return g.guardProgram(renderProgram(task, program, res))
 }
 
 // programOfEarlierRun answers airlock_await of a program that finished in
@@ -471,14 +471,14 @@ func (g *Gateway) programOfEarlierRun(ctx context.Context, task, program string)
 	}
 	switch {
 	case done.Result != nil:
-		return renderProgram(task, program, *done.Result), true
+		return g.guardProgram(renderProgram(task, program, *done.Result)), true
 	case done.Repeat != nil && done.Repeat.RunID != "":
 		res, err := g.programInRun(ctx, task, done.Repeat.RunID, program)
 		if err != nil {
 			return errorResult(task, program, fmt.Sprintf("program %s ran in run %d (%s) of task %s, which no longer holds its result, and the gateway could not read it from that run's history: %v. See airlock audit show --run %s %s",
 				program, done.Repeat.Run, done.Repeat.RunID, task, err, done.Repeat.RunID, task)), true
 		}
-		return renderProgram(task, program, res), true
+		return g.guardProgram(renderProgram(task, program, res)), true
 	}
 	return nil, false
 }

@@ -111,7 +111,7 @@ func TestGuardInjectionOnNPMFilesystem(t *testing.T) {
 		}
 	}
 	for _, w := range []string{
-		"content guard: injection-ignore-instructions in the result at content[0].text: delivered, recorded",
+		"content guard: injection-ignore-instructions in the result at content[0].text: delivered unchanged, recorded",
 		"content guard: injection-hidden-html in the result at content[0].text: withheld the result",
 		"content guard: injection-invisible-characters in the result at content[0].text: redacted",
 	} {

@@ -1,18 +1,26 @@
 package manifests
 
+import "fmt"
+
 // Guard is a tool's content guard (issue 30 §1), and the global default
-// of airlock.yaml's guard: what the worker does with secrets it finds in
-// the tool's results before they leave the activity (internal/guard).
+// of airlock.yaml's guard: what airlock does with secrets and personal
+// data it finds in the tool's arguments (at the gateway, before the call
+// enters its task) and results (in the worker's activity, before the
+// result leaves it; internal/guard).
 //
 //	guard:
+//	  arguments:
+//	    secrets: block          # or redact, require_approval, annotate, off
+//	    personal_data: annotate
 //	  results:
-//	    secrets: redact   # or block, or off
-//	    personal_data: redact   # or block, or off (e-mail, cards, IBANs, phones)
-//	    injection: annotate   # or block, redact, off (prompt-injection markers)
+//	    secrets: redact         # or block, annotate, off
+//	    personal_data: redact   # (e-mail, cards, IBANs, phones)
+//	    injection: annotate     # or block, redact, off (prompt-injection markers)
 //	  descriptions:
-//	    injection: annotate   # or block, off: the tool's listed definition
+//	    injection: annotate     # or block, off: the tool's listed definition
 type Guard struct {
-	Results *GuardResults `yaml:"results,omitempty" json:"results,omitempty"`
+	Arguments *GuardResults `yaml:"arguments,omitempty" json:"arguments,omitempty"`
+	Results   *GuardResults `yaml:"results,omitempty" json:"results,omitempty"`
 	// Descriptions is what the gateway does with the tool's definition
 	// (description, title, schemas) when it lists it.
 	Descriptions *GuardDescriptions `yaml:"descriptions,omitempty" json:"descriptions,omitempty"`
@@ -28,38 +36,43 @@ type GuardDescriptions struct {
 	Injection GuardAction `yaml:"injection,omitempty" json:"injection,omitempty"`
 }
 
-// GuardResults is what the guard does with a result.
+// GuardResults is what the guard does with each category it finds in a
+// result, or (as guard.arguments) in a call's arguments.
 type GuardResults struct {
 	// Secrets: redact (each secret replaced by [REDACTED:<rule>], the rest
 	// delivered), block (an error result naming the kinds and where,
-	// never the values) or off. Omitted: the configuration's guard, else
-	// off.
+	// never the values), require_approval (arguments only: the call goes
+	// to an approver, who sees the finding with the value masked),
+	// annotate (delivered unchanged, the finding recorded) or off.
+	// Omitted: the configuration's guard, else off.
 	Secrets GuardAction `yaml:"secrets,omitempty" json:"secrets,omitempty"`
 	// PersonalData: the same for personal data (e-mail addresses, payment
 	// card numbers, IBANs, E.164 phone numbers; guard.PersonalRules).
 	// Omitted: the configuration's guard, else off.
 	PersonalData GuardAction `yaml:"personal_data,omitempty" json:"personal_data,omitempty"`
 	// Injection: the same for prompt-injection markers
-	// (guard.InjectionRules), with annotate besides: delivered unchanged,
-	// each finding recorded. Omitted: the configuration's guard, else off.
+	// (guard.InjectionRules), in results only (guard.arguments refuses
+	// it). Omitted: the configuration's guard, else off.
 	Injection GuardAction `yaml:"injection,omitempty" json:"injection,omitempty"`
 }
 
-// GuardAction is one of GuardRedact, GuardBlock, GuardOff.
+// GuardAction is one of GuardActions.
 type GuardAction string
 
 const (
-	GuardRedact GuardAction = "redact"
-	GuardBlock  GuardAction = "block"
-	GuardOff    GuardAction = "off"
+	GuardRedact          GuardAction = "redact"
+	GuardBlock           GuardAction = "block"
+	GuardRequireApproval GuardAction = "require_approval"
+	GuardAnnotate        GuardAction = "annotate"
+	GuardOff             GuardAction = "off"
 )
 
-// GuardAnnotate delivers what was inspected unchanged and records the
-// findings (prompt-injection markers only).
-const GuardAnnotate GuardAction = "annotate"
+// GuardActions lists the valid actions for arguments, for messages.
+var GuardActions = []GuardAction{GuardRedact, GuardBlock, GuardRequireApproval, GuardAnnotate, GuardOff}
 
-// GuardActions lists the valid actions, for messages.
-var GuardActions = []GuardAction{GuardRedact, GuardBlock, GuardOff}
+// GuardResultActions lists the valid actions for results: a result exists
+// only once the call has run, so there is no approval to ask for it.
+var GuardResultActions = []GuardAction{GuardRedact, GuardBlock, GuardAnnotate, GuardOff}
 
 // InjectionActions are the valid actions of guard.results.injection.
 var InjectionActions = []GuardAction{GuardAnnotate, GuardBlock, GuardRedact, GuardOff}
@@ -78,41 +91,66 @@ func (a GuardAction) OneOf(as []GuardAction) bool {
 }
 
 // Valid reports whether a is one of GuardActions.
-func (a GuardAction) Valid() bool { return a == GuardRedact || a == GuardBlock || a == GuardOff }
-
-// secrets is the tool's own action, "" when it declares none.
-func (g *Guard) secrets() GuardAction {
-	if g == nil || g.Results == nil {
-		return ""
+func (a GuardAction) Valid() bool {
+	switch a {
+	case GuardRedact, GuardBlock, GuardRequireApproval, GuardAnnotate, GuardOff:
+		return true
 	}
-	return g.Results.Secrets
+	return false
 }
 
-// personalData is the tool's own action for personal data, "" when it
-// declares none.
-func (g *Guard) personalData() GuardAction {
-	if g == nil || g.Results == nil {
-		return ""
-	}
-	return g.Results.PersonalData
+// ValidForResults reports whether a is one of GuardResultActions.
+func (a GuardAction) ValidForResults() bool { return a.Valid() && a != GuardRequireApproval }
+
+// GuardDefaults are airlock.yaml's guard, for tools that declare none
+// (set by internal/config).
+type GuardDefaults struct {
+	ArgumentSecrets, ArgumentPersonalData GuardAction
 }
 
-// injection is the tool's own action for prompt-injection markers in
-// results, "" when it declares none.
-func (g *Guard) injection() GuardAction {
-	if g == nil || g.Results == nil {
-		return ""
+func pick(own, def GuardAction) GuardAction {
+	if own != "" {
+		return own
 	}
-	return g.Results.Injection
+	if def != "" {
+		return def
+	}
+	return GuardOff
 }
 
-// descriptionInjection is the tool's own action for prompt-injection
-// markers in its definition, "" when it declares none.
-func (g *Guard) descriptionInjection() GuardAction {
-	if g == nil || g.Descriptions == nil {
+func (g *GuardResults) secrets() GuardAction {
+	if g == nil {
 		return ""
 	}
-	return g.Descriptions.Injection
+	return g.Secrets
+}
+
+func (g *GuardResults) personalData() GuardAction {
+	if g == nil {
+		return ""
+	}
+	return g.PersonalData
+}
+
+func (t *Tool) guard() *Guard {
+	if t == nil || t.Guard == nil {
+		return &Guard{}
+	}
+	return t.Guard
+}
+
+func (g *GuardResults) injection() GuardAction {
+	if g == nil {
+		return ""
+	}
+	return g.Injection
+}
+
+func (g *GuardDescriptions) injection() GuardAction {
+	if g == nil {
+		return ""
+	}
+	return g.Injection
 }
 
 // InjectionInResults is what the worker does with prompt-injection
@@ -120,15 +158,11 @@ func (g *Guard) descriptionInjection() GuardAction {
 // guard.results.injection, else the configuration's (InjectionDefault),
 // else off.
 func (m *Manifest) InjectionInResults(t *Tool) GuardAction {
-	if t != nil {
-		if a := t.Guard.injection(); a != "" {
-			return a
-		}
+	var def GuardAction
+	if m != nil {
+		def = m.InjectionDefault
 	}
-	if m != nil && m.InjectionDefault != "" {
-		return m.InjectionDefault
-	}
-	return GuardOff
+	return pick(t.guard().Results.injection(), def)
 }
 
 // InjectionInDescriptions is what the gateway does with prompt-injection
@@ -136,15 +170,11 @@ func (m *Manifest) InjectionInResults(t *Tool) GuardAction {
 // not declare): the tool's guard.descriptions.injection, else the
 // configuration's (DescriptionInjectionDefault), else off.
 func (m *Manifest) InjectionInDescriptions(t *Tool) GuardAction {
-	if t != nil {
-		if a := t.Guard.descriptionInjection(); a != "" {
-			return a
-		}
+	var def GuardAction
+	if m != nil {
+		def = m.DescriptionInjectionDefault
 	}
-	if m != nil && m.DescriptionInjectionDefault != "" {
-		return m.DescriptionInjectionDefault
-	}
-	return GuardOff
+	return pick(t.guard().Descriptions.injection(), def)
 }
 
 // PersonalDataInResults is what the worker does with personal data in a
@@ -152,59 +182,108 @@ func (m *Manifest) InjectionInDescriptions(t *Tool) GuardAction {
 // guard.results.personal_data, else the configuration's
 // (PersonalDataDefault), else off.
 func (m *Manifest) PersonalDataInResults(t *Tool) GuardAction {
-	if t != nil {
-		if a := t.Guard.personalData(); a != "" {
-			return a
-		}
+	var def GuardAction
+	if m != nil {
+		def = m.PersonalDataDefault
 	}
-	if m != nil && m.PersonalDataDefault != "" {
-		return m.PersonalDataDefault
-	}
-	return GuardOff
+	return pick(t.guard().Results.personalData(), def)
 }
 
 // SecretsInResults is what the worker does with secrets in a result of
 // the tool (nil: a tool the manifest does not declare): the tool's
 // guard.results.secrets, else the configuration's (GuardDefault), else off.
 func (m *Manifest) SecretsInResults(t *Tool) GuardAction {
-	if t != nil {
-		if a := t.Guard.secrets(); a != "" {
-			return a
-		}
+	var def GuardAction
+	if m != nil {
+		def = m.GuardDefault
 	}
-	if m != nil && m.GuardDefault != "" {
-		return m.GuardDefault
+	return pick(t.guard().Results.secrets(), def)
+}
+
+// SecretsInArguments is what airlock does with secrets in the arguments
+// of a call to the tool (nil: undeclared): the tool's
+// guard.arguments.secrets, else the configuration's, else off.
+func (m *Manifest) SecretsInArguments(t *Tool) GuardAction {
+	var def GuardAction
+	if m != nil {
+		def = m.ArgumentGuard.ArgumentSecrets
 	}
-	return GuardOff
+	return pick(t.guard().Arguments.secrets(), def)
+}
+
+// PersonalDataInArguments is the same for personal data.
+func (m *Manifest) PersonalDataInArguments(t *Tool) GuardAction {
+	var def GuardAction
+	if m != nil {
+		def = m.ArgumentGuard.ArgumentPersonalData
+	}
+	return pick(t.guard().Arguments.personalData(), def)
 }
 
 func (v *validator) guard(p string, g *Guard) {
-	if g == nil {
-		return
+	for _, problem := range GuardProblems(g) {
+		v.add(p+problem.Field, "%s", problem.Problem)
 	}
-	if g.Results == nil && g.Descriptions == nil {
-		v.add(p, "names neither results nor descriptions; write results: {secrets: redact} (or personal_data, injection) or descriptions: {injection: annotate}, or remove guard")
-		return
+}
+
+// GuardProblem is one problem of a guard block: Field is the path below
+// guard (".results.secrets"), Problem says what is wrong and the fix.
+type GuardProblem struct{ Field, Problem string }
+
+// GuardProblems checks a guard block (a tool's, or airlock.yaml's): the
+// same rules and words in both places.
+func GuardProblems(g *Guard) []GuardProblem {
+	if g == nil {
+		return nil
+	}
+	var out []GuardProblem
+	add := func(f, format string, a ...any) {
+		out = append(out, GuardProblem{f, fmt.Sprintf(format, a...)})
+	}
+	if g.Results == nil && g.Arguments == nil && g.Descriptions == nil {
+		add(".results", "is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard")
+		return out
 	}
 	if r := g.Results; r != nil {
 		if r.Secrets == "" && r.PersonalData == "" && r.Injection == "" {
-			v.add(p+".results", "names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results")
+			add(".results", "names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results")
 		}
-		if a := r.Secrets; a != "" && !a.Valid() {
-			v.add(p+".results.secrets", "must be one of %s, got %q", list(GuardActions), a)
+		for _, c := range []struct {
+			f string
+			a GuardAction
+		}{{".results.secrets", r.Secrets}, {".results.personal_data", r.PersonalData}, {".results.injection", r.Injection}} {
+			switch {
+			case c.a == GuardRequireApproval:
+				add(c.f, "require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding")
+			case c.a != "" && c.f == ".results.injection" && !c.a.OneOf(InjectionActions):
+				add(c.f, "must be one of %s, got %q; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker", list(InjectionActions), c.a)
+			case c.a != "" && !c.a.Valid():
+				add(c.f, "must be one of %s, got %q; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding", list(GuardResultActions), c.a)
+			}
 		}
-		if a := r.PersonalData; a != "" && !a.Valid() {
-			v.add(p+".results.personal_data", "must be one of %s, got %q", list(GuardActions), a)
+	}
+	if a := g.Arguments; a != nil {
+		if a.Injection != "" {
+			add(".arguments.injection", "prompt-injection markers are inspected in results and descriptions, not in a call's arguments; move it to results (or descriptions), or remove it")
 		}
-		if a := r.Injection; a != "" && !a.OneOf(InjectionActions) {
-			v.add(p+".results.injection", "must be one of %s, got %q", list(InjectionActions), a)
+		if a.Secrets == "" && a.PersonalData == "" {
+			add(".arguments", "names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments")
+		}
+		for _, c := range []struct {
+			f string
+			a GuardAction
+		}{{".arguments.secrets", a.Secrets}, {".arguments.personal_data", a.PersonalData}} {
+			if c.a != "" && !c.a.Valid() {
+				add(c.f, "must be one of %s, got %q; redact replaces each match in a call's arguments with a marker, block refuses the call, require_approval asks an approver, annotate runs it and records the finding", list(GuardActions), c.a)
+			}
 		}
 	}
 	if d := g.Descriptions; d != nil {
 		if d.Injection == "" {
-			v.add(p+".descriptions", "names no category; write injection: annotate (or block, or off), or remove descriptions")
+			add(".descriptions", "names no category; write injection: annotate (or block, or off), or remove descriptions")
 		} else if !d.Injection.OneOf(DescriptionActions) {
-			v.add(p+".descriptions.injection", "must be one of %s, got %q (redact is for results: a definition is listed whole or not at all)", list(DescriptionActions), d.Injection)
+			add(".descriptions.injection", "must be one of %s, got %q; annotate lists a tool whose definition holds prompt-injection markers and records them, block hides it and refuses its calls (redact is for results: a definition is listed whole or not at all)", list(DescriptionActions), d.Injection)
 		}
 	}
+	return out
 }

@@ -19,20 +19,25 @@ func TestGuardValidation(t *testing.T) {
 		{"block", "    guard:\n      results:\n        secrets: block\n", nil},
 		{"off", "    guard: {results: {secrets: off}}\n", nil},
 		{"unknown action", "    guard: {results: {secrets: mask}}\n",
-			[]string{`m.yaml:10: tools.read.guard.results.secrets: must be one of redact, block, off, got "mask"`}},
+			[]string{`m.yaml:10: tools.read.guard.results.secrets: must be one of redact, block, annotate, off, got "mask"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`}},
 		{"empty results", "    guard: {results: {}}\n",
 			[]string{`m.yaml:10: tools.read.guard.results: names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results`}},
 		{"no results", "    guard: {}\n",
-			[]string{`m.yaml:10: tools.read.guard: names neither results nor descriptions; write results: {secrets: redact} (or personal_data, injection) or descriptions: {injection: annotate}, or remove guard`}},
+			[]string{`m.yaml:10: tools.read.guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard`}},
 		{"injection annotate", "    guard: {results: {injection: annotate}}\n", nil},
 		{"injection each", "    guard: {results: {injection: redact, secrets: redact}, descriptions: {injection: block}}\n", nil},
 		{"injection unknown", "    guard:\n      results:\n        injection: warn\n",
-			[]string{`m.yaml:12: tools.read.guard.results.injection: must be one of annotate, block, redact, off, got "warn"`}},
-		{"annotate is for injection", "    guard: {results: {secrets: annotate}}\n",
-			[]string{`m.yaml:10: tools.read.guard.results.secrets: must be one of redact, block, off, got "annotate"`}},
+			[]string{`m.yaml:12: tools.read.guard.results.injection: must be one of annotate, block, redact, off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker`}},
+		{"annotate for secrets too", "    guard: {results: {secrets: annotate}}\n", nil},
+		{"injection require_approval", "    guard: {results: {injection: require_approval}}\n",
+			[]string{`m.yaml:10: tools.read.guard.results.injection: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`}},
+		{"injection in arguments", "    guard: {arguments: {injection: annotate}}\n",
+			[]string{`m.yaml:10: tools.read.guard.arguments.injection: prompt-injection markers are inspected in results and descriptions, not in a call's arguments; move it to results (or descriptions), or remove it`,
+				`m.yaml:10: tools.read.guard.arguments: names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments`}},
+		{"all three", "    guard: {arguments: {secrets: require_approval}, results: {injection: annotate}, descriptions: {injection: block}}\n", nil},
 		{"descriptions only", "    guard:\n      descriptions:\n        injection: annotate\n", nil},
 		{"descriptions redact", "    guard:\n      descriptions:\n        injection: redact\n",
-			[]string{`m.yaml:12: tools.read.guard.descriptions.injection: must be one of annotate, block, off, got "redact" (redact is for results: a definition is listed whole or not at all)`}},
+			[]string{`m.yaml:12: tools.read.guard.descriptions.injection: must be one of annotate, block, off, got "redact"; annotate lists a tool whose definition holds prompt-injection markers and records them, block hides it and refuses its calls (redact is for results: a definition is listed whole or not at all)`}},
 		{"descriptions empty", "    guard: {descriptions: {}}\n",
 			[]string{`m.yaml:10: tools.read.guard.descriptions: names no category; write injection: annotate (or block, or off), or remove descriptions`}},
 		{"descriptions misspelt", "    guard: {description: {injection: block}}\n",
@@ -40,9 +45,23 @@ func TestGuardValidation(t *testing.T) {
 		{"personal data", "    guard: {results: {personal_data: redact}}\n", nil},
 		{"both", "    guard: {results: {secrets: block, personal_data: redact}}\n", nil},
 		{"personal data unknown", "    guard:\n      results:\n        personal_data: hide\n",
-			[]string{`m.yaml:12: tools.read.guard.results.personal_data: must be one of redact, block, off, got "hide"`}},
+			[]string{`m.yaml:12: tools.read.guard.results.personal_data: must be one of redact, block, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`}},
 		{"personal data misspelt", "    guard: {results: {personal-data: redact}}\n",
 			[]string{`m.yaml:10: tools.read.guard.results.personal-data: unknown field; did you mean "personal_data"?`}},
+		{"arguments, all actions", "    guard: {arguments: {secrets: require_approval, personal_data: annotate}}\n", nil},
+		{"arguments block redact", "    guard: {arguments: {secrets: block, personal_data: redact}, results: {secrets: annotate}}\n", nil},
+		{"arguments unknown action", "    guard:\n      arguments:\n        secrets: approve\n",
+			[]string{`m.yaml:12: tools.read.guard.arguments.secrets: must be one of redact, block, require_approval, annotate, off, got "approve"; redact replaces each match in a call's arguments with a marker, block refuses the call, require_approval asks an approver, annotate runs it and records the finding`}},
+		{"arguments case-folded action", "    guard: {arguments: {secrets: Block}}\n",
+			[]string{`m.yaml:10: tools.read.guard.arguments.secrets: must be one of redact, block, require_approval, annotate, off, got "Block"; redact replaces each match in a call's arguments with a marker, block refuses the call, require_approval asks an approver, annotate runs it and records the finding`}},
+		{"arguments case-folded key", "    guard: {arguments: {Secrets: block}}\n",
+			[]string{`m.yaml:10: tools.read.guard.arguments.Secrets: unknown field; did you mean "secrets"?`}},
+		{"arguments duplicate key", "    guard:\n      arguments:\n        secrets: annotate\n        secrets: off\n",
+			[]string{"m.yaml:13: tools.read.guard.arguments.secrets: defined twice (first at line 12); keep one"}},
+		{"arguments empty", "    guard: {arguments: {}}\n",
+			[]string{`m.yaml:10: tools.read.guard.arguments: names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments`}},
+		{"require_approval on results", "    guard: {results: {secrets: require_approval}}\n",
+			[]string{`m.yaml:10: tools.read.guard.results.secrets: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, problemsOf(t, head+readTool+tc.guard)); diff != "" {
@@ -140,5 +159,28 @@ func TestInjectionSettings(t *testing.T) {
 	var nilM *manifests.Manifest
 	if nilM.InjectionInResults(nil) != manifests.GuardOff || nilM.InjectionInDescriptions(own) != manifests.GuardBlock {
 		t.Error("a nil manifest")
+	}
+}
+
+// TestGuardInArguments: the tool's own action, else the configuration's,
+// else off; independent of the result settings.
+func TestGuardInArguments(t *testing.T) {
+	own := &manifests.Tool{Guard: &manifests.Guard{Arguments: &manifests.GuardResults{Secrets: manifests.GuardRequireApproval}}}
+	results := &manifests.Tool{Guard: &manifests.Guard{Results: &manifests.GuardResults{Secrets: manifests.GuardBlock}}}
+	m := &manifests.Manifest{ArgumentGuard: manifests.GuardDefaults{ArgumentSecrets: manifests.GuardBlock, ArgumentPersonalData: manifests.GuardAnnotate}}
+	for _, tc := range []struct {
+		m          *manifests.Manifest
+		tool       *manifests.Tool
+		sec, pdata manifests.GuardAction
+	}{
+		{m, own, manifests.GuardRequireApproval, manifests.GuardAnnotate},
+		{m, results, manifests.GuardBlock, manifests.GuardAnnotate},
+		{m, nil, manifests.GuardBlock, manifests.GuardAnnotate},
+		{&manifests.Manifest{}, results, manifests.GuardOff, manifests.GuardOff},
+		{nil, own, manifests.GuardRequireApproval, manifests.GuardOff},
+	} {
+		if s, p := tc.m.SecretsInArguments(tc.tool), tc.m.PersonalDataInArguments(tc.tool); s != tc.sec || p != tc.pdata {
+			t.Errorf("%+v: %q %q, want %q %q", tc.tool, s, p, tc.sec, tc.pdata)
+		}
 	}
 }

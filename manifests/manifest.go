@@ -70,6 +70,9 @@ type Manifest struct {
 	// DescriptionInjectionDefault is airlock.yaml's
 	// guard.descriptions.injection, likewise (InjectionInDescriptions).
 	DescriptionInjectionDefault GuardAction `yaml:"-" json:"-"`
+	// ArgumentGuard is airlock.yaml's guard.arguments, for tools that
+	// declare none (set by internal/config; SecretsInArguments).
+	ArgumentGuard GuardDefaults `yaml:"-" json:"-"`
 }
 
 // Passthrough declares that a kind of upstream content other than tools

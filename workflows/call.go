@@ -375,6 +375,9 @@ func (t *task) decideInput(req api.CallRequest, now time.Time) api.DecideInput {
 		TaskID: t.in.TaskID, CallID: req.CallID, Tool: req.Tool, Arguments: req.Arguments,
 		Calls: t.calls - 1, Elapsed: now.Sub(t.startedAt),
 		Labels: t.labelsFor(), // labels.go
+		// The gateway's guard findings (issue 30 §1): an input of a local
+		// activity, not a command, so a replay is unchanged.
+		Findings: req.Findings,
 	}
 	in.Principal, in.AllowTools = t.caller() // plan_program.go
 	return in

@@ -120,14 +120,21 @@ type Decision struct {
 	PolicyVersion               string
 	Group                       string // the approver group, for require_approval
 	Args                        []byte // hashed, never written
+	// Findings are the content guard's findings in the arguments, each
+	// "rule at path: action" (never the value).
+	Findings []string
 }
 
 // Decision writes a policy_decision line. The decision's reason is left
 // out: reasons may quote argument values (a path outside the roots).
 func (a *Log) Decision(d Decision) {
-	a.event(EventDecision).Str("task", d.Task).Str("call", d.Call).Str("tool", d.Tool).Str("principal", d.Principal).
+	e := a.event(EventDecision).Str("task", d.Task).Str("call", d.Call).Str("tool", d.Tool).Str("principal", d.Principal).
 		Str("effect", d.Effect).Str("check", d.Check).Str("rule", d.Rule).Str("policy_version", d.PolicyVersion).
-		Str("group", d.Group).Str("args_sha256", ArgsHash(d.Args)).Send()
+		Str("group", d.Group).Str("args_sha256", ArgsHash(d.Args))
+	if len(d.Findings) > 0 {
+		e = e.Strs("findings", d.Findings)
+	}
+	e.Send()
 }
 
 // Call is one attempt at running a tool (the CallTool activity).

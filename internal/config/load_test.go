@@ -118,19 +118,19 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: hide\n",
-			want:  []string{`DIR/airlock.yaml:4: guard.results.secrets: must be one of redact, block or off, got "hide"; redact replaces each secret in a tool's result with a marker, block withholds the result`},
+			want:  []string{`DIR/airlock.yaml:4: guard.results.secrets: must be one of redact, block, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`},
 		},
 		{
 			name:  "guard without results",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard: {}\n",
-			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} (or personal_data, injection) or descriptions: {injection: annotate}, or remove guard`},
+			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard`},
 		},
 		{
 			name:  "guard personal data action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: redact\n    personal_data: mask\n",
-			want:  []string{`DIR/airlock.yaml:5: guard.results.personal_data: must be one of redact, block or off, got "mask"; redact replaces each e-mail address, card number, IBAN or phone number in a tool's result with a marker, block withholds the result`},
+			want:  []string{`DIR/airlock.yaml:5: guard.results.personal_data: must be one of redact, block, annotate, off, got "mask"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`},
 		},
 		{
 			name:  "guard results naming nothing",
@@ -142,13 +142,13 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard injection action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    injection: warn\n",
-			want:  []string{`DIR/airlock.yaml:4: guard.results.injection: must be one of annotate, block, redact or off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker`},
+			want:  []string{`DIR/airlock.yaml:4: guard.results.injection: must be one of annotate, block, redact, off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker`},
 		},
 		{
 			name:  "guard descriptions redact",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  descriptions:\n    injection: redact\n",
-			want:  []string{`DIR/airlock.yaml:4: guard.descriptions.injection: must be one of annotate, block or off, got "redact"; annotate lists a tool whose definition holds prompt-injection markers and records them, block hides it and refuses its calls`},
+			want:  []string{`DIR/airlock.yaml:4: guard.descriptions.injection: must be one of annotate, block, off, got "redact"; annotate lists a tool whose definition holds prompt-injection markers and records them, block hides it and refuses its calls (redact is for results: a definition is listed whole or not at all)`},
 		},
 		{
 			name:  "guard descriptions naming nothing",
@@ -166,6 +166,44 @@ func TestLoadProblems(t *testing.T) {
 				`DIR/airlock.yaml:3: guard.results: names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results`,
 				`DIR/airlock.yaml:5: guard.results.injection: defined twice (first at line 4); keep one`,
 			},
+		},
+		{
+			name:  "guard arguments action unknown",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  arguments:\n    secrets: ask\n",
+			want:  []string{`DIR/airlock.yaml:4: guard.arguments.secrets: must be one of redact, block, require_approval, annotate, off, got "ask"; redact replaces each match in a call's arguments with a marker, block refuses the call, require_approval asks an approver, annotate runs it and records the finding`},
+		},
+		{
+			name:  "guard arguments case-folded key",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  Arguments:\n    secrets: block\n",
+			want: []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard`,
+				`DIR/airlock.yaml:3: guard.Arguments: unknown field; did you mean "arguments"?`},
+		},
+		{
+			name:  "guard arguments duplicate key",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  arguments:\n    secrets: block\n    secrets: off\n",
+			want: []string{`DIR/airlock.yaml:3: guard.arguments: names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments`,
+				`DIR/airlock.yaml:5: guard.arguments.secrets: defined twice (first at line 4); keep one`},
+		},
+		{
+			name:  "guard require_approval on results",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results: {secrets: require_approval}\n",
+			want:  []string{`DIR/airlock.yaml:3: guard.results.secrets: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
+		},
+		{
+			name:  "guard require_approval on injection",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results: {injection: require_approval}\n",
+			want:  []string{`DIR/airlock.yaml:3: guard.results.injection: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
+		},
+		{
+			name:  "guard injection in arguments",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  arguments: {secrets: block, injection: annotate}\n",
+			want:  []string{`DIR/airlock.yaml:3: guard.arguments.injection: prompt-injection markers are inspected in results and descriptions, not in a call's arguments; move it to results (or descriptions), or remove it`},
 		},
 		{
 			name:  "http limits",
@@ -432,6 +470,25 @@ func TestGuardInjectionApplied(t *testing.T) {
 	}
 }
 
+// TestGuardArgumentsApplied: airlock.yaml's guard.arguments is every
+// tool's default for its arguments, apart from the results' setting.
+func TestGuardArgumentsApplied(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("m"))
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  arguments: {secrets: require_approval, personal_data: annotate}\n")
+	snap, err := config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snap.Manifests[0]
+	if s, p := m.SecretsInArguments(nil), m.PersonalDataInArguments(nil); s != manifests.GuardRequireApproval || p != manifests.GuardAnnotate {
+		t.Errorf("arguments: %q %q, want require_approval annotate", s, p)
+	}
+	if got := m.SecretsInResults(nil); got != manifests.GuardOff {
+		t.Errorf("results: %q, want off (not configured)", got)
+	}
+}
+
 func TestValidateCommand(t *testing.T) {
 	dir := t.TempDir()
 	good := write(t, filepath.Join(dir, "good.yaml"), manifestFor("good"))
@@ -584,5 +641,23 @@ func TestCatalogMode(t *testing.T) {
 		case want == "" && body[:8] == "catalog:" && snap.Config.Catalog == "":
 			t.Errorf("%q: catalog not read", body)
 		}
+	}
+}
+
+// TestGuardAllBlocksApplied: guard.arguments, guard.results (with
+// injection) and guard.descriptions together each set their own defaults.
+func TestGuardAllBlocksApplied(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("m"))
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  arguments: {secrets: block}\n  results: {secrets: redact, personal_data: annotate, injection: annotate}\n  descriptions: {injection: block}\n")
+	snap, err := config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snap.Manifests[0]
+	got := []manifests.GuardAction{m.SecretsInArguments(nil), m.PersonalDataInArguments(nil), m.SecretsInResults(nil), m.PersonalDataInResults(nil), m.InjectionInResults(nil), m.InjectionInDescriptions(nil)}
+	want := []manifests.GuardAction{manifests.GuardBlock, manifests.GuardOff, manifests.GuardRedact, manifests.GuardAnnotate, manifests.GuardAnnotate, manifests.GuardBlock}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 }

@@ -19,11 +19,15 @@ const (
 	// Block replaces the whole result with an error result naming the
 	// kinds of secret and where they were, never the values.
 	Block Action = "block"
-	// Annotate delivers the result unchanged and records the findings
-	// (prompt-injection markers only: guard.results.injection).
-	Annotate Action = "annotate"
 	// Off delivers the result as the tool returned it.
 	Off Action = "off"
+	// RequireApproval sends a call whose arguments hold a finding to an
+	// approver (arguments only: the worker's decision becomes
+	// require_approval; the approver sees the finding, the value masked).
+	RequireApproval Action = "require_approval"
+	// Annotate delivers the text unchanged and records the finding (any
+	// category of a result; secrets and personal data in arguments).
+	Annotate Action = "annotate"
 )
 
 // Finding is one secret found in a result: the rule that found it, where
@@ -54,7 +58,13 @@ type Policy struct {
 	Secrets, PersonalData, Injection Action
 }
 
-func on(a Action) bool { return a == Redact || a == Block || a == Annotate }
+// on reports whether a inspects at all.
+func on(a Action) bool { return a != "" && a != Off }
+
+// withholds reports whether a finding under a keeps its value from
+// being delivered: Redact and Block; a RequireApproval in a result is
+// treated as Block (validation refuses it there; fail closed).
+func withholds(a Action) bool { return a == Redact || a == Block || a == RequireApproval }
 
 // category is one kind of finding: its scanner, what a block message
 // calls it and the setting that decides it.
@@ -100,9 +110,10 @@ func InspectPolicy(res *mcp.CallToolResult, p Policy, tool string) (*mcp.CallToo
 				continue
 			}
 			for _, m := range categories[c].scan(s) {
-				if a == Redact {
+				switch {
+				case a == Redact:
 					redact = append(redact, m)
-				} else if a == Block {
+				case withholds(a):
 					blockedBy[c] = true
 				}
 				if k := [2]string{m.Rule, path}; !categories[c].once || !recorded[k] {
@@ -163,7 +174,7 @@ func blocked(tool string, fs []Finding, by map[int]bool) *mcp.CallToolResult {
 	seen := map[string]bool{}
 	for _, f := range fs {
 		w := f.Rule + " at " + f.Path
-		if f.Action == string(Block) && !seen[w] {
+		if withholds(Action(f.Action)) && f.Action != string(Redact) && !seen[w] {
 			seen[w] = true
 			where = append(where, w)
 		}

@@ -114,3 +114,32 @@ func BenchmarkInspect(b *testing.B) {
 		})
 	}
 }
+
+// TestInspectAnnotate: annotate delivers the result unchanged and
+// records every finding; with another category blocking, the block
+// result names only the blocking findings.
+func TestInspectAnnotate(t *testing.T) {
+	r := result(t)
+	want, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, fs := Inspect(r, Annotate, "fs_read")
+	got, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) || res.IsError {
+		t.Errorf("annotate changed the result:\n got %s\nwant %s", got, want)
+	}
+	if len(fs) != 4 || fs[0].Action != "annotate" {
+		t.Errorf("findings %+v", fs)
+	}
+	r = result(t)
+	r.Content = append(r.Content, &mcp.TextContent{Text: "mail jane.doe@corp.example.org"})
+	res, fs = InspectPolicy(r, Policy{Secrets: Annotate, PersonalData: Block}, "fs_read")
+	text := res.Content[0].(*mcp.TextContent).Text
+	if !res.IsError || !strings.Contains(text, "email at content[3].text") || strings.Contains(text, "aws-access-key") || len(fs) != 5 {
+		t.Errorf("%s %+v", text, fs)
+	}
+}

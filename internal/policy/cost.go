@@ -65,7 +65,7 @@ func staticSizeBound(env *cel.Env, ast *cel.Ast) uint64 {
 
 // ruleVariables are the variables of a rule, the roots of everything it
 // reads from the call.
-var ruleVariables = []string{"principal", "tool", "task", "args"}
+var ruleVariables = []string{"principal", "tool", "task", "args", "findings"}
 
 // sizeEstimator tells cel-go's estimator that every value reachable from a
 // variable (a field, an element, a key, a value of a map) has a size of at
@@ -168,6 +168,10 @@ func inputSizeBound(in Input, facts toolFacts) uint64 {
 	for _, l := range [][]string{in.Principal.Roles, in.Principal.Permissions, facts.sideEffects, facts.perms, facts.pathArgs, egress} {
 		n = max(n, len(l))
 		grow(l...)
+	}
+	n = max(n, len(in.Findings), 4) // a finding is a map of four
+	for _, f := range in.Findings {
+		grow(f.Rule, f.Path, f.Action, f.Where)
 	}
 	return uint64(n)
 }

@@ -23,6 +23,8 @@ type Input struct {
 	// Args are the call's arguments, a JSON object; empty or null means {}.
 	Args json.RawMessage
 	Task Task
+	// Findings are the content guard's findings in Args (guard.go).
+	Findings []api.Finding
 }
 
 // levels orders data access levels.
@@ -87,6 +89,10 @@ func (p *Policy) Decide(in Input) (d api.Verdict) {
 	if check, reason := gate(in.Principal, in.Task, in.Tool, facts); check != "" {
 		return p.decision(api.Deny, check, "", reason)
 	}
+	if reason := guardBlock(in); reason != "" { // guard.go
+		return p.decision(api.Deny, api.CheckGuard, "", reason)
+	}
+	defer func() { d = p.guardApproval(in, facts, d) }()
 
 	// size, json
 	if len(in.Args) > p.maxArgBytes {

@@ -103,6 +103,8 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("tool", cel.ObjectType(celTypeName(tt))),
 		cel.Variable("task", cel.ObjectType(celTypeName(kt))),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		// findings.exists(f, f.rule == "private-key") (guard.go)
+		cel.Variable("findings", cel.ListType(cel.MapType(cel.StringType, cel.StringType))),
 		// args.?path.orValue("")
 		cel.OptionalTypes(),
 		// task.elapsed_seconds > 60 (a double against an int literal)
@@ -137,7 +139,8 @@ func ruleVars(a types.Adapter, in Input, facts toolFacts, args map[string]any) (
 			PathArgs:            facts.pathArgs,
 			OpenWorld:           facts.openWorld,
 		}),
-		task: a.NativeToValue(taskVar(in.Task)),
+		task:     a.NativeToValue(taskVar(in.Task)),
+		findings: a.NativeToValue(celFindings(in.Findings)),
 	}
 	var err error
 	if vars.args, err = celArgs(a, args); err != nil {
@@ -192,8 +195,8 @@ func levelFunction() cel.EnvOption {
 // a map: every rule resolves its variables by name, and a switch over four
 // names is cheaper than hashing.
 type ruleActivation struct {
-	principal, tool, task ref.Val
-	args                  map[string]any
+	principal, tool, task, findings ref.Val
+	args                            map[string]any
 }
 
 var _ interpreter.Activation = (*ruleActivation)(nil)
@@ -208,6 +211,8 @@ func (a *ruleActivation) ResolveName(name string) (any, bool) {
 		return a.principal, true
 	case "task":
 		return a.task, true
+	case "findings":
+		return a.findings, true
 	}
 	return nil, false
 }

@@ -583,6 +583,9 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 			return
 		}
 		if cs, ok := b.calls[out.Decision.CallID]; ok && out.Decision.CallID != "" {
+			if cs.prog == nil { // a program's call got them with its decision
+				cs.c.Findings = append(cs.c.Findings, out.Decision.Findings...)
+			}
 			cs.c.Exchanges = append(cs.c.Exchanges, out.Call.Exchanges...)
 			cs.c.Findings = append(cs.c.Findings, out.Call.Findings...)
 		}

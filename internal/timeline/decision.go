@@ -13,6 +13,9 @@ func (b *builder) assignDecision(cs *callState, d *decideMarker) {
 		cs.decideError = d.err
 	}
 	cs.c.Decision = decisionOf(d)
+	if d.err == "" { // the content guard's findings in the arguments
+		cs.c.Findings = append(cs.c.Findings, d.out.Findings...)
+	}
 	if o := d.out; d.err == "" && o.Approval != nil {
 		cs.redact = append(cs.redact, o.Approval.Redact...)
 	}

@@ -335,19 +335,27 @@ func exchangeEvents(c *Call, base eventBase) []event {
 func findingEvents(c *Call, base eventBase) []event {
 	var out []event
 	for _, f := range c.Findings {
-		verb := "redacted"
+		in, verb := "the result", "redacted"
 		switch f.Action {
 		case "block":
 			verb = "withheld the result"
+		case "require_approval":
+			verb = "sent to approval"
 		case "annotate":
-			verb = "delivered, recorded"
+			verb = "delivered unchanged, recorded"
 		}
-		text := fmt.Sprintf("content guard: %s in the result at %s: %s", f.Rule, f.Path, verb)
+		if f.Where == api.FindingsInArguments {
+			in = "the arguments"
+			if f.Action == "block" {
+				verb = "refused the call"
+			}
+		}
+		text := fmt.Sprintf("content guard: %s in %s at %s: %s", f.Rule, in, f.Path, verb)
 		at := c.Requested
-		if c.Finished != nil {
+		if c.Finished != nil && f.Where != api.FindingsInArguments {
 			at = *c.Finished
 		}
-		out = append(out, base(at, 1, EventGuardFinding, text, map[string]any{"rule": f.Rule, "path": f.Path, "action": f.Action}))
+		out = append(out, base(at, 1, EventGuardFinding, text, map[string]any{"rule": f.Rule, "path": f.Path, "action": f.Action, "where": findingWhere(f)}))
 	}
 	return out
 }
@@ -582,4 +590,12 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// findingWhere is "arguments" or "result".
+func findingWhere(f api.Finding) string {
+	if f.Where == "" {
+		return "result"
+	}
+	return f.Where
 }

@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/guard"
+	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// guardArguments inspects a call's arguments (canonical, as
+// callArguments made them) before the call is sent to its task, by the
+// tool's guard.arguments (issue 30 §1). A finding under redact or block
+// has its value replaced by a marker here, so the task's history (the
+// Update's input) never holds it: the call runs with exactly these
+// arguments, and the worker refuses a blocked one. The findings (rule,
+// path, action; never the value) travel in the call for the policy. A
+// finding under require_approval or annotate leaves its value: the
+// worker finds it again in what it runs, and decides.
+func (g *Gateway) guardArguments(e *toolEntry, args json.RawMessage) (json.RawMessage, []api.Finding, error) {
+	m := g.manifestOf(e.server)
+	p := guard.Policy{
+		Secrets:      guard.Action(m.SecretsInArguments(e.decl)),
+		PersonalData: guard.Action(m.PersonalDataInArguments(e.decl)),
+	}
+	out, found, err := guard.InspectArguments(args, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid arguments to %s: %w; send a JSON object. Nothing ran", e.exposed, err)
+	}
+	var fs []api.Finding
+	for _, f := range found {
+		if f.Action == string(guard.Redact) || f.Action == string(guard.Block) {
+			fs = append(fs, api.Finding{Rule: f.Rule, Path: f.Path, Action: f.Action, Where: api.FindingsInArguments})
+			metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
+		}
+	}
+	return out, fs, nil
+}
+
+// manifestOf is the live manifest of server, nil when none declares it
+// (its tools get the defaults: off).
+func (g *Gateway) manifestOf(server string) *manifests.Manifest {
+	for _, m := range g.cur().Manifests {
+		if m.Server.Name == server {
+			return m
+		}
+	}
+	return nil
+}
+
+// guardProgram inspects what a program returns (its value and what it
+// printed, as rendered for the model) like a tool's result, by the
+// configuration's guard.results (a program is no tool, so no manifest
+// speaks for it), before it reaches the model. The calls the program made
+// were guarded as they ran, so what it returns is built from guarded
+// results and its own source; this catches what it assembled from them.
+// The findings are counted and logged (rule, path, action), never the
+// value.
+func (g *Gateway) guardProgram(res *mcp.CallToolResult) *mcp.CallToolResult {
+	p := g.resultDefaults()
+	if p.Secrets == guard.Off && p.PersonalData == guard.Off && p.Injection == guard.Off {
+		return res
+	}
+	if res.StructuredContent != nil {
+		// Decoded, so that the strings inside the program's value (held
+		// as raw JSON) are inspected; numbers stay as written.
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return errorResult("", "", "airlock could not inspect the program's result; nothing of it is shown")
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return errorResult("", "", "airlock could not inspect the program's result; nothing of it is shown")
+		}
+		res.StructuredContent = v
+	}
+	meta := res.Meta
+	out, found := guard.InspectPolicy(res, p, "the program")
+	if out != res {
+		out.Meta = meta // the task and program the client polls by
+	}
+	for _, f := range found {
+		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
+		g.log.Info().Str("rule", f.Rule).Str("path", f.Path).Str("action", f.Action).Msg("content guard: finding in a program's result")
+	}
+	return out
+}
+
+// resultDefaults is airlock.yaml's guard.results, which config.Load
+// gives every manifest alike (off with no manifest).
+func (g *Gateway) resultDefaults() guard.Policy {
+	for _, m := range g.cur().Manifests {
+		return guard.Policy{Secrets: guard.Action(m.SecretsInResults(nil)), PersonalData: guard.Action(m.PersonalDataInResults(nil)),
+			Injection: guard.Action(m.InjectionInResults(nil))}
+	}
+	return guard.Policy{Secrets: guard.Off, PersonalData: guard.Off, Injection: guard.Off}
+}
