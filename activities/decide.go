@@ -45,7 +45,7 @@ const DefaultApprovalTimeout = time.Hour
 // Decide judges a call against the worker's policy. The worker is the
 // authority: it resolves the tool from its own manifests and the upstream's
 // current schema, not from anything the caller sent.
-func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOutput, error) {
+func (a *Activities) Decide(ctx context.Context, in api.DecideInput) (api.DecideOutput, error) {
 	j := a.judge() // one version for the whole decision
 	if j.Policy == nil || j.Catalog == nil {
 		return api.DecideOutput{}, temporal.NewNonRetryableApplicationError("this worker has no policy loaded; it cannot judge calls", api.ErrTypeInternal, nil)
@@ -65,6 +65,10 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 			Task:      policy.Task{ID: in.TaskID, Calls: in.Calls, Elapsed: in.Elapsed, AllowTools: in.AllowTools},
 		})
 	}
+	var external *api.ExternalDecision
+	if ok {
+		external = a.consultExternal(ctx, j.External, in, tool, &d) // external.go
+	}
 	var locks []api.LockKey
 	var lockTimeout time.Duration
 	if ok {
@@ -72,8 +76,9 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	}
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
 	a.Audit.Decision(auditstream.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
-		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments})
-	out := api.DecideOutput{Verdict: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout}
+		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments,
+		External: auditExternal(external)})
+	out := api.DecideOutput{Verdict: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout, External: external}
 	if d.Effect == api.RequireApproval {
 		out.Approval = approvalSpec(d, tool, j.Groups)
 	}

@@ -301,6 +301,10 @@ type DecideOutput struct {
 	// reload between the two cannot judge one declaration and run
 	// another. Nil in decisions recorded before it.
 	Route *Route `json:",omitempty"`
+
+	// External is what the external policy decision point was asked and
+	// answered (issue 30 §3), when one is configured and was consulted.
+	External *ExternalDecision `json:",omitempty"`
 }
 
 // ApprovalSpec is what the worker resolves for a require_approval
