@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/authzen"
+	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
@@ -26,6 +27,32 @@ type External struct {
 	AppliesTo string
 	// OnError is the fail mode of a tool: "deny" or "allow".
 	OnError func(tool string) string
+}
+
+// NewExternal is the worker's external policy decision point for the
+// configuration's external_policy (nil when there is none). The
+// Authorization header's value is read from the environment here, so it
+// stays in the process and never enters a workflow's history.
+func NewExternal(x *config.ExternalPolicy, getenv func(string) string) (*External, error) {
+	if x == nil {
+		return nil, nil
+	}
+	auth := ""
+	if name := x.AuthorizationEnv; name != "" {
+		auth = strings.TrimSpace(getenv(name))
+		if auth == "" {
+			return nil, fmt.Errorf("external_policy.authorization_env names %s, which is not set; export it (the PDP's Authorization header, e.g. \"Bearer …\") or remove authorization_env", name)
+		}
+		if strings.ContainsAny(auth, "\r\n\x00") {
+			return nil, fmt.Errorf("external_policy.authorization_env: %s holds a line break or NUL, which cannot be sent in a header; set it to one line", name)
+		}
+	}
+	return &External{
+		Client: authzen.New(authzen.Options{Endpoint: x.Endpoint, Timeout: x.EffectiveTimeout(),
+			Authorization: auth, CacheEntries: x.EffectiveCacheEntries()}),
+		AppliesTo: x.EffectiveAppliesTo(),
+		OnError:   x.OnErrorFor,
+	}, nil
 }
 
 // The AuthZEN vocabulary of a call, documented in README ("An external

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/authzen"
 	"github.com/airlock-run/airlock/internal/authzen/opapdp"
+	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -249,5 +250,30 @@ func TestReasonUser(t *testing.T) {
 		if got := reasonUser(json.RawMessage(tc.ctx)); got != tc.want {
 			t.Errorf("reasonUser(%.40s) = %q, want %q", tc.ctx, got, tc.want)
 		}
+	}
+}
+
+func TestNewExternal(t *testing.T) {
+	if x, err := NewExternal(nil, nil); x != nil || err != nil {
+		t.Fatalf("no configuration: %v %v", x, err)
+	}
+	cfg := &config.ExternalPolicy{Endpoint: "http://pdp.example/", AuthorizationEnv: "PDP_TOKEN", Tools: map[string]*config.ExternalTool{"fs__*": {OnError: "allow"}}}
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	if _, err := NewExternal(cfg, getenv); err == nil || !strings.Contains(err.Error(), "authorization_env names PDP_TOKEN, which is not set") {
+		t.Fatalf("unset variable: %v", err)
+	}
+	env["PDP_TOKEN"] = "Bearer a\r\nX-Injected: 1"
+	if _, err := NewExternal(cfg, getenv); err == nil || !strings.Contains(err.Error(), "line break") {
+		t.Fatalf("header injection: %v", err)
+	}
+	env["PDP_TOKEN"] = " Bearer tok "
+	x, err := NewExternal(cfg, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Client.URL() != "http://pdp.example/access/v1/evaluation" || x.Client.Timeout() != 2*time.Second || x.AppliesTo != "not_denied" ||
+		x.OnError("fs__read") != "allow" || x.OnError("web__get") != "deny" {
+		t.Fatalf("external %+v", x)
 	}
 }
