@@ -27,6 +27,10 @@ type External struct {
 	AppliesTo string
 	// OnError is the fail mode of a tool: "deny" or "allow".
 	OnError func(tool string) string
+	// ApprovalGroup, when set, sends a call airlock would allow and the
+	// PDP refuses to this approver group instead of denying it (on_deny:
+	// require_approval).
+	ApprovalGroup string
 }
 
 // NewExternal is the worker's external policy decision point for the
@@ -50,9 +54,17 @@ func NewExternal(x *config.ExternalPolicy, getenv func(string) string) (*Externa
 	return &External{
 		Client: authzen.New(authzen.Options{Endpoint: x.Endpoint, Timeout: x.EffectiveTimeout(),
 			Authorization: auth, CacheEntries: x.EffectiveCacheEntries()}),
-		AppliesTo: x.EffectiveAppliesTo(),
-		OnError:   x.OnErrorFor,
+		AppliesTo:     x.EffectiveAppliesTo(),
+		OnError:       x.OnErrorFor,
+		ApprovalGroup: approvalGroup(x),
 	}, nil
+}
+
+func approvalGroup(x *config.ExternalPolicy) string {
+	if x.OnDeny == config.ExternalOnDenyApproval {
+		return x.ApprovalGroup
+	}
+	return ""
 }
 
 // The AuthZEN vocabulary of a call, documented in README ("An external
@@ -115,15 +127,26 @@ func (a *Activities) consultExternal(ctx context.Context, x *External, in api.De
 		return rec
 	}
 	rec.Decision, rec.Context, rec.Cached = &ans.Decision, ans.Context, ans.Cached
-	if !ans.Decision && d.Effect != api.Deny {
-		reason := fmt.Sprintf("denied: the external policy decision point denied the call to %s", in.Tool)
-		if r := reasonUser(ans.Context); r != "" {
-			reason += ": " + r
-		}
-		*d = api.Verdict{Effect: api.Deny, Check: api.CheckExternal, Version: d.Version,
-			Reason: reason + "; airlock's own policy would have " + verb(rec.Effect) + ", and the external point may only be stricter"}
-		rec.Changed = true
+	if ans.Decision || d.Effect == api.Deny {
+		return rec
 	}
+	why := ""
+	if r := reasonUser(ans.Context); r != "" {
+		why = ": " + r
+	}
+	switch {
+	case x.ApprovalGroup != "" && d.Effect == api.RequireApproval:
+		// Already asked of people: their approval stands as the stricter
+		// decision (on_deny: require_approval).
+		return rec
+	case x.ApprovalGroup != "":
+		*d = api.Verdict{Effect: api.RequireApproval, Check: api.CheckExternal, Version: d.Version, Group: x.ApprovalGroup, Quorum: 1,
+			Reason: fmt.Sprintf("the external policy decision point did not allow the call to %s%s; waiting for 1 approval(s) from group %q (external_policy.on_deny: require_approval)", in.Tool, why, x.ApprovalGroup)}
+	default:
+		*d = api.Verdict{Effect: api.Deny, Check: api.CheckExternal, Version: d.Version,
+			Reason: fmt.Sprintf("denied: the external policy decision point denied the call to %s%s; airlock's own policy would have %s, and the external point may only be stricter", in.Tool, why, verb(rec.Effect))}
+	}
+	rec.Changed = true
 	return rec
 }
 

@@ -277,3 +277,27 @@ func TestNewExternal(t *testing.T) {
 		t.Fatalf("external %+v", x)
 	}
 }
+
+// TestExternalOnDenyApproval: under on_deny: require_approval the PDP's no
+// sends a call airlock would allow to the configured group instead of
+// denying it; a call airlock already sends to approval keeps its own.
+func TestExternalOnDenyApproval(t *testing.T) {
+	f := newExternalFixture(t, func(x *External) { x.ApprovalGroup = "security" })
+	f.a.Groups = map[string][]string{"ops": {"olga"}, "security": {"sam"}}
+	out := f.decide(t, "alice", "fs__read", `{"path":"/secret/k"}`)
+	if out.Effect != api.RequireApproval || out.Check != api.CheckExternal || out.Group != "security" || out.Quorum != 1 ||
+		out.Approval == nil || len(out.Approval.Approvers) != 1 || out.Approval.Approvers[0] != "sam" ||
+		!strings.Contains(out.Reason, "did not allow the call to fs__read: no access to secret paths; waiting for 1 approval(s) from group \"security\"") {
+		t.Fatalf("decision %s (%s) group %s approval %+v: %s", out.Effect, out.Check, out.Group, out.Approval, out.Reason)
+	}
+	if x := out.External; x == nil || !x.Changed || x.Effect != api.Allow {
+		t.Fatalf("record %+v", x)
+	}
+	out = f.decide(t, "alice", "fs__write", `{"path":"/secret/k"}`)
+	if out.Effect != api.RequireApproval || out.Group != "ops" || out.External == nil || out.External.Changed {
+		t.Fatalf("airlock's approval: %s group %s record %+v", out.Effect, out.Group, out.External)
+	}
+	if out := f.decide(t, "alice", "fs__read", `{"path":"/a"}`); out.Effect != api.Allow {
+		t.Fatalf("the PDP's yes: %s", out.Effect)
+	}
+}

@@ -32,6 +32,13 @@ type ExternalPolicy struct {
 	// timeout means: "deny" (default) or "allow" (airlock's own decision
 	// stands, the failure is recorded).
 	OnError string `yaml:"on_error,omitempty"`
+	// OnDeny is what the PDP's no does to a call airlock would allow:
+	// "deny" (default) or "require_approval" (ApprovalGroup decides; a
+	// call airlock already sends to approval keeps its own group).
+	OnDeny string `yaml:"on_deny,omitempty"`
+	// ApprovalGroup approves what the PDP refused under on_deny:
+	// require_approval (one of approver_groups).
+	ApprovalGroup string `yaml:"approval_group,omitempty"`
 	// Tools override OnError per exposed tool name or glob ("docs__*" for
 	// a server's tools). Where several match, deny wins.
 	Tools map[string]*ExternalTool `yaml:"tools,omitempty"`
@@ -52,6 +59,8 @@ const (
 	ExternalAppliesAll          = "all"
 	ExternalOnErrorDeny         = "deny"
 	ExternalOnErrorAllow        = "allow"
+	ExternalOnDenyDeny          = "deny"
+	ExternalOnDenyApproval      = "require_approval"
 	DefaultExternalTimeout      = 2 * time.Second
 	MaxExternalTimeout          = 5 * time.Second
 	DefaultExternalCacheEntries = 1024
@@ -164,6 +173,21 @@ func (c *Config) validateExternal(v *validator) {
 		}
 	}
 	validOnError(at+".on_error", e.OnError, false)
+	switch e.OnDeny {
+	case "", ExternalOnDenyDeny:
+		if e.ApprovalGroup != "" {
+			v.add(at+".approval_group", "is set but on_deny is not require_approval; write on_deny: require_approval, or remove approval_group")
+		}
+	case ExternalOnDenyApproval:
+		switch g := e.ApprovalGroup; {
+		case g == "":
+			v.add(at+".approval_group", "is required with on_deny: require_approval; name one of approver_groups")
+		case c.ApproverGroups[g] == nil:
+			v.add(at+".approval_group", "names %q, which is not one of approver_groups; add the group or name another", clipName(g))
+		}
+	default:
+		v.add(at+".on_deny", "must be deny (the default) or require_approval, got %q", clipName(e.OnDeny))
+	}
 	if len(e.Tools) > maxExternalToolsEntries {
 		v.add(at+".tools", "has %d entries, over %d; use globs such as server__*", len(e.Tools), maxExternalToolsEntries)
 	}

@@ -68,6 +68,10 @@ func TestExternalPolicyProblems(t *testing.T) {
 		{"cache wrong type", "external_policy: {endpoint: \"http://pdp\", cache_entries: lots}\n", "cache_entries"},
 		{"unknown field", "external_policy: {endpoint: \"http://pdp\", fail_open: true}\n", "fail_open"},
 		{"duplicate key", "external_policy:\n  endpoint: http://pdp\n  on_error: deny\n  on_error: allow\n", "on_error"},
+		{"on_deny", "external_policy: {endpoint: \"http://pdp\", on_deny: approve}\n", `external_policy.on_deny: must be deny (the default) or require_approval, got "approve"`},
+		{"on_deny without group", "external_policy: {endpoint: \"http://pdp\", on_deny: require_approval}\n", `external_policy.approval_group: is required with on_deny: require_approval`},
+		{"on_deny unknown group", "external_policy: {endpoint: \"http://pdp\", on_deny: require_approval, approval_group: nobody}\n", `external_policy.approval_group: names "nobody", which is not one of approver_groups`},
+		{"group without on_deny", "external_policy: {endpoint: \"http://pdp\", approval_group: ops}\n", `external_policy.approval_group: is set but on_deny is not require_approval`},
 		{"wrong shape", "external_policy: http://pdp\n", "external_policy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
