@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/authzen"
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
 )
 
@@ -114,6 +116,7 @@ func (a *Activities) consultExternal(ctx context.Context, x *External, in api.De
 			kind = ae.Kind
 		}
 		rec.ErrorKind, rec.Error = kind, err.Error()
+		metrics.ExternalDecisions.WithLabelValues(kind, "false").Inc()
 		rec.OnError = "deny"
 		if x.OnError != nil {
 			rec.OnError = x.OnError(in.Tool)
@@ -127,6 +130,7 @@ func (a *Activities) consultExternal(ctx context.Context, x *External, in api.De
 		return rec
 	}
 	rec.Decision, rec.Context, rec.Cached = &ans.Decision, ans.Context, ans.Cached
+	metrics.ExternalDecisions.WithLabelValues(map[bool]string{true: "allow", false: "deny"}[ans.Decision], strconv.FormatBool(ans.Cached)).Inc()
 	if ans.Decision || d.Effect == api.Deny {
 		return rec
 	}

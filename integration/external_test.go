@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/authzen/opapdp"
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/manifests"
 	"github.com/airlock-run/airlock/worker"
@@ -97,6 +99,9 @@ external_policy:
 	cs := s.connect(t, map[string]string{gateway.HeaderTask: task})
 	waitTools(t, cs, "filesystem__read_text_file", "filesystem__list_allowed_directories")
 
+	denyBefore := testutil.ToFloat64(metrics.ExternalDecisions.WithLabelValues("deny", "false"))
+	cachedBefore := testutil.ToFloat64(metrics.ExternalDecisions.WithLabelValues("allow", "true"))
+	timeoutBefore := testutil.ToFloat64(metrics.ExternalDecisions.WithLabelValues("timeout", "false"))
 	read := func(name string) (string, bool) {
 		res := call(t, cs, "filesystem__read_text_file", map[string]any{"path": filepath.Join(sandbox, name)}, "")
 		return text(res), res.IsError
@@ -132,6 +137,15 @@ external_policy:
 	for _, r := range pdp.Requests() {
 		if r.Authorization != "Bearer pdp-test-token" || !strings.HasPrefix(r.RequestID, task+"/") {
 			t.Fatalf("request headers %+v", r)
+		}
+	}
+
+	for _, m := range []struct {
+		result, cached string
+		before, want   float64
+	}{{"deny", "false", denyBefore, 1}, {"allow", "true", cachedBefore, 1}, {"timeout", "false", timeoutBefore, 2}} {
+		if d := testutil.ToFloat64(metrics.ExternalDecisions.WithLabelValues(m.result, m.cached)) - m.before; d != m.want {
+			t.Errorf("airlock_external_decisions_total{result=%s,cached=%s} rose by %v, want %v", m.result, m.cached, d, m.want)
 		}
 	}
 
