@@ -294,3 +294,49 @@ func TestAirlockDoesNotLinkOPA(t *testing.T) {
 		t.Fatal("cmd/airlock does not import internal/authzen; is the list right?")
 	}
 }
+
+// TestEvaluateSlowBody: the timeout bounds reading the answer too, not
+// only its headers (a PDP that trickles its body).
+func TestEvaluateSlowBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"decision":`))
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(3 * time.Second):
+		case <-r.Context().Done():
+		}
+		_, _ = w.Write([]byte(`true}`))
+	}))
+	defer srv.Close()
+	start := time.Now()
+	_, err := authzen.New(authzen.Options{Endpoint: srv.URL, Timeout: 200 * time.Millisecond}).Evaluate(context.Background(), request("a", "b", "low"), "")
+	var e *authzen.Error
+	if !errors.As(err, &e) || e.Kind != authzen.KindTimeout || time.Since(start) > 2*time.Second {
+		t.Fatalf("err %v after %s, want a timeout at 200ms", err, time.Since(start))
+	}
+}
+
+// BenchmarkEvaluate is the cost of one decision asked of OPA over
+// loopback HTTP, and of one answered from the cache.
+func BenchmarkEvaluate(b *testing.B) {
+	pdp := opapdp.Start(b, policy)
+	body := request("alice", "fs__read", "low")
+	cachedBody := request("alice", "cached__tool", "low")
+	b.Run("opa", func(b *testing.B) {
+		c := authzen.New(authzen.Options{Endpoint: pdp.URL})
+		for b.Loop() {
+			if _, err := c.Evaluate(context.Background(), body, ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		c := authzen.New(authzen.Options{Endpoint: pdp.URL, CacheEntries: 16})
+		for b.Loop() {
+			if _, err := c.Evaluate(context.Background(), cachedBody, ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
