@@ -146,7 +146,9 @@ func New(o Options) *Client {
 	}
 	tr := o.Transport
 	if tr == nil {
-		tr = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxResponseHeaderBytes = MaxAnswerBytes // a PDP's headers are small too
+		tr = t
 	}
 	// Redirects are not followed: the request carries the call's
 	// arguments and the Authorization header, and goes where it was

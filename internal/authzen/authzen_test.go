@@ -340,3 +340,18 @@ func BenchmarkEvaluate(b *testing.B) {
 		}
 	})
 }
+
+// TestEvaluateHugeHeaders: an answer's headers are bounded like its body.
+func TestEvaluateHugeHeaders(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Padding", strings.Repeat("a", 2*authzen.MaxAnswerBytes))
+		_, _ = w.Write([]byte(`{"decision":true}`))
+	}))
+	defer srv.Close()
+	_, err := authzen.New(authzen.Options{Endpoint: srv.URL}).Evaluate(context.Background(), request("a", "b", "low"), "")
+	var e *authzen.Error
+	if !errors.As(err, &e) || e.Kind != authzen.KindTransport {
+		t.Fatalf("err %v, want the answer refused", err)
+	}
+}
