@@ -311,6 +311,9 @@ type DecideOutput struct {
 	// the gateway's and the worker's (issue 30 §1): the recorded answer
 	// to what the policy saw as findings.
 	Findings []Finding `json:",omitempty"`
+	// External is what the external policy decision point was asked and
+	// answered (issue 30 §3), when one is configured and was consulted.
+	External *ExternalDecision `json:",omitempty"`
 }
 
 // ApprovalSpec is what the worker resolves for a require_approval

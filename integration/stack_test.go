@@ -214,6 +214,9 @@ type stackOptions struct {
 	// (activities.Activities.Current, as a hot reload swaps it); nil
 	// answers fall back to the stack's policy and catalog.
 	judge func() *activities.Judge
+	// external, when set (and judge is not), is the worker's external
+	// policy decision point (issue 30 §3).
+	external *activities.External
 	// audit, when set, receives the worker's and the gateway's audit
 	// lines.
 	audit *auditstream.Log
@@ -306,8 +309,13 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if o.programs != nil {
 		workflows.UseProgramRunner(programRuntime(t))
 	}
+	catalog := activities.NewCatalog(o.manifests, servers, s.pool, false)
+	if o.external != nil && o.judge == nil {
+		j := &activities.Judge{Policy: pol, Catalog: catalog, Groups: o.groups, External: o.external}
+		o.judge = func() *activities.Judge { return j }
+	}
 	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
-		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false), Current: o.judge, Audit: o.audit}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
+		Catalog: catalog, Current: o.judge, Audit: o.audit}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}
