@@ -104,6 +104,10 @@ type CallRequest struct {
 	// number; nil: none), sent upstream with the call so that a worker in
 	// any process can report the upstream's progress (api.CallProgress).
 	ProgressToken any `json:",omitempty"`
+	// Subject, for a call to an upstream that acts as the user
+	// (server.http.auth.token_exchange), is the caller's token sealed to
+	// the worker, with who it names (api.Subject).
+	Subject *Subject `json:",omitempty"`
 }
 
 // Outcome classifies how a call ended.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/manifests"
@@ -32,7 +33,7 @@ func TestResolveRoles(t *testing.T) {
 	a, _ := d.Lookup("alice")
 	want := &Principal{Name: "alice", Roles: []string{"dev", "ops"}, Permissions: []string{"fs.read", "fs.write"},
 		DataLevel: manifests.DataSensitive, SlackUserID: "U1", AllowTools: []string{"fs__read_*", "fs__*"}, MaxCalls: 10, Deadline: time.Hour}
-	if diff := cmp.Diff(want, a); diff != "" {
+	if diff := cmp.Diff(want, a, cmpopts.IgnoreUnexported(Principal{})); diff != "" {
 		t.Fatalf("alice (-want +got):\n%s", diff)
 	}
 	if l, err := d.Local(); err != nil || l.Name != "alice" {
