@@ -1,7 +1,9 @@
 package identity
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -122,5 +124,23 @@ func TestReplace(t *testing.T) {
 	}
 	if _, ok := held.Lookup("alice"); ok {
 		t.Fatal("alice still looked up after the reload")
+	}
+}
+
+// TestSubjectTokenNotPrinted: the access token a principal keeps for token
+// exchange is not in its JSON nor in any fmt form of it.
+func TestSubjectTokenNotPrinted(t *testing.T) {
+	p := &Principal{Name: "alice@corp", bearer: &bearerToken{raw: "secret-access-token"}}
+	if p.SubjectToken() != "secret-access-token" || (&Principal{}).SubjectToken() != "" || (*Principal)(nil).SubjectToken() != "" {
+		t.Fatal("SubjectToken")
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{string(raw), fmt.Sprintf("%v", p), fmt.Sprintf("%+v", p), fmt.Sprintf("%#v", p), fmt.Sprintf("%+v", *p), fmt.Sprint([]*Principal{p})} {
+		if strings.Contains(s, "secret-access-token") {
+			t.Fatalf("printed: %s", s)
+		}
 	}
 }
