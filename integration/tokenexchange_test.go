@@ -332,6 +332,9 @@ func TestTokenExchangeActsAsUser(t *testing.T) {
 	csShort := connectURL(t, s.url, map[string]string{"Authorization": "Bearer " + short})
 	pending := callAsync(csShort, "tickets__deploy", map[string]any{"n": 1001})
 	r := waitPending(t, local, "1001", nil)
+	if r.ActsAs != "alice@corp" || r.ActsUntil.IsZero() || r.ActsUntil.After(time.Now().Add(5*time.Second)) {
+		t.Fatalf("the approver is not told whom the call acts as, and until when: %q %v", r.ActsAs, r.ActsUntil)
+	}
 	waitFor(t, "the short token to expire", 10*time.Second, func() bool { return expired(short) })
 	approveAs(r)
 	failed(<-pending, "expired")

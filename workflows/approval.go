@@ -25,7 +25,10 @@ func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.De
 		Group: d.Group, Quorum: max(d.Quorum, 1), Approvers: slices.Clone(spec.Approvers),
 		ExpiresAt: now.Add(spec.Timeout), OnTimeout: spec.OnTimeout, RequestedAt: now, State: api.ApprovalPending,
 	}
-	t.editFields(ar, spec) // approve with edits
+	t.editFields(ar, spec)              // approve with edits
+	if sub := req.Subject; sub != nil { // token exchange: the approver is told when the grant ends
+		ar.ActsAs, ar.ActsUntil = sub.Principal, sub.Expiry
+	}
 	if spec.EscalateAfter > 0 && spec.EscalateAfter < spec.Timeout && spec.EscalateTo != "" {
 		ar.EscalateAt, ar.EscalateTo = now.Add(spec.EscalateAfter), spec.EscalateTo
 	}
