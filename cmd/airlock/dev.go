@@ -414,6 +414,9 @@ func (s *stack) startWorker(ctx context.Context, withGateway bool) error {
 		return err
 	}
 	acts.SubjectKey = priv
+	if priv != nil {
+		e.log.Info().Str("key_id", exchange.KeyID(priv.PublicKey())).Msg("subject key: this worker opens the user tokens sealed to it (upstreams with token_exchange)")
+	}
 	if withGateway {
 		acts.Relay = s.callRelay()
 	}
@@ -480,6 +483,11 @@ func (s *stack) startGateway(r roles) error {
 	_, subjectPub, err := exchange.KeysFromEnv(os.Getenv)
 	if err != nil {
 		return err
+	}
+	for _, m := range e.snap.Manifests {
+		if m.Server.ExchangesTokens() && subjectPub == nil {
+			e.log.Warn().Str("server", m.Server.Name).Msg("this upstream acts as the calling user (server.http.auth.token_exchange), and no subject key is set: its calls are refused. Set " + exchange.EnvKey + " (or " + exchange.EnvPublicKey + " on a gateway alone); `airlock keys subject` makes one")
+		}
 	}
 	g := gateway.New(gateway.Options{
 		SubjectKey:      subjectPub,
