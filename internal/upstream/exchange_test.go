@@ -24,7 +24,8 @@ import (
 // at once, each reach the upstream with the token exchanged for its own
 // user, while the session's own traffic carries airlock's client
 // credentials token; a call without an exchanged token is refused before it
-// is sent; a refused exchange is the user's grant error.
+// is sent; a refused exchange is the user's grant error. With actor: true
+// each exchange names airlock by its own token (actor_token).
 func TestHTTPTokenExchange(t *testing.T) {
 	t.Setenv("TEST_TX_SECRET", "tx-secret")
 	var n atomic.Int32
@@ -41,7 +42,8 @@ func TestHTTPTokenExchange(t *testing.T) {
 			fmt.Fprint(w, `{"access_token":"cc-token","token_type":"Bearer","expires_in":3600}`)
 		case exchange.GrantType:
 			user, ok := strings.CutPrefix(r.PostFormValue("subject_token"), "sign-in-")
-			if !ok || user == "revoked" || r.PostFormValue("audience") != "tickets" {
+			if !ok || user == "revoked" || r.PostFormValue("audience") != "tickets" ||
+				r.PostFormValue("actor_token") != "cc-token" || r.PostFormValue("actor_token_type") != exchange.TokenTypeAccess {
 				w.WriteHeader(400)
 				fmt.Fprint(w, `{"error":"invalid_grant","error_description":"account disabled"}`)
 				return
@@ -79,7 +81,7 @@ func TestHTTPTokenExchange(t *testing.T) {
 
 	srv := manifests.Server{Name: "tickets", HTTP: &manifests.HTTPServer{URL: up.URL,
 		OAuth: &manifests.ClientCredentials{TokenURL: as.URL, ClientID: "airlock", ClientSecretEnv: "TEST_TX_SECRET"},
-		Auth:  &manifests.UpstreamAuth{TokenExchange: &manifests.TokenExchange{TokenURL: as.URL, ClientID: "airlock", ClientSecretEnv: "TEST_TX_SECRET", Audience: "tickets"}}}}
+		Auth:  &manifests.UpstreamAuth{TokenExchange: &manifests.TokenExchange{TokenURL: as.URL, ClientID: "airlock", ClientSecretEnv: "TEST_TX_SECRET", Audience: "tickets", Actor: true}}}}
 	p := startPool(t, []manifests.Server{srv}, testOptions())
 	waitState(t, p, "tickets", StateConnected)
 
@@ -96,7 +98,7 @@ func TestHTTPTokenExchange(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ctx, tok, err := p.ActAs(context.Background(), "tickets", "sign-in-"+user, user+"@corp")
-			if err != nil || tok == nil || tok.Audience != "tickets" {
+			if err != nil || tok == nil || tok.Audience != "tickets" || tok.Actor != "airlock" {
 				errs <- fmt.Errorf("%s: ActAs %v %+v", user, err, tok)
 				return
 			}
