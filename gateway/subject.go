@@ -14,16 +14,42 @@ import (
 // sealed to the worker's subject key, bound to the task. A caller without
 // one (an API key) is refused here, before the call enters the task.
 func (g *Gateway) subjectFor(taskID, server string, pr *identity.Principal) (*api.Subject, error) {
-	exchanges := false
-	for _, m := range g.cur().Manifests {
-		if m.Server.Name == server {
-			exchanges = m.Server.ExchangesTokens()
-			break
-		}
-	}
-	if !exchanges {
+	if !g.exchanges(server) {
 		return nil, nil
 	}
+	return g.seal(taskID, server, pr)
+}
+
+// exchanges reports whether server acts as the calling user.
+func (g *Gateway) exchanges(server string) bool {
+	for _, m := range g.cur().Manifests {
+		if m.Server.Name == server {
+			return m.Server.ExchangesTokens()
+		}
+	}
+	return false
+}
+
+// programSubject is what a program carries for its calls to upstreams
+// that act as the user: the caller's sealed token when a tool of its table
+// is on one. An API-key caller's program runs without it, and its calls
+// to such an upstream fail closed, nothing sent (the pool refuses them);
+// its other calls run.
+func (g *Gateway) programSubject(taskID string, tools []api.ProgramTool, pr *identity.Principal) (*api.Subject, error) {
+	for _, tl := range tools {
+		if g.exchanges(tl.Server) {
+			if pr.Token == nil || pr.SubjectToken() == "" {
+				return nil, nil
+			}
+			return g.seal(taskID, tl.Server, pr)
+		}
+	}
+	return nil, nil
+}
+
+// seal seals pr's access token for task taskID; server names the upstream
+// that needs it in the refusal of a caller without one.
+func (g *Gateway) seal(taskID, server string, pr *identity.Principal) (*api.Subject, error) {
 	raw := pr.SubjectToken()
 	if pr.Token == nil || raw == "" {
 		return nil, errors.New(server + " acts as the calling user, and " + pr.Name + " signed in with an API key, not a token: call with a sign-in token from the identity provider (principals_from_tokens). Nothing ran")

@@ -224,7 +224,8 @@ func (u *ticketsUpstream) runs(tool string) []string {
 // TestTokenExchangeActsAsUser: through the real stack, against a real
 // OpenID provider with token exchange, each call reaches an upstream that
 // verifies its bearer as the user who made it: alice's as alice and bob's
-// as bob, forty at once on one shared upstream session, never crossed.
+// as bob, forty at once on one shared upstream session, never crossed,
+// and a program's calls as the user who ran it.
 // A call approved after its user's token expired, and a call of a user
 // revoked at the provider while it waited, fail with "did not run" and
 // nothing runs. An API-key caller is refused. The tasks' histories name
@@ -262,7 +263,8 @@ func TestTokenExchangeActsAsUser(t *testing.T) {
 	}
 	var logs, audit syncBuffer
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, subjectKey: key, logs: &logs,
-		audit: auditstream.New(&audit), groups: map[string][]string{"ops": {"carol"}}, inlineWait: 2 * time.Minute})
+		audit: auditstream.New(&audit), groups: map[string][]string{"ops": {"carol"}}, inlineWait: 2 * time.Minute,
+		programs: &gateway.ProgramOptions{}})
 
 	tokens := map[string]string{"alice": p.signIn(t, "alice", resource, time.Hour), "bob": p.signIn(t, "bob", resource, time.Hour)}
 	sessions := map[string]*mcp.ClientSession{}
@@ -302,6 +304,13 @@ func TestTokenExchangeActsAsUser(t *testing.T) {
 	if n := len(up.runs("whoami")); n != 40 {
 		t.Fatalf("the upstream ran whoami %d times, want 40", n)
 	}
+
+	// 1b. A program's calls act as the user who ran it.
+	res, _ := runProgram(t, sessions["bob"], "def main():\n    return tickets.whoami(n=7)\n", false, "")
+	if res.IsError || !strings.Contains(text(res)+mustJSON(t, res.StructuredContent), "whoami #7 as bob") {
+		t.Fatalf("bob's program: %s %s", text(res), mustJSON(t, res.StructuredContent))
+	}
+	tasks[res.Meta[gateway.MetaTask].(string)] = true
 
 	// 2. An API key names no user to act as.
 	carol := connectURL(t, s.url, bearer("carol-key"))
