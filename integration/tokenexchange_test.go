@@ -166,7 +166,7 @@ func startTicketsUpstream(t *testing.T, issuer string) *ticketsUpstream {
 	verifier := prov.Verifier(&oidc.Config{ClientID: "tickets"})
 	u := &ticketsUpstream{ran: map[string][]string{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
-	for _, name := range []string{"whoami", "deploy"} {
+	for _, name := range []string{"whoami", "deploy", "update"} {
 		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: name}, func(_ context.Context, req *mcp.CallToolRequest, in struct {
 			N int `json:"n"`
 		}) (*mcp.CallToolResult, any, error) {
@@ -246,7 +246,11 @@ func TestTokenExchangeActsAsUser(t *testing.T) {
 		Tools: map[string]*manifests.Tool{
 			"whoami": tool(manifests.RiskLow, nil),
 			"deploy": tool(manifests.RiskHigh, &manifests.Approval{Group: "ops", Timeout: manifests.Duration(10 * time.Minute)}),
+			"update": tool(manifests.RiskLow, nil),
 		}}
+	// update's pre-image is read as the user too (a capture is part of the call).
+	m.Tools["update"].Capture = &manifests.Call{Tool: "whoami", Args: map[string]string{"n": "args.n + 100"}}
+	m.Tools["update"].Compensation = &manifests.Call{Tool: "whoami", Args: map[string]string{"n": "args.n"}}
 	if ps := m.Validate(); len(ps) > 0 {
 		t.Fatal(manifests.Problems(ps))
 	}
@@ -303,6 +307,14 @@ func TestTokenExchangeActsAsUser(t *testing.T) {
 	}
 	if n := len(up.runs("whoami")); n != 40 {
 		t.Fatalf("the upstream ran whoami %d times, want 40", n)
+	}
+
+	// 1a. A call's capture runs as the user.
+	if res := call(t, sessions["alice"], "tickets__update", map[string]any{"n": 5}, ""); res.IsError || text(res) != "update #5 as alice" {
+		t.Fatalf("update: %s", text(res))
+	}
+	if got := up.runs("whoami"); len(got) != 41 || got[40] != "alice" {
+		t.Fatalf("the capture ran as %v", got[40:])
 	}
 
 	// 1b. A program's calls act as the user who ran it.
