@@ -31,7 +31,10 @@ func (a *Activities) actAs(ctx context.Context, in api.CallToolInput) (context.C
 	if !ok {
 		return ctx, nil, temporal.NewNonRetryableApplicationError("this worker's tool caller cannot act as a user", api.ErrTypeInternal, nil)
 	}
-	token, err := exchange.OpenSubject(a.SubjectKey, in.TaskID, in.Subject, time.Now())
+	s := in.Subject
+	token, err := exchange.OpenSubject(a.SubjectKey, in.TaskID, &exchange.Sealed{
+		Identity: exchange.Identity{Principal: s.Principal, Issuer: s.Issuer, Subject: s.Subject, Scopes: s.Scopes, Expiry: s.Expiry},
+		KeyID:    s.KeyID, Peer: s.Peer, Sealed: s.Sealed}, time.Now())
 	if err != nil {
 		return ctx, nil, classify(in, err)
 	}
@@ -42,6 +45,5 @@ func (a *Activities) actAs(ctx context.Context, in api.CallToolInput) (context.C
 	if t == nil { // the upstream does not exchange tokens: the seal is unused
 		return ctx, nil, nil
 	}
-	s := in.Subject
 	return ctx, &api.ActedAs{Subject: s.Subject, Issuer: s.Issuer, Actor: t.Actor, Audience: t.Audience, Resource: t.Resource, Scopes: t.Scopes}, nil
 }

@@ -60,5 +60,6 @@ func (g *Gateway) seal(taskID, server string, pr *identity.Principal) (*api.Subj
 	if err != nil {
 		return nil, errors.New("cannot act as " + pr.Name + " upstream: " + err.Error() + ". Nothing ran")
 	}
-	return s, nil
+	return &api.Subject{Principal: s.Principal, Issuer: s.Issuer, Subject: s.Subject, Scopes: s.Scopes, Expiry: s.Expiry,
+		KeyID: s.KeyID, Peer: s.Peer, Sealed: s.Sealed}, nil
 }

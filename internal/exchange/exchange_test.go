@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -56,15 +55,15 @@ func TestSealSubject(t *testing.T) {
 	_, err = OpenSubject(key, "task-1", s, alice.Expiry)
 	grantErr(t, err, ErrExpired)
 
-	edits := map[string]func(*api.Subject){
-		"flipped byte":   func(s *api.Subject) { s.Sealed[len(s.Sealed)/2] ^= 1 },
-		"trailing bytes": func(s *api.Subject) { s.Sealed = append(s.Sealed, 0) },
-		"peer":           func(s *api.Subject) { s.Peer[0] ^= 1 },
-		"principal":      func(s *api.Subject) { s.Principal = "bob@corp" },
-		"subject":        func(s *api.Subject) { s.Subject = "bob" },
-		"issuer":         func(s *api.Subject) { s.Issuer = "https://evil" },
-		"later expiry":   func(s *api.Subject) { s.Expiry = s.Expiry.Add(24 * time.Hour) },
-		"empty":          func(s *api.Subject) { s.Sealed = nil },
+	edits := map[string]func(*Sealed){
+		"flipped byte":   func(s *Sealed) { s.Sealed[len(s.Sealed)/2] ^= 1 },
+		"trailing bytes": func(s *Sealed) { s.Sealed = append(s.Sealed, 0) },
+		"peer":           func(s *Sealed) { s.Peer[0] ^= 1 },
+		"principal":      func(s *Sealed) { s.Principal = "bob@corp" },
+		"subject":        func(s *Sealed) { s.Subject = "bob" },
+		"issuer":         func(s *Sealed) { s.Issuer = "https://evil" },
+		"later expiry":   func(s *Sealed) { s.Expiry = s.Expiry.Add(24 * time.Hour) },
+		"empty":          func(s *Sealed) { s.Sealed = nil },
 	}
 	for name, edit := range edits {
 		c := *s

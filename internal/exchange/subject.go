@@ -6,8 +6,9 @@
 // the upstream (Exchange, RFC 8693), which the HTTP transport sends as that
 // call's bearer.
 //
-// It imports the standard library, api, manifests and internal/seal; it
-// does not log, and no error it returns contains a token.
+// It is a library: the standard library, manifests and internal/seal
+// (callers put what it seals into api.Subject); it does not log, and no
+// error it returns contains a token.
 package exchange
 
 import (
@@ -22,7 +23,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/seal"
 )
 
@@ -110,13 +110,24 @@ type sealed struct {
 	Expiry    time.Time
 }
 
+// Sealed is a subject token sealed to a worker key, with who it names in
+// the clear (api.Subject holds these fields).
+type Sealed struct {
+	Identity
+	KeyID  string
+	Peer   []byte
+	Sealed []byte
+}
+
 // SealSubject seals token, which names id, to the worker key pub, for
 // calls of task.
-func SealSubject(pub *ecdh.PublicKey, task, token string, id Identity) (*api.Subject, error) {
+func SealSubject(pub *ecdh.PublicKey, task, token string, id Identity) (*Sealed, error) {
 	if pub == nil {
 		return nil, errors.New("no subject key: set " + EnvKey + " (worker and gateway in one process) or " + EnvPublicKey + " (gateway) to the worker's key; `airlock keys subject` makes one")
 	}
-	msg, err := json.Marshal(sealed{Token: token, Task: task, Principal: id.Principal, Issuer: id.Issuer, Subject: id.Subject, Expiry: id.Expiry.UTC()})
+	id.Expiry = id.Expiry.UTC()
+	id.Scopes = slices.Clone(id.Scopes)
+	msg, err := json.Marshal(sealed{Token: token, Task: task, Principal: id.Principal, Issuer: id.Issuer, Subject: id.Subject, Expiry: id.Expiry})
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +135,7 @@ func SealSubject(pub *ecdh.PublicKey, task, token string, id Identity) (*api.Sub
 	if err != nil {
 		return nil, err
 	}
-	return &api.Subject{Principal: id.Principal, Issuer: id.Issuer, Subject: id.Subject, Scopes: slices.Clone(id.Scopes),
-		Expiry: id.Expiry.UTC(), KeyID: KeyID(pub), Peer: peer, Sealed: ct}, nil
+	return &Sealed{Identity: id, KeyID: KeyID(pub), Peer: peer, Sealed: ct}, nil
 }
 
 // Errors of OpenSubject and Exchange that mean the user's grant cannot be
@@ -173,7 +183,7 @@ func (e *GrantError) Unwrap() error { return e.Err }
 
 // OpenSubject opens the token sealed in s for task, with the worker key
 // key, and refuses it once expired at now.
-func OpenSubject(key *ecdh.PrivateKey, task string, s *api.Subject, now time.Time) (string, error) {
+func OpenSubject(key *ecdh.PrivateKey, task string, s *Sealed, now time.Time) (string, error) {
 	if s == nil {
 		return "", &GrantError{Err: ErrNoSubject}
 	}
