@@ -8,8 +8,10 @@ package integration
 
 import (
 	"context"
+	"crypto/ecdh"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -220,6 +222,11 @@ type stackOptions struct {
 	// audit, when set, receives the worker's and the gateway's audit
 	// lines.
 	audit *auditstream.Log
+	// subjectKey is the worker's subject key (its public half the
+	// gateway's) for upstreams that act as the user (tokenexchange_test.go).
+	subjectKey *ecdh.PrivateKey
+	// logs, when set, receives every log line of the stack, debug and up.
+	logs io.Writer
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -231,6 +238,9 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		o.dataDir = t.TempDir()
 	}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	if o.logs != nil {
+		log = zerolog.New(zerolog.MultiLevelWriter(o.logs, zerolog.NewTestWriter(t))).Level(zerolog.DebugLevel)
+	}
 	ctx := context.Background()
 	srv := sharedTemporal(t)
 	s := &stack{srv: srv, log: log}
@@ -315,7 +325,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		o.judge = func() *activities.Judge { return j }
 	}
 	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
-		Catalog: catalog, Current: o.judge, Audit: o.audit}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
+		Catalog: catalog, Current: o.judge, Audit: o.audit, SubjectKey: o.subjectKey}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +339,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 		Catalog: o.catalog, State: o.state, SharedUnnamedTask: o.sharedUnnamed,
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
-		SessionKey: o.sessionKey, Audit: o.audit,
+		SessionKey: o.sessionKey, Audit: o.audit, SubjectKey: subjectPub(o.subjectKey),
 		Programs:        o.programs,
 		TaskConcurrency: o.taskConcurrency, TaskBacklog: o.taskBacklog,
 	})
@@ -549,4 +559,11 @@ func allGrants(slack map[string]string, names ...string) *identity.Directory {
 			APIKeySHA256: []string{identity.HashKey(n + "-key")}, SlackUserID: slack[n]})
 	}
 	return identity.New(c)
+}
+
+func subjectPub(k *ecdh.PrivateKey) *ecdh.PublicKey {
+	if k == nil {
+		return nil
+	}
+	return k.PublicKey()
 }

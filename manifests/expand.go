@@ -48,6 +48,7 @@ func (s Server) Expand(vars map[string]string) Server {
 		h.URL = expand(h.URL, lookup)
 		h.Headers = expandValues(h.Headers, lookup)
 		h.OAuth = h.OAuth.expand(lookup)
+		h.Auth = h.Auth.expand(lookup)
 		out.HTTP = &h
 	}
 	return out

@@ -139,6 +139,9 @@ type HTTPServer struct {
 	// upstream itself (client credentials; see oauth.go). Callers' tokens
 	// are never passed through.
 	OAuth *ClientCredentials `yaml:"oauth,omitempty" json:"oauth,omitempty"`
+	// Auth makes each tool call reach the upstream as the calling user
+	// (RFC 8693 token exchange; see tokenexchange.go).
+	Auth *UpstreamAuth `yaml:"auth,omitempty" json:"auth,omitempty"`
 }
 
 // SideEffect classifies what a tool does to the world.

@@ -193,6 +193,7 @@ func (v *validator) server(s Server) {
 		v.httpURL(u)
 		if s.HTTP != nil {
 			v.clientCredentials(s.HTTP)
+			v.tokenExchange(s.HTTP)
 		}
 	}
 	for i, r := range s.PathRoots {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"golang.org/x/oauth2"
 
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -30,6 +32,8 @@ type upstream struct {
 	// httpClient is shared by the sessions of an HTTP server (nil for stdio).
 	httpClient *http.Client
 	transport  *http.Transport
+	// actor is airlock's own token for actor_token (nil: not asked for).
+	actor oauth2.TokenSource
 
 	// failures drives the backoff; only the supervisor goroutine uses it.
 	failures int
@@ -116,7 +120,10 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 		if s.HTTP.OAuth != nil {
 			rt = clientCredentials(s.HTTP.OAuth, base)
 		}
-		u.httpClient = &http.Client{Transport: &resumeTransport{base: &headerTransport{base: rt, headers: s.HTTP.Headers}}} // resume.go
+		// A call's own bearer (exchange.go) goes to base directly: the
+		// client-credentials transport would replace it with airlock's.
+		u.httpClient = &http.Client{Transport: &resumeTransport{base: &headerTransport{base: rt, direct: base, headers: s.HTTP.Headers}}} // resume.go
+		u.actor = actorSource(s)
 	}
 	return u
 }
@@ -205,6 +212,8 @@ func (u *upstream) configError() string {
 		return "empty stdio command"
 	case u.cfg.HTTP != nil && u.cfg.HTTP.URL == "":
 		return "empty http url"
+	case u.cfg.ExchangesTokens() && os.Getenv(u.cfg.HTTP.Auth.TokenExchange.ClientSecretEnv) == "":
+		return "server.http.auth.token_exchange.client_secret_env: the environment variable " + u.cfg.HTTP.Auth.TokenExchange.ClientSecretEnv + " is not set; set it to the client secret"
 	case oauthConfigError(u.cfg.HTTP) != "":
 		return oauthConfigError(u.cfg.HTTP)
 	}

@@ -105,7 +105,10 @@ func (w *stderrTail) String() string {
 // headerTransport adds the manifest's headers to every request, and notes
 // in the call's sendMarker whether a tool call's request reached the wire.
 type headerTransport struct {
-	base    http.RoundTripper
+	base http.RoundTripper
+	// direct is base without server.http.oauth's transport: a request
+	// whose call carries its own bearer (exchange.go) goes there.
+	direct  http.RoundTripper
 	headers map[string]string
 }
 
@@ -126,6 +129,10 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			continue
 		}
 		r.Header.Set(k, v)
+	}
+	if tok, ok := callBearer(ctx); ok && t.direct != nil {
+		r.Header.Set("Authorization", "Bearer "+tok)
+		return t.direct.RoundTrip(r)
 	}
 	return t.base.RoundTrip(r)
 }
