@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -9,18 +10,22 @@ import (
 )
 
 // Sandbox says how a stdio server is confined (see internal/bwrap and
-// README.md, "Stdio servers run in a sandbox"). Absent, a stdio server is
+// README.md, "Stdio servers run in a sandbox"). A stdio server is
 // sandboxed where the host can (bubblewrap installed, user namespaces
-// working) and runs unconfined with a warning where it cannot. Written out
-// (a mapping, or "sandbox: on"), it is required: the server does not start
-// on a host without the sandbox. "sandbox: off" runs the server as a plain
-// child process with airlock's user, files, network and environment.
+// working) and runs unconfined with a warning where it cannot, unless
+// the sandbox is required ("sandbox: on", or required: true): then the
+// server does not start on such a host. "sandbox: off" runs the server
+// as a plain child process with airlock's user, files, network and
+// environment.
 //
 //	sandbox: off
 //	sandbox: {network: host, memory: 2GiB, write_paths: ["${AIRLOCK_DATA_DIR}/memory"]}
 type Sandbox struct {
 	// Off is "sandbox: off" (also false or no).
 	Off bool `yaml:"-" json:"off,omitempty"`
+	// Required refuses to start the server where there is no sandbox
+	// ("sandbox: on" is short for required: true).
+	Required bool `yaml:"required,omitempty" json:"required,omitempty"`
 	// Network is "none" (the default: the server has a loopback device
 	// only) or "host" (the host's network, every host reachable).
 	Network string `yaml:"network,omitempty" json:"network,omitempty"`
@@ -60,13 +65,13 @@ const (
 	maxSandboxOpenFiles          = 1 << 20
 )
 
-// Sandboxed reports whether the manifest leaves the sandbox on (absent or
-// written), and Demanded whether it was written out (not "off").
+// Sandboxed reports whether the manifest leaves the sandbox on (anything
+// but "sandbox: off").
 func (s *Server) Sandboxed() bool { return s.Sandbox == nil || !s.Sandbox.Off }
 
-// SandboxDemanded reports whether the manifest asks for the sandbox
-// explicitly, so that a host without one must refuse to start the server.
-func (s *Server) SandboxDemanded() bool { return s.Sandbox != nil && !s.Sandbox.Off }
+// SandboxDemanded reports whether the manifest requires the sandbox, so
+// that a host without one must refuse to start the server.
+func (s *Server) SandboxDemanded() bool { return s.Sandbox != nil && s.Sandbox.Required }
 
 // EffectiveMemory, EffectiveProcesses and EffectiveOpenFiles are the
 // bounds with defaults applied; s may be nil.
@@ -105,9 +110,9 @@ func (s *Sandbox) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
 		off, ok := sandboxWords[strings.ToLower(n.Value)]
 		if !ok {
-			return fmt.Errorf("%q is not a sandbox setting; write off, on, or a mapping (network, memory, processes, open_files, read_paths, write_paths)", n.Value)
+			return fmt.Errorf("%q is not a sandbox setting; write off, on, or a mapping (required, network, memory, processes, open_files, read_paths, write_paths)", n.Value)
 		}
-		*s = Sandbox{Off: off}
+		*s = Sandbox{Off: off, Required: !off}
 		return nil
 	}
 	var f sandboxFields
@@ -123,6 +128,9 @@ func (s Sandbox) MarshalYAML() (any, error) {
 	if s.Off {
 		return "off", nil
 	}
+	if reflect.DeepEqual(s, Sandbox{Required: true}) {
+		return "on", nil
+	}
 	return sandboxFields(s), nil
 }
 
@@ -136,7 +144,7 @@ func sandboxScalar(n *yaml.Node) string {
 	if _, ok := sandboxWords[strings.ToLower(n.Value)]; ok {
 		return ""
 	}
-	return fmt.Sprintf("%q is not a sandbox setting; write off (no sandbox), on (required), or a mapping with network, memory, processes, open_files, read_paths, write_paths", n.Value)
+	return fmt.Sprintf("%q is not a sandbox setting; write off (no sandbox), on (required), or a mapping with required, network, memory, processes, open_files, read_paths, write_paths", n.Value)
 }
 
 // sandbox checks server.sandbox.

@@ -24,9 +24,10 @@ func TestSandboxDecode(t *testing.T) {
 		{"absent: on where the host can", "", nil, true, false},
 		{"off", "  sandbox: off\n", &manifests.Sandbox{Off: true}, false, false},
 		{"false", "  sandbox: false\n", &manifests.Sandbox{Off: true}, false, false},
-		{"on: required", "  sandbox: on\n", &manifests.Sandbox{}, true, true},
+		{"on: required", "  sandbox: on\n", &manifests.Sandbox{Required: true}, true, true},
+		{"required in the mapping", "  sandbox: {required: true, network: host}\n", &manifests.Sandbox{Required: true, Network: "host"}, true, true},
 		{"mapping", "  sandbox:\n    network: host\n    memory: 2GiB\n    processes: 32\n    open_files: 4096\n    read_paths: [/opt/venv]\n    write_paths: [\"${AIRLOCK_DATA_DIR}/memory\"]\n",
-			&manifests.Sandbox{Network: "host", Memory: 2 << 30, Processes: 32, OpenFiles: 4096, ReadPaths: []string{"/opt/venv"}, WritePaths: []string{"${AIRLOCK_DATA_DIR}/memory"}}, true, true},
+			&manifests.Sandbox{Network: "host", Memory: 2 << 30, Processes: 32, OpenFiles: 4096, ReadPaths: []string{"/opt/venv"}, WritePaths: []string{"${AIRLOCK_DATA_DIR}/memory"}}, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +81,7 @@ func TestSandboxProblems(t *testing.T) {
 		want []string
 	}{
 		{"unknown word", sandboxHead + "  sandbox: maybe\n",
-			[]string{`m.yaml:4: server.sandbox: "maybe" is not a sandbox setting; write off (no sandbox), on (required), or a mapping with network, memory, processes, open_files, read_paths, write_paths`}},
+			[]string{`m.yaml:4: server.sandbox: "maybe" is not a sandbox setting; write off (no sandbox), on (required), or a mapping with required, network, memory, processes, open_files, read_paths, write_paths`}},
 		{"unknown field", sandboxHead + "  sandbox:\n    netwrk: host\n",
 			[]string{`m.yaml:5: server.sandbox.netwrk: unknown field; did you mean "network"?`}},
 		{"duplicate key", sandboxHead + "  sandbox:\n    network: host\n    network: none\n",

@@ -302,6 +302,7 @@ func newPool(e *env, nat *toolserver.Servers, onChange func(string)) *upstream.P
 		Logger:         &log,
 		ClientInfo:     &mcp.Implementation{Name: "airlock", Version: version},
 		OnToolsChanged: onChange,
+		Sandbox:        newSandbox(e, log),
 	}
 	if nat != nil {
 		opts.Native = nat.Transport
@@ -367,4 +368,26 @@ func startNative(ctx context.Context, e *env) (*toolserver.Servers, func(), erro
 	}
 	e.log.Info().Dur("took", time.Since(t0)).Msg("wasm modules checked against their sha256; new ones compile in the background, ones compiled before load at their first call (cached under the data dir)")
 	return nat, stop, nil
+}
+
+// newSandbox probes the stdio sandbox (also without stdio servers: a
+// reload may add one) and says at start-up what the servers get. A
+// server sees none of airlock's data directory, configuration or key
+// files.
+func newSandbox(e *env, log zerolog.Logger) *upstream.Sandbox {
+	c := e.snap.Config
+	hide := []string{e.dataDir, e.cfgDir, e.cfgPath, c.AuditSigningKeyPath()}
+	if p := c.Gateway.SessionKeyFile; p != "" {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(e.cfgDir, p)
+		}
+		hide = append(hide, p)
+	}
+	sb := upstream.ProbeSandbox(hide)
+	if err := sb.Err(); err != nil {
+		log.Warn().Str("reason", err.Error()).Msg("stdio servers are NOT sandboxed: they run with airlock's user, files, network and environment (a manifest with server.sandbox written out refuses to start; sandbox: off silences this per server)")
+	} else {
+		log.Info().Msg(sb.Describe())
+	}
+	return sb
 }

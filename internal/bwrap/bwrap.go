@@ -128,6 +128,9 @@ func (h *Host) Command(s Spec) (*exec.Cmd, func(), error) {
 		return nil, nil, err
 	}
 	s.Command = cmdPath
+	if under(cmdPath, s.Hide) && !under(cmdPath, slices.Concat(s.Writable, s.ReadOnly)) {
+		return nil, nil, fmt.Errorf("stdio command %s is inside airlock's own directories (data, configuration), which the sandbox hides; list it in server.sandbox.read_paths, install it elsewhere, or set sandbox: off", cmdPath)
+	}
 	chdir := "/tmp"
 	if s.Dir != "" && h.visible(s, s.Dir) {
 		chdir = s.Dir
@@ -175,6 +178,18 @@ func (h *Host) binds(s Spec) []string {
 	for _, p := range s.Writable {
 		add(filepath.Clean(p), true)
 	}
+	// A bind inside another with at least its rights is the same view;
+	// leaving it out keeps both in one mount, so that a rename between
+	// them (a rollback moving a file into the trash) is not EXDEV.
+	all := slices.Clone(bs)
+	bs = slices.DeleteFunc(bs, func(b bind) bool {
+		for _, c := range all {
+			if c.dst != b.dst && within(b.dst, c.dst) && (c.rw || !b.rw) {
+				return true
+			}
+		}
+		return false
+	})
 	var out []string
 	emit := func(b bind) {
 		op := "--ro-bind"
@@ -275,20 +290,20 @@ func (h *Host) args(s Spec, chdir string, binds []string) []string {
 // tmpSize is the private /tmp's size: a quarter of the memory bound.
 func tmpSize(mem int64) int64 { return max(mem/4, 16<<20) }
 
-// visible reports whether p is inside one of the sandbox's mounts.
+// visible reports whether directory p exists in the sandbox: it is in a
+// mount, or a mount lies inside it (bwrap makes its parents). A hidden
+// directory shows then only what was declared inside it.
 func (h *Host) visible(s Spec, p string) bool {
-	if under(p, s.Hide) {
-		for _, w := range slices.Concat(s.Writable, s.ReadOnly) {
-			if within(p, w) && under(w, s.Hide) {
-				return true
-			}
-		}
-		return false
-	}
 	if systemPath(p) {
 		return true
 	}
-	return under(p, slices.Concat(s.Writable, s.ReadOnly, packagePaths(s)))
+	pkg := slices.DeleteFunc(packagePaths(s), func(q string) bool { return under(q, s.Hide) })
+	for _, b := range slices.Concat(s.Writable, s.ReadOnly, pkg) {
+		if within(p, b) || within(b, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveCommand finds the command the way exec would, with the
@@ -318,7 +333,8 @@ func resolveCommand(s Spec) (string, error) {
 }
 
 // packagePaths are what the server needs of its own package: the
-// command, and any argument naming an existing file (a script), each
+// command, and any argument naming an existing file (a script) or
+// directory, each
 // followed through symlinks. A path inside node_modules brings the whole
 // outermost node_modules directory (Node resolves imports upwards from
 // the script), and a command in a directory named bin brings that
@@ -326,7 +342,7 @@ func resolveCommand(s Spec) (string, error) {
 func packagePaths(s Spec) []string {
 	var out []string
 	addPath := func(p string) {
-		for _, q := range []string{p, realpath(p)} {
+		for _, q := range append(symlinkChain(p), realpath(p)) {
 			if q == "" {
 				continue
 			}
@@ -354,12 +370,38 @@ func packagePaths(s Spec) []string {
 			}
 			p = filepath.Join(s.Dir, p)
 		}
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+		// A directory argument is one the server is told to use (the
+		// filesystem server's allowed directories): visible, read-only
+		// unless it is also a path root or write path.
+		if _, err := os.Stat(p); err == nil {
 			addPath(filepath.Clean(p))
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(slices.DeleteFunc(out, func(p string) bool { return p == "" || p == "/" }))
+}
+
+// symlinkChain is p and each path its symlinks lead to, in order (a
+// link to a path that is itself reached through a symlinked directory
+// needs both places visible).
+func symlinkChain(p string) []string {
+	out := []string{p}
+	for range 40 {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(p), t)
+		}
+		p = filepath.Clean(t)
+		out = append(out, p)
+	}
+	return out
 }
 
 func realpath(p string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -80,7 +81,7 @@ func (u *upstream) sandboxMode() (mode sandboxMode, reason string) {
 	case sb.err == nil:
 		return sandboxOn, ""
 	case u.cfg.SandboxDemanded():
-		return sandboxRefused, "the manifest asks for a sandbox (server.sandbox) and " + sb.err.Error()
+		return sandboxRefused, "the manifest requires a sandbox (server.sandbox: on, or required: true) and " + sb.err.Error()
 	}
 	return sandboxNone, "running unsandboxed: " + sb.err.Error()
 }
@@ -102,6 +103,13 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 		Processes: cfg.EffectiveProcesses(),
 		OpenFiles: cfg.EffectiveOpenFiles(),
 		Name:      u.name,
+	}
+	// write_paths are the server's own state: made when missing (path_roots
+	// are the operator's and must exist).
+	for _, d := range sandboxPaths(cfg, true) {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("server.sandbox.write_paths: %w", err)
+		}
 	}
 	return sb.host.Command(spec)
 }

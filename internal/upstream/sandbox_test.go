@@ -232,12 +232,12 @@ func TestSandboxUnavailable(t *testing.T) {
 	l := newAttackLayout(t)
 	opts := testOptions()
 	opts.Sandbox = &Sandbox{err: errors.New("the stdio sandbox is not available on this host: bwrap is not installed")}
-	demanded := hostileServer(t, l, &manifests.Sandbox{})
+	demanded := hostileServer(t, l, &manifests.Sandbox{Required: true})
 	demanded.Name = "demanded"
 	p := startPool(t, []manifests.Server{hostileServer(t, l, nil), demanded}, opts)
 	waitState(t, p, "hostile", StateConnected)
 	st := waitState(t, p, "demanded", StateUnavailable)
-	if !strings.Contains(st.Reason, "the manifest asks for a sandbox") || !strings.Contains(st.Reason, "bwrap is not installed") {
+	if !strings.Contains(st.Reason, "the manifest requires a sandbox") || !strings.Contains(st.Reason, "bwrap is not installed") {
 		t.Errorf("reason = %q", st.Reason)
 	}
 }
