@@ -370,6 +370,12 @@ func startNative(ctx context.Context, e *env) (*toolserver.Servers, func(), erro
 	return nat, stop, nil
 }
 
+// envSandbox=off turns the stdio sandbox off for every server whose
+// manifest does not require it (a host where airlock itself is the
+// container, or the tests that run the binary with a test upstream
+// writing outside any root).
+const envSandbox = "AIRLOCK_SANDBOX"
+
 // newSandbox probes the stdio sandbox (also without stdio servers: a
 // reload may add one) and says at start-up what the servers get. A
 // server sees none of airlock's data directory, configuration or key
@@ -383,7 +389,16 @@ func newSandbox(e *env, log zerolog.Logger) *upstream.Sandbox {
 		}
 		hide = append(hide, p)
 	}
-	sb := upstream.ProbeSandbox(hide)
+	var sb *upstream.Sandbox
+	switch v := os.Getenv(envSandbox); v {
+	case "off":
+		sb = upstream.NoSandbox(envSandbox + "=off is set")
+	default:
+		if v != "" {
+			log.Warn().Str(envSandbox, v).Msg(envSandbox + " is neither empty nor off; ignored (the sandbox stays on where the host supports it)")
+		}
+		sb = upstream.ProbeSandbox(hide)
+	}
 	if err := sb.Err(); err != nil {
 		log.Warn().Str("reason", err.Error()).Msg("stdio servers are NOT sandboxed: they run with airlock's user, files, network and environment (a manifest with server.sandbox written out refuses to start; sandbox: off silences this per server)")
 	} else {

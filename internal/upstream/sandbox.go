@@ -43,6 +43,10 @@ func ProbeSandbox(hide []string) *Sandbox {
 	return &Sandbox{host: h, err: err, hide: abs}
 }
 
+// NoSandbox is a Sandbox that is off for the given reason: servers whose
+// manifest does not require a sandbox run unconfined (with a warning).
+func NoSandbox(reason string) *Sandbox { return &Sandbox{err: errors.New(reason)} }
+
 // probe runs bwrap.Probe once per process: it costs a sandbox start.
 var probe = sync.OnceValues(func() (*bwrap.Host, error) { return bwrap.Probe(context.Background()) })
 

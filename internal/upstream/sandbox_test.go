@@ -231,7 +231,7 @@ func TestSandboxOff(t *testing.T) {
 func TestSandboxUnavailable(t *testing.T) {
 	l := newAttackLayout(t)
 	opts := testOptions()
-	opts.Sandbox = &Sandbox{err: errors.New("the stdio sandbox is not available on this host: bwrap is not installed")}
+	opts.Sandbox = NoSandbox("the stdio sandbox is not available on this host: bwrap is not installed")
 	demanded := hostileServer(t, l, &manifests.Sandbox{Required: true})
 	demanded.Name = "demanded"
 	p := startPool(t, []manifests.Server{hostileServer(t, l, nil), demanded}, opts)
