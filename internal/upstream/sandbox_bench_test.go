@@ -33,9 +33,11 @@ func BenchmarkSandbox(b *testing.B) {
 				p := New([]manifests.Server{srv}, opts)
 				p.Start(context.Background())
 				testenv.WaitFor(b, "fs to connect", hang, func() bool { return p.Status("fs").State == StateConnected })
+				b.StopTimer() // the figure is the start: process to tools listed
 				if err := p.Close(); err != nil {
 					b.Fatal(err)
 				}
+				b.StartTimer()
 			}
 		})
 		b.Run("call/"+mode.name, func(b *testing.B) {
