@@ -334,7 +334,7 @@ func resolveCommand(s Spec) (string, error) {
 
 // packagePaths are what the server needs of its own package: the
 // command, and any argument naming an existing file (a script) or
-// directory, each
+// directory (a project's script brings the project's node_modules), each
 // followed through symlinks. A path inside node_modules brings the whole
 // outermost node_modules directory (Node resolves imports upwards from
 // the script), and a command in a directory named bin brings that
@@ -351,6 +351,17 @@ func packagePaths(s Spec) []string {
 				continue
 			}
 			out = append(out, q)
+			// A script of the project itself imports from the project's
+			// node_modules, found upwards as Node looks for it, with the
+			// package.json that says whether .js is a module.
+			if isScript(q) {
+				if nm, pkg := projectOf(q); nm != "" {
+					out = append(out, nm, realpath(nm))
+					if pkg != "" {
+						out = append(out, pkg)
+					}
+				}
+			}
 		}
 	}
 	if cmd, err := resolveCommand(s); err == nil && !systemPath(cmd) {
@@ -379,6 +390,33 @@ func packagePaths(s Spec) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(slices.DeleteFunc(out, func(p string) bool { return p == "" || p == "/" }))
+}
+
+// isScript reports whether p is a JavaScript or TypeScript file.
+func isScript(p string) bool {
+	switch filepath.Ext(p) {
+	case ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts":
+		return true
+	}
+	return false
+}
+
+// projectOf finds, upwards from script's directory, the nearest
+// node_modules directory and the nearest package.json ("" when none).
+func projectOf(script string) (nodeModules, packageJSON string) {
+	for d := filepath.Dir(script); ; d = filepath.Dir(d) {
+		if packageJSON == "" {
+			if fi, err := os.Stat(filepath.Join(d, "package.json")); err == nil && !fi.IsDir() {
+				packageJSON = filepath.Join(d, "package.json")
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(d, "node_modules")); err == nil && fi.IsDir() {
+			return filepath.Join(d, "node_modules"), packageJSON
+		}
+		if d == filepath.Dir(d) {
+			return "", ""
+		}
+	}
 }
 
 // symlinkChain is p and each path its symlinks lead to, in order (a

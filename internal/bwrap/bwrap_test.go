@@ -190,3 +190,29 @@ func TestProbe(t *testing.T) {
 	}
 	t.Logf("a sandbox starts and exits in %v (cgroups: %v)", h.Probe, h.cgroup == cgroupV1)
 }
+
+// TestProjectScript: a script outside node_modules (the project's own
+// server) brings the nearest node_modules and package.json above it.
+func TestProjectScript(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"proj/node_modules/dep", "proj/src"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(dir, "proj/src/server.mjs")
+	for _, f := range []string{script, filepath.Join(dir, "proj/package.json")} {
+		if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := packagePaths(Spec{Command: "/usr/bin/env", Args: []string{script}})
+	for _, w := range []string{script, filepath.Join(dir, "proj/node_modules"), filepath.Join(dir, "proj/package.json")} {
+		if !slices.Contains(got, w) {
+			t.Errorf("package paths %v lack %s", got, w)
+		}
+	}
+	if slices.Contains(got, filepath.Join(dir, "proj")) || slices.Contains(got, filepath.Join(dir, "proj/src")) {
+		t.Errorf("package paths %v show the project's directories", got)
+	}
+}
