@@ -248,7 +248,7 @@ func listUpstreamWith(srv manifests.Server, timeout time.Duration, log zerolog.L
 		ClientInfo: &mcp.Implementation{Name: "airlock", Version: version},
 		MinBackoff: 500 * time.Millisecond, MaxBackoff: 2 * time.Second,
 		// Listing runs the server's package too: sandboxed like serving.
-		Sandbox: upstream.ProbeSandbox(nil),
+		Sandbox: probeSandbox(nil, log),
 	})
 	pool.Start(context.Background())
 	closePool = func() { _ = pool.Close() }

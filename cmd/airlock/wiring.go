@@ -389,20 +389,24 @@ func newSandbox(e *env, log zerolog.Logger) *upstream.Sandbox {
 		}
 		hide = append(hide, p)
 	}
-	var sb *upstream.Sandbox
-	switch v := os.Getenv(envSandbox); v {
-	case "off":
-		sb = upstream.NoSandbox(envSandbox + "=off is set")
-	default:
-		if v != "" {
-			log.Warn().Str(envSandbox, v).Msg(envSandbox + " is neither empty nor off; ignored (the sandbox stays on where the host supports it)")
-		}
-		sb = upstream.ProbeSandbox(hide)
-	}
+	sb := probeSandbox(hide, log)
 	if err := sb.Err(); err != nil {
 		log.Warn().Str("reason", err.Error()).Msg("stdio servers are NOT sandboxed: they run with airlock's user, files, network and environment (a manifest with server.sandbox written out refuses to start; sandbox: off silences this per server)")
 	} else {
 		log.Info().Msg(sb.Describe())
 	}
 	return sb
+}
+
+// probeSandbox is the stdio sandbox as envSandbox leaves it: off, or
+// probed (hiding hide).
+func probeSandbox(hide []string, log zerolog.Logger) *upstream.Sandbox {
+	switch v := os.Getenv(envSandbox); v {
+	case "off":
+		return upstream.NoSandbox(envSandbox + "=off is set")
+	case "":
+	default:
+		log.Warn().Str(envSandbox, v).Msg(envSandbox + " is neither empty nor off; ignored (the sandbox stays on where the host supports it)")
+	}
+	return upstream.ProbeSandbox(hide)
 }
