@@ -12,12 +12,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +95,19 @@ func loadExample(t testing.TB, name, pkg string, args []string, env map[string]s
 	}
 	testenv.RequireNode(t)
 	m.Server.Stdio = &manifests.StdioServer{Command: "node", Args: append([]string{testenv.NPMServer(t, pkg)}, args...), Env: env}
+	if m.Server.Sandbox != nil {
+		// The example's paths are under airlock's directories; here the
+		// sandbox finds the package from the script, and the memory file's
+		// directory is granted by sandboxWrites.
+		sb := *m.Server.Sandbox
+		sb.ReadPaths, sb.WritePaths = nil, nil
+		if len(args) > 1 {
+			// As the example grants files/: the roots' common parent, so
+			// that moves between them stay in one mount.
+			sb.WritePaths = []string{commonDir(args)}
+		}
+		m.Server.Sandbox = &sb
+	}
 	if len(m.Server.PathRoots) > 0 {
 		// The example confines paths to the directories the server serves.
 		m.Server.PathRoots = args
@@ -258,7 +273,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	var servers []manifests.Server
 	for _, m := range o.manifests {
-		servers = append(servers, m.Server)
+		servers = append(servers, sandboxWrites(m.Server))
 	}
 	var nativeFn func(context.Context, string) (mcp.Transport, error)
 	for _, m := range o.manifests {
@@ -286,6 +301,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	}
 	var gwMu sync.Mutex
 	s.pool = upstream.New(servers, upstream.Options{Logger: &log, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, Native: nativeFn,
+		Sandbox: stackSandbox(t, o.dataDir),
 		OnToolsChanged: func(string) {
 			gwMu.Lock()
 			defer gwMu.Unlock()
@@ -566,4 +582,59 @@ func subjectPub(k *ecdh.PrivateKey) *ecdh.PublicKey {
 		return nil
 	}
 	return k.PublicKey()
+}
+
+// stackSandbox is the stdio sandbox the stack's servers run in, as
+// airlock runs them (sandboxed by default), hiding the stack's data
+// directory. Without bubblewrap the servers run unsandboxed, except under
+// CI=true, where that fails the test.
+func stackSandbox(t testing.TB, dataDir string) *upstream.Sandbox {
+	t.Helper()
+	sb := upstream.ProbeSandbox([]string{dataDir})
+	if err := sb.Err(); err != nil {
+		if testenv.CI() {
+			t.Fatalf("%v (CI=true: the integration tests run their stdio servers sandboxed)", err)
+		}
+		t.Logf("stdio servers run unsandboxed: %v", err)
+		return nil
+	}
+	return sb
+}
+
+// sandboxWrites gives a stdio test server write access to the
+// directories of the files its environment names (the test upstream's
+// SIDE_EFFECT_LOG, server-memory's MEMORY_FILE_PATH): those are where the
+// tests read its side effects, so the manifest would list them in
+// sandbox.write_paths.
+func sandboxWrites(s manifests.Server) manifests.Server {
+	if s.Stdio == nil || !s.Sandboxed() {
+		return s
+	}
+	var dirs []string
+	for _, k := range slices.Sorted(maps.Keys(s.Stdio.Env)) {
+		if v := s.Stdio.Env[k]; filepath.IsAbs(v) {
+			dirs = append(dirs, filepath.Dir(v))
+		}
+	}
+	if len(dirs) == 0 {
+		return s
+	}
+	sb := manifests.Sandbox{}
+	if s.Sandbox != nil {
+		sb = *s.Sandbox
+	}
+	sb.WritePaths = append(slices.Clone(sb.WritePaths), dirs...)
+	s.Sandbox = &sb
+	return s
+}
+
+// commonDir is the deepest directory holding every path in ps.
+func commonDir(ps []string) string {
+	d := filepath.Clean(ps[0])
+	for _, p := range ps[1:] {
+		for !strings.HasPrefix(filepath.Clean(p)+"/", d+"/") && d != "/" {
+			d = filepath.Dir(d)
+		}
+	}
+	return d
 }

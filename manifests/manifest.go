@@ -112,6 +112,10 @@ type Server struct {
 	// elicitation with a request during the call: on 2026-07-28 a server
 	// may not send one (it returns an input-required result instead).
 	ProtocolVersion string `yaml:"protocol_version,omitempty" json:"protocol_version,omitempty"`
+
+	// Sandbox confines a stdio server: "off", "on", or a mapping (see
+	// Sandbox). Absent, the server is sandboxed where the host can.
+	Sandbox *Sandbox `yaml:"sandbox,omitempty" json:"sandbox,omitempty"`
 }
 
 // ProtocolVersions are the MCP revisions server.protocol_version may name.

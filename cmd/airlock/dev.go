@@ -271,7 +271,7 @@ func makeDataDirs(e *env) error {
 	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
-	for _, d := range []string{"sandbox", "rollback-trash"} {
+	for _, d := range []string{"files/sandbox", "files/rollback-trash"} {
 		if err := os.MkdirAll(filepath.Join(e.dataDir, d), 0o700); err != nil {
 			return fmt.Errorf("creating %s dir: %w", d, err)
 		}

@@ -78,6 +78,9 @@ type session struct {
 	pid    int
 	cmd    *exec.Cmd
 	stderr *stderrTail
+	// release frees what the sandbox made for this process (its cgroup);
+	// nil when it runs unsandboxed.
+	release func()
 
 	mu     sync.Mutex
 	broken string // why a caller gave up on the session, if it did
@@ -138,6 +141,21 @@ func (u *upstream) run(ctx context.Context) {
 		})
 		<-ctx.Done()
 		return
+	}
+	switch mode, reason := u.sandboxMode(); mode {
+	case sandboxRefused:
+		u.log.Error().Str("reason", reason).Msg("upstream not started")
+		u.setState(func(st *Status) {
+			st.State, st.Reason, st.Attempts = StateUnavailable, reason, 1
+		})
+		<-ctx.Done()
+		return
+	case sandboxOn:
+		u.log.Info().Msg("stdio server sandboxed (bubblewrap)")
+	default:
+		if reason != "" {
+			u.log.Warn().Str("reason", reason).Msg("stdio server NOT sandboxed; install bubblewrap, or write sandbox: off in its manifest to accept this")
+		}
 	}
 	for {
 		u.setState(func(st *Status) {
@@ -243,7 +261,11 @@ func (u *upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 		}
 		t = nt
 	case u.cfg.Stdio != nil:
-		t = u.stdioTransport(s)
+		st, err := u.stdioTransport(s)
+		if err != nil {
+			return nil, nil, err
+		}
+		t = st
 	default:
 		s.isHTTP = true
 		// One SSE reconnect attempt only: when the standalone stream breaks
@@ -524,6 +546,9 @@ func protocolVersion(cs *mcp.ClientSession) string {
 func (s *session) cleanup() {
 	if s.pid > 0 {
 		killProcessGroup(s.pid)
+	}
+	if s.release != nil {
+		s.release()
 	}
 }
 

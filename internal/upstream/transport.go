@@ -26,20 +26,30 @@ const stderrTailBytes = 4096
 
 // stdioTransport builds the command for one connection attempt and records
 // it in s.
-func (u *upstream) stdioTransport(s *session) mcp.Transport {
+func (u *upstream) stdioTransport(s *session) (mcp.Transport, error) {
 	c := u.cfg.Stdio
-	cmd := exec.Command(c.Command, c.Args...)
-	env := os.Environ()
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
-		keys = append(keys, k)
+	var cmd *exec.Cmd
+	if mode, _ := u.sandboxMode(); mode == sandboxOn {
+		// The sandbox sets the environment and working directory itself
+		// (only what the manifest passes; sandbox.go).
+		var err error
+		if cmd, s.release, err = u.sandboxedCommand(); err != nil {
+			return nil, err
+		}
+	} else {
+		cmd = exec.Command(c.Command, c.Args...)
+		env := os.Environ()
+		keys := make([]string, 0, len(c.Env))
+		for k := range c.Env {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			env = append(env, k+"="+c.Env[k])
+		}
+		cmd.Env = env
+		cmd.Dir = c.Dir
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+c.Env[k])
-	}
-	cmd.Env = env
-	cmd.Dir = c.Dir
 	s.stderr = &stderrTail{logLine: func(line string) {
 		u.log.Debug().Str("stderr", line).Msg("upstream stderr")
 	}}
@@ -48,7 +58,7 @@ func (u *upstream) stdioTransport(s *session) mcp.Transport {
 	cmd.WaitDelay = time.Second
 	setProcAttrs(cmd)
 	s.cmd = cmd
-	return &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}
+	return &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}, nil
 }
 
 // stderrTail keeps the last stderrTailBytes written to it and logs every
