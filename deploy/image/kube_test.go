@@ -205,10 +205,18 @@ roles:
 		t.Fatal(err)
 	}
 
-	started := time.Now()
-	if out, err := p.run(context.Background(), "kube", "play", play); err != nil {
-		t.Fatalf("%v\n%s\npod.yaml:\n%s", err, out, yml)
+	// podman keeps each ConfigMap as a named volume: one left by an
+	// earlier run would be mounted with its old content.
+	cleanup := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, _ = p.run(ctx, "kube", "down", play)
+		_, _ = p.run(ctx, "pod", "rm", "-f", pod.Name)
+		for _, cm := range cms {
+			_, _ = p.run(ctx, "volume", "rm", "-f", cm.Name)
+		}
 	}
+	cleanup()
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, c := range []string{"temporal", "gateway", "worker"} {
@@ -216,10 +224,12 @@ roles:
 				t.Logf("%s:\n%s", cc.name, cc.logs())
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		_, _ = p.run(ctx, "kube", "down", play)
+		cleanup()
 	})
+	started := time.Now()
+	if out, err := p.run(context.Background(), "kube", "play", play); err != nil {
+		t.Fatalf("%v\n%s\npod.yaml:\n%s", err, out, yml)
+	}
 
 	for _, u := range []string{fmt.Sprintf("http://127.0.0.1:%d", gwPort), fmt.Sprintf("http://127.0.0.1:%d", wkPort)} {
 		testenv.WaitFor(t, u+"/readyz in the kube-played pod", 180*time.Second, func() bool {
