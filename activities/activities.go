@@ -14,6 +14,7 @@ package activities
 
 import (
 	"context"
+	"crypto/ecdh"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/blob"
+	"github.com/airlock-run/airlock/internal/exchange"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -83,6 +85,10 @@ type Activities struct {
 	// this process: upstream progress, log messages, sampling and
 	// elicitation then reach the client that made the call (relay.go).
 	Relay *relay.Hub
+	// SubjectKey opens the user tokens the gateway sealed to this worker
+	// for upstreams that act as the user (exchange.EnvKey; nil: such
+	// calls fail, nothing sent).
+	SubjectKey *ecdh.PrivateKey
 	// AskTimeout bounds how long an upstream's sampling or elicitation
 	// request waits for the client's answer when no gateway runs in this
 	// process (default DefaultAskTimeout; mrtr.go).
@@ -117,6 +123,13 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 	}
 	ctx, stopWatch := rel.watchCancel(ctx)
 	defer stopWatch()
+	// As the user, with a token exchanged now, not when the call was made
+	// (subject.go).
+	ctx, acted, err := a.actAs(ctx, in)
+	if err != nil {
+		return api.CallToolOutput{}, err
+	}
+	defer func() { out.ActedAs = acted }()
 	res, err := a.Tools.CallTool(ctx, in.Server, in.Tool, args)
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errClientCancelled) {
@@ -234,7 +247,10 @@ func (a *Activities) observeCall(in api.CallToolInput, out api.CallToolOutput, e
 // classify turns a pool error into an application error whose type the
 // workflow understands. Retries are decided by the workflow, not here.
 func classify(in api.CallToolInput, err error) error {
+	var ge *exchange.GrantError
 	switch {
+	case errors.As(err, &ge):
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeUserGrant, err)
 	case errors.Is(err, upstream.ErrNotSent):
 		return temporal.NewApplicationErrorWithCause(err.Error(), api.ErrTypeNotSent, err)
 	case errors.Is(err, upstream.ErrRejected):

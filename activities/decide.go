@@ -46,7 +46,7 @@ const DefaultApprovalTimeout = time.Hour
 // Decide judges a call against the worker's policy. The worker is the
 // authority: it resolves the tool from its own manifests and the upstream's
 // current schema, not from anything the caller sent.
-func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOutput, error) {
+func (a *Activities) Decide(ctx context.Context, in api.DecideInput) (api.DecideOutput, error) {
 	j := a.judge() // one version for the whole decision
 	if j.Policy == nil || j.Catalog == nil {
 		return api.DecideOutput{}, temporal.NewNonRetryableApplicationError("this worker has no policy loaded; it cannot judge calls", api.ErrTypeInternal, nil)
@@ -69,6 +69,10 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 			Findings:  findings,
 		})
 	}
+	var external *api.ExternalDecision
+	if ok {
+		external = a.consultExternal(ctx, j.External, in, tool, &d) // external.go
+	}
 	var locks []api.LockKey
 	var lockTimeout time.Duration
 	if ok {
@@ -76,8 +80,9 @@ func (a *Activities) Decide(_ context.Context, in api.DecideInput) (api.DecideOu
 	}
 	metrics.Decisions.WithLabelValues(string(d.Effect), d.Check, d.Rule).Inc()
 	a.Audit.Decision(auditstream.Decision{Task: in.TaskID, Call: in.CallID, Tool: in.Tool, Principal: in.Principal.Name,
-		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments, Findings: findingLines(findings)})
-	out := api.DecideOutput{Verdict: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout, Findings: findings}
+		Effect: string(d.Effect), Check: d.Check, Rule: d.Rule, PolicyVersion: d.Version, Group: d.Group, Args: in.Arguments, Findings: findingLines(findings),
+		External: auditExternal(external)})
+	out := api.DecideOutput{Verdict: d, CallID: in.CallID, Locks: locks, LockTimeout: lockTimeout, Findings: findings, External: external}
 	if d.Effect == api.RequireApproval {
 		out.Approval = approvalSpec(d, tool, j.Groups)
 		out.Approval.Redact = append(slices.Clip(out.Approval.Redact), mask...) // the guard's findings, masked for the approver

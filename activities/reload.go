@@ -10,6 +10,8 @@ type Judge struct {
 	Policy  *policy.Policy
 	Catalog ToolCatalog
 	Groups  map[string][]string
+	// External, when set, is asked about each call too (external.go).
+	External *External
 }
 
 // judge is the version in force: Current's when set (hot reload), else the

@@ -47,6 +47,8 @@ type CallToolInput struct {
 	ArgumentsRef string `json:",omitempty"`
 	// ProgressToken is CallRequest.ProgressToken.
 	ProgressToken any `json:",omitempty"`
+	// Subject is CallRequest.Subject: the user the call runs as upstream.
+	Subject *Subject `json:",omitempty"`
 }
 
 // CallToolOutput carries the upstream's CallToolResult as JSON, so every
@@ -66,6 +68,8 @@ type CallToolOutput struct {
 	// result before it left the activity, and what it did with each
 	// (internal/guard); Result is already redacted or blocked.
 	Findings []Finding `json:",omitempty"`
+	// ActedAs is who the call reached the upstream as (token exchange).
+	ActedAs *ActedAs `json:",omitempty"`
 }
 
 // Exchange is one server-to-client request an upstream made during a call.
@@ -311,6 +315,9 @@ type DecideOutput struct {
 	// the gateway's and the worker's (issue 30 §1): the recorded answer
 	// to what the policy saw as findings.
 	Findings []Finding `json:",omitempty"`
+	// External is what the external policy decision point was asked and
+	// answered (issue 30 §3), when one is configured and was consulted.
+	External *ExternalDecision `json:",omitempty"`
 }
 
 // ApprovalSpec is what the worker resolves for a require_approval

@@ -48,6 +48,11 @@ type ApprovalRequest struct {
 	Server    string
 	Principal string // who asked
 	Client    string `json:",omitempty"`
+	// ActsAs, for an upstream that acts as the user (token exchange), is
+	// the user the call will act as, and ActsUntil when their sign-in
+	// ends: approved after that, the call does not run.
+	ActsAs    string    `json:",omitempty"`
+	ActsUntil time.Time `json:",omitempty"`
 	Arguments json.RawMessage
 	// Digest is the hex SHA-256 of (task, call ID, tool, canonical args,
 	// policy version).

@@ -38,6 +38,10 @@ type ProgramRequest struct {
 	// dict inputs: a plan step's {"vars", "steps", "task"} (PrepareStep).
 	// At most MaxProgramInputBytes.
 	Inputs json.RawMessage `json:",omitempty"`
+	// Subject, when a tool of the table's upstreams acts as the user
+	// (token exchange) and the caller signed in with a token, is that
+	// token sealed to the worker (Subject); each such call carries it.
+	Subject *Subject `json:",omitempty"`
 }
 
 // MaxProgramInputBytes bounds ProgramRequest.Inputs (it is in history).

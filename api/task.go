@@ -111,6 +111,10 @@ type CallRequest struct {
 	// or block are already replaced by markers in Arguments, so the
 	// history never holds their values. The worker adds its own.
 	Findings []Finding `json:",omitempty"`
+	// Subject, for a call to an upstream that acts as the user
+	// (server.http.auth.token_exchange), is the caller's token sealed to
+	// the worker, with who it names (api.Subject).
+	Subject *Subject `json:",omitempty"`
 }
 
 // Outcome classifies how a call ended.

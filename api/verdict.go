@@ -1,6 +1,10 @@
 package api
 
-import "github.com/airlock-run/airlock/manifests"
+import (
+	"encoding/json"
+
+	"github.com/airlock-run/airlock/manifests"
+)
 
 // The policy's vocabulary lives here, not in internal/policy, so that the
 // wire types that carry it (DecideInput, DecideOutput, Decision) and every
@@ -72,3 +76,44 @@ func (v Verdict) Recorded() Decision {
 	return Decision{Effect: v.Effect, Check: v.Check, Rule: v.Rule, Reason: v.Reason,
 		PolicyVersion: v.Version, Group: v.Group, Quorum: v.Quorum}
 }
+
+// CheckExternal is the check of a decision that the external policy
+// decision point made stricter, or that it denied because it could not be
+// asked (issue 30 §3; ExternalDecision).
+const CheckExternal = "external"
+
+// ExternalDecision is what the external policy decision point (AuthZEN
+// 1.0) was asked about a call and what it answered, recorded with the
+// decision. The external point can only make a decision stricter: an
+// answer false denies a call airlock would allow or send to approval; an
+// answer true leaves airlock's decision as it is.
+type ExternalDecision struct {
+	// URL is the evaluation endpoint asked.
+	URL string
+	// Request is the evaluation request as sent, when it is at most
+	// MaxRecordedExternalRequest bytes; RequestSHA256 digests it always.
+	Request       json.RawMessage `json:",omitempty"`
+	RequestSHA256 string
+	RequestBytes  int
+	// Decision is the answer (nil when none could be had: see Error).
+	Decision *bool `json:",omitempty"`
+	// Context is the answer's context object (reason_admin, reason_user…).
+	Context json.RawMessage `json:",omitempty"`
+	// Cached: the answer was reused within its Cache-Control max-age.
+	Cached bool `json:",omitempty"`
+	// ErrorKind (timeout, transport, status, malformed) and Error say why
+	// there was no answer.
+	ErrorKind string `json:",omitempty"`
+	Error     string `json:",omitempty"`
+	// OnError is the fail mode applied to an error: "deny" or "allow".
+	OnError string `json:",omitempty"`
+	// Changed: the external point's answer (or its failure) changed the
+	// effect airlock had decided.
+	Changed bool `json:",omitempty"`
+	// Effect is what airlock itself had decided before asking.
+	Effect Effect
+}
+
+// MaxRecordedExternalRequest bounds the evaluation request recorded in a
+// decision; a larger one (large arguments) is recorded by its digest.
+const MaxRecordedExternalRequest = 16 << 10

@@ -95,6 +95,18 @@ func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
 		requester += " (client " + r.Client + ")"
 	}
 	line("requester", requester)
+	if r.ActsAs != "" {
+		acts := r.ActsAs + " upstream (token exchange)"
+		if !r.ActsUntil.IsZero() {
+			acts += "; their sign-in ends " + r.ActsUntil.Local().Format(time.DateTime)
+			if r.State == api.ApprovalPending && now.After(r.ActsUntil) {
+				acts += " (ended: approved now, the call does not run)"
+			} else {
+				acts += ": approved after that, the call does not run"
+			}
+		}
+		line("acts as", acts)
+	}
 	line("side effects", strings.Join(r.SideEffects, ", "))
 	line("data level", r.DataLevel)
 	line("risk", r.Risk)

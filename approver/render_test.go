@@ -75,3 +75,34 @@ func TestWriteRequestShowsDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteRequestShowsActsAs (issue 31): a call that will act as its user
+// upstream says so, and when the user's sign-in ends; once it has, that an
+// approval now will not make it run.
+func TestWriteRequestShowsActsAs(t *testing.T) {
+	now := time.Now()
+	r := approvertest.Request("task-1", now)
+	r.ActsAs, r.ActsUntil = "alice@corp", now.Add(time.Hour)
+	var b strings.Builder
+	if err := WriteRequest(&b, r, now); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "acts as:") || !strings.Contains(out, "alice@corp upstream") || !strings.Contains(out, "approved after that, the call does not run") {
+		t.Errorf("show output:\n%s", out)
+	}
+	b.Reset()
+	if err := WriteRequest(&b, r, now.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "ended: approved now, the call does not run") {
+		t.Errorf("show output after the sign-in ended:\n%s", out)
+	}
+	b.Reset()
+	r.ActsAs = ""
+	if err := WriteRequest(&b, r, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "acts as") {
+		t.Errorf("a call that does not act as its user says it does:\n%s", b.String())
+	}
+}

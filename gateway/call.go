@@ -153,6 +153,10 @@ func (g *Gateway) prepareCall(ctx context.Context, e *toolEntry, req *mcp.CallTo
 			Arguments: args, Spec: api.SpecFor(e.decl), Principal: pr.Name,
 			ProgressToken: req.Params.GetProgressToken(), Findings: findings,
 		}}
+	if c.creq.Subject, err = g.subjectFor(taskID, e.server, pr); err != nil {
+		log.Warn().Err(err).Msg("call refused: cannot act as the caller upstream")
+		return nil, errorResult(taskID, callID, err.Error()), nil
+	}
 	c.in, c.start = g.taskStart(taskID, tref.client, pr)
 	if !tref.exists && tref.named {
 		// Another client may name this task too: create it before

@@ -37,6 +37,7 @@
 package gateway
 
 import (
+	"crypto/ecdh"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -136,6 +137,11 @@ type Options struct {
 	// a call is answered that the task is busy (default
 	// DefaultTaskBacklog). See admission.go.
 	TaskConcurrency, TaskBacklog int
+	// SubjectKey is the worker's public subject key: a call to an
+	// upstream that acts as the user (server.http.auth.token_exchange)
+	// carries the caller's access token sealed to it (internal/exchange).
+	// Nil: such calls are refused before they start.
+	SubjectKey *ecdh.PublicKey
 	// SessionKey signs the Mcp-Session-Id of HTTP sessions so that any
 	// replica sharing it serves any session (replica.go); it should have
 	// at least MinSessionKeyBytes (config.SessionKey enforces that). Empty:

@@ -39,6 +39,12 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 	}
+	// The airlock binaries the tests start run their stdio servers
+	// unsandboxed: the test upstream writes its side-effect log next to
+	// the configuration, which the sandbox hides. The in-process stack
+	// (newStack) runs its servers sandboxed, and the sandbox's own tests
+	// are internal/upstream's TestSandbox*.
+	_ = os.Setenv("AIRLOCK_SANDBOX", "off")
 	// Every airlock dev the tests start shares one compilation cache (its
 	// AIRLOCK_WASM_CACHE): the program interpreter and the wasm tools
 	// compile once, not once per process.

@@ -8,14 +8,18 @@ package integration
 
 import (
 	"context"
+	"crypto/ecdh"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -91,6 +95,19 @@ func loadExample(t testing.TB, name, pkg string, args []string, env map[string]s
 	}
 	testenv.RequireNode(t)
 	m.Server.Stdio = &manifests.StdioServer{Command: "node", Args: append([]string{testenv.NPMServer(t, pkg)}, args...), Env: env}
+	if m.Server.Sandbox != nil {
+		// The example's paths are under airlock's directories; here the
+		// sandbox finds the package from the script, and the memory file's
+		// directory is granted by sandboxWrites.
+		sb := *m.Server.Sandbox
+		sb.ReadPaths, sb.WritePaths = nil, nil
+		if len(args) > 1 {
+			// As the example grants files/: the roots' common parent, so
+			// that moves between them stay in one mount.
+			sb.WritePaths = []string{commonDir(args)}
+		}
+		m.Server.Sandbox = &sb
+	}
 	if len(m.Server.PathRoots) > 0 {
 		// The example confines paths to the directories the server serves.
 		m.Server.PathRoots = args
@@ -214,9 +231,17 @@ type stackOptions struct {
 	// (activities.Activities.Current, as a hot reload swaps it); nil
 	// answers fall back to the stack's policy and catalog.
 	judge func() *activities.Judge
+	// external, when set (and judge is not), is the worker's external
+	// policy decision point (issue 30 §3).
+	external *activities.External
 	// audit, when set, receives the worker's and the gateway's audit
 	// lines.
 	audit *auditstream.Log
+	// subjectKey is the worker's subject key (its public half the
+	// gateway's) for upstreams that act as the user (tokenexchange_test.go).
+	subjectKey *ecdh.PrivateKey
+	// logs, when set, receives every log line of the stack, debug and up.
+	logs io.Writer
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -228,6 +253,9 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		o.dataDir = t.TempDir()
 	}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	if o.logs != nil {
+		log = zerolog.New(zerolog.MultiLevelWriter(o.logs, zerolog.NewTestWriter(t))).Level(zerolog.DebugLevel)
+	}
 	ctx := context.Background()
 	srv := sharedTemporal(t)
 	s := &stack{srv: srv, log: log}
@@ -245,7 +273,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	var servers []manifests.Server
 	for _, m := range o.manifests {
-		servers = append(servers, m.Server)
+		servers = append(servers, sandboxWrites(m.Server))
 	}
 	var nativeFn func(context.Context, string) (mcp.Transport, error)
 	for _, m := range o.manifests {
@@ -273,6 +301,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	}
 	var gwMu sync.Mutex
 	s.pool = upstream.New(servers, upstream.Options{Logger: &log, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, Native: nativeFn,
+		Sandbox: stackSandbox(t, o.dataDir),
 		OnToolsChanged: func(string) {
 			gwMu.Lock()
 			defer gwMu.Unlock()
@@ -306,8 +335,13 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if o.programs != nil {
 		workflows.UseProgramRunner(programRuntime(t))
 	}
+	catalog := activities.NewCatalog(o.manifests, servers, s.pool, false)
+	if o.external != nil && o.judge == nil {
+		j := &activities.Judge{Policy: pol, Catalog: catalog, Groups: o.groups, External: o.external}
+		o.judge = func() *activities.Judge { return j }
+	}
 	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
-		Catalog: activities.NewCatalog(o.manifests, servers, s.pool, false), Current: o.judge, Audit: o.audit}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
+		Catalog: catalog, Current: o.judge, Audit: o.audit, SubjectKey: o.subjectKey}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +355,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 		Catalog: o.catalog, State: o.state, SharedUnnamedTask: o.sharedUnnamed,
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
-		SessionKey: o.sessionKey, Audit: o.audit,
+		SessionKey: o.sessionKey, Audit: o.audit, SubjectKey: subjectPub(o.subjectKey),
 		Programs:        o.programs,
 		TaskConcurrency: o.taskConcurrency, TaskBacklog: o.taskBacklog,
 	})
@@ -541,4 +575,66 @@ func allGrants(slack map[string]string, names ...string) *identity.Directory {
 			APIKeySHA256: []string{identity.HashKey(n + "-key")}, SlackUserID: slack[n]})
 	}
 	return identity.New(c)
+}
+
+func subjectPub(k *ecdh.PrivateKey) *ecdh.PublicKey {
+	if k == nil {
+		return nil
+	}
+	return k.PublicKey()
+}
+
+// stackSandbox is the stdio sandbox the stack's servers run in, as
+// airlock runs them (sandboxed by default), hiding the stack's data
+// directory. Without bubblewrap the servers run unsandboxed, except under
+// CI=true, where that fails the test.
+func stackSandbox(t testing.TB, dataDir string) *upstream.Sandbox {
+	t.Helper()
+	sb := upstream.ProbeSandbox([]string{dataDir})
+	if err := sb.Err(); err != nil {
+		if testenv.CI() {
+			t.Fatalf("%v (CI=true: the integration tests run their stdio servers sandboxed)", err)
+		}
+		t.Logf("stdio servers run unsandboxed: %v", err)
+		return nil
+	}
+	return sb
+}
+
+// sandboxWrites gives a stdio test server write access to the
+// directories of the files its environment names (the test upstream's
+// SIDE_EFFECT_LOG, server-memory's MEMORY_FILE_PATH): those are where the
+// tests read its side effects, so the manifest would list them in
+// sandbox.write_paths.
+func sandboxWrites(s manifests.Server) manifests.Server {
+	if s.Stdio == nil || !s.Sandboxed() {
+		return s
+	}
+	var dirs []string
+	for _, k := range slices.Sorted(maps.Keys(s.Stdio.Env)) {
+		if v := s.Stdio.Env[k]; filepath.IsAbs(v) {
+			dirs = append(dirs, filepath.Dir(v))
+		}
+	}
+	if len(dirs) == 0 {
+		return s
+	}
+	sb := manifests.Sandbox{}
+	if s.Sandbox != nil {
+		sb = *s.Sandbox
+	}
+	sb.WritePaths = append(slices.Clone(sb.WritePaths), dirs...)
+	s.Sandbox = &sb
+	return s
+}
+
+// commonDir is the deepest directory holding every path in ps.
+func commonDir(ps []string) string {
+	d := filepath.Clean(ps[0])
+	for _, p := range ps[1:] {
+		for !strings.HasPrefix(filepath.Clean(p)+"/", d+"/") && d != "/" {
+			d = filepath.Dir(d)
+		}
+	}
+	return d
 }

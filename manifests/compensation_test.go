@@ -56,7 +56,7 @@ func TestExampleCompensations(t *testing.T) {
 	}
 	roots := fs.Server.Expand(map[string]string{"AIRLOCK_DATA_DIR": "/data"}).PathRoots
 	call := map[string]any{"id": "c1", "task": "t1", "tool": "x", "slug": expr.Slug("t1", "c1")}
-	trash := "/data/rollback-trash/" + expr.Slug("t1", "c1")
+	trash := "/data/files/rollback-trash/" + expr.Slug("t1", "c1")
 	text := func(s string) json.RawMessage {
 		b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": s}}, "structuredContent": map[string]any{"content": s}})
 		return b

@@ -43,12 +43,30 @@ func (s Server) Expand(vars map[string]string) Server {
 			out.PathRoots[i] = expand(r, lookup)
 		}
 	}
+	if s.Sandbox != nil {
+		sb := *s.Sandbox
+		sb.ReadPaths = expandAll(sb.ReadPaths, lookup)
+		sb.WritePaths = expandAll(sb.WritePaths, lookup)
+		out.Sandbox = &sb
+	}
 	if s.HTTP != nil {
 		h := *s.HTTP
 		h.URL = expand(h.URL, lookup)
 		h.Headers = expandValues(h.Headers, lookup)
 		h.OAuth = h.OAuth.expand(lookup)
+		h.Auth = h.Auth.expand(lookup)
 		out.HTTP = &h
+	}
+	return out
+}
+
+func expandAll(in []string, lookup func(string) string) []string {
+	if in == nil {
+		return nil
+	}
+	out := slices.Clone(in)
+	for i, r := range out {
+		out[i] = expand(r, lookup)
 	}
 	return out
 }

@@ -118,6 +118,10 @@ type Server struct {
 	// elicitation with a request during the call: on 2026-07-28 a server
 	// may not send one (it returns an input-required result instead).
 	ProtocolVersion string `yaml:"protocol_version,omitempty" json:"protocol_version,omitempty"`
+
+	// Sandbox confines a stdio server: "off", "on", or a mapping (see
+	// Sandbox). Absent, the server is sandboxed where the host can.
+	Sandbox *Sandbox `yaml:"sandbox,omitempty" json:"sandbox,omitempty"`
 }
 
 // ProtocolVersions are the MCP revisions server.protocol_version may name.
@@ -145,6 +149,9 @@ type HTTPServer struct {
 	// upstream itself (client credentials; see oauth.go). Callers' tokens
 	// are never passed through.
 	OAuth *ClientCredentials `yaml:"oauth,omitempty" json:"oauth,omitempty"`
+	// Auth makes each tool call reach the upstream as the calling user
+	// (RFC 8693 token exchange; see tokenexchange.go).
+	Auth *UpstreamAuth `yaml:"auth,omitempty" json:"auth,omitempty"`
 }
 
 // SideEffect classifies what a tool does to the world.

@@ -54,15 +54,7 @@ func (v *validator) clientCredentials(h *HTTPServer) {
 		return
 	}
 	const at = "server.http.oauth"
-	absURL := func(field, raw, example string) {
-		if strings.HasPrefix(raw, "${") {
-			return
-		}
-		u, err := url.Parse(varRefRE.ReplaceAllString(raw, "1"))
-		if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-			v.add(at+"."+field, "%q is not an http(s) URL; write e.g. %q", raw, example)
-		}
-	}
+	absURL := func(field, raw, example string) { v.absURL(at+"."+field, raw, example) }
 	if c.TokenURL == "" {
 		v.add(at+".token_url", `is required; write the authorization server's token endpoint, e.g. "https://login.example.com/oauth2/token"`)
 	} else {
@@ -86,5 +78,17 @@ func (v *validator) clientCredentials(h *HTTPServer) {
 		if http.CanonicalHeaderKey(k) == "Authorization" {
 			v.add("server.http.headers."+k, "sets Authorization, which server.http.oauth sets too; remove one of them")
 		}
+	}
+}
+
+// absURL reports raw at path unless it is an absolute http(s) URL (or one
+// variable, known only at connect time).
+func (v *validator) absURL(path, raw, example string) {
+	if strings.HasPrefix(raw, "${") {
+		return
+	}
+	u, err := url.Parse(varRefRE.ReplaceAllString(raw, "1"))
+	if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		v.add(path, "%q is not an http(s) URL; write e.g. %q", raw, example)
 	}
 }

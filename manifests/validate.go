@@ -193,6 +193,7 @@ func (v *validator) server(s Server) {
 		v.httpURL(u)
 		if s.HTTP != nil {
 			v.clientCredentials(s.HTTP)
+			v.tokenExchange(s.HTTP)
 		}
 	}
 	for i, r := range s.PathRoots {
@@ -204,6 +205,7 @@ func (v *validator) server(s Server) {
 			v.add(at, "%q is a relative path, and policy denies every call whose paths must lie under a relative root (the upstream resolves paths against a working directory airlock cannot know); write an absolute path, e.g. %q or %q", r, "/srv/"+relExample(r), "${AIRLOCK_DATA_DIR}/"+relExample(r))
 		}
 	}
+	v.sandbox(s)
 	if v.set("server.connect_timeout", s.ConnectTimeout) && s.ConnectTimeout <= 0 {
 		v.add("server.connect_timeout", "must be positive, got %s; omit it for the default %s", s.ConnectTimeout, DefaultConnectTimeout)
 	}

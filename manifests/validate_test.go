@@ -419,7 +419,7 @@ func TestDecodeProblems(t *testing.T) {
 		{
 			name: "unknown field lists known ones",
 			src:  "server:\n  name: fs\n  command: npx\n",
-			want: []string{`m.yaml:3: server.command: unknown field; known fields are name, prefix, stdio, http, wasm, connect_timeout, path_roots, protocol_version`},
+			want: []string{`m.yaml:3: server.command: unknown field; known fields are name, prefix, stdio, http, wasm, connect_timeout, path_roots, protocol_version, sandbox`},
 		},
 		{
 			name: "loader-only field is unknown in a file",

@@ -233,6 +233,7 @@ var (
 	byteSizeType    = reflect.TypeFor[ByteSize]()
 	anyType         = reflect.TypeFor[any]()
 	lockType        = reflect.TypeFor[Lock]()
+	sandboxType     = reflect.TypeFor[Sandbox]()
 )
 
 // walk checks node n against Go type t the way yaml.v3 would decode it, but
@@ -272,6 +273,16 @@ func (d *decodeState) walk(n *yaml.Node, t reflect.Type, path string) {
 			d.leaf(n, reflect.TypeFor[string](), path)
 		} else {
 			d.walk(n, reflect.TypeFor[lockFields](), path)
+		}
+		return
+	}
+	if t == sandboxType { // "off", "on", or a mapping (sandbox.go)
+		if n.Kind == yaml.ScalarNode {
+			if msg := sandboxScalar(n); msg != "" {
+				d.add(n, path, "%s", msg)
+			}
+		} else {
+			d.walk(n, reflect.TypeFor[sandboxFields](), path)
 		}
 		return
 	}

@@ -28,7 +28,10 @@ func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.De
 	if why := t.labelsReason(); why != "" { // labels.go: the approver is told what the task has read, ingested and sent
 		ar.Reason = strings.TrimSpace(ar.Reason + " " + why)
 	}
-	t.editFields(ar, spec) // approve with edits
+	t.editFields(ar, spec)              // approve with edits
+	if sub := req.Subject; sub != nil { // token exchange: the approver is told when the grant ends
+		ar.ActsAs, ar.ActsUntil = sub.Principal, sub.Expiry
+	}
 	if spec.EscalateAfter > 0 && spec.EscalateAfter < spec.Timeout && spec.EscalateTo != "" {
 		ar.EscalateAt, ar.EscalateTo = now.Add(spec.EscalateAfter), spec.EscalateTo
 	}

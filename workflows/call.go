@@ -434,7 +434,7 @@ func (t *task) executeFound(ctx workflow.Context, req api.CallRequest) (api.Call
 		err := workflow.ExecuteActivity(actx, api.CallToolName, api.CallToolInput{
 			TaskID: t.in.TaskID, CallID: req.CallID, Attempt: attempt,
 			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments, ArgumentsRef: req.ArgumentsRef,
-			Idempotent: spec.Idempotent, ExposedName: req.Tool, ProgressToken: req.ProgressToken,
+			Idempotent: spec.Idempotent, ExposedName: req.Tool, ProgressToken: req.ProgressToken, Subject: req.Subject,
 		}).Get(ctx, &out)
 		if err == nil {
 			o := api.OutcomeOK
@@ -529,6 +529,8 @@ func outcomeFor(kind string, idempotent bool) api.Outcome {
 		return api.OutcomeUnknown
 	case api.ErrTypeRejected:
 		return api.OutcomeRejected
+	case api.ErrTypeUserGrant:
+		return api.OutcomeUnavailable
 	case api.ErrTypeCancelled:
 		// Reported only by workers that relay cancellation (recorded
 		// histories from before never hold it).
@@ -548,6 +550,8 @@ func reasonFor(kind string, req api.CallRequest, attempts int, last string) stri
 		return fmt.Sprintf("the outcome of %s is unknown: %s. It was not re-run because the tool is not idempotent; check whether it took effect before calling it again.", req.Tool, last)
 	case api.ErrTypeRejected:
 		return fmt.Sprintf("upstream %q rejected the call to %s: %s", req.Server, req.UpstreamTool, last)
+	case api.ErrTypeUserGrant:
+		return fmt.Sprintf("%s did not run: %s", req.Tool, last)
 	case api.ErrTypeCancelled:
 		return fmt.Sprintf("%s was cancelled by the client while it ran (%s); the upstream was told to stop, and it may have partly taken effect", req.Tool, last)
 	}

@@ -27,7 +27,9 @@ func compensationsOn(ctx workflow.Context) bool {
 // reported an error: before is then null), or a CallResult when the call
 // must not run because nothing could be captured.
 func (t *task) capture(ctx workflow.Context, req api.CallRequest, c *api.ToolCall) (json.RawMessage, string, *api.CallResult) {
-	res := t.execute(ctx, requestFor(api.CaptureID(req.CallID), c))
+	creq := requestFor(api.CaptureID(req.CallID), c)
+	creq.Subject = req.Subject // the capture is part of the user's call (token exchange)
+	res := t.execute(ctx, creq)
 	switch res.Outcome {
 	case api.OutcomeOK:
 		return res.Result, res.ResultRef, nil

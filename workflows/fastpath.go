@@ -94,7 +94,7 @@ func (t *task) decideAndCall(ctx workflow.Context, req api.CallRequest, now time
 		Decide: t.decideInput(req, now),
 		Call: api.CallToolInput{TaskID: t.in.TaskID, CallID: req.CallID, Attempt: 1,
 			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments,
-			Idempotent: req.Spec.Idempotent, ExposedName: req.Tool, ProgressToken: req.ProgressToken},
+			Idempotent: req.Spec.Idempotent, ExposedName: req.Tool, ProgressToken: req.ProgressToken, Subject: req.Subject},
 	}
 	var o api.DecideAndCallOutput
 	if err := workflow.ExecuteLocalActivity(lctx, api.DecideAndCallName, in).Get(ctx, &o); err != nil {

@@ -89,7 +89,7 @@ func (h *programHost) Start(m wire.GuestMessage) {
 	p.pending = append(p.pending, n)
 	p.running++
 	req := api.CallRequest{CallID: call.CallID, Tool: tl.Name, Server: tl.Server, UpstreamTool: tl.UpstreamTool,
-		Spec: tl.Spec, Arguments: m.Args, Principal: t.in.Principal}
+		Spec: tl.Spec, Arguments: m.Args, Principal: t.in.Principal, Subject: p.req.Subject}
 	workflow.Go(h.ctx, func(ctx workflow.Context) {
 		// Another program's atomic rollback holds new calls off until it
 		// is done (direct calls are refused meanwhile).

@@ -24,7 +24,10 @@ import (
 func approvalsConfig(t *testing.T, upstreamBin string) (cfg, effects string) {
 	t.Helper()
 	dir := t.TempDir()
-	effects = filepath.Join(dir, "effects.log")
+	// The upstream runs sandboxed: its side-effect log is in a directory
+	// of its own, granted in sandbox.write_paths.
+	effectsDir := t.TempDir()
+	effects = filepath.Join(effectsDir, "effects.log")
 	if upstreamBin == "" {
 		upstreamBin = "testupstream-not-started"
 	}
@@ -40,6 +43,7 @@ func approvalsConfig(t *testing.T, upstreamBin string) (cfg, effects string) {
   stdio:
     command: `+upstreamBin+`
     env: {SIDE_EFFECT_LOG: `+effects+`}
+  sandbox: {write_paths: [`+effectsDir+`]}
 tools:
   append:
     side_effects: [write]

@@ -31,6 +31,7 @@ import (
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/devui"
+	"github.com/airlock-run/airlock/internal/exchange"
 	"github.com/airlock-run/airlock/internal/httplimit"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/metrics"
@@ -270,7 +271,7 @@ func makeDataDirs(e *env) error {
 	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
-	for _, d := range []string{"sandbox", "rollback-trash"} {
+	for _, d := range []string{"files/sandbox", "files/rollback-trash"} {
 		if err := os.MkdirAll(filepath.Join(e.dataDir, d), 0o700); err != nil {
 			return fmt.Errorf("creating %s dir: %w", d, err)
 		}
@@ -408,6 +409,14 @@ func (s *stack) startWorker(ctx context.Context, withGateway bool) error {
 		// (reload.go).
 		Current:    func() *activities.Judge { return s.cfg.Current().judge },
 		AskTimeout: e.snap.Config.Task.AskTimeout.D()}
+	priv, _, err := exchange.KeysFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	acts.SubjectKey = priv
+	if priv != nil {
+		e.log.Info().Str("key_id", exchange.KeyID(priv.PublicKey())).Msg("subject key: this worker opens the user tokens sealed to it (upstreams with token_exchange)")
+	}
 	if withGateway {
 		acts.Relay = s.callRelay()
 	}
@@ -471,7 +480,17 @@ func (s *stack) startGateway(r roles) error {
 	}
 	e.log.Info().Str("source", keySource).Str("fingerprint", sessionKeyFingerprint(key)).
 		Msg("MCP session IDs are signed with this key; every gateway replica behind one load balancer needs the same one")
+	_, subjectPub, err := exchange.KeysFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	for _, m := range e.snap.Manifests {
+		if m.Server.ExchangesTokens() && subjectPub == nil {
+			e.log.Warn().Str("server", m.Server.Name).Msg("this upstream acts as the calling user (server.http.auth.token_exchange), and no subject key is set: its calls are refused. Set " + exchange.EnvKey + " (or " + exchange.EnvPublicKey + " on a gateway alone); `airlock keys subject` makes one")
+		}
+	}
 	g := gateway.New(gateway.Options{
+		SubjectKey:      subjectPub,
 		Directory:       dir,
 		Local:           local,
 		Temporal:        s.client,

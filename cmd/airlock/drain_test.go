@@ -167,15 +167,19 @@ func waitReady(t *testing.T, p *airlockProcess, url string) {
 // drainConfig writes a configuration with one slow, non-idempotent,
 // medium-risk tool (allowed without approval, run as a regular activity):
 // counter__append, which records each run in effects.
-func drainConfig(t *testing.T, upstreamBin string) (cfg, effects string) {
+func drainConfig(t *testing.T, upstreamBin string, readPaths ...string) (cfg, effects string) {
 	t.Helper()
 	dir := t.TempDir()
-	effects = filepath.Join(dir, "effects.log")
+	// The upstream runs sandboxed: its side-effect log is in a directory
+	// of its own, granted in sandbox.write_paths.
+	effectsDir := t.TempDir()
+	effects = filepath.Join(effectsDir, "effects.log")
 	mustWrite(t, filepath.Join(dir, "counter.yaml"), []byte(`server:
   name: counter
   stdio:
     command: `+upstreamBin+`
     env: {SIDE_EFFECT_LOG: `+effects+`}
+  sandbox: {write_paths: [`+effectsDir+`], read_paths: [`+strings.Join(readPaths, ", ")+`]}
 tools:
   append:
     side_effects: [write]

@@ -247,6 +247,8 @@ func listUpstreamWith(srv manifests.Server, timeout time.Duration, log zerolog.L
 		Logger:     &log,
 		ClientInfo: &mcp.Implementation{Name: "airlock", Version: version},
 		MinBackoff: 500 * time.Millisecond, MaxBackoff: 2 * time.Second,
+		// Listing runs the server's package too: sandboxed like serving.
+		Sandbox: probeSandbox(nil, log),
 	})
 	pool.Start(context.Background())
 	closePool = func() { _ = pool.Close() }

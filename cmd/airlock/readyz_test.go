@@ -29,7 +29,7 @@ func TestReadyzFollowsToolsList(t *testing.T) {
 	if err := os.Chmod(slow, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := drainConfig(t, slow)
+	cfg, _ := drainConfig(t, slow, bin) // the sandboxed script runs bin
 	s := inProcess(t, cfg, roles{embedded: true, worker: true, gateway: true})
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "readyz-test", Version: "1"}, nil).

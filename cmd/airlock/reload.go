@@ -57,6 +57,9 @@ func (e *env) loadVersion(snap *config.Snapshot, r roles, pool *upstream.Pool) (
 	if r.worker {
 		v.judge = &activities.Judge{Policy: snap.Policy, Groups: v.groups,
 			Catalog: activities.NewCatalog(snap.Manifests, servers, pool, snap.Config.ExposeUncovered)}
+		if v.judge.External, err = activities.NewExternal(snap.Config.ExternalPolicy, os.Getenv); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.cfgPath, err)
+		}
 	}
 	return v, nil
 }

@@ -302,6 +302,7 @@ func newPool(e *env, nat *toolserver.Servers, onChange func(string)) *upstream.P
 		Logger:         &log,
 		ClientInfo:     &mcp.Implementation{Name: "airlock", Version: version},
 		OnToolsChanged: onChange,
+		Sandbox:        newSandbox(e, log),
 	}
 	if nat != nil {
 		opts.Native = nat.Transport
@@ -367,4 +368,45 @@ func startNative(ctx context.Context, e *env) (*toolserver.Servers, func(), erro
 	}
 	e.log.Info().Dur("took", time.Since(t0)).Msg("wasm modules checked against their sha256; new ones compile in the background, ones compiled before load at their first call (cached under the data dir)")
 	return nat, stop, nil
+}
+
+// envSandbox=off turns the stdio sandbox off for every server whose
+// manifest does not require it (a host where airlock itself is the
+// container, or the tests that run the binary with a test upstream
+// writing outside any root).
+const envSandbox = "AIRLOCK_SANDBOX"
+
+// newSandbox probes the stdio sandbox (also without stdio servers: a
+// reload may add one) and says at start-up what the servers get. A
+// server sees none of airlock's data directory, configuration or key
+// files.
+func newSandbox(e *env, log zerolog.Logger) *upstream.Sandbox {
+	c := e.snap.Config
+	hide := []string{e.dataDir, e.cfgDir, e.cfgPath, c.AuditSigningKeyPath()}
+	if p := c.Gateway.SessionKeyFile; p != "" {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(e.cfgDir, p)
+		}
+		hide = append(hide, p)
+	}
+	sb := probeSandbox(hide, log)
+	if err := sb.Err(); err != nil {
+		log.Warn().Str("reason", err.Error()).Msg("stdio servers are NOT sandboxed: they run with airlock's user, files, network and environment (a manifest with server.sandbox written out refuses to start; sandbox: off silences this per server)")
+	} else {
+		log.Info().Msg(sb.Describe())
+	}
+	return sb
+}
+
+// probeSandbox is the stdio sandbox as envSandbox leaves it: off, or
+// probed (hiding hide).
+func probeSandbox(hide []string, log zerolog.Logger) *upstream.Sandbox {
+	switch v := os.Getenv(envSandbox); v {
+	case "off":
+		return upstream.NoSandbox(envSandbox + "=off is set")
+	case "":
+	default:
+		log.Warn().Str(envSandbox, v).Msg(envSandbox + " is neither empty nor off; ignored (the sandbox stays on where the host supports it)")
+	}
+	return upstream.ProbeSandbox(hide)
 }

@@ -123,6 +123,23 @@ type Decision struct {
 	// Findings are the content guard's findings in the arguments, each
 	// "rule at path: action" (never the value).
 	Findings []string
+	// External is the external policy decision point's part, when it was
+	// asked (issue 30 §3).
+	External *External
+}
+
+// External is what an external policy decision point was asked and
+// answered. The request is written as its digest (it holds the
+// arguments); the answer's context is written as the PDP sent it.
+type External struct {
+	URL, RequestSHA256 string
+	// Decision is "allow", "deny", or "" when there was no answer (ErrorKind).
+	Decision  string
+	Context   []byte // a JSON object, or nil
+	Cached    bool
+	ErrorKind string
+	OnError   string
+	Changed   bool
 }
 
 // Decision writes a policy_decision line. The decision's reason is left
@@ -133,6 +150,18 @@ func (a *Log) Decision(d Decision) {
 		Str("group", d.Group).Str("args_sha256", ArgsHash(d.Args))
 	if len(d.Findings) > 0 {
 		e = e.Strs("findings", d.Findings)
+	}
+	if x := d.External; x != nil && e != nil {
+		ed := zerolog.Dict().Str("url", x.URL).Str("request_sha256", x.RequestSHA256).Bool("changed", x.Changed)
+		if x.Decision != "" {
+			ed = ed.Str("decision", x.Decision).Bool("cached", x.Cached)
+		} else {
+			ed = ed.Str("error", x.ErrorKind).Str("on_error", x.OnError)
+		}
+		if len(x.Context) > 0 {
+			ed = ed.RawJSON("context", x.Context)
+		}
+		e = e.Dict("external", ed)
 	}
 	e.Send()
 }

@@ -100,6 +100,9 @@ type Config struct {
 	// none: what the worker does with secrets in tool results (redact,
 	// block, off; manifests.Guard). Omitted: off.
 	Guard *manifests.Guard `yaml:"guard,omitempty"`
+	// ExternalPolicy asks an external policy decision point (OpenID
+	// AuthZEN 1.0) about each call as well (external.go); off by default.
+	ExternalPolicy *ExternalPolicy `yaml:"external_policy,omitempty"`
 
 	// Telemetry configures OpenTelemetry tracing (telemetry.go); off by
 	// default.

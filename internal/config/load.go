@@ -274,6 +274,7 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	c.validateState(v)    // state.go
 	c.validatePrograms(v) // programs.go
 	c.validateGuard(v)    // guard.go
+	c.validateExternal(v) // external.go
 	c.validateLimits(v, slices.Sorted(maps.Keys(c.Roles)))
 	return v.problems
 }

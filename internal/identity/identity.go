@@ -59,6 +59,23 @@ type Principal struct {
 	// Token is set when the principal was authenticated by an access
 	// token: its issuer, subject and scopes (never the token itself).
 	Token *oauth.Token
+	// bearer is the verified access token itself, kept for the calls that
+	// act as the user upstream (SubjectToken): unexported, and behind a
+	// pointer, so that neither an encoding nor a %+v of a Principal shows
+	// it (fmt prints a nested pointer as its address).
+	bearer *bearerToken
+}
+
+type bearerToken struct{ raw string }
+
+// SubjectToken is the access token the principal was authenticated by
+// ("" for an API key). The gateway seals it to the worker for upstreams
+// that act as the user; it is never logged, audited or kept in the clear.
+func (p *Principal) SubjectToken() string {
+	if p == nil || p.bearer == nil {
+		return ""
+	}
+	return p.bearer.raw
 }
 
 // Directory holds the principals of one configuration.
@@ -249,6 +266,7 @@ func (d *Directory) fromToken(ctx context.Context, raw string) (*Principal, erro
 	}
 	p := d.resolve(t.Principal, t.Roles)
 	p.Token = t
+	p.bearer = &bearerToken{raw: raw}
 	return p, nil
 }
 

@@ -1,13 +1,16 @@
 package identity
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/airlock-run/airlock/internal/config"
 	"github.com/airlock-run/airlock/manifests"
@@ -32,7 +35,7 @@ func TestResolveRoles(t *testing.T) {
 	a, _ := d.Lookup("alice")
 	want := &Principal{Name: "alice", Roles: []string{"dev", "ops"}, Permissions: []string{"fs.read", "fs.write"},
 		DataLevel: manifests.DataSensitive, SlackUserID: "U1", AllowTools: []string{"fs__read_*", "fs__*"}, MaxCalls: 10, Deadline: time.Hour}
-	if diff := cmp.Diff(want, a); diff != "" {
+	if diff := cmp.Diff(want, a, cmpopts.IgnoreUnexported(Principal{})); diff != "" {
 		t.Fatalf("alice (-want +got):\n%s", diff)
 	}
 	if l, err := d.Local(); err != nil || l.Name != "alice" {
@@ -121,5 +124,23 @@ func TestReplace(t *testing.T) {
 	}
 	if _, ok := held.Lookup("alice"); ok {
 		t.Fatal("alice still looked up after the reload")
+	}
+}
+
+// TestSubjectTokenNotPrinted: the access token a principal keeps for token
+// exchange is not in its JSON nor in any fmt form of it.
+func TestSubjectTokenNotPrinted(t *testing.T) {
+	p := &Principal{Name: "alice@corp", bearer: &bearerToken{raw: "secret-access-token"}}
+	if p.SubjectToken() != "secret-access-token" || (&Principal{}).SubjectToken() != "" || (*Principal)(nil).SubjectToken() != "" {
+		t.Fatal("SubjectToken")
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{string(raw), fmt.Sprintf("%v", p), fmt.Sprintf("%+v", p), fmt.Sprintf("%#v", p), fmt.Sprintf("%+v", *p), fmt.Sprint([]*Principal{p})} {
+		if strings.Contains(s, "secret-access-token") {
+			t.Fatalf("printed: %s", s)
+		}
 	}
 }

@@ -81,6 +81,9 @@ type callState struct {
 	accepted, done, executed int
 	// recorded is the decision in the call's result (agent calls).
 	recorded *api.Decision
+	// external is the external policy point's part of a decision made on
+	// the fast path (DecideAndCall), whose Decision is the call result's.
+	external *api.ExternalDecision
 	// prev is the call of an earlier run with the same ID.
 	prev *callState
 	// plan calls: the call's outcome is worked out from its events.
@@ -579,6 +582,9 @@ func (b *builder) marker(at time.Time, a *historypb.MarkerRecordedEventAttribute
 			return
 		}
 		b.programFastCall(at, out) // a program's call: its only record
+		if cs, ok := b.calls[out.Decision.CallID]; ok && out.Decision.CallID != "" {
+			cs.external = out.Decision.External
+		}
 		if out.Call == nil {
 			return
 		}
@@ -865,7 +871,7 @@ func (b *builder) finish() {
 		if c.Decision == nil && cs.recorded != nil {
 			d := cs.recorded
 			c.Decision = &Decision{Effect: d.Effect, Check: d.Check, Rule: d.Rule, Reason: d.Reason,
-				PolicyVersion: d.PolicyVersion, Group: d.Group, Quorum: d.Quorum}
+				PolicyVersion: d.PolicyVersion, Group: d.Group, Quorum: d.Quorum, External: cs.external}
 		}
 		if c.Finished != nil {
 			c.DurationMS = c.Finished.Sub(c.Requested).Milliseconds()

@@ -30,7 +30,7 @@ func decisionOf(d *decideMarker) *Decision {
 	}
 	o := d.out
 	return &Decision{At: &at, Effect: o.Effect, Check: o.Check, Rule: o.Rule, Reason: o.Reason,
-		PolicyVersion: o.Version, Group: o.Group, Quorum: o.Quorum}
+		PolicyVersion: o.Version, Group: o.Group, Quorum: o.Quorum, External: o.External}
 }
 
 // finishRejudged shows the second decision recorded for a call that was

@@ -275,7 +275,12 @@ func decisionEvents(c *Call, base eventBase) []event {
 	if d.Grant != "" {
 		f["grant"] = d.Grant
 	}
-	return []event{base(at, 1, EventPolicyDecision, fmt.Sprintf("policy: %s (%s): %s", d.Effect, how, d.Reason), f)}
+	text := fmt.Sprintf("policy: %s (%s): %s", d.Effect, how, d.Reason)
+	if x := d.External; x != nil {
+		f["external"] = externalFields(x)
+		text += "; " + externalText(x)
+	}
+	return []event{base(at, 1, EventPolicyDecision, text, f)}
 }
 
 // rejudgedEvents is the approved call's second decision, if it was
@@ -598,4 +603,42 @@ func findingWhere(f api.Finding) string {
 		return "result"
 	}
 	return f.Where
+}
+
+// externalText is a line on the external decision point's part in a
+// decision: its answer (and context) or why there was none.
+func externalText(x *api.ExternalDecision) string {
+	if x.Decision == nil {
+		return fmt.Sprintf("external policy %s: no answer (%s: %s), on_error %s", x.URL, x.ErrorKind, x.Error, x.OnError)
+	}
+	answer := "deny"
+	if *x.Decision {
+		answer = "allow"
+	}
+	if x.Cached {
+		answer += " (cached)"
+	}
+	text := fmt.Sprintf("external policy %s: %s", x.URL, answer)
+	if len(x.Context) > 0 {
+		text += " " + short(x.Context)
+	}
+	return text
+}
+
+// externalFields are the fields of the external decision point's part.
+func externalFields(x *api.ExternalDecision) map[string]any {
+	f := map[string]any{"url": x.URL, "request_sha256": x.RequestSHA256, "request_bytes": x.RequestBytes, "airlock_effect": x.Effect, "changed": x.Changed}
+	if len(x.Request) > 0 {
+		f["request"] = x.Request
+	}
+	if x.Decision != nil {
+		f["decision"] = *x.Decision
+		f["cached"] = x.Cached
+	} else {
+		f["error_kind"], f["error"], f["on_error"] = x.ErrorKind, x.Error, x.OnError
+	}
+	if len(x.Context) > 0 {
+		f["context"] = x.Context
+	}
+	return f
 }

@@ -155,6 +155,9 @@ type Decision struct {
 	Quorum        int        `json:"quorum,omitempty"`
 	// Grant is the approval grant that allowed the call (check grant).
 	Grant string `json:"grant,omitempty"`
+	// External is what the external policy decision point was asked and
+	// answered (issue 30 §3).
+	External *api.ExternalDecision `json:"external,omitempty"`
 }
 
 // Approval is a call's approval request and the decisions on it.

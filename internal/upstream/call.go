@@ -86,6 +86,10 @@ func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawM
 	if err := ctx.Err(); err != nil {
 		return nil, newCallError(ErrNotSent, err, "upstream %s: tool %s not sent: %v", server, tool, err)
 	}
+	if _, ok := callBearer(ctx); u.cfg.ExchangesTokens() && !ok {
+		// Fail closed: never as airlock (or nobody) where the user is meant.
+		return nil, errNoUserToken()
+	}
 
 	// Every call is counted in flight, hooks or not, so that a log message
 	// or request is attributed only when one call can have caused it.

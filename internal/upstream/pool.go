@@ -97,6 +97,11 @@ type Options struct {
 	// unavailable.
 	Native func(ctx context.Context, server string) (mcp.Transport, error)
 
+	// Sandbox runs stdio servers in bubblewrap unless their manifest says
+	// "sandbox: off" (see ProbeSandbox). Nil runs every stdio server as a
+	// plain child process; airlock's commands always set it.
+	Sandbox *Sandbox
+
 	// MinBackoff and MaxBackoff bound the delay between connection attempts
 	// (defaults 500ms and 30s).
 	MinBackoff, MaxBackoff time.Duration

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envServer) == "1" {
 		os.Exit(runStdioServer())
 	}
+	if m := os.Getenv(envHostile); m != "" {
+		os.Exit(runHostileServer(m))
+	}
 	os.Exit(m.Run())
 }
 

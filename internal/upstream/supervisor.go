@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"golang.org/x/oauth2"
 
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -30,6 +32,8 @@ type upstream struct {
 	// httpClient is shared by the sessions of an HTTP server (nil for stdio).
 	httpClient *http.Client
 	transport  *http.Transport
+	// actor is airlock's own token for actor_token (nil: not asked for).
+	actor oauth2.TokenSource
 
 	// failures drives the backoff; only the supervisor goroutine uses it.
 	failures int
@@ -74,6 +78,9 @@ type session struct {
 	pid    int
 	cmd    *exec.Cmd
 	stderr *stderrTail
+	// release frees what the sandbox made for this process (its cgroup);
+	// nil when it runs unsandboxed.
+	release func()
 
 	mu     sync.Mutex
 	broken string // why a caller gave up on the session, if it did
@@ -116,7 +123,10 @@ func newUpstream(p *Pool, s manifests.Server) *upstream {
 		if s.HTTP.OAuth != nil {
 			rt = clientCredentials(s.HTTP.OAuth, base)
 		}
-		u.httpClient = &http.Client{Transport: &resumeTransport{base: &headerTransport{base: rt, headers: s.HTTP.Headers}}} // resume.go
+		// A call's own bearer (exchange.go) goes to base directly: the
+		// client-credentials transport would replace it with airlock's.
+		u.httpClient = &http.Client{Transport: &resumeTransport{base: &headerTransport{base: rt, direct: base, headers: s.HTTP.Headers}}} // resume.go
+		u.actor = actorSource(s)
 	}
 	return u
 }
@@ -131,6 +141,21 @@ func (u *upstream) run(ctx context.Context) {
 		})
 		<-ctx.Done()
 		return
+	}
+	switch mode, reason := u.sandboxMode(); mode {
+	case sandboxRefused:
+		u.log.Error().Str("reason", reason).Msg("upstream not started")
+		u.setState(func(st *Status) {
+			st.State, st.Reason, st.Attempts = StateUnavailable, reason, 1
+		})
+		<-ctx.Done()
+		return
+	case sandboxOn:
+		u.log.Info().Msg("stdio server sandboxed (bubblewrap)")
+	default:
+		if reason != "" {
+			u.log.Warn().Str("reason", reason).Msg("stdio server NOT sandboxed; install bubblewrap, or write sandbox: off in its manifest to accept this")
+		}
 	}
 	for {
 		u.setState(func(st *Status) {
@@ -205,6 +230,8 @@ func (u *upstream) configError() string {
 		return "empty stdio command"
 	case u.cfg.HTTP != nil && u.cfg.HTTP.URL == "":
 		return "empty http url"
+	case u.cfg.ExchangesTokens() && os.Getenv(u.cfg.HTTP.Auth.TokenExchange.ClientSecretEnv) == "":
+		return "server.http.auth.token_exchange.client_secret_env: the environment variable " + u.cfg.HTTP.Auth.TokenExchange.ClientSecretEnv + " is not set; set it to the client secret"
 	case oauthConfigError(u.cfg.HTTP) != "":
 		return oauthConfigError(u.cfg.HTTP)
 	}
@@ -234,7 +261,11 @@ func (u *upstream) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 		}
 		t = nt
 	case u.cfg.Stdio != nil:
-		t = u.stdioTransport(s)
+		st, err := u.stdioTransport(s)
+		if err != nil {
+			return nil, nil, err
+		}
+		t = st
 	default:
 		s.isHTTP = true
 		// One SSE reconnect attempt only: when the standalone stream breaks
@@ -515,6 +546,9 @@ func protocolVersion(cs *mcp.ClientSession) string {
 func (s *session) cleanup() {
 	if s.pid > 0 {
 		killProcessGroup(s.pid)
+	}
+	if s.release != nil {
+		s.release()
 	}
 }
 

@@ -26,20 +26,30 @@ const stderrTailBytes = 4096
 
 // stdioTransport builds the command for one connection attempt and records
 // it in s.
-func (u *upstream) stdioTransport(s *session) mcp.Transport {
+func (u *upstream) stdioTransport(s *session) (mcp.Transport, error) {
 	c := u.cfg.Stdio
-	cmd := exec.Command(c.Command, c.Args...)
-	env := os.Environ()
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
-		keys = append(keys, k)
+	var cmd *exec.Cmd
+	if mode, _ := u.sandboxMode(); mode == sandboxOn {
+		// The sandbox sets the environment and working directory itself
+		// (only what the manifest passes; sandbox.go).
+		var err error
+		if cmd, s.release, err = u.sandboxedCommand(); err != nil {
+			return nil, err
+		}
+	} else {
+		cmd = exec.Command(c.Command, c.Args...)
+		env := os.Environ()
+		keys := make([]string, 0, len(c.Env))
+		for k := range c.Env {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			env = append(env, k+"="+c.Env[k])
+		}
+		cmd.Env = env
+		cmd.Dir = c.Dir
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+c.Env[k])
-	}
-	cmd.Env = env
-	cmd.Dir = c.Dir
 	s.stderr = &stderrTail{logLine: func(line string) {
 		u.log.Debug().Str("stderr", line).Msg("upstream stderr")
 	}}
@@ -48,7 +58,7 @@ func (u *upstream) stdioTransport(s *session) mcp.Transport {
 	cmd.WaitDelay = time.Second
 	setProcAttrs(cmd)
 	s.cmd = cmd
-	return &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}
+	return &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}, nil
 }
 
 // stderrTail keeps the last stderrTailBytes written to it and logs every
@@ -105,7 +115,10 @@ func (w *stderrTail) String() string {
 // headerTransport adds the manifest's headers to every request, and notes
 // in the call's sendMarker whether a tool call's request reached the wire.
 type headerTransport struct {
-	base    http.RoundTripper
+	base http.RoundTripper
+	// direct is base without server.http.oauth's transport: a request
+	// whose call carries its own bearer (exchange.go) goes there.
+	direct  http.RoundTripper
 	headers map[string]string
 }
 
@@ -126,6 +139,10 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			continue
 		}
 		r.Header.Set(k, v)
+	}
+	if tok, ok := callBearer(ctx); ok && t.direct != nil {
+		r.Header.Set("Authorization", "Bearer "+tok)
+		return t.direct.RoundTrip(r)
 	}
 	return t.base.RoundTrip(r)
 }

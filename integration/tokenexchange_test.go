@@ -1,0 +1,435 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/zitadel/oidc/v3/example/server/storage"
+	zoidc "github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/approver"
+	"github.com/airlock-run/airlock/gateway"
+	"github.com/airlock-run/airlock/internal/auditstream"
+	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/exchange"
+	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// exchangeProvider is a real OpenID provider (zitadel/oidc's op, with its
+// example in-memory storage) that implements RFC 8693 token exchange and
+// issues JWT access tokens: it signs the users' sign-in tokens (for airlock,
+// the MCP resource) and exchanges them for tokens of the upstream. A
+// revoked user's exchanges are refused, as a provider refuses a disabled
+// account's.
+type exchangeProvider struct {
+	*storage.Storage
+	issuer string
+	client *jwtClient
+
+	mu        sync.Mutex
+	revoked   map[string]bool
+	exchanged []string // the tokens it issued by exchange
+}
+
+// jwtClient is the example's web client, issuing JWT access tokens.
+type jwtClient struct{ op.Client }
+
+func (jwtClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+
+func (p *exchangeProvider) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	if id != p.client.GetID() {
+		return nil, errors.New("client not found")
+	}
+	return p.client, nil
+}
+
+func (p *exchangeProvider) ValidateTokenExchangeRequest(ctx context.Context, r op.TokenExchangeRequest) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked[r.GetExchangeSubject()] {
+		return zoidc.ErrInvalidGrant().WithDescription("the user's account is disabled")
+	}
+	if r.GetRequestedTokenType() == "" {
+		r.SetRequestedTokenType(zoidc.AccessTokenType)
+	}
+	r.SetCurrentScopes(r.GetScopes())
+	return nil
+}
+
+func (p *exchangeProvider) GetPrivateClaimsFromTokenExchangeRequest(ctx context.Context, r op.TokenExchangeRequest) (map[string]any, error) {
+	return map[string]any{"act": map[string]any{"sub": r.GetClientID()}}, nil
+}
+
+func (p *exchangeProvider) CreateAccessToken(ctx context.Context, r op.TokenRequest) (string, time.Time, error) {
+	return p.Storage.CreateAccessToken(ctx, r)
+}
+
+type signIn struct {
+	sub string
+	aud []string
+}
+
+func (s signIn) GetSubject() string    { return s.sub }
+func (s signIn) GetAudience() []string { return s.aud }
+func (s signIn) GetScopes() []string   { return []string{"openid", "mcp"} }
+
+// signIn is sub's access token for airlock, valid for ttl.
+func (p *exchangeProvider) signIn(t *testing.T, sub, resource string, ttl time.Duration) string {
+	t.Helper()
+	tok, err := op.CreateJWT(context.Background(), p.issuer, signIn{sub, []string{resource}}, time.Now().Add(ttl), uuid.NewString(), p.client, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (p *exchangeProvider) revoke(sub string) {
+	p.mu.Lock()
+	p.revoked[sub] = true
+	p.mu.Unlock()
+}
+
+func startExchangeProvider(t *testing.T) *exchangeProvider {
+	var h http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	web := storage.WebClient("airlock", "exchange-secret")
+	p := &exchangeProvider{issuer: srv.URL, revoked: map[string]bool{},
+		Storage: storage.NewStorageWithClients(storage.NewUserStore(srv.URL), map[string]*storage.Client{"airlock": web})}
+	p.client = &jwtClient{storage.RedirectGlobsClient(web)}
+	provider, err := op.NewOpenIDProvider(srv.URL, &op.Config{CryptoKey: [32]byte{1}}, p, op.WithAllowInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/oauth/token" {
+			provider.ServeHTTP(w, r)
+			return
+		}
+		// Note each exchanged token, to search for it later.
+		rec := httptest.NewRecorder()
+		provider.ServeHTTP(rec, r)
+		if rec.Code == 200 {
+			var out struct {
+				AccessToken string `json:"access_token"`
+			}
+			if jsonUnmarshal(rec.Body.Bytes(), &out) == nil && out.AccessToken != "" {
+				p.mu.Lock()
+				p.exchanged = append(p.exchanged, out.AccessToken)
+				p.mu.Unlock()
+			}
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	})
+	return p
+}
+
+// ticketsUpstream is an MCP server over HTTP that verifies the bearer of
+// every tool call (signature against the provider's key set, issuer,
+// audience "tickets") and answers with the token's subject; airlock's own
+// session traffic (initialize, tools/list) carries no bearer and is let
+// through without one.
+type ticketsUpstream struct {
+	url  string
+	mu   sync.Mutex
+	ran  map[string][]string // tool → subjects it ran for
+	seen []string            // every bearer received
+}
+
+func startTicketsUpstream(t *testing.T, issuer string) *ticketsUpstream {
+	prov, err := oidc.NewProvider(context.Background(), issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier := prov.Verifier(&oidc.Config{ClientID: "tickets"})
+	u := &ticketsUpstream{ran: map[string][]string{}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
+	for _, name := range []string{"whoami", "deploy", "update"} {
+		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: name}, func(_ context.Context, req *mcp.CallToolRequest, in struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			sub, _ := req.Extra.TokenInfo.Extra["sub"].(string)
+			if sub == "" {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no user"}}}, nil, nil
+			}
+			u.mu.Lock()
+			u.ran[name] = append(u.ran[name], sub)
+			u.mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s #%d as %s", name, in.N, sub)}}}, nil, nil
+		})
+	}
+	verify := func(ctx context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+		if tok == "airlock-session" {
+			return &auth.TokenInfo{Expiration: time.Now().Add(time.Hour), Extra: map[string]any{}}, nil
+		}
+		idt, err := verifier.Verify(ctx, tok)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+		}
+		return &auth.TokenInfo{Expiration: idt.Expiry, Extra: map[string]any{"sub": idt.Subject}}, nil
+	}
+	mcpH := auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authz := r.Header.Get("Authorization")
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"tools/call"`)) && authz == "" {
+				http.Error(w, "tools/call needs the user's bearer", http.StatusUnauthorized)
+				return
+			}
+		}
+		if authz == "" {
+			r.Header.Set("Authorization", "Bearer airlock-session")
+		} else {
+			u.mu.Lock()
+			u.seen = append(u.seen, strings.TrimPrefix(authz, "Bearer "))
+			u.mu.Unlock()
+		}
+		mcpH.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	u.url = hs.URL
+	return u
+}
+
+func (u *ticketsUpstream) runs(tool string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.ran[tool]...)
+}
+
+// TestTokenExchangeActsAsUser: through the real stack, against a real
+// OpenID provider with token exchange, each call reaches an upstream that
+// verifies its bearer as the user who made it: alice's as alice and bob's
+// as bob, forty at once on one shared upstream session, never crossed,
+// and a program's calls as the user who ran it.
+// A call approved after its user's token expired, and a call of a user
+// revoked at the provider while it waited, fail with "did not run" and
+// nothing runs. An API-key caller is refused. The tasks' histories name
+// who acted; no history, audit line or log line holds any token.
+func TestTokenExchangeActsAsUser(t *testing.T) {
+	const resource = "https://airlock.test/mcp"
+	p := startExchangeProvider(t)
+	up := startTicketsUpstream(t, p.issuer)
+	t.Setenv("TICKETS_EXCHANGE_SECRET", "exchange-secret")
+
+	tool := func(risk manifests.Risk, approval *manifests.Approval) *manifests.Tool {
+		return &manifests.Tool{Description: "x", SideEffects: []manifests.SideEffect{manifests.SideEffectWrite}, DataAccessLevel: manifests.DataPublic,
+			Risk: risk, Idempotent: true, Timeout: manifests.Duration(20 * time.Second), Approval: approval}
+	}
+	m := &manifests.Manifest{File: "tickets.yaml",
+		Server: manifests.Server{Name: "tickets", HTTP: &manifests.HTTPServer{URL: up.url, Auth: &manifests.UpstreamAuth{TokenExchange: &manifests.TokenExchange{
+			TokenURL: p.issuer + "/oauth/token", ClientID: "airlock", ClientSecretEnv: "TICKETS_EXCHANGE_SECRET", Audience: "tickets", Scopes: []string{"tickets.write"}}}}},
+		Tools: map[string]*manifests.Tool{
+			"whoami": tool(manifests.RiskLow, nil),
+			"deploy": tool(manifests.RiskHigh, &manifests.Approval{Group: "ops", Timeout: manifests.Duration(10 * time.Minute)}),
+			"update": tool(manifests.RiskLow, nil),
+		}}
+	// update's pre-image is read as the user too (a capture is part of the call).
+	m.Tools["update"].Capture = &manifests.Call{Tool: "whoami", Args: map[string]string{"n": "args.n + 100"}}
+	m.Tools["update"].Compensation = &manifests.Call{Tool: "whoami", Args: map[string]string{"n": "args.n"}}
+	if ps := m.Validate(); len(ps) > 0 {
+		t.Fatal(manifests.Problems(ps))
+	}
+	dir := identity.New(&config.Config{
+		Roles:      map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
+		Principals: []config.Principal{{Name: "carol", Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey("carol-key")}}},
+		PrincipalsFromTokens: &config.Tokens{Resource: resource,
+			Issuers: []config.TokenIssuer{{Issuer: p.issuer, Name: "corp"}},
+			Roles:   []config.TokenRole{{Roles: []string{"all"}, When: `claims.sub != ""`}}},
+	})
+	key, err := exchange.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs, audit syncBuffer
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, subjectKey: key, logs: &logs,
+		audit: auditstream.New(&audit), groups: map[string][]string{"ops": {"carol"}}, inlineWait: 2 * time.Minute,
+		programs: &gateway.ProgramOptions{}})
+
+	tokens := map[string]string{"alice": p.signIn(t, "alice", resource, time.Hour), "bob": p.signIn(t, "bob", resource, time.Hour)}
+	sessions := map[string]*mcp.ClientSession{}
+	for who, tok := range tokens {
+		sessions[who] = connectURL(t, s.url, map[string]string{"Authorization": "Bearer " + tok})
+	}
+	waitTools(t, sessions["alice"], "tickets__whoami", "tickets__deploy")
+	tasks := map[string]bool{}
+	var tasksMu sync.Mutex
+
+	// 1. Concurrent calls of two users on one upstream, never crossed.
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		who := []string{"alice", "bob"}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := sessions[who].CallTool(context.Background(), &mcp.CallToolParams{Name: "tickets__whoami", Arguments: map[string]any{"n": i}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if want := fmt.Sprintf("whoami #%d as %s", i, who); res.IsError || text(res) != want {
+				errs <- fmt.Errorf("%s's call %d: %q, want %q", who, i, text(res), want)
+			}
+			tasksMu.Lock()
+			tasks[res.Meta[gateway.MetaTask].(string)] = true
+			tasksMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := len(up.runs("whoami")); n != 40 {
+		t.Fatalf("the upstream ran whoami %d times, want 40", n)
+	}
+
+	// 1a. A call's capture runs as the user.
+	if res := call(t, sessions["alice"], "tickets__update", map[string]any{"n": 5}, ""); res.IsError || text(res) != "update #5 as alice" {
+		t.Fatalf("update: %s", text(res))
+	}
+	if got := up.runs("whoami"); len(got) != 41 || got[40] != "alice" {
+		t.Fatalf("the capture ran as %v", got[40:])
+	}
+
+	// 1b. A program's calls act as the user who ran it.
+	res, _ := runProgram(t, sessions["bob"], "def main():\n    return tickets.whoami(n=7)\n", false, "")
+	if res.IsError || !strings.Contains(text(res)+mustJSON(t, res.StructuredContent), "whoami #7 as bob") {
+		t.Fatalf("bob's program: %s %s", text(res), mustJSON(t, res.StructuredContent))
+	}
+	tasks[res.Meta[gateway.MetaTask].(string)] = true
+
+	// 2. An API key names no user to act as.
+	carol := connectURL(t, s.url, bearer("carol-key"))
+	if res := call(t, carol, "tickets__whoami", map[string]any{"n": 0}, ""); !res.IsError || !strings.Contains(text(res), "API key") || !strings.Contains(text(res), "Nothing ran") {
+		t.Fatalf("API-key call: %s", text(res))
+	}
+
+	local := approver.Local{Temporal: s.client, Namespace: s.srv.Namespace()}
+	approveAs := func(r api.ApprovalRequest) {
+		t.Helper()
+		if _, err := local.Decide(context.Background(), approver.Decision{RequestID: r.ID, Approver: "carol", Approve: true, Via: "cli", Digest: r.Digest[:12]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := func(r asyncResult, want string) {
+		t.Helper()
+		if r.err != nil || !r.res.IsError || !strings.Contains(text(r.res), "did not run") || !strings.Contains(text(r.res), want) {
+			t.Fatalf("result %v %s; want it to say it did not run, and %q", r.err, text(r.res), want)
+		}
+		tasksMu.Lock()
+		tasks[r.res.Meta[gateway.MetaTask].(string)] = true
+		tasksMu.Unlock()
+	}
+
+	// 3. Approved after the user's token expired: nothing runs.
+	short := p.signIn(t, "alice", resource, 3*time.Second)
+	tokens["alice-short"] = short
+	csShort := connectURL(t, s.url, map[string]string{"Authorization": "Bearer " + short})
+	pending := callAsync(csShort, "tickets__deploy", map[string]any{"n": 1001})
+	r := waitPending(t, local, "1001", nil)
+	if r.ActsAs != "alice@corp" || r.ActsUntil.IsZero() || r.ActsUntil.After(time.Now().Add(5*time.Second)) {
+		t.Fatalf("the approver is not told whom the call acts as, and until when: %q %v", r.ActsAs, r.ActsUntil)
+	}
+	waitFor(t, "the short token to expire", 10*time.Second, func() bool { return expired(short) })
+	approveAs(r)
+	failed(<-pending, "expired")
+
+	// 4. A user revoked at the provider while the call waited: nothing runs.
+	pending = callAsync(sessions["bob"], "tickets__deploy", map[string]any{"n": 1002})
+	r = waitPending(t, local, "1002", map[string]bool{r.ID: true})
+	p.revoke("bob")
+	approveAs(r)
+	failed(<-pending, "disabled")
+	if got := up.runs("deploy"); len(got) != 0 {
+		t.Fatalf("deploy ran for %v; want never", got)
+	}
+
+	// 5. Where tokens must never be: histories, the audit stream, logs.
+	ctx := context.Background()
+	var hist strings.Builder
+	for id := range tasks {
+		it := s.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			hist.WriteString(ev.String())
+		}
+	}
+	h := hist.String()
+	for _, want := range []string{"ActedAs", `\"Subject\":\"alice\"`, `\"Subject\":\"bob\"`, p.issuer, "alice@corp", "UserGrant"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("the histories do not hold %s", want)
+		}
+	}
+	p.mu.Lock()
+	exchanged := append([]string(nil), p.exchanged...)
+	p.mu.Unlock()
+	if len(exchanged) < 40 {
+		t.Fatalf("the provider exchanged %d tokens, want at least 40", len(exchanged))
+	}
+	secrets := append(exchanged, "exchange-secret")
+	for _, tok := range tokens {
+		secrets = append(secrets, tok)
+	}
+	up.mu.Lock()
+	secrets = append(secrets, up.seen...)
+	up.mu.Unlock()
+	places := map[string]string{"history": h, "audit stream": audit.String(), "logs": logs.String()}
+	if logs.String() == "" || audit.String() == "" {
+		t.Fatal("no logs or no audit lines to search")
+	}
+	for where, text := range places {
+		for _, sec := range secrets {
+			for _, part := range strings.Split(sec, ".") {
+				if len(part) >= 16 && strings.Contains(text, part) {
+					t.Fatalf("the %s holds token material (%.12s…)", where, part)
+				}
+			}
+		}
+	}
+}
+
+// expired reports whether the JWT tok's exp has passed (airlock's edge
+// and worker compare whole seconds).
+func expired(tok string) bool {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	var c struct {
+		Exp int64 `json:"exp"`
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil || jsonUnmarshal(b, &c) != nil {
+		return false
+	}
+	return time.Now().Unix() > c.Exp
+}

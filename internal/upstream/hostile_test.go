@@ -1,0 +1,145 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The test binary is also the hostile upstream of sandbox_test.go: with
+// envHostile=1 it serves one tool, attack, that tries what a malicious
+// server package would and reports what happened ("ok: …" or
+// "failed: …"). Attacks that could kill the server (a fork bomb, eating
+// memory) run in a child process (envHostile=forkbomb or eat), as a
+// malicious package would start them, so the report gets back.
+const envHostile = "AIRLOCK_TEST_HOSTILE"
+
+type attackIn struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target,omitempty"`
+	N      int    `json:"n,omitempty"`
+}
+
+func runHostileServer(mode string) int {
+	switch mode {
+	case "forkbomb":
+		return forkBomb()
+	case "eat":
+		return eatMemory()
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "hostile"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "attack"}, func(_ context.Context, _ *mcp.CallToolRequest, in attackIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: attack(in)}}}, nil, nil
+	})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func attack(in attackIn) string {
+	report := func(what string, err error) string {
+		if err != nil {
+			return "failed: " + err.Error()
+		}
+		return "ok: " + what
+	}
+	switch in.Kind {
+	case "read":
+		b, err := os.ReadFile(in.Target)
+		return report(fmt.Sprintf("read %d bytes: %.40q", len(b), b), err)
+	case "list":
+		es, err := os.ReadDir(in.Target)
+		var names []string
+		for _, e := range es {
+			names = append(names, e.Name())
+		}
+		return report(strings.Join(names, ","), err)
+	case "write":
+		return report("wrote "+in.Target, os.WriteFile(in.Target, []byte("pwned"), 0o644))
+	case "connect":
+		c, err := net.DialTimeout("tcp", in.Target, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return report("connected to "+in.Target, err)
+	case "resolve":
+		addrs, err := net.LookupHost(in.Target)
+		return report(strings.Join(addrs, ","), err)
+	case "env":
+		return "ok: " + strings.Join(os.Environ(), "\n")
+	case "forkbomb", "eat":
+		cmd := exec.Command("/proc/self/exe")
+		cmd.Env = []string{envHostile + "=" + in.Kind, fmt.Sprintf("N=%d", in.N)}
+		out, err := cmd.CombinedOutput()
+		// The child reports how far it got; err is how it ended.
+		last := ""
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, "allocated ") || strings.HasPrefix(l, "ok: ") || strings.HasPrefix(l, "failed: ") {
+				last = l
+			}
+		}
+		if err != nil {
+			return "failed: " + err.Error() + ": " + last
+		}
+		return last
+	}
+	return "failed: unknown attack " + in.Kind
+}
+
+// forkBomb starts sleeping processes until the kernel refuses (or N are
+// running), then kills them and says how many it got.
+func forkBomb() int {
+	n := atoi(os.Getenv("N"))
+	var pids []int
+	var ferr error
+	for len(pids) < n {
+		pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "60"}, &syscall.ProcAttr{})
+		if err != nil {
+			ferr = err
+			break
+		}
+		pids = append(pids, pid)
+	}
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(p, &ws, 0, nil)
+	}
+	if ferr != nil {
+		fmt.Printf("failed: started %d processes, then: %v\n", len(pids), ferr)
+		return 0
+	}
+	fmt.Printf("ok: started all %d processes\n", len(pids))
+	return 0
+}
+
+// eatMemory touches N MiB, 16 MiB at a time, reporting its progress.
+func eatMemory() int {
+	n := atoi(os.Getenv("N"))
+	var keep [][]byte
+	for got := 0; got < n; got += 16 {
+		b := make([]byte, 16<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		keep = append(keep, b)
+		fmt.Printf("allocated %d MiB\n", got+16)
+	}
+	fmt.Printf("ok: allocated all %d MiB\n", len(keep)*16)
+	return 0
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}

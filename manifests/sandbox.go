@@ -1,0 +1,192 @@
+package manifests
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Sandbox says how a stdio server is confined (see internal/bwrap and
+// README.md, "Stdio servers run in a sandbox"). A stdio server is
+// sandboxed where the host can (bubblewrap installed, user namespaces
+// working) and runs unconfined with a warning where it cannot, unless
+// the sandbox is required ("sandbox: on", or required: true): then the
+// server does not start on such a host. "sandbox: off" runs the server
+// as a plain child process with airlock's user, files, network and
+// environment.
+//
+//	sandbox: off
+//	sandbox: {network: host, memory: 2GiB, write_paths: ["${AIRLOCK_DATA_DIR}/memory"]}
+type Sandbox struct {
+	// Off is "sandbox: off" (also false or no).
+	Off bool `yaml:"-" json:"off,omitempty"`
+	// Required refuses to start the server where there is no sandbox
+	// ("sandbox: on" is short for required: true).
+	Required bool `yaml:"required,omitempty" json:"required,omitempty"`
+	// Network is "none" (the default: the server has a loopback device
+	// only) or "host" (the host's network, every host reachable).
+	Network string `yaml:"network,omitempty" json:"network,omitempty"`
+	// Memory bounds the server's data memory (RLIMIT_DATA, and a memory
+	// cgroup where airlock may create one); default DefaultSandboxMemory.
+	Memory ByteSize `yaml:"memory,omitempty" json:"memory,omitempty"`
+	// Processes bounds the server's processes and threads (default
+	// DefaultSandboxProcesses).
+	Processes int `yaml:"processes,omitempty" json:"processes,omitempty"`
+	// OpenFiles bounds each process's open files (default
+	// DefaultSandboxOpenFiles).
+	OpenFiles int `yaml:"open_files,omitempty" json:"open_files,omitempty"`
+	// ReadPaths are further files or directories the server may read
+	// (a Python virtualenv, a configuration file). ${VAR} expands.
+	ReadPaths []string `yaml:"read_paths,omitempty" json:"read_paths,omitempty"`
+	// WritePaths are directories the server may write besides path_roots,
+	// where it keeps its own state (server-memory's file). ${VAR} expands.
+	WritePaths []string `yaml:"write_paths,omitempty" json:"write_paths,omitempty"`
+}
+
+// Sandbox network modes.
+const (
+	SandboxNetworkNone = "none"
+	SandboxNetworkHost = "host"
+)
+
+// Sandbox defaults and bounds.
+const (
+	DefaultSandboxMemory    ByteSize = 1 << 30
+	DefaultSandboxProcesses          = 256
+	DefaultSandboxOpenFiles          = 1024
+
+	minSandboxMemory    ByteSize = 32 << 20
+	maxSandboxMemory    ByteSize = 256 << 30
+	maxSandboxProcesses          = 65536
+	minSandboxOpenFiles          = 64
+	maxSandboxOpenFiles          = 1 << 20
+)
+
+// Sandboxed reports whether the manifest leaves the sandbox on (anything
+// but "sandbox: off").
+func (s *Server) Sandboxed() bool { return s.Sandbox == nil || !s.Sandbox.Off }
+
+// SandboxDemanded reports whether the manifest requires the sandbox, so
+// that a host without one must refuse to start the server.
+func (s *Server) SandboxDemanded() bool { return s.Sandbox != nil && s.Sandbox.Required }
+
+// EffectiveMemory, EffectiveProcesses and EffectiveOpenFiles are the
+// bounds with defaults applied; s may be nil.
+func (s *Sandbox) EffectiveMemory() ByteSize {
+	if s == nil || s.Memory == 0 {
+		return DefaultSandboxMemory
+	}
+	return s.Memory
+}
+
+func (s *Sandbox) EffectiveProcesses() int {
+	if s == nil || s.Processes == 0 {
+		return DefaultSandboxProcesses
+	}
+	return s.Processes
+}
+
+func (s *Sandbox) EffectiveOpenFiles() int {
+	if s == nil || s.OpenFiles == 0 {
+		return DefaultSandboxOpenFiles
+	}
+	return s.OpenFiles
+}
+
+// HostNetwork reports whether the server shares the host's network.
+func (s *Sandbox) HostNetwork() bool { return s != nil && s.Network == SandboxNetworkHost }
+
+// sandboxFields is Sandbox without its UnmarshalYAML, for the mapping form.
+type sandboxFields Sandbox
+
+// sandboxWords are the scalar forms, to the value of Off.
+var sandboxWords = map[string]bool{"off": true, "false": true, "no": true, "on": false, "true": false, "yes": false}
+
+// UnmarshalYAML reads "off"/"on" (and YAML's booleans) or the mapping.
+func (s *Sandbox) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		off, ok := sandboxWords[strings.ToLower(n.Value)]
+		if !ok {
+			return fmt.Errorf("%q is not a sandbox setting; write off, on, or a mapping (required, network, memory, processes, open_files, read_paths, write_paths)", n.Value)
+		}
+		*s = Sandbox{Off: off, Required: !off}
+		return nil
+	}
+	var f sandboxFields
+	if err := n.Decode(&f); err != nil {
+		return err
+	}
+	*s = Sandbox(f)
+	return nil
+}
+
+// MarshalYAML writes "off" for Off, else the mapping.
+func (s Sandbox) MarshalYAML() (any, error) {
+	if s.Off {
+		return "off", nil
+	}
+	if reflect.DeepEqual(s, Sandbox{Required: true}) {
+		return "on", nil
+	}
+	return sandboxFields(s), nil
+}
+
+var (
+	_ yaml.Unmarshaler = (*Sandbox)(nil)
+	_ yaml.Marshaler   = Sandbox{}
+)
+
+// sandboxScalar checks the scalar form while decoding (the walker).
+func sandboxScalar(n *yaml.Node) string {
+	if _, ok := sandboxWords[strings.ToLower(n.Value)]; ok {
+		return ""
+	}
+	return fmt.Sprintf("%q is not a sandbox setting; write off (no sandbox), on (required), or a mapping with required, network, memory, processes, open_files, read_paths, write_paths", n.Value)
+}
+
+// sandbox checks server.sandbox.
+func (v *validator) sandbox(s Server) {
+	sb := s.Sandbox
+	if sb == nil {
+		return
+	}
+	const p = "server.sandbox"
+	if s.Stdio == nil && !v.lines.Has("server.stdio") && !sb.Off {
+		v.add(p, "applies to stdio servers only; remove it (an http server runs elsewhere, and wasm tools run in airlock's own sandbox)")
+		return
+	}
+	if sb.Network != "" && !slices.Contains([]string{SandboxNetworkNone, SandboxNetworkHost}, sb.Network) {
+		v.add(p+".network", "%q is not a network mode; write none (the default: no network) or host (every host reachable; a host allowlist is not enforced yet)", sb.Network)
+	}
+	if sb.Memory != 0 || v.lines.Has(p+".memory") {
+		switch {
+		case sb.Memory < minSandboxMemory:
+			v.add(p+".memory", "%s is below %s, too little for a runtime to start; raise it or omit it for the default %s", sb.Memory, minSandboxMemory, DefaultSandboxMemory)
+		case sb.Memory > maxSandboxMemory:
+			v.add(p+".memory", "%s is above %s; lower it", sb.Memory, maxSandboxMemory)
+		}
+	}
+	if (sb.Processes != 0 || v.lines.Has(p+".processes")) && (sb.Processes < 1 || sb.Processes > maxSandboxProcesses) {
+		v.add(p+".processes", "must be between 1 and %d (processes and threads together), got %d; omit it for the default %d", maxSandboxProcesses, sb.Processes, DefaultSandboxProcesses)
+	}
+	if (sb.OpenFiles != 0 || v.lines.Has(p+".open_files")) && (sb.OpenFiles < minSandboxOpenFiles || sb.OpenFiles > maxSandboxOpenFiles) {
+		v.add(p+".open_files", "must be between %d and %d, got %d; omit it for the default %d", minSandboxOpenFiles, maxSandboxOpenFiles, sb.OpenFiles, DefaultSandboxOpenFiles)
+	}
+	for _, l := range []struct {
+		name  string
+		paths []string
+	}{{"read_paths", sb.ReadPaths}, {"write_paths", sb.WritePaths}} {
+		for i, r := range l.paths {
+			at := fmt.Sprintf("%s.%s[%d]", p, l.name, i)
+			switch {
+			case strings.TrimSpace(r) == "":
+				v.add(at, "is empty; name a directory, e.g. \"${AIRLOCK_DATA_DIR}/state\"")
+			case !RootIsAbsolute(r):
+				v.add(at, "%q is a relative path; the sandbox binds absolute paths only, so write one, e.g. %q", r, "${AIRLOCK_DATA_DIR}/"+relExample(r))
+			}
+		}
+	}
+}
