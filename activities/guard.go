@@ -24,6 +24,13 @@ func (c *Catalog) PersonalDataInResults(exposed string) manifests.GuardAction {
 	return c.guardOf(exposed, (*manifests.Manifest).PersonalDataInResults)
 }
 
+// InjectionInResults is what the worker does with prompt-injection
+// markers in a result of the exposed tool, likewise
+// (manifests.InjectionInResults).
+func (c *Catalog) InjectionInResults(exposed string) manifests.GuardAction {
+	return c.guardOf(exposed, (*manifests.Manifest).InjectionInResults)
+}
+
 // guardOf applies setting to the exposed tool's manifest and declaration
 // (nil for a tool no manifest declares: the manifest's default); off for
 // a tool of no known server.
@@ -42,7 +49,8 @@ func (c *Catalog) guardOf(exposed string, setting func(*manifests.Manifest, *man
 // that the workflow history, the audit stream and the model never hold a
 // secret or personal data it found (issue 30 §1), each category by its
 // own setting: redacted in place, or the result replaced by an error
-// result (block). Captures are not inspected: their pre-image is what a
+// result (block), or delivered and recorded (annotate: prompt-injection
+// markers). Captures are not inspected: their pre-image is what a
 // compensation restores, and is never delivered to the model.
 func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) (*mcp.CallToolResult, []api.Finding) {
 	if isCapture(in.CallID) {
@@ -56,8 +64,9 @@ func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) 
 	if name == "" {
 		name = c.exposed(in.Server, in.Tool)
 	}
-	p := guard.Policy{Secrets: guard.Action(c.SecretsInResults(name)), PersonalData: guard.Action(c.PersonalDataInResults(name))}
-	if p.Secrets == guard.Off && p.PersonalData == guard.Off {
+	p := guard.Policy{Secrets: guard.Action(c.SecretsInResults(name)), PersonalData: guard.Action(c.PersonalDataInResults(name)),
+		Injection: guard.Action(c.InjectionInResults(name))}
+	if p.Secrets == guard.Off && p.PersonalData == guard.Off && p.Injection == guard.Off {
 		return res, nil
 	}
 	res, found := guard.InspectPolicy(res, p, name)

@@ -25,7 +25,9 @@
 //   - tasklookup.go: which task a request acts on; owner.go: who may touch
 //     it (authorizeTask).
 //   - tools.go: the tool list (changed pinned definitions blocked) and who
-//     sees which tool; catalog.go: the search catalog's meta-tools.
+//     sees which tool; descriptions.go: definitions inspected for
+//     prompt-injection markers as served; catalog.go: the search
+//     catalog's meta-tools.
 //   - programs.go: airlock_run_program (code mode); programnames.go: the
 //     tools as a program's module.function; programstubs.go: their stubs.
 //   - pending.go, rollback.go, state.go, approvals.go: the built-in tools.
@@ -237,6 +239,8 @@ type Gateway struct {
 	reloaded atomic.Pointer[Live]
 	// described caches the listing's metadata (toolmeta.go).
 	described describedCache
+	// notes remembers the definitions' findings logged (descriptions.go).
+	notes descriptionNotes
 }
 
 // New builds a gateway; call Refresh (or let the pool's OnToolsChanged call

@@ -63,7 +63,7 @@ func (g *Gateway) manifestOf(server string) *manifests.Manifest {
 // value.
 func (g *Gateway) guardProgram(res *mcp.CallToolResult) *mcp.CallToolResult {
 	p := g.resultDefaults()
-	if p.Secrets == guard.Off && p.PersonalData == guard.Off {
+	if p.Secrets == guard.Off && p.PersonalData == guard.Off && p.Injection == guard.Off {
 		return res
 	}
 	if res.StructuredContent != nil {
@@ -97,7 +97,8 @@ func (g *Gateway) guardProgram(res *mcp.CallToolResult) *mcp.CallToolResult {
 // gives every manifest alike (off with no manifest).
 func (g *Gateway) resultDefaults() guard.Policy {
 	for _, m := range g.cur().Manifests {
-		return guard.Policy{Secrets: guard.Action(m.SecretsInResults(nil)), PersonalData: guard.Action(m.PersonalDataInResults(nil))}
+		return guard.Policy{Secrets: guard.Action(m.SecretsInResults(nil)), PersonalData: guard.Action(m.PersonalDataInResults(nil)),
+			Injection: guard.Action(m.InjectionInResults(nil))}
 	}
-	return guard.Policy{Secrets: guard.Off, PersonalData: guard.Off}
+	return guard.Policy{Secrets: guard.Off, PersonalData: guard.Off, Injection: guard.Off}
 }

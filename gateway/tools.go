@@ -29,7 +29,8 @@ type toolEntry struct {
 	decl     *manifests.Tool // nil for uncovered tools
 	def      *mcp.Tool       // what tools/list shows
 	avail    string          // "" when callable, else why not
-	blocked  bool            // the pin store blocks it (avail says why)
+	blocked  bool            // the pin store or the guard blocks it (avail says why)
+	hidden   bool            // not listed: its definition holds prompt-injection markers (descriptions.go)
 	// stubTail caches the tail of its program stub (programstubs.go),
 	// made from def; under Gateway.mu.
 	stubTail string
@@ -39,7 +40,15 @@ type toolEntry struct {
 func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mcp.Tool {
 	live := g.cur()
 	if live.Policy == nil {
-		return tools
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		out := tools[:0:0]
+		for _, t := range tools {
+			if e, ok := g.tools[t.Name]; !ok || !e.hidden {
+				out = append(out, t)
+			}
+		}
+		return out
 	}
 	pr, err := g.principalFor(extra)
 	if err != nil {
@@ -62,7 +71,7 @@ func (g *Gateway) visibleTools(extra *mcp.RequestExtra, tools []*mcp.Tool) []*mc
 			continue
 		}
 		e, ok := g.tools[t.Name]
-		if !ok {
+		if !ok || e.hidden {
 			continue
 		}
 		if live.Policy.Visible(ppr, task, policy.Tool{Name: e.exposed, Server: e.server, Upstream: e.upstream, Decl: e.decl}) {
@@ -192,6 +201,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 					def.Description = fmt.Sprintf("[unavailable: %s] %s", reason, decl.Description)
 				}
 				describeTool(g.described.get(live, m, e), e, &def)
+				g.guardDescription(m, e)
 			} else {
 				if len(st.Tools) > 0 {
 					e.avail = fmt.Sprintf("upstream %s does not offer a tool named %q; check %s", m.Server.Name, name, m.File)
@@ -220,6 +230,7 @@ func (g *Gateway) buildEntries() map[string]*toolEntry {
 					def.Name = exposed
 					describeTool(g.described.get(live, m, e), e, &def)
 					e.def = &def
+					g.guardDescription(m, e)
 				}
 				out[exposed] = e
 			}

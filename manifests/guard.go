@@ -15,9 +15,25 @@ import "fmt"
 //	  results:
 //	    secrets: redact         # or block, annotate, off
 //	    personal_data: redact   # (e-mail, cards, IBANs, phones)
+//	    injection: annotate     # or block, redact, off (prompt-injection markers)
+//	  descriptions:
+//	    injection: annotate     # or block, off: the tool's listed definition
 type Guard struct {
 	Arguments *GuardResults `yaml:"arguments,omitempty" json:"arguments,omitempty"`
 	Results   *GuardResults `yaml:"results,omitempty" json:"results,omitempty"`
+	// Descriptions is what the gateway does with the tool's definition
+	// (description, title, schemas) when it lists it.
+	Descriptions *GuardDescriptions `yaml:"descriptions,omitempty" json:"descriptions,omitempty"`
+}
+
+// GuardDescriptions is what the gateway does with prompt-injection
+// markers in a tool's definition as it is served (guard.InspectDescription).
+type GuardDescriptions struct {
+	// Injection: annotate (listed; the finding logged, counted and shown
+	// in the listing's _meta), block (not listed, and calls refused with
+	// an error naming the finding) or off. Omitted: the configuration's
+	// guard, else off.
+	Injection GuardAction `yaml:"injection,omitempty" json:"injection,omitempty"`
 }
 
 // GuardResults is what the guard does with each category it finds in a
@@ -34,6 +50,10 @@ type GuardResults struct {
 	// card numbers, IBANs, E.164 phone numbers; guard.PersonalRules).
 	// Omitted: the configuration's guard, else off.
 	PersonalData GuardAction `yaml:"personal_data,omitempty" json:"personal_data,omitempty"`
+	// Injection: the same for prompt-injection markers
+	// (guard.InjectionRules), in results only (guard.arguments refuses
+	// it). Omitted: the configuration's guard, else off.
+	Injection GuardAction `yaml:"injection,omitempty" json:"injection,omitempty"`
 }
 
 // GuardAction is one of GuardActions.
@@ -53,6 +73,22 @@ var GuardActions = []GuardAction{GuardRedact, GuardBlock, GuardRequireApproval, 
 // GuardResultActions lists the valid actions for results: a result exists
 // only once the call has run, so there is no approval to ask for it.
 var GuardResultActions = []GuardAction{GuardRedact, GuardBlock, GuardAnnotate, GuardOff}
+
+// InjectionActions are the valid actions of guard.results.injection.
+var InjectionActions = []GuardAction{GuardAnnotate, GuardBlock, GuardRedact, GuardOff}
+
+// DescriptionActions are the valid actions of guard.descriptions.injection.
+var DescriptionActions = []GuardAction{GuardAnnotate, GuardBlock, GuardOff}
+
+// OneOf reports whether a is one of as.
+func (a GuardAction) OneOf(as []GuardAction) bool {
+	for _, b := range as {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
 
 // Valid reports whether a is one of GuardActions.
 func (a GuardAction) Valid() bool {
@@ -101,6 +137,44 @@ func (t *Tool) guard() *Guard {
 		return &Guard{}
 	}
 	return t.Guard
+}
+
+func (g *GuardResults) injection() GuardAction {
+	if g == nil {
+		return ""
+	}
+	return g.Injection
+}
+
+func (g *GuardDescriptions) injection() GuardAction {
+	if g == nil {
+		return ""
+	}
+	return g.Injection
+}
+
+// InjectionInResults is what the worker does with prompt-injection
+// markers in a result of the tool (nil: undeclared): the tool's
+// guard.results.injection, else the configuration's (InjectionDefault),
+// else off.
+func (m *Manifest) InjectionInResults(t *Tool) GuardAction {
+	var def GuardAction
+	if m != nil {
+		def = m.InjectionDefault
+	}
+	return pick(t.guard().Results.injection(), def)
+}
+
+// InjectionInDescriptions is what the gateway does with prompt-injection
+// markers in the tool's served definition (nil: a tool the manifest does
+// not declare): the tool's guard.descriptions.injection, else the
+// configuration's (DescriptionInjectionDefault), else off.
+func (m *Manifest) InjectionInDescriptions(t *Tool) GuardAction {
+	var def GuardAction
+	if m != nil {
+		def = m.DescriptionInjectionDefault
+	}
+	return pick(t.guard().Descriptions.injection(), def)
 }
 
 // PersonalDataInResults is what the worker does with personal data in a
@@ -166,27 +240,32 @@ func GuardProblems(g *Guard) []GuardProblem {
 	add := func(f, format string, a ...any) {
 		out = append(out, GuardProblem{f, fmt.Sprintf(format, a...)})
 	}
-	if g.Results == nil && g.Arguments == nil {
-		add(".results", "is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or arguments: {secrets: block}, or remove guard")
+	if g.Results == nil && g.Arguments == nil && g.Descriptions == nil {
+		add(".results", "is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard")
 		return out
 	}
 	if r := g.Results; r != nil {
-		if r.Secrets == "" && r.PersonalData == "" {
-			add(".results", "names no category; write secrets: redact and/or personal_data: redact (or block, or off), or remove guard")
+		if r.Secrets == "" && r.PersonalData == "" && r.Injection == "" {
+			add(".results", "names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results")
 		}
 		for _, c := range []struct {
 			f string
 			a GuardAction
-		}{{".results.secrets", r.Secrets}, {".results.personal_data", r.PersonalData}} {
+		}{{".results.secrets", r.Secrets}, {".results.personal_data", r.PersonalData}, {".results.injection", r.Injection}} {
 			switch {
 			case c.a == GuardRequireApproval:
 				add(c.f, "require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding")
+			case c.a != "" && c.f == ".results.injection" && !c.a.OneOf(InjectionActions):
+				add(c.f, "must be one of %s, got %q; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker", list(InjectionActions), c.a)
 			case c.a != "" && !c.a.Valid():
 				add(c.f, "must be one of %s, got %q; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding", list(GuardResultActions), c.a)
 			}
 		}
 	}
 	if a := g.Arguments; a != nil {
+		if a.Injection != "" {
+			add(".arguments.injection", "prompt-injection markers are inspected in results and descriptions, not in a call's arguments; move it to results (or descriptions), or remove it")
+		}
 		if a.Secrets == "" && a.PersonalData == "" {
 			add(".arguments", "names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments")
 		}
@@ -197,6 +276,13 @@ func GuardProblems(g *Guard) []GuardProblem {
 			if c.a != "" && !c.a.Valid() {
 				add(c.f, "must be one of %s, got %q; redact replaces each match in a call's arguments with a marker, block refuses the call, require_approval asks an approver, annotate runs it and records the finding", list(GuardActions), c.a)
 			}
+		}
+	}
+	if d := g.Descriptions; d != nil {
+		if d.Injection == "" {
+			add(".descriptions", "names no category; write injection: annotate (or block, or off), or remove descriptions")
+		} else if !d.Injection.OneOf(DescriptionActions) {
+			add(".descriptions.injection", "must be one of %s, got %q; annotate lists a tool whose definition holds prompt-injection markers and records them, block hides it and refuses its calls (redact is for results: a definition is listed whole or not at all)", list(DescriptionActions), d.Injection)
 		}
 	}
 	return out

@@ -21,9 +21,27 @@ func TestGuardValidation(t *testing.T) {
 		{"unknown action", "    guard: {results: {secrets: mask}}\n",
 			[]string{`m.yaml:10: tools.read.guard.results.secrets: must be one of redact, block, annotate, off, got "mask"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`}},
 		{"empty results", "    guard: {results: {}}\n",
-			[]string{`m.yaml:10: tools.read.guard.results: names no category; write secrets: redact and/or personal_data: redact (or block, or off), or remove guard`}},
+			[]string{`m.yaml:10: tools.read.guard.results: names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results`}},
 		{"no results", "    guard: {}\n",
-			[]string{`m.yaml:10: tools.read.guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or arguments: {secrets: block}, or remove guard`}},
+			[]string{`m.yaml:10: tools.read.guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard`}},
+		{"injection annotate", "    guard: {results: {injection: annotate}}\n", nil},
+		{"injection each", "    guard: {results: {injection: redact, secrets: redact}, descriptions: {injection: block}}\n", nil},
+		{"injection unknown", "    guard:\n      results:\n        injection: warn\n",
+			[]string{`m.yaml:12: tools.read.guard.results.injection: must be one of annotate, block, redact, off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker`}},
+		{"annotate for secrets too", "    guard: {results: {secrets: annotate}}\n", nil},
+		{"injection require_approval", "    guard: {results: {injection: require_approval}}\n",
+			[]string{`m.yaml:10: tools.read.guard.results.injection: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`}},
+		{"injection in arguments", "    guard: {arguments: {injection: annotate}}\n",
+			[]string{`m.yaml:10: tools.read.guard.arguments.injection: prompt-injection markers are inspected in results and descriptions, not in a call's arguments; move it to results (or descriptions), or remove it`,
+				`m.yaml:10: tools.read.guard.arguments: names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments`}},
+		{"all three", "    guard: {arguments: {secrets: require_approval}, results: {injection: annotate}, descriptions: {injection: block}}\n", nil},
+		{"descriptions only", "    guard:\n      descriptions:\n        injection: annotate\n", nil},
+		{"descriptions redact", "    guard:\n      descriptions:\n        injection: redact\n",
+			[]string{`m.yaml:12: tools.read.guard.descriptions.injection: must be one of annotate, block, off, got "redact"; annotate lists a tool whose definition holds prompt-injection markers and records them, block hides it and refuses its calls (redact is for results: a definition is listed whole or not at all)`}},
+		{"descriptions empty", "    guard: {descriptions: {}}\n",
+			[]string{`m.yaml:10: tools.read.guard.descriptions: names no category; write injection: annotate (or block, or off), or remove descriptions`}},
+		{"descriptions misspelt", "    guard: {description: {injection: block}}\n",
+			[]string{`m.yaml:10: tools.read.guard.description: unknown field; did you mean "descriptions"?`}},
 		{"personal data", "    guard: {results: {personal_data: redact}}\n", nil},
 		{"both", "    guard: {results: {secrets: block, personal_data: redact}}\n", nil},
 		{"personal data unknown", "    guard:\n      results:\n        personal_data: hide\n",
@@ -105,6 +123,42 @@ func TestPersonalDataInResults(t *testing.T) {
 	}
 	if got := (&manifests.Manifest{}).SecretsInResults(block); got != manifests.GuardOff {
 		t.Errorf("a tool guarding personal data only: secrets %q, want off", got)
+	}
+}
+
+// TestInjectionSettings: each of the two injection settings is the
+// tool's own, else the configuration's, else off, independently of the
+// other categories.
+func TestInjectionSettings(t *testing.T) {
+	own := &manifests.Tool{Guard: &manifests.Guard{
+		Results:      &manifests.GuardResults{Injection: manifests.GuardBlock},
+		Descriptions: &manifests.GuardDescriptions{Injection: manifests.GuardBlock},
+	}}
+	secretsOnly := &manifests.Tool{Guard: &manifests.Guard{Results: &manifests.GuardResults{Secrets: manifests.GuardBlock}}}
+	for _, tc := range []struct {
+		def        manifests.GuardAction
+		tool       *manifests.Tool
+		results    manifests.GuardAction
+		listedWant manifests.GuardAction
+	}{
+		{"", nil, manifests.GuardOff, manifests.GuardOff},
+		{"", secretsOnly, manifests.GuardOff, manifests.GuardOff},
+		{manifests.GuardAnnotate, nil, manifests.GuardAnnotate, manifests.GuardAnnotate},
+		{manifests.GuardAnnotate, secretsOnly, manifests.GuardAnnotate, manifests.GuardAnnotate},
+		{manifests.GuardAnnotate, own, manifests.GuardBlock, manifests.GuardBlock},
+		{"", own, manifests.GuardBlock, manifests.GuardBlock},
+	} {
+		m := &manifests.Manifest{InjectionDefault: tc.def, DescriptionInjectionDefault: tc.def, GuardDefault: manifests.GuardRedact}
+		if got := m.InjectionInResults(tc.tool); got != tc.results {
+			t.Errorf("default %q, tool %+v: results %q, want %q", tc.def, tc.tool, got, tc.results)
+		}
+		if got := m.InjectionInDescriptions(tc.tool); got != tc.listedWant {
+			t.Errorf("default %q, tool %+v: descriptions %q, want %q", tc.def, tc.tool, got, tc.listedWant)
+		}
+	}
+	var nilM *manifests.Manifest
+	if nilM.InjectionInResults(nil) != manifests.GuardOff || nilM.InjectionInDescriptions(own) != manifests.GuardBlock {
+		t.Error("a nil manifest")
 	}
 }
 

@@ -64,6 +64,12 @@ type Manifest struct {
 	// PersonalDataDefault is airlock.yaml's guard.results.personal_data,
 	// likewise (PersonalDataInResults).
 	PersonalDataDefault GuardAction `yaml:"-" json:"-"`
+	// InjectionDefault is airlock.yaml's guard.results.injection, likewise
+	// (InjectionInResults).
+	InjectionDefault GuardAction `yaml:"-" json:"-"`
+	// DescriptionInjectionDefault is airlock.yaml's
+	// guard.descriptions.injection, likewise (InjectionInDescriptions).
+	DescriptionInjectionDefault GuardAction `yaml:"-" json:"-"`
 	// ArgumentGuard is airlock.yaml's guard.arguments, for tools that
 	// declare none (set by internal/config; SecretsInArguments).
 	ArgumentGuard GuardDefaults `yaml:"-" json:"-"`

@@ -23,6 +23,10 @@ func (c *Config) applyGuard(ms []*manifests.Manifest) {
 		if r := c.Guard.Results; r != nil {
 			m.GuardDefault = r.Secrets
 			m.PersonalDataDefault = r.PersonalData
+			m.InjectionDefault = r.Injection
+		}
+		if d := c.Guard.Descriptions; d != nil {
+			m.DescriptionInjectionDefault = d.Injection
 		}
 		if a := c.Guard.Arguments; a != nil {
 			m.ArgumentGuard = manifests.GuardDefaults{ArgumentSecrets: a.Secrets, ArgumentPersonalData: a.PersonalData}

@@ -124,7 +124,7 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard without results",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard: {}\n",
-			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or arguments: {secrets: block}, or remove guard`},
+			want:  []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard`},
 		},
 		{
 			name:  "guard personal data action unknown",
@@ -136,7 +136,36 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard results naming nothing",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results: {}\n",
-			want:  []string{`DIR/airlock.yaml:3: guard.results: names no category; write secrets: redact and/or personal_data: redact (or block, or off), or remove guard`},
+			want:  []string{`DIR/airlock.yaml:3: guard.results: names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results`},
+		},
+		{
+			name:  "guard injection action unknown",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    injection: warn\n",
+			want:  []string{`DIR/airlock.yaml:4: guard.results.injection: must be one of annotate, block, redact, off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker`},
+		},
+		{
+			name:  "guard descriptions redact",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  descriptions:\n    injection: redact\n",
+			want:  []string{`DIR/airlock.yaml:4: guard.descriptions.injection: must be one of annotate, block, off, got "redact"; annotate lists a tool whose definition holds prompt-injection markers and records them, block hides it and refuses its calls (redact is for results: a definition is listed whole or not at all)`},
+		},
+		{
+			name:  "guard descriptions naming nothing",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  descriptions: {}\n",
+			want:  []string{`DIR/airlock.yaml:3: guard.descriptions: names no category; write injection: annotate (or block, or off), or remove descriptions`},
+		},
+		{
+			name:  "guard injection duplicate key",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    injection: annotate\n    injection: off\n",
+			// The duplicate is refused (the loader's check); the value is
+			// not taken, so results names no category either.
+			want: []string{
+				`DIR/airlock.yaml:3: guard.results: names no category; write secrets: redact, personal_data: redact and/or injection: annotate (or block, or off), or remove results`,
+				`DIR/airlock.yaml:5: guard.results.injection: defined twice (first at line 4); keep one`,
+			},
 		},
 		{
 			name:  "guard arguments action unknown",
@@ -148,7 +177,7 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard arguments case-folded key",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  Arguments:\n    secrets: block\n",
-			want: []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or block, or off), or arguments: {secrets: block}, or remove guard`,
+			want: []string{`DIR/airlock.yaml:2: guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard`,
 				`DIR/airlock.yaml:3: guard.Arguments: unknown field; did you mean "arguments"?`},
 		},
 		{
@@ -163,6 +192,18 @@ func TestLoadProblems(t *testing.T) {
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results: {secrets: require_approval}\n",
 			want:  []string{`DIR/airlock.yaml:3: guard.results.secrets: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
+		},
+		{
+			name:  "guard require_approval on injection",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  results: {injection: require_approval}\n",
+			want:  []string{`DIR/airlock.yaml:3: guard.results.injection: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
+		},
+		{
+			name:  "guard injection in arguments",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nguard:\n  arguments: {secrets: block, injection: annotate}\n",
+			want:  []string{`DIR/airlock.yaml:3: guard.arguments.injection: prompt-injection markers are inspected in results and descriptions, not in a call's arguments; move it to results (or descriptions), or remove it`},
 		},
 		{
 			name:  "http limits",
@@ -372,6 +413,11 @@ func TestRepositoryConfig(t *testing.T) {
 			if tool.Guard == nil && m.PersonalDataInResults(tool) != manifests.GuardOff {
 				t.Errorf("%s.%s: personal data in results: %q, want off", m.Server.Name, name, m.PersonalDataInResults(tool))
 			}
+			// Prompt-injection markers are annotated, in results and in
+			// the tools' listed definitions.
+			if tool.Guard == nil && (m.InjectionInResults(tool) != manifests.GuardAnnotate || m.InjectionInDescriptions(tool) != manifests.GuardAnnotate) {
+				t.Errorf("%s.%s: injection in results %q, in descriptions %q, want annotate", m.Server.Name, name, m.InjectionInResults(tool), m.InjectionInDescriptions(tool))
+			}
 		}
 	}
 }
@@ -392,6 +438,35 @@ func TestGuardPersonalDataApplied(t *testing.T) {
 	}
 	if got := m.SecretsInResults(nil); got != manifests.GuardOff {
 		t.Errorf("secrets: %q, want off (not configured)", got)
+	}
+}
+
+// TestGuardInjectionApplied: airlock.yaml's guard.results.injection and
+// guard.descriptions.injection become every manifest's defaults, and a
+// guard with descriptions only leaves the result settings off.
+func TestGuardInjectionApplied(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("m"))
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  results: {injection: block}\n  descriptions: {injection: annotate}\n")
+	snap, err := config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snap.Manifests[0]
+	if got := m.InjectionInResults(nil); got != manifests.GuardBlock {
+		t.Errorf("injection in results: %q, want block", got)
+	}
+	if got := m.InjectionInDescriptions(nil); got != manifests.GuardAnnotate {
+		t.Errorf("injection in descriptions: %q, want annotate", got)
+	}
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  descriptions: {injection: block}\n")
+	snap, err = config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = snap.Manifests[0]
+	if m.InjectionInDescriptions(nil) != manifests.GuardBlock || m.InjectionInResults(nil) != manifests.GuardOff || m.SecretsInResults(nil) != manifests.GuardOff {
+		t.Errorf("descriptions only: %q %q %q", m.InjectionInDescriptions(nil), m.InjectionInResults(nil), m.SecretsInResults(nil))
 	}
 }
 
@@ -566,5 +641,23 @@ func TestCatalogMode(t *testing.T) {
 		case want == "" && body[:8] == "catalog:" && snap.Config.Catalog == "":
 			t.Errorf("%q: catalog not read", body)
 		}
+	}
+}
+
+// TestGuardAllBlocksApplied: guard.arguments, guard.results (with
+// injection) and guard.descriptions together each set their own defaults.
+func TestGuardAllBlocksApplied(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("m"))
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  arguments: {secrets: block}\n  results: {secrets: redact, personal_data: annotate, injection: annotate}\n  descriptions: {injection: block}\n")
+	snap, err := config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snap.Manifests[0]
+	got := []manifests.GuardAction{m.SecretsInArguments(nil), m.PersonalDataInArguments(nil), m.SecretsInResults(nil), m.PersonalDataInResults(nil), m.InjectionInResults(nil), m.InjectionInDescriptions(nil)}
+	want := []manifests.GuardAction{manifests.GuardBlock, manifests.GuardOff, manifests.GuardRedact, manifests.GuardAnnotate, manifests.GuardAnnotate, manifests.GuardBlock}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 }

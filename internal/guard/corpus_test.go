@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,6 +21,8 @@ func TestFalsePositivesOnRepository(t *testing.T) {
 	var found []string
 	personal := map[string]int{}
 	var personalFound []string
+	injection := map[string]int{}
+	var injectionFound []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -56,6 +59,11 @@ func TestFalsePositivesOnRepository(t *testing.T) {
 			personal[m.Rule]++
 			personalFound = append(personalFound, path+":"+itoa(line)+": "+m.Rule+" "+s[m.Start:m.End])
 		}
+		for _, m := range ScanInjection(s) {
+			line := strings.Count(s[:m.Start], "\n") + 1
+			injection[m.Rule]++
+			injectionFound = append(injectionFound, path+":"+itoa(line)+": "+m.Rule+" "+strconv.Quote(s[m.Start:m.End]))
+		}
 		return nil
 	})
 	if err != nil {
@@ -81,6 +89,16 @@ func TestFalsePositivesOnRepository(t *testing.T) {
 	if diff := cmp.Diff(repositoryPersonalData, personal); diff != "" {
 		t.Errorf("personal data on the repository (-want +got):\n%s", diff)
 	}
+	// Prompt-injection markers: the repository holds none meant as one
+	// outside this package; each finding is a false positive, counted per
+	// rule exactly (RATIONALE.md reports them).
+	t.Logf("injection markers: %v", injection)
+	for _, f := range injectionFound {
+		t.Log(f)
+	}
+	if diff := cmp.Diff(repositoryInjection, injection); diff != "" {
+		t.Errorf("injection markers on the repository (-want +got):\n%s", diff)
+	}
 }
 
 // maxRepositoryFindings bounds the false positives on the repository
@@ -101,7 +119,19 @@ func itoa(n int) string {
 // repositoryPersonalData is what the personal-data rules find in the
 // repository outside this package (TestFalsePositivesOnRepository logs
 // each): true matches only, the example addresses of the docs and tests
-// (alice@example.com and two more at example.com); no card number, IBAN
+// (alice@example.com and others at example.com, bridge.example.com and pdp.example.com,
+// among them the labels tests' evil@example.com); no card number, IBAN
 // or phone number. Test values elsewhere are assembled at run time, as
 // secrets are, so that they do not count here.
-var repositoryPersonalData = map[string]int{"email": 11}
+var repositoryPersonalData = map[string]int{"email": 18}
+
+// repositoryInjection is what the injection rules find in the repository
+// outside this package (TestFalsePositivesOnRepository logs each): true
+// matches only: the injected tool descriptions of the pinning tests
+// (internal/pin's "Ignore previous instructions", three times, and
+// gateway's <IMPORTANT> wrapper, opened and closed), the labels tests'
+// injected page (integration/labels_test.go, once as written and six
+// times base64-encoded in the payloads of the recorded histories
+// workflows/testdata/labels_v1_run*.json); no false positive. Test values
+// elsewhere are assembled at run time.
+var repositoryInjection = map[string]int{"injection-ignore-instructions": 4, "injection-system-impersonation": 2, "injection-encoded-instructions": 6}

@@ -25,7 +25,8 @@ const (
 	// approver (arguments only: the worker's decision becomes
 	// require_approval; the approver sees the finding, the value masked).
 	RequireApproval Action = "require_approval"
-	// Annotate delivers the text unchanged and records the finding.
+	// Annotate delivers the text unchanged and records the finding (any
+	// category of a result; secrets and personal data in arguments).
 	Annotate Action = "annotate"
 )
 
@@ -51,9 +52,10 @@ func Inspect(res *mcp.CallToolResult, action Action, tool string) (*mcp.CallTool
 }
 
 // Policy is what the guard does with each category it finds in a result:
-// secrets (Rules) and personal data (PersonalRules). "" is Off.
+// secrets (Rules), personal data (PersonalRules) and prompt-injection
+// markers (InjectionRules). "" is Off.
 type Policy struct {
-	Secrets, PersonalData Action
+	Secrets, PersonalData, Injection Action
 }
 
 // on reports whether a inspects at all.
@@ -64,37 +66,60 @@ func on(a Action) bool { return a != "" && a != Off }
 // treated as Block (validation refuses it there; fail closed).
 func withholds(a Action) bool { return a == Redact || a == Block || a == RequireApproval }
 
+// category is one kind of finding: its scanner, what a block message
+// calls it and the setting that decides it.
+type category struct {
+	scan    func(string) []Match
+	what    string
+	setting string
+	// once records one finding per rule and path (a result full of
+	// invisible characters is one finding, not a million).
+	once bool
+}
+
+var categories = [...]category{
+	{Scan, "secrets", "guard.results.secrets", false},
+	{ScanPersonal, "personal data", "guard.results.personal_data", false},
+	{ScanInjection, "prompt-injection markers", "guard.results.injection", true},
+}
+
+func (p Policy) actions() [len(categories)]Action {
+	return [...]Action{p.Secrets, p.PersonalData, p.Injection}
+}
+
 // InspectPolicy is Inspect with an action per category: each category's
 // matches are redacted or recorded by its own action, and the result is
 // blocked when a category whose action is Block found anything (the
 // findings of the other category keep their own action).
 func InspectPolicy(res *mcp.CallToolResult, p Policy, tool string) (*mcp.CallToolResult, []Finding) {
-	if res == nil || (!on(p.Secrets) && !on(p.PersonalData)) {
+	actions := p.actions()
+	active := false
+	for _, a := range actions {
+		active = active || on(a)
+	}
+	if res == nil || !active {
 		return res, nil
 	}
 	var fs []Finding
-	blockedBy := map[string]bool{}
+	blockedBy := map[int]bool{}
+	recorded := map[[2]string]bool{}
 	scan := func(path, s string) string {
-		var ms []Match
-		if on(p.Secrets) {
-			ms = Scan(s)
-		}
-		secrets := len(ms)
-		if on(p.PersonalData) {
-			ms = append(ms, ScanPersonal(s)...)
-		}
 		var redact []Match
-		for i, m := range ms {
-			a, category := p.Secrets, "secrets"
-			if i >= secrets {
-				a, category = p.PersonalData, "personal data"
+		for c, a := range actions {
+			if !on(a) {
+				continue
 			}
-			fs = append(fs, Finding{Rule: m.Rule, Path: path, Action: string(a)})
-			switch {
-			case a == Redact:
-				redact = append(redact, m)
-			case withholds(a):
-				blockedBy[category] = true
+			for _, m := range categories[c].scan(s) {
+				switch {
+				case a == Redact:
+					redact = append(redact, m)
+				case withholds(a):
+					blockedBy[c] = true
+				}
+				if k := [2]string{m.Rule, path}; !categories[c].once || !recorded[k] {
+					recorded[k] = true
+					fs = append(fs, Finding{Rule: m.Rule, Path: shortPath(path), Action: string(a)})
+				}
 			}
 		}
 		return RedactText(s, merge(redact))
@@ -144,7 +169,7 @@ func walk(path string, v any, scan func(path, s string) string) any {
 
 // blocked is the error result that replaces a blocked result: it names
 // the findings of the categories that block, never a value.
-func blocked(tool string, fs []Finding, by map[string]bool) *mcp.CallToolResult {
+func blocked(tool string, fs []Finding, by map[int]bool) *mcp.CallToolResult {
 	var where []string
 	seen := map[string]bool{}
 	for _, f := range fs {
@@ -154,14 +179,14 @@ func blocked(tool string, fs []Finding, by map[string]bool) *mcp.CallToolResult 
 			where = append(where, w)
 		}
 	}
-	what, setting := "secrets", "guard.results.secrets"
-	switch {
-	case by["secrets"] && by["personal data"]:
-		what, setting = "secrets and personal data", "guard.results.secrets and guard.results.personal_data"
-	case by["personal data"]:
-		what, setting = "personal data", "guard.results.personal_data"
+	var what, settings []string
+	for c := range categories {
+		if by[c] {
+			what = append(what, categories[c].what)
+			settings = append(settings, categories[c].setting)
+		}
 	}
 	text := fmt.Sprintf("airlock withheld the result of %s: it holds %s (%s). The values are not shown; ask the tool for data without them, or ask an operator to change %s for this tool.",
-		tool, what, strings.Join(where, ", "), setting)
+		tool, strings.Join(what, " and "), strings.Join(where, ", "), strings.Join(settings, " and "))
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }

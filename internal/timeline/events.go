@@ -334,8 +334,9 @@ func exchangeEvents(c *Call, base eventBase) []event {
 	return out
 }
 
-// findingEvents are the secrets the content guard found in the call's
-// result: kind, place and action, never the value.
+// findingEvents are what the content guard found in the call's result
+// (secrets, personal data, prompt-injection markers): kind, place and
+// action, never the value.
 func findingEvents(c *Call, base eventBase) []event {
 	var out []event
 	for _, f := range c.Findings {
