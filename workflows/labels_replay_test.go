@@ -2,15 +2,9 @@ package workflows_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
-
 	"github.com/airlock-run/airlock/api"
-	"github.com/airlock-run/airlock/worker"
 )
 
 // TestReplayLabels replays the recorded trifecta (labels_v1, integration's
@@ -26,20 +20,7 @@ func TestReplayLabels(t *testing.T) {
 		resets  []api.ResetLabelsRequest
 	}
 	read := func(file string) run {
-		f, err := os.Open(filepath.Join("testdata", file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := sdkworker.NewWorkflowReplayer()
-		worker.RegisterWorkflows(r)
-		if err := r.ReplayWorkflowHistory(nil, hist); err != nil {
-			t.Fatalf("%s does not replay: %v", file, err)
-		}
+		hist := replayedHistory(t, file)
 		var out run
 		for _, e := range hist.GetEvents() {
 			if a := e.GetWorkflowExecutionStartedEventAttributes(); a != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -64,21 +65,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 // A replay does not compare activity inputs, so it cannot tell which route
 // the code runs; TestCallRunsTheJudgedRoute checks that.
 func TestReplayJudgedRoute(t *testing.T) {
-	file := filepath.Join("testdata", "judged_route_v1_run1.json")
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := sdkworker.NewWorkflowReplayer()
-	worker.RegisterWorkflows(r)
-	if err := r.ReplayWorkflowHistory(nil, hist); err != nil {
-		t.Fatalf("%s does not replay: %v", file, err)
-	}
+	file := "judged_route_v1_run1.json"
+	hist := replayedHistory(t, file)
 	var marker bool
 	var ran []string
 	for _, e := range hist.GetEvents() {
@@ -101,4 +89,26 @@ func TestReplayJudgedRoute(t *testing.T) {
 	if !slices.Equal(ran, []string{"put"}) {
 		t.Errorf("CallTool ran %q, want [put] (the judged route; echo ran on the fast path)", ran)
 	}
+}
+
+// replayedHistory reads the recorded history testdata/file, replays it
+// against today's workflows (failing the test if it does not replay) and
+// returns it, for a test that then checks what it holds.
+func replayedHistory(t *testing.T, file string) *historypb.History {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sdkworker.NewWorkflowReplayer()
+	worker.RegisterWorkflows(r)
+	if err := r.ReplayWorkflowHistory(nil, hist); err != nil {
+		t.Fatalf("%s does not replay: %v", file, err)
+	}
+	return hist
 }
