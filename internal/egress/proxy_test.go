@@ -147,7 +147,7 @@ func TestProxyEnforces(t *testing.T) {
 
 	e := startProxy(t, []string{
 		"127.0.0.1:" + tp, "127.0.0.1:" + pp, // the listeners, named literally
-		"internal.test:" + pp,                // a name whose address is also named literally
+		"internal.test:" + pp, // a name whose address is also named literally
 		"loop.test:9", "meta.test:80", "rebind.test:" + pp, "gone.test:443",
 		"mixed.test:" + pp,
 	}, 0, map[string][]string{
