@@ -1,12 +1,15 @@
 package manifests
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/airlock-run/airlock/internal/egress"
 )
 
 // Sandbox says how a stdio server is confined (see internal/bwrap and
@@ -20,6 +23,7 @@ import (
 //
 //	sandbox: off
 //	sandbox: {network: host, memory: 2GiB, write_paths: ["${AIRLOCK_DATA_DIR}/memory"]}
+//	sandbox: {network: {allow: ["api.github.com:443", "*.githubusercontent.com:443"]}}
 type Sandbox struct {
 	// Off is "sandbox: off" (also false or no).
 	Off bool `yaml:"-" json:"off,omitempty"`
@@ -27,8 +31,10 @@ type Sandbox struct {
 	// ("sandbox: on" is short for required: true).
 	Required bool `yaml:"required,omitempty" json:"required,omitempty"`
 	// Network is "none" (the default: the server has a loopback device
-	// only) or "host" (the host's network, every host reachable).
-	Network string `yaml:"network,omitempty" json:"network,omitempty"`
+	// only), "host" (the host's network, every host reachable), or an
+	// egress allowlist, {allow: ["api.github.com:443", …]}: no route out,
+	// and a proxy outside the sandbox that connects only there.
+	Network SandboxNetwork `yaml:"network,omitempty" json:"network,omitzero"`
 	// Memory bounds the server's data memory (RLIMIT_DATA, and a memory
 	// cgroup where airlock may create one); default DefaultSandboxMemory.
 	Memory ByteSize `yaml:"memory,omitempty" json:"memory,omitempty"`
@@ -97,7 +103,90 @@ func (s *Sandbox) EffectiveOpenFiles() int {
 }
 
 // HostNetwork reports whether the server shares the host's network.
-func (s *Sandbox) HostNetwork() bool { return s != nil && s.Network == SandboxNetworkHost }
+func (s *Sandbox) HostNetwork() bool { return s != nil && s.Network.Mode == SandboxNetworkHost }
+
+// Egress is the server's egress allowlist (nil unless network is an
+// allowlist).
+func (s *Sandbox) Egress() []string {
+	if s == nil || s.Network.Mode != "" {
+		return nil
+	}
+	return s.Network.Allow
+}
+
+// SandboxNetwork is server.sandbox.network: a mode ("none", "host") or
+// an allowlist ({allow: [...]}, Mode empty).
+type SandboxNetwork struct {
+	Mode string `yaml:"-" json:"-"`
+	// Allow are "host:port" entries (see internal/egress.ParseRule): a
+	// host name, "*.domain" for its subdomains, or an IP literal.
+	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`
+}
+
+// networkFields is SandboxNetwork's mapping form.
+type networkFields struct {
+	Allow []string `yaml:"allow" json:"allow"`
+}
+
+// UnmarshalYAML reads a mode word or the mapping.
+func (n *SandboxNetwork) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind == yaml.ScalarNode {
+		*n = SandboxNetwork{Mode: node.Value}
+		return nil
+	}
+	var f networkFields
+	if err := node.Decode(&f); err != nil {
+		return err
+	}
+	*n = SandboxNetwork{Allow: f.Allow}
+	if n.Allow == nil {
+		n.Allow = []string{}
+	}
+	return nil
+}
+
+// MarshalYAML writes the mode word, or the mapping.
+func (n SandboxNetwork) MarshalYAML() (any, error) {
+	if n.Mode != "" {
+		return n.Mode, nil
+	}
+	return networkFields{Allow: n.Allow}, nil
+}
+
+// MarshalJSON writes the mode as a string (as before the allowlist
+// existed) and the allowlist as {"allow": [...]}.
+func (n SandboxNetwork) MarshalJSON() ([]byte, error) {
+	if n.Mode != "" {
+		return json.Marshal(n.Mode)
+	}
+	return json.Marshal(networkFields{Allow: n.Allow})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (n *SandboxNetwork) UnmarshalJSON(b []byte) error {
+	var mode string
+	if err := json.Unmarshal(b, &mode); err == nil {
+		*n = SandboxNetwork{Mode: mode}
+		return nil
+	}
+	var f networkFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("sandbox.network: %w", err)
+	}
+	*n = SandboxNetwork{Allow: f.Allow}
+	if n.Allow == nil {
+		n.Allow = []string{}
+	}
+	return nil
+}
+
+// IsZero is true for an absent network (the default, none).
+func (n SandboxNetwork) IsZero() bool { return n.Mode == "" && n.Allow == nil }
+
+var (
+	_ yaml.Unmarshaler = (*SandboxNetwork)(nil)
+	_ yaml.Marshaler   = SandboxNetwork{}
+)
 
 // sandboxFields is Sandbox without its UnmarshalYAML, for the mapping form.
 type sandboxFields Sandbox
@@ -158,9 +247,7 @@ func (v *validator) sandbox(s Server) {
 		v.add(p, "applies to stdio servers only; remove it (an http server runs elsewhere, and wasm tools run in airlock's own sandbox)")
 		return
 	}
-	if sb.Network != "" && !slices.Contains([]string{SandboxNetworkNone, SandboxNetworkHost}, sb.Network) {
-		v.add(p+".network", "%q is not a network mode; write none (the default: no network) or host (every host reachable; a host allowlist is not enforced yet)", sb.Network)
-	}
+	v.sandboxNetwork(sb.Network)
 	if sb.Memory != 0 || v.lines.Has(p+".memory") {
 		switch {
 		case sb.Memory < minSandboxMemory:
@@ -188,5 +275,53 @@ func (v *validator) sandbox(s Server) {
 				v.add(at, "%q is a relative path; the sandbox binds absolute paths only, so write one, e.g. %q", r, "${AIRLOCK_DATA_DIR}/"+relExample(r))
 			}
 		}
+	}
+}
+
+// maxEgressEntries bounds an allowlist: a server that needs more hosts
+// than this needs network: host, or a wildcard.
+const maxEgressEntries = 256
+
+// sandboxNetwork checks server.sandbox.network.
+func (v *validator) sandboxNetwork(n SandboxNetwork) {
+	const p = "server.sandbox.network"
+	if n.Mode != "" {
+		if !slices.Contains([]string{SandboxNetworkNone, SandboxNetworkHost}, n.Mode) {
+			hint := ""
+			for _, e := range []string{n.Mode, n.Mode + ":443"} {
+				if _, err := egress.ParseRule(e); err == nil {
+					hint = fmt.Sprintf("; to allow that host, write network: {allow: [%q]}", e)
+					break
+				}
+			}
+			v.add(p, "%q is not a network mode; write none (the default: no network), host (every host reachable), or an allowlist, {allow: [\"api.github.com:443\"]}%s", n.Mode, hint)
+		}
+		return
+	}
+	if n.Allow == nil {
+		return
+	}
+	switch {
+	case len(n.Allow) == 0:
+		v.add(p+".allow", "is empty; list host:port entries, e.g. [\"api.github.com:443\"], or write network: none for no network")
+		return
+	case len(n.Allow) > maxEgressEntries:
+		v.add(p+".allow", "has %d entries, more than %d; use wildcards (\"*.example.com:443\") or network: host", len(n.Allow), maxEgressEntries)
+		return
+	}
+	seen := map[string]int{}
+	for i, e := range n.Allow {
+		at := fmt.Sprintf("%s.allow[%d]", p, i)
+		r, err := egress.ParseRule(e)
+		if err != nil {
+			v.add(at, "%v", err)
+			continue
+		}
+		key := r.String()
+		if first, dup := seen[key]; dup {
+			v.add(at, "%q is allow[%d] again (as %s); keep one", e, first, key)
+			continue
+		}
+		seen[key] = i
 	}
 }

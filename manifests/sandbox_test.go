@@ -1,6 +1,7 @@
 package manifests_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -25,9 +26,12 @@ func TestSandboxDecode(t *testing.T) {
 		{"off", "  sandbox: off\n", &manifests.Sandbox{Off: true}, false, false},
 		{"false", "  sandbox: false\n", &manifests.Sandbox{Off: true}, false, false},
 		{"on: required", "  sandbox: on\n", &manifests.Sandbox{Required: true}, true, true},
-		{"required in the mapping", "  sandbox: {required: true, network: host}\n", &manifests.Sandbox{Required: true, Network: "host"}, true, true},
+		{"required in the mapping", "  sandbox: {required: true, network: host}\n", &manifests.Sandbox{Required: true, Network: manifests.SandboxNetwork{Mode: "host"}}, true, true},
+		{"allowlist", "  sandbox: {required: true, network: {allow: [\"api.github.com:443\", \"10.0.0.5:8080\"]}}\n",
+			&manifests.Sandbox{Required: true, Network: manifests.SandboxNetwork{Allow: []string{"api.github.com:443", "10.0.0.5:8080"}}}, true, true},
+		{"network none", "  sandbox: {network: none}\n", &manifests.Sandbox{Network: manifests.SandboxNetwork{Mode: "none"}}, true, false},
 		{"mapping", "  sandbox:\n    network: host\n    memory: 2GiB\n    processes: 32\n    open_files: 4096\n    read_paths: [/opt/venv]\n    write_paths: [\"${AIRLOCK_DATA_DIR}/memory\"]\n",
-			&manifests.Sandbox{Network: "host", Memory: 2 << 30, Processes: 32, OpenFiles: 4096, ReadPaths: []string{"/opt/venv"}, WritePaths: []string{"${AIRLOCK_DATA_DIR}/memory"}}, true, false},
+			&manifests.Sandbox{Network: manifests.SandboxNetwork{Mode: "host"}, Memory: 2 << 30, Processes: 32, OpenFiles: 4096, ReadPaths: []string{"/opt/venv"}, WritePaths: []string{"${AIRLOCK_DATA_DIR}/memory"}}, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +59,18 @@ func TestSandboxDecode(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, back.Sandbox); diff != "" {
 				t.Errorf("after a round trip (-want +got):\n%s", diff)
+			}
+			// And through JSON (the manifest as other parts carry it).
+			j, err := json.Marshal(m.Server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var backJ manifests.Server
+			if err := json.Unmarshal(j, &backJ); err != nil {
+				t.Fatalf("%v in %s", err, j)
+			}
+			if diff := cmp.Diff(tt.want, backJ.Sandbox); diff != "" {
+				t.Errorf("after a JSON round trip (-want +got):\n%s\n%s", diff, j)
 			}
 		})
 	}
@@ -87,9 +103,51 @@ func TestSandboxProblems(t *testing.T) {
 		{"duplicate key", sandboxHead + "  sandbox:\n    network: host\n    network: none\n",
 			[]string{`m.yaml:6: server.sandbox.network: defined twice (first at line 5); keep one`}},
 		{"network mode", sandboxHead + "  sandbox: {network: [api.github.com]}\n",
-			[]string{`m.yaml:4: server.sandbox.network: expected a single value, got a list`}},
+			[]string{`m.yaml:4: server.sandbox.network: expected none, host or a mapping, got a list; write the hosts under allow: network: {allow: ["api.github.com:443"]}`}},
 		{"network word", sandboxHead + "  sandbox: {network: api.github.com}\n",
-			[]string{`m.yaml:4: server.sandbox.network: "api.github.com" is not a network mode; write none (the default: no network) or host (every host reachable; a host allowlist is not enforced yet)`}},
+			[]string{`m.yaml:4: server.sandbox.network: "api.github.com" is not a network mode; write none (the default: no network), host (every host reachable), or an allowlist, {allow: ["api.github.com:443"]}; to allow that host, write network: {allow: ["api.github.com:443"]}`}},
+		{"network allowlist, hostile entries", sandboxHead + "  sandbox:\n    network:\n      allow:\n" +
+			"        - \"\"\n" +
+			"        - \"*\"\n" +
+			"        - \"*:443\"\n" +
+			"        - api.github.com:443\n" +
+			"        - API.GitHub.com.:443\n" +
+			"        - api.github.com:0443\n" +
+			"        - api.github.com:65536\n" +
+			"        - api.github.com:9007199254740993\n" +
+			"        - https://api.github.com\n" +
+			"        - api.github.com:443/repos\n" +
+			"        - api.github.com\n" +
+			"        - 10.0.0.5:8080\n" +
+			"        - \"[::ffff:10.0.0.5]:8080\"\n" +
+			"        - localhost:8080\n" +
+			"        - \"*.com:443\"\n" +
+			"        - 169.254.169.254:80\n",
+			[]string{
+				`m.yaml:7: server.sandbox.network.allow[0]: is empty; write host:port, e.g. "api.github.com:443"`,
+				`m.yaml:8: server.sandbox.network.allow[1]: "*" has no port; write one, e.g. "*:443"`,
+				`m.yaml:9: server.sandbox.network.allow[2]: "*:443" matches every host; list the hosts the server needs, or write network: host if every host is meant`,
+				`m.yaml:11: server.sandbox.network.allow[4]: "API.GitHub.com.:443" is allow[3] again (as api.github.com:443); keep one`,
+				`m.yaml:12: server.sandbox.network.allow[5]: "api.github.com:0443" is allow[3] again (as api.github.com:443); keep one`,
+				`m.yaml:13: server.sandbox.network.allow[6]: "api.github.com:65536": port 65536 is out of range (1 to 65535)`,
+				`m.yaml:14: server.sandbox.network.allow[7]: "api.github.com:9007199254740993": port 9007199254740993 is out of range (1 to 65535)`,
+				`m.yaml:15: server.sandbox.network.allow[8]: "https://api.github.com" has a scheme (https://); write host:port only, e.g. "api.github.com:443"`,
+				`m.yaml:16: server.sandbox.network.allow[9]: "api.github.com:443/repos" has a path or query ("/repos"); the allowlist names hosts and ports, not URLs: write "api.github.com:443"`,
+				`m.yaml:17: server.sandbox.network.allow[10]: "api.github.com" has no port; write one, e.g. "api.github.com:443"`,
+				`m.yaml:19: server.sandbox.network.allow[12]: "[::ffff:10.0.0.5]:8080" is allow[11] again (as 10.0.0.5:8080); keep one`,
+				`m.yaml:20: server.sandbox.network.allow[13]: "localhost:8080" resolves to loopback, which the proxy refuses for names; write the address literally, e.g. "127.0.0.1:8080"`,
+				`m.yaml:21: server.sandbox.network.allow[14]: "*.com:443" covers a whole top-level domain; name the domain, e.g. "*.example.com:443"`,
+			}},
+		{"network allowlist empty", sandboxHead + "  sandbox: {network: {allow: []}}\n",
+			[]string{`m.yaml:4: server.sandbox.network.allow: is empty; list host:port entries, e.g. ["api.github.com:443"], or write network: none for no network`}},
+		{"network allowlist unknown field", sandboxHead + "  sandbox: {network: {alow: [a.com:443]}}\n",
+			[]string{`m.yaml:4: server.sandbox.network.alow: unknown field; did you mean "allow"?`}},
+		{"network allowlist duplicate key", sandboxHead + "  sandbox:\n    network:\n      allow: [a.com:443]\n      allow: [b.com:443]\n",
+			[]string{`m.yaml:7: server.sandbox.network.allow: defined twice (first at line 6); keep one`}},
+		{"network allowlist not a list", sandboxHead + "  sandbox: {network: {allow: a.com:443}}\n",
+			[]string{`m.yaml:4: server.sandbox.network.allow: expected a list, got "a.com:443"; write [a.com:443]`}},
+		{"network allowlist nested values", sandboxHead + "  sandbox: {network: {allow: [{host: a.com}]}}\n",
+			[]string{`m.yaml:4: server.sandbox.network.allow[0]: expected a single value, got a mapping`}},
 		{"memory without unit", sandboxHead + "  sandbox: {memory: 512}\n",
 			[]string{`m.yaml:4: server.sandbox.memory: "512" is not a size; write a number and a unit, e.g. "64MiB" (B, KiB, MiB, GiB, KB, MB, GB)`}},
 		{"memory too small", sandboxHead + "  sandbox: {memory: 1MiB}\n",

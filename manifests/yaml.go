@@ -234,6 +234,7 @@ var (
 	anyType         = reflect.TypeFor[any]()
 	lockType        = reflect.TypeFor[Lock]()
 	sandboxType     = reflect.TypeFor[Sandbox]()
+	networkType     = reflect.TypeFor[SandboxNetwork]()
 )
 
 // walk checks node n against Go type t the way yaml.v3 would decode it, but
@@ -283,6 +284,17 @@ func (d *decodeState) walk(n *yaml.Node, t reflect.Type, path string) {
 			}
 		} else {
 			d.walk(n, reflect.TypeFor[sandboxFields](), path)
+		}
+		return
+	}
+	if t == networkType { // a mode word, or {allow: [...]} (sandbox.go)
+		switch n.Kind {
+		case yaml.MappingNode:
+			d.walk(n, reflect.TypeFor[networkFields](), path)
+		case yaml.SequenceNode:
+			d.add(n, path, "expected none, host or a mapping, got a list; write the hosts under allow: network: {allow: [\"api.github.com:443\"]}")
+		default:
+			d.leaf(n, reflect.TypeFor[string](), path)
 		}
 		return
 	}
