@@ -47,6 +47,14 @@ type Spec struct {
 
 	// Network shares the host's network; otherwise only loopback.
 	Network bool
+	// Egress is the path of a unix socket on the host where a forward
+	// proxy listens (internal/egress): the server keeps loopback only,
+	// and reaches the proxy at ProxyAddr through a forwarder started
+	// before it (relay.go); its environment gets ProxyEnv. Not with
+	// Network.
+	Egress string
+	// relay is the forwarder's program on the host (Command sets it).
+	relay string
 
 	// Memory (bytes), Processes and OpenFiles bound the server.
 	Memory    int64
@@ -128,6 +136,17 @@ func (h *Host) Command(s Spec) (*exec.Cmd, func(), error) {
 		return nil, nil, err
 	}
 	s.Command = cmdPath
+	if s.Egress != "" {
+		if s.Network {
+			return nil, nil, fmt.Errorf("the sandbox has either the host's network or an egress proxy, not both")
+		}
+		if fi, err := os.Stat(s.Egress); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return nil, nil, fmt.Errorf("the egress proxy's socket %s is not there (%v)", s.Egress, err)
+		}
+		if s.relay, err = relayExecutable(); err != nil {
+			return nil, nil, err
+		}
+	}
 	if under(cmdPath, s.Hide) && !under(cmdPath, slices.Concat(s.Writable, s.ReadOnly)) {
 		return nil, nil, fmt.Errorf("stdio command %s is inside airlock's own directories (data, configuration), which the sandbox hides; list it in server.sandbox.read_paths, install it elsewhere, or set sandbox: off", cmdPath)
 	}
@@ -267,13 +286,19 @@ func (h *Host) args(s Spec, chdir string, binds []string) []string {
 		}
 	}
 	a = append(a, binds...)
-	// The root is bwrap's own tmpfs, unbounded: the directories it made
-	// for the mounts above must not take files.
-	a = append(a, "--remount-ro", "/")
 	env := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp"}
 	for k, v := range s.Env {
 		env[k] = v
 	}
+	if s.Egress != "" {
+		// After the server's own binds, so that none covers them.
+		a = append(a, "--ro-bind", s.Egress, egressSocket, "--ro-bind", s.relay, relayProgram)
+		maps.Copy(env, ProxyEnv())
+		env[relayEnv] = ProxyAddr + "," + egressSocket
+	}
+	// The root is bwrap's own tmpfs, unbounded: the directories it made
+	// for the mounts above must not take files.
+	a = append(a, "--remount-ro", "/")
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		a = append(a, "--setenv", k, env[k])
 	}
@@ -284,6 +309,9 @@ func (h *Host) args(s Spec, chdir string, binds []string) []string {
 		"--data="+strconv.FormatInt(s.Memory, 10),
 		"--core=0",
 		"--")
+	if s.Egress != "" {
+		a = append(a, relayProgram)
+	}
 	return append(append(a, s.Command), s.Args...)
 }
 

@@ -1,0 +1,223 @@
+package bwrap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-run/airlock/internal/testenv"
+)
+
+// envClient makes this test binary, run inside the sandbox, a client:
+// it says what it sees of its network and dials its proxy.
+const envClient = "AIRLOCK_BWRAP_TEST_CLIENT"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envClient) != "" {
+		os.Exit(egressClient())
+	}
+	os.Exit(m.Run())
+}
+
+// egressClient sends one line to the proxy named by HTTPS_PROXY and
+// prints the answer; then tries a raw socket to the address in
+// envClient (the host's listener), and prints whether
+// AIRLOCK_BWRAP_RELAY leaked into its environment.
+func egressClient() int {
+	u, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+	if err != nil {
+		fmt.Println("bad HTTPS_PROXY:", err)
+		return 1
+	}
+	c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		fmt.Println("proxy: failed:", err)
+	} else {
+		fmt.Fprintln(c, "hello")
+		l, err := bufio.NewReader(c).ReadString('\n')
+		fmt.Printf("proxy: %q %v\n", l, err)
+		c.Close()
+	}
+	if c, err := net.DialTimeout("tcp", os.Getenv(envClient), 2*time.Second); err != nil {
+		fmt.Println("raw: failed:", err)
+	} else {
+		c.Close()
+		fmt.Println("raw: connected")
+	}
+	_, leaked := os.LookupEnv(relayEnv)
+	fmt.Println("relay env leaked:", leaked)
+	return 3 // the forwarder passes the server's status on
+}
+
+// TestEgressCommandLine: an egress spec binds the socket and the
+// forwarder, sets the proxy environment and starts the forwarder before
+// the server; it is refused with the host's network.
+func TestEgressCommandLine(t *testing.T) {
+	s, dir := spec(t)
+	ln, err := net.Listen("unix", filepath.Join(dir, "p.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s.Egress = filepath.Join(dir, "p.sock")
+	cmd, release, err := testHost.Command(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	args := strings.Join(cmd.Args, " ")
+	exe, _ := relayExecutable()
+	for _, w := range []string{
+		"--ro-bind " + s.Egress + " " + egressSocket,
+		"--ro-bind " + exe + " " + relayProgram,
+		"--setenv HTTPS_PROXY http://" + ProxyAddr,
+		"--setenv http_proxy http://" + ProxyAddr,
+		"--setenv NODE_USE_ENV_PROXY 1",
+		"--setenv " + relayEnv + " " + ProxyAddr + "," + egressSocket,
+		"-- " + relayProgram + " /usr/bin/env ",
+	} {
+		if !strings.Contains(args, w) {
+			t.Errorf("the command line lacks %q:\n%s", w, args)
+		}
+	}
+	if slices.Contains(cmd.Args, "--share-net") {
+		t.Error("an egress sandbox shares the host's network")
+	}
+	// Without egress nothing of it is there.
+	s.Egress = ""
+	plain, release2, err := testHost.Command(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release2()
+	if a := strings.Join(plain.Args, " "); strings.Contains(a, "PROXY") || strings.Contains(a, relayProgram) {
+		t.Errorf("a sandbox without egress has proxy settings: %s", a)
+	}
+	for _, c := range []struct {
+		mod  func(*Spec)
+		want string
+	}{
+		{func(s *Spec) { s.Egress, s.Network = filepath.Join(dir, "p.sock"), true }, "not both"},
+		{func(s *Spec) { s.Egress = filepath.Join(dir, "missing.sock") }, "is not there"},
+	} {
+		s2 := s
+		c.mod(&s2)
+		if _, _, err := testHost.Command(s2); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("err = %v, want %q", err, c.want)
+		}
+	}
+}
+
+// TestEgressForwarder runs a sandbox with a forwarder: the server
+// reaches the unix socket outside through 127.0.0.1:3128, and nothing
+// else (a listener on the host's loopback gets no connection); the
+// forwarder's variable does not reach the server; its exit status does.
+func TestEgressForwarder(t *testing.T) {
+	h, err := Probe(context.Background())
+	if err != nil {
+		testenv.Skipf(t, "%v", err)
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "p.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				l, _ := bufio.NewReader(c).ReadString('\n')
+				fmt.Fprintf(c, "proxy saw %s", l)
+				c.Close()
+			}()
+		}
+	}()
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := host.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	exe, _ := os.Executable()
+	cmd, release, err := h.Command(Spec{
+		Command: exe, Env: map[string]string{envClient: host.Addr().String()},
+		Egress: sock, Memory: 256 << 20, Processes: 64, OpenFiles: 64, Name: "relay-test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	got := out.String()
+	for _, w := range []string{`proxy: "proxy saw hello\n" <nil>`, "raw: failed:", "relay env leaked: false"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("the client's output lacks %q:\n%s", w, got)
+		}
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Errorf("the sandbox exited with %v, want the server's status 3", err)
+	}
+	select {
+	case <-accepted:
+		t.Error("the host's listener accepted a connection from the sandbox")
+	default:
+	}
+}
+
+// BenchmarkSandboxStart measures a sandbox's start and exit (`true`
+// inside) without and with the egress forwarder in front of it.
+func BenchmarkSandboxStart(b *testing.B) {
+	h, err := Probe(context.Background())
+	if err != nil {
+		testenv.Skipf(b, "%v", err)
+	}
+	dir := b.TempDir()
+	sock := filepath.Join(dir, "p.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	for _, c := range []struct {
+		name   string
+		egress string
+	}{{"plain", ""}, {"forwarder", sock}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				cmd, release, err := h.Command(Spec{Command: "true", Egress: c.egress, Memory: 256 << 20, Processes: 64, OpenFiles: 64, Name: "bench"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cmd.Stderr = io.Discard
+				if err := cmd.Run(); err != nil {
+					b.Fatal(err)
+				}
+				release()
+			}
+		})
+	}
+}
