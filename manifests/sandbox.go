@@ -76,8 +76,11 @@ const (
 func (s *Server) Sandboxed() bool { return s.Sandbox == nil || !s.Sandbox.Off }
 
 // SandboxDemanded reports whether the manifest requires the sandbox, so
-// that a host without one must refuse to start the server.
-func (s *Server) SandboxDemanded() bool { return s.Sandbox != nil && s.Sandbox.Required }
+// that a host without one must refuse to start the server. An egress
+// allowlist requires it: unconfined, the server would reach every host.
+func (s *Server) SandboxDemanded() bool {
+	return s.Sandbox != nil && (s.Sandbox.Required || s.Sandbox.Egress() != nil)
+}
 
 // EffectiveMemory, EffectiveProcesses and EffectiveOpenFiles are the
 // bounds with defaults applied; s may be nil.

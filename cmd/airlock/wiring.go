@@ -303,6 +303,7 @@ func newPool(e *env, nat *toolserver.Servers, onChange func(string)) *upstream.P
 		ClientInfo:     &mcp.Implementation{Name: "airlock", Version: version},
 		OnToolsChanged: onChange,
 		Sandbox:        newSandbox(e, log),
+		Audit:          e.audit,
 	}
 	if nat != nil {
 		opts.Native = nat.Transport

@@ -1,9 +1,15 @@
 package upstream
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -26,6 +32,8 @@ type attackIn struct {
 	Kind   string `json:"kind"`
 	Target string `json:"target,omitempty"`
 	N      int    `json:"n,omitempty"`
+	// CA is a PEM certificate the fetch attack trusts.
+	CA string `json:"ca,omitempty"`
 }
 
 func runHostileServer(mode string) int {
@@ -75,6 +83,42 @@ func attack(in attackIn) string {
 	case "resolve":
 		addrs, err := net.LookupHost(in.Target)
 		return report(strings.Join(addrs, ","), err)
+	case "fetch": // GET Target through the proxy the environment names
+		proxy, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+		if err != nil || proxy.Host == "" {
+			return report("", fmt.Errorf("no proxy in HTTPS_PROXY (%q)", os.Getenv("HTTPS_PROXY")))
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM([]byte(in.CA))
+		// ProxyURL, not ProxyFromEnvironment, which skips 127.0.0.1.
+		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		resp, err := c.Get(in.Target)
+		if err != nil {
+			return report("", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1000))
+		return report(fmt.Sprintf("%s %s", resp.Status, b), nil)
+	case "tunnel": // CONNECT Target through the proxy, by hand
+		proxy, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+		if err != nil || proxy.Host == "" {
+			return report("", fmt.Errorf("no proxy in HTTPS_PROXY (%q)", os.Getenv("HTTPS_PROXY")))
+		}
+		c, err := net.DialTimeout("tcp", proxy.Host, 5*time.Second)
+		if err != nil {
+			return report("", err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", in.Target, in.Target)
+		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			return report("", err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1000))
+		if resp.StatusCode != http.StatusOK {
+			return report("", fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b))))
+		}
+		return report(resp.Status, nil)
 	case "env":
 		return "ok: " + strings.Join(os.Environ(), "\n")
 	case "forkbomb", "eat":

@@ -29,6 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -101,6 +102,10 @@ type Options struct {
 	// "sandbox: off" (see ProbeSandbox). Nil runs every stdio server as a
 	// plain child process; airlock's commands always set it.
 	Sandbox *Sandbox
+
+	// Audit receives the egress refusals of sandboxed servers (nil: not
+	// written; they are logged and counted either way).
+	Audit *auditstream.Log
 
 	// MinBackoff and MaxBackoff bound the delay between connection attempts
 	// (defaults 500ms and 30s).

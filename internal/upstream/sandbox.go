@@ -10,8 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/bwrap"
+	"github.com/airlock-run/airlock/internal/egress"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -23,6 +27,8 @@ type Sandbox struct {
 	err  error
 	// hide are airlock's own directories and files, never shown to a server.
 	hide []string
+	// resolver is the egress proxies' (nil: the system's); tests set it.
+	resolver egress.Resolver
 }
 
 // ProbeSandbox checks (once per process) whether this host can sandbox stdio servers.
@@ -115,7 +121,75 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 			return nil, nil, fmt.Errorf("server.sandbox.write_paths: %w", err)
 		}
 	}
-	return sb.host.Command(spec)
+	allow := cfg.Egress()
+	if allow == nil {
+		return sb.host.Command(spec)
+	}
+	proxy, err := u.egressProxy(allow)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeProxy := func() { _ = proxy.Close() }
+	if spec.Egress, err = proxy.ListenUnix(""); err != nil {
+		closeProxy()
+		return nil, nil, err
+	}
+	cmd, release, err := sb.host.Command(spec)
+	if err != nil {
+		closeProxy()
+		return nil, nil, err
+	}
+	return cmd, func() { release(); closeProxy() }, nil
+}
+
+// egressProxy makes the proxy of one server process (one per start: it
+// goes away with the process). Refusals are counted, logged and audited,
+// the last two at most egressReportBurst at once and egressReportRate
+// a second after that, so that a server cannot flood either.
+func (u *upstream) egressProxy(allow []string) (*egress.Proxy, error) {
+	rules, err := egress.ParseAllowlist(allow)
+	if err != nil {
+		return nil, fmt.Errorf("server.sandbox.network.%w", err)
+	}
+	rep := &refusalReporter{u: u, tokens: egressReportBurst, last: time.Now()}
+	return egress.New(egress.Config{Server: u.name, Allow: rules, OnRefusal: rep.report, Resolver: u.pool.opts.Sandbox.resolver}), nil
+}
+
+const (
+	egressReportBurst = 20
+	egressReportRate  = 5 // a second
+)
+
+// refusalReporter reports one server's egress refusals.
+type refusalReporter struct {
+	u          *upstream
+	mu         sync.Mutex
+	tokens     float64
+	last       time.Time
+	suppressed int
+}
+
+func (r *refusalReporter) report(x egress.Refusal) {
+	metrics.EgressRefusals.WithLabelValues(x.Server, x.Kind).Inc()
+	r.mu.Lock()
+	now := time.Now()
+	r.tokens = min(egressReportBurst, r.tokens+now.Sub(r.last).Seconds()*egressReportRate)
+	r.last = now
+	if r.tokens < 1 {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	r.tokens--
+	suppressed := r.suppressed
+	r.suppressed = 0
+	r.mu.Unlock()
+	ev := r.u.log.Warn().Str("server", x.Server).Str("host", x.Host).Str("kind", x.Kind).Str("reason", x.Reason)
+	if suppressed > 0 {
+		ev = ev.Int("suppressed", suppressed)
+	}
+	ev.Msg("egress refused: the sandboxed server asked for a connection its allowlist (server.sandbox.network.allow) does not give")
+	r.u.pool.opts.Audit.EgressRefused(auditstream.EgressRefusal{Server: x.Server, Host: x.Host, Kind: x.Kind, Reason: x.Reason, Suppressed: suppressed})
 }
 
 func sandboxPaths(s *manifests.Sandbox, write bool) []string {

@@ -1,0 +1,195 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/airlock-run/airlock/internal/auditstream"
+	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// tableResolver answers the egress proxy's lookups from a table (names
+// the test controls, pointing at loopback and the metadata address).
+type tableResolver map[string]string
+
+func (r tableResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	a, ok := r[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return []netip.Addr{netip.MustParseAddr(a)}, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the pool's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSandboxEgress is issue 32's egress allowlist, proved by attack: a
+// hostile server whose manifest allows a TLS listener (by its literal
+// address) and a few names reaches the listener through its proxy and
+// gets its answer; it is refused a host not allowed, a name resolving
+// to loopback, the metadata address by literal and by name, an allowed
+// name on another port; a raw socket to a host listener still gets
+// nothing and DNS still fails inside; every refusal is logged, counted
+// and audited; airlock's other upstream and the hostile one keep
+// serving.
+func TestSandboxEgress(t *testing.T) {
+	l := newAttackLayout(t)
+	sb := requireSandbox(t, l.data, l.config)
+	sb.resolver = tableResolver{"loopback.test": "127.0.0.1", "metadata.test": "169.254.169.254", "api.allowed.test": "203.0.113.9"}
+
+	var hits atomic.Int32
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprintf(w, "the allowed host answers %s", r.URL.Path)
+	}))
+	defer tlsSrv.Close()
+	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}))
+	allowed := strings.TrimPrefix(tlsSrv.URL, "https://")
+
+	// A listener on the host that nothing may reach (raw or by proxy).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	_, hostPort, _ := net.SplitHostPort(ln.Addr().String())
+
+	var logs, audit syncBuffer
+	log := zerolog.New(&logs)
+	opts := testOptions()
+	opts.Sandbox, opts.Logger, opts.Audit = sb, &log, auditstream.New(&audit)
+	memory := manifests.ByteSize(512 << 20)
+	if raceDetector {
+		memory = 256 << 30
+	}
+	hostile := hostileServer(t, l, &manifests.Sandbox{Memory: memory, Processes: 128, OpenFiles: 256,
+		Network: manifests.SandboxNetwork{Allow: []string{allowed, "loopback.test:" + hostPort, "metadata.test:80", "api.allowed.test:443"}}})
+	f := stdioFiles{pid: l.other + "/pid", counter: l.other + "/counter", slow: l.other + "/slow"}
+	other := stdioServer(t, "other", f, nil)
+	other.PathRoots = []string{l.other}
+	p := startPool(t, []manifests.Server{hostile, other}, opts)
+	waitState(t, p, "hostile", StateConnected)
+	waitState(t, p, "other", StateConnected)
+	refused := func(kind string) float64 { return testutil.ToFloat64(metrics.EgressRefusals.WithLabelValues("hostile", kind)) }
+	before := map[string]float64{"not_allowed": refused("not_allowed"), "address": refused("address")}
+
+	for _, c := range []struct {
+		name string
+		in   attackIn
+		want string // prefix of the report
+		has  string
+	}{
+		{"reach the allowed host through the proxy", attackIn{Kind: "fetch", Target: tlsSrv.URL + "/hello", CA: ca}, "ok: 200 OK the allowed host answers /hello", ""},
+		{"tunnel to a host not allowed", attackIn{Kind: "tunnel", Target: "evil.example:443"}, "failed: 403 Forbidden", "evil.example:443 is not in the allowlist"},
+		{"tunnel to a name resolving to loopback", attackIn{Kind: "tunnel", Target: "loopback.test:" + hostPort}, "failed: 403 Forbidden", "resolves to 127.0.0.1 (loopback)"},
+		{"tunnel to the metadata address", attackIn{Kind: "tunnel", Target: "169.254.169.254:80"}, "failed: 403 Forbidden", "169.254.169.254:80 is not in the allowlist"},
+		{"tunnel to a name resolving to the metadata address", attackIn{Kind: "tunnel", Target: "metadata.test:80"}, "failed: 403 Forbidden", "the cloud metadata address"},
+		{"tunnel to an allowed name on another port", attackIn{Kind: "tunnel", Target: "api.allowed.test:8443"}, "failed: 403 Forbidden", "allowed on port 443 only"},
+		{"tunnel to the host listener by address", attackIn{Kind: "tunnel", Target: ln.Addr().String()}, "failed: 403 Forbidden", "is not in the allowlist"},
+		{"fetch a host not allowed", attackIn{Kind: "fetch", Target: "https://evil.example/", CA: ca}, "failed: ", "Forbidden"},
+		{"raw socket to the host listener", attackIn{Kind: "connect", Target: ln.Addr().String()}, "failed: ", ""},
+		{"raw socket to the allowed host, around the proxy", attackIn{Kind: "connect", Target: allowed}, "failed: ", ""},
+		{"resolve a host name", attackIn{Kind: "resolve", Target: "example.com"}, "failed: ", ""},
+		{"the environment names the proxy", attackIn{Kind: "env"}, "ok: ", "HTTPS_PROXY=http://127.0.0.1:3128"},
+	} {
+		got := attackCall(t, p, c.in)
+		if !strings.HasPrefix(got, c.want) || !strings.Contains(got, c.has) {
+			t.Errorf("%s: the server reports %q, want %q…%q", c.name, got, c.want, c.has)
+		} else {
+			t.Logf("%s: %s", c.name, firstLine(got))
+		}
+	}
+	env := attackCall(t, p, attackIn{Kind: "env"})
+	for _, w := range []string{"http_proxy=http://127.0.0.1:3128", "ALL_PROXY=http://127.0.0.1:3128", "NODE_USE_ENV_PROXY=1"} {
+		if !strings.Contains(env, w) {
+			t.Errorf("the server's environment lacks %s:\n%s", w, env)
+		}
+	}
+	if strings.Contains(env, "AIRLOCK_BWRAP_RELAY") {
+		t.Errorf("the forwarder's variable reached the server:\n%s", env)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the host's listener accepted %d connections from the sandbox", n)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the allowed host saw %d requests, want 1", n)
+	}
+
+	// Reported: counted, logged (server, host, reason) and audited.
+	if d := refused("not_allowed") - before["not_allowed"]; d != 5 {
+		t.Errorf("egress_refusals_total{kind=not_allowed} rose by %v, want 5", d)
+	}
+	if d := refused("address") - before["address"]; d != 2 {
+		t.Errorf("egress_refusals_total{kind=address} rose by %v, want 2", d)
+	}
+	for _, w := range []string{`"server":"hostile"`, `"host":"evil.example:443"`, `"host":"loopback.test:` + hostPort + `"`, `"reason":"loopback.test resolves to 127.0.0.1 (loopback)`, `"message":"egress refused`} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("the log lacks %s:\n%s", w, logs.String())
+		}
+	}
+	if got := strings.Count(audit.String(), `"event":"egress_refused"`); got != 7 {
+		t.Errorf("%d egress_refused audit lines, want 7:\n%s", got, audit.String())
+	}
+	if !strings.Contains(audit.String(), `"host":"metadata.test:80","kind":"address"`) {
+		t.Errorf("the audit lacks the metadata refusal:\n%s", audit.String())
+	}
+
+	// Both keep serving.
+	checkCalls(t, p, "other")
+	if got := attackCall(t, p, attackIn{Kind: "fetch", Target: tlsSrv.URL + "/again", CA: ca}); !strings.HasPrefix(got, "ok: 200 OK") {
+		t.Errorf("the hostile server no longer reaches its allowed host: %q", got)
+	}
+}
+
+// TestSandboxEgressNeedsSandbox: a server with an allowlist does not run
+// unconfined on a host without the sandbox (it would reach every host).
+func TestSandboxEgressNeedsSandbox(t *testing.T) {
+	l := newAttackLayout(t)
+	opts := testOptions()
+	opts.Sandbox = NoSandbox("the stdio sandbox is not available on this host: bwrap is not installed")
+	p := startPool(t, []manifests.Server{hostileServer(t, l, &manifests.Sandbox{Network: manifests.SandboxNetwork{Allow: []string{"api.github.com:443"}}})}, opts)
+	st := waitState(t, p, "hostile", StateUnavailable)
+	if !strings.Contains(st.Reason, "the manifest requires a sandbox") {
+		t.Errorf("reason = %q", st.Reason)
+	}
+}
