@@ -110,7 +110,9 @@ func TestSandboxEgress(t *testing.T) {
 	p := startPool(t, []manifests.Server{hostile, other}, opts)
 	waitState(t, p, "hostile", StateConnected)
 	waitState(t, p, "other", StateConnected)
-	refused := func(kind string) float64 { return testutil.ToFloat64(metrics.EgressRefusals.WithLabelValues("hostile", kind)) }
+	refused := func(kind string) float64 {
+		return testutil.ToFloat64(metrics.EgressRefusals.WithLabelValues("hostile", kind))
+	}
 	before := map[string]float64{"not_allowed": refused("not_allowed"), "address": refused("address")}
 
 	for _, c := range []struct {
