@@ -99,6 +99,29 @@ func attack(in attackIn) string {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1000))
 		return report(fmt.Sprintf("%s %s", resp.Status, b), nil)
+	case "fetchloop": // GET plain http Target N times, through HTTP_PROXY when set (BenchmarkEgress)
+		tr := &http.Transport{}
+		if p := os.Getenv("HTTP_PROXY"); p != "" {
+			u, err := url.Parse(p)
+			if err != nil {
+				return report("", err)
+			}
+			tr.Proxy = http.ProxyURL(u)
+		}
+		c := &http.Client{Timeout: 20 * time.Second, Transport: tr}
+		defer tr.CloseIdleConnections()
+		for i := range in.N {
+			resp, err := c.Get(in.Target)
+			if err != nil {
+				return report("", fmt.Errorf("request %d: %w", i, err))
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return report("", fmt.Errorf("request %d: %s", i, resp.Status))
+			}
+		}
+		return report(fmt.Sprintf("%d requests", in.N), nil)
 	case "tunnel": // CONNECT Target through the proxy, by hand
 		proxy, err := url.Parse(os.Getenv("HTTPS_PROXY"))
 		if err != nil || proxy.Host == "" {
