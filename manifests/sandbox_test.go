@@ -2,6 +2,7 @@ package manifests_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -138,6 +139,10 @@ func TestSandboxProblems(t *testing.T) {
 				`m.yaml:20: server.sandbox.network.allow[13]: "localhost:8080" resolves to loopback, which the proxy refuses for names; write the address literally, e.g. "127.0.0.1:8080"`,
 				`m.yaml:21: server.sandbox.network.allow[14]: "*.com:443" covers a whole top-level domain; name the domain, e.g. "*.example.com:443"`,
 			}},
+		{"network allowlist too long", sandboxHead + "  sandbox: {network: {allow: [" + strings.Repeat("a.com:443, ", 300) + "b.com:443]}}\n",
+			[]string{`m.yaml:4: server.sandbox.network.allow: has 301 entries, more than 256; use wildcards ("*.example.com:443") or network: host`}},
+		{"network allowlist huge entry", sandboxHead + "  sandbox: {network: {allow: [" + strings.Repeat("a", 100000) + ":443]}}\n",
+			[]string{`m.yaml:4: server.sandbox.network.allow[0]: is 100004 characters long; an entry is a host name (at most 253) and a port`}},
 		{"network allowlist empty", sandboxHead + "  sandbox: {network: {allow: []}}\n",
 			[]string{`m.yaml:4: server.sandbox.network.allow: is empty; list host:port entries, e.g. ["api.github.com:443"], or write network: none for no network`}},
 		{"network allowlist unknown field", sandboxHead + "  sandbox: {network: {alow: [a.com:443]}}\n",

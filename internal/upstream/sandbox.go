@@ -151,7 +151,7 @@ func (u *upstream) egressProxy(allow []string) (*egress.Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server.sandbox.network.%w", err)
 	}
-	rep := &refusalReporter{u: u, tokens: egressReportBurst, last: time.Now()}
+	rep := newRefusalReporter(u, time.Now)
 	return egress.New(egress.Config{Server: u.name, Allow: rules, OnRefusal: rep.report, Resolver: u.pool.opts.Sandbox.resolver}), nil
 }
 
@@ -163,16 +163,21 @@ const (
 // refusalReporter reports one server's egress refusals.
 type refusalReporter struct {
 	u          *upstream
+	now        func() time.Time
 	mu         sync.Mutex
 	tokens     float64
 	last       time.Time
 	suppressed int
 }
 
+func newRefusalReporter(u *upstream, now func() time.Time) *refusalReporter {
+	return &refusalReporter{u: u, now: now, tokens: egressReportBurst, last: now()}
+}
+
 func (r *refusalReporter) report(x egress.Refusal) {
 	metrics.EgressRefusals.WithLabelValues(x.Server, x.Kind).Inc()
 	r.mu.Lock()
-	now := time.Now()
+	now := r.now()
 	r.tokens = min(egressReportBurst, r.tokens+now.Sub(r.last).Seconds()*egressReportRate)
 	r.last = now
 	if r.tokens < 1 {

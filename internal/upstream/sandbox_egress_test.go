@@ -13,11 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/airlock-run/airlock/internal/auditstream"
+	"github.com/airlock-run/airlock/internal/egress"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -193,5 +195,40 @@ func TestSandboxEgressNeedsSandbox(t *testing.T) {
 	st := waitState(t, p, "hostile", StateUnavailable)
 	if !strings.Contains(st.Reason, "the manifest requires a sandbox") {
 		t.Errorf("reason = %q", st.Reason)
+	}
+}
+
+// TestEgressRefusalFlood: a server refused as fast as it can connect
+// does not flood the log or the audit stream (a burst, then a few a
+// second, the next line saying how many were left out), while the
+// counter counts every refusal.
+func TestEgressRefusalFlood(t *testing.T) {
+	var logs, audit syncBuffer
+	log := zerolog.New(&logs)
+	u := &upstream{name: "flood", log: log, pool: &Pool{opts: Options{Audit: auditstream.New(&audit)}}}
+	clock := time.Unix(1e9, 0)
+	r := newRefusalReporter(u, func() time.Time { return clock })
+	before := testutil.ToFloat64(metrics.EgressRefusals.WithLabelValues("flood", egress.RefusedNotAllowed))
+	x := egress.Refusal{Server: "flood", Host: "evil.example:443", Kind: egress.RefusedNotAllowed, Reason: "evil.example:443 is not in the allowlist"}
+	for range 1000 {
+		r.report(x)
+	}
+	lines := func(b *syncBuffer) int { return strings.Count(b.String(), "\n") }
+	if lines(&logs) != egressReportBurst || lines(&audit) != egressReportBurst {
+		t.Errorf("a burst of 1000 wrote %d log and %d audit lines, want %d each", lines(&logs), lines(&audit), egressReportBurst)
+	}
+	// A second later, egressReportRate more; the first says how many were left out.
+	clock = clock.Add(time.Second)
+	for range 1000 {
+		r.report(x)
+	}
+	if got := lines(&logs); got != egressReportBurst+egressReportRate {
+		t.Errorf("a second later: %d log lines, want %d", got, egressReportBurst+egressReportRate)
+	}
+	if !strings.Contains(logs.String(), `"suppressed":980`) || !strings.Contains(audit.String(), `"suppressed":980`) {
+		t.Errorf("no line says 980 were suppressed:\n%s\n%s", logs.String(), audit.String())
+	}
+	if d := testutil.ToFloat64(metrics.EgressRefusals.WithLabelValues("flood", egress.RefusedNotAllowed)) - before; d != 2000 {
+		t.Errorf("the counter rose by %v, want 2000", d)
 	}
 }
