@@ -161,9 +161,13 @@ func TestEgressForwarder(t *testing.T) {
 		}
 	}()
 	exe, _ := os.Executable()
+	memory := int64(256 << 20)
+	if raceDetector {
+		memory = 256 << 30
+	}
 	cmd, release, err := h.Command(Spec{
 		Command: exe, Env: map[string]string{envClient: host.Addr().String()},
-		Egress: sock, Memory: 256 << 20, Processes: 64, OpenFiles: 64, Name: "relay-test",
+		Egress: sock, Memory: memory, Processes: 64, OpenFiles: 64, Name: "relay-test",
 	})
 	if err != nil {
 		t.Fatal(err)

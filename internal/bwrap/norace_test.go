@@ -1,0 +1,5 @@
+//go:build !race
+
+package bwrap
+
+const raceDetector = false
