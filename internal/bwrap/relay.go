@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // The egress forwarder (issue 32). A server with an egress allowlist has
@@ -116,8 +118,14 @@ func relayAccept(ln net.Listener, sock string) {
 	sem := make(chan struct{}, relayConns)
 	for {
 		c, err := ln.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
+		}
+		if err != nil {
+			// Out of file descriptors (RLIMIT_NOFILE is the server's):
+			// wait for connections to close rather than stop forwarding.
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		select {
 		case sem <- struct{}{}:

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,10 +41,37 @@ func egressClient() int {
 		fmt.Println("bad HTTPS_PROXY:", err)
 		return 1
 	}
+	if n, _ := strconv.Atoi(os.Getenv("BURST")); n > 0 {
+		// More connections at once than the forwarder has file
+		// descriptors for (RLIMIT_NOFILE): it must keep forwarding
+		// once they are closed.
+		var held []net.Conn
+		answered := 0
+		for range n {
+			c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+			if err != nil {
+				break
+			}
+			held = append(held, c)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for _, c := range held {
+			_ = c.SetDeadline(deadline)
+			fmt.Fprintln(c, "burst")
+			if l, _ := bufio.NewReader(c).ReadString('\n'); l != "" {
+				answered++
+			}
+		}
+		for _, c := range held {
+			c.Close()
+		}
+		fmt.Printf("burst: %d held, %d answered\n", len(held), answered)
+	}
 	c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
 	if err != nil {
 		fmt.Println("proxy: failed:", err)
 	} else {
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 		fmt.Fprintln(c, "hello")
 		l, err := bufio.NewReader(c).ReadString('\n')
 		fmt.Printf("proxy: %q %v\n", l, err)
@@ -165,25 +193,28 @@ func TestEgressForwarder(t *testing.T) {
 	if raceDetector {
 		memory = 256 << 30
 	}
-	cmd, release, err := h.Command(Spec{
-		Command: exe, Env: map[string]string{envClient: host.Addr().String()},
-		Egress: sock, Memory: memory, Processes: 64, OpenFiles: 64, Name: "relay-test",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	got := out.String()
-	for _, w := range []string{`proxy: "proxy saw hello\n" <nil>`, "raw: failed:", "relay env leaked: false"} {
-		if !strings.Contains(got, w) {
-			t.Errorf("the client's output lacks %q:\n%s", w, got)
+	for _, burst := range []string{"0", "200"} {
+		cmd, release, err := h.Command(Spec{
+			Command: exe, Env: map[string]string{envClient: host.Addr().String(), "BURST": burst},
+			Egress: sock, Memory: memory, Processes: 64, OpenFiles: 64, Name: "relay-test",
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
-		t.Errorf("the sandbox exited with %v, want the server's status 3", err)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err = cmd.Run()
+		release()
+		got := out.String()
+		t.Logf("burst %s: %s", burst, got)
+		for _, w := range []string{`proxy: "proxy saw hello\n" <nil>`, "raw: failed:", "relay env leaked: false"} {
+			if !strings.Contains(got, w) {
+				t.Errorf("burst %s: the client's output lacks %q:\n%s", burst, w, got)
+			}
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+			t.Errorf("burst %s: the sandbox exited with %v, want the server's status 3", burst, err)
+		}
 	}
 	select {
 	case <-accepted:

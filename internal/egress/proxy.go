@@ -211,10 +211,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, e.Error(), http.StatusBadRequest)
 		return
 	}
+	host := r.URL.Host
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = pr.In.URL
-			pr.Out.Host = pr.In.URL.Host
+			pr.Out.Host = host // as the client wrote it
 		},
 		Transport: p.transport,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -226,7 +227,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 		ErrorLog: discardLog,
 	}
-	host := r.URL.Host
 	if _, _, err := net.SplitHostPort(host); err != nil {
 		r.URL.Host = net.JoinHostPort(strings.Trim(host, "[]"), "80")
 	}

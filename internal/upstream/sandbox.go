@@ -139,6 +139,7 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 		closeProxy()
 		return nil, nil, err
 	}
+	u.log.Debug().Strs("allow", allow).Msg("the server's network is its egress allowlist, through a proxy of its own")
 	return cmd, func() { release(); closeProxy() }, nil
 }
 
