@@ -47,6 +47,8 @@ func (s Server) Expand(vars map[string]string) Server {
 		sb := *s.Sandbox
 		sb.ReadPaths = expandAll(sb.ReadPaths, lookup)
 		sb.WritePaths = expandAll(sb.WritePaths, lookup)
+		// Not expanded: an allowlist entry is checked as written.
+		sb.Network.Allow = slices.Clone(sb.Network.Allow)
 		out.Sandbox = &sb
 	}
 	if s.HTTP != nil {
