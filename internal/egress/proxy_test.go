@@ -409,3 +409,48 @@ func TestProxyUnixSocket(t *testing.T) {
 		t.Error("the tunnel is still open after Close")
 	}
 }
+
+// TestProxySystemResolver: with the system's resolver (no table), a name
+// that resolves to loopback through /etc/hosts is refused like any
+// other, although a rule names it (ParseRule refuses "localhost", so the
+// rule is made by hand here).
+func TestProxySystemResolver(t *testing.T) {
+	backend, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := backend.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	_, ps, _ := net.SplitHostPort(backend.Addr().String())
+	port, _ := parsePort(ps)
+	var got refusals
+	p := New(Config{Server: "s", Allow: Allowlist{{Name: "localhost", Port: port}}, OnRefusal: got.add})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.Serve(ln) }()
+	defer p.Close()
+	e := &proxyEnv{p: p, addr: ln.Addr().String(), refused: &got}
+	status, c, _ := e.connect(t, "localhost:"+ps)
+	if c != nil {
+		c.Close()
+	}
+	rs := got.all()
+	if !strings.HasPrefix(status, "403 ") || len(rs) != 1 || rs[0].Kind != RefusedAddress || !strings.Contains(rs[0].Reason, "(loopback)") {
+		t.Errorf("CONNECT localhost: %s, refusals %+v", status, rs)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the loopback listener accepted %d connections", n)
+	}
+}
