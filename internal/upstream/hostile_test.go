@@ -122,6 +122,12 @@ func attack(in attackIn) string {
 			}
 		}
 		return report(fmt.Sprintf("%d requests", in.N), nil)
+	case "unix": // connect to the unix socket Target (another server's proxy)
+		c, err := net.DialTimeout("unix", in.Target, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return report("connected to "+in.Target, err)
 	case "tunnel": // CONNECT Target through the proxy, by hand
 		proxy, err := url.Parse(os.Getenv("HTTPS_PROXY"))
 		if err != nil || proxy.Host == "" {

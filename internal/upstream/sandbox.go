@@ -29,6 +29,47 @@ type Sandbox struct {
 	hide []string
 	// resolver is the egress proxies' (nil: the system's); tests set it.
 	resolver egress.Resolver
+	// sockets holds the egress proxies' sockets.
+	sockets socketDir
+}
+
+// socketDir is the directory the egress proxies' sockets are made in.
+// It is hidden from every server, so that one allowed to read /tmp
+// cannot use another server's proxy (and its allowlist). It is made at
+// the first sandboxed start, and removed when no sandboxed server runs:
+// a directory removed and made again would not be covered in the
+// sandboxes of servers started before.
+type socketDir struct {
+	mu    sync.Mutex
+	path  string
+	users int
+}
+
+// acquire returns the directory, making it when needed; call done when
+// the server's process has exited.
+func (d *socketDir) acquire() (string, func(), error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.users == 0 {
+		p, err := os.MkdirTemp("", "airlock-egress-")
+		if err != nil {
+			return "", nil, fmt.Errorf("the egress proxies' directory: %w", err)
+		}
+		d.path = p
+	}
+	d.users++
+	path := d.path
+	var once sync.Once
+	return path, func() {
+		once.Do(func() {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if d.users--; d.users == 0 {
+				_ = os.RemoveAll(d.path)
+				d.path = ""
+			}
+		})
+	}, nil
 }
 
 // ProbeSandbox checks (once per process) whether this host can sandbox stdio servers.
@@ -107,7 +148,7 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 		Dir:       c.Dir,
 		Writable:  slices.Concat(u.cfg.PathRoots, sandboxPaths(cfg, true)),
 		ReadOnly:  sandboxPaths(cfg, false),
-		Hide:      sb.hide,
+		Hide:      slices.Clone(sb.hide),
 		Network:   cfg.HostNetwork(),
 		Memory:    int64(cfg.EffectiveMemory()),
 		Processes: cfg.EffectiveProcesses(),
@@ -121,16 +162,27 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 			return nil, nil, fmt.Errorf("server.sandbox.write_paths: %w", err)
 		}
 	}
-	allow := cfg.Egress()
-	if allow == nil {
-		return sb.host.Command(spec)
-	}
-	proxy, err := u.egressProxy(allow)
+	sockets, doneSockets, err := sb.sockets.acquire()
 	if err != nil {
 		return nil, nil, err
 	}
-	closeProxy := func() { _ = proxy.Close() }
-	if spec.Egress, err = proxy.ListenUnix(""); err != nil {
+	spec.Hide = append(spec.Hide, sockets)
+	allow := cfg.Egress()
+	if allow == nil {
+		cmd, release, err := sb.host.Command(spec)
+		if err != nil {
+			doneSockets()
+			return nil, nil, err
+		}
+		return cmd, func() { release(); doneSockets() }, nil
+	}
+	proxy, err := u.egressProxy(allow)
+	if err != nil {
+		doneSockets()
+		return nil, nil, err
+	}
+	closeProxy := func() { _ = proxy.Close(); doneSockets() }
+	if spec.Egress, err = proxy.ListenUnix(sockets); err != nil {
 		closeProxy()
 		return nil, nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,5 +232,56 @@ func TestEgressRefusalFlood(t *testing.T) {
 	}
 	if d := testutil.ToFloat64(metrics.EgressRefusals.WithLabelValues("flood", egress.RefusedNotAllowed)) - before; d != 2000 {
 		t.Errorf("the counter rose by %v, want 2000", d)
+	}
+}
+
+// TestSandboxEgressSocketsHidden: a server allowed to read the host's
+// temporary directory (where the proxies' sockets are) still cannot
+// reach another server's proxy, and so not its allowlist: the sockets'
+// directory is covered in every sandbox.
+func TestSandboxEgressSocketsHidden(t *testing.T) {
+	l := newAttackLayout(t)
+	sb := requireSandbox(t, l.data, l.config)
+	visible, err := os.CreateTemp("", "airlock-visible-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible.Close()
+	defer os.Remove(visible.Name())
+
+	egressSrv := hostileServer(t, l, &manifests.Sandbox{Network: manifests.SandboxNetwork{Allow: []string{"api.allowed.test:443"}}})
+	egressSrv.Name = "egress"
+	reader := hostileServer(t, l, &manifests.Sandbox{ReadPaths: []string{os.TempDir()}})
+	reader.Name = "hostile"
+	reader.PathRoots = nil
+	opts := testOptions()
+	opts.Sandbox = sb
+	p := startPool(t, []manifests.Server{egressSrv, reader}, opts)
+	waitState(t, p, "egress", StateConnected)
+	waitState(t, p, "hostile", StateConnected)
+
+	sb.sockets.mu.Lock()
+	dir := sb.sockets.path
+	sb.sockets.mu.Unlock()
+	subs, err := os.ReadDir(dir)
+	if err != nil || len(subs) != 1 {
+		t.Fatalf("the sockets' directory %s holds %v (%v), want one proxy's", dir, subs, err)
+	}
+	sock := filepath.Join(dir, subs[0].Name(), "proxy.sock")
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		in   attackIn
+		want string
+	}{
+		{attackIn{Kind: "read", Target: visible.Name()}, "ok: read 0 bytes"}, // the control: it does see the host's temporary directory
+		{attackIn{Kind: "list", Target: dir}, "ok: "},                        // empty: covered
+		{attackIn{Kind: "unix", Target: sock}, "failed: "},
+	} {
+		got := attackCall(t, p, c.in)
+		if !strings.HasPrefix(got, c.want) || (c.in.Kind == "list" && got != "ok: ") {
+			t.Errorf("%s %s: %q, want %s…", c.in.Kind, c.in.Target, got, c.want)
+		}
 	}
 }
