@@ -31,6 +31,10 @@ type Sandbox struct {
 	resolver egress.Resolver
 	// sockets holds the egress proxies' sockets.
 	sockets socketDir
+	// reporters are the servers' refusal reporters (*upstream to
+	// *refusalReporter), kept across restarts so that a server cannot
+	// restart itself into a fresh burst.
+	reporters sync.Map
 }
 
 // socketDir is the directory the egress proxies' sockets are made in.
@@ -198,13 +202,15 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 // egressProxy makes the proxy of one server process (one per start: it
 // goes away with the process). Refusals are counted, logged and audited,
 // the last two at most egressReportBurst at once and egressReportRate
-// a second after that, so that a server cannot flood either.
+// a second after that (per server, across its restarts), so that a
+// server cannot flood either.
 func (u *upstream) egressProxy(allow []string) (*egress.Proxy, error) {
 	rules, err := egress.ParseAllowlist(allow)
 	if err != nil {
 		return nil, fmt.Errorf("server.sandbox.network.%w", err)
 	}
-	rep := newRefusalReporter(u, time.Now)
+	v, _ := u.pool.opts.Sandbox.reporters.LoadOrStore(u, newRefusalReporter(u, time.Now))
+	rep := v.(*refusalReporter)
 	return egress.New(egress.Config{Server: u.name, Allow: rules, OnRefusal: rep.report, Resolver: u.pool.opts.Sandbox.resolver}), nil
 }
 
