@@ -76,6 +76,11 @@ func TestSandboxEgress(t *testing.T) {
 		fmt.Fprintf(w, "the allowed host answers %s", r.URL.Path)
 	}))
 	defer tlsSrv.Close()
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprintf(w, "plain answers %s", r.URL.Path)
+	}))
+	defer plain.Close()
 	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}))
 	allowed := strings.TrimPrefix(tlsSrv.URL, "https://")
 
@@ -107,7 +112,7 @@ func TestSandboxEgress(t *testing.T) {
 		memory = 256 << 30
 	}
 	hostile := hostileServer(t, l, &manifests.Sandbox{Memory: memory, Processes: 128, OpenFiles: 256,
-		Network: manifests.SandboxNetwork{Allow: []string{allowed, "loopback.test:" + hostPort, "metadata.test:80", "api.allowed.test:443"}}})
+		Network: manifests.SandboxNetwork{Allow: []string{allowed, strings.TrimPrefix(plain.URL, "http://"), "loopback.test:" + hostPort, "metadata.test:80", "api.allowed.test:443"}}})
 	f := stdioFiles{pid: l.other + "/pid", counter: l.other + "/counter", slow: l.other + "/slow"}
 	other := stdioServer(t, "other", f, nil)
 	other.PathRoots = []string{l.other}
@@ -126,6 +131,8 @@ func TestSandboxEgress(t *testing.T) {
 		has  string
 	}{
 		{"reach the allowed host through the proxy", attackIn{Kind: "fetch", Target: tlsSrv.URL + "/hello", CA: ca}, "ok: 200 OK the allowed host answers /hello", ""},
+		{"a plain http request to an allowed host", attackIn{Kind: "fetch", Target: plain.URL + "/plain"}, "ok: 200 OK plain answers /plain", ""},
+		{"a plain http request to a host not allowed", attackIn{Kind: "fetch", Target: "http://evil.example/"}, "ok: 403 Forbidden egress refused: evil.example:80 is not in the allowlist", ""},
 		{"tunnel to a host not allowed", attackIn{Kind: "tunnel", Target: "evil.example:443"}, "failed: 403 Forbidden", "evil.example:443 is not in the allowlist"},
 		{"tunnel to a name resolving to loopback", attackIn{Kind: "tunnel", Target: "loopback.test:" + hostPort}, "failed: 403 Forbidden", "resolves to 127.0.0.1 (loopback)"},
 		{"tunnel to the metadata address", attackIn{Kind: "tunnel", Target: "169.254.169.254:80"}, "failed: 403 Forbidden", "169.254.169.254:80 is not in the allowlist"},
@@ -157,13 +164,13 @@ func TestSandboxEgress(t *testing.T) {
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("the host's listener accepted %d connections from the sandbox", n)
 	}
-	if n := hits.Load(); n != 1 {
-		t.Errorf("the allowed host saw %d requests, want 1", n)
+	if n := hits.Load(); n != 2 {
+		t.Errorf("the allowed hosts saw %d requests, want 2", n)
 	}
 
 	// Reported: counted, logged (server, host, reason) and audited.
-	if d := refused("not_allowed") - before["not_allowed"]; d != 5 {
-		t.Errorf("egress_refusals_total{kind=not_allowed} rose by %v, want 5", d)
+	if d := refused("not_allowed") - before["not_allowed"]; d != 6 {
+		t.Errorf("egress_refusals_total{kind=not_allowed} rose by %v, want 6", d)
 	}
 	if d := refused("address") - before["address"]; d != 2 {
 		t.Errorf("egress_refusals_total{kind=address} rose by %v, want 2", d)
@@ -173,8 +180,8 @@ func TestSandboxEgress(t *testing.T) {
 			t.Errorf("the log lacks %s:\n%s", w, logs.String())
 		}
 	}
-	if got := strings.Count(audit.String(), `"event":"egress_refused"`); got != 7 {
-		t.Errorf("%d egress_refused audit lines, want 7:\n%s", got, audit.String())
+	if got := strings.Count(audit.String(), `"event":"egress_refused"`); got != 8 {
+		t.Errorf("%d egress_refused audit lines, want 8:\n%s", got, audit.String())
 	}
 	if !strings.Contains(audit.String(), `"host":"metadata.test:80","kind":"address"`) {
 		t.Errorf("the audit lacks the metadata refusal:\n%s", audit.String())
