@@ -49,15 +49,18 @@ func init() {
 
 // ProxyEnv is the environment that points a server's HTTP clients at
 // its proxy: both spellings of HTTP_PROXY, HTTPS_PROXY and ALL_PROXY
-// (curl, Go, Python, undici's EnvHttpProxyAgent), and
+// (curl, Go, Python, undici's EnvHttpProxyAgent), NO_PROXY for the
+// sandbox's own loopback (a server talking to a helper it started), and
 // NODE_USE_ENV_PROXY=1 (Node 24 and 22.21 honour the variables for
 // fetch and http then; older Node ignores them and reaches nothing).
+// They override the manifest's: other values would only break the server.
 func ProxyEnv() map[string]string {
 	u := "http://" + ProxyAddr
 	env := map[string]string{"NODE_USE_ENV_PROXY": "1"}
 	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
 		env[k], env[strings.ToLower(k)] = u, u
 	}
+	env["NO_PROXY"], env["no_proxy"] = "localhost,127.0.0.1,::1", "localhost,127.0.0.1,::1"
 	return env
 }
 

@@ -112,6 +112,7 @@ func TestEgressCommandLine(t *testing.T) {
 		"--setenv HTTPS_PROXY http://" + ProxyAddr,
 		"--setenv http_proxy http://" + ProxyAddr,
 		"--setenv NODE_USE_ENV_PROXY 1",
+		"--setenv NO_PROXY localhost,127.0.0.1,::1",
 		"--setenv " + relayEnv + " " + ProxyAddr + "," + egressSocket,
 		"-- " + relayProgram + " /usr/bin/env ",
 	} {
