@@ -392,7 +392,7 @@ func newSandbox(e *env, log zerolog.Logger) *upstream.Sandbox {
 	}
 	sb := probeSandbox(hide, log)
 	if err := sb.Err(); err != nil {
-		log.Warn().Str("reason", err.Error()).Msg("stdio servers are NOT sandboxed: they run with airlock's user, files, network and environment (a manifest with server.sandbox written out refuses to start; sandbox: off silences this per server)")
+		log.Warn().Str("reason", err.Error()).Msg("stdio servers are NOT sandboxed: they run with airlock's user, files, network and environment (a server whose manifest says sandbox: on, required: true or has an egress allowlist does not start; sandbox: off silences this per server)")
 	} else {
 		log.Info().Msg(sb.Describe())
 	}
