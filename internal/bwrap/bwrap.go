@@ -303,15 +303,18 @@ func (h *Host) args(s Spec, chdir string, binds []string) []string {
 		a = append(a, "--setenv", k, env[k])
 	}
 	a = append(a, "--chdir", chdir, "--")
+	// The forwarder goes before prlimit: the server's bounds are the
+	// server's (a Go binary of airlock's size does not start under a
+	// small RLIMIT_DATA), and the forwarder bounds itself (relay.go).
+	if s.Egress != "" {
+		a = append(a, relayProgram)
+	}
 	a = append(a, h.Prlimit,
 		"--nofile="+strconv.Itoa(s.OpenFiles),
 		"--nproc="+strconv.Itoa(s.Processes),
 		"--data="+strconv.FormatInt(s.Memory, 10),
 		"--core=0",
 		"--")
-	if s.Egress != "" {
-		a = append(a, relayProgram)
-	}
 	return append(append(a, s.Command), s.Args...)
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,9 +34,13 @@ const (
 	relayProgram = relayDir + "/relay"
 	egressSocket = relayDir + "/egress.sock"
 	// relayConns bounds the forwarder's connections (the proxy has its
-	// own, smaller bound; this only keeps the forwarder's file
-	// descriptors within RLIMIT_NOFILE).
-	relayConns = 256
+	// own, smaller bound, 64 by default; this keeps the forwarder within
+	// its own RLIMIT_NOFILE, relayFiles).
+	relayConns = 128
+	// relayFiles: a connection holds its two sockets, and each direction
+	// being copied may hold a pipe pair (Go splices TCP to the unix
+	// socket through one): six each, and the runtime's own.
+	relayFiles = 6*relayConns + 64
 )
 
 // init runs the forwarder when this executable was started as one: any
@@ -98,6 +103,11 @@ func relayMain(v string, args []string) int {
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlock egress forwarder: starting the server: %v\n", err)
 		return 127
+	}
+	// Bounded after the server started: rlimits are inherited, and the
+	// server's prlimit could not raise a hard limit lowered here.
+	if err := limitSelf(); err != nil {
+		fmt.Fprintf(os.Stderr, "airlock egress forwarder: %v\n", err)
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -166,4 +176,53 @@ func relayPipe(a, b net.Conn) {
 	wg.Wait()
 	a.Close()
 	b.Close()
+}
+
+// limitSelf bounds the forwarder, which runs outside the server's
+// prlimit: its open files to what relayConns need, its data memory to
+// what it has mapped plus relayDataHeadroom, no core files. Soft and
+// hard limits alike, so that a server that took it over (ptrace, where
+// the kernel allows it between processes of one user) cannot raise them.
+func limitSelf() error {
+	data, err := vmData()
+	if err != nil {
+		return err
+	}
+	for _, l := range []struct {
+		res int
+		max uint64
+	}{
+		{syscall.RLIMIT_NOFILE, relayFiles},
+		{syscall.RLIMIT_DATA, data + relayDataHeadroom},
+		{syscall.RLIMIT_CORE, 0},
+	} {
+		var cur syscall.Rlimit
+		if err := syscall.Getrlimit(l.res, &cur); err != nil {
+			return fmt.Errorf("getrlimit %d: %w", l.res, err)
+		}
+		lim := syscall.Rlimit{Cur: min(cur.Cur, l.max), Max: min(cur.Max, l.max)}
+		if err := syscall.Setrlimit(l.res, &lim); err != nil {
+			return fmt.Errorf("setrlimit %d: %w", l.res, err)
+		}
+	}
+	return nil
+}
+
+// vmData is this process's data mappings (VmData in /proc/self/status),
+// in bytes: what RLIMIT_DATA counts.
+func vmData() (uint64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmData:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmData %q: %w", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("no VmData in /proc/self/status")
 }

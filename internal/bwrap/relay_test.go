@@ -42,9 +42,8 @@ func egressClient() int {
 		return 1
 	}
 	if n, _ := strconv.Atoi(os.Getenv("BURST")); n > 0 {
-		// More connections at once than the forwarder has file
-		// descriptors for (RLIMIT_NOFILE): it must keep forwarding
-		// once they are closed.
+		// More connections at once than the forwarder takes
+		// (relayConns): it must keep forwarding once they are closed.
 		var held []net.Conn
 		answered := 0
 		for range n {
@@ -54,10 +53,12 @@ func egressClient() int {
 			}
 			held = append(held, c)
 		}
-		deadline := time.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(20 * time.Second)
 		for _, c := range held {
 			_ = c.SetDeadline(deadline)
 			fmt.Fprintln(c, "burst")
+		}
+		for _, c := range held {
 			if l, _ := bufio.NewReader(c).ReadString('\n'); l != "" {
 				answered++
 			}
@@ -114,7 +115,7 @@ func TestEgressCommandLine(t *testing.T) {
 		"--setenv NODE_USE_ENV_PROXY 1",
 		"--setenv NO_PROXY localhost,127.0.0.1,::1",
 		"--setenv " + relayEnv + " " + ProxyAddr + "," + egressSocket,
-		"-- " + relayProgram + " /usr/bin/env ",
+		"-- " + relayProgram + " /usr/bin/prlimit --nofile=64 ",
 	} {
 		if !strings.Contains(args, w) {
 			t.Errorf("the command line lacks %q:\n%s", w, args)
@@ -194,10 +195,10 @@ func TestEgressForwarder(t *testing.T) {
 	if raceDetector {
 		memory = 256 << 30
 	}
-	for _, burst := range []string{"0", "200"} {
+	for _, burst := range []string{"0", "400"} {
 		cmd, release, err := h.Command(Spec{
 			Command: exe, Env: map[string]string{envClient: host.Addr().String(), "BURST": burst},
-			Egress: sock, Memory: memory, Processes: 64, OpenFiles: 64, Name: "relay-test",
+			Egress: sock, Memory: memory, Processes: 64, OpenFiles: 1024, Name: "relay-test",
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -208,7 +209,11 @@ func TestEgressForwarder(t *testing.T) {
 		release()
 		got := out.String()
 		t.Logf("burst %s: %s", burst, got)
-		for _, w := range []string{`proxy: "proxy saw hello\n" <nil>`, "raw: failed:", "relay env leaked: false"} {
+		want := []string{`proxy: "proxy saw hello\n" <nil>`, "raw: failed:", "relay env leaked: false"}
+		if burst != "0" {
+			want = append(want, fmt.Sprintf("burst: 400 held, %d answered", relayConns))
+		}
+		for _, w := range want {
 			if !strings.Contains(got, w) {
 				t.Errorf("burst %s: the client's output lacks %q:\n%s", burst, w, got)
 			}
@@ -221,6 +226,60 @@ func TestEgressForwarder(t *testing.T) {
 	case <-accepted:
 		t.Error("the host's listener accepted a connection from the sandbox")
 	default:
+	}
+}
+
+// TestEgressForwarderBounds: the server keeps its own bounds (prlimit
+// runs after the forwarder), even one too small for a Go program, and
+// the forwarder bounds itself.
+func TestEgressForwarderBounds(t *testing.T) {
+	h, err := Probe(context.Background())
+	if err != nil {
+		testenv.Skipf(t, "%v", err)
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "p.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	script := `grep -E '^Max (data size|open files|core file size)' /proc/self/limits; echo parent; grep -E '^Max (data size|open files|core file size)' /proc/$PPID/limits; tr '\0' ' ' < /proc/$PPID/cmdline`
+	cmd, release, err := h.Command(Spec{Command: "/bin/sh", Args: []string{"-c", script}, Egress: sock, Memory: 32 << 20, Processes: 16, OpenFiles: 64, Name: "bounds"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	server, parent, _ := strings.Cut(string(out), "parent\n")
+	fields := func(s, name string) []string {
+		for _, l := range strings.Split(s, "\n") {
+			if strings.HasPrefix(l, name) {
+				return strings.Fields(strings.TrimPrefix(l, name))
+			}
+		}
+		return nil
+	}
+	if f := fields(server, "Max data size"); len(f) < 2 || f[0] != "33554432" || f[1] != "33554432" {
+		t.Errorf("the server's data bound is %v, want 33554432:\n%s", f, out)
+	}
+	if f := fields(server, "Max open files"); len(f) < 2 || f[0] != "64" {
+		t.Errorf("the server's open files bound is %v, want 64:\n%s", f, out)
+	}
+	if !strings.Contains(parent, relayProgram) {
+		t.Fatalf("the server's parent is not the forwarder:\n%s", out)
+	}
+	if f := fields(parent, "Max open files"); len(f) < 2 || f[0] != strconv.Itoa(relayFiles) || f[1] != f[0] {
+		t.Errorf("the forwarder's open files bound is %v, want %d:\n%s", f, relayFiles, out)
+	}
+	if f := fields(parent, "Max data size"); len(f) < 2 || f[0] == "unlimited" || f[1] == "unlimited" {
+		t.Errorf("the forwarder's data bound is %v, want a bound:\n%s", f, out)
+	}
+	if f := fields(parent, "Max core file size"); len(f) < 2 || f[0] != "0" || f[1] != "0" {
+		t.Errorf("the forwarder's core bound is %v, want 0:\n%s", f, out)
 	}
 }
 
