@@ -534,6 +534,7 @@ func heldGrantStack(t *testing.T, p *exchangeProvider, up *ticketsUpstream, opts
 	})
 	opts.groups = map[string][]string{"ops": {"carol"}}
 	opts.inlineWait = 2 * time.Minute
+	opts.programs = &gateway.ProgramOptions{}
 	return newStack(t, opts)
 }
 
@@ -602,6 +603,57 @@ func TestTokenExchangeHeldGrant(t *testing.T) {
 		return res
 	}
 
+	// 0. Concurrent calls of two users, each holding its grant, never
+	// crossed; a program's calls hold the grant of the user who ran it.
+	tokens["bob"] = p.signIn(t, "bob", resource, time.Hour)
+	sessions := map[string]*mcp.ClientSession{
+		"alice": connectURL(t, s.url, map[string]string{"Authorization": "Bearer " + tokens["alice"]}),
+		"bob":   connectURL(t, s.url, map[string]string{"Authorization": "Bearer " + tokens["bob"]}),
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	errs := make(chan error, 20)
+	for i := range 20 {
+		who := []string{"alice", "bob"}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := sessions[who].CallTool(context.Background(), &mcp.CallToolParams{Name: "desk__whoami", Arguments: map[string]any{"n": 500 + i}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if want := fmt.Sprintf("whoami #%d as %s", 500+i, who); res.IsError || text(res) != want {
+				errs <- fmt.Errorf("%s's call %d: %q, want %q", who, i, text(res), want)
+				return
+			}
+			mu.Lock()
+			taskOf(res)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	pres, _ := runProgram(t, sessions["bob"], "def main():\n    return desk.whoami(n=9)\n", false, "")
+	if pres.IsError || !strings.Contains(text(pres)+mustJSON(t, pres.StructuredContent), "whoami #9 as bob") {
+		t.Fatalf("bob's program: %s %s", text(pres), mustJSON(t, pres.StructuredContent))
+	}
+	taskOf(pres)
+	p.mu.Lock()
+	holds0 := p.holds
+	p.mu.Unlock()
+	if holds0 != 21 || len(up.runs("whoami")) != 21 {
+		t.Fatalf("the provider held %d grants and whoami ran %d times; want 21 each (one per call, one for the program)", holds0, len(up.runs("whoami")))
+	}
+	for _, a := range up.actorsOf("whoami") {
+		if a != "airlock" {
+			t.Fatalf("a call reached the upstream with actor %q; want airlock", a)
+		}
+	}
+
 	// 1. Approved after the token expired: runs as alice, freshly exchanged.
 	cs, tok := short("alice")
 	pending := callAsync(cs, "desk__deploy", map[string]any{"n": 2001})
@@ -612,8 +664,8 @@ func TestTokenExchangeHeldGrant(t *testing.T) {
 	p.mu.Lock()
 	holds, held := p.holds, p.held
 	p.mu.Unlock()
-	if holds != 1 || held != 0 {
-		t.Fatalf("before approval the provider held %d grants and exchanged %d; want 1 and 0", holds, held)
+	if holds != holds0+1 || held != 0 {
+		t.Fatalf("before approval the provider held %d more grants and exchanged %d; want 1 and 0", holds-holds0, held)
 	}
 	waitFor(t, "the short token to expire", 10*time.Second, func() bool { return expired(tok) })
 	approveAs(r)
@@ -661,7 +713,7 @@ func TestTokenExchangeHeldGrant(t *testing.T) {
 	if rb := rollback(task); rb.State != api.StateRolledBack || len(rb.Compensated) != 1 {
 		t.Fatalf("rollback of desk update: %s %s; want rolled back", rb.State, rb.Reason)
 	}
-	whoami := up.runs("whoami")
+	whoami := up.runs("whoami")[21:]
 	if len(whoami) != 2 || whoami[0] != "alice" || whoami[1] != "alice" {
 		t.Fatalf("capture and compensation ran as %v; want alice twice", whoami)
 	}
@@ -679,8 +731,8 @@ func TestTokenExchangeHeldGrant(t *testing.T) {
 	if rb.State != api.StateRollbackFailed || !strings.Contains(rb.Reason, "alice@corp") || !strings.Contains(rb.Reason, "expired") || !strings.Contains(rb.Reason, "nothing ran") {
 		t.Fatalf("rollback without a held grant: %s %q; want rollback_failed naming the expired sign-in", rb.State, rb.Reason)
 	}
-	if n := len(up.runs("whoami")); n != 3 { // the capture ran, the compensation did not
-		t.Fatalf("whoami ran %d times; want 3", n)
+	if n := len(up.runs("whoami")); n != 24 { // the capture ran, the compensation did not
+		t.Fatalf("whoami ran %d times; want 24", n)
 	}
 
 	h := searchTokens(t, s, tasks, p, up, tokens, &logs, &audit)

@@ -28,6 +28,10 @@ const (
 // maxResponseBytes bounds a token endpoint's answer.
 const maxResponseBytes = 64 << 10
 
+// MaxRefreshBytes bounds a held grant's refresh token: it is sealed into
+// every call's input (and history) that may need it.
+const MaxRefreshBytes = 8 << 10
+
 // Token is an exchanged token: the bearer for one call.
 type Token struct {
 	AccessToken string
@@ -145,6 +149,11 @@ func Exchange(ctx context.Context, client *http.Client, r Request) (*Token, erro
 	if dec.More() {
 		return nil, fmt.Errorf("token exchange at %s: the answer has data after its JSON object", c.TokenURL)
 	}
+	if k := ambiguousMember(body); k != "" {
+		// encoding/json keeps the last of {"access_token":…,"Access_Token":…}
+		// where another reader keeps the first: refuse rather than guess.
+		return nil, fmt.Errorf("token exchange at %s: the answer names %q more than once (keys compare case-insensitively); it is ambiguous", c.TokenURL, clip(k))
+	}
 	if out.AccessToken == "" {
 		return nil, fmt.Errorf("token exchange at %s: the answer has no access_token", c.TokenURL)
 	}
@@ -157,6 +166,9 @@ func Exchange(ctx context.Context, client *http.Client, r Request) (*Token, erro
 		// with issued_token_type refresh_token.
 		if out.RefreshToken == "" && out.IssuedTokenType == TokenTypeRefresh {
 			out.RefreshToken = out.AccessToken
+		}
+		if len(out.RefreshToken) > MaxRefreshBytes {
+			return nil, fmt.Errorf("token exchange at %s: the refresh token is %d bytes, more than the %d a task's history holds for a call; have the provider issue shorter (opaque) refresh tokens, or remove offline", c.TokenURL, len(out.RefreshToken), MaxRefreshBytes)
 		}
 		if out.RefreshToken == "" {
 			return nil, fmt.Errorf("token exchange at %s: asked for a refresh token (requested_token_type refresh_token), the provider issued none; it does not hold grants by exchange: remove offline from server.http.auth.token_exchange, or allow refresh tokens in token exchange for client %q", c.TokenURL, c.ClientID)
@@ -201,6 +213,33 @@ func HoldGrant(ctx context.Context, client *http.Client, r Request) (string, err
 		return "", err
 	}
 	return t.RefreshToken, nil
+}
+
+// ambiguousMember is the first member of the answer's top-level object
+// whose name another member repeats, exactly or in another case; "" when
+// none does (or the answer is no object: decoding reports that).
+func ambiguousMember(body []byte) string {
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := t.(string)
+		if seen[strings.ToLower(k)] {
+			return k
+		}
+		seen[strings.ToLower(k)] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // clip bounds what a provider wrote before it goes into an error.

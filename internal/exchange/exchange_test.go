@@ -152,6 +152,9 @@ func TestHoldGrant(t *testing.T) {
 		{`{"access_token":"rt-2","token_type":"N_A","issued_token_type":"urn:ietf:params:oauth:token-type:refresh_token"}`, "rt-2", ""},
 		{`{"access_token":"at","token_type":"Bearer","issued_token_type":"urn:ietf:params:oauth:token-type:access_token","expires_in":300}`, "", "remove offline"},
 		{`{"access_token":"at","token_type":"Bearer","refresh_token":"x"}{}`, "", "after its JSON object"},
+		{`{"access_token":"at","token_type":"Bearer","refresh_token":"` + strings.Repeat("r", MaxRefreshBytes+1) + `"}`, "", "more than the 8192"},
+		{`{"access_token":"at","token_type":"Bearer","refresh_token":"x","Refresh_Token":"y"}`, "", `names "Refresh_Token" more than once`},
+		{`{"access_token":"at","token_type":"Bearer","refresh_token":"x","refresh_token":"y"}`, "", `names "refresh_token" more than once`},
 	} {
 		answer = tc.answer
 		got, err := HoldGrant(context.Background(), http.DefaultClient, r)
@@ -260,6 +263,7 @@ func TestExchangeAnswers(t *testing.T) {
 		{"huge expiry", "200", "application/json", `{"access_token":"x","token_type":"Bearer","expires_in":1e30}`, false, "expires_in"},
 		{"negative expiry", "200", "application/json", `{"access_token":"x","token_type":"Bearer","expires_in":-1}`, false, "expires_in"},
 		{"scope not string", "200", "application/json", `{"access_token":"x","token_type":"Bearer","scope":["a"]}`, false, "scope"},
+		{"case-folded twin", "200", "application/json", `{"access_token":"x","token_type":"Bearer","ACCESS_TOKEN":"y"}`, false, "more than once"},
 		{"huge", "200", "application/json", `{"access_token":"` + strings.Repeat("x", maxResponseBytes) + `","token_type":"Bearer"}`, false, "larger than"},
 	}
 	for _, tc := range cases {
