@@ -499,19 +499,21 @@ func expired(tok string) bool {
 }
 
 // heldGrantStack is the stack of TestTokenExchangeHeldGrant: the tickets
-// upstream behind two manifests, "desk" (offline: true, actor: true: the
+// upstream behind the manifests "desk" (offline: true, actor: true: the
 // gateway has the provider hold each caller's grant, the worker names
-// airlock as actor) and "tickets" (neither: the old behaviour).
+// airlock as actor), "tickets" (neither: the old behaviour), and "vault"
+// and "down" (offline, but the secret is not set / the provider is not
+// reachable).
 func heldGrantStack(t *testing.T, p *exchangeProvider, up *ticketsUpstream, opts stackOptions) *stack {
 	const resource = "https://airlock.test/mcp"
 	tool := func(risk manifests.Risk, approval *manifests.Approval) *manifests.Tool {
 		return &manifests.Tool{Description: "x", SideEffects: []manifests.SideEffect{manifests.SideEffectWrite}, DataAccessLevel: manifests.DataPublic,
 			Risk: risk, Idempotent: true, Timeout: manifests.Duration(20 * time.Second), Approval: approval}
 	}
-	manifest := func(name string, offline bool) *manifests.Manifest {
+	manifest := func(name string, offline bool, tokenURL, secretEnv string) *manifests.Manifest {
 		m := &manifests.Manifest{File: name + ".yaml",
 			Server: manifests.Server{Name: name, HTTP: &manifests.HTTPServer{URL: up.url, Auth: &manifests.UpstreamAuth{TokenExchange: &manifests.TokenExchange{
-				TokenURL: p.issuer + "/oauth/token", ClientID: "airlock", ClientSecretEnv: "TICKETS_EXCHANGE_SECRET", Audience: "tickets",
+				TokenURL: tokenURL, ClientID: "airlock", ClientSecretEnv: secretEnv, Audience: "tickets",
 				Scopes: []string{"tickets.write"}, Offline: offline, Actor: offline}}}},
 			Tools: map[string]*manifests.Tool{
 				"whoami": tool(manifests.RiskLow, nil),
@@ -525,7 +527,11 @@ func heldGrantStack(t *testing.T, p *exchangeProvider, up *ticketsUpstream, opts
 		}
 		return m
 	}
-	opts.manifests = []*manifests.Manifest{manifest("desk", true), manifest("tickets", false)}
+	tokenURL := p.issuer + "/oauth/token"
+	opts.manifests = []*manifests.Manifest{manifest("desk", true, tokenURL, "TICKETS_EXCHANGE_SECRET"), manifest("tickets", false, tokenURL, "TICKETS_EXCHANGE_SECRET"),
+		// Held grants that cannot be had: the gateway has no secret, the
+		// provider cannot be reached.
+		manifest("vault", true, tokenURL, "UNSET_EXCHANGE_SECRET"), manifest("down", true, "http://127.0.0.1:1/oauth/token", "TICKETS_EXCHANGE_SECRET")}
 	opts.directory = identity.New(&config.Config{
 		Roles: map[string]*config.Role{"all": {Permissions: []string{"*"}, DataAccessLevel: manifests.DataRestricted, Tools: []string{"*"}}},
 		PrincipalsFromTokens: &config.Tokens{Resource: resource,
@@ -733,6 +739,29 @@ func TestTokenExchangeHeldGrant(t *testing.T) {
 	}
 	if n := len(up.runs("whoami")); n != 24 { // the capture ran, the compensation did not
 		t.Fatalf("whoami ran %d times; want 24", n)
+	}
+
+	// 5. A grant the gateway cannot have held refuses the call before it
+	// enters the task: the provider refuses (a disabled user), the gateway
+	// lacks the secret, the provider cannot be reached. Nothing runs.
+	p.revoke("erin")
+	tokens["erin"] = p.signIn(t, "erin", resource, time.Hour)
+	erin := connectURL(t, s.url, map[string]string{"Authorization": "Bearer " + tokens["erin"]})
+	for _, tc := range []struct {
+		cs         *mcp.ClientSession
+		tool, want string
+	}{
+		{erin, "desk__whoami", "cannot hold erin@corp's grant for desk (offline: true): cannot act as erin@corp: the provider refused"},
+		{sessions["alice"], "vault__whoami", "the environment variable UNSET_EXCHANGE_SECRET is not set on this gateway"},
+		{sessions["alice"], "down__whoami", "cannot hold alice@corp's grant for down (offline: true): token exchange at http://127.0.0.1:1/oauth/token"},
+	} {
+		res := call(t, tc.cs, tc.tool, map[string]any{"n": 9999}, "")
+		if !res.IsError || !strings.Contains(text(res), tc.want) || !strings.Contains(text(res), "Nothing ran") {
+			t.Errorf("%s: %s; want it refused, saying %q and that nothing ran", tc.tool, text(res), tc.want)
+		}
+	}
+	if n := len(up.runs("whoami")); n != 24 {
+		t.Fatalf("whoami ran %d times after the refusals; want 24", n)
 	}
 
 	h := searchTokens(t, s, tasks, p, up, tokens, &logs, &audit)
