@@ -30,7 +30,10 @@ func (g *Gateway) exchanges(server string) bool {
 	return g.exchangeOf(server) != nil
 }
 
-// exchangeOf is server's token_exchange block, nil when it has none.
+// exchangeOf is server's token_exchange block, nil when it has none, with
+// its ${VAR}s expanded from the environment (the gateway's manifests are
+// not expanded; the worker's pool also knows AIRLOCK_DATA_DIR and
+// AIRLOCK_CONFIG_DIR, which a token endpoint has no use for).
 func (g *Gateway) exchangeOf(server string) *manifests.TokenExchange {
 	for _, m := range g.cur().Manifests {
 		if m.Server.Name == server {
@@ -50,18 +53,19 @@ func (g *Gateway) exchangeOf(server string) *manifests.TokenExchange {
 // its other calls run.
 //
 // The grant held for an offline upstream is held at the provider of the
-// first such upstream of the table (sorted by name): the program's other
+// first such upstream of the table by name: the program's other
 // exchanging upstreams share it, which is right when they share a
 // provider, the usual case.
 func (g *Gateway) programSubject(ctx context.Context, taskID string, tools []api.ProgramTool, pr *identity.Principal) (*api.Subject, error) {
-	var first string
+	var first string // an offline upstream first, then by name
+	var firstOffline bool
 	for _, tl := range tools {
-		if !g.exchanges(tl.Server) {
+		c := g.exchangeOf(tl.Server)
+		if c == nil {
 			continue
 		}
-		if first == "" || (!g.exchangeOf(first).Offline && g.exchangeOf(tl.Server).Offline) ||
-			(g.exchangeOf(first).Offline == g.exchangeOf(tl.Server).Offline && tl.Server < first) {
-			first = tl.Server
+		if first == "" || (c.Offline && !firstOffline) || (c.Offline == firstOffline && tl.Server < first) {
+			first, firstOffline = tl.Server, c.Offline
 		}
 	}
 	if first == "" || pr.Token == nil || pr.SubjectToken() == "" {
