@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net/http"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-run/airlock/api"
@@ -102,7 +105,10 @@ func (g *Gateway) seal(ctx context.Context, taskID, server string, pr *identity.
 		hctx, cancel := context.WithTimeout(ctx, holdTimeout)
 		defer cancel()
 		var err error
-		if refresh, err = exchange.HoldGrant(hctx, holdClient, exchange.Request{Config: c, ClientSecret: secret, SubjectToken: raw, Principal: pr.Name}); err != nil {
+		refresh, err = g.held.get(hctx, heldKey(raw, c), pr.Token.Expiry, func() (string, error) {
+			return exchange.HoldGrant(hctx, holdClient, exchange.Request{Config: c, ClientSecret: secret, SubjectToken: raw, Principal: pr.Name})
+		})
+		if err != nil {
 			return nil, errors.New("cannot hold " + pr.Name + "'s grant for " + server + " (offline: true): " + err.Error() + ". Nothing ran; call again")
 		}
 	}
@@ -114,6 +120,84 @@ func (g *Gateway) seal(ctx context.Context, taskID, server string, pr *identity.
 	}
 	return &api.Subject{Principal: s.Principal, Issuer: s.Issuer, Subject: s.Subject, Scopes: s.Scopes, Expiry: s.Expiry,
 		Held: s.Held, KeyID: s.KeyID, Peer: s.Peer, Sealed: s.Sealed}, nil
+}
+
+// heldGrants remembers, in memory, the grant the provider holds for each
+// sign-in (access token) and upstream configuration, until the access
+// token expires: the calls of one sign-in share one held grant, rather
+// than each asking the provider for another refresh token. Concurrent
+// first calls wait for one request. A failure is not remembered: the next
+// call asks again. It holds what the gateway already holds (the access
+// tokens of its callers, in memory), and nothing outlives the process.
+type heldGrants struct {
+	mu sync.Mutex
+	m  map[string]*heldGrant
+}
+
+type heldGrant struct {
+	done    chan struct{}
+	refresh string
+	err     error
+	until   time.Time
+}
+
+// maxHeldGrants bounds heldGrants; past it, entries are dropped, the
+// expired first.
+const maxHeldGrants = 4096
+
+func heldKey(token string, c *manifests.TokenExchange) string {
+	h := sha256.New()
+	for _, s := range []string{token, c.TokenURL, c.ClientID, c.Audience, c.Resource, strings.Join(c.Scopes, " ")} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return string(h.Sum(nil))
+}
+
+// get is the grant held for key, asking hold for one unless a request
+// made before (or in flight) for the same sign-in, valid until until,
+// has it.
+func (h *heldGrants) get(ctx context.Context, key string, until time.Time, hold func() (string, error)) (string, error) {
+	now := time.Now()
+	h.mu.Lock()
+	if e := h.m[key]; e != nil && now.Before(e.until) {
+		h.mu.Unlock()
+		select {
+		case <-e.done:
+			return e.refresh, e.err
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	if h.m == nil {
+		h.m = map[string]*heldGrant{}
+	}
+	if len(h.m) >= maxHeldGrants {
+		for k, e := range h.m {
+			if !now.Before(e.until) {
+				delete(h.m, k)
+			}
+		}
+		for k := range h.m {
+			if len(h.m) < maxHeldGrants {
+				break
+			}
+			delete(h.m, k)
+		}
+	}
+	e := &heldGrant{done: make(chan struct{}), until: until}
+	h.m[key] = e
+	h.mu.Unlock()
+	e.refresh, e.err = hold()
+	if e.err != nil {
+		h.mu.Lock()
+		if h.m[key] == e {
+			delete(h.m, key)
+		}
+		h.mu.Unlock()
+	}
+	close(e.done)
+	return e.refresh, e.err
 }
 
 // holdTimeout bounds the provider's answer to a HoldGrant.

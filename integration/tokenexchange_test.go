@@ -546,7 +546,7 @@ func heldGrantStack(t *testing.T, p *exchangeProvider, up *ticketsUpstream, opts
 
 // TestTokenExchangeHeldGrant (issue 31 §2): with offline: true the gateway
 // has the provider hold the caller's grant (an RFC 8693 exchange for a
-// refresh token, sealed with the call), so
+// refresh token, sealed with the call; one per sign-in), so
 //   - a call approved after its user's 3 s token expired runs, with a fresh
 //     exchange of the held grant made when it runs, as that user, and the
 //     upstream sees airlock named as actor (actor: true, act claim);
@@ -651,8 +651,8 @@ func TestTokenExchangeHeldGrant(t *testing.T) {
 	p.mu.Lock()
 	holds0 := p.holds
 	p.mu.Unlock()
-	if holds0 != 21 || len(up.runs("whoami")) != 21 {
-		t.Fatalf("the provider held %d grants and whoami ran %d times; want 21 each (one per call, one for the program)", holds0, len(up.runs("whoami")))
+	if holds0 != 2 || len(up.runs("whoami")) != 21 {
+		t.Fatalf("the provider held %d grants and whoami ran %d times; want 2 (one per sign-in, shared by its calls and the program) and 21", holds0, len(up.runs("whoami")))
 	}
 	for _, a := range up.actorsOf("whoami") {
 		if a != "airlock" {
