@@ -26,7 +26,9 @@ import (
 // dave is disabled at the provider; bob approves both. alice's call runs
 // once, as alice, with airlock named as actor (a fresh exchange of the
 // grant sealed in the task's history, made by the restarted worker, which
-// holds the same subject key); dave's does not run (UserGrant).
+// holds the same subject key); dave's does not run (UserGrant). A
+// rollback of alice's task then undoes her update, made before the kill,
+// as alice too.
 func TestHeldGrantSurvivesKill(t *testing.T) {
 	t.Parallel()
 	p := startExchangeProvider(t)
@@ -55,6 +57,13 @@ tools:
     risk: high
     idempotent: true
     approval: {group: ops, timeout: 30m}
+  update:
+    side_effects: [write]
+    data_access_level: public
+    risk: low
+    idempotent: true
+    capture: {tool: whoami, args: {n: "args.n + 100"}}
+    compensation: {tool: whoami, args: {n: "args.n + 200"}}
 `, up.url, p.issuer))
 	writeFile(t, filepath.Join(d.dir, "airlock.yaml"), fmt.Sprintf(`manifests: [desk.yaml]
 approvals: {inline_wait: 2s}
@@ -84,6 +93,11 @@ principals_from_tokens:
 		toks[who] = p.signIn(t, who, resource, 3*time.Second)
 		cs := connectURL(t, resource, map[string]string{"Authorization": "Bearer " + toks[who]})
 		n := map[string]int{"alice": 4001, "dave": 4002}[who]
+		if who == "alice" { // a compensable call of her task, undone after the restart
+			if res := call(t, cs, "desk__update", map[string]any{"n": 5}, ""); res.IsError || text(res) != "update #5 as alice" {
+				t.Fatalf("alice's update: %s", text(res))
+			}
+		}
 		// inline_wait 2s: the call answers that it waits for approval.
 		if res := call(t, cs, "desk__deploy", map[string]any{"n": n}, ""); !strings.Contains(strings.ToLower(text(res)), "approval") {
 			t.Fatalf("%s's deploy: %s; want it waiting for approval", who, text(res))
@@ -121,6 +135,22 @@ principals_from_tokens:
 	})
 	if got, act := up.runs("deploy"), up.actorsOf("deploy"); len(got) != 1 || got[0] != "alice" || act[0] != "airlock" {
 		t.Fatalf("deploy ran as %v (actors %v); want alice once, act airlock", got, act)
+	}
+	// The rollback of alice's task, after the restart and her token's
+	// expiry, undoes her update as alice, with the held grant sealed in
+	// the compensation entry.
+	ctx := context.Background()
+	rh, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: alice.TaskID, UpdateID: "rb-after-kill",
+		UpdateName: api.UpdateRollback, Args: []any{api.RollbackRequest{By: "operator"}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var rb api.RollbackResult
+	if err == nil {
+		err = rh.Get(ctx, &rb)
+	}
+	if err != nil || rb.State != api.StateRolledBack || len(rb.Compensated) != 1 {
+		t.Fatalf("rollback of alice's task after the restart: %v %+v", err, rb)
+	}
+	if got, act := up.runs("whoami"), up.actorsOf("whoami"); strings.Join(got, ",") != "alice,alice" || strings.Join(act, ",") != "airlock,airlock" {
+		t.Fatalf("capture and compensation ran as %v (actors %v); want alice twice, act airlock", got, act)
 	}
 	if ah := historyOf(t, c, alice.TaskID); !strings.Contains(ah, `"ActedAs":{"Subject":"alice"`) || !strings.Contains(ah, `"Held":true,"KeyID"`) || !strings.Contains(ah, `"Scopes":["tickets.write"],"Held":true}`) {
 		t.Fatalf("alice's task does not record that she acted with the held grant")
