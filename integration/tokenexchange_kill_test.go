@@ -21,7 +21,7 @@ import (
 // TestHeldGrantSurvivesKill (issue 31 §2): `airlock dev` with an upstream
 // that acts as the user with a held grant (offline: true, actor: true),
 // against the real OpenID provider in the test. alice and dave, signed in
-// for 3 s, each call deploy, which waits for approval; dev is killed with
+// for 6 s, each call deploy, which waits for approval; dev is killed with
 // SIGKILL and restarted on the same data directory; their tokens expire;
 // dave is disabled at the provider; bob approves both. alice's call runs
 // once, as alice, with airlock named as actor (a fresh exchange of the
@@ -90,7 +90,7 @@ principals_from_tokens:
 
 	toks := map[string]string{}
 	for _, who := range []string{"alice", "dave"} {
-		toks[who] = p.signIn(t, who, resource, 3*time.Second)
+		toks[who] = p.signIn(t, who, resource, 6*time.Second) // time to call twice before it expires, on a loaded machine
 		cs := connectURL(t, resource, map[string]string{"Authorization": "Bearer " + toks[who]})
 		n := map[string]int{"alice": 4001, "dave": 4002}[who]
 		if who == "alice" { // a compensable call of her task, undone after the restart
@@ -117,7 +117,7 @@ principals_from_tokens:
 	<-p1.exited
 	p2 := startDevEnv(t, env, d.bin, args...)
 	p2.waitHealthy(t, base)
-	waitFor(t, "the tokens to expire", 10*time.Second, func() bool { return expired(toks["alice"]) && expired(toks["dave"]) })
+	waitFor(t, "the tokens to expire", 15*time.Second, func() bool { return expired(toks["alice"]) && expired(toks["dave"]) })
 	p.revoke("dave")
 
 	for _, r := range []api.ApprovalRequest{dave, alice} {
