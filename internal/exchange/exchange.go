@@ -125,6 +125,11 @@ func Exchange(ctx context.Context, client *http.Client, r Request) (*Token, erro
 				// airlock's own credentials, not the user's grant.
 				return nil, fmt.Errorf("token exchange at %s: the provider refused client %q (%s); check client_id and %s", c.TokenURL, c.ClientID, detail, c.ClientSecretEnv)
 			}
+			if subjectType == TokenTypeRefresh {
+				// The user's sign-in had expired; the grant the provider
+				// held for the call is what it refused.
+				detail = "the grant it held for the call: " + detail
+			}
 			return nil, &GrantError{Principal: r.Principal, Err: ErrRefused, Detail: fmt.Sprintf("%d %s", resp.StatusCode, detail)}
 		default:
 			return nil, fmt.Errorf("token exchange at %s: %s", c.TokenURL, resp.Status)

@@ -172,7 +172,7 @@ func TestHoldGrant(t *testing.T) {
 	r.SubjectToken = "rt-revoked"
 	_, err := Exchange(context.Background(), http.DefaultClient, r)
 	grantErr(t, err, ErrRefused)
-	if strings.Contains(err.Error(), "rt-revoked") || !strings.Contains(err.Error(), "refresh token revoked") {
+	if strings.Contains(err.Error(), "rt-revoked") || !strings.Contains(err.Error(), "the grant it held for the call: invalid_grant: refresh token revoked") {
 		t.Fatalf("revoked grant: %v", err)
 	}
 }
