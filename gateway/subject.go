@@ -93,8 +93,7 @@ func (g *Gateway) seal(ctx context.Context, taskID, server string, pr *identity.
 		return nil, errors.New(server + " acts as the calling user, and " + pr.Name + " signed in with an API key, not a token: call with a sign-in token from the identity provider (principals_from_tokens). Nothing ran")
 	}
 	if g.opts.SubjectKey == nil { // before asking the provider for anything
-		_, err := exchange.SealSubject(nil, taskID, raw, exchange.Identity{})
-		return nil, errors.New("cannot act as " + pr.Name + " upstream: " + err.Error() + ". Nothing ran")
+		return nil, errors.New("cannot act as " + pr.Name + " upstream: " + exchange.ErrNoSealKey.Error() + ". Nothing ran")
 	}
 	var refresh string
 	if c := g.exchangeOf(server); c != nil && c.Offline {

@@ -763,6 +763,22 @@ func TestTokenExchangeHeldGrant(t *testing.T) {
 	if n := len(up.runs("whoami")); n != 24 {
 		t.Fatalf("whoami ran %d times after the refusals; want 24", n)
 	}
+	// A gateway without the subject key refuses before asking the provider.
+	p.mu.Lock()
+	holds = p.holds
+	p.mu.Unlock()
+	keyless := heldGrantStack(t, p, up, stackOptions{})
+	kcs := connectURL(t, keyless.url, map[string]string{"Authorization": "Bearer " + tokens["alice"]})
+	waitTools(t, kcs, "desk__whoami")
+	res1 = call(t, kcs, "desk__whoami", map[string]any{"n": 9998}, "")
+	if !res1.IsError || !strings.Contains(text(res1), exchange.EnvKey) || !strings.Contains(text(res1), "Nothing ran") {
+		t.Fatalf("a gateway without the subject key: %s", text(res1))
+	}
+	p.mu.Lock()
+	if p.holds != holds {
+		t.Errorf("a gateway without the subject key asked the provider to hold a grant")
+	}
+	p.mu.Unlock()
 
 	h := searchTokens(t, s, tasks, p, up, tokens, &logs, &audit)
 	for _, want := range []string{`\"Held\":true`, "user-grant", `\"Actor\":\"airlock\"`, "UserGrant", "dave@corp"} {

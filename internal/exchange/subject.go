@@ -132,6 +132,9 @@ type Sealed struct {
 	Sealed []byte
 }
 
+// ErrNoSealKey: SealSubject and SealGrant were given no key to seal to.
+var ErrNoSealKey = errors.New("no subject key: set " + EnvKey + " (worker and gateway in one process) or " + EnvPublicKey + " (gateway) to the worker's key; `airlock keys subject` makes one")
+
 // SealSubject seals token, which names id, to the worker key pub, for
 // calls of task.
 func SealSubject(pub *ecdh.PublicKey, task, token string, id Identity) (*Sealed, error) {
@@ -142,7 +145,7 @@ func SealSubject(pub *ecdh.PublicKey, task, token string, id Identity) (*Sealed,
 // (HoldGrant) sealed beside the token; refresh "" holds none.
 func SealGrant(pub *ecdh.PublicKey, task, token, refresh string, id Identity) (*Sealed, error) {
 	if pub == nil {
-		return nil, errors.New("no subject key: set " + EnvKey + " (worker and gateway in one process) or " + EnvPublicKey + " (gateway) to the worker's key; `airlock keys subject` makes one")
+		return nil, ErrNoSealKey
 	}
 	id.Expiry = id.Expiry.UTC()
 	id.Scopes = slices.Clone(id.Scopes)
