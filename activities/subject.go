@@ -15,11 +15,14 @@ import (
 // a context that carries it to that call's requests alone. *upstream.Pool
 // implements it.
 type Actor interface {
-	ActAs(ctx context.Context, server, subjectToken, principal string) (context.Context, *exchange.Token, error)
+	ActAs(ctx context.Context, server string, subject exchange.Grant, principal string) (context.Context, *exchange.Token, error)
 }
 
 // actAs opens the user's token sealed in the call's input and exchanges
-// it, now, for a token of the upstream. A call without a sealed token goes
+// it, now, for a token of the upstream: the access token while it is
+// valid, else the refresh token of the grant the provider holds
+// (offline: true), so a call approved hours later, or a compensation, still
+// acts as its user, or fails with UserGrant if the provider refuses. A call without a sealed token goes
 // on as it is: the pool refuses it if its upstream acts as the user. A
 // grant that cannot be used (expired, revoked, sealed to another key) is
 // a non-retryable UserGrant failure: nothing ran.
@@ -32,18 +35,19 @@ func (a *Activities) actAs(ctx context.Context, in api.CallToolInput) (context.C
 		return ctx, nil, temporal.NewNonRetryableApplicationError("this worker's tool caller cannot act as a user", api.ErrTypeInternal, nil)
 	}
 	s := in.Subject
-	token, err := exchange.OpenSubject(a.SubjectKey, in.TaskID, &exchange.Sealed{
+	grant, err := exchange.OpenSubject(a.SubjectKey, in.TaskID, &exchange.Sealed{
 		Identity: exchange.Identity{Principal: s.Principal, Issuer: s.Issuer, Subject: s.Subject, Scopes: s.Scopes, Expiry: s.Expiry},
-		KeyID:    s.KeyID, Peer: s.Peer, Sealed: s.Sealed}, time.Now())
+		Held:     s.Held, KeyID: s.KeyID, Peer: s.Peer, Sealed: s.Sealed}, time.Now())
 	if err != nil {
 		return ctx, nil, classify(in, err)
 	}
-	ctx, t, err := act.ActAs(ctx, in.Server, token, in.Subject.Principal)
+	ctx, t, err := act.ActAs(ctx, in.Server, grant, in.Subject.Principal)
 	if err != nil {
 		return ctx, nil, classify(in, err)
 	}
 	if t == nil { // the upstream does not exchange tokens: the seal is unused
 		return ctx, nil, nil
 	}
-	return ctx, &api.ActedAs{Subject: s.Subject, Issuer: s.Issuer, Actor: t.Actor, Audience: t.Audience, Resource: t.Resource, Scopes: t.Scopes}, nil
+	return ctx, &api.ActedAs{Subject: s.Subject, Issuer: s.Issuer, Actor: t.Actor, Audience: t.Audience, Resource: t.Resource, Scopes: t.Scopes,
+		Held: grant.Type == exchange.TokenTypeRefresh}, nil
 }

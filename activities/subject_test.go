@@ -20,11 +20,12 @@ import (
 type actingTools struct {
 	refuse error
 	got    string
+	typ    string
 	ran    int
 }
 
-func (f *actingTools) ActAs(ctx context.Context, server, subjectToken, principal string) (context.Context, *exchange.Token, error) {
-	f.got = subjectToken
+func (f *actingTools) ActAs(ctx context.Context, server string, subject exchange.Grant, principal string) (context.Context, *exchange.Token, error) {
+	f.got, f.typ = subject.Token, subject.Type
 	if f.refuse != nil {
 		return ctx, nil, f.refuse
 	}
@@ -66,6 +67,20 @@ func TestCallToolActsAsSubject(t *testing.T) {
 
 	old, _ := exchange.SealSubject(key.PublicKey(), "t1", "alice-token", exchange.Identity{Principal: "alice@corp", Expiry: time.Now().Add(-time.Second)})
 	expired := subjectOf(old)
+
+	// A held grant: the token expired, so the refresh token is exchanged.
+	heldSeal, _ := exchange.SealGrant(key.PublicKey(), "t1", "alice-token", "alice-refresh", exchange.Identity{Principal: "alice@corp", Subject: "alice", Expiry: time.Now().Add(-time.Second)})
+	held := api.CallToolInput{TaskID: "t1", CallID: "c2", Server: "tickets", Tool: "whoami", Subject: subjectOf(heldSeal)}
+	tools = &actingTools{}
+	a = &Activities{Tools: tools, SubjectKey: key}
+	out, err = a.CallTool(context.Background(), held)
+	if err != nil || tools.got != "alice-refresh" || tools.typ != exchange.TokenTypeRefresh || tools.ran != 1 || out.ActedAs == nil || !out.ActedAs.Held {
+		t.Fatalf("held grant: %v (acted with %q %s, ran %d, %+v)", err, tools.got, tools.typ, tools.ran, out.ActedAs)
+	}
+	if raw, _ := json.Marshal(out); strings.Contains(string(raw), "alice-refresh") {
+		t.Fatalf("the output holds the refresh token: %s", raw)
+	}
+	heldRefused := &actingTools{}
 	other2 := &actingTools{}
 	for _, tc := range []struct {
 		name  string
@@ -79,6 +94,7 @@ func TestCallToolActsAsSubject(t *testing.T) {
 		{"other task", &Activities{Tools: &actingTools{}, SubjectKey: key}, api.CallToolInput{TaskID: "t2", CallID: "c1", Server: "tickets", Tool: "whoami", Subject: sub}, exchange.ErrTampered, nil},
 		{"expired", &Activities{Tools: &actingTools{}, SubjectKey: key}, api.CallToolInput{TaskID: "t1", CallID: "c1", Server: "tickets", Tool: "whoami", Subject: expired}, exchange.ErrExpired, nil},
 		{"refused", &Activities{Tools: other2, SubjectKey: key}, in, exchange.ErrRefused, other2},
+		{"held grant refused", &Activities{Tools: heldRefused, SubjectKey: key}, held, exchange.ErrRefused, heldRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.tools != nil {
@@ -89,7 +105,7 @@ func TestCallToolActsAsSubject(t *testing.T) {
 			if !errors.As(err, &appErr) || appErr.Type() != api.ErrTypeUserGrant || !appErr.NonRetryable() || !errors.Is(err, tc.want) {
 				t.Fatalf("error %v; want a non-retryable %s of %v", err, api.ErrTypeUserGrant, tc.want)
 			}
-			if strings.Contains(err.Error(), "alice-token") {
+			if strings.Contains(err.Error(), "alice-token") || strings.Contains(err.Error(), "alice-refresh") {
 				t.Fatal("the error holds the token")
 			}
 			if ran := tc.a.Tools.(*actingTools).ran; ran != 0 {
@@ -100,5 +116,5 @@ func TestCallToolActsAsSubject(t *testing.T) {
 }
 
 func subjectOf(s *exchange.Sealed) *api.Subject {
-	return &api.Subject{Principal: s.Principal, Issuer: s.Issuer, Subject: s.Subject, Scopes: s.Scopes, Expiry: s.Expiry, KeyID: s.KeyID, Peer: s.Peer, Sealed: s.Sealed}
+	return &api.Subject{Principal: s.Principal, Issuer: s.Issuer, Subject: s.Subject, Scopes: s.Scopes, Expiry: s.Expiry, Held: s.Held, KeyID: s.KeyID, Peer: s.Peer, Sealed: s.Sealed}
 }

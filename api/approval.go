@@ -53,6 +53,10 @@ type ApprovalRequest struct {
 	// ends: approved after that, the call does not run.
 	ActsAs    string    `json:",omitempty"`
 	ActsUntil time.Time `json:",omitempty"`
+	// ActsHeld: the provider holds the user's grant (offline: true), so
+	// approved after ActsUntil the call still runs as them, with a fresh
+	// exchange, unless the grant is revoked by then.
+	ActsHeld  bool `json:",omitempty"`
 	Arguments json.RawMessage
 	// Digest is the hex SHA-256 of (task, call ID, tool, canonical args,
 	// policy version).

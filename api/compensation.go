@@ -61,6 +61,12 @@ type CompensationEntry struct {
 	// waiting at most LockTimeout.
 	Locks       []LockKey     `json:",omitempty"`
 	LockTimeout time.Duration `json:",omitempty"`
+
+	// Subject, for a call that acted as its user (token exchange), is the
+	// call's sealed grant: the compensation acts as the same user, with a
+	// fresh exchange when it runs (the held grant of offline: true once
+	// the access token has expired), or fails UserGrant, nothing run.
+	Subject *Subject `json:",omitempty"`
 }
 
 // RollbackRequest asks a task to roll back.

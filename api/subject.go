@@ -21,6 +21,10 @@ type Subject struct {
 	Subject   string
 	Scopes    []string  `json:",omitempty"`
 	Expiry    time.Time // when the sealed token stops being valid
+	// Held: the user's grant is held at the provider (offline: true): a
+	// refresh token is sealed with the access token, and the worker
+	// exchanges it when the call runs after Expiry.
+	Held bool `json:",omitempty"`
 	// KeyID names the worker key it is sealed to (its public key's
 	// digest), so that a worker with another key says so.
 	KeyID  string
@@ -37,4 +41,7 @@ type ActedAs struct {
 	Audience string   `json:",omitempty"`
 	Resource string   `json:",omitempty"`
 	Scopes   []string `json:",omitempty"`
+	// Held: the user's token had expired; the exchange was of the grant
+	// the provider held (Subject.Held).
+	Held bool `json:",omitempty"`
 }

@@ -97,7 +97,14 @@ func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
 	line("requester", requester)
 	if r.ActsAs != "" {
 		acts := r.ActsAs + " upstream (token exchange)"
-		if !r.ActsUntil.IsZero() {
+		switch {
+		case r.ActsHeld:
+			acts += "; the provider holds their grant (offline): approved after their sign-in ends"
+			if !r.ActsUntil.IsZero() {
+				acts += " (" + r.ActsUntil.Local().Format(time.DateTime) + ")"
+			}
+			acts += ", the call runs as them with a fresh exchange, unless the grant was revoked"
+		case !r.ActsUntil.IsZero():
 			acts += "; their sign-in ends " + r.ActsUntil.Local().Format(time.DateTime)
 			if r.State == api.ApprovalPending && now.After(r.ActsUntil) {
 				acts += " (ended: approved now, the call does not run)"

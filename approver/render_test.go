@@ -98,6 +98,14 @@ func TestWriteRequestShowsActsAs(t *testing.T) {
 		t.Errorf("show output after the sign-in ended:\n%s", out)
 	}
 	b.Reset()
+	r.ActsHeld = true // offline: true
+	if err := WriteRequest(&b, r, now.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "does not run") || !strings.Contains(out, "holds their grant") || !strings.Contains(out, "fresh exchange") {
+		t.Errorf("show output of a held grant:\n%s", out)
+	}
+	b.Reset()
 	r.ActsAs = ""
 	if err := WriteRequest(&b, r, now); err != nil {
 		t.Fatal(err)

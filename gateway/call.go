@@ -153,7 +153,7 @@ func (g *Gateway) prepareCall(ctx context.Context, e *toolEntry, req *mcp.CallTo
 			Arguments: args, Spec: api.SpecFor(e.decl), Principal: pr.Name,
 			ProgressToken: req.Params.GetProgressToken(), Findings: findings,
 		}}
-	if c.creq.Subject, err = g.subjectFor(taskID, e.server, pr); err != nil {
+	if c.creq.Subject, err = g.subjectFor(ctx, taskID, e.server, pr); err != nil {
 		log.Warn().Err(err).Msg("call refused: cannot act as the caller upstream")
 		return nil, errorResult(taskID, callID, err.Error()), nil
 	}

@@ -226,6 +226,9 @@ type Gateway struct {
 	asks sync.Map // ask ID -> *ask
 	// histories bounds the history reads answering retries (history.go).
 	histories chan struct{}
+	// held remembers the grants the provider holds for a sign-in
+	// (subject.go, offline: true).
+	held heldGrants
 
 	mu        sync.Mutex
 	tools     map[string]*toolEntry // exposed name -> entry

@@ -335,7 +335,7 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 	preq := api.ProgramRequest{ProgramID: programID, Source: in.Source, Principal: pr.Name,
 		Tools: g.programTable(req.Extra, pr), Limits: limits, Atomic: in.Atomic}
-	if preq.Subject, err = g.programSubject(taskID, preq.Tools, pr); err != nil {
+	if preq.Subject, err = g.programSubject(ctx, taskID, preq.Tools, pr); err != nil {
 		return errorResult(taskID, "", err.Error()), nil
 	}
 	if b, err := json.Marshal(preq); err != nil || len(b) > api.MaxArgumentBytes {

@@ -83,6 +83,7 @@ func TestTokenExchangeBlock(t *testing.T) {
         audience: tickets
         scopes: [tickets.write]
         actor: true
+        offline: true
 `+ccTool))
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestTokenExchangeBlock(t *testing.T) {
 		t.Fatalf("valid block: %v", ps)
 	}
 	s := m.Server.Expand(nil)
-	if x := s.HTTP.Auth.TokenExchange; !s.ExchangesTokens() || x.TokenURL != "https://login.example.com/token" || x.Audience != "tickets" || !x.Actor {
+	if x := s.HTTP.Auth.TokenExchange; !s.ExchangesTokens() || x.TokenURL != "https://login.example.com/token" || x.Audience != "tickets" || !x.Actor || !x.Offline {
 		t.Fatalf("expanded token_exchange %+v", x)
 	}
 	if m.Server.HTTP.Auth.TokenExchange.TokenURL != "https://${IDP}/token" {
@@ -133,6 +134,8 @@ func TestTokenExchangeBlock(t *testing.T) {
 		{"    auth: {}\n", "server.http.auth: names no method"},
 		{"    auth:\n      token_exchange: {token_url: https://x/t, client_id: a, client_secret_env: S}\n", "server.http.auth.token_exchange: needs audience or resource"},
 		{"    auth:\n      token_exchange: {token_url: https://x/t, client_id: a, client_secret_env: S, audience: u, subject_token: x}\n", "subject_token"},
+		{"    auth:\n      token_exchange: {token_url: https://x/t, client_id: a, client_secret_env: S, audience: u, offline: maybe}\n", "offline"},
+		{"    auth:\n      token_exchange: {token_url: https://x/t, client_id: a, client_secret_env: S, audience: u, offline: true, Offline: false}\n", "Offline"},
 	} {
 		m, err := manifests.Parse("m.yaml", []byte("server:\n  name: tickets\n  http:\n    url: https://t.example.com/mcp\n"+tc.body+ccTool))
 		if err == nil {

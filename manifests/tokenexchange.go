@@ -30,6 +30,7 @@ type UpstreamAuth struct {
 //	      resource: https://tickets.example.com/mcp
 //	      scopes: [tickets.write]
 //	      actor: true
+//	      offline: true
 type TokenExchange struct {
 	TokenURL        string `yaml:"token_url" json:"token_url"`
 	ClientID        string `yaml:"client_id" json:"client_id"`
@@ -45,6 +46,15 @@ type TokenExchange struct {
 	// the actor_token, so that a provider that supports delegation names
 	// airlock in the issued token's act claim.
 	Actor bool `yaml:"actor,omitempty" json:"actor,omitempty"`
+	// Offline makes the gateway ask the provider, when a call arrives, to
+	// hold the user's grant: it exchanges the user's token for a refresh
+	// token (requested_token_type refresh_token), sealed with the call. A
+	// call that runs after the user's token has expired (a long approval,
+	// a rollback) then exchanges that refresh token (subject_token_type
+	// refresh_token) instead of failing. For providers that issue refresh
+	// tokens by exchange and accept them as subject tokens (zitadel);
+	// without it, such a call fails cleanly (UserGrant), nothing run.
+	Offline bool `yaml:"offline,omitempty" json:"offline,omitempty"`
 }
 
 func (a *UpstreamAuth) expand(lookup func(string) string) *UpstreamAuth {

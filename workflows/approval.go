@@ -31,6 +31,9 @@ func (t *task) awaitApproval(ctx workflow.Context, req api.CallRequest, d api.De
 	t.editFields(ar, spec)              // approve with edits
 	if sub := req.Subject; sub != nil { // token exchange: the approver is told when the grant ends
 		ar.ActsAs, ar.ActsUntil = sub.Principal, sub.Expiry
+		if sub.Held && workflow.GetVersion(ctx, changeUserGrant, workflow.DefaultVersion, 1) >= 1 {
+			ar.ActsHeld = true
+		}
 	}
 	if spec.EscalateAfter > 0 && spec.EscalateAfter < spec.Timeout && spec.EscalateTo != "" {
 		ar.EscalateAt, ar.EscalateTo = now.Add(spec.EscalateAfter), spec.EscalateTo

@@ -64,6 +64,9 @@ func (t *task) pushUndo(ctx workflow.Context, req api.CallRequest, res api.CallR
 	var out api.CompensationOutput
 	err := workflow.ExecuteLocalActivity(lctx, api.PlanCompensationName, in).Get(dctx, &out)
 	e := api.CompensationEntry{CallID: req.CallID, Tool: req.Tool, At: workflow.Now(ctx), State: api.CompensationPending}
+	if req.Subject != nil && workflow.GetVersion(ctx, changeUserGrant, workflow.DefaultVersion, 1) >= 1 {
+		e.Subject = req.Subject // the compensation acts as the call's user
+	}
 	switch {
 	case err != nil:
 		e.Error = fmt.Sprintf("the compensation could not be computed: %v", err)
@@ -229,7 +232,9 @@ func (t *task) undoOnce(ctx workflow.Context, e *api.CompensationEntry) string {
 	if isStateRestore(u) { // task-state: restored inside the workflow
 		res = t.restoreState(u)
 	} else {
-		res = t.execute(ctx, requestFor(api.CompensationID(e.CallID), u))
+		creq := requestFor(api.CompensationID(e.CallID), u)
+		creq.Subject = e.Subject // nil: the call did not act as a user, or ran before changeUserGrant
+		res = t.execute(ctx, creq)
 	}
 	e.Finished = workflow.Now(ctx)
 	switch res.Outcome {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,4 +112,53 @@ func replayedHistory(t *testing.T, file string) *historypb.History {
 		t.Fatalf("%s does not replay: %v", file, err)
 	}
 	return hist
+}
+
+// TestReplayUserGrant replays the history of a task whose calls acted as
+// their user with a held grant (user_grant_v1, integration's
+// TestRecordUserGrantHistory) and checks what it holds: the user-grant
+// marker; every CallTool of the upstream, the compensation (undo-…)
+// included, carrying the user's sealed grant (Held, never a token in the
+// clear); and the call approved after the token expired recorded as acted
+// with the held grant.
+func TestReplayUserGrant(t *testing.T) {
+	file := "user_grant_v1_run1.json"
+	hist := replayedHistory(t, file)
+	var marker, heldResult bool
+	var calls, undo int
+	for _, e := range hist.GetEvents() {
+		if m := e.GetMarkerRecordedEventAttributes(); m != nil {
+			if id := m.GetDetails()["change-id"]; id != nil && string(id.GetPayloads()[0].GetData()) == `"user-grant"` {
+				marker = true
+			}
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == api.CallToolName {
+			var in api.CallToolInput
+			if err := json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &in); err != nil {
+				t.Fatal(err)
+			}
+			calls++
+			if in.Subject == nil || !in.Subject.Held || in.Subject.Principal != "alice@corp" || len(in.Subject.Sealed) == 0 {
+				t.Errorf("call %s carries no held grant of alice: %+v", in.CallID, in.Subject)
+			}
+			if id, ok := strings.CutPrefix(in.CallID, "undo-"); ok && in.CallID == api.CompensationID(id) {
+				undo++
+			}
+		}
+		if c := e.GetActivityTaskCompletedEventAttributes(); c != nil && len(c.GetResult().GetPayloads()) > 0 {
+			var out api.CallToolOutput
+			if json.Unmarshal(c.GetResult().GetPayloads()[0].GetData(), &out) == nil && out.ActedAs != nil && out.ActedAs.Held && out.ActedAs.Subject == "alice" && out.ActedAs.Actor == "airlock" {
+				heldResult = true
+			}
+		}
+	}
+	if !marker {
+		t.Errorf("%s holds no user-grant marker", file)
+	}
+	if calls != 4 || undo != 1 {
+		t.Errorf("%d CallTool activities (%d compensations); want 4 (capture, update, deploy, its compensation) with 1 compensation", calls, undo)
+	}
+	if !heldResult {
+		t.Errorf("%s records no call acted with the held grant", file)
+	}
 }

@@ -250,4 +250,16 @@ const (
 	// Feature and GetVersion in labels.go; first recorded in
 	// testdata/labels_v1_run1.json.
 	changeLabels = "labels"
+
+	// changeUserGrant versions what a call that acts as its user (token
+	// exchange, issue 31 §2) carries beyond the call itself: its
+	// compensation entry keeps the call's sealed grant (api.Subject), so
+	// the compensation acts as the same user, and an approval request
+	// says when the provider holds the grant (ActsHeld). Asked only for
+	// calls that carry a Subject; runs from before it compensate such
+	// calls without one (they fail closed, UserGrant).
+	//
+	// GetVersion in compensation.go (pushUndo) and approval.go; first
+	// recorded in testdata/user_grant_v1_run1.json.
+	changeUserGrant = "user-grant"
 )

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,12 +19,18 @@ import (
 
 // RFC 8693 names.
 const (
-	GrantType       = "urn:ietf:params:oauth:grant-type:token-exchange"
-	TokenTypeAccess = "urn:ietf:params:oauth:token-type:access_token"
+	GrantType        = "urn:ietf:params:oauth:grant-type:token-exchange"
+	TokenTypeAccess  = "urn:ietf:params:oauth:token-type:access_token"
+	TokenTypeRefresh = "urn:ietf:params:oauth:token-type:refresh_token"
+	tokenTypeJWT     = "urn:ietf:params:oauth:token-type:jwt"
 )
 
 // maxResponseBytes bounds a token endpoint's answer.
 const maxResponseBytes = 64 << 10
+
+// MaxRefreshBytes bounds a held grant's refresh token: it is sealed into
+// every call's input (and history) that may need it.
+const MaxRefreshBytes = 8 << 10
 
 // Token is an exchanged token: the bearer for one call.
 type Token struct {
@@ -32,6 +39,10 @@ type Token struct {
 	Scopes      []string  // as issued (the requested ones when the provider did not say)
 	// What it was asked for: the upstream, and airlock as the actor.
 	Audience, Resource, Actor string
+	// RefreshToken is the grant the provider issued when asked for one
+	// (Request.RequestedTokenType TokenTypeRefresh): the user's delegation
+	// to airlock, to be exchanged again later (HoldGrant).
+	RefreshToken string
 }
 
 // Request is one exchange.
@@ -39,6 +50,12 @@ type Request struct {
 	Config       *manifests.TokenExchange
 	ClientSecret string
 	SubjectToken string
+	// SubjectTokenType is SubjectToken's RFC 8693 type: TokenTypeAccess
+	// (the default) or TokenTypeRefresh (a grant HoldGrant obtained).
+	SubjectTokenType string
+	// RequestedTokenType is TokenTypeAccess (the default) or
+	// TokenTypeRefresh (HoldGrant).
+	RequestedTokenType string
 	// ActorToken, when set, is airlock's own token (Config.Actor).
 	ActorToken string
 	// Principal names the user in errors.
@@ -52,11 +69,12 @@ type Request struct {
 // an unreadable answer) is returned as it is: the user's grant may be fine.
 func Exchange(ctx context.Context, client *http.Client, r Request) (*Token, error) {
 	c := r.Config
+	subjectType, requested := cmp.Or(r.SubjectTokenType, TokenTypeAccess), cmp.Or(r.RequestedTokenType, TokenTypeAccess)
 	form := url.Values{
 		"grant_type":           {GrantType},
 		"subject_token":        {r.SubjectToken},
-		"subject_token_type":   {TokenTypeAccess},
-		"requested_token_type": {TokenTypeAccess},
+		"subject_token_type":   {subjectType},
+		"requested_token_type": {requested},
 	}
 	if c.Audience != "" {
 		form.Set("audience", c.Audience)
@@ -107,6 +125,11 @@ func Exchange(ctx context.Context, client *http.Client, r Request) (*Token, erro
 				// airlock's own credentials, not the user's grant.
 				return nil, fmt.Errorf("token exchange at %s: the provider refused client %q (%s); check client_id and %s", c.TokenURL, c.ClientID, detail, c.ClientSecretEnv)
 			}
+			if subjectType == TokenTypeRefresh {
+				// The user's sign-in had expired; the grant the provider
+				// held for the call is what it refused.
+				detail = "the grant it held for the call: " + detail
+			}
 			return nil, &GrantError{Principal: r.Principal, Err: ErrRefused, Detail: fmt.Sprintf("%d %s", resp.StatusCode, detail)}
 		default:
 			return nil, fmt.Errorf("token exchange at %s: %s", c.TokenURL, resp.Status)
@@ -121,6 +144,7 @@ func Exchange(ctx context.Context, client *http.Client, r Request) (*Token, erro
 		TokenType       string          `json:"token_type"`
 		ExpiresIn       json.Number     `json:"expires_in"`
 		Scope           json.RawMessage `json:"scope"`
+		RefreshToken    string          `json:"refresh_token"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.UseNumber()
@@ -130,16 +154,37 @@ func Exchange(ctx context.Context, client *http.Client, r Request) (*Token, erro
 	if dec.More() {
 		return nil, fmt.Errorf("token exchange at %s: the answer has data after its JSON object", c.TokenURL)
 	}
+	if k := ambiguousMember(body); k != "" {
+		// encoding/json keeps the last of {"access_token":…,"Access_Token":…}
+		// where another reader keeps the first: refuse rather than guess.
+		return nil, fmt.Errorf("token exchange at %s: the answer names %q more than once (keys compare case-insensitively); it is ambiguous", c.TokenURL, clip(k))
+	}
 	if out.AccessToken == "" {
 		return nil, fmt.Errorf("token exchange at %s: the answer has no access_token", c.TokenURL)
 	}
-	if !strings.EqualFold(out.TokenType, "bearer") {
+	if requested == TokenTypeAccess && !strings.EqualFold(out.TokenType, "bearer") {
 		return nil, fmt.Errorf("token exchange at %s: token_type is %q; only Bearer tokens can be sent", c.TokenURL, clip(out.TokenType))
 	}
-	if out.IssuedTokenType != "" && out.IssuedTokenType != TokenTypeAccess && out.IssuedTokenType != "urn:ietf:params:oauth:token-type:jwt" {
+	if requested == TokenTypeRefresh {
+		// RFC 8693 §2.2.1: a refresh token comes in refresh_token (with an
+		// access token beside it); some providers put it in access_token
+		// with issued_token_type refresh_token.
+		if out.RefreshToken == "" && out.IssuedTokenType == TokenTypeRefresh {
+			out.RefreshToken = out.AccessToken
+		}
+		if len(out.RefreshToken) > MaxRefreshBytes {
+			return nil, fmt.Errorf("token exchange at %s: the refresh token is %d bytes, more than the %d a task's history holds for a call; have the provider issue shorter (opaque) refresh tokens, or remove offline", c.TokenURL, len(out.RefreshToken), MaxRefreshBytes)
+		}
+		if out.RefreshToken == "" {
+			return nil, fmt.Errorf("token exchange at %s: asked for a refresh token (requested_token_type refresh_token), the provider issued none; it does not hold grants by exchange: remove offline from server.http.auth.token_exchange, or allow refresh tokens in token exchange for client %q", c.TokenURL, c.ClientID)
+		}
+	} else if out.IssuedTokenType != "" && out.IssuedTokenType != TokenTypeAccess && out.IssuedTokenType != tokenTypeJWT {
 		return nil, fmt.Errorf("token exchange at %s: issued_token_type is %q, not an access token", c.TokenURL, clip(out.IssuedTokenType))
 	}
 	t := &Token{AccessToken: out.AccessToken, Scopes: c.Scopes, Audience: c.Audience, Resource: c.Resource}
+	if requested == TokenTypeRefresh {
+		t.RefreshToken = out.RefreshToken
+	}
 	if r.ActorToken != "" {
 		t.Actor = c.ClientID
 	}
@@ -158,6 +203,48 @@ func Exchange(ctx context.Context, client *http.Client, r Request) (*Token, erro
 		t.Scopes = strings.Fields(s)
 	}
 	return t, nil
+}
+
+// HoldGrant asks the provider to hold the user's grant for a call that
+// may run after r.SubjectToken expires: an exchange of the user's access
+// token for a refresh token (requested_token_type refresh_token) issued to
+// airlock for the upstream's audience and scopes. It returns the refresh
+// token, which the caller seals (SealGrant) and never keeps in the clear.
+// Errors are Exchange's.
+func HoldGrant(ctx context.Context, client *http.Client, r Request) (string, error) {
+	r.RequestedTokenType, r.SubjectTokenType, r.ActorToken = TokenTypeRefresh, TokenTypeAccess, ""
+	t, err := Exchange(ctx, client, r)
+	if err != nil {
+		return "", err
+	}
+	return t.RefreshToken, nil
+}
+
+// ambiguousMember is the first member of the answer's top-level object
+// whose name another member repeats, exactly or in another case; "" when
+// none does (or the answer is no object: decoding reports that).
+func ambiguousMember(body []byte) string {
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := t.(string)
+		if seen[strings.ToLower(k)] {
+			return k
+		}
+		seen[strings.ToLower(k)] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // clip bounds what a provider wrote before it goes into an error.

@@ -6,6 +6,14 @@
 // the upstream (Exchange, RFC 8693), which the HTTP transport sends as that
 // call's bearer.
 //
+// For an upstream with offline: true, the gateway also asks the provider,
+// at request time, to hold the user's grant (HoldGrant: an exchange for a
+// refresh token) and seals that refresh token with the access token
+// (SealGrant). A call that runs after the access token expired (a long
+// approval, a rollback) exchanges the refresh token instead: a fresh
+// exchange, which the provider refuses once the user is disabled or the
+// grant revoked.
+//
 // It is a library: the standard library, manifests and internal/seal
 // (callers put what it seals into api.Subject); it does not log, and no
 // error it returns contains a token.
@@ -98,11 +106,13 @@ type Identity struct {
 	Expiry                     time.Time
 }
 
-// sealed is the plaintext of api.Subject.Sealed: the token, and the facts
-// recorded beside it in the clear, so that a history edited to name
-// another user or task does not open.
+// sealed is the plaintext of api.Subject.Sealed: the token (and the
+// refresh token of a held grant), and the facts recorded beside it in the
+// clear, so that a history edited to name another user or task does not
+// open.
 type sealed struct {
 	Token     string
+	Refresh   string `json:",omitempty"`
 	Task      string
 	Principal string
 	Issuer    string
@@ -111,23 +121,35 @@ type sealed struct {
 }
 
 // Sealed is a subject token sealed to a worker key, with who it names in
-// the clear (api.Subject holds these fields).
+// the clear (api.Subject holds these fields). Held: a refresh token
+// (HoldGrant) is sealed with it, so that the call can still act as the
+// user once the token has expired.
 type Sealed struct {
 	Identity
+	Held   bool
 	KeyID  string
 	Peer   []byte
 	Sealed []byte
 }
 
+// ErrNoSealKey: SealSubject and SealGrant were given no key to seal to.
+var ErrNoSealKey = errors.New("no subject key: set " + EnvKey + " (worker and gateway in one process) or " + EnvPublicKey + " (gateway) to the worker's key; `airlock keys subject` makes one")
+
 // SealSubject seals token, which names id, to the worker key pub, for
 // calls of task.
 func SealSubject(pub *ecdh.PublicKey, task, token string, id Identity) (*Sealed, error) {
+	return SealGrant(pub, task, token, "", id)
+}
+
+// SealGrant is SealSubject with the refresh token of the user's held grant
+// (HoldGrant) sealed beside the token; refresh "" holds none.
+func SealGrant(pub *ecdh.PublicKey, task, token, refresh string, id Identity) (*Sealed, error) {
 	if pub == nil {
-		return nil, errors.New("no subject key: set " + EnvKey + " (worker and gateway in one process) or " + EnvPublicKey + " (gateway) to the worker's key; `airlock keys subject` makes one")
+		return nil, ErrNoSealKey
 	}
 	id.Expiry = id.Expiry.UTC()
 	id.Scopes = slices.Clone(id.Scopes)
-	msg, err := json.Marshal(sealed{Token: token, Task: task, Principal: id.Principal, Issuer: id.Issuer, Subject: id.Subject, Expiry: id.Expiry})
+	msg, err := json.Marshal(sealed{Token: token, Refresh: refresh, Task: task, Principal: id.Principal, Issuer: id.Issuer, Subject: id.Subject, Expiry: id.Expiry})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +157,7 @@ func SealSubject(pub *ecdh.PublicKey, task, token string, id Identity) (*Sealed,
 	if err != nil {
 		return nil, err
 	}
-	return &Sealed{Identity: id, KeyID: KeyID(pub), Peer: peer, Sealed: ct}, nil
+	return &Sealed{Identity: id, Held: refresh != "", KeyID: KeyID(pub), Peer: peer, Sealed: ct}, nil
 }
 
 // Errors of OpenSubject and Exchange that mean the user's grant cannot be
@@ -181,14 +203,24 @@ func (e *GrantError) Error() string {
 
 func (e *GrantError) Unwrap() error { return e.Err }
 
+// Grant is what a seal opens to: the subject token to exchange, and its
+// RFC 8693 type (TokenTypeAccess, or TokenTypeRefresh for a held grant
+// once the access token has expired).
+type Grant struct {
+	Token string
+	Type  string
+}
+
 // OpenSubject opens the token sealed in s for task, with the worker key
-// key, and refuses it once expired at now.
-func OpenSubject(key *ecdh.PrivateKey, task string, s *Sealed, now time.Time) (string, error) {
+// key: the user's access token while it is valid at now; after that, the
+// refresh token of the held grant, if one is sealed with it; else
+// ErrExpired.
+func OpenSubject(key *ecdh.PrivateKey, task string, s *Sealed, now time.Time) (Grant, error) {
 	if s == nil {
-		return "", &GrantError{Err: ErrNoSubject}
+		return Grant{}, &GrantError{Err: ErrNoSubject}
 	}
-	fail := func(err error, detail string) (string, error) {
-		return "", &GrantError{Principal: s.Principal, Err: err, Detail: detail}
+	fail := func(err error, detail string) (Grant, error) {
+		return Grant{}, &GrantError{Principal: s.Principal, Err: err, Detail: detail}
 	}
 	if key == nil {
 		return fail(ErrNoKey, "")
@@ -204,11 +236,14 @@ func OpenSubject(key *ecdh.PrivateKey, task string, s *Sealed, now time.Time) (s
 	if err := json.Unmarshal(msg, &in); err != nil || in.Token == "" {
 		return fail(ErrTampered, "")
 	}
-	if in.Task != task || in.Principal != s.Principal || in.Issuer != s.Issuer || in.Subject != s.Subject || !in.Expiry.Equal(s.Expiry) {
+	if in.Task != task || in.Principal != s.Principal || in.Issuer != s.Issuer || in.Subject != s.Subject || !in.Expiry.Equal(s.Expiry) || (in.Refresh != "") != s.Held {
 		return fail(ErrTampered, "")
 	}
-	if !in.Expiry.IsZero() && !now.Before(in.Expiry) {
-		return fail(ErrExpired, "it expired at "+in.Expiry.Format(time.RFC3339)+", before the call ran")
+	if in.Expiry.IsZero() || now.Before(in.Expiry) {
+		return Grant{Token: in.Token, Type: TokenTypeAccess}, nil
 	}
-	return in.Token, nil
+	if in.Refresh != "" {
+		return Grant{Token: in.Refresh, Type: TokenTypeRefresh}, nil
+	}
+	return fail(ErrExpired, "it expired at "+in.Expiry.Format(time.RFC3339)+", before the call ran")
 }

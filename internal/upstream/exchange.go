@@ -27,8 +27,9 @@ func callBearer(ctx context.Context) (string, bool) {
 	return t, ok && t != ""
 }
 
-// ActAs exchanges subjectToken, the verified access token of the user
-// principal, for a token of upstream server (server.http.auth.
+// ActAs exchanges subject, the verified access token of the user
+// principal (or the refresh token of the grant the provider holds for
+// them), for a token of upstream server (server.http.auth.
 // token_exchange), and returns ctx carrying it: a CallTool with that
 // context reaches the upstream as the user. An upstream without token
 // exchange returns ctx as it is and a nil token.
@@ -36,7 +37,7 @@ func callBearer(ctx context.Context) (string, bool) {
 // A refusal by the provider is an *exchange.GrantError; the call must not
 // be tried again with the same grant. Any other error means the provider
 // could not be asked: nothing was sent upstream (ErrNotSent).
-func (p *Pool) ActAs(ctx context.Context, server, subjectToken, principal string) (context.Context, *exchange.Token, error) {
+func (p *Pool) ActAs(ctx context.Context, server string, subject exchange.Grant, principal string) (context.Context, *exchange.Token, error) {
 	u := p.get(server)
 	if u == nil {
 		return ctx, nil, newCallError(ErrNotSent, nil, "unknown upstream %q", server)
@@ -49,7 +50,7 @@ func (p *Pool) ActAs(ctx context.Context, server, subjectToken, principal string
 	if secret == "" {
 		return ctx, nil, newCallError(ErrNotSent, nil, "upstream %s: server.http.auth.token_exchange.client_secret_env: the environment variable %s is not set on this worker; set it to the client secret", server, c.ClientSecretEnv)
 	}
-	req := exchange.Request{Config: c, ClientSecret: secret, SubjectToken: subjectToken, Principal: principal}
+	req := exchange.Request{Config: c, ClientSecret: secret, SubjectToken: subject.Token, SubjectTokenType: subject.Type, Principal: principal}
 	if c.Actor {
 		t, err := u.actor.Token()
 		if err != nil {

@@ -97,7 +97,7 @@ func TestHTTPTokenExchange(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, tok, err := p.ActAs(context.Background(), "tickets", "sign-in-"+user, user+"@corp")
+			ctx, tok, err := p.ActAs(context.Background(), "tickets", exchange.Grant{Token: "sign-in-" + user}, user+"@corp")
 			if err != nil || tok == nil || tok.Audience != "tickets" || tok.Actor != "airlock" {
 				errs <- fmt.Errorf("%s: ActAs %v %+v", user, err, tok)
 				return
@@ -123,11 +123,11 @@ func TestHTTPTokenExchange(t *testing.T) {
 		t.Fatalf("session traffic carried %v; want airlock's own cc-token only", sessionBearers)
 	}
 
-	_, _, err = p.ActAs(context.Background(), "tickets", "sign-in-revoked", "revoked@corp")
+	_, _, err = p.ActAs(context.Background(), "tickets", exchange.Grant{Token: "sign-in-revoked", Type: exchange.TokenTypeAccess}, "revoked@corp")
 	if !errors.Is(err, exchange.ErrRefused) || !strings.Contains(err.Error(), "account disabled") {
 		t.Fatalf("revoked: %v", err)
 	}
-	if ctx, tok, err := p.ActAs(context.Background(), "nope", "x", "x"); err == nil || tok != nil || ctx == nil {
+	if ctx, tok, err := p.ActAs(context.Background(), "nope", exchange.Grant{Token: "x"}, "x"); err == nil || tok != nil || ctx == nil {
 		t.Fatal("an unknown upstream was acted on")
 	}
 }
