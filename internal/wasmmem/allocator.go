@@ -21,6 +21,7 @@ import "github.com/tetratelabs/wazero/experimental"
 // has returned.
 type Allocator struct {
 	limit uint64
+	image *Image // the first memory's contents, if not zeros
 	mems  []*linearMemory
 }
 
@@ -34,6 +35,9 @@ func New(limit uint64) *Allocator { return &Allocator{limit: limit} }
 func (a *Allocator) Allocate(_, max uint64) experimental.LinearMemory {
 	reserve := min(a.limit, max)
 	m := &linearMemory{limit: reserve, mapped: mapMemory(reserve)}
+	if a.image != nil && len(a.mems) == 0 && a.image.size <= reserve {
+		a.image.fill(m)
+	}
 	a.mems = append(a.mems, m)
 	return m
 }
@@ -65,7 +69,8 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 	case m.mapped != nil:
 		return m.mapped[:size]
 	case size <= uint64(cap(m.buf)):
-		// Never shrinks, so the bytes past len were never written: zero.
+		// Past len are zeros (it never shrinks) or, in a memory made
+		// from an image, the image's bytes, which wazero grows it to.
 		m.buf = m.buf[:size]
 	default:
 		b := make([]byte, size, max(size, min(2*uint64(cap(m.buf)), m.limit)))
