@@ -6,11 +6,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/airlock-run/airlock/internal/testenv"
 )
 
 // reactorModule assembles a WASI reactor of the snapshot ABI. Its
@@ -214,4 +218,38 @@ func TestReactorRefused(t *testing.T) {
 	if _, err := loadBytes(t, s, good); err != nil {
 		t.Errorf("the module they are made from: %v", err)
 	}
+}
+
+// TestReactorSnapshotsBounded: a burst of first calls of more shapes than
+// may keep a snapshot (each a tool, here distinct argv) is answered in
+// full, each from the state _initialize left; at most maxPools shapes keep
+// one, and the rest run _initialize in every call.
+func TestReactorSnapshotsBounded(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(ctx, Options{Warm: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	m, err := loadBytes(t, s, reactorModule(setState, printState, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range maxPools + 16 {
+		wg.Go(func() {
+			for j := range 2 {
+				r, err := m.Run(ctx, Call{Args: []string{fmt.Sprint(i)}})
+				if err != nil || string(r.Stdout) != "55ab\n" {
+					t.Errorf("shape %d, call %d: %q, %v", i, j, r.Stdout, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := s.Stats(); st.Snapshots != maxPools {
+		t.Errorf("stats %+v: want %d snapshots", st, maxPools)
+	}
+	// Released just after their results.
+	testenv.WaitFor(t, "no instance left", 60*time.Second, func() bool { return s.Stats().Instances == 0 })
 }
