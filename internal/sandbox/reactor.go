@@ -123,8 +123,8 @@ func (inst *instance) keepSnapshot() {
 // memory was allocated from the snapshot's image.
 func (inst *instance) restore(sn *snapshot) error {
 	mem := inst.mod.Memory()
-	if mem == nil {
-		return fmt.Errorf("restore: the module has no memory")
+	if mem == nil || !inst.mem.FromImage() {
+		return fmt.Errorf("restore: the memory was not made from the snapshot")
 	}
 	if want := uint32(sn.image.Size() / pageSize); mem.Size()/pageSize < want {
 		if _, ok := mem.Grow(want - mem.Size()/pageSize); !ok {

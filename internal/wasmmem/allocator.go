@@ -20,9 +20,10 @@ import "github.com/tetratelabs/wazero/experimental"
 // Close); so Free does nothing, and the host calls Release once the guest
 // has returned.
 type Allocator struct {
-	limit uint64
-	image *Image // the first memory's contents, if not zeros
-	mems  []*linearMemory
+	limit  uint64
+	image  *Image // the first memory's contents, if not zeros
+	imaged bool   // the first memory was made from image
+	mems   []*linearMemory
 }
 
 var _ experimental.MemoryAllocator = (*Allocator)(nil)
@@ -37,10 +38,15 @@ func (a *Allocator) Allocate(_, max uint64) experimental.LinearMemory {
 	m := &linearMemory{limit: reserve, mapped: mapMemory(reserve)}
 	if a.image != nil && len(a.mems) == 0 && a.image.size <= reserve {
 		a.image.fill(m)
+		a.imaged = true
 	}
 	a.mems = append(a.mems, m)
 	return m
 }
+
+// FromImage reports whether the first memory was made from the image
+// NewFromImage was given (it is not when the image does not fit).
+func (a *Allocator) FromImage() bool { return a.imaged }
 
 // Release returns the memory to the OS. The guest must have returned: its
 // memory is unmapped under it.

@@ -140,8 +140,11 @@ func TestImage(t *testing.T) {
 	}
 	// An image larger than the limit is not used: the memory starts zero.
 	small := NewFromImage(PageSize, im)
-	if m := small.Allocate(PageSize, PageSize).Reallocate(PageSize); m[0] != 0 {
+	if m := small.Allocate(PageSize, PageSize).Reallocate(PageSize); m[0] != 0 || small.FromImage() {
 		t.Error("an image past the limit was mapped")
+	}
+	if !third.FromImage() {
+		t.Error("FromImage of a memory made from it")
 	}
 	small.Release()
 }
