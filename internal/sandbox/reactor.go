@@ -31,9 +31,9 @@ import (
 // Isolation is that of a fresh instance, call by call: each call still
 // gets an instance no other call has used (memory, globals, tables, open
 // files, environment), made from the snapshot of a start that no call
-// could see or influence (it ran before any call, and one that reads
-// stdin, writes output, reads the wall clock or touches a mount is not
-// kept). What calls of one shape share is only what _initialize computed,
+// could see or influence (it is taken when _initialize returns, before
+// airlock_run, and one that read stdin, wrote output, read the wall clock
+// or touched a mount, each of which waits for a call, is not kept). What calls of one shape share is only what _initialize computed,
 // identically for each of them: in particular the seeds it drew from the
 // random source (a Go guest's map hash seed and math/rand's top-level
 // generator), so math/rand's sequence repeats from call to call where a
