@@ -24,17 +24,20 @@ import (
 // each side's p50/p99 and native-over-upstream, the native call's extra
 // cost at p50. warm is the sandbox as airlock runs it (a pool of started
 // instances per tool); cold has pools off (Warm: -1), every call
-// instantiating the module, as before pools.
+// instantiating the module, as before pools. reactor and reactor-cold are
+// the same guest built as a reactor (internal/sandbox's snapshot ABI):
+// each call's instance made from the snapshot of its start, with pools
+// and without.
 //
 //	go test -run '^$' -bench NativeCall -benchtime 200x ./integration/
 func BenchmarkNativeCall(b *testing.B) {
-	guest := filepath.Join(repoRoot(), "internal", "sandbox", "testdata", "guest.wasm")
-	wasm, err := os.ReadFile(guest)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sum := sha256.Sum256(wasm)
-	nat, err := manifests.Parse(filepath.Join(b.TempDir(), "native.yaml"), []byte(`server:
+	native := func(b *testing.B, guest string) *manifests.Manifest {
+		wasm, err := os.ReadFile(guest)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum := sha256.Sum256(wasm)
+		nat, err := manifests.Parse(filepath.Join(b.TempDir(), "native.yaml"), []byte(`server:
   name: nat
   wasm: {}
 tools:
@@ -50,14 +53,20 @@ tools:
       args: [upper]
       input_schema: {type: object}
 `))
-	if err != nil {
-		b.Fatal(err)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return nat
 	}
+	testdata := filepath.Join(repoRoot(), "internal", "sandbox", "testdata")
+	command, reactor := filepath.Join(testdata, "guest.wasm"), filepath.Join(testdata, "reactor", "guest.wasm")
 	for _, mode := range []struct {
-		name string
-		warm int
-	}{{"warm", 0}, {"cold", -1}} {
+		name   string
+		warm   int
+		module string
+	}{{"warm", 0, command}, {"cold", -1, command}, {"reactor", 0, reactor}, {"reactor-cold", -1, reactor}} {
 		b.Run(mode.name, func(b *testing.B) {
+			nat := native(b, mode.module)
 			counter, _ := counterManifest(b, "  echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}\n")
 			s := newStack(b, stackOptions{manifests: []*manifests.Manifest{nat, counter}, maxCalls: 1 << 30, sandboxWarm: mode.warm})
 			waitTools(b, s.connect(b, nil), "nat__upper", "counter__echo")

@@ -31,10 +31,14 @@
 //
 //	go run github.com/go-task/task/v3/cmd/task@v3.54.0 wasm
 //
-// which builds each module as
+// which builds each tool module as a reactor of internal/sandbox's
+// snapshot ABI (each call an airlock_run in an instance made from the
+// state _initialize left; see internal/sandbox/reactor.go)
 //
-//	GOOS=wasip1 GOARCH=wasm go build -buildvcs=false -trimpath -ldflags="-s -w" -o wasm/json.wasm ./wasm/json
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -buildvcs=false -trimpath -ldflags="-s -w" -o wasm/json.wasm ./wasm/json
 //
+// and program.wasm, which internal/program runs, as a command (no
+// -buildmode),
 // and then writes the new hashes into manifests/examples/native.yaml and
 // wasm/program_module.go (go test ./wasm -run
 // 'TestModuleHashes|TestEmbeddedPins' -update). Commit the modules with

@@ -122,6 +122,64 @@ func BenchmarkSandbox(b *testing.B) {
 		})
 	})
 
+	// reactor/* are call/* on the reactor build of the guest: each call's
+	// instance made from the snapshot of its start (reactor.go).
+	// reactor/upper is back to back (the pool refilling between calls
+	// competes with them), reactor/upper-warm spaced, reactor/upper-cold
+	// without pools (each call instantiates from the snapshot).
+	reactor := func(b *testing.B, warm int) *Module {
+		s, err := New(ctx, Options{CacheDir: sharedCache, Warm: warm})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close(ctx) })
+		m, err := s.Load(ctx, reactorWasm, reactorSHA256)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := m.Run(ctx, Call{Args: []string{"upper"}, Stdin: stdin}); err != nil || string(r.Stdout) != want {
+			b.Fatalf("%q, %v", r.Stdout, err) // the first: takes the snapshot
+		}
+		return m
+	}
+	b.Run("reactor/upper", func(b *testing.B) {
+		m := reactor(b, 0)
+		call := Call{Args: []string{"upper"}, Stdin: stdin}
+		percentiles(b, func() {
+			r, err := m.Run(ctx, call)
+			if err != nil || string(r.Stdout) != want {
+				b.Fatalf("%q, %v", r.Stdout, err)
+			}
+		})
+	})
+	b.Run("reactor/upper-warm", func(b *testing.B) {
+		m := reactor(b, 0)
+		call := Call{Args: []string{"upper"}, Stdin: stdin}
+		var ds []time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			waitWarm(b, m, call)
+			b.StartTimer()
+			start := time.Now()
+			r, err := m.Run(ctx, call)
+			ds = append(ds, time.Since(start))
+			if err != nil || string(r.Stdout) != want {
+				b.Fatalf("%q, %v", r.Stdout, err)
+			}
+		}
+		report(b, ds)
+	})
+	b.Run("reactor/upper-cold", func(b *testing.B) {
+		m := reactor(b, -1)
+		call := Call{Args: []string{"upper"}, Stdin: stdin}
+		percentiles(b, func() {
+			r, err := m.Run(ctx, call)
+			if err != nil || string(r.Stdout) != want {
+				b.Fatalf("%q, %v", r.Stdout, err)
+			}
+		})
+	})
+
 	b.Run("native/upper", func(b *testing.B) {
 		percentiles(b, func() {
 			var out bytes.Buffer

@@ -51,6 +51,10 @@ type instance struct {
 	exited  chan struct{} // closed when _start has returned and the module is closed
 	exitErr error         // written before exited is closed
 
+	// restored: a reactor's instance made from its shape's snapshot
+	// (see reactor.go), which does not run _initialize.
+	restored bool
+
 	// The guest's goroutine's alone (the host functions run on it).
 	io      *callIO
 	didPark bool
@@ -85,14 +89,22 @@ func (m *Module) start(sh *shape) (*instance, error) {
 	s.wg.Add(1)
 	s.instances++
 	s.mu.Unlock()
+	var sn *snapshot
+	if m.reactor != nil {
+		sn = m.snapshotOf(sh)
+	}
 	inst := &instance{
-		m:      m,
-		sh:     sh,
-		mem:    wasmmem.New(uint64(sh.pages) * pageSize),
-		cs:     &callState{maxOpen: sh.lim.OpenFiles},
-		calls:  make(chan *callIO, 1),
-		parked: make(chan struct{}),
-		exited: make(chan struct{}),
+		m:        m,
+		sh:       sh,
+		restored: sn != nil,
+		mem:      wasmmem.New(uint64(sh.pages) * pageSize),
+		cs:       &callState{maxOpen: sh.lim.OpenFiles},
+		calls:    make(chan *callIO, 1),
+		parked:   make(chan struct{}),
+		exited:   make(chan struct{}),
+	}
+	if sn != nil {
+		inst.mem = wasmmem.NewFromImage(uint64(sh.pages)*pageSize, sn.image)
 	}
 	inst.ctx, inst.cancel = context.WithCancelCause(s.ctx)
 	inst.cs.stop = func() { inst.cancel(errCauseLimit) }
@@ -149,13 +161,28 @@ func (m *Module) start(sh *shape) (*instance, error) {
 		return fail(fmt.Errorf("instantiate: %w", err))
 	}
 	inst.mod = mod
+	switch {
+	case sn != nil:
+		err = inst.restore(sn)
+	case m.reactor != nil:
+		err = inst.writeData()
+	}
+	if err != nil {
+		_ = mod.Close(context.Background())
+		return fail(fmt.Errorf("instantiate: %w", err))
+	}
 	go inst.guest()
 	return inst, nil
 }
 
 // guest runs _start to its end and releases the instance.
 func (inst *instance) guest() {
-	_, err := inst.mod.ExportedFunction("_start").Call(inst.ctx)
+	var err error
+	if inst.m.reactor != nil {
+		err = inst.runReactor()
+	} else {
+		_, err = inst.mod.ExportedFunction("_start").Call(inst.ctx)
+	}
 	if exit, ok := err.(*sys.ExitError); ok && exit.ExitCode() == 0 {
 		err = nil // proc_exit(0), which is how a Go guest's main returns
 	}
@@ -325,6 +352,9 @@ func (inst *instance) run(ctx context.Context, stdin []byte) (Result, error) {
 			return res, fmt.Errorf("sandbox: %s: %w: limit %s", m.name, ErrMemoryLimit, mib(lim.MemoryBytes))
 		}
 		return res, nil
+	case io.stderr.seen:
+		// A reactor's runtime aborts (a trap) where a command's exits.
+		return res, fmt.Errorf("sandbox: %s: %w: limit %s", m.name, ErrMemoryLimit, mib(lim.MemoryBytes))
 	default:
 		return res, fmt.Errorf("sandbox: %s: %w: %v", m.name, ErrTrap, err)
 	}

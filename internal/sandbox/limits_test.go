@@ -66,8 +66,10 @@ func TestOpenFileLimit(t *testing.T) {
 			wg.Wait()
 		})
 	}
-	if after := openFDs(); before >= 0 && after > before+2 {
-		t.Errorf("the process had %d descriptors open before the bombs and %d after", before, after)
+	// A reactor's call shapes keep a snapshot each, with a descriptor;
+	// the guests keep none.
+	if after, snaps := openFDs(), m.s.Stats().Snapshots; before >= 0 && after > before+2+snaps {
+		t.Errorf("the process had %d descriptors open before the bombs and %d after (%d of them snapshots)", before, after, snaps)
 	}
 }
 

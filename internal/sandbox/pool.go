@@ -210,13 +210,16 @@ type Stats struct {
 	// Pools is how many call shapes have one, and Ready how many parked
 	// instances they hold in all.
 	Pools, Ready int
+	// Snapshots is how many call shapes of reactors have one (see
+	// reactor.go); each holds a descriptor (its memfd, on Linux).
+	Snapshots int
 }
 
 // Stats returns the sandbox's counts so far.
 func (s *Sandbox) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{WarmCalls: s.warmCalls.Load(), ColdCalls: s.coldCalls.Load(), Instances: s.instances, Pools: len(s.pools)}
+	st := Stats{WarmCalls: s.warmCalls.Load(), ColdCalls: s.coldCalls.Load(), Instances: s.instances, Pools: len(s.pools), Snapshots: len(s.snapshots)}
 	for _, p := range s.pools {
 		st.Ready += len(p.ready)
 	}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,18 +26,52 @@ import (
 // command) and committed, so the tests do not depend on the Go toolchain
 // producing identical output. After rebuilding, update guestSHA256 with
 // `sha256sum internal/sandbox/testdata/guest.wasm`.
+//
+// reactorWasm is the same guest built as a reactor of the snapshot ABI
+// (reactor.go; the command is in testdata/guest/reactor.go). With
+// AIRLOCK_SANDBOX_GUEST=reactor every test here runs on it instead
+// (guestWasm and guestSHA256 name it), which TestReactorGuest does.
 const (
-	guestWasm   = "testdata/guest.wasm"
-	guestSHA256 = "8b426da9783a6527c9cffe90ab396eb8f96f577d73977934364889dc5123605c"
+	commandWasm   = "testdata/guest.wasm"
+	commandSHA256 = "8b426da9783a6527c9cffe90ab396eb8f96f577d73977934364889dc5123605c"
+	reactorWasm   = "testdata/reactor/guest.wasm"
+	reactorSHA256 = "537634957ea26ffb44628a83e886cf58a730ee394c810e77c18ebc060f0a0142"
 )
 
+var guestWasm, guestSHA256 = commandWasm, commandSHA256
+
 func TestGuestFixtureMatchesHash(t *testing.T) {
-	b, err := os.ReadFile(guestWasm)
-	if err != nil {
-		t.Fatal(err)
+	for file, sum := range map[string]string{commandWasm: commandSHA256, reactorWasm: reactorSHA256} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%x", sha256.Sum256(b)); got != sum {
+			t.Fatalf("%s has sha256 %s, the test says %s: rebuild it or update the constant", file, got, sum)
+		}
 	}
-	if got := fmt.Sprintf("%x", sha256.Sum256(b)); got != guestSHA256 {
-		t.Fatalf("%s has sha256 %s, guestSHA256 says %s: rebuild it or update the constant", guestWasm, got, guestSHA256)
+}
+
+// TestReactorGuest runs every other test of the package again on the
+// reactor build of the guest: the adversarial guests, limits, mounts,
+// quotas, pools and state between calls, unchanged, against instances
+// made from a snapshot.
+func TestReactorGuest(t *testing.T) {
+	if os.Getenv("AIRLOCK_SANDBOX_GUEST") == "reactor" {
+		return // the run it started, asked for it by name
+	}
+	args := []string{"-test.run", "^Test", "-test.skip", "^TestReactorGuest$", "-test.count", "1"}
+	if testing.Short() {
+		args = append(args, "-test.short")
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "AIRLOCK_SANDBOX_GUEST=reactor")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("PASS")) {
+		t.Fatalf("the tests on %s: %v\n%s", reactorWasm, err, out)
+	}
+	if testing.Verbose() {
+		t.Logf("%s", out)
 	}
 }
 
@@ -77,6 +112,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sharedCache = dir
+	if os.Getenv("AIRLOCK_SANDBOX_GUEST") == "reactor" {
+		guestWasm, guestSHA256 = reactorWasm, reactorSHA256
+	}
 	code := m.Run()
 	if shared.s != nil {
 		_ = shared.s.Close(context.Background())

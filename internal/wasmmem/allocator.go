@@ -20,8 +20,10 @@ import "github.com/tetratelabs/wazero/experimental"
 // Close); so Free does nothing, and the host calls Release once the guest
 // has returned.
 type Allocator struct {
-	limit uint64
-	mems  []*linearMemory
+	limit  uint64
+	image  *Image // the first memory's contents, if not zeros
+	imaged bool   // the first memory was made from image
+	mems   []*linearMemory
 }
 
 var _ experimental.MemoryAllocator = (*Allocator)(nil)
@@ -34,9 +36,17 @@ func New(limit uint64) *Allocator { return &Allocator{limit: limit} }
 func (a *Allocator) Allocate(_, max uint64) experimental.LinearMemory {
 	reserve := min(a.limit, max)
 	m := &linearMemory{limit: reserve, mapped: mapMemory(reserve)}
+	if a.image != nil && len(a.mems) == 0 && a.image.size <= reserve {
+		a.image.fill(m)
+		a.imaged = true
+	}
 	a.mems = append(a.mems, m)
 	return m
 }
+
+// FromImage reports whether the first memory was made from the image
+// NewFromImage was given (it is not when the image does not fit).
+func (a *Allocator) FromImage() bool { return a.imaged }
 
 // Release returns the memory to the OS. The guest must have returned: its
 // memory is unmapped under it.
@@ -65,7 +75,8 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 	case m.mapped != nil:
 		return m.mapped[:size]
 	case size <= uint64(cap(m.buf)):
-		// Never shrinks, so the bytes past len were never written: zero.
+		// Past len are zeros (it never shrinks) or, in a memory made
+		// from an image, the image's bytes, which wazero grows it to.
 		m.buf = m.buf[:size]
 	default:
 		b := make([]byte, size, max(size, min(2*uint64(cap(m.buf)), m.limit)))

@@ -12,7 +12,12 @@
 // OS allows, the Allocator maps that memory outside the Go heap, so that
 // it goes back to the OS as soon as the guest is done with it.
 //
-// wasmmem imports only wazero and the standard library.
+// Image and PrepareReactor serve the sandbox's reactor snapshots: an
+// instance's memory that starts as a copy-on-write mapping of another's.
+//
+// wasmmem imports only wazero, the standard library and, on Linux,
+// golang.org/x/sys/unix (memfd_create, its seals, and mmap at an address,
+// which package syscall lacks on amd64).
 package wasmmem
 
 const (

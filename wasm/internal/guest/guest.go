@@ -94,6 +94,16 @@ func Run(argv []string, stdin io.Reader, stdout, stderr io.Writer, tools map[str
 	return ExitOK
 }
 
+// Warm does once what every call's answer would otherwise do first:
+// encoding/json's encoder for the result type, built on its first use.
+// A reactor calls it in _initialize, so that the snapshot its calls start
+// from holds it; it changes nothing a call can see.
+func Warm() {
+	enc := json.NewEncoder(io.Discard)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(callToolResult{Content: []textContent{{Type: "text"}}, StructuredContent: map[string]any{}})
+}
+
 // fail writes err as one line: airlock shows stderr as the error text.
 func fail(stderr io.Writer, code int, err error) int {
 	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ")), " ")
