@@ -86,7 +86,7 @@ func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawM
 	if err := ctx.Err(); err != nil {
 		return nil, newCallError(ErrNotSent, err, "upstream %s: tool %s not sent: %v", server, tool, err)
 	}
-	if _, ok := callBearer(ctx); u.cfg.ExchangesTokens() && !ok {
+	if _, ok := callBearer(ctx); u.cfg.ActsAsUser() && !ok {
 		// Fail closed: never as airlock (or nobody) where the user is meant.
 		return nil, errNoUserToken()
 	}
