@@ -7,6 +7,8 @@ const (
 	EventCredentialStored  = "credential_stored"
 	EventCredentialRefused = "credential_refused"
 	EventCredentialRevoked = "credential_revoked"
+	// A call answered with a consent link (the link is never written).
+	EventConsentRequested = "consent_requested"
 )
 
 // Credential is one credential event: whose, for which upstream, by whom
