@@ -26,8 +26,8 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
-	"github.com/airlock-run/airlock/internal/consent"
 	"github.com/airlock-run/airlock/internal/blob"
+	"github.com/airlock-run/airlock/internal/consent"
 	"github.com/airlock-run/airlock/internal/exchange"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
