@@ -218,3 +218,54 @@ func TestTakeOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBeginBounded: calls repeated without consenting (a burst of them,
+// concurrent) keep one flow per principal and upstream in the store; only
+// the last link works, and another principal's flow is its own.
+func TestBeginBounded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, keys(t, "k1:"+credstore.NewKey()))
+	var wg sync.WaitGroup
+	ids := make([]string, 100)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := s.Begin(ctx, credstore.Pending{Principal: "alice", Upstream: "code", Expiry: time.Now().Add(time.Minute)})
+			if err != nil {
+				t.Error(err)
+			}
+			ids[i] = id
+		}()
+	}
+	wg.Wait()
+	bobID, err := s.Begin(ctx, credstore.Pending{Principal: "bob", Upstream: "code", Expiry: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, id := range ids {
+		if p, err := s.Peek(ctx, id); err == nil && p.Principal == "alice" {
+			live++
+		} else if !errors.Is(err, credstore.ErrNotFound) {
+			t.Fatalf("peek: %v", err)
+		}
+	}
+	if live != 1 {
+		t.Fatalf("%d of alice's links work, want 1 (the last)", live)
+	}
+	if p, err := s.Peek(ctx, bobID); err != nil || p.Principal != "bob" {
+		t.Fatalf("bob's: %+v %v", p, err)
+	}
+	n := 0
+	_ = filepath.Walk(filepath.Join(dir, "consents"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n++
+		}
+		return nil
+	})
+	if n != 2 {
+		t.Fatalf("%d flow objects in the store, want 2", n)
+	}
+}
