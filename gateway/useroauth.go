@@ -18,7 +18,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
+	"github.com/airlock-run/airlock/internal/identity"
 )
 
 // consentInput names the consent elicitation in an input-required result.
@@ -66,7 +68,7 @@ func (g *Gateway) userConsent(ctx context.Context, req *mcp.CallToolRequest, c *
 		return errorResult(c.taskID, c.callID, fmt.Sprintf("%s did not run: airlock cannot read the credential store (%v); try again later. Nothing ran", c.e.exposed, err)), nil
 	}
 	if has {
-		sub, err := f.Subject(c.taskID, name, server)
+		sub, err := f.Subject(c.taskID, name)
 		if err != nil {
 			return errorResult(c.taskID, c.callID, fmt.Sprintf("%s did not run: %v. Nothing ran", c.e.exposed, err)), nil
 		}
@@ -107,4 +109,26 @@ func urlElicitation(ss *mcp.ServerSession) bool {
 		return true
 	}
 	return p.Capabilities != nil && p.Capabilities.Elicitation != nil && p.Capabilities.Elicitation.URL != nil
+}
+
+// programConsent is what a program carries for its calls to upstreams
+// with user_oauth: its caller's binding, when a tool of its table is on
+// one (and no upstream of the table exchanges tokens, whose sealed token
+// the program carries instead: its user_oauth calls then fail closed).
+// A call to an upstream its user has not authorized fails "did not run"
+// and says to call a tool of it directly, which elicits.
+func (g *Gateway) programConsent(taskID string, tools []api.ProgramTool, pr *identity.Principal) *api.Subject {
+	if g.opts.Consent == nil {
+		return nil
+	}
+	for _, tl := range tools {
+		if g.usesUserOAuth(tl.Server) {
+			sub, err := g.opts.Consent.Subject(taskID, pr.Name)
+			if err != nil {
+				return nil // its calls fail closed in the pool
+			}
+			return sub
+		}
+	}
+	return nil
 }

@@ -198,7 +198,7 @@ func TestUserConsent(t *testing.T) {
 		t.Fatal(manifests.Problems(ps))
 	}
 	var principals []config.Principal
-	for _, who := range []string{"alice", "bob", "carol"} {
+	for _, who := range []string{"alice", "bob", "carol", "dave"} {
 		principals = append(principals, config.Principal{Name: who, Roles: []string{"all"}, APIKeySHA256: []string{identity.HashKey(who + "-key")}})
 	}
 	dir := identity.New(&config.Config{
@@ -224,7 +224,7 @@ func TestUserConsent(t *testing.T) {
 	}})
 	front = flow.Handler()
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, consent: flow, logs: &logs, dataDir: dataDir,
-		audit: al, groups: map[string][]string{"ops": {"carol"}}, inlineWait: 2 * time.Minute})
+		audit: al, groups: map[string][]string{"ops": {"carol"}}, inlineWait: 2 * time.Minute, programs: &gateway.ProgramOptions{}})
 
 	alice := connectConsent(t, s.url, "alice-key", false, nil)
 	bob := connectConsent(t, s.url, "bob-key", false, nil)
@@ -316,6 +316,27 @@ func TestUserConsent(t *testing.T) {
 		t.Fatalf("carol was asked %v", asked)
 	}
 
+	// 5a. One that declines: nothing runs, nothing is stored.
+	dave := connectConsent(t, s.url, "dave-key", true, func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		links = append(links, r.Params.URL)
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	})
+	if res := call(t, dave, "code__whoami", map[string]any{"n": 6}, ""); !res.IsError || !strings.Contains(text(res), "did not authorize airlock") {
+		t.Fatalf("dave declined: %s", text(res))
+	}
+
+	// 5b. A program's calls act as the user who ran it; one of a user who
+	// has not authorized does not run, and says how to authorize.
+	res, _ := runProgram(t, bob, "def main():\n    return code.whoami(n=9)\n", false, "")
+	if res.IsError || !strings.Contains(text(res)+mustJSON(t, res.StructuredContent), "whoami #9 as bob") {
+		t.Fatalf("bob's program: %s %s", text(res), mustJSON(t, res.StructuredContent))
+	}
+	tasks[res.Meta[gateway.MetaTask].(string)] = true
+	res, _ = runProgram(t, dave, "def main():\n    return code.whoami(n=10)\n", false, "")
+	if out := text(res) + mustJSON(t, res.StructuredContent); !strings.Contains(out, "not authorized airlock") || !strings.Contains(out, "directly") {
+		t.Fatalf("dave's program: %s", out)
+	}
+
 	// 6. The list: three credentials, no token.
 	recs, bad, err := store.List(ctx)
 	if err != nil || len(bad) > 0 || len(recs) != 3 || recs[0].Principal != "alice" || recs[1].Principal != "bob" || recs[0].Upstream != "code" || recs[0].Scopes[0] != "repo" {
@@ -337,11 +358,11 @@ func TestUserConsent(t *testing.T) {
 	if _, err := local.Decide(ctx, approver.Decision{RequestID: r.ID, Approver: "carol", Approve: true, Via: "cli", Digest: r.Digest[:12]}); err != nil {
 		t.Fatal(err)
 	}
-	res := <-pending
-	if res.err != nil || !res.res.IsError || !strings.Contains(text(res.res), "did not run") || !strings.Contains(text(res.res), "not authorized") {
-		t.Fatalf("merge after revoke: %v %s", res.err, text(res.res))
+	pr := <-pending
+	if pr.err != nil || !pr.res.IsError || !strings.Contains(text(pr.res), "did not run") || !strings.Contains(text(pr.res), "not authorized") {
+		t.Fatalf("merge after revoke: %v %s", pr.err, text(pr.res))
 	}
-	mergeTask := res.res.Meta[gateway.MetaTask].(string)
+	mergeTask := pr.res.Meta[gateway.MetaTask].(string)
 	for _, r := range up.runs() {
 		if strings.HasPrefix(r, "merge") {
 			t.Fatalf("merge ran: %v", up.runs())

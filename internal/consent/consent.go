@@ -132,24 +132,28 @@ func (f *Flow) Begin(ctx context.Context, principal, server, task string) (link,
 	return c.StartURL() + "?id=" + id, "consent-" + hex.EncodeToString(sum[:12]), nil
 }
 
-// subjectMessage is what the MAC of a Subject covers.
-func subjectMessage(task, principal, server string) []byte {
-	return []byte("airlock consent subject v1\x00" + task + "\x00" + principal + "\x00" + server)
+// subjectMessage is what the MAC of a Subject covers: the task and its
+// principal. Not the upstream: a program carries one Subject for all its
+// calls, and a binding moved from one call of the task to another acts as
+// the same principal, whose credentials they all are.
+func subjectMessage(task, principal string) []byte {
+	return []byte("airlock consent subject v1\x00" + task + "\x00" + principal)
 }
 
-// Subject is what a call of principal to server in task carries: their
-// name and a MAC, under the credential key, over the task, the principal
-// and the upstream. The history holds it; it opens nothing by itself.
-func (f *Flow) Subject(task, principal, server string) (*api.Subject, error) {
+// Subject is what a call of principal in task carries to act as them at
+// upstreams with user_oauth: their name and a MAC, under the credential
+// key, over the task and the principal. The history holds it; it opens
+// nothing by itself.
+func (f *Flow) Subject(task, principal string) (*api.Subject, error) {
 	keys := f.o.Store.Keys()
 	if keys == nil {
 		return nil, errors.New(credstore.EnvKeys + " is not set: set it on every gateway and worker (`airlock credentials key` makes one)")
 	}
-	kid, mac, err := keys.MAC("", subjectMessage(task, principal, server))
+	kid, mac, err := keys.MAC("", subjectMessage(task, principal))
 	if err != nil {
 		return nil, err
 	}
-	return &api.Subject{Principal: principal, Issuer: "user_oauth:" + server, Subject: principal, KeyID: subjectKeyPrefix + kid, Sealed: mac}, nil
+	return &api.Subject{Principal: principal, Issuer: "user_oauth", Subject: principal, KeyID: subjectKeyPrefix + kid, Sealed: mac}, nil
 }
 
 // IsSubject reports whether s was made by Subject (a consented
@@ -160,7 +164,7 @@ func IsSubject(s *api.Subject) bool { return s != nil && strings.HasPrefix(s.Key
 // sent; the call is not retried).
 var (
 	ErrNotAuthorized = errors.New("the user has not authorized airlock at this upstream's provider, or the authorization was revoked")
-	ErrBinding       = errors.New("the call's binding to its user does not verify: it was altered, or it belongs to another task, user or upstream")
+	ErrBinding       = errors.New("the call's binding to its user does not verify: it was altered, or it belongs to another task or user")
 	ErrGrantGone     = errors.New("the provider no longer accepts the user's authorization")
 )
 
@@ -182,7 +186,7 @@ func (f *Flow) Token(ctx context.Context, task, server string, s *api.Subject) (
 	if keys == nil {
 		return "", credstore.Record{}, grantErr(s.Principal, credstore.ErrKey, credstore.EnvKeys+" is not set on this worker")
 	}
-	_, mac, err := keys.MAC(strings.TrimPrefix(s.KeyID, subjectKeyPrefix), subjectMessage(task, s.Principal, server))
+	_, mac, err := keys.MAC(strings.TrimPrefix(s.KeyID, subjectKeyPrefix), subjectMessage(task, s.Principal))
 	if err != nil {
 		return "", credstore.Record{}, grantErr(s.Principal, credstore.ErrKey, err.Error())
 	}
@@ -193,7 +197,7 @@ func (f *Flow) Token(ctx context.Context, task, server string, s *api.Subject) (
 	defer unlock()
 	rec, sec, err := f.o.Store.Get(ctx, s.Principal, server)
 	if errors.Is(err, credstore.ErrNotFound) {
-		return "", rec, grantErr(s.Principal, ErrNotAuthorized, "call again to be sent to authorize")
+		return "", rec, grantErr(s.Principal, ErrNotAuthorized, "call a tool of "+server+" again, directly (not from a program), to be sent to authorize")
 	}
 	if errors.Is(err, credstore.ErrTampered) || errors.Is(err, credstore.ErrKey) {
 		return "", rec, grantErr(s.Principal, err, "")

@@ -152,7 +152,7 @@ func TestConsentFlow(t *testing.T) {
 
 	// alice's calls of task-1 get her token; a binding edited to another
 	// task, user or upstream opens nothing; bob has none.
-	sub, err := fx.flow.Subject("task-1", "alice", "code")
+	sub, err := fx.flow.Subject("task-1", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestConsentFlow(t *testing.T) {
 	if _, _, err := fx.flow.Token(ctx, "task-1", "code", &edited); !errors.Is(err, consent.ErrBinding) {
 		t.Fatalf("another user: %v", err)
 	}
-	bobSub, _ := fx.flow.Subject("task-9", "bob", "code")
+	bobSub, _ := fx.flow.Subject("task-9", "bob")
 	var ge *exchange.GrantError
 	if _, _, err := fx.flow.Token(ctx, "task-9", "code", bobSub); !errors.As(err, &ge) || !errors.Is(err, consent.ErrNotAuthorized) || !strings.Contains(err.Error(), "nothing ran") {
 		t.Fatalf("bob: %v", err)
@@ -187,7 +187,7 @@ func TestConsentFlow(t *testing.T) {
 	if st2 != 200 {
 		t.Fatalf("carol: %d %s", st2, body2)
 	}
-	cs, _ := fx.flow.Subject("task-3", "carol", "code")
+	cs, _ := fx.flow.Subject("task-3", "carol")
 	t1, _, err := fx.flow.Token(ctx, "task-3", "code", cs)
 	if err != nil {
 		t.Fatal(err)

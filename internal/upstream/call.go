@@ -88,6 +88,9 @@ func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawM
 	}
 	if _, ok := callBearer(ctx); u.cfg.ActsAsUser() && !ok {
 		// Fail closed: never as airlock (or nobody) where the user is meant.
+		if u.cfg.UsesUserOAuth() {
+			return nil, errNoUserCredential() // useroauth.go
+		}
 		return nil, errNoUserToken()
 	}
 

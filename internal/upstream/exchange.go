@@ -88,11 +88,3 @@ func actorSource(s manifests.Server) oauth2.TokenSource {
 // errNoUserToken refuses a call to an upstream that acts as the user when
 // the call carries no exchanged token.
 func errNoUserToken() error { return &exchange.GrantError{Err: exchange.ErrNoSubject} }
-
-// WithUserBearer returns ctx carrying token as the bearer of the call made
-// with it: a user's own access token (server.http.auth.user_oauth,
-// internal/consent), sent on that call's requests alone as an exchanged
-// token is.
-func WithUserBearer(ctx context.Context, token string) context.Context {
-	return withCallBearer(ctx, token)
-}
