@@ -42,6 +42,25 @@ const DefaultTTL = 10 * time.Minute
 // credential key that made the MAC).
 const subjectKeyPrefix = "credential:"
 
+// maxTokenBytes bounds each token a provider issues (real ones are a few
+// KB); a larger one is refused rather than stored.
+const maxTokenBytes = 16 << 10
+
+// checkToken refuses what airlock will not store or send.
+func checkToken(tok *oauth2.Token) error {
+	switch {
+	case tok.AccessToken == "":
+		return errors.New("the answer has no access_token")
+	case !strings.EqualFold(tok.Type(), "bearer"):
+		return fmt.Errorf("token_type is %q; only Bearer tokens can be sent", clip(tok.TokenType))
+	case len(tok.AccessToken) > maxTokenBytes || len(tok.RefreshToken) > maxTokenBytes:
+		return fmt.Errorf("a token is larger than %d bytes", maxTokenBytes)
+	case strings.ContainsFunc(tok.AccessToken, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
+		return errors.New("the access token has characters a header cannot carry")
+	}
+	return nil
+}
+
 // refreshMargin: an access token this close to its expiry is refreshed
 // before a call uses it.
 const refreshMargin = 30 * time.Second
@@ -237,6 +256,9 @@ func (f *Flow) refresh(ctx context.Context, server string, rec credstore.Record,
 			return "", rec, grantErr(rec.Principal, ErrGrantGone, "refresh refused: "+re.ErrorCode+"; call again to authorize")
 		}
 		return "", rec, fmt.Errorf("refreshing the user's token at %s: %s", c.TokenURL, providerError(err))
+	}
+	if err := checkToken(tok); err != nil {
+		return "", rec, fmt.Errorf("refreshing the user's token at %s: %v", c.TokenURL, err)
 	}
 	next := credstore.Secret{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken}
 	if next.RefreshToken == "" {

@@ -283,3 +283,59 @@ func TestConsentHostileRequests(t *testing.T) {
 		t.Fatalf("the provider refused %d requests", refused)
 	}
 }
+
+// TestConsentHostileProvider: what a token endpoint answers is checked
+// before anything is stored: a token type that is not Bearer, a token too
+// large or not sendable in a header, an answer that is not a token, and a
+// refusal with a description of 10 KB (clipped in the page and the
+// audit line); an expires_in past 2^53 is stored as a bounded expiry.
+func TestConsentHostileProvider(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	var body string
+	status := 200
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(hostile.Close)
+	fx.cfg.TokenURL = hostile.URL
+	long := strings.Repeat("x", 20<<10)
+	for _, c := range []struct {
+		status     int
+		body, want string
+	}{
+		{200, `{"access_token":"a1","token_type":"mac"}`, "only Bearer"},
+		{200, `{"access_token":"` + long + `","token_type":"Bearer"}`, "larger than"},
+		{200, `{"access_token":"a b\u0001","token_type":"Bearer"}`, "characters a header"},
+		{200, `{"token_type":"Bearer"}`, "did not accept"},
+		{200, `not json`, "did not accept"},
+		{400, `{"error":"invalid_grant","error_description":"` + long + `"}`, "invalid_grant"},
+	} {
+		status, body = c.status, c.body
+		link, _, err := fx.flow.Begin(ctx, "mallory", "code", "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, page, _ := get(t, browser("mallory"), link)
+		if st != http.StatusBadGateway || !strings.Contains(page, c.want) || len(page) > 2000 {
+			t.Errorf("%.60s: %d %.300s; want 502 and %q", c.body, st, page, c.want)
+		}
+		if ok, _ := fx.store.Has(ctx, "mallory", "code"); ok {
+			t.Fatalf("%.60s: stored", c.body)
+		}
+	}
+	if strings.Contains(fx.audit.String(), long[:300]) {
+		t.Fatal("the audit stream holds the provider's whole description")
+	}
+	status, body = 200, `{"access_token":"a2","token_type":"Bearer","expires_in":9007199254740993}`
+	link, _, _ := fx.flow.Begin(ctx, "mallory", "code", "t")
+	if st, page, _ := get(t, browser("mallory"), link); st != 200 {
+		t.Fatalf("expires_in past 2^53: %d %s", st, page)
+	}
+	rec, _, err := fx.store.Get(ctx, "mallory", "code")
+	if err != nil || rec.Expiry.Before(time.Now()) || rec.Expiry.After(time.Now().AddDate(70, 0, 0)) {
+		t.Fatalf("expiry %v %v", rec.Expiry, err)
+	}
+}

@@ -199,8 +199,8 @@ func (f *Flow) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok, err := oc.Exchange(f.ctx(r.Context()), code, oauth2.VerifierOption(p.Verifier))
-	if err == nil && !strings.EqualFold(tok.Type(), "bearer") {
-		err = fmt.Errorf("token_type is %q; only Bearer tokens can be sent", clip(tok.TokenType))
+	if err == nil {
+		err = checkToken(tok)
 	}
 	if err != nil {
 		line.Event, line.Detail = auditstream.EventCredentialRefused, "redeeming the code: "+providerError(err)
