@@ -202,6 +202,9 @@ type Options struct {
 // Gateway is the MCP server in front of the upstreams.
 type Gateway struct {
 	opts Options
+	// consentWaits are the sessions sent to consent, by elicitation ID
+	// (useroauth.go).
+	consentWaits consentWaits
 	open *identity.Principal // the caller when opts.Directory is nil
 	// sessionKey signs session IDs (replica.go).
 	sessionKey []byte
@@ -316,6 +319,7 @@ func New(opts Options) *Gateway {
 	g.addCatalogTools()
 	g.addProgramTool()                                    // programs.go
 	g.addStateTools()                                     // state.go
+	g.watchConsent()                                      // useroauth.go
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	if opts.Tracer != nil {
 		g.server.AddReceivingMiddleware(g.traceMiddleware) // added last: outermost (trace.go)

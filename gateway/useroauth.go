@@ -15,11 +15,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
+	"github.com/airlock-run/airlock/internal/consent"
 	"github.com/airlock-run/airlock/internal/identity"
 )
 
@@ -94,7 +97,79 @@ func (g *Gateway) userConsent(ctx context.Context, req *mcp.CallToolRequest, c *
 			RequestState: g.encodeAskState(askState{Task: c.taskID, Call: c.callID, Principal: name, Tool: req.Params.Name, Asks: []string{consentInput}}),
 			Meta:         mcp.Meta{MetaTask: c.taskID, MetaCall: c.callID}}, nil
 	}
+	g.consentWaits.add(eid, req.Session)
 	return nil, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{p})
+}
+
+// consentWaits remembers which 2025-11-25 session was sent to which
+// consent, so that the session is told when the user has authorized
+// (notifications/elicitation/complete), if the callback reaches this
+// replica; a client told nothing calls again. Entries expire with the
+// link.
+type consentWaits struct {
+	mu sync.Mutex
+	m  map[string]consentWait
+}
+
+type consentWait struct {
+	ss  *mcp.ServerSession
+	exp time.Time
+}
+
+// maxConsentWaits bounds the sessions remembered.
+const maxConsentWaits = 10000
+
+func (w *consentWaits) add(eid string, ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]consentWait{}
+	}
+	if len(w.m) >= maxConsentWaits {
+		for k, v := range w.m {
+			if now.After(v.exp) {
+				delete(w.m, k)
+			}
+		}
+	}
+	if len(w.m) < maxConsentWaits {
+		w.m[eid] = consentWait{ss: ss, exp: now.Add(consent.DefaultTTL)}
+	}
+}
+
+func (w *consentWaits) take(eid string) *mcp.ServerSession {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cw, ok := w.m[eid]
+	delete(w.m, eid)
+	if !ok || time.Now().After(cw.exp) {
+		return nil
+	}
+	return cw.ss
+}
+
+// watchConsent tells the sessions waiting for a consent that it is done.
+func (g *Gateway) watchConsent() {
+	if g.opts.Consent == nil {
+		return
+	}
+	g.opts.Consent.OnComplete(func(eid string) {
+		ss := g.consentWaits.take(eid)
+		if ss == nil {
+			return
+		}
+		go func() { // not holding the user's callback page
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: eid}); err != nil {
+				g.log.Debug().Err(err).Str("elicitation", eid).Msg("could not tell the session its consent is done")
+			}
+		}()
+	})
 }
 
 // urlElicitation reports whether the client of ss takes URL-mode

@@ -140,12 +140,18 @@ func consentLink(t *testing.T, cs *mcp.ClientSession, tool string, args map[stri
 
 // connectConsent connects with a client that takes URL elicitations; at
 // 2026-07-28 (stateless) when stateless, its handler being onURL.
-func connectConsent(t *testing.T, url, key string, stateless bool, onURL func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) *mcp.ClientSession {
+func connectConsent(t *testing.T, url, key string, stateless bool, onURL func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error), completed ...chan string) *mcp.ClientSession {
 	t.Helper()
 	hc := &http.Client{Transport: headerRT{headers: map[string]string{"Authorization": "Bearer " + key}}}
-	c := mcp.NewClient(&mcp.Implementation{Name: "consent-test", Version: "1"}, &mcp.ClientOptions{
+	co := &mcp.ClientOptions{
 		ElicitationHandler: onURL,
-		Capabilities:       &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}})
+		Capabilities:       &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}}
+	if len(completed) > 0 {
+		co.ElicitationCompleteHandler = func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			completed[0] <- r.Params.ElicitationID
+		}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "consent-test", Version: "1"}, co)
 	opts := sessionProtocol
 	if stateless {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: gateway.StatelessProtocol}
@@ -226,7 +232,8 @@ func TestUserConsent(t *testing.T) {
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, directory: dir, consent: flow, logs: &logs, dataDir: dataDir,
 		audit: al, groups: map[string][]string{"ops": {"carol"}}, inlineWait: 2 * time.Minute, programs: &gateway.ProgramOptions{}})
 
-	alice := connectConsent(t, s.url, "alice-key", false, nil)
+	aliceDone := make(chan string, 4)
+	alice := connectConsent(t, s.url, "alice-key", false, nil, aliceDone)
 	bob := connectConsent(t, s.url, "bob-key", false, nil)
 	waitTools(t, alice, "code__whoami", "code__merge")
 	var links []string
@@ -244,6 +251,15 @@ func TestUserConsent(t *testing.T) {
 	// 2. alice authorizes in her browser; her call then runs as alice.
 	if st, body, err := authorize(consentBrowser("alice"), link); err != nil || st != 200 || !strings.Contains(body, "as alice") {
 		t.Fatalf("alice's consent: %d %s %v", st, body, err)
+	}
+	// Her session is told (notifications/elicitation/complete).
+	select {
+	case got := <-aliceDone:
+		if got != eid {
+			t.Fatalf("elicitation %s completed, want %s", got, eid)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("alice's session was not told that her consent is done")
 	}
 	tasks := map[string]bool{}
 	if res := call(t, alice, "code__whoami", map[string]any{"n": 2}, ""); res.IsError || text(res) != "whoami #2 as alice" {

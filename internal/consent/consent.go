@@ -22,7 +22,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -83,6 +85,33 @@ type Options struct {
 type Flow struct {
 	o   Options
 	now func() time.Time
+
+	mu        sync.Mutex
+	completed []func(elicitationID string)
+}
+
+// OnComplete registers fn to be told, in this process, the elicitation
+// ID of each flow whose credential was stored (the gateway sends the
+// client notifications/elicitation/complete).
+func (f *Flow) OnComplete(fn func(elicitationID string)) {
+	f.mu.Lock()
+	f.completed = append(f.completed, fn)
+	f.mu.Unlock()
+}
+
+func (f *Flow) complete(id string) {
+	f.mu.Lock()
+	fns := slices.Clone(f.completed)
+	f.mu.Unlock()
+	for _, fn := range fns {
+		fn(elicitationID(id))
+	}
+}
+
+// elicitationID names flow id in elicitations without revealing it.
+func elicitationID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "consent-" + hex.EncodeToString(sum[:12])
 }
 
 // New makes a flow.
@@ -136,7 +165,7 @@ func (f *Flow) Has(ctx context.Context, principal, server string) (bool, error) 
 // of task: it returns the URL to send the user to (the start endpoint;
 // the link is the flow's secret, valid once, for the TTL) and an
 // elicitation ID that names the flow without revealing it.
-func (f *Flow) Begin(ctx context.Context, principal, server, task string) (link, elicitationID string, err error) {
+func (f *Flow) Begin(ctx context.Context, principal, server, task string) (link, eid string, err error) {
 	c, err := f.config(server)
 	if err != nil {
 		return "", "", err
@@ -147,8 +176,7 @@ func (f *Flow) Begin(ctx context.Context, principal, server, task string) (link,
 	if err != nil {
 		return "", "", err
 	}
-	sum := sha256.Sum256([]byte(id))
-	return c.StartURL() + "?id=" + id, "consent-" + hex.EncodeToString(sum[:12]), nil
+	return c.StartURL() + "?id=" + id, elicitationID(id), nil
 }
 
 // subjectMessage is what the MAC of a Subject covers: the task and its

@@ -219,6 +219,7 @@ func (f *Flow) callback(w http.ResponseWriter, r *http.Request) {
 		f.page(w, http.StatusInternalServerError, "not stored", "airlock could not store the authorization; make the call again to retry.")
 		return
 	}
+	f.complete(state)
 	line.Event, line.Scopes = auditstream.EventCredentialStored, rec.Scopes
 	f.o.Audit.Credential(line)
 	f.o.Log.Info().Str("principal", p.Principal).Str("upstream", p.Upstream).Strs("scopes", rec.Scopes).Msg("consent: credential stored")
