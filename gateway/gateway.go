@@ -205,7 +205,7 @@ type Gateway struct {
 	// consentWaits are the sessions sent to consent, by elicitation ID
 	// (useroauth.go).
 	consentWaits consentWaits
-	open *identity.Principal // the caller when opts.Directory is nil
+	open         *identity.Principal // the caller when opts.Directory is nil
 	// sessionKey signs session IDs (replica.go).
 	sessionKey []byte
 	server     *mcp.Server
