@@ -202,14 +202,15 @@ type Options struct {
 // Gateway is the MCP server in front of the upstreams.
 type Gateway struct {
 	opts Options
-	// consentWaits are the sessions sent to consent, by elicitation ID
-	// (useroauth.go).
-	consentWaits consentWaits
-	open         *identity.Principal // the caller when opts.Directory is nil
+	open *identity.Principal // the caller when opts.Directory is nil
 	// sessionKey signs session IDs (replica.go).
 	sessionKey []byte
 	server     *mcp.Server
 	log        zerolog.Logger
+
+	// consentWaits are the sessions sent to consent, by elicitation ID
+	// (useroauth.go).
+	consentWaits consentWaits
 
 	// running remembers tasks known to be running, whose calls can skip
 	// the start half of Update-with-Start, with the run that last
