@@ -20,13 +20,17 @@ import (
 // is a non-retryable UserGrant failure: nothing ran, and the user's next
 // call is sent to consent again.
 func (a *Activities) actAsUser(ctx context.Context, in api.CallToolInput) (context.Context, *api.ActedAs, error) {
-	if !consent.IsSubject(in.Subject) {
+	if in.Subject == nil || !consent.IsBinding(in.Subject.KeyID) {
 		return a.actAs(ctx, in)
 	}
 	if a.Consent == nil {
 		return ctx, nil, temporal.NewNonRetryableApplicationError(in.Server+" acts as the user with their own authorization (user_oauth), and this worker has no credential store: set AIRLOCK_CREDENTIAL_KEYS on every worker. Nothing ran", api.ErrTypeUserGrant, nil)
 	}
-	tok, rec, err := a.Consent.Token(ctx, in.TaskID, in.Server, in.Subject)
+	s := in.Subject
+	if s.Subject != s.Principal || s.Issuer != consent.Issuer {
+		return ctx, nil, classify(in, &exchange.GrantError{Principal: s.Principal, Err: consent.ErrBinding})
+	}
+	tok, rec, err := a.Consent.Token(ctx, in.TaskID, in.Server, &consent.Binding{Principal: s.Principal, KeyID: s.KeyID, MAC: s.Sealed})
 	var ge *exchange.GrantError
 	if errors.As(err, &ge) {
 		return ctx, nil, classify(in, err)

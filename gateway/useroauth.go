@@ -71,11 +71,11 @@ func (g *Gateway) userConsent(ctx context.Context, req *mcp.CallToolRequest, c *
 		return errorResult(c.taskID, c.callID, fmt.Sprintf("%s did not run: airlock cannot read the credential store (%v); try again later. Nothing ran", c.e.exposed, err)), nil
 	}
 	if has {
-		sub, err := f.Subject(c.taskID, name)
+		b, err := f.Subject(c.taskID, name)
 		if err != nil {
 			return errorResult(c.taskID, c.callID, fmt.Sprintf("%s did not run: %v. Nothing ran", c.e.exposed, err)), nil
 		}
-		c.creq.Subject = sub
+		c.creq.Subject = bindingSubject(b)
 		return nil, nil
 	}
 	link, eid, err := f.Begin(ctx, name, server, c.taskID)
@@ -198,12 +198,17 @@ func (g *Gateway) programConsent(taskID string, tools []api.ProgramTool, pr *ide
 	}
 	for _, tl := range tools {
 		if g.usesUserOAuth(tl.Server) {
-			sub, err := g.opts.Consent.Subject(taskID, pr.Name)
+			b, err := g.opts.Consent.Subject(taskID, pr.Name)
 			if err != nil {
 				return nil // its calls fail closed in the pool
 			}
-			return sub
+			return bindingSubject(b)
 		}
 	}
 	return nil
+}
+
+// bindingSubject is a consent binding as the task records it.
+func bindingSubject(b *consent.Binding) *api.Subject {
+	return &api.Subject{Principal: b.Principal, Issuer: consent.Issuer, Subject: b.Principal, KeyID: b.KeyID, Sealed: b.MAC}
 }

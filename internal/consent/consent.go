@@ -30,7 +30,6 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/oauth2"
 
-	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/credstore"
 	"github.com/airlock-run/airlock/internal/exchange"
@@ -40,7 +39,7 @@ import (
 // DefaultTTL is how long a consent link can be used.
 const DefaultTTL = 10 * time.Minute
 
-// subjectKeyPrefix marks an api.Subject made by Subject (its KeyID is the
+// subjectKeyPrefix marks a Binding (its KeyID is the
 // credential key that made the MAC).
 const subjectKeyPrefix = "credential:"
 
@@ -187,11 +186,22 @@ func subjectMessage(task, principal string) []byte {
 	return []byte("airlock consent subject v1\x00" + task + "\x00" + principal)
 }
 
-// Subject is what a call of principal in task carries to act as them at
-// upstreams with user_oauth: their name and a MAC, under the credential
-// key, over the task and the principal. The history holds it; it opens
-// nothing by itself.
-func (f *Flow) Subject(task, principal string) (*api.Subject, error) {
+// Binding is what a call carries to act as its principal at upstreams
+// with user_oauth (the gateway puts it in api.Subject: Principal, KeyID,
+// Sealed): their name and a MAC, under the credential key KeyID names,
+// over the task and the principal. The history holds it; it opens nothing
+// by itself.
+type Binding struct {
+	Principal string
+	KeyID     string
+	MAC       []byte
+}
+
+// Issuer is what api.Subject.Issuer says of a binding.
+const Issuer = "user_oauth"
+
+// Subject is the binding of a call of principal in task.
+func (f *Flow) Subject(task, principal string) (*Binding, error) {
 	keys := f.o.Store.Keys()
 	if keys == nil {
 		return nil, errors.New(credstore.EnvKeys + " is not set: set it on every gateway and worker (`airlock credentials key` makes one)")
@@ -200,12 +210,12 @@ func (f *Flow) Subject(task, principal string) (*api.Subject, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api.Subject{Principal: principal, Issuer: "user_oauth", Subject: principal, KeyID: subjectKeyPrefix + kid, Sealed: mac}, nil
+	return &Binding{Principal: principal, KeyID: subjectKeyPrefix + kid, MAC: mac}, nil
 }
 
-// IsSubject reports whether s was made by Subject (a consented
-// credential), not sealed for token exchange.
-func IsSubject(s *api.Subject) bool { return s != nil && strings.HasPrefix(s.KeyID, subjectKeyPrefix) }
+// IsBinding reports whether the key ID of an api.Subject is a binding's
+// (a consented credential), not a seal for token exchange.
+func IsBinding(keyID string) bool { return strings.HasPrefix(keyID, subjectKeyPrefix) }
 
 // Errors of Token, each wrapped in an *exchange.GrantError (nothing was
 // sent; the call is not retried).
@@ -225,8 +235,8 @@ func grantErr(principal string, err error, detail string) error {
 // is a *exchange.GrantError (a refused one is deleted, so that the user's
 // next call asks for consent again); any other error means the provider
 // or the store could not be reached.
-func (f *Flow) Token(ctx context.Context, task, server string, s *api.Subject) (string, credstore.Record, error) {
-	if !IsSubject(s) {
+func (f *Flow) Token(ctx context.Context, task, server string, s *Binding) (string, credstore.Record, error) {
+	if s == nil || !IsBinding(s.KeyID) {
 		return "", credstore.Record{}, grantErr("", exchange.ErrNoSubject, "")
 	}
 	keys := f.o.Store.Keys()
@@ -237,7 +247,7 @@ func (f *Flow) Token(ctx context.Context, task, server string, s *api.Subject) (
 	if err != nil {
 		return "", credstore.Record{}, grantErr(s.Principal, credstore.ErrKey, err.Error())
 	}
-	if !hmac.Equal(mac, s.Sealed) || s.Subject != s.Principal {
+	if !hmac.Equal(mac, s.MAC) {
 		return "", credstore.Record{}, grantErr(s.Principal, ErrBinding, "")
 	}
 	unlock := f.o.Store.Lock(s.Principal, server)
