@@ -148,7 +148,9 @@ func (f *Flow) oauth(c *manifests.UserOAuth) (*oauth2.Config, error) {
 		return nil, fmt.Errorf("server.http.auth.user_oauth.client_secret_env: the environment variable %s is not set here; set it to the client secret on every gateway and worker", c.ClientSecretEnv)
 	}
 	return &oauth2.Config{ClientID: c.ClientID, ClientSecret: secret, RedirectURL: c.RedirectURL, Scopes: c.Scopes,
-		Endpoint: oauth2.Endpoint{AuthURL: c.AuthorizeURL, TokenURL: c.TokenURL}}, nil
+		// Basic auth, which RFC 6749 §2.3.1 makes every provider accept:
+		// auto-detection would send a refused request again the other way.
+		Endpoint: oauth2.Endpoint{AuthURL: c.AuthorizeURL, TokenURL: c.TokenURL, AuthStyle: oauth2.AuthStyleInHeader}}, nil
 }
 
 func (f *Flow) ctx(ctx context.Context) context.Context {

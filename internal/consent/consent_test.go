@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ type fixture struct {
 	srv   *httptest.Server
 	audit *bytes.Buffer
 	cfg   *manifests.UserOAuth
+	url   string // the store's
+	keys  *credstore.Keyring
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -46,7 +49,8 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fx.store, err = credstore.Open(context.Background(), blob.FileURL(t.TempDir()), k); err != nil {
+	fx.url, fx.keys = blob.FileURL(t.TempDir()), k
+	if fx.store, err = credstore.Open(context.Background(), fx.url, k); err != nil {
 		t.Fatal(err)
 	}
 	fx.flow = consent.New(consent.Options{Store: fx.store, Audit: auditstream.New(fx.audit),
@@ -337,5 +341,64 @@ func TestConsentHostileProvider(t *testing.T) {
 	rec, _, err := fx.store.Get(ctx, "mallory", "code")
 	if err != nil || rec.Expiry.Before(time.Now()) || rec.Expiry.After(time.Now().AddDate(70, 0, 0)) {
 		t.Fatalf("expiry %v %v", rec.Expiry, err)
+	}
+}
+
+type hookRT struct {
+	before func()
+	once   sync.Once
+}
+
+func (h *hookRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	h.once.Do(h.before)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestRefreshRaceAcrossReplicas: two replicas refresh one user's token at
+// once and the provider rotates refresh tokens: the one whose old refresh
+// token is refused uses what the other stored, rather than deleting the
+// user's credential.
+func TestRefreshRaceAcrossReplicas(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	fx.p.AccessTTL = 2 * time.Second // always within the refresh margin
+	link, _, _ := fx.flow.Begin(ctx, "alice", "code", "t")
+	if st, body, _ := get(t, browser("alice"), link); st != 200 {
+		t.Fatalf("consent: %d %s", st, body)
+	}
+	b, _ := fx.flow.Subject("t", "alice")
+	up := func(string) *manifests.UserOAuth { return fx.cfg }
+	// Another replica: its own handle on the shared store.
+	st2, err := credstore.Open(ctx, fx.url, fx.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	other := consent.New(consent.Options{Store: st2, Upstreams: up})
+	var otherTok string
+	hook := &hookRT{before: func() {
+		// The other replica refreshes (and rotates) while this one's
+		// request, with the refresh token it read, is on its way.
+		var err error
+		if otherTok, _, err = other.Token(ctx, "t", "code", b); err != nil {
+			t.Errorf("the other replica: %v", err)
+		}
+	}}
+	slow := consent.New(consent.Options{Store: fx.store, Upstreams: up, HTTPClient: &http.Client{Transport: hook}})
+	tok, _, err := slow.Token(ctx, "t", "code", b)
+	if err != nil {
+		t.Fatalf("the replica that lost the race: %v", err)
+	}
+	if tok != otherTok {
+		t.Fatal("it did not use the token the other replica stored")
+	}
+	if who, ok := fx.p.Who(tok); !ok || who != "alice" {
+		t.Fatalf("token for %q", who)
+	}
+	if ok, _ := fx.store.Has(ctx, "alice", "code"); !ok {
+		t.Fatal("the credential was deleted")
+	}
+	if _, _, _, refused := fx.p.Counts(); refused != 1 {
+		t.Fatalf("the provider refused %d refreshes, want 1 (the stale one)", refused)
 	}
 }
