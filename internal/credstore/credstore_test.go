@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock-run/airlock/internal/blob"
+	"github.com/airlock-run/airlock/internal/blob/blobtest"
 	"github.com/airlock-run/airlock/internal/credstore"
 )
 
@@ -267,5 +268,70 @@ func TestBeginBounded(t *testing.T) {
 	})
 	if n != 2 {
 		t.Fatalf("%d flow objects in the store, want 2", n)
+	}
+}
+
+// TestStoreOnS3: the same store over the s3:// backend (a fake S3 in the
+// test process, real HTTP): put, get, list, delete, and a consent flow
+// taken once under a burst of concurrent takes from two handles.
+func TestStoreOnS3(t *testing.T) {
+	ctx := context.Background()
+	b := blobtest.NewS3(t, "creds")
+	k := keys(t, "k1:"+credstore.NewKey())
+	s1, err := credstore.Open(ctx, b.URL, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	s2, err := credstore.Open(ctx, b.URL, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	sec := credstore.Secret{AccessToken: "a-0123456789", RefreshToken: "r-0123456789"}
+	if err := s1.Put(ctx, credstore.Record{Principal: "alice", Upstream: "code", Obtained: time.Now()}, sec); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := s2.Get(ctx, "alice", "code"); err != nil || got != sec {
+		t.Fatalf("get: %v", err)
+	}
+	if recs, bad, err := s2.List(ctx); err != nil || len(bad) > 0 || len(recs) != 1 {
+		t.Fatalf("list: %v %v %v", recs, bad, err)
+	}
+	id, err := s1.Begin(ctx, credstore.Pending{Principal: "alice", Upstream: "code", Expiry: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := s1
+			if i%2 == 1 {
+				s = s2
+			}
+			_, err := s.Take(ctx, id)
+			if err != nil && !credstore.IsGone(err) {
+				t.Errorf("take: %v", err)
+			}
+			if err == nil {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d takes won, want 1", wins)
+	}
+	if ok, err := s2.Delete(ctx, "alice", "code"); !ok || err != nil {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
+	if ok, _ := s1.Has(ctx, "alice", "code"); ok {
+		t.Fatal("still there")
 	}
 }
