@@ -106,6 +106,16 @@ tools:
 	if code, _, stderr := runBounded(t, []string{"credentials", "revoke", "--config", cfg, "alice", "code"}); code != 1 || !strings.Contains(stderr, "is not ID:KEY") {
 		t.Fatalf("malformed key: %d %s", code, stderr)
 	}
+	// Without the key: deleted, but the provider cannot be told; a
+	// principal with nothing stored is refused.
+	t.Setenv(credstore.EnvKeys, "")
+	if code, _, stderr := runBounded(t, []string{"credentials", "revoke", "--config", cfg, "--audit-log", "off", "carol", "code"}); code != 1 || !strings.Contains(stderr, "carol has no stored credential for code") {
+		t.Fatalf("carol: %d %s", code, stderr)
+	}
+	must(s.Put(ctx, credstore.Record{Principal: "erin", Upstream: "code", Obtained: now}, credstore.Secret{AccessToken: "erin-access-0123456789"}))
+	if code, out, stderr := runBounded(t, []string{"credentials", "revoke", "--config", cfg, "--audit-log", "off", "erin", "code"}); code != 0 || !strings.Contains(out, "not told: the credential cannot be opened here") {
+		t.Fatalf("erin without the key: %d %s %s", code, out, stderr)
+	}
 	t.Setenv(credstore.EnvKeys, val)
 	// Give alice's refresh token a life at the provider to revoke: the
 	// stored one is made up, so the provider's count is what shows.

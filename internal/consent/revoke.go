@@ -31,10 +31,16 @@ func (f *Flow) Revoke(ctx context.Context, principal, server, by string) (Revoca
 	line := auditstream.Credential{Event: auditstream.EventCredentialRevoked, Principal: principal, Upstream: server, By: by, Via: "cli"}
 	unlock := f.o.Store.Lock(principal, server)
 	defer unlock()
+	notFound := fmt.Errorf("%s has no stored credential for %s; `airlock credentials list` shows what is stored", principal, server)
+	if has, err := f.o.Store.Has(ctx, principal, server); err != nil {
+		return out, err
+	} else if !has {
+		return out, notFound
+	}
 	_, sec, err := f.o.Store.Get(ctx, principal, server)
 	switch {
 	case errors.Is(err, credstore.ErrNotFound):
-		return out, fmt.Errorf("%s has no stored credential for %s; `airlock credentials list` shows what is stored", principal, server)
+		return out, notFound
 	case err != nil:
 		out.Provider = "not told: the credential cannot be opened here (" + err.Error() + ")"
 	default:
@@ -42,6 +48,9 @@ func (f *Flow) Revoke(ctx context.Context, principal, server, by string) (Revoca
 	}
 	if out.Deleted, err = f.o.Store.Delete(ctx, principal, server); err != nil {
 		return out, err
+	}
+	if !out.Deleted { // revoked meanwhile by someone else
+		return out, notFound
 	}
 	line.Detail = out.Provider
 	f.o.Audit.Credential(line)
