@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/blob"
+	"github.com/airlock-run/airlock/internal/consent"
 	"github.com/airlock-run/airlock/internal/exchange"
 	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/pin"
@@ -89,6 +90,10 @@ type Activities struct {
 	// for upstreams that act as the user (exchange.EnvKey; nil: such
 	// calls fail, nothing sent).
 	SubjectKey *ecdh.PrivateKey
+	// Consent finds the users' own credentials for upstreams with
+	// server.http.auth.user_oauth (useroauth.go; nil: such calls fail,
+	// nothing sent).
+	Consent *consent.Flow
 	// AskTimeout bounds how long an upstream's sampling or elicitation
 	// request waits for the client's answer when no gateway runs in this
 	// process (default DefaultAskTimeout; mrtr.go).
@@ -125,7 +130,7 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 	defer stopWatch()
 	// As the user, with a token exchanged now, not when the call was made
 	// (subject.go).
-	ctx, acted, err := a.actAs(ctx, in)
+	ctx, acted, err := a.actAsUser(ctx, in) // useroauth.go, else subject.go
 	if err != nil {
 		return api.CallToolOutput{}, err
 	}

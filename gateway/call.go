@@ -157,6 +157,9 @@ func (g *Gateway) prepareCall(ctx context.Context, e *toolEntry, req *mcp.CallTo
 		log.Warn().Err(err).Msg("call refused: cannot act as the caller upstream")
 		return nil, errorResult(taskID, callID, err.Error()), nil
 	}
+	if refusal, err := g.userConsent(ctx, req, c); refusal != nil || err != nil { // useroauth.go
+		return nil, refusal, err
+	}
 	c.in, c.start = g.taskStart(taskID, tref.client, pr)
 	if !tref.exists && tref.named {
 		// Another client may name this task too: create it before

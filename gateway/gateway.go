@@ -52,6 +52,7 @@ import (
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/auditstream"
+	"github.com/airlock-run/airlock/internal/consent"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -142,6 +143,10 @@ type Options struct {
 	// carries the caller's access token sealed to it (internal/exchange).
 	// Nil: such calls are refused before they start.
 	SubjectKey *ecdh.PublicKey
+	// Consent is the user consent flow of upstreams with
+	// server.http.auth.user_oauth (useroauth.go). Nil: such calls are
+	// refused before they start.
+	Consent *consent.Flow
 	// SessionKey signs the Mcp-Session-Id of HTTP sessions so that any
 	// replica sharing it serves any session (replica.go); it should have
 	// at least MinSessionKeyBytes (config.SessionKey enforces that). Empty:
@@ -202,6 +207,10 @@ type Gateway struct {
 	sessionKey []byte
 	server     *mcp.Server
 	log        zerolog.Logger
+
+	// consentWaits are the sessions sent to consent, by elicitation ID
+	// (useroauth.go).
+	consentWaits consentWaits
 
 	// running remembers tasks known to be running, whose calls can skip
 	// the start half of Update-with-Start, with the run that last
@@ -314,6 +323,7 @@ func New(opts Options) *Gateway {
 	g.addCatalogTools()
 	g.addProgramTool()                                    // programs.go
 	g.addStateTools()                                     // state.go
+	g.watchConsent()                                      // useroauth.go
 	g.server.AddReceivingMiddleware(g.resourceMiddleware) // filters resource and prompt lists by data level
 	if opts.Tracer != nil {
 		g.server.AddReceivingMiddleware(g.traceMiddleware) // added last: outermost (trace.go)

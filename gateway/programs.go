@@ -338,6 +338,9 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 	if preq.Subject, err = g.programSubject(ctx, taskID, preq.Tools, pr); err != nil {
 		return errorResult(taskID, "", err.Error()), nil
 	}
+	if preq.Subject == nil {
+		preq.Subject = g.programConsent(taskID, preq.Tools, pr) // useroauth.go
+	}
 	if b, err := json.Marshal(preq); err != nil || len(b) > api.MaxArgumentBytes {
 		// The tool table is the bulk: the task must be able to record it.
 		return errorResult(taskID, "", fmt.Sprintf("the program and its table of %d tools are more than the %d bytes a task can record; nothing ran. Ask for fewer tools (a role's tools allowlist).", len(preq.Tools), api.MaxArgumentBytes)), nil

@@ -38,6 +38,7 @@ import (
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/consent"
 	"github.com/airlock-run/airlock/internal/identity"
 	"github.com/airlock-run/airlock/internal/pin"
 	"github.com/airlock-run/airlock/internal/policy"
@@ -240,6 +241,9 @@ type stackOptions struct {
 	// subjectKey is the worker's subject key (its public half the
 	// gateway's) for upstreams that act as the user (tokenexchange_test.go).
 	subjectKey *ecdh.PrivateKey
+	// consent, when set, is the user consent flow of upstreams with
+	// user_oauth, on the worker and the gateway (consent_test.go).
+	consent *consent.Flow
 	// logs, when set, receives every log line of the stack, debug and up.
 	logs io.Writer
 }
@@ -341,7 +345,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		o.judge = func() *activities.Judge { return j }
 	}
 	s.worker = worker.New(c, &activities.Activities{Relay: hub, AskTimeout: o.askTimeout, Blobs: blobs, Tools: s.pool, Policy: pol, Groups: o.groups, Notifiers: o.notifiers, Pins: o.pins, MaxResultBytes: o.maxResultBytes,
-		Catalog: catalog, Current: o.judge, Audit: o.audit, SubjectKey: o.subjectKey}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
+		Catalog: catalog, Current: o.judge, Audit: o.audit, SubjectKey: o.subjectKey, Consent: o.consent}, worker.Options{Identity: o.workerIdentity, Interceptors: o.interceptors})
 	if err := s.worker.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +359,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		RollbackOnDeny: o.rollbackOnDeny, RollbackNotify: o.rollbackNotify,
 		Catalog: o.catalog, State: o.state, SharedUnnamedTask: o.sharedUnnamed,
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
-		SessionKey: o.sessionKey, Audit: o.audit, SubjectKey: subjectPub(o.subjectKey),
+		SessionKey: o.sessionKey, Audit: o.audit, SubjectKey: subjectPub(o.subjectKey), Consent: o.consent,
 		Programs:        o.programs,
 		TaskConcurrency: o.taskConcurrency, TaskBacklog: o.taskBacklog,
 	})

@@ -11,6 +11,9 @@ import (
 // the user who made it (server.http.auth).
 type UpstreamAuth struct {
 	TokenExchange *TokenExchange `yaml:"token_exchange,omitempty" json:"token_exchange,omitempty"`
+	// UserOAuth: each user authorizes airlock at a third-party provider
+	// once (useroauth.go).
+	UserOAuth *UserOAuth `yaml:"user_oauth,omitempty" json:"user_oauth,omitempty"`
 }
 
 // TokenExchange makes the worker, when it runs a call, exchange the calling
@@ -71,6 +74,7 @@ func (a *UpstreamAuth) expand(lookup func(string) string) *UpstreamAuth {
 		c.Scopes = slices.Clone(c.Scopes)
 		out.TokenExchange = &c
 	}
+	out.UserOAuth = a.UserOAuth.expand(lookup)
 	return &out
 }
 
@@ -86,8 +90,15 @@ func (v *validator) tokenExchange(h *HTTPServer) {
 	}
 	const at = "server.http.auth.token_exchange"
 	c := h.Auth.TokenExchange
+	if h.Auth.UserOAuth != nil {
+		v.userOAuth(h) // useroauth.go
+		if c != nil {
+			v.add("server.http.auth", "sets both token_exchange and user_oauth; keep one: token_exchange when the provider can exchange the sign-in token, user_oauth when each user must authorize airlock at a provider of its own")
+		}
+		return
+	}
 	if c == nil {
-		v.add("server.http.auth", "names no method; write token_exchange: {token_url, client_id, client_secret_env, audience or resource}")
+		v.add("server.http.auth", "names no method; write token_exchange: {token_url, client_id, client_secret_env, audience or resource}, or user_oauth: {authorize_url, token_url, client_id, client_secret_env, redirect_url}")
 		return
 	}
 	if c.TokenURL == "" {

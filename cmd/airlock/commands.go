@@ -111,6 +111,7 @@ func commands() []*Command {
 		approvalsCommand(),
 		manifestsCommand(),
 		keysCommand(),
+		credentialsCommand(),
 		slackCommand(),
 		schedulesCommand(),
 		auditCommand(),

@@ -29,6 +29,7 @@ import (
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/blob"
 	"github.com/airlock-run/airlock/internal/config"
+	"github.com/airlock-run/airlock/internal/consent"
 	"github.com/airlock-run/airlock/internal/devserver"
 	"github.com/airlock-run/airlock/internal/devui"
 	"github.com/airlock-run/airlock/internal/exchange"
@@ -76,6 +77,10 @@ type stack struct {
 	// from the pool's goroutines.
 	gwMu sync.Mutex
 	gw   *gateway.Gateway
+
+	// consent is the user consent flow and credential store of upstreams
+	// with user_oauth (credentials.go).
+	consent *consent.Flow
 
 	// cfg is the configuration version in force; reloads replace it
 	// (reload.go).
@@ -242,6 +247,9 @@ func start(ctx context.Context, e *env, r roles, temporalPort int) (*stack, erro
 		return s, err
 	}
 	if err := s.startReload(r); err != nil { // reload.go
+		return s, err
+	}
+	if err := s.startConsent(ctx); err != nil { // credentials.go
 		return s, err
 	}
 	if r.worker {
@@ -414,6 +422,7 @@ func (s *stack) startWorker(ctx context.Context, withGateway bool) error {
 		return err
 	}
 	acts.SubjectKey = priv
+	acts.Consent = s.consent
 	if priv != nil {
 		e.log.Info().Str("key_id", exchange.KeyID(priv.PublicKey())).Msg("subject key: this worker opens the user tokens sealed to it (upstreams with token_exchange)")
 	}
@@ -491,6 +500,7 @@ func (s *stack) startGateway(r roles) error {
 	}
 	g := gateway.New(gateway.Options{
 		SubjectKey:      subjectPub,
+		Consent:         s.consent,
 		Directory:       dir,
 		Local:           local,
 		Temporal:        s.client,
@@ -555,6 +565,8 @@ func (s *stack) serveHTTP(ctx context.Context) error {
 	e := s.env
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.gw.Handler())
+	// Users authorize airlock at the providers of upstreams with user_oauth.
+	mux.Handle("/oauth/consent/", s.consent.Handler())
 	// OAuth clients discover the authorization servers here (RFC 9728).
 	s.dir.MountMetadata(mux)
 	if e.metricsOnMux() {

@@ -86,8 +86,11 @@ func (p *Pool) CallTool(ctx context.Context, server, tool string, args json.RawM
 	if err := ctx.Err(); err != nil {
 		return nil, newCallError(ErrNotSent, err, "upstream %s: tool %s not sent: %v", server, tool, err)
 	}
-	if _, ok := callBearer(ctx); u.cfg.ExchangesTokens() && !ok {
+	if _, ok := callBearer(ctx); u.cfg.ActsAsUser() && !ok {
 		// Fail closed: never as airlock (or nobody) where the user is meant.
+		if u.cfg.UsesUserOAuth() {
+			return nil, errNoUserCredential() // useroauth.go
+		}
 		return nil, errNoUserToken()
 	}
 

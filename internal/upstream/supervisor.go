@@ -232,6 +232,8 @@ func (u *upstream) configError() string {
 		return "empty http url"
 	case u.cfg.ExchangesTokens() && os.Getenv(u.cfg.HTTP.Auth.TokenExchange.ClientSecretEnv) == "":
 		return "server.http.auth.token_exchange.client_secret_env: the environment variable " + u.cfg.HTTP.Auth.TokenExchange.ClientSecretEnv + " is not set; set it to the client secret"
+	case u.cfg.UsesUserOAuth() && os.Getenv(u.cfg.HTTP.Auth.UserOAuth.ClientSecretEnv) == "":
+		return "server.http.auth.user_oauth.client_secret_env: the environment variable " + u.cfg.HTTP.Auth.UserOAuth.ClientSecretEnv + " is not set; set it to the client secret"
 	case oauthConfigError(u.cfg.HTTP) != "":
 		return oauthConfigError(u.cfg.HTTP)
 	}
