@@ -37,6 +37,9 @@ func (a *Activities) DecideAndCall(ctx context.Context, in api.DecideAndCallInpu
 	}
 	out.Ran = true
 	call := in.Call
+	if call.Roles == nil { // the content guard of the result reads the caller's roles
+		call.Roles = in.Decide.Principal.Roles
+	}
 	if r := d.Route; r != nil {
 		// Run what was judged: this worker's route, not the request's.
 		call.Server, call.Tool, call.Idempotent = r.Server, r.UpstreamTool, r.Spec.Idempotent

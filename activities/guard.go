@@ -11,38 +11,30 @@ import (
 	"github.com/airlock-run/airlock/manifests"
 )
 
-// SecretsInResults is what the worker does with secrets in a result of
-// the exposed tool: its manifest's guard.results.secrets, else the
-// configuration's guard, else off (manifests.SecretsInResults).
-func (c *Catalog) SecretsInResults(exposed string) manifests.GuardAction {
-	return c.guardOf(exposed, (*manifests.Manifest).SecretsInResults)
-}
-
-// PersonalDataInResults is what the worker does with personal data in a
-// result of the exposed tool, likewise (manifests.PersonalDataInResults).
-func (c *Catalog) PersonalDataInResults(exposed string) manifests.GuardAction {
-	return c.guardOf(exposed, (*manifests.Manifest).PersonalDataInResults)
-}
-
-// InjectionInResults is what the worker does with prompt-injection
-// markers in a result of the exposed tool, likewise
-// (manifests.InjectionInResults).
-func (c *Catalog) InjectionInResults(exposed string) manifests.GuardAction {
-	return c.guardOf(exposed, (*manifests.Manifest).InjectionInResults)
-}
-
-// guardOf applies setting to the exposed tool's manifest and declaration
-// (nil for a tool no manifest declares: the manifest's default); off for
-// a tool of no known server.
-func (c *Catalog) guardOf(exposed string, setting func(*manifests.Manifest, *manifests.Tool) manifests.GuardAction) manifests.GuardAction {
+// entryOf is the manifest and declaration of the exposed tool (nil
+// declaration for a tool no manifest declares; nil manifest for a tool of
+// no known server).
+func (c *Catalog) entryOf(exposed string) (*manifests.Manifest, *manifests.Tool) {
 	if e, ok := c.tools[exposed]; ok {
-		return setting(c.manifest[e.server], e.decl)
+		return c.manifest[e.server], e.decl
 	}
-	server, _, found := c.names.Resolve(exposed)
-	if !found {
-		return manifests.GuardOff
+	if server, _, found := c.names.Resolve(exposed); found {
+		return c.manifest[server], nil
 	}
-	return setting(c.manifest[server], nil)
+	return nil, nil
+}
+
+// ResultGuard is what the worker does with each category in a result of
+// the exposed tool called by a principal holding roles: the manifest's
+// guard.results, else the configuration's, tightened by the roles'
+// (manifests.ResultGuardFor); off for a tool of no known server.
+func (c *Catalog) ResultGuard(exposed string, roles []string) guard.Policy {
+	m, decl := c.entryOf(exposed)
+	if m == nil {
+		return guard.Policy{Secrets: guard.Off, PersonalData: guard.Off, Injection: guard.Off}
+	}
+	s, p, i := m.ResultGuardFor(decl, roles)
+	return guard.Policy{Secrets: guard.Action(s), PersonalData: guard.Action(p), Injection: guard.Action(i)}
 }
 
 // guardResult inspects a tool's result before it leaves the activity, so
@@ -64,8 +56,7 @@ func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) 
 	if name == "" {
 		name = c.exposed(in.Server, in.Tool)
 	}
-	p := guard.Policy{Secrets: guard.Action(c.SecretsInResults(name)), PersonalData: guard.Action(c.PersonalDataInResults(name)),
-		Injection: guard.Action(c.InjectionInResults(name))}
+	p := c.ResultGuard(name, in.Roles)
 	if p.Secrets == guard.Off && p.PersonalData == guard.Off && p.Injection == guard.Off {
 		return res, nil
 	}
@@ -88,13 +79,16 @@ func findingLines(fs []api.Finding) []string {
 }
 
 // ArgumentGuard is what airlock does with secrets and personal data in
-// the arguments of a call to the exposed tool: its manifest's
-// guard.arguments, else the configuration's, else off.
-func (c *Catalog) ArgumentGuard(exposed string) guard.Policy {
-	return guard.Policy{
-		Secrets:      guard.Action(c.guardOf(exposed, (*manifests.Manifest).SecretsInArguments)),
-		PersonalData: guard.Action(c.guardOf(exposed, (*manifests.Manifest).PersonalDataInArguments)),
+// the arguments of a call to the exposed tool by a principal holding
+// roles: its manifest's guard.arguments, else the configuration's, else
+// off, tightened by the roles' (manifests.ArgumentGuardFor).
+func (c *Catalog) ArgumentGuard(exposed string, roles []string) guard.Policy {
+	m, decl := c.entryOf(exposed)
+	if m == nil {
+		return guard.Policy{Secrets: guard.Off, PersonalData: guard.Off}
 	}
+	s, p := m.ArgumentGuardFor(decl, roles)
+	return guard.Policy{Secrets: guard.Action(s), PersonalData: guard.Action(p)}
 }
 
 // guardArguments is what the policy sees as the findings in a call's
@@ -111,7 +105,7 @@ func (c *Catalog) ArgumentGuard(exposed string) guard.Policy {
 func (a *Activities) guardArguments(cat ToolCatalog, in api.DecideInput) (fs []api.Finding, mask []string) {
 	fs = append(fs, in.Findings...)
 	if c, ok := cat.(*Catalog); ok {
-		_, found, err := guard.InspectArguments(in.Arguments, c.ArgumentGuard(in.Tool))
+		_, found, err := guard.InspectArguments(in.Arguments, c.ArgumentGuard(in.Tool, in.Principal.Roles))
 		if err == nil { // else the policy's json check denies
 			for _, f := range found {
 				var path string

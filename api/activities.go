@@ -49,6 +49,10 @@ type CallToolInput struct {
 	ProgressToken any `json:",omitempty"`
 	// Subject is CallRequest.Subject: the user the call runs as upstream.
 	Subject *Subject `json:",omitempty"`
+	// Roles are the roles of the task's principal: a role's guard
+	// tightens the content guard of the result (issue 30 §1). Recorded
+	// with the activity's input; a replay does not compare it.
+	Roles []string `json:",omitempty"`
 }
 
 // CallToolOutput carries the upstream's CallToolResult as JSON, so every

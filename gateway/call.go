@@ -137,7 +137,7 @@ func (g *Gateway) prepareCall(ctx context.Context, e *toolEntry, req *mcp.CallTo
 		log.Warn().Err(err).Msg("call refused: arguments")
 		return nil, errorResult(taskID, callID, err.Error()), nil
 	}
-	args, findings, err := g.guardArguments(e, args) // guard.go: before anything records them
+	args, findings, err := g.guardArguments(e, pr.Roles, args) // guard.go: before anything records them
 	if err != nil {
 		return nil, errorResult(taskID, callID, err.Error()), nil
 	}

@@ -22,12 +22,12 @@ import (
 // path, action; never the value) travel in the call for the policy. A
 // finding under require_approval or annotate leaves its value: the
 // worker finds it again in what it runs, and decides.
-func (g *Gateway) guardArguments(e *toolEntry, args json.RawMessage) (json.RawMessage, []api.Finding, error) {
-	m := g.manifestOf(e.server)
-	p := guard.Policy{
-		Secrets:      guard.Action(m.SecretsInArguments(e.decl)),
-		PersonalData: guard.Action(m.PersonalDataInArguments(e.decl)),
-	}
+//
+// roles are the caller's: a role's guard.arguments tightens the tool's
+// (manifests.ArgumentGuardFor).
+func (g *Gateway) guardArguments(e *toolEntry, roles []string, args json.RawMessage) (json.RawMessage, []api.Finding, error) {
+	secrets, personal := g.manifestOf(e.server).ArgumentGuardFor(e.decl, roles)
+	p := guard.Policy{Secrets: guard.Action(secrets), PersonalData: guard.Action(personal)}
 	out, found, err := guard.InspectArguments(args, p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid arguments to %s: %w; send a JSON object. Nothing ran", e.exposed, err)

@@ -287,3 +287,65 @@ func GuardProblems(g *Guard) []GuardProblem {
 	}
 	return out
 }
+
+// strictness orders the actions from the most permissive to the
+// strictest: off, annotate, require_approval (the value is delivered once
+// someone approves), redact (the value is never delivered) and block (not
+// even the rest is).
+func strictness(a GuardAction) int {
+	switch a {
+	case GuardAnnotate:
+		return 1
+	case GuardRequireApproval:
+		return 2
+	case GuardRedact:
+		return 3
+	case GuardBlock:
+		return 4
+	}
+	return 0
+}
+
+// Strictest is the stricter of a and b (strictness); "" counts as off.
+func Strictest(a, b GuardAction) GuardAction {
+	if strictness(b) > strictness(a) {
+		return b
+	}
+	if a == "" {
+		return GuardOff
+	}
+	return a
+}
+
+// withRoles is base (what the tool's manifest, else the configuration,
+// says) tightened by the guard of each of roles that sets the same
+// setting (get): the strictest of them wins. A role can only make the
+// guard stricter for its principals, never looser than the tool's or the
+// configuration's setting.
+func (m *Manifest) withRoles(base GuardAction, roles []string, get func(*Guard) GuardAction) GuardAction {
+	if m == nil {
+		return base
+	}
+	for _, r := range roles {
+		if g := m.RoleGuards[r]; g != nil {
+			base = Strictest(base, get(g))
+		}
+	}
+	return base
+}
+
+// ResultGuardFor is what the worker does with each category in a result
+// of the tool (nil: undeclared) called by a principal holding roles: the
+// tool's guard.results, else the configuration's, tightened by the roles'
+// guard.results (withRoles).
+func (m *Manifest) ResultGuardFor(t *Tool, roles []string) (secrets, personal, injection GuardAction) {
+	return m.withRoles(m.SecretsInResults(t), roles, func(g *Guard) GuardAction { return g.Results.secrets() }),
+		m.withRoles(m.PersonalDataInResults(t), roles, func(g *Guard) GuardAction { return g.Results.personalData() }),
+		m.withRoles(m.InjectionInResults(t), roles, func(g *Guard) GuardAction { return g.Results.injection() })
+}
+
+// ArgumentGuardFor is the same for a call's arguments (guard.arguments).
+func (m *Manifest) ArgumentGuardFor(t *Tool, roles []string) (secrets, personal GuardAction) {
+	return m.withRoles(m.SecretsInArguments(t), roles, func(g *Guard) GuardAction { return g.Arguments.secrets() }),
+		m.withRoles(m.PersonalDataInArguments(t), roles, func(g *Guard) GuardAction { return g.Arguments.personalData() })
+}

@@ -429,12 +429,14 @@ func (t *task) executeFound(ctx workflow.Context, req api.CallRequest) (api.Call
 		backoff = 2
 	}
 	actx := workflow.WithActivityOptions(ctx, callOptions(ctx, req))
+	caller, _ := t.caller()
 	for attempt := 1; ; attempt++ {
 		var out api.CallToolOutput
 		err := workflow.ExecuteActivity(actx, api.CallToolName, api.CallToolInput{
 			TaskID: t.in.TaskID, CallID: req.CallID, Attempt: attempt,
 			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments, ArgumentsRef: req.ArgumentsRef,
 			Idempotent: spec.Idempotent, ExposedName: req.Tool, ProgressToken: req.ProgressToken, Subject: req.Subject,
+			Roles: caller.Roles, // a role's guard tightens the result's (an input: a replay does not compare it)
 		}).Get(ctx, &out)
 		if err == nil {
 			o := api.OutcomeOK
