@@ -138,8 +138,8 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 		return api.CallToolOutput{}, classify(in, err)
 	}
 	defer func() { out.Exchanges = rel.recorded() }()
-	res, findings := a.guardResult(in, res) // guard.go: before anything records the result
-	defer func() { out.Findings = findings }()
+	res, findings, held := a.guardResult(in, res) // guard.go: before anything records the result
+	defer func() { out.Findings, out.Held = findings, held }()
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError(

@@ -32,7 +32,7 @@ func (a *Activities) DecideAndCall(ctx context.Context, in api.DecideAndCallInpu
 		return api.DecideAndCallOutput{}, err
 	}
 	out := api.DecideAndCallOutput{Decision: d}
-	if !a.fastPath(in.Decide.Tool, d) {
+	if !a.fastPath(in.Decide.Tool, d) || a.holdsResults(in.Decide.Tool, in.Decide.Principal.Roles) {
 		return out, nil
 	}
 	out.Ran = true

@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -8,6 +10,8 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/guard"
 	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/seal"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -40,17 +44,19 @@ func (c *Catalog) ResultGuard(exposed string, roles []string) guard.Policy {
 // guardResult inspects a tool's result before it leaves the activity, so
 // that the workflow history, the audit stream and the model never hold a
 // secret or personal data it found (issue 30 §1), each category by its
-// own setting: redacted in place, or the result replaced by an error
-// result (block), or delivered and recorded (annotate: prompt-injection
-// markers). Captures are not inspected: their pre-image is what a
-// compensation restores, and is never delivered to the model.
-func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) (*mcp.CallToolResult, []api.Finding) {
+// own setting (the tool's, else the configuration's, tightened by the
+// caller's roles): redacted in place, or the result replaced by an error
+// result (block), or delivered and recorded (annotate), or held for an
+// approver (require_approval: holdResult). Captures are not inspected:
+// their pre-image is what a compensation restores, and is never delivered
+// to the model.
+func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) (*mcp.CallToolResult, []api.Finding, *api.HeldResult) {
 	if isCapture(in.CallID) {
-		return res, nil
+		return res, nil, nil
 	}
 	c, ok := a.judge().Catalog.(*Catalog)
 	if !ok {
-		return res, nil // a test's catalog: no manifests, no guard
+		return res, nil, nil // a test's catalog: no manifests, no guard
 	}
 	name := in.ExposedName
 	if name == "" {
@@ -58,15 +64,115 @@ func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) 
 	}
 	p := c.ResultGuard(name, in.Roles)
 	if p.Secrets == guard.Off && p.PersonalData == guard.Off && p.Injection == guard.Off {
-		return res, nil
+		return res, nil, nil
 	}
+	if held, ok := heldPolicy(p); ok && len(in.ResultKey) > 0 {
+		return a.holdResult(c, in, name, res, p, held)
+	}
+	// Without the gateway's key (a program's call, a plan's step, an
+	// older gateway) a result under require_approval is withheld: the
+	// guard treats it as block (fail closed).
 	res, found := guard.InspectPolicy(res, p, name)
+	return res, countFindings(found, ""), nil
+}
+
+// countFindings are found as the history records them, counted in the
+// metric; as, when set, is the action recorded instead of the guard's.
+func countFindings(found []guard.Finding, as string) []api.Finding {
 	var fs []api.Finding
 	for _, f := range found {
+		if as != "" {
+			f.Action = as
+		}
 		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
 		fs = append(fs, api.Finding{Rule: f.Rule, Path: f.Path, Action: f.Action})
 	}
-	return res, fs
+	return fs
+}
+
+// heldPolicy splits p: the categories under require_approval (held, set
+// to Redact, the others off) and ok when there is one.
+func heldPolicy(p guard.Policy) (held guard.Policy, ok bool) {
+	pick := func(a guard.Action) guard.Action {
+		if a == guard.RequireApproval {
+			ok = true
+			return guard.Redact
+		}
+		return guard.Off
+	}
+	held = guard.Policy{Secrets: pick(p.Secrets), PersonalData: pick(p.PersonalData), Injection: pick(p.Injection)}
+	return held, ok
+}
+
+// holdResult applies p to res with its require_approval categories held
+// (issue 30 §1): the other categories first, as configured (a block among
+// them withholds the result, and nothing is held); then what the held
+// categories find is redacted in the copy the history keeps, and the
+// result as it would be delivered is sealed to the gateway's key
+// (CallToolInput.ResultKey), with the approval the policy asks for. The
+// history thus holds the redacted result and ciphertext only; the
+// workflow waits for an approver, and the gateway opens and delivers the
+// sealed result once one approves.
+func (a *Activities) holdResult(c *Catalog, in api.CallToolInput, name string, res *mcp.CallToolResult, p, held guard.Policy) (*mcp.CallToolResult, []api.Finding, *api.HeldResult) {
+	rest := p
+	for _, x := range []*guard.Action{&rest.Secrets, &rest.PersonalData, &rest.Injection} {
+		if *x == guard.RequireApproval {
+			*x = guard.Off
+		}
+	}
+	out, found := guard.InspectPolicy(res, rest, name)
+	fs := countFindings(found, "")
+	if out != res { // blocked by another category: nothing to hold
+		return out, fs, nil
+	}
+	clear, err := json.Marshal(out)
+	if err != nil {
+		return withheld(name, "airlock could not encode the result to hold it for approval"), fs, nil
+	}
+	out, found = guard.InspectPolicy(out, held, name)
+	if len(found) == 0 {
+		return out, fs, nil // nothing under require_approval: delivered as is
+	}
+	hfs := countFindings(found, string(guard.RequireApproval))
+	fs = append(fs, hfs...)
+	var where []string
+	seen := map[string]bool{}
+	for _, f := range hfs {
+		if w := clipPath(f.Rule + " at " + f.Path); !seen[w] {
+			seen[w] = true
+			where = append(where, w)
+		}
+	}
+	const maxNamed = 20
+	if len(where) > maxNamed {
+		where = append(where[:maxNamed], fmt.Sprintf("and %d more", len(where)-maxNamed))
+	}
+	why := fmt.Sprintf("the call ran; approve delivering its result: the result of %s holds %s (guard.results: require_approval; the values are masked, and the history keeps them only sealed)", name, strings.Join(where, ", "))
+	tool, ok := c.Tool(name)
+	if !ok {
+		tool = policy.Tool{Name: name}
+	}
+	j := a.judge()
+	d := j.Policy.ResultApproval(tool, why)
+	if d.Effect != api.RequireApproval {
+		return withheld(name, d.Reason), fs, nil
+	}
+	peer, sealed, err := seal.Seal(in.ResultKey, clear)
+	if err != nil {
+		return withheld(name, "airlock could not seal the result to hold it for approval ("+err.Error()+")"), fs, nil
+	}
+	spec := approvalSpec(d, tool, j.Groups)
+	spec.NoEdits, spec.MaxGrant, spec.GrantArgs = true, nil, nil // a result is delivered or not; nothing to edit or grant
+	spec.OnTimeout = "deny"                                      // nobody decided: not delivered
+	return out, fs, &api.HeldResult{SealedResult: api.SealedResult{Peer: peer, Sealed: sealed}, Reason: d.Reason,
+		Group: d.Group, Quorum: d.Quorum, PolicyVersion: d.Version, Approval: spec}
+}
+
+// withheld is the error result of a result the guard could not hold for
+// approval: nothing of it is delivered.
+func withheld(tool, why string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
+		Text: fmt.Sprintf("airlock withheld the result of %s: %s. The call ran; its result is not shown", tool, why)}}}
 }
 
 // findingLines are findings as the audit stream writes them.
@@ -149,4 +255,27 @@ func maskPath(f guard.ArgumentFinding) string {
 		}
 	}
 	return strings.Join(keys, ".")
+}
+
+// clipPath bounds a "rule at path" named to an approver (a path holds
+// the upstream's object keys).
+func clipPath(s string) string {
+	const max = 200
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}
+
+// holdsResults reports whether a result of the exposed tool called by a
+// principal holding roles may be held for approval (guard.results:
+// require_approval): such a call runs the regular way, whose workflow
+// waits for the approver (the fast path has no wait).
+func (a *Activities) holdsResults(exposed string, roles []string) bool {
+	c, ok := a.judge().Catalog.(*Catalog)
+	if !ok {
+		return false
+	}
+	_, held := heldPolicy(c.ResultGuard(exposed, roles))
+	return held
 }

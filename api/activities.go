@@ -53,6 +53,8 @@ type CallToolInput struct {
 	// tightens the content guard of the result (issue 30 §1). Recorded
 	// with the activity's input; a replay does not compare it.
 	Roles []string `json:",omitempty"`
+	// ResultKey is CallRequest.ResultKey.
+	ResultKey []byte `json:",omitempty"`
 }
 
 // CallToolOutput carries the upstream's CallToolResult as JSON, so every
@@ -74,6 +76,10 @@ type CallToolOutput struct {
 	Findings []Finding `json:",omitempty"`
 	// ActedAs is who the call reached the upstream as (token exchange).
 	ActedAs *ActedAs `json:",omitempty"`
+	// Held, when set, is the clear result sealed and the approval to ask
+	// before delivering it (guard.results: require_approval); Result is
+	// then the redacted copy, which the history keeps.
+	Held *HeldResult `json:",omitempty"`
 }
 
 // Exchange is one server-to-client request an upstream made during a call.

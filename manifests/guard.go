@@ -13,7 +13,7 @@ import "fmt"
 //	    secrets: block          # or redact, require_approval, annotate, off
 //	    personal_data: annotate
 //	  results:
-//	    secrets: redact         # or block, annotate, off
+//	    secrets: redact         # or block, require_approval, annotate, off
 //	    personal_data: redact   # (e-mail, cards, IBANs, phones)
 //	    injection: annotate     # or block, redact, off (prompt-injection markers)
 //	  descriptions:
@@ -41,9 +41,11 @@ type GuardDescriptions struct {
 type GuardResults struct {
 	// Secrets: redact (each secret replaced by [REDACTED:<rule>], the rest
 	// delivered), block (an error result naming the kinds and where,
-	// never the values), require_approval (arguments only: the call goes
-	// to an approver, who sees the finding with the value masked),
-	// annotate (delivered unchanged, the finding recorded) or off.
+	// never the values), require_approval (in arguments: the call goes
+	// to an approver, who sees the finding with the value masked; in a
+	// result: the call runs and its result is held, sealed, until an
+	// approver approves delivering it), annotate (delivered unchanged,
+	// the finding recorded) or off.
 	// Omitted: the configuration's guard, else off.
 	Secrets GuardAction `yaml:"secrets,omitempty" json:"secrets,omitempty"`
 	// PersonalData: the same for personal data (e-mail addresses, payment
@@ -70,12 +72,13 @@ const (
 // GuardActions lists the valid actions for arguments, for messages.
 var GuardActions = []GuardAction{GuardRedact, GuardBlock, GuardRequireApproval, GuardAnnotate, GuardOff}
 
-// GuardResultActions lists the valid actions for results: a result exists
-// only once the call has run, so there is no approval to ask for it.
-var GuardResultActions = []GuardAction{GuardRedact, GuardBlock, GuardAnnotate, GuardOff}
+// GuardResultActions lists the valid actions for results; under
+// require_approval the call runs and its result is held until an approver
+// approves delivering it.
+var GuardResultActions = []GuardAction{GuardRedact, GuardBlock, GuardRequireApproval, GuardAnnotate, GuardOff}
 
 // InjectionActions are the valid actions of guard.results.injection.
-var InjectionActions = []GuardAction{GuardAnnotate, GuardBlock, GuardRedact, GuardOff}
+var InjectionActions = []GuardAction{GuardAnnotate, GuardBlock, GuardRedact, GuardRequireApproval, GuardOff}
 
 // DescriptionActions are the valid actions of guard.descriptions.injection.
 var DescriptionActions = []GuardAction{GuardAnnotate, GuardBlock, GuardOff}
@@ -100,7 +103,7 @@ func (a GuardAction) Valid() bool {
 }
 
 // ValidForResults reports whether a is one of GuardResultActions.
-func (a GuardAction) ValidForResults() bool { return a.Valid() && a != GuardRequireApproval }
+func (a GuardAction) ValidForResults() bool { return a.OneOf(GuardResultActions) }
 
 // GuardDefaults are airlock.yaml's guard, for tools that declare none
 // (set by internal/config).
@@ -253,12 +256,10 @@ func GuardProblems(g *Guard) []GuardProblem {
 			a GuardAction
 		}{{".results.secrets", r.Secrets}, {".results.personal_data", r.PersonalData}, {".results.injection", r.Injection}} {
 			switch {
-			case c.a == GuardRequireApproval:
-				add(c.f, "require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding")
 			case c.a != "" && c.f == ".results.injection" && !c.a.OneOf(InjectionActions):
-				add(c.f, "must be one of %s, got %q; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker", list(InjectionActions), c.a)
-			case c.a != "" && !c.a.Valid():
-				add(c.f, "must be one of %s, got %q; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding", list(GuardResultActions), c.a)
+				add(c.f, "must be one of %s, got %q; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker, require_approval holds it until an approver approves delivering it", list(InjectionActions), c.a)
+			case c.a != "" && !c.a.OneOf(GuardResultActions):
+				add(c.f, "must be one of %s, got %q; redact replaces each match in a tool's result with a marker, block withholds the result, require_approval holds it until an approver approves delivering it (the call has run), annotate delivers it and records the finding", list(GuardResultActions), c.a)
 			}
 		}
 	}

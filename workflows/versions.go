@@ -250,4 +250,15 @@ const (
 	// Feature and GetVersion in labels.go; first recorded in
 	// testdata/labels_v1_run1.json.
 	changeLabels = "labels"
+
+	// changeResultApproval versions holding a result for an approver
+	// (guard.results: require_approval; issue 30 §1): a call whose
+	// CallTool activity returned a held result waits for an approval to
+	// deliver it; approved, its result carries the sealed result for the
+	// gateway to open; denied or expired, an error naming the findings.
+	// Asked only when a result is held, which no earlier history has.
+	//
+	// Feature and GetVersion in guard.go (call.go runCall); first
+	// recorded in testdata/result_approval_v1_run1.json.
+	changeResultApproval = "result-approval"
 )

@@ -118,7 +118,7 @@ func TestLoadProblems(t *testing.T) {
 			name:  "role guard action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nroles:\n  strict:\n    guard:\n      results:\n        secrets: hide\n",
-			want:  []string{`DIR/airlock.yaml:6: roles.strict.guard.results.secrets: must be one of redact, block, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`},
+			want:  []string{`DIR/airlock.yaml:6: roles.strict.guard.results.secrets: must be one of redact, block, require_approval, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, require_approval holds it until an approver approves delivering it (the call has run), annotate delivers it and records the finding`},
 		},
 		{
 			name:  "role guard descriptions",
@@ -151,16 +151,10 @@ func TestLoadProblems(t *testing.T) {
 			},
 		},
 		{
-			name:  "role guard require_approval for results",
-			files: map[string]string{"m.yaml": manifestFor("m")},
-			cfg:   "manifests: [m.yaml]\nroles:\n  strict:\n    guard:\n      results: {secrets: require_approval}\n",
-			want:  []string{`DIR/airlock.yaml:5: roles.strict.guard.results.secrets: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
-		},
-		{
 			name:  "guard action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: hide\n",
-			want:  []string{`DIR/airlock.yaml:4: guard.results.secrets: must be one of redact, block, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`},
+			want:  []string{`DIR/airlock.yaml:4: guard.results.secrets: must be one of redact, block, require_approval, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, require_approval holds it until an approver approves delivering it (the call has run), annotate delivers it and records the finding`},
 		},
 		{
 			name:  "guard without results",
@@ -172,7 +166,7 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard personal data action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: redact\n    personal_data: mask\n",
-			want:  []string{`DIR/airlock.yaml:5: guard.results.personal_data: must be one of redact, block, annotate, off, got "mask"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`},
+			want:  []string{`DIR/airlock.yaml:5: guard.results.personal_data: must be one of redact, block, require_approval, annotate, off, got "mask"; redact replaces each match in a tool's result with a marker, block withholds the result, require_approval holds it until an approver approves delivering it (the call has run), annotate delivers it and records the finding`},
 		},
 		{
 			name:  "guard results naming nothing",
@@ -184,7 +178,7 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard injection action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    injection: warn\n",
-			want:  []string{`DIR/airlock.yaml:4: guard.results.injection: must be one of annotate, block, redact, off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker`},
+			want:  []string{`DIR/airlock.yaml:4: guard.results.injection: must be one of annotate, block, redact, require_approval, off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker, require_approval holds it until an approver approves delivering it`},
 		},
 		{
 			name:  "guard descriptions redact",
@@ -228,18 +222,6 @@ func TestLoadProblems(t *testing.T) {
 			cfg:   "manifests: [m.yaml]\nguard:\n  arguments:\n    secrets: block\n    secrets: off\n",
 			want: []string{`DIR/airlock.yaml:3: guard.arguments: names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments`,
 				`DIR/airlock.yaml:5: guard.arguments.secrets: defined twice (first at line 4); keep one`},
-		},
-		{
-			name:  "guard require_approval on results",
-			files: map[string]string{"m.yaml": manifestFor("m")},
-			cfg:   "manifests: [m.yaml]\nguard:\n  results: {secrets: require_approval}\n",
-			want:  []string{`DIR/airlock.yaml:3: guard.results.secrets: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
-		},
-		{
-			name:  "guard require_approval on injection",
-			files: map[string]string{"m.yaml": manifestFor("m")},
-			cfg:   "manifests: [m.yaml]\nguard:\n  results: {injection: require_approval}\n",
-			want:  []string{`DIR/airlock.yaml:3: guard.results.injection: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
 		},
 		{
 			name:  "guard injection in arguments",
