@@ -1,0 +1,150 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/seal"
+	"github.com/airlock-run/airlock/manifests"
+)
+
+// mixedTools answers with a token and an e-mail address (both assembled).
+type mixedTools struct{}
+
+var testAddress = "ops" + "@" + "northwind-" + "corp.com"
+
+func (mixedTools) CallTool(context.Context, string, string, json.RawMessage) (*mcp.CallToolResult, error) {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "token=" + testToken + " contact=" + testAddress}}}, nil
+}
+
+// TestCallToolHeldResult (guard.results: require_approval): the activity
+// holds a result with a finding under require_approval: the output the
+// history records has it redacted, and the result as it would be
+// delivered (another category's redact applied) sealed to the gateway's
+// key, with an approval by the policy's group whose reason names the
+// finding, never the value. Without a key (a program's call), with a
+// key that is no X25519 key, or with no approver group, the result is
+// withheld; a role's require_approval holds a result the tool would
+// deliver; nothing under require_approval found delivers as is.
+func TestCallToolHeldResult(t *testing.T) {
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "fs.yaml"), []byte(`server:
+  name: fs
+  stdio: {command: /bin/true}
+tools:
+  held: {side_effects: [read], data_access_level: public, risk: low, idempotent: true, guard: {results: {secrets: require_approval, personal_data: redact}}}
+  plain: {side_effects: [read], data_access_level: public, risk: low, idempotent: true}
+  mail: {side_effects: [read], data_access_level: public, risk: low, idempotent: true, guard: {results: {personal_data: require_approval}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.RoleGuards = map[string]*manifests.Guard{"careful": {Results: &manifests.GuardResults{Secrets: manifests.GuardRequireApproval}}}
+	p, err := policy.Compile(policy.Config{ApprovalGroup: "sec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Activities{Tools: mixedTools{}, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, false), Policy: p, Groups: map[string][]string{"sec": {"bob"}}}
+	key, err := seal.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(tool string, resultKey []byte, roles ...string) api.CallToolOutput {
+		t.Helper()
+		out, err := a.CallTool(context.Background(), api.CallToolInput{TaskID: "t", CallID: "c-" + tool, Server: "fs", Tool: tool, ExposedName: "fs__" + tool,
+			ResultKey: resultKey, Roles: roles})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	noSecret := func(what string, b []byte) {
+		t.Helper()
+		if strings.Contains(string(b), testToken) {
+			t.Errorf("%s holds the token: %s", what, b)
+		}
+	}
+
+	out := call("held", key.PublicKey().Bytes())
+	noSecret("the recorded output", mustJSON(t, out))
+	if out.Held == nil || out.IsError {
+		t.Fatalf("not held: %+v", out)
+	}
+	if got := api.ResultText(out.Result); got != "token=[REDACTED:github-token] contact=[REDACTED:email]" {
+		t.Errorf("the recorded copy is %q", got)
+	}
+	h := out.Held
+	if h.Group != "sec" || h.Approval == nil || h.Approval.OnTimeout != "deny" || !h.Approval.NoEdits || len(h.Approval.Approvers) != 1 ||
+		!strings.Contains(h.Reason, "the call ran; approve delivering its result") || !strings.Contains(h.Reason, "github-token at content[0].text") {
+		t.Errorf("the held approval: %+v %+v", h, h.Approval)
+	}
+	clear, err := seal.Open(key, h.Peer, h.Sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := api.ResultText(clear); got != "token="+testToken+" contact=[REDACTED:email]" {
+		t.Errorf("the sealed result delivers %q; want the token, and the address redacted (its own category)", got)
+	}
+	var held, redacted int
+	for _, f := range out.Findings {
+		switch {
+		case f.Rule == "github-token" && f.Action == "require_approval":
+			held++
+		case f.Rule == "email" && f.Action == "redact":
+			redacted++
+		}
+	}
+	if held != 1 || redacted != 1 || len(out.Findings) != 2 {
+		t.Errorf("findings %+v", out.Findings)
+	}
+	// Tampered ciphertext does not open.
+	bad := append([]byte(nil), h.Sealed...)
+	bad[len(bad)-1] ^= 1
+	if _, err := seal.Open(key, h.Peer, bad); err == nil {
+		t.Error("tampered ciphertext opened")
+	}
+
+	for name, k := range map[string][]byte{"no key (a program's call)": nil, "a key of 31 bytes": make([]byte, 31), "a key of 33 bytes": make([]byte, 33)} {
+		out := call("held", k)
+		noSecret(name, mustJSON(t, out))
+		if out.Held != nil || !out.IsError || !strings.Contains(api.ResultText(out.Result), "withheld") {
+			t.Errorf("%s: %+v; want the result withheld", name, out)
+		}
+	}
+
+	// A role's require_approval holds what the tool would deliver.
+	if out := call("plain", key.PublicKey().Bytes()); out.Held != nil || api.ResultText(out.Result) != "token="+testToken+" contact="+testAddress {
+		t.Errorf("plain, no role: %+v", out)
+	}
+	if out := call("plain", key.PublicKey().Bytes(), "careful"); out.Held == nil {
+		t.Errorf("plain, role careful: not held: %+v", out)
+	}
+	if !a.holdsResults("fs__plain", []string{"careful"}) || a.holdsResults("fs__plain", nil) || !a.holdsResults("fs__held", nil) {
+		t.Error("holdsResults does not follow the tool's and the roles' guard")
+	}
+
+	// No approver group: withheld at once.
+	a.Policy, err = policy.Compile(policy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = call("mail", key.PublicKey().Bytes())
+	if out.Held != nil || !out.IsError || !strings.Contains(api.ResultText(out.Result), "no approver group") || strings.Contains(string(out.Result), testAddress) {
+		t.Errorf("no group: %+v", out)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
