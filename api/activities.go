@@ -451,3 +451,29 @@ type DecideAndCallOutput struct {
 	ErrorType string          `json:",omitempty"`
 	Error     string          `json:",omitempty"`
 }
+
+// GuardProgramName is the wire name of the content guard's inspection of
+// a program's return value and output (a local activity, at the
+// program's end; changeProgramGuard).
+const GuardProgramName = "GuardProgram"
+
+// GuardProgramInput is a program's result to inspect, and the roles of
+// the task's principal (a role's guard.results tightens the
+// configuration's).
+type GuardProgramInput struct {
+	TaskID, ProgramID string
+	Result            json.RawMessage `json:",omitempty"`
+	Output            string          `json:",omitempty"`
+	Roles             []string        `json:",omitempty"`
+}
+
+// GuardProgramOutput is the result as the guard leaves it: Result and
+// Output redacted, the findings (paths "result…", "output"), or Withheld
+// (why nothing of it is shown: a finding under block, or a result the
+// guard could not read).
+type GuardProgramOutput struct {
+	Result   json.RawMessage `json:",omitempty"`
+	Output   string          `json:",omitempty"`
+	Findings []Finding       `json:",omitempty"`
+	Withheld string          `json:",omitempty"`
+}

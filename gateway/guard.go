@@ -57,6 +57,17 @@ func (g *Gateway) manifestOf(server string) *manifests.Manifest {
 	return nil
 }
 
+// programResult renders a program's result for the model: as the
+// worker's content guard left it (ProgramResult.Guarded: inspected, and
+// its findings recorded, before the outcome was recorded), else inspected
+// here (guardProgram; programs of tasks from before the worker did).
+func (g *Gateway) programResult(task, program string, res api.ProgramResult) *mcp.CallToolResult {
+	if res.Guarded {
+		return renderProgram(task, program, res)
+	}
+	return g.guardProgram(renderProgram(task, program, res))
+}
+
 // guardProgram inspects what a program returns (its value and what it
 // printed, as rendered for the model) like a tool's result, by the
 // configuration's guard.results (a program is no tool, so no manifest

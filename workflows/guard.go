@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -46,5 +49,26 @@ func (t *task) holdResult(ctx workflow.Context, req api.CallRequest, res api.Cal
 		req.Tool, strings.Join(where, ", "), why)
 	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}, "isError": true})
 	res.Outcome, res.Result = api.OutcomeToolError, b
+	return res
+}
+
+// guardProgram inspects a program's return value and output by the
+// content guard before its outcome is recorded (changeProgramGuard): the
+// GuardProgram local activity, whose answer (a marker) replays. The
+// result keeps the redacted value and the findings; a blocked one keeps
+// neither value nor output. A guard that cannot answer withholds the
+// result (fail closed).
+func (t *task) guardProgram(ctx workflow.Context, res api.ProgramResult) api.ProgramResult {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	caller, _ := t.caller()
+	in := api.GuardProgramInput{TaskID: t.in.TaskID, ProgramID: res.ProgramID, Result: res.Result, Output: res.Output, Roles: caller.Roles}
+	var out api.GuardProgramOutput
+	if err := workflow.ExecuteLocalActivity(lctx, api.GuardProgramName, in).Get(ctx, &out); err != nil {
+		out = api.GuardProgramOutput{Withheld: fmt.Sprintf("airlock could not inspect the program's result (%v); nothing of it is shown", err)}
+	}
+	res.Result, res.Output, res.Findings, res.Withheld, res.Guarded = out.Result, out.Output, out.Findings, out.Withheld, true
 	return res
 }

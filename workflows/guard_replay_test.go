@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/testenv"
+	"github.com/airlock-run/airlock/workflows"
 )
 
 // TestReplayResultApproval replays the history of a task whose results
@@ -57,5 +59,47 @@ func TestReplayResultApproval(t *testing.T) {
 	if heldOut != 3 || redacted != 3 || sealedRes != 1 || withheld != 2 {
 		t.Errorf("%s: %d held CallTool results (%d redacted), %d approved call results with the sealed result, %d withheld; want 3 (3), 1, 2",
 			file, heldOut, redacted, sealedRes, withheld)
+	}
+}
+
+// TestReplayProgramGuard replays the history of programs whose results
+// the worker's content guard inspected (program_guard_v1, integration's
+// TestGuardProgramFindingsRecorded; changeProgramGuard) and checks what
+// it holds: the program-guard marker, and the two programs' recorded
+// results with their findings: one redacted (value and output), one
+// withheld (block), its value gone.
+func TestReplayProgramGuard(t *testing.T) {
+	workflows.UseProgramRunner(&testenv.ScriptRunner{})
+	t.Cleanup(func() { workflows.UseProgramRunner(nil) })
+	file := "program_guard_v1_run1.json"
+	hist := replayedHistory(t, file)
+	var marker bool
+	var results []api.ProgramResult
+	for _, e := range hist.GetEvents() {
+		if m := e.GetMarkerRecordedEventAttributes(); m != nil {
+			if id := m.GetDetails()["change-id"]; id != nil && string(id.GetPayloads()[0].GetData()) == `"program-guard"` {
+				marker = true
+			}
+		}
+		if a := e.GetWorkflowExecutionUpdateCompletedEventAttributes(); a != nil {
+			var res api.ProgramResult
+			if p := a.GetOutcome().GetSuccess().GetPayloads(); len(p) > 0 && json.Unmarshal(p[0].GetData(), &res) == nil && res.ProgramID != "" {
+				results = append(results, res)
+			}
+		}
+	}
+	if !marker {
+		t.Errorf("%s holds no program-guard marker", file)
+	}
+	if len(results) != 2 {
+		t.Fatalf("%s: %d program results, want 2", file, len(results))
+	}
+	r := results[0]
+	if !r.Guarded || len(r.Findings) != 2 || !strings.Contains(string(r.Result), "[REDACTED:stripe-key]") || !strings.Contains(r.Output, "[REDACTED:stripe-key]") {
+		t.Errorf("the first program's recorded result: %+v", r)
+	}
+	r = results[1]
+	if !r.Guarded || r.Withheld == "" || len(r.Result) != 0 || len(r.Findings) != 1 || r.Findings[0].Action != "block" {
+		t.Errorf("the blocked program's recorded result: %+v", r)
 	}
 }

@@ -261,4 +261,15 @@ const (
 	// Feature and GetVersion in guard.go (call.go runCall); first
 	// recorded in testdata/result_approval_v1_run1.json.
 	changeResultApproval = "result-approval"
+
+	// changeProgramGuard versions the content guard's inspection of a
+	// program's return value and output in the worker (the GuardProgram
+	// local activity at the program's end; issue 30 §1): the program's
+	// recorded result holds them redacted, with the findings. Programs
+	// from before it were inspected at the gateway only, after their
+	// result was recorded.
+	//
+	// Feature and GetVersion in program.go (execProgram) and guard.go;
+	// first recorded in testdata/program_guard_v1_run1.json.
+	changeProgramGuard = "program-guard"
 )

@@ -345,14 +345,17 @@ func findingEvents(c *Call, base eventBase) []event {
 		case "block":
 			verb = "withheld the result"
 		case "require_approval":
-			verb = "sent to approval"
+			verb = "held for an approver to approve delivering it"
 		case "annotate":
 			verb = "delivered unchanged, recorded"
 		}
 		if f.Where == api.FindingsInArguments {
 			in = "the arguments"
-			if f.Action == "block" {
+			switch f.Action {
+			case "block":
 				verb = "refused the call"
+			case "require_approval":
+				verb = "sent to approval"
 			}
 		}
 		text := fmt.Sprintf("content guard: %s in %s at %s: %s", f.Rule, in, f.Path, verb)
