@@ -230,8 +230,10 @@ func (a *Activities) guardArguments(cat ToolCatalog, in api.DecideInput) (fs []a
 			}
 		}
 	}
-	for _, f := range fs[len(in.Findings):] { // the gateway counted its own
-		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
+	if !in.Recheck { // a call judged again was counted the first time
+		for _, f := range fs[len(in.Findings):] { // the gateway counted its own
+			metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
+		}
 	}
 	return fs, mask
 }

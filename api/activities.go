@@ -289,6 +289,11 @@ type DecideInput struct {
 	Labels *Labels `json:",omitempty"`
 	// Findings are the gateway's findings in Arguments (CallRequest).
 	Findings []Finding `json:",omitempty"`
+	// Recheck: the call was judged before with the same arguments (an
+	// approved call judged again before it runs), so the worker's
+	// findings in them were counted already (airlock_guard_findings_total
+	// counts each once).
+	Recheck bool `json:",omitempty"`
 }
 
 // DecideOutput is a decision and, when it requires approval, who approves

@@ -71,3 +71,26 @@ func resultText(r *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+// TestGuardMetaNotForgeable: what an upstream writes under the guard's
+// _meta key is dropped, findings or not; its other keys stay.
+func TestGuardMetaNotForgeable(t *testing.T) {
+	forged := mcp.Meta{metaGuard: map[string]any{"findings": []any{}}, "x": 1}
+	if got := guardMeta(forged, nil); got[metaGuard] != nil || got["x"] != 1 {
+		t.Errorf("no findings: %v", got)
+	}
+	mine := mcp.Meta{metaGuard: "ours"}
+	if got := guardMeta(forged, mine); got[metaGuard] != "ours" || got["x"] != 1 {
+		t.Errorf("findings: %v", got)
+	}
+	if got := guardMeta(mcp.Meta{"x": 1}, nil); len(got) != 1 {
+		t.Errorf("clean: %v", got)
+	}
+	texts := []guardText{{path: "description"}, {path: "messages[0].content.text"}}
+	for in, want := range map[string]string{"content[1].text": "messages[0].content.text", "content[0].text": "description",
+		"content[2].text": "content[2].text", "content[-1].text": "content[-1].text", "content[1]x": "content[1]x", "structuredContent.a": "structuredContent.a"} {
+		if got := passthroughPath(in, texts); got != want {
+			t.Errorf("passthroughPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

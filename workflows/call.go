@@ -232,7 +232,7 @@ func (t *task) recheckApproved(ctx workflow.Context, req *api.CallRequest, d *ap
 	if t.edited[req.CallID] != nil || workflow.GetVersion(ctx, changeApprovalRecheck, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
-	d2, out2 := t.judge(ctx, *req, workflow.Now(ctx))
+	d2, out2 := t.judgeAs(ctx, *req, workflow.Now(ctx), true)
 	why := ""
 	switch {
 	case d2.Effect == api.Allow:
@@ -355,12 +355,21 @@ func (t *task) droppedResult(r api.CallRecord) json.RawMessage {
 // judge runs the policy decision as a local activity. Any failure to
 // decide denies.
 func (t *task) judge(ctx workflow.Context, req api.CallRequest, now time.Time) (api.Decision, api.DecideOutput) {
+	return t.judgeAs(ctx, req, now, false)
+}
+
+// judgeAs is judge; recheck says the call was judged before with the same
+// arguments (DecideInput.Recheck: its findings are counted once). An
+// input of a local activity: a replay does not compare it.
+func (t *task) judgeAs(ctx workflow.Context, req api.CallRequest, now time.Time, recheck bool) (api.Decision, api.DecideOutput) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{api.ErrTypeInternal}},
 	})
 	var d api.DecideOutput
-	if err := workflow.ExecuteLocalActivity(lctx, api.DecideName, t.decideInput(req, now)).Get(ctx, &d); err != nil {
+	in := t.decideInput(req, now)
+	in.Recheck = recheck
+	if err := workflow.ExecuteLocalActivity(lctx, api.DecideName, in).Get(ctx, &d); err != nil {
 		return undecided(err), api.DecideOutput{}
 	}
 	return d.Recorded(), d
