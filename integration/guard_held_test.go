@@ -41,6 +41,10 @@ func TestGuardHeldResultOnNPMFilesystem(t *testing.T) {
 	fsm.Tools["read_text_file"].Guard = held
 	fsm.Tools["read_multiple_files"].Guard = held
 	fsm.Tools["read_multiple_files"].Approval = &manifests.Approval{Group: "sec", Timeout: manifests.Duration(3 * time.Second)}
+	// edit_file: its arguments go to approval too, and its result (a
+	// diff) holds what it wrote.
+	fsm.Tools["edit_file"].Guard = &manifests.Guard{Arguments: &manifests.GuardResults{Secrets: manifests.GuardRequireApproval},
+		Results: &manifests.GuardResults{Secrets: manifests.GuardRequireApproval}}
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{fsm}, policy: &policy.Config{Rules: exampleRules(t), ApprovalGroup: "sec"},
 		groups: map[string][]string{"sec": {"bob"}}, audit: openAudit(t, auditPath), inlineWait: 2 * time.Minute})
@@ -172,4 +176,54 @@ func TestGuardHeldResultOnNPMFilesystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	replayRuns(t, s, task, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "result_approval_v1")
+
+	// A call whose arguments needed approval too: the result's approver
+	// sees the arguments masked as the call's approver did.
+	const task2 = "guard-held-edit"
+	cs2 := s.connect(t, map[string]string{gateway.HeaderTask: task2})
+	waitTools(t, cs2, "filesystem__edit_file")
+	notes := filepath.Join(sandbox, "notes.txt")
+	if err := os.WriteFile(notes, []byte("key: TODO\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pending = callAsync(cs2, "filesystem__edit_file", map[string]any{"path": notes, "edits": []any{map[string]any{"oldText": "TODO", "newText": accessKey}}})
+	var first api.ApprovalRequest
+	waitFor(t, "the edit's approval", 60*time.Second, func() bool {
+		reqs, err := local.List(context.Background())
+		for _, r := range reqs {
+			if err == nil && r.TaskID == task2 && !strings.HasSuffix(r.CallID, "/result") && r.State == api.ApprovalPending {
+				first = r
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := local.Decide(context.Background(), approver.Decision{RequestID: first.ID, Approver: "bob", Approve: true, Via: "cli", Digest: first.Digest}); err != nil {
+		t.Fatalf("approving the edit: %v", err)
+	}
+	var second api.ApprovalRequest
+	waitFor(t, "the edit's result approval", 60*time.Second, func() bool {
+		reqs, err := local.List(context.Background())
+		for _, r := range reqs {
+			if err == nil && r.TaskID == task2 && strings.HasSuffix(r.CallID, "/result") && r.State == api.ApprovalPending {
+				second = r
+				return true
+			}
+		}
+		return false
+	})
+	var shownEdit strings.Builder
+	if err := approver.WriteRequest(&shownEdit, second, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := json.Marshal(approver.Redacted(second))
+	if strings.Contains(shownEdit.String(), accessKey) || bytes.Contains(page, []byte(accessKey)) || strings.Contains(second.Reason, accessKey) {
+		t.Errorf("the result's approver is shown the key in the arguments:\n%s\n%s", shownEdit.String(), page)
+	}
+	if _, err := local.Decide(context.Background(), approver.Decision{RequestID: second.ID, Approver: "bob", Approve: true, Via: "cli", Digest: second.Digest}); err != nil {
+		t.Fatalf("approving the edit's result: %v", err)
+	}
+	if r := <-pending; r.err != nil || r.res.IsError || !strings.Contains(text(r.res), accessKey) {
+		t.Fatalf("the approved edit's result: %v %+v", r.err, r.res)
+	}
 }

@@ -322,7 +322,7 @@ func (t *task) runCall(ctx workflow.Context, req api.CallRequest, started time.T
 	res.Decision = decision
 	t.observe(ctx, req.Tool, req.Spec, &res, findings) // labels.go
 	if held != nil && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeToolError) && workflow.GetVersion(ctx, changeResultApproval, workflow.DefaultVersion, 1) >= 1 {
-		res = t.holdResult(ctx, req, res, findings, held) // guard.go
+		res = t.holdResult(ctx, req, res, findings, held, out.Approval) // guard.go
 	}
 
 	// Remember how to undo it.

@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,12 +24,20 @@ import (
 // model gets an error result naming the findings and why, not the result.
 // res.Result stays the redacted copy in either case, which is all the
 // history holds in clear.
-func (t *task) holdResult(ctx workflow.Context, req api.CallRequest, res api.CallResult, findings []api.Finding, held *api.HeldResult) api.CallResult {
+//
+// asked is the approval the call itself needed (nil: none): the argument
+// paths it masked (its findings under guard.arguments: require_approval)
+// stay masked for the result's approver.
+func (t *task) holdResult(ctx workflow.Context, req api.CallRequest, res api.CallResult, findings []api.Finding, held *api.HeldResult, asked *api.ApprovalSpec) api.CallResult {
 	areq := req
 	areq.CallID = api.ResultApprovalCallID(req.CallID)
-	spec := held.Approval
-	if spec == nil {
-		spec = &api.ApprovalSpec{OnTimeout: "deny", NoEdits: true}
+	spec := &api.ApprovalSpec{OnTimeout: "deny", NoEdits: true}
+	if held.Approval != nil {
+		c := *held.Approval
+		spec = &c
+	}
+	if asked != nil {
+		spec.Redact = append(slices.Clip(spec.Redact), asked.Redact...)
 	}
 	d := api.Decision{Effect: api.RequireApproval, Check: api.CheckGuard, Reason: held.Reason,
 		PolicyVersion: held.PolicyVersion, Group: held.Group, Quorum: held.Quorum}
