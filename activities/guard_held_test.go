@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -147,4 +148,54 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// sizedTools answers with text of a given size holding one token.
+type sizedTools struct{ text string }
+
+func (s sizedTools) CallTool(context.Context, string, string, json.RawMessage) (*mcp.CallToolResult, error) {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s.text}}}, nil
+}
+
+// BenchmarkCallToolHeld compares the CallTool activity's cost for a
+// result holding a token under redact and under require_approval (the
+// result inspected in two passes, encoded and sealed beside the redacted
+// copy), for 1 KB and 1 MiB results: report the ratio held/redact of the
+// same run.
+func BenchmarkCallToolHeld(b *testing.B) {
+	m, err := manifests.Parse(filepath.Join(b.TempDir(), "fs.yaml"), []byte(`server:
+  name: fs
+  stdio: {command: /bin/true}
+tools:
+  redact: {side_effects: [read], data_access_level: public, risk: low, idempotent: true, guard: {results: {secrets: redact}}}
+  held: {side_effects: [read], data_access_level: public, risk: low, idempotent: true, guard: {results: {secrets: require_approval}}}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := policy.Compile(policy.Config{ApprovalGroup: "sec"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	key, err := seal.NewKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{1 << 10, 1 << 20} {
+		text := strings.Repeat("lorem ipsum dolor sit amet ", size/27) + " token=" + testToken
+		a := &Activities{Tools: sizedTools{text}, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, false), Policy: p, Groups: map[string][]string{"sec": {"bob"}},
+			MaxResultBytes: 8 << 20}
+		for _, tool := range []string{"redact", "held"} {
+			b.Run(fmt.Sprintf("%s/%dKiB", tool, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					out, err := a.CallTool(context.Background(), api.CallToolInput{TaskID: "t", CallID: "c", Server: "fs", Tool: tool, ExposedName: "fs__" + tool,
+						ResultKey: key.PublicKey().Bytes()})
+					if err != nil || len(out.Findings) != 1 || (tool == "held") != (out.Held != nil) {
+						b.Fatalf("%v %+v", err, out.Findings)
+					}
+				}
+			})
+		}
+	}
 }
