@@ -1,5 +1,7 @@
 package api
 
+import "strings"
+
 // Finding is one secret or piece of personal data the content guard
 // found (issue 30 §1): which rule matched, where, and what was done. The
 // value itself is never recorded.
@@ -62,4 +64,12 @@ type HeldResult struct {
 // ResultApprovalCallID is the call ID of the approval request that holds
 // the result of call (guard.results: require_approval): "<call ID>/result",
 // so that it never meets the call's own approval request.
-func ResultApprovalCallID(callID string) string { return callID + "/result" }
+func ResultApprovalCallID(callID string) string { return callID + resultApprovalSuffix }
+
+const resultApprovalSuffix = "/result"
+
+// CallOfResultApprovalID is the call whose result approval's call ID id
+// is; ok is false (and call is id) when id is no result approval's.
+func CallOfResultApprovalID(id string) (call string, ok bool) {
+	return strings.CutSuffix(id, resultApprovalSuffix)
+}

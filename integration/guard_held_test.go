@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-run/airlock/approver"
 	"github.com/airlock-run/airlock/gateway"
 	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/timeline"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -168,8 +169,25 @@ func TestGuardHeldResultOnNPMFilesystem(t *testing.T) {
 	if n != 3 {
 		t.Errorf("the timeline has %d aws-access-key findings under require_approval in content[0].text, want 3 (one per call): %v", n, findings)
 	}
-	if !strings.Contains(shown, "aws-access-key in the result at content[0].text") {
-		t.Errorf("audit show lacks the finding:\n%s", shown)
+	if !strings.Contains(shown, "aws-access-key in the result at content[0].text: held for an approver") ||
+		!strings.Contains(shown, "approval to deliver the result requested from sec") || !strings.Contains(shown, "approval to deliver the result request expired") {
+		t.Errorf("audit show lacks the finding or the result's approval:\n%s", shown)
+	}
+	tl, err := timeline.Build(hist, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, c := range tl.Calls {
+		if strings.HasSuffix(c.ID, "/result") {
+			t.Errorf("the timeline shows the result's approval as a call %s", c.ID)
+		}
+		if c.ResultApproval != nil {
+			states = append(states, c.ResultApproval.State)
+		}
+	}
+	if strings.Join(states, " ") != "approved denied expired" {
+		t.Errorf("the timeline's result approvals: %v, want approved denied expired", states)
 	}
 	d, err := s.client.DescribeWorkflowExecution(context.Background(), task, "")
 	if err != nil {

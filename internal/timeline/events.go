@@ -199,6 +199,12 @@ func callEvents(tl *Timeline, c *Call) []event {
 	out = append(out, captureEvents(c, base)...)
 	out = append(out, exchangeEvents(c, base)...)
 	out = append(out, findingEvents(c, base)...)
+	if ap := c.ResultApproval; ap != nil { // guard.results: require_approval
+		for _, e := range approvalEvents(c, ap, base) {
+			e.text = strings.Replace(e.text, "approval ", "approval to deliver the result ", 1)
+			out = append(out, e)
+		}
+	}
 	out = append(out, tryEvents(c, base)...)
 	out = append(out, resultEvents(c, base)...)
 	out = append(out, labelEvents(c, base)...) // labels.go
