@@ -57,6 +57,8 @@ tools:
 		{"tool blocks", "strict", "c2", true, "", []api.Finding{{Rule: "github-token", Path: "content[0].text", Action: "block"}}},
 		{"tool off", "open", "c3", false, "token=" + testToken, nil},
 		{"capture", "read", "c4/capture", false, "token=" + testToken, nil},
+		// A compensation's result is recorded, never delivered: block redacts.
+		{"compensation", "strict", "undo-c2", false, "token=[REDACTED:github-token]", []api.Finding{{Rule: "github-token", Path: "content[0].text", Action: "redact"}}},
 		{"uncovered tool", "other", "c5", false, "token=[REDACTED:github-token]", []api.Finding{{Rule: "github-token", Path: "content[0].text", Action: "redact"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

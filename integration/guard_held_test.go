@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/airlock-run/airlock/api"
@@ -243,5 +244,61 @@ func TestGuardHeldResultOnNPMFilesystem(t *testing.T) {
 	}
 	if r := <-pending; r.err != nil || r.res.IsError || !strings.Contains(text(r.res), accessKey) {
 		t.Fatalf("the approved edit's result: %v %+v", r.err, r.res)
+	}
+}
+
+// TestGuardHeldResultStillUndone: a compensable call whose held result an
+// approver denied delivering has still run: its compensation is on the
+// task's stack, and a rollback undoes it.
+func TestGuardHeldResultStillUndone(t *testing.T) {
+	t.Parallel()
+	m, effects := counterManifest(t, `  put:
+    side_effects: [write]
+    data_access_level: internal
+    risk: medium
+    idempotent: true
+    compensation: {tool: put, args: {key: '"undo-" + args.key'}}
+    guard: {results: {secrets: require_approval}}
+    approval: {group: sec, timeout: 10m}
+`)
+	s := newStack(t, stackOptions{manifests: []*manifests.Manifest{m}, groups: map[string][]string{"sec": {"bob"}}, inlineWait: 2 * time.Minute})
+	const task = "guard-held-undone"
+	cs := s.connect(t, map[string]string{gateway.HeaderTask: task})
+	waitTools(t, cs, "counter__put")
+	token := "ghp_" + "Z9x8C7v6B5n4M3l2K1j0H9g8F7d6S5a4Q3w2" // assembled: never a literal in the repository
+	pending := callAsync(cs, "counter__put", map[string]any{"key": token})
+	local := approver.Local{Temporal: s.client, Namespace: s.srv.Namespace()}
+	var req api.ApprovalRequest
+	waitFor(t, "the request to deliver put's result", 60*time.Second, func() bool {
+		reqs, err := local.List(context.Background())
+		for _, r := range reqs {
+			if err == nil && r.TaskID == task && strings.HasSuffix(r.CallID, "/result") {
+				req = r
+				return true
+			}
+		}
+		return false
+	})
+	if n := sideEffects(t, effects, "put", token); n != 1 {
+		t.Fatalf("put ran %d times before its result's approval, want 1", n)
+	}
+	if _, err := local.Decide(context.Background(), approver.Decision{RequestID: req.ID, Approver: "bob", Approve: false, Via: "cli", Digest: req.Digest}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-pending; r.err != nil || !r.res.IsError || strings.Contains(text(r.res), token) {
+		t.Fatalf("denied: %v %+v", r.err, r.res)
+	}
+	ctx := context.Background()
+	h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: task, UpdateID: "rb-held",
+		UpdateName: api.UpdateRollback, Args: []any{api.RollbackRequest{By: "tester"}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var rb api.RollbackResult
+	if err == nil {
+		err = h.Get(ctx, &rb)
+	}
+	if err != nil || rb.State != api.StateRolledBack || len(rb.Compensated) != 1 {
+		t.Fatalf("rollback: %v %+v", err, rb)
+	}
+	if n := sideEffects(t, effects, "put", "undo-"+token); n != 1 {
+		t.Errorf("the compensation ran %d times, want 1", n)
 	}
 }

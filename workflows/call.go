@@ -321,13 +321,14 @@ func (t *task) runCall(ctx workflow.Context, req api.CallRequest, started time.T
 	res, _ = t.cancelledResult(req, res, false)
 	res.Decision = decision
 	t.observe(ctx, req.Tool, req.Spec, &res, findings) // labels.go
-	if held != nil && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeToolError) && workflow.GetVersion(ctx, changeResultApproval, workflow.DefaultVersion, 1) >= 1 {
-		res = t.holdResult(ctx, req, res, findings, held, out.Approval) // guard.go
-	}
 
-	// Remember how to undo it.
+	// Remember how to undo it (before a held result waits: the call has
+	// run, whether or not its result is delivered).
 	if compensate && out.Compensable && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeUnknown) {
 		t.pushUndo(ctx, req, res, before, beforeRef)
+	}
+	if held != nil && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeToolError) && workflow.GetVersion(ctx, changeResultApproval, workflow.DefaultVersion, 1) >= 1 {
+		res = t.holdResult(ctx, req, res, findings, held, out.Approval) // guard.go
 	}
 	return ended(res)
 }
