@@ -199,3 +199,40 @@ tools:
 		}
 	}
 }
+
+// TestCallToolHeldTooLarge: a held result whose redacted and sealed
+// copies together pass the result limit is withheld, not held.
+func TestCallToolHeldTooLarge(t *testing.T) {
+	m, err := manifests.Parse(filepath.Join(t.TempDir(), "fs.yaml"), []byte(`server:
+  name: fs
+  stdio: {command: /bin/true}
+tools:
+  held: {side_effects: [read], data_access_level: public, risk: low, idempotent: true, guard: {results: {secrets: require_approval}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Compile(policy.Config{ApprovalGroup: "sec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := seal.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("x", 600) + " token=" + testToken
+	for limit, wantHeld := range map[int]bool{4096: true, 1000: false} {
+		a := &Activities{Tools: sizedTools{text}, Catalog: NewCatalog([]*manifests.Manifest{m}, nil, nil, false), Policy: p,
+			Groups: map[string][]string{"sec": {"bob"}}, MaxResultBytes: limit}
+		out, err := a.CallTool(context.Background(), api.CallToolInput{TaskID: "t", CallID: "c", Server: "fs", Tool: "held", ExposedName: "fs__held", ResultKey: key.PublicKey().Bytes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (out.Held != nil) != wantHeld || strings.Contains(string(mustJSON(t, out)), testToken) {
+			t.Errorf("limit %d: held %v, want %v: %s", limit, out.Held != nil, wantHeld, api.ResultText(out.Result))
+		}
+		if !wantHeld && (!out.IsError || !strings.Contains(api.ResultText(out.Result), "too large to hold")) {
+			t.Errorf("limit %d: %s", limit, api.ResultText(out.Result))
+		}
+	}
+}
