@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/airlock-run/airlock/api"
@@ -35,7 +36,8 @@ func TestGuardRolesOnNPMFilesystem(t *testing.T) {
 	}
 	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{sandbox}, nil)
 	fsm.GuardDefault = exampleGuard(t).Results.Secrets // redact, as config.Load applies it
-	strict := &manifests.Guard{Results: &manifests.GuardResults{Secrets: manifests.GuardBlock}}
+	strict := &manifests.Guard{Results: &manifests.GuardResults{Secrets: manifests.GuardBlock}, Arguments: &manifests.GuardResults{Secrets: manifests.GuardBlock}}
+	fsm.ArgumentGuard = manifests.GuardDefaults{ArgumentSecrets: manifests.GuardRedact} // as config.Load applies guard.arguments
 	auditor := &manifests.Guard{Results: &manifests.GuardResults{Secrets: manifests.GuardAnnotate, PersonalData: manifests.GuardAnnotate}}
 	fsm.RoleGuards = map[string]*manifests.Guard{"strict": strict, "auditor": auditor} // as config.Load applies roles' guard
 	// read_text_file runs on the fast path (the DecideAndCall local
@@ -110,6 +112,26 @@ func TestGuardRolesOnNPMFilesystem(t *testing.T) {
 	}
 	if bytes.Contains(raw, []byte(accessKey)) {
 		t.Error("bob's history holds the key")
+	}
+
+	// Arguments: the configuration redacts a key in them, alice's role
+	// refuses the call (the gateway and the worker both read her roles).
+	write := func(who, name string) (*mcp.CallToolResult, string) {
+		cs := s.connect(t, map[string]string{"Authorization": "Bearer " + who + "-key", gateway.HeaderTask: "guard-roles-write-" + who})
+		waitTools(t, cs, "filesystem__write_file")
+		path := filepath.Join(sandbox, name)
+		return call(t, cs, "filesystem__write_file", map[string]any{"path": path, "content": "key = " + accessKey + "\n"}, ""), path
+	}
+	res, path := write("alice", "alice.conf")
+	if got := text(res); !res.IsError || !strings.Contains(got, "aws-access-key at $.content") || strings.Contains(got, accessKey) {
+		t.Errorf("alice's write (strict: block): isError=%v %s", res.IsError, got)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("alice's refused write made %s (%v)", path, err)
+	}
+	res, path = write("bob", "bob.conf")
+	if b, err := os.ReadFile(path); res.IsError || err != nil || string(b) != "key = [REDACTED:aws-access-key]\n" {
+		t.Errorf("bob's write (redact): isError=%v %s; the file holds %q (%v)", res.IsError, text(res), b, err)
 	}
 
 	got, isErr, fs, raw = read("carol")
