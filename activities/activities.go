@@ -143,12 +143,21 @@ func (a *Activities) CallTool(ctx context.Context, in api.CallToolInput) (out ap
 		return api.CallToolOutput{}, classify(in, err)
 	}
 	defer func() { out.Exchanges = rel.recorded() }()
-	res, findings := a.guardResult(in, res) // guard.go: before anything records the result
-	defer func() { out.Findings = findings }()
+	res, findings, held := a.guardResult(in, res) // guard.go: before anything records the result
+	defer func() { out.Findings, out.Held = findings, held }()
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("encoding result of %s: %v", in.ExposedName, err), api.ErrTypeInternal, err)
+	}
+	if limit := a.maxResultBytes(); held != nil && len(raw)+len(held.Sealed) > limit {
+		// The redacted copy and the sealed one both stay in the history,
+		// whose payloads are bounded: too large to hold, withheld.
+		why := fmt.Sprintf("the result is too large to hold for approval (%d bytes with its sealed copy, more than the %d a call's result may take); ask for less", len(raw)+len(held.Sealed), limit)
+		held, res = nil, withheld(in.ExposedName, why)
+		if raw, err = json.Marshal(res); err != nil {
+			return api.CallToolOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeInternal, err)
+		}
 	}
 	// A large pre-image is kept out of the history: it is needed only by
 	// the worker, to compute the compensation.

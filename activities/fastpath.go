@@ -32,11 +32,14 @@ func (a *Activities) DecideAndCall(ctx context.Context, in api.DecideAndCallInpu
 		return api.DecideAndCallOutput{}, err
 	}
 	out := api.DecideAndCallOutput{Decision: d}
-	if !a.fastPath(in.Decide.Tool, d) {
+	if !a.fastPath(in.Decide.Tool, d) || a.holdsResults(in.Decide.Tool, in.Decide.Principal.Roles) {
 		return out, nil
 	}
 	out.Ran = true
 	call := in.Call
+	if call.Roles == nil { // the content guard of the result reads the caller's roles
+		call.Roles = in.Decide.Principal.Roles
+	}
 	if r := d.Route; r != nil {
 		// Run what was judged: this worker's route, not the request's.
 		call.Server, call.Tool, call.Idempotent = r.Server, r.UpstreamTool, r.Spec.Idempotent

@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -8,74 +10,179 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/guard"
 	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/internal/policy"
+	"github.com/airlock-run/airlock/internal/seal"
 	"github.com/airlock-run/airlock/manifests"
 )
 
-// SecretsInResults is what the worker does with secrets in a result of
-// the exposed tool: its manifest's guard.results.secrets, else the
-// configuration's guard, else off (manifests.SecretsInResults).
-func (c *Catalog) SecretsInResults(exposed string) manifests.GuardAction {
-	return c.guardOf(exposed, (*manifests.Manifest).SecretsInResults)
-}
-
-// PersonalDataInResults is what the worker does with personal data in a
-// result of the exposed tool, likewise (manifests.PersonalDataInResults).
-func (c *Catalog) PersonalDataInResults(exposed string) manifests.GuardAction {
-	return c.guardOf(exposed, (*manifests.Manifest).PersonalDataInResults)
-}
-
-// InjectionInResults is what the worker does with prompt-injection
-// markers in a result of the exposed tool, likewise
-// (manifests.InjectionInResults).
-func (c *Catalog) InjectionInResults(exposed string) manifests.GuardAction {
-	return c.guardOf(exposed, (*manifests.Manifest).InjectionInResults)
-}
-
-// guardOf applies setting to the exposed tool's manifest and declaration
-// (nil for a tool no manifest declares: the manifest's default); off for
-// a tool of no known server.
-func (c *Catalog) guardOf(exposed string, setting func(*manifests.Manifest, *manifests.Tool) manifests.GuardAction) manifests.GuardAction {
+// entryOf is the manifest and declaration of the exposed tool (nil
+// declaration for a tool no manifest declares; nil manifest for a tool of
+// no known server).
+func (c *Catalog) entryOf(exposed string) (*manifests.Manifest, *manifests.Tool) {
 	if e, ok := c.tools[exposed]; ok {
-		return setting(c.manifest[e.server], e.decl)
+		return c.manifest[e.server], e.decl
 	}
-	server, _, found := c.names.Resolve(exposed)
-	if !found {
-		return manifests.GuardOff
+	if server, _, found := c.names.Resolve(exposed); found {
+		return c.manifest[server], nil
 	}
-	return setting(c.manifest[server], nil)
+	return nil, nil
+}
+
+// ResultGuard is what the worker does with each category in a result of
+// the exposed tool called by a principal holding roles: the manifest's
+// guard.results, else the configuration's, tightened by the roles'
+// (manifests.ResultGuardFor); off for a tool of no known server.
+func (c *Catalog) ResultGuard(exposed string, roles []string) guard.Policy {
+	m, decl := c.entryOf(exposed)
+	if m == nil {
+		return guard.Policy{Secrets: guard.Off, PersonalData: guard.Off, Injection: guard.Off}
+	}
+	s, p, i := m.ResultGuardFor(decl, roles)
+	return guard.Policy{Secrets: guard.Action(s), PersonalData: guard.Action(p), Injection: guard.Action(i)}
 }
 
 // guardResult inspects a tool's result before it leaves the activity, so
 // that the workflow history, the audit stream and the model never hold a
 // secret or personal data it found (issue 30 §1), each category by its
-// own setting: redacted in place, or the result replaced by an error
-// result (block), or delivered and recorded (annotate: prompt-injection
-// markers). Captures are not inspected: their pre-image is what a
-// compensation restores, and is never delivered to the model.
-func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) (*mcp.CallToolResult, []api.Finding) {
+// own setting (the tool's, else the configuration's, tightened by the
+// caller's roles): redacted in place, or the result replaced by an error
+// result (block), or delivered and recorded (annotate), or held for an
+// approver (require_approval: holdResult). Captures are not inspected:
+// their pre-image is what a compensation restores, and is never delivered
+// to the model.
+func (a *Activities) guardResult(in api.CallToolInput, res *mcp.CallToolResult) (*mcp.CallToolResult, []api.Finding, *api.HeldResult) {
 	if isCapture(in.CallID) {
-		return res, nil
+		return res, nil, nil
 	}
 	c, ok := a.judge().Catalog.(*Catalog)
 	if !ok {
-		return res, nil // a test's catalog: no manifests, no guard
+		return res, nil, nil // a test's catalog: no manifests, no guard
 	}
 	name := in.ExposedName
 	if name == "" {
 		name = c.exposed(in.Server, in.Tool)
 	}
-	p := guard.Policy{Secrets: guard.Action(c.SecretsInResults(name)), PersonalData: guard.Action(c.PersonalDataInResults(name)),
-		Injection: guard.Action(c.InjectionInResults(name))}
+	p := c.ResultGuard(name, in.Roles)
 	if p.Secrets == guard.Off && p.PersonalData == guard.Off && p.Injection == guard.Off {
-		return res, nil
+		return res, nil, nil
 	}
+	if _, undo := api.CallOfCompensationID(in.CallID); undo {
+		// A compensation's result is never delivered to the model, only
+		// recorded: what would be withheld is redacted, so that the undo
+		// is not reported failed for what its answer holds.
+		for _, x := range []*guard.Action{&p.Secrets, &p.PersonalData, &p.Injection} {
+			if *x == guard.Block || *x == guard.RequireApproval {
+				*x = guard.Redact
+			}
+		}
+	}
+	if held, ok := heldPolicy(p); ok && len(in.ResultKey) > 0 {
+		return a.holdResult(c, in, name, res, p, held)
+	}
+	// Without the gateway's key (a program's call, a plan's step, an
+	// older gateway) a result under require_approval is withheld: the
+	// guard treats it as block (fail closed).
 	res, found := guard.InspectPolicy(res, p, name)
+	return res, countFindings(found, ""), nil
+}
+
+// countFindings are found as the history records them, counted in the
+// metric; as, when set, is the action recorded instead of the guard's.
+func countFindings(found []guard.Finding, as string) []api.Finding {
 	var fs []api.Finding
 	for _, f := range found {
+		if as != "" {
+			f.Action = as
+		}
 		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
 		fs = append(fs, api.Finding{Rule: f.Rule, Path: f.Path, Action: f.Action})
 	}
-	return res, fs
+	return fs
+}
+
+// heldPolicy splits p: the categories under require_approval (held, set
+// to Redact, the others off) and ok when there is one.
+func heldPolicy(p guard.Policy) (held guard.Policy, ok bool) {
+	pick := func(a guard.Action) guard.Action {
+		if a == guard.RequireApproval {
+			ok = true
+			return guard.Redact
+		}
+		return guard.Off
+	}
+	held = guard.Policy{Secrets: pick(p.Secrets), PersonalData: pick(p.PersonalData), Injection: pick(p.Injection)}
+	return held, ok
+}
+
+// holdResult applies p to res with its require_approval categories held
+// (issue 30 §1): the other categories first, as configured (a block among
+// them withholds the result, and nothing is held); then what the held
+// categories find is redacted in the copy the history keeps, and the
+// result as it would be delivered is sealed to the gateway's key
+// (CallToolInput.ResultKey), with the approval the policy asks for. The
+// history thus holds the redacted result and ciphertext only; the
+// workflow waits for an approver, and the gateway opens and delivers the
+// sealed result once one approves.
+func (a *Activities) holdResult(c *Catalog, in api.CallToolInput, name string, res *mcp.CallToolResult, p, held guard.Policy) (*mcp.CallToolResult, []api.Finding, *api.HeldResult) {
+	rest := p
+	for _, x := range []*guard.Action{&rest.Secrets, &rest.PersonalData, &rest.Injection} {
+		if *x == guard.RequireApproval {
+			*x = guard.Off
+		}
+	}
+	out, found := guard.InspectPolicy(res, rest, name)
+	fs := countFindings(found, "")
+	if out != res { // blocked by another category: nothing to hold
+		return out, fs, nil
+	}
+	clear, err := json.Marshal(out)
+	if err != nil {
+		return withheld(name, "airlock could not encode the result to hold it for approval"), fs, nil
+	}
+	out, found = guard.InspectPolicy(out, held, name)
+	if len(found) == 0 {
+		return out, fs, nil // nothing under require_approval: delivered as is
+	}
+	hfs := countFindings(found, string(guard.RequireApproval))
+	fs = append(fs, hfs...)
+	var where []string
+	seen := map[string]bool{}
+	for _, f := range hfs {
+		if w := clipPath(f.Rule + " at " + f.Path); !seen[w] {
+			seen[w] = true
+			where = append(where, w)
+		}
+	}
+	const maxNamed = 20
+	if len(where) > maxNamed {
+		where = append(where[:maxNamed], fmt.Sprintf("and %d more", len(where)-maxNamed))
+	}
+	why := fmt.Sprintf("the call ran; approve delivering its result: the result of %s holds %s (guard.results: require_approval; the values are masked, and the history keeps them only sealed)", name, strings.Join(where, ", "))
+	tool, ok := c.Tool(name)
+	if !ok {
+		tool = policy.Tool{Name: name}
+	}
+	j := a.judge()
+	d := j.Policy.ResultApproval(tool, why)
+	if d.Effect != api.RequireApproval {
+		return withheld(name, d.Reason), fs, nil
+	}
+	peer, sealed, err := seal.Seal(in.ResultKey, clear)
+	if err != nil {
+		return withheld(name, "airlock could not seal the result to hold it for approval ("+err.Error()+")"), fs, nil
+	}
+	spec := approvalSpec(d, tool, j.Groups)
+	spec.NoEdits, spec.MaxGrant, spec.GrantArgs = true, nil, nil // a result is delivered or not; nothing to edit or grant
+	spec.OnTimeout = "deny"                                      // nobody decided: not delivered
+	return out, fs, &api.HeldResult{SealedResult: api.SealedResult{Peer: peer, Sealed: sealed}, Reason: d.Reason,
+		Group: d.Group, Quorum: d.Quorum, PolicyVersion: d.Version, Approval: spec}
+}
+
+// withheld is the error result of a result the guard could not hold for
+// approval: nothing of it is delivered.
+func withheld(tool, why string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
+		Text: fmt.Sprintf("airlock withheld the result of %s: %s. The call ran; its result is not shown", tool, why)}}}
 }
 
 // findingLines are findings as the audit stream writes them.
@@ -88,13 +195,16 @@ func findingLines(fs []api.Finding) []string {
 }
 
 // ArgumentGuard is what airlock does with secrets and personal data in
-// the arguments of a call to the exposed tool: its manifest's
-// guard.arguments, else the configuration's, else off.
-func (c *Catalog) ArgumentGuard(exposed string) guard.Policy {
-	return guard.Policy{
-		Secrets:      guard.Action(c.guardOf(exposed, (*manifests.Manifest).SecretsInArguments)),
-		PersonalData: guard.Action(c.guardOf(exposed, (*manifests.Manifest).PersonalDataInArguments)),
+// the arguments of a call to the exposed tool by a principal holding
+// roles: its manifest's guard.arguments, else the configuration's, else
+// off, tightened by the roles' (manifests.ArgumentGuardFor).
+func (c *Catalog) ArgumentGuard(exposed string, roles []string) guard.Policy {
+	m, decl := c.entryOf(exposed)
+	if m == nil {
+		return guard.Policy{Secrets: guard.Off, PersonalData: guard.Off}
 	}
+	s, p := m.ArgumentGuardFor(decl, roles)
+	return guard.Policy{Secrets: guard.Action(s), PersonalData: guard.Action(p)}
 }
 
 // guardArguments is what the policy sees as the findings in a call's
@@ -111,7 +221,7 @@ func (c *Catalog) ArgumentGuard(exposed string) guard.Policy {
 func (a *Activities) guardArguments(cat ToolCatalog, in api.DecideInput) (fs []api.Finding, mask []string) {
 	fs = append(fs, in.Findings...)
 	if c, ok := cat.(*Catalog); ok {
-		_, found, err := guard.InspectArguments(in.Arguments, c.ArgumentGuard(in.Tool))
+		_, found, err := guard.InspectArguments(in.Arguments, c.ArgumentGuard(in.Tool, in.Principal.Roles))
 		if err == nil { // else the policy's json check denies
 			for _, f := range found {
 				var path string
@@ -130,8 +240,10 @@ func (a *Activities) guardArguments(cat ToolCatalog, in api.DecideInput) (fs []a
 			}
 		}
 	}
-	for _, f := range fs[len(in.Findings):] { // the gateway counted its own
-		metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
+	if !in.Recheck { // a call judged again was counted the first time
+		for _, f := range fs[len(in.Findings):] { // the gateway counted its own
+			metrics.GuardFindings.WithLabelValues(f.Rule, f.Action).Inc()
+		}
 	}
 	return fs, mask
 }
@@ -155,4 +267,27 @@ func maskPath(f guard.ArgumentFinding) string {
 		}
 	}
 	return strings.Join(keys, ".")
+}
+
+// clipPath bounds a "rule at path" named to an approver (a path holds
+// the upstream's object keys).
+func clipPath(s string) string {
+	const max = 200
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}
+
+// holdsResults reports whether a result of the exposed tool called by a
+// principal holding roles may be held for approval (guard.results:
+// require_approval): such a call runs the regular way, whose workflow
+// waits for the approver (the fast path has no wait).
+func (a *Activities) holdsResults(exposed string, roles []string) bool {
+	c, ok := a.judge().Catalog.(*Catalog)
+	if !ok {
+		return false
+	}
+	_, held := heldPolicy(c.ResultGuard(exposed, roles))
+	return held
 }

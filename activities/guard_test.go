@@ -9,9 +9,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/guard"
+	"github.com/airlock-run/airlock/internal/metrics"
 	"github.com/airlock-run/airlock/internal/policy"
 	"github.com/airlock-run/airlock/manifests"
 )
@@ -55,6 +57,8 @@ tools:
 		{"tool blocks", "strict", "c2", true, "", []api.Finding{{Rule: "github-token", Path: "content[0].text", Action: "block"}}},
 		{"tool off", "open", "c3", false, "token=" + testToken, nil},
 		{"capture", "read", "c4/capture", false, "token=" + testToken, nil},
+		// A compensation's result is recorded, never delivered: block redacts.
+		{"compensation", "strict", "undo-c2", false, "token=[REDACTED:github-token]", []api.Finding{{Rule: "github-token", Path: "content[0].text", Action: "redact"}}},
 		{"uncovered tool", "other", "c5", false, "token=[REDACTED:github-token]", []api.Finding{{Rule: "github-token", Path: "content[0].text", Action: "redact"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -300,6 +304,24 @@ tools:
 	}
 	if d := decide("fs__log", secret); d.Effect != api.Allow || len(d.Findings) != 1 || d.Findings[0].Action != "annotate" {
 		t.Errorf("annotate: %+v %v", d.Verdict, d.Findings)
+	}
+	// An approved call judged again before it runs (DecideInput.Recheck)
+	// records its findings again, but counts them once.
+	counted := func() float64 {
+		return testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("github-token", "require_approval"))
+	}
+	before := counted()
+	in := api.DecideInput{TaskID: "t1", CallID: "c2", Tool: "fs__ask", Arguments: json.RawMessage(secret), AllowTools: []string{"*"},
+		Principal: api.Principal{Name: "alice", Permissions: []string{"*"}, DataLevel: manifests.DataRestricted}}
+	for _, recheck := range []bool{false, true} {
+		in.Recheck = recheck
+		out, err := a.Decide(context.Background(), in)
+		if err != nil || len(out.Findings) != 1 {
+			t.Fatalf("recheck %v: %v %v", recheck, err, out.Findings)
+		}
+	}
+	if d := counted() - before; d != 1 {
+		t.Errorf("a call judged twice (the second a recheck) counted its finding %v times, want 1", d)
 	}
 }
 

@@ -49,6 +49,12 @@ type CallToolInput struct {
 	ProgressToken any `json:",omitempty"`
 	// Subject is CallRequest.Subject: the user the call runs as upstream.
 	Subject *Subject `json:",omitempty"`
+	// Roles are the roles of the task's principal: a role's guard
+	// tightens the content guard of the result (issue 30 §1). Recorded
+	// with the activity's input; a replay does not compare it.
+	Roles []string `json:",omitempty"`
+	// ResultKey is CallRequest.ResultKey.
+	ResultKey []byte `json:",omitempty"`
 }
 
 // CallToolOutput carries the upstream's CallToolResult as JSON, so every
@@ -70,6 +76,10 @@ type CallToolOutput struct {
 	Findings []Finding `json:",omitempty"`
 	// ActedAs is who the call reached the upstream as (token exchange).
 	ActedAs *ActedAs `json:",omitempty"`
+	// Held, when set, is the clear result sealed and the approval to ask
+	// before delivering it (guard.results: require_approval); Result is
+	// then the redacted copy, which the history keeps.
+	Held *HeldResult `json:",omitempty"`
 }
 
 // Exchange is one server-to-client request an upstream made during a call.
@@ -279,6 +289,11 @@ type DecideInput struct {
 	Labels *Labels `json:",omitempty"`
 	// Findings are the gateway's findings in Arguments (CallRequest).
 	Findings []Finding `json:",omitempty"`
+	// Recheck: the call was judged before with the same arguments (an
+	// approved call judged again before it runs), so the worker's
+	// findings in them were counted already (airlock_guard_findings_total
+	// counts each once).
+	Recheck bool `json:",omitempty"`
 }
 
 // DecideOutput is a decision and, when it requires approval, who approves
@@ -440,4 +455,30 @@ type DecideAndCallOutput struct {
 	Call      *CallToolOutput `json:",omitempty"`
 	ErrorType string          `json:",omitempty"`
 	Error     string          `json:",omitempty"`
+}
+
+// GuardProgramName is the wire name of the content guard's inspection of
+// a program's return value and output (a local activity, at the
+// program's end; changeProgramGuard).
+const GuardProgramName = "GuardProgram"
+
+// GuardProgramInput is a program's result to inspect, and the roles of
+// the task's principal (a role's guard.results tightens the
+// configuration's).
+type GuardProgramInput struct {
+	TaskID, ProgramID string
+	Result            json.RawMessage `json:",omitempty"`
+	Output            string          `json:",omitempty"`
+	Roles             []string        `json:",omitempty"`
+}
+
+// GuardProgramOutput is the result as the guard leaves it: Result and
+// Output redacted, the findings (paths "result…", "output"), or Withheld
+// (why nothing of it is shown: a finding under block, or a result the
+// guard could not read).
+type GuardProgramOutput struct {
+	Result   json.RawMessage `json:",omitempty"`
+	Output   string          `json:",omitempty"`
+	Findings []Finding       `json:",omitempty"`
+	Withheld string          `json:",omitempty"`
 }

@@ -175,6 +175,19 @@ type ProgramResult struct {
 	// RolledBack lists the call IDs an atomic program's failure rolled
 	// back, newest first.
 	RolledBack []string `json:",omitempty"`
+
+	// Findings are what the worker's content guard found in the return
+	// value (paths "result…") and in what the program printed ("output"),
+	// by airlock.yaml's guard.results tightened by the principal's roles
+	// (issue 30 §1), recorded here, with the outcome; never a value.
+	// Result and Output are as the guard left them (redacted). Guarded:
+	// the worker inspected them (tasks since changeProgramGuard), so the
+	// gateway does not again.
+	Findings []Finding `json:",omitempty"`
+	Guarded  bool      `json:",omitempty"`
+	// Withheld, when set, is why the guard withheld the program's result
+	// (a finding under block): Result and Output are then empty.
+	Withheld string `json:",omitempty"`
 }
 
 // ProgramDone answers QueryProgram: the program's result when the task

@@ -111,6 +111,12 @@ type CallRequest struct {
 	// or block are already replaced by markers in Arguments, so the
 	// history never holds their values. The worker adds its own.
 	Findings []Finding `json:",omitempty"`
+	// ResultKey is the gateway's X25519 public key for held results
+	// (guard.results: require_approval): the worker seals a result it
+	// holds for an approver to it, so that the history holds only
+	// ciphertext and the gateway can deliver the result once approved.
+	// Set only when the caller's guard asks for approval of results.
+	ResultKey []byte `json:",omitempty"`
 	// Subject, for a call to an upstream that acts as the user
 	// (server.http.auth.token_exchange), is the caller's token sealed to
 	// the worker, with who it names (api.Subject).
@@ -198,6 +204,12 @@ type CallResult struct {
 	// when the call raised them (so the call's record in the history says
 	// which call raised what).
 	Labels *Labels `json:",omitempty"`
+
+	// Held is the call's result sealed to the gateway's held-result key,
+	// after an approver approved delivering it (guard.results:
+	// require_approval); Result is then the redacted copy the history
+	// keeps. The gateway opens Held and delivers it instead of Result.
+	Held *SealedResult `json:",omitempty"`
 }
 
 // Repeat says where a repeated call ran.
@@ -232,6 +244,9 @@ type CallRecord struct {
 	ResultDropped bool `json:",omitempty"`
 	// Edit: see CallResult.Edit.
 	Edit *ArgsEdit `json:",omitempty"`
+	// Held: see CallResult.Held (a repeat is delivered the approved
+	// result as the first answer was).
+	Held *SealedResult `json:",omitempty"`
 }
 
 // Status is the answer of the status query.

@@ -137,7 +137,7 @@ func (g *Gateway) prepareCall(ctx context.Context, e *toolEntry, req *mcp.CallTo
 		log.Warn().Err(err).Msg("call refused: arguments")
 		return nil, errorResult(taskID, callID, err.Error()), nil
 	}
-	args, findings, err := g.guardArguments(e, args) // guard.go: before anything records them
+	args, findings, err := g.guardArguments(e, pr.Roles, args) // guard.go: before anything records them
 	if err != nil {
 		return nil, errorResult(taskID, callID, err.Error()), nil
 	}
@@ -152,6 +152,7 @@ func (g *Gateway) prepareCall(ctx context.Context, e *toolEntry, req *mcp.CallTo
 			CallID: callID, Tool: e.exposed, Server: e.server, UpstreamTool: e.upstream,
 			Arguments: args, Spec: api.SpecFor(e.decl), Principal: pr.Name,
 			ProgressToken: req.Params.GetProgressToken(), Findings: findings,
+			ResultKey: g.resultKey(e, pr.Roles), // guard.go: guard.results: require_approval
 		}}
 	if c.creq.Subject, err = g.subjectFor(ctx, taskID, e.server, pr); err != nil {
 		log.Warn().Err(err).Msg("call refused: cannot act as the caller upstream")
@@ -367,8 +368,8 @@ func (g *Gateway) answerCall(ctx, wctx context.Context, c *preparedCall, s sendO
 	res := g.firstResult(ctx, taskID, callID, s.res)
 	log.Info().Str("outcome", string(res.Outcome)).Int("attempts", res.Attempts).Msg("call finished")
 	metrics.Calls.WithLabelValues(tool, string(res.Outcome)).Inc()
-	countRefusal(res) // limits.go
-	return toMCP(taskID, res)
+	countRefusal(res)             // limits.go
+	return g.deliver(taskID, res) // guard.go: a held result approved
 }
 
 // pinnedAttempt bounds one attempt of a call sent to the task's last

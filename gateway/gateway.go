@@ -205,8 +205,13 @@ type Gateway struct {
 	open *identity.Principal // the caller when opts.Directory is nil
 	// sessionKey signs session IDs (replica.go).
 	sessionKey []byte
-	server     *mcp.Server
-	log        zerolog.Logger
+	// held is the key of held results, derived from sessionKey once
+	// (guard.go heldKey).
+	heldOnce sync.Once
+	held     *ecdh.PrivateKey
+	heldErr  error
+	server   *mcp.Server
+	log      zerolog.Logger
 
 	// consentWaits are the sessions sent to consent, by elicitation ID
 	// (useroauth.go).

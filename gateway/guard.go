@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/ecdh"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/airlock-run/airlock/api"
 	"github.com/airlock-run/airlock/internal/guard"
 	"github.com/airlock-run/airlock/internal/metrics"
+	"github.com/airlock-run/airlock/internal/seal"
 	"github.com/airlock-run/airlock/manifests"
 )
 
@@ -22,12 +26,12 @@ import (
 // path, action; never the value) travel in the call for the policy. A
 // finding under require_approval or annotate leaves its value: the
 // worker finds it again in what it runs, and decides.
-func (g *Gateway) guardArguments(e *toolEntry, args json.RawMessage) (json.RawMessage, []api.Finding, error) {
-	m := g.manifestOf(e.server)
-	p := guard.Policy{
-		Secrets:      guard.Action(m.SecretsInArguments(e.decl)),
-		PersonalData: guard.Action(m.PersonalDataInArguments(e.decl)),
-	}
+//
+// roles are the caller's: a role's guard.arguments tightens the tool's
+// (manifests.ArgumentGuardFor).
+func (g *Gateway) guardArguments(e *toolEntry, roles []string, args json.RawMessage) (json.RawMessage, []api.Finding, error) {
+	secrets, personal := g.manifestOf(e.server).ArgumentGuardFor(e.decl, roles)
+	p := guard.Policy{Secrets: guard.Action(secrets), PersonalData: guard.Action(personal)}
 	out, found, err := guard.InspectArguments(args, p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid arguments to %s: %w; send a JSON object. Nothing ran", e.exposed, err)
@@ -51,6 +55,17 @@ func (g *Gateway) manifestOf(server string) *manifests.Manifest {
 		}
 	}
 	return nil
+}
+
+// programResult renders a program's result for the model: as the
+// worker's content guard left it (ProgramResult.Guarded: inspected, and
+// its findings recorded, before the outcome was recorded), else inspected
+// here (guardProgram; programs of tasks from before the worker did).
+func (g *Gateway) programResult(task, program string, res api.ProgramResult) *mcp.CallToolResult {
+	if res.Guarded {
+		return renderProgram(task, program, res)
+	}
+	return g.guardProgram(renderProgram(task, program, res))
 }
 
 // guardProgram inspects what a program returns (its value and what it
@@ -101,4 +116,59 @@ func (g *Gateway) resultDefaults() guard.Policy {
 			Injection: guard.Action(m.InjectionInResults(nil))}
 	}
 	return guard.Policy{Secrets: guard.Off, PersonalData: guard.Off, Injection: guard.Off}
+}
+
+// heldKeyInfo is the HKDF info that derives the held-result key from the
+// session key.
+const heldKeyInfo = "airlock-held-result-v1"
+
+// heldKey is the gateway's X25519 key for held results (guard.results:
+// require_approval): derived from the session key, so that every replica
+// sharing it, and a gateway restarted with it, can open a result approved
+// while another held the call.
+func (g *Gateway) heldKey() (*ecdh.PrivateKey, error) {
+	g.heldOnce.Do(func() {
+		b, err := hkdf.Key(sha256.New, g.sessionKey, nil, heldKeyInfo, 32)
+		if err == nil {
+			g.held, err = ecdh.X25519().NewPrivateKey(b)
+		}
+		g.heldErr = err
+	})
+	return g.held, g.heldErr
+}
+
+// resultKey is the public key a call of e by pr carries (CallRequest.
+// ResultKey) when the caller's guard may hold its result for approval;
+// nil otherwise (nothing to seal, and the Update stays as it was).
+func (g *Gateway) resultKey(e *toolEntry, roles []string) []byte {
+	s, p, i := g.manifestOf(e.server).ResultGuardFor(e.decl, roles)
+	if s != manifests.GuardRequireApproval && p != manifests.GuardRequireApproval && i != manifests.GuardRequireApproval {
+		return nil
+	}
+	k, err := g.heldKey()
+	if err != nil {
+		return nil // the worker then withholds the result (fail closed)
+	}
+	return k.PublicKey().Bytes()
+}
+
+// deliver renders a call result for the client (toMCP), opening the
+// result an approver approved delivering (CallResult.Held) in place of the
+// redacted copy the history keeps. A held result this gateway cannot open
+// (its session key changed since the call) is not delivered.
+func (g *Gateway) deliver(taskID string, res api.CallResult) *mcp.CallToolResult {
+	if res.Held == nil {
+		return toMCP(taskID, res)
+	}
+	k, err := g.heldKey()
+	var clear []byte
+	if err == nil {
+		clear, err = seal.Open(k, res.Held.Peer, res.Held.Sealed)
+	}
+	if err != nil {
+		g.log.Warn().Str("task", taskID).Str("call", res.CallID).Err(err).Msg("content guard: an approved held result cannot be opened")
+		return errorResult(taskID, res.CallID, fmt.Sprintf("the result of %s was approved for delivery, but this gateway cannot open it (its session key is not the one the call was made with); the call ran. Ask an operator to restore the gateway's session key, or call the tool again", res.Tool))
+	}
+	res.Result, res.Held = clear, nil
+	return toMCP(taskID, res)
 }

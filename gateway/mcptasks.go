@@ -166,7 +166,7 @@ func (g *Gateway) taskOfCall(ctx context.Context, task, call string, ext approva
 		if !ok {
 			return false, nil
 		}
-		r := toMCP(task, res)
+		r := g.deliver(task, res)
 		st.Status = terminalStatus(res.Outcome)
 		if ext.any() {
 			decorateFinished(r, task, res, ext)

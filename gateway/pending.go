@@ -192,7 +192,7 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 	// is no Update of the current run, whose handle would wait for it in
 	// vain.
 	if res, ok := g.finishedCall(ctx, task, in.Call, wait); ok {
-		return toMCP(task, g.firstResult(ctx, task, in.Call, res)), nil, nil
+		return g.deliver(task, g.firstResult(ctx, task, in.Call, res)), nil, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -224,7 +224,7 @@ func (g *Gateway) awaitTool(ctx context.Context, req *mcp.CallToolRequest, in aw
 		}
 		return errorResult(task, in.Call, fmt.Sprintf("no result for call %s in task %s: %v (see %s)", in.Call, task, err, ToolStatus)), nil, nil
 	}
-	return toMCP(task, res), nil, nil
+	return g.deliver(task, res), nil, nil
 }
 
 // finishedCall asks the task (query QueryCall) for a call it has
@@ -256,7 +256,7 @@ func (g *Gateway) approvals(ctx context.Context, task string) []api.ApprovalRequ
 // program, of one of its calls.
 func (g *Gateway) pendingApproval(ctx context.Context, task, call string) *api.ApprovalRequest {
 	for _, a := range g.approvals(ctx, task) {
-		if (a.CallID == call || isProgramID(call) && strings.HasPrefix(a.CallID, call+"/")) && a.State == api.ApprovalPending {
+		if (a.CallID == call || a.CallID == api.ResultApprovalCallID(call) || isProgramID(call) && strings.HasPrefix(a.CallID, call+"/")) && a.State == api.ApprovalPending {
 			return &a
 		}
 	}

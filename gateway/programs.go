@@ -403,7 +403,7 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 	log.Info().Str("outcome", string(res.Outcome)).Int("calls", len(res.Calls)).Msg("program finished")
 	metrics.Calls.WithLabelValues(ToolRunProgram, string(res.Outcome)).Inc()
-	return g.guardProgram(renderProgram(taskID, programID, res)), nil
+	return g.programResult(taskID, programID, res), nil
 }
 
 // programRanBefore answers the retry of a program that ran in an earlier
@@ -419,7 +419,7 @@ func (g *Gateway) programRanBefore(ctx context.Context, taskID, programID string
 		if err == nil {
 			log.Info().Str("run", r.RunID).Str("outcome", string(res.Outcome)).Msg("program retry answered from the history of the run that ran it")
 			metrics.Calls.WithLabelValues(ToolRunProgram, string(res.Outcome)).Inc()
-			return g.guardProgram(renderProgram(taskID, programID, res))
+			return g.programResult(taskID, programID, res)
 		}
 		why = err.Error()
 	}
@@ -458,7 +458,7 @@ func (g *Gateway) awaitProgram(ctx context.Context, task, program string, wait t
 		}
 		return errorResult(task, program, fmt.Sprintf("no result for program %s in task %s: %v (see %s)", program, task, err, ToolStatus))
 	}
-	return g.guardProgram(renderProgram(task, program, res))
+	return g.programResult(task, program, res)
 }
 
 // programOfEarlierRun answers airlock_await of a program that finished in
@@ -477,14 +477,14 @@ func (g *Gateway) programOfEarlierRun(ctx context.Context, task, program string)
 	}
 	switch {
 	case done.Result != nil:
-		return g.guardProgram(renderProgram(task, program, *done.Result)), true
+		return g.programResult(task, program, *done.Result), true
 	case done.Repeat != nil && done.Repeat.RunID != "":
 		res, err := g.programInRun(ctx, task, done.Repeat.RunID, program)
 		if err != nil {
 			return errorResult(task, program, fmt.Sprintf("program %s ran in run %d (%s) of task %s, which no longer holds its result, and the gateway could not read it from that run's history: %v. See airlock audit show --run %s %s",
 				program, done.Repeat.Run, done.Repeat.RunID, task, err, done.Repeat.RunID, task)), true
 		}
-		return g.guardProgram(renderProgram(task, program, res)), true
+		return g.programResult(task, program, res), true
 	}
 	return nil, false
 }
@@ -500,6 +500,16 @@ type programCallOut struct {
 // it printed under a "printed:" line; an error result naming the outcome
 // and the line when it did not end ok. structuredContent holds it all.
 func renderProgram(task, program string, res api.ProgramResult) *mcp.CallToolResult {
+	if res.Withheld != "" { // the worker's content guard withheld it (guard.go)
+		calls := make([]programCallOut, 0, len(res.Calls))
+		for _, c := range res.Calls {
+			calls = append(calls, programCallOut{Tool: c.Tool, Line: c.Line, Outcome: c.Outcome})
+		}
+		sc := map[string]any{"outcome": res.Outcome, "result": nil, "output": "", "error": res.Withheld, "line": res.Line, "calls": calls,
+			"rolledBack": append([]string{}, res.RolledBack...)}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: res.Withheld}}, StructuredContent: sc,
+			Meta: mcp.Meta{MetaTask: task, MetaCall: program}}
+	}
 	result := json.RawMessage("null")
 	if r := strings.TrimSpace(string(res.Result)); r != "" {
 		if json.Valid([]byte(r)) {

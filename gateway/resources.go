@@ -29,6 +29,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -363,12 +364,22 @@ func (g *Gateway) readHandler(e *resourceEntry) mcp.ResourceHandler {
 		// URIs and MIME types: give it copies.
 		out := *res
 		out.Contents = make([]*mcp.ResourceContents, 0, len(res.Contents))
+		var texts []guardText
 		for _, c := range res.Contents {
 			if c != nil {
 				cc := *c
 				out.Contents = append(out.Contents, &cc)
+				if cc.Text != "" {
+					texts = append(texts, guardText{path: "contents[" + strconv.Itoa(len(out.Contents)-1) + "].text", text: &cc.Text})
+				}
 			}
 		}
+		// The content guard, as for a tool's result (passthrough_guard.go).
+		meta, err := g.guardPassthrough(e.server, "resource "+uri, pr.Roles, texts, log)
+		if err != nil {
+			return nil, err
+		}
+		out.Meta = guardMeta(out.Meta, meta)
 		return &out, nil
 	}
 }
@@ -414,7 +425,39 @@ func (g *Gateway) promptHandler(e *promptEntry) mcp.PromptHandler {
 			return nil, upstreamError(err)
 		}
 		log.Info().Msg("prompt get")
-		return res, nil
+		// The content guard, as for a tool's result (passthrough_guard.go),
+		// on a copy: the pool may hand out a cached result.
+		out := *res
+		out.Messages = make([]*mcp.PromptMessage, 0, len(res.Messages))
+		texts := []guardText{{path: "description", text: &out.Description}}
+		for _, m := range res.Messages {
+			if m == nil {
+				continue
+			}
+			mm := *m
+			at := "messages[" + strconv.Itoa(len(out.Messages)) + "].content"
+			switch c := m.Content.(type) {
+			case *mcp.TextContent:
+				cc := *c
+				mm.Content = &cc
+				texts = append(texts, guardText{path: at + ".text", text: &cc.Text})
+			case *mcp.EmbeddedResource:
+				if c.Resource != nil {
+					r := *c.Resource
+					cc := *c
+					cc.Resource = &r
+					mm.Content = &cc
+					texts = append(texts, guardText{path: at + ".resource.text", text: &r.Text})
+				}
+			}
+			out.Messages = append(out.Messages, &mm)
+		}
+		meta, err := g.guardPassthrough(e.server, "prompt "+e.def.Name, pr.Roles, texts, log)
+		if err != nil {
+			return nil, err
+		}
+		out.Meta = guardMeta(out.Meta, meta)
+		return &out, nil
 	}
 }
 

@@ -100,6 +100,7 @@ func TestGuardArgumentsOnNPMFilesystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	edit := map[string]any{"path": filepath.Join(sandbox, "notes.txt"), "edits": []any{map[string]any{"oldText": "TODO", "newText": accessKey}}}
+	approvalsBefore := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("aws-access-key", "require_approval"))
 	pending := callAsync(cs, "filesystem__edit_file", edit)
 	local := approver.Local{Temporal: s.client, Namespace: s.srv.Namespace()}
 	var req api.ApprovalRequest
@@ -131,6 +132,11 @@ func TestGuardArgumentsOnNPMFilesystem(t *testing.T) {
 	}
 	if r := <-pending; r.err != nil || r.res.IsError {
 		t.Fatalf("the approved edit: %v %s", r.err, text(r.res))
+	}
+	// Judged before the approval and again after it (the recheck), the
+	// finding is counted once.
+	if d := testutil.ToFloat64(metrics.GuardFindings.WithLabelValues("aws-access-key", "require_approval")) - approvalsBefore; d != 1 {
+		t.Errorf("airlock_guard_findings_total{rule=aws-access-key,action=require_approval} rose by %v for one approved call, want 1", d)
 	}
 	if b, _ := os.ReadFile(filepath.Join(sandbox, "notes.txt")); string(b) != "key: "+accessKey+"\n" {
 		t.Errorf("the approved edit wrote %q", b)

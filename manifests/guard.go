@@ -13,7 +13,7 @@ import "fmt"
 //	    secrets: block          # or redact, require_approval, annotate, off
 //	    personal_data: annotate
 //	  results:
-//	    secrets: redact         # or block, annotate, off
+//	    secrets: redact         # or block, require_approval, annotate, off
 //	    personal_data: redact   # (e-mail, cards, IBANs, phones)
 //	    injection: annotate     # or block, redact, off (prompt-injection markers)
 //	  descriptions:
@@ -41,9 +41,11 @@ type GuardDescriptions struct {
 type GuardResults struct {
 	// Secrets: redact (each secret replaced by [REDACTED:<rule>], the rest
 	// delivered), block (an error result naming the kinds and where,
-	// never the values), require_approval (arguments only: the call goes
-	// to an approver, who sees the finding with the value masked),
-	// annotate (delivered unchanged, the finding recorded) or off.
+	// never the values), require_approval (in arguments: the call goes
+	// to an approver, who sees the finding with the value masked; in a
+	// result: the call runs and its result is held, sealed, until an
+	// approver approves delivering it), annotate (delivered unchanged,
+	// the finding recorded) or off.
 	// Omitted: the configuration's guard, else off.
 	Secrets GuardAction `yaml:"secrets,omitempty" json:"secrets,omitempty"`
 	// PersonalData: the same for personal data (e-mail addresses, payment
@@ -70,12 +72,13 @@ const (
 // GuardActions lists the valid actions for arguments, for messages.
 var GuardActions = []GuardAction{GuardRedact, GuardBlock, GuardRequireApproval, GuardAnnotate, GuardOff}
 
-// GuardResultActions lists the valid actions for results: a result exists
-// only once the call has run, so there is no approval to ask for it.
-var GuardResultActions = []GuardAction{GuardRedact, GuardBlock, GuardAnnotate, GuardOff}
+// GuardResultActions lists the valid actions for results; under
+// require_approval the call runs and its result is held until an approver
+// approves delivering it.
+var GuardResultActions = []GuardAction{GuardRedact, GuardBlock, GuardRequireApproval, GuardAnnotate, GuardOff}
 
 // InjectionActions are the valid actions of guard.results.injection.
-var InjectionActions = []GuardAction{GuardAnnotate, GuardBlock, GuardRedact, GuardOff}
+var InjectionActions = []GuardAction{GuardAnnotate, GuardBlock, GuardRedact, GuardRequireApproval, GuardOff}
 
 // DescriptionActions are the valid actions of guard.descriptions.injection.
 var DescriptionActions = []GuardAction{GuardAnnotate, GuardBlock, GuardOff}
@@ -100,7 +103,7 @@ func (a GuardAction) Valid() bool {
 }
 
 // ValidForResults reports whether a is one of GuardResultActions.
-func (a GuardAction) ValidForResults() bool { return a.Valid() && a != GuardRequireApproval }
+func (a GuardAction) ValidForResults() bool { return a.OneOf(GuardResultActions) }
 
 // GuardDefaults are airlock.yaml's guard, for tools that declare none
 // (set by internal/config).
@@ -253,12 +256,10 @@ func GuardProblems(g *Guard) []GuardProblem {
 			a GuardAction
 		}{{".results.secrets", r.Secrets}, {".results.personal_data", r.PersonalData}, {".results.injection", r.Injection}} {
 			switch {
-			case c.a == GuardRequireApproval:
-				add(c.f, "require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding")
 			case c.a != "" && c.f == ".results.injection" && !c.a.OneOf(InjectionActions):
-				add(c.f, "must be one of %s, got %q; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker", list(InjectionActions), c.a)
-			case c.a != "" && !c.a.Valid():
-				add(c.f, "must be one of %s, got %q; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding", list(GuardResultActions), c.a)
+				add(c.f, "must be one of %s, got %q; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker, require_approval holds it until an approver approves delivering it", list(InjectionActions), c.a)
+			case c.a != "" && !c.a.OneOf(GuardResultActions):
+				add(c.f, "must be one of %s, got %q; redact replaces each match in a tool's result with a marker, block withholds the result, require_approval holds it until an approver approves delivering it (the call has run), annotate delivers it and records the finding", list(GuardResultActions), c.a)
 			}
 		}
 	}
@@ -286,4 +287,66 @@ func GuardProblems(g *Guard) []GuardProblem {
 		}
 	}
 	return out
+}
+
+// strictness orders the actions from the most permissive to the
+// strictest: off, annotate, require_approval (the value is delivered once
+// someone approves), redact (the value is never delivered) and block (not
+// even the rest is).
+func strictness(a GuardAction) int {
+	switch a {
+	case GuardAnnotate:
+		return 1
+	case GuardRequireApproval:
+		return 2
+	case GuardRedact:
+		return 3
+	case GuardBlock:
+		return 4
+	}
+	return 0
+}
+
+// Strictest is the stricter of a and b (strictness); "" counts as off.
+func Strictest(a, b GuardAction) GuardAction {
+	if strictness(b) > strictness(a) {
+		return b
+	}
+	if a == "" {
+		return GuardOff
+	}
+	return a
+}
+
+// withRoles is base (what the tool's manifest, else the configuration,
+// says) tightened by the guard of each of roles that sets the same
+// setting (get): the strictest of them wins. A role can only make the
+// guard stricter for its principals, never looser than the tool's or the
+// configuration's setting.
+func (m *Manifest) withRoles(base GuardAction, roles []string, get func(*Guard) GuardAction) GuardAction {
+	if m == nil {
+		return base
+	}
+	for _, r := range roles {
+		if g := m.RoleGuards[r]; g != nil {
+			base = Strictest(base, get(g))
+		}
+	}
+	return base
+}
+
+// ResultGuardFor is what the worker does with each category in a result
+// of the tool (nil: undeclared) called by a principal holding roles: the
+// tool's guard.results, else the configuration's, tightened by the roles'
+// guard.results (withRoles).
+func (m *Manifest) ResultGuardFor(t *Tool, roles []string) (secrets, personal, injection GuardAction) {
+	return m.withRoles(m.SecretsInResults(t), roles, func(g *Guard) GuardAction { return g.Results.secrets() }),
+		m.withRoles(m.PersonalDataInResults(t), roles, func(g *Guard) GuardAction { return g.Results.personalData() }),
+		m.withRoles(m.InjectionInResults(t), roles, func(g *Guard) GuardAction { return g.Results.injection() })
+}
+
+// ArgumentGuardFor is the same for a call's arguments (guard.arguments).
+func (m *Manifest) ArgumentGuardFor(t *Tool, roles []string) (secrets, personal GuardAction) {
+	return m.withRoles(m.SecretsInArguments(t), roles, func(g *Guard) GuardAction { return g.Arguments.secrets() }),
+		m.withRoles(m.PersonalDataInArguments(t), roles, func(g *Guard) GuardAction { return g.Arguments.personalData() })
 }

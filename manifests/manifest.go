@@ -73,6 +73,11 @@ type Manifest struct {
 	// ArgumentGuard is airlock.yaml's guard.arguments, for tools that
 	// declare none (set by internal/config; SecretsInArguments).
 	ArgumentGuard GuardDefaults `yaml:"-" json:"-"`
+	// RoleGuards are airlock.yaml's roles' guard blocks, by role name
+	// (set by internal/config): they tighten what the tool and the
+	// configuration say for the calls of principals holding the role
+	// (ResultGuardFor, ArgumentGuardFor).
+	RoleGuards map[string]*Guard `yaml:"-" json:"-"`
 }
 
 // Passthrough declares that a kind of upstream content other than tools

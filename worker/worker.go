@@ -128,6 +128,7 @@ func Register(r Registry, acts *activities.Activities) {
 	RegisterWorkflows(r)
 	r.RegisterActivityWithOptions(acts.CallTool, activity.RegisterOptions{Name: api.CallToolName})
 	r.RegisterActivityWithOptions(acts.Decide, activity.RegisterOptions{Name: api.DecideName})
+	r.RegisterActivityWithOptions(acts.GuardProgram, activity.RegisterOptions{Name: api.GuardProgramName})
 	r.RegisterActivityWithOptions(acts.DecideAndCall, activity.RegisterOptions{Name: api.DecideAndCallName})
 	r.RegisterActivityWithOptions(acts.NotifyApprovers, activity.RegisterOptions{Name: api.NotifyApproversName})
 	r.RegisterActivityWithOptions(acts.UpdateApprovalMessages, activity.RegisterOptions{Name: api.UpdateApprovalName})

@@ -439,7 +439,7 @@ func (t *task) repeat(callID string) (api.CallResult, bool) {
 			continue
 		}
 		res := api.CallResult{CallID: r.CallID, Tool: r.Tool, Outcome: r.Outcome, Reason: r.Reason, Result: r.Result, Attempts: r.Attempts, Decision: r.Decision,
-			Edit: r.Edit}
+			Edit: r.Edit, Held: r.Held}
 		if t.ledger == nil || r.Outcome == api.OutcomeLimit { // a limit: the call never ran
 			if r.ResultDropped {
 				res.Result = t.droppedResult(r)

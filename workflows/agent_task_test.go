@@ -104,7 +104,14 @@ func newHarness(t *testing.T, script ...func(api.CallToolInput) (api.CallToolOut
 	env.RegisterWorkflowWithOptions(AgentTask, workflow.RegisterOptions{Name: api.AgentTaskName})
 	env.RegisterActivityWithOptions(f.CallTool, activity.RegisterOptions{Name: api.CallToolName})
 	env.RegisterActivityWithOptions(p.Decide, activity.RegisterOptions{Name: api.DecideName})
+	env.RegisterActivityWithOptions(passProgramGuard, activity.RegisterOptions{Name: api.GuardProgramName})
 	return &harness{t: t, env: env, tools: f, policy: p}
+}
+
+// passProgramGuard is a content guard that finds nothing in a program's
+// result (changeProgramGuard; the real one is activities.GuardProgram).
+func passProgramGuard(_ context.Context, in api.GuardProgramInput) (api.GuardProgramOutput, error) {
+	return api.GuardProgramOutput{Result: in.Result, Output: in.Output}, nil
 }
 
 func req(id string, idempotent bool) api.CallRequest {

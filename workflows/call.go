@@ -232,7 +232,7 @@ func (t *task) recheckApproved(ctx workflow.Context, req *api.CallRequest, d *ap
 	if t.edited[req.CallID] != nil || workflow.GetVersion(ctx, changeApprovalRecheck, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
-	d2, out2 := t.judge(ctx, *req, workflow.Now(ctx))
+	d2, out2 := t.judgeAs(ctx, *req, workflow.Now(ctx), true)
 	why := ""
 	switch {
 	case d2.Effect == api.Allow:
@@ -316,15 +316,19 @@ func (t *task) runCall(ctx workflow.Context, req api.CallRequest, started time.T
 	}
 
 	ectx, release := t.callContext(ctx, req.CallID)
-	res, findings := t.executeFound(ectx, req)
+	res, findings, held := t.executeHeld(ectx, req)
 	release()
 	res, _ = t.cancelledResult(req, res, false)
 	res.Decision = decision
 	t.observe(ctx, req.Tool, req.Spec, &res, findings) // labels.go
 
-	// Remember how to undo it.
+	// Remember how to undo it (before a held result waits: the call has
+	// run, whether or not its result is delivered).
 	if compensate && out.Compensable && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeUnknown) {
 		t.pushUndo(ctx, req, res, before, beforeRef)
+	}
+	if held != nil && (res.Outcome == api.OutcomeOK || res.Outcome == api.OutcomeToolError) && workflow.GetVersion(ctx, changeResultApproval, workflow.DefaultVersion, 1) >= 1 {
+		res = t.holdResult(ctx, req, res, findings, held, out.Approval) // guard.go
 	}
 	return ended(res)
 }
@@ -352,12 +356,21 @@ func (t *task) droppedResult(r api.CallRecord) json.RawMessage {
 // judge runs the policy decision as a local activity. Any failure to
 // decide denies.
 func (t *task) judge(ctx workflow.Context, req api.CallRequest, now time.Time) (api.Decision, api.DecideOutput) {
+	return t.judgeAs(ctx, req, now, false)
+}
+
+// judgeAs is judge; recheck says the call was judged before with the same
+// arguments (DecideInput.Recheck: its findings are counted once). An
+// input of a local activity: a replay does not compare it.
+func (t *task) judgeAs(ctx workflow.Context, req api.CallRequest, now time.Time, recheck bool) (api.Decision, api.DecideOutput) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{api.ErrTypeInternal}},
 	})
 	var d api.DecideOutput
-	if err := workflow.ExecuteLocalActivity(lctx, api.DecideName, t.decideInput(req, now)).Get(ctx, &d); err != nil {
+	in := t.decideInput(req, now)
+	in.Recheck = recheck
+	if err := workflow.ExecuteLocalActivity(lctx, api.DecideName, in).Get(ctx, &d); err != nil {
 		return undecided(err), api.DecideOutput{}
 	}
 	return d.Recorded(), d
@@ -390,7 +403,7 @@ func (t *task) record(req api.CallRequest, started, finished time.Time, res api.
 	t.recent = append(t.recent, api.CallRecord{
 		CallID: req.CallID, Tool: req.Tool, Outcome: res.Outcome, Reason: res.Reason,
 		Started: started, Finished: finished, Attempts: res.Attempts, Result: res.Result, Decision: res.Decision,
-		Edit: res.Edit,
+		Edit: res.Edit, Held: res.Held,
 	})
 	if len(t.recent) > recentKept {
 		t.recent = slices.Delete(t.recent, 0, len(t.recent)-recentKept)
@@ -417,6 +430,13 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 // executeFound is execute, with the content guard's findings in the
 // result of the attempt that answered (labels.go reads them).
 func (t *task) executeFound(ctx workflow.Context, req api.CallRequest) (api.CallResult, []api.Finding) {
+	res, findings, _ := t.executeHeld(ctx, req)
+	return res, findings
+}
+
+// executeHeld is executeFound, with the result the content guard holds
+// for an approver (guard.results: require_approval; nil when none).
+func (t *task) executeHeld(ctx workflow.Context, req api.CallRequest) (api.CallResult, []api.Finding, *api.HeldResult) {
 	spec := req.Spec
 	rp := spec.Retry
 	maxAttempts := max(rp.MaxAttempts, 1)
@@ -429,31 +449,34 @@ func (t *task) executeFound(ctx workflow.Context, req api.CallRequest) (api.Call
 		backoff = 2
 	}
 	actx := workflow.WithActivityOptions(ctx, callOptions(ctx, req))
+	caller, _ := t.caller()
 	for attempt := 1; ; attempt++ {
 		var out api.CallToolOutput
 		err := workflow.ExecuteActivity(actx, api.CallToolName, api.CallToolInput{
 			TaskID: t.in.TaskID, CallID: req.CallID, Attempt: attempt,
 			Server: req.Server, Tool: req.UpstreamTool, Arguments: req.Arguments, ArgumentsRef: req.ArgumentsRef,
 			Idempotent: spec.Idempotent, ExposedName: req.Tool, ProgressToken: req.ProgressToken, Subject: req.Subject,
+			Roles:     caller.Roles, // a role's guard tightens the result's (an input: a replay does not compare it)
+			ResultKey: req.ResultKey,
 		}).Get(ctx, &out)
 		if err == nil {
 			o := api.OutcomeOK
 			if out.IsError {
 				o = api.OutcomeToolError
 			}
-			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}, out.Findings
+			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}, out.Findings, out.Held
 		}
 		kind, msg := classifyActivityError(err)
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
 			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt,
-				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}, nil
+				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}, nil, nil
 		}
 		if !retryable(kind, spec) || attempt >= maxAttempts {
 			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
-				Reason: reasonFor(kind, req, attempt, msg)}, nil
+				Reason: reasonFor(kind, req, attempt, msg)}, nil, nil
 		}
 		if err := workflow.Sleep(ctx, interval); err != nil {
-			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}, nil
+			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}, nil, nil
 		}
 		interval = time.Duration(float64(interval) * backoff)
 		if rp.MaxInterval > 0 && interval > rp.MaxInterval {

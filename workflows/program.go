@@ -335,6 +335,9 @@ func (t *task) execProgram(ctx workflow.Context, req api.ProgramRequest) api.Pro
 	p.cancelTimer()
 
 	res := p.result(done)
+	if workflow.GetVersion(ctx, changeProgramGuard, workflow.DefaultVersion, 1) >= 1 {
+		res = t.guardProgram(dctx, res) // guard.go: before the outcome is recorded
+	}
 	if req.Atomic && res.Outcome != api.ProgramOK && compensationsOn(dctx) {
 		res.RolledBack = t.rollbackProgram(dctx, p)
 	}

@@ -262,4 +262,26 @@ const (
 	// GetVersion in compensation.go (pushUndo) and approval.go; first
 	// recorded in testdata/user_grant_v1_run1.json.
 	changeUserGrant = "user-grant"
+
+	// changeResultApproval versions holding a result for an approver
+	// (guard.results: require_approval; issue 30 §1): a call whose
+	// CallTool activity returned a held result waits for an approval to
+	// deliver it; approved, its result carries the sealed result for the
+	// gateway to open; denied or expired, an error naming the findings.
+	// Asked only when a result is held, which no earlier history has.
+	//
+	// Feature and GetVersion in guard.go (call.go runCall); first
+	// recorded in testdata/result_approval_v1_run1.json.
+	changeResultApproval = "result-approval"
+
+	// changeProgramGuard versions the content guard's inspection of a
+	// program's return value and output in the worker (the GuardProgram
+	// local activity at the program's end; issue 30 §1): the program's
+	// recorded result holds them redacted, with the findings. Programs
+	// from before it were inspected at the gateway only, after their
+	// result was recorded.
+	//
+	// Feature and GetVersion in program.go (execProgram) and guard.go;
+	// first recorded in testdata/program_guard_v1_run1.json.
+	changeProgramGuard = "program-guard"
 )

@@ -112,6 +112,9 @@ func slackRequestBlocks(n api.ApprovalNotice) []slack.Block {
 	if n.Rule != "" {
 		required = "rule `" + slackEscape(n.Rule) + "`"
 	}
+	if _, held := api.CallOfResultApprovalID(n.CallID); held {
+		required = "content guard (`guard.results: require_approval`)"
+	}
 	quorum := max(n.Quorum, 1)
 	fields := []*slack.TextBlockObject{
 		slackMd("*Tool*\n`" + slackEscape(n.Tool) + "`"),
@@ -169,6 +172,10 @@ func slackRequestContext(n api.ApprovalNotice, extra string) slack.Block {
 func RenderRequest(n api.ApprovalNotice) (fallback string, blocks []slack.Block) {
 	title := "Approval needed: " + n.Tool
 	fallback = fmt.Sprintf("Approval needed: %s requested by %s (request %s)", n.Tool, n.Principal, n.RequestID)
+	if _, held := api.CallOfResultApprovalID(n.CallID); held { // the call ran; its result waits
+		title = "Deliver the result of " + n.Tool + "?"
+		fallback = fmt.Sprintf("The result of %s (requested by %s) is held: approve delivering it? (request %s)", n.Tool, n.Principal, n.RequestID)
+	}
 	if n.Escalation {
 		title = "Escalated: approval needed: " + n.Tool
 		fallback = "Escalated: " + fallback

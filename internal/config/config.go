@@ -267,6 +267,15 @@ type Role struct {
 	// spend (the largest its roles give, else task.budget).
 	RateLimits []RateLimit `yaml:"rate_limits,omitempty"`
 	Budget     int         `yaml:"budget,omitempty"`
+
+	// Guard tightens the content guard (issue 30 §1) for the calls of the
+	// role's principals: guard.arguments and guard.results as in a
+	// manifest's tool or airlock.yaml's guard. The action in force is the
+	// strictest of the tool's setting (else airlock.yaml's guard) and the
+	// settings of each role the principal holds (off < annotate <
+	// require_approval < redact < block), so a role never loosens the
+	// guard (manifests.ResultGuardFor).
+	Guard *manifests.Guard `yaml:"guard,omitempty"`
 }
 
 // Policy configures the decision every call goes through.

@@ -391,6 +391,7 @@ func (c *Config) validateRoles(v *validator) {
 		if r.Deadline < 0 {
 			v.add(at+".deadline", "must not be negative; omit it for the task default")
 		}
+		c.validateRoleGuard(v, at, r.Guard) // guard.go
 	}
 }
 

@@ -115,10 +115,46 @@ func TestLoadProblems(t *testing.T) {
 			want: []string{`DIR/airlock.yaml:1: manifests: is required; list manifest files or globs relative to this file, e.g. ["manifests/*.yaml"]`},
 		},
 		{
+			name:  "role guard action unknown",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nroles:\n  strict:\n    guard:\n      results:\n        secrets: hide\n",
+			want:  []string{`DIR/airlock.yaml:6: roles.strict.guard.results.secrets: must be one of redact, block, require_approval, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, require_approval holds it until an approver approves delivering it (the call has run), annotate delivers it and records the finding`},
+		},
+		{
+			name:  "role guard descriptions",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nroles:\n  strict:\n    guard:\n      descriptions: {injection: block}\n",
+			want:  []string{`DIR/airlock.yaml:5: roles.strict.guard.descriptions: a tool's definition is inspected once for every principal, so a role cannot set it; set guard.descriptions in airlock.yaml or the tool's manifest, or remove it`},
+		},
+		{
+			name:  "role guard empty",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nroles:\n  strict:\n    tools: [\"*\"]\n    guard:\n",
+			want:  []string{`DIR/airlock.yaml:5: roles.strict.guard: is empty; write e.g. guard: {results: {secrets: block}}, or remove it`},
+		},
+		{
+			name:  "role guard duplicate key",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nroles:\n  strict:\n    guard:\n      arguments: {secrets: block}\n      arguments: {secrets: off}\n",
+			want: []string{
+				`DIR/airlock.yaml:4: roles.strict.guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard`,
+				`DIR/airlock.yaml:6: roles.strict.guard.arguments: defined twice (first at line 5); keep one`,
+			},
+		},
+		{
+			name:  "role guard case-folded key",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\nroles:\n  strict:\n    guard:\n      Results: {secrets: block}\n",
+			want: []string{
+				`DIR/airlock.yaml:4: roles.strict.guard.results: is required in guard; write results: {secrets: redact} or {personal_data: redact} (or injection: annotate; or block, or off), arguments: {secrets: block} or descriptions: {injection: annotate}, or remove guard`,
+				`DIR/airlock.yaml:5: roles.strict.guard.Results: unknown field; did you mean "results"?`,
+			},
+		},
+		{
 			name:  "guard action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: hide\n",
-			want:  []string{`DIR/airlock.yaml:4: guard.results.secrets: must be one of redact, block, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`},
+			want:  []string{`DIR/airlock.yaml:4: guard.results.secrets: must be one of redact, block, require_approval, annotate, off, got "hide"; redact replaces each match in a tool's result with a marker, block withholds the result, require_approval holds it until an approver approves delivering it (the call has run), annotate delivers it and records the finding`},
 		},
 		{
 			name:  "guard without results",
@@ -130,7 +166,7 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard personal data action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    secrets: redact\n    personal_data: mask\n",
-			want:  []string{`DIR/airlock.yaml:5: guard.results.personal_data: must be one of redact, block, annotate, off, got "mask"; redact replaces each match in a tool's result with a marker, block withholds the result, annotate delivers it and records the finding`},
+			want:  []string{`DIR/airlock.yaml:5: guard.results.personal_data: must be one of redact, block, require_approval, annotate, off, got "mask"; redact replaces each match in a tool's result with a marker, block withholds the result, require_approval holds it until an approver approves delivering it (the call has run), annotate delivers it and records the finding`},
 		},
 		{
 			name:  "guard results naming nothing",
@@ -142,7 +178,7 @@ func TestLoadProblems(t *testing.T) {
 			name:  "guard injection action unknown",
 			files: map[string]string{"m.yaml": manifestFor("m")},
 			cfg:   "manifests: [m.yaml]\nguard:\n  results:\n    injection: warn\n",
-			want:  []string{`DIR/airlock.yaml:4: guard.results.injection: must be one of annotate, block, redact, off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker`},
+			want:  []string{`DIR/airlock.yaml:4: guard.results.injection: must be one of annotate, block, redact, require_approval, off, got "warn"; annotate delivers a result holding prompt-injection markers and records them, block withholds it, redact replaces each marker, require_approval holds it until an approver approves delivering it`},
 		},
 		{
 			name:  "guard descriptions redact",
@@ -186,18 +222,6 @@ func TestLoadProblems(t *testing.T) {
 			cfg:   "manifests: [m.yaml]\nguard:\n  arguments:\n    secrets: block\n    secrets: off\n",
 			want: []string{`DIR/airlock.yaml:3: guard.arguments: names no category; write secrets: block and/or personal_data: annotate (or redact, require_approval, off), or remove arguments`,
 				`DIR/airlock.yaml:5: guard.arguments.secrets: defined twice (first at line 4); keep one`},
-		},
-		{
-			name:  "guard require_approval on results",
-			files: map[string]string{"m.yaml": manifestFor("m")},
-			cfg:   "manifests: [m.yaml]\nguard:\n  results: {secrets: require_approval}\n",
-			want:  []string{`DIR/airlock.yaml:3: guard.results.secrets: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
-		},
-		{
-			name:  "guard require_approval on injection",
-			files: map[string]string{"m.yaml": manifestFor("m")},
-			cfg:   "manifests: [m.yaml]\nguard:\n  results: {injection: require_approval}\n",
-			want:  []string{`DIR/airlock.yaml:3: guard.results.injection: require_approval applies to arguments only (a result exists once the call has run); write block to withhold the result, or annotate to deliver it and record the finding`},
 		},
 		{
 			name:  "guard injection in arguments",
@@ -467,6 +491,51 @@ func TestGuardInjectionApplied(t *testing.T) {
 	m = snap.Manifests[0]
 	if m.InjectionInDescriptions(nil) != manifests.GuardBlock || m.InjectionInResults(nil) != manifests.GuardOff || m.SecretsInResults(nil) != manifests.GuardOff {
 		t.Errorf("descriptions only: %q %q %q", m.InjectionInDescriptions(nil), m.InjectionInResults(nil), m.SecretsInResults(nil))
+	}
+}
+
+// TestGuardRolesApplied: the roles' guard blocks reach every manifest,
+// and the action in force for a principal is the strictest of the tool's
+// (else the configuration's) and each of its roles': a role tightens,
+// never loosens.
+func TestGuardRolesApplied(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "m.yaml"), manifestFor("m"))
+	write(t, filepath.Join(dir, "airlock.yaml"), "manifests: [m.yaml]\nguard:\n  results: {secrets: redact}\n  arguments: {secrets: annotate}\n"+
+		"roles:\n  strict:\n    guard:\n      results: {secrets: block, personal_data: redact}\n      arguments: {secrets: require_approval}\n"+
+		"  auditor:\n    guard: {results: {secrets: annotate, injection: annotate}}\n  plain: {tools: [\"*\"]}\n")
+	snap, err := config.Load(filepath.Join(dir, "airlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snap.Manifests[0]
+	for _, tc := range []struct {
+		roles                     []string
+		secrets, personal, inject manifests.GuardAction
+		argSecrets, argPersonal   manifests.GuardAction
+	}{
+		{nil, manifests.GuardRedact, manifests.GuardOff, manifests.GuardOff, manifests.GuardAnnotate, manifests.GuardOff},
+		{[]string{"plain"}, manifests.GuardRedact, manifests.GuardOff, manifests.GuardOff, manifests.GuardAnnotate, manifests.GuardOff},
+		{[]string{"auditor"}, manifests.GuardRedact, manifests.GuardOff, manifests.GuardAnnotate, manifests.GuardAnnotate, manifests.GuardOff},
+		{[]string{"strict"}, manifests.GuardBlock, manifests.GuardRedact, manifests.GuardOff, manifests.GuardRequireApproval, manifests.GuardOff},
+		{[]string{"auditor", "strict"}, manifests.GuardBlock, manifests.GuardRedact, manifests.GuardAnnotate, manifests.GuardRequireApproval, manifests.GuardOff},
+		{[]string{"no-such-role"}, manifests.GuardRedact, manifests.GuardOff, manifests.GuardOff, manifests.GuardAnnotate, manifests.GuardOff},
+	} {
+		s, p, i := m.ResultGuardFor(nil, tc.roles)
+		as, ap := m.ArgumentGuardFor(nil, tc.roles)
+		if s != tc.secrets || p != tc.personal || i != tc.inject || as != tc.argSecrets || ap != tc.argPersonal {
+			t.Errorf("roles %v: results %q %q %q, arguments %q %q; want %q %q %q, %q %q", tc.roles, s, p, i, as, ap,
+				tc.secrets, tc.personal, tc.inject, tc.argSecrets, tc.argPersonal)
+		}
+	}
+	// A tool's own setting replaces the configuration's, as before; a
+	// role tightens that too.
+	own := &manifests.Tool{Guard: &manifests.Guard{Results: &manifests.GuardResults{Secrets: manifests.GuardOff}}}
+	if s, _, _ := m.ResultGuardFor(own, nil); s != manifests.GuardOff {
+		t.Errorf("a tool's off with no role: %q, want off", s)
+	}
+	if s, _, _ := m.ResultGuardFor(own, []string{"strict"}); s != manifests.GuardBlock {
+		t.Errorf("a tool's off for a strict principal: %q, want block", s)
 	}
 }
 

@@ -71,3 +71,14 @@ func celFindings(fs []api.Finding) []map[string]string {
 	}
 	return out
 }
+
+// ResultApproval is the decision on delivering a result the content guard
+// holds (guard.results: require_approval; issue 30 §1): require_approval
+// by the tool's approval group, else the policy's approval_group, with
+// why as its reason; deny when there is no group (nobody could approve).
+func (p *Policy) ResultApproval(t Tool, why string) api.Verdict {
+	if p == nil {
+		return api.Verdict{Effect: api.Deny, Check: api.CheckError, Reason: "denied: no policy is loaded; report this to an operator"}
+	}
+	return p.approval(api.CheckGuard, "", t.Name, factsOf(t), "", 0, why)
+}

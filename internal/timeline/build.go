@@ -434,6 +434,12 @@ func (b *builder) approval(cs *callState, id string) *Approval {
 		}
 		return cs.c.EditApproval
 	}
+	if _, ok := api.CallOfResultApprovalID(id); ok { // the request to deliver its result
+		if cs.c.ResultApproval == nil {
+			cs.c.ResultApproval = &Approval{ID: id, State: api.ApprovalPending}
+		}
+		return cs.c.ResultApproval
+	}
 	if cs.c.Approval == nil {
 		cs.c.Approval = &Approval{ID: id, State: api.ApprovalPending}
 	}
@@ -642,9 +648,10 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 			b.problem("approval notice: %v", err)
 			return
 		}
-		cs := b.programCall(n.CallID, at)
+		callID, _ := api.CallOfResultApprovalID(n.CallID) // a request to deliver its result
+		cs := b.programCall(callID, at)
 		if cs == nil {
-			cs = b.call(n.CallID, n.Tool, at)
+			cs = b.call(callID, n.Tool, at)
 		} else if cs.c.Tool == "" {
 			cs.c.Tool = n.Tool
 		}
@@ -665,7 +672,8 @@ func (b *builder) activityScheduled(at time.Time, id int64, a *historypb.Activit
 			b.problem("approval notice: %v", err)
 			return
 		}
-		cs := b.callOrProgram(n.CallID, n.Tool, at)
+		callID, _ := api.CallOfResultApprovalID(n.CallID) // a request to deliver its result
+		cs := b.callOrProgram(callID, n.Tool, at)
 		ap := b.approval(cs, n.RequestID)
 		if n.State != "" {
 			ap.State = n.State

@@ -42,6 +42,7 @@ type Edit struct {
 // truncated: a known limitation, left for a change of behaviour of its own.
 func callOfRequest(task, id string) string {
 	call, _, _ := strings.Cut(strings.TrimPrefix(id, task+"~"), "~")
+	call, _ = api.CallOfResultApprovalID(call) // the request to deliver its result
 	return call
 }
 

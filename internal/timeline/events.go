@@ -199,6 +199,12 @@ func callEvents(tl *Timeline, c *Call) []event {
 	out = append(out, captureEvents(c, base)...)
 	out = append(out, exchangeEvents(c, base)...)
 	out = append(out, findingEvents(c, base)...)
+	if ap := c.ResultApproval; ap != nil { // guard.results: require_approval
+		for _, e := range approvalEvents(c, ap, base) {
+			e.text = strings.Replace(e.text, "approval ", "approval to deliver the result ", 1)
+			out = append(out, e)
+		}
+	}
 	out = append(out, tryEvents(c, base)...)
 	out = append(out, resultEvents(c, base)...)
 	out = append(out, labelEvents(c, base)...) // labels.go
@@ -345,14 +351,17 @@ func findingEvents(c *Call, base eventBase) []event {
 		case "block":
 			verb = "withheld the result"
 		case "require_approval":
-			verb = "sent to approval"
+			verb = "held for an approver to approve delivering it"
 		case "annotate":
 			verb = "delivered unchanged, recorded"
 		}
 		if f.Where == api.FindingsInArguments {
 			in = "the arguments"
-			if f.Action == "block" {
+			switch f.Action {
+			case "block":
 				verb = "refused the call"
+			case "require_approval":
+				verb = "sent to approval"
 			}
 		}
 		text := fmt.Sprintf("content guard: %s in %s at %s: %s", f.Rule, in, f.Path, verb)

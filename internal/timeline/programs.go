@@ -66,6 +66,10 @@ type Program struct {
 	RolledBack []string `json:"rolled_back,omitempty"`
 	// Stops are the stop_program requests it received.
 	Stops []ProgramStop `json:"stops,omitempty"`
+	// Findings are what the content guard found in its return value and
+	// output (api.ProgramResult.Findings); Withheld why it withheld them.
+	Findings []api.Finding `json:"findings,omitempty"`
+	Withheld string        `json:"withheld,omitempty"`
 }
 
 // ProgramLimits are the limits a program ran with (those a reader of the
@@ -269,6 +273,7 @@ func (b *builder) programCompleted(at time.Time, ps *programState, success *comm
 	}
 	p.Outcome, p.Result, p.Output, p.Error, p.Line, p.Steps = string(res.Outcome), res.Result, res.Output, res.Error, res.Line, res.Steps
 	p.RolledBack = res.RolledBack
+	p.Findings, p.Withheld = res.Findings, res.Withheld
 	for _, pc := range res.Calls {
 		var cs *callState
 		if prog, _, ok := api.SplitProgramCallID(pc.CallID); ok && prog == p.ID {

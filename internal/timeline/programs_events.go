@@ -97,8 +97,22 @@ func programEnd(tl *Timeline, p *Program) event {
 		f["rolled_back"] = p.RolledBack
 		text += "; rolled back " + strings.Join(p.RolledBack, ", ")
 	}
-	if p.Outcome == string(api.ProgramOK) && len(p.Result) == 0 {
+	if p.Outcome == string(api.ProgramOK) && len(p.Result) == 0 && p.Withheld == "" {
 		text += "; it returned nothing"
+	}
+	if p.Withheld != "" {
+		f["withheld"] = p.Withheld
+		text += "; content guard withheld its result: " + oneLine(p.Withheld)
+	}
+	if len(p.Findings) > 0 {
+		var fs []map[string]any
+		var parts []string
+		for _, g := range p.Findings {
+			fs = append(fs, map[string]any{"rule": g.Rule, "path": g.Path, "action": g.Action})
+			parts = append(parts, g.Rule+" at "+g.Path+": "+g.Action)
+		}
+		f["findings"] = fs
+		text += "; content guard: " + strings.Join(parts, ", ")
 	}
 	return event{at: *p.Finished, depth: 1, typ: EventProgramFinished, run: runAt(tl, *p.Finished), fields: f, text: text}
 }

@@ -129,6 +129,9 @@ type Call struct {
 	// EditApproval the request that asked another group about it.
 	Edit         *Edit     `json:"edit,omitempty"`
 	EditApproval *Approval `json:"edit_approval,omitempty"`
+	// ResultApproval is the request to deliver the call's result, which
+	// the content guard held (guard.results: require_approval).
+	ResultApproval *Approval `json:"result_approval,omitempty"`
 	// Exchanges are the sampling and elicitation requests the upstream
 	// made during the call, with the client's answers as recorded (masked
 	// by the tool's redact paths) or why they were refused.
