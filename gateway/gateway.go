@@ -205,13 +205,13 @@ type Gateway struct {
 	open *identity.Principal // the caller when opts.Directory is nil
 	// sessionKey signs session IDs (replica.go).
 	sessionKey []byte
-	// held is the key of held results, derived from sessionKey once
+	// heldResult is the key of held results, derived from sessionKey once
 	// (guard.go heldKey).
-	heldOnce sync.Once
-	held     *ecdh.PrivateKey
-	heldErr  error
-	server   *mcp.Server
-	log      zerolog.Logger
+	heldResultOnce sync.Once
+	heldResult     *ecdh.PrivateKey
+	heldResultErr  error
+	server         *mcp.Server
+	log            zerolog.Logger
 
 	// consentWaits are the sessions sent to consent, by elicitation ID
 	// (useroauth.go).

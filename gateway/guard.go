@@ -127,14 +127,14 @@ const heldKeyInfo = "airlock-held-result-v1"
 // sharing it, and a gateway restarted with it, can open a result approved
 // while another held the call.
 func (g *Gateway) heldKey() (*ecdh.PrivateKey, error) {
-	g.heldOnce.Do(func() {
+	g.heldResultOnce.Do(func() {
 		b, err := hkdf.Key(sha256.New, g.sessionKey, nil, heldKeyInfo, 32)
 		if err == nil {
-			g.held, err = ecdh.X25519().NewPrivateKey(b)
+			g.heldResult, err = ecdh.X25519().NewPrivateKey(b)
 		}
-		g.heldErr = err
+		g.heldResultErr = err
 	})
-	return g.held, g.heldErr
+	return g.heldResult, g.heldResultErr
 }
 
 // resultKey is the public key a call of e by pr carries (CallRequest.
