@@ -61,8 +61,8 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			return errorResult(c.taskID, c.callID, err.Error()), nil
 		}
 	}
-	ictx, finishAsks := watchAsks(wctx, sink)       // mrtr.go
-	release, busy := g.admit(ictx, c.taskID, c.log) // admission.go
+	ictx, finishAsks := watchAsks(wctx, sink)                  // mrtr.go
+	release, busy := g.admit(ictx, c.pr.Name, c.taskID, c.log) // admission.go
 	if busy != nil {
 		finishAsks()
 		metrics.Calls.WithLabelValues(c.e.exposed, OutcomeError).Inc()
