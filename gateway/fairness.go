@@ -99,17 +99,17 @@ func (g *principalGate) capLocked(p string, now time.Time) int {
 
 // mayRunLocked reports whether p, with l, may start one more call now.
 func (g *principalGate) mayRunLocked(p string, l *principalLoad, now time.Time) bool {
+	if g.share == 0 {
+		return true
+	}
 	c := g.capLocked(p, now)
 	return c < 0 || l.running < c
 }
 
 // enter waits for principal's turn to send a call and returns the
 // function that gives it back (call it once the call's answer is in or
-// abandoned). Off (share 0), it returns at once.
+// abandoned). Off (share 0), it only counts the call.
 func (g *principalGate) enter(ctx context.Context, principal string) (release func(), _ error) {
-	if g.share == 0 {
-		return func() {}, nil
-	}
 	now := g.now()
 	g.mu.Lock()
 	l := g.ps[principal]
@@ -237,4 +237,10 @@ func (g *principalGate) load(principal string) (running, waiting int) {
 		return l.running, len(l.waiting)
 	}
 	return 0, 0
+}
+
+// PrincipalLoad is how many calls (tool calls, programs) principal has in
+// flight at this gateway and how many wait for its share.
+func (g *Gateway) PrincipalLoad(principal string) (inFlight, waiting int) {
+	return g.fairness.load(principal)
 }

@@ -199,6 +199,9 @@ func TestPrincipalGateOff(t *testing.T) {
 	for range 100 {
 		_ = mustEnter(t, g, "alice")
 	}
+	if r, w := g.load("alice"); r != 100 || w != 0 {
+		t.Fatalf("off: alice %d running, %d waiting; want 100, 0 (counted, never held)", r, w)
+	}
 }
 
 // A principal's cap follows the least busy other: beside bob's four
