@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -459,7 +458,7 @@ func toMCP(taskID string, res api.CallResult) *mcp.CallToolResult {
 	switch res.Outcome {
 	case api.OutcomeOK, api.OutcomeToolError:
 		var r mcp.CallToolResult
-		if err := json.Unmarshal(res.Result, &r); err != nil {
+		if err := decodeResult(res.Result, &r); err != nil { // result.go
 			return errorResult(taskID, res.CallID, fmt.Sprintf("airlock could not decode the result of %s: %v", res.Tool, err))
 		}
 		if r.Meta == nil {
