@@ -42,10 +42,18 @@ const DefaultPrincipalBacklog = 4096
 // call finished (a variable for tests).
 var activeWindow = time.Second
 
+// principalLease is how long a call counts against its principal's
+// share: a call waiting for approval (which may take hours) or a slow
+// tool then stops holding the principal's other calls back. The work
+// the share protects, the server's, the worker's and the gateway's, is
+// done in a call's first milliseconds; what follows is waiting. A
+// variable for tests.
+var principalLease = 2 * time.Second
+
 // principalGate admits calls by principal: see the comment at the top.
 type principalGate struct {
 	share, backlog int // 0 share: off
-	window         time.Duration
+	window, lease  time.Duration
 	now            func() time.Time
 
 	mu sync.Mutex
@@ -69,7 +77,7 @@ func newPrincipalGate(share, backlog int) *principalGate {
 	if backlog <= 0 {
 		backlog = DefaultPrincipalBacklog
 	}
-	return &principalGate{share: max(share, 0), backlog: backlog, window: activeWindow, now: time.Now, ps: map[string]*principalLoad{}}
+	return &principalGate{share: max(share, 0), backlog: backlog, window: activeWindow, lease: principalLease, now: time.Now, ps: map[string]*principalLoad{}}
 }
 
 // activeLocked reports whether l counts as active at now.
@@ -120,7 +128,7 @@ func (g *principalGate) enter(ctx context.Context, principal string) (release fu
 	if len(l.waiting) == 0 && g.mayRunLocked(principal, l, now) {
 		l.running++
 		g.mu.Unlock()
-		return g.releaser(principal), nil
+		return g.leased(principal), nil
 	}
 	if len(l.waiting) >= g.backlog {
 		g.mu.Unlock()
@@ -138,13 +146,13 @@ func (g *principalGate) enter(ctx context.Context, principal string) (release fu
 	}
 	select {
 	case <-w.ready:
-		return g.releaser(principal), nil
+		return g.leased(principal), nil
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
 	if w.granted {
 		g.mu.Unlock()
-		return g.releaser(principal), nil
+		return g.leased(principal), nil
 	}
 	if i := indexOf(l.waiting, w); i >= 0 {
 		l.waiting = append(l.waiting[:i], l.waiting[i+1:]...)
@@ -152,6 +160,20 @@ func (g *principalGate) enter(ctx context.Context, principal string) (release fu
 	g.mu.Unlock()
 	metrics.TaskBusy.WithLabelValues(metrics.BusyPrincipal).Inc()
 	return nil, &BusyError{Principal: principal, Share: g.share, Backlog: g.backlog, Waited: true}
+}
+
+// leased is the releaser of a turn just taken, which also gives the
+// turn back by itself after the lease.
+func (g *principalGate) leased(principal string) func() {
+	rel := g.releaser(principal)
+	if g.lease <= 0 {
+		return rel
+	}
+	t := time.AfterFunc(g.lease, rel)
+	return func() {
+		t.Stop()
+		rel()
+	}
 }
 
 // releaser gives principal's turn back exactly once and lets in whoever

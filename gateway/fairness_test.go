@@ -30,7 +30,7 @@ func (c *fakeClock) add(d time.Duration) {
 func testGate(share, backlog int) (*principalGate, *fakeClock, chan string) {
 	g := newPrincipalGate(share, backlog)
 	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
-	g.now, g.window = clk.now, time.Hour
+	g.now, g.window, g.lease = clk.now, time.Hour, 0
 	queued := make(chan string, 1024)
 	g.queued = func(p string, _ int) { queued <- p }
 	return g, clk, queued
@@ -131,7 +131,7 @@ func TestPrincipalGateSharesWhileContended(t *testing.T) {
 // principal stops counting as active.
 func TestPrincipalGateTimerEndsTheShare(t *testing.T) {
 	g := newPrincipalGate(1, 10)
-	g.window = 20 * time.Millisecond
+	g.window, g.lease = 20*time.Millisecond, 0
 	bob := mustEnter(t, g, "bob")
 	a := mustEnter(t, g, "alice")
 	errs := make(chan error, 1)
@@ -147,6 +147,31 @@ func TestPrincipalGateTimerEndsTheShare(t *testing.T) {
 		t.Fatal("alice's waiting call never ran after bob's window ended")
 	}
 	a()
+}
+
+// A call that goes on past the lease (waiting for approval, a slow tool)
+// stops counting, and the principal's next call runs.
+func TestPrincipalGateLease(t *testing.T) {
+	g := newPrincipalGate(1, 10)
+	g.window, g.lease = time.Hour, 20*time.Millisecond
+	bob := mustEnter(t, g, "bob")
+	defer bob()
+	held := mustEnter(t, g, "alice") // never given back by its caller before the end
+	errs := make(chan error, 1)
+	w := enterAsync(context.Background(), g, "alice", errs)
+	select {
+	case rel := <-w:
+		if rel == nil {
+			t.Fatal(<-errs)
+		}
+		rel()
+	case <-time.After(time.Minute):
+		t.Fatal("alice's next call never ran after her first one's lease")
+	}
+	held() // after its lease: changes nothing
+	if r, w := g.load("alice"); r != 0 || w != 0 {
+		t.Fatalf("alice at the end: %d running, %d waiting", r, w)
+	}
 }
 
 func TestPrincipalGateBacklogAndCancel(t *testing.T) {
@@ -250,7 +275,7 @@ func TestPrincipalGateFollowsTheLeastBusy(t *testing.T) {
 func TestPrincipalGateBurst(t *testing.T) {
 	const share, principals, calls = 2, 3, 300
 	g := newPrincipalGate(share, calls*principals)
-	g.window = time.Hour
+	g.window, g.lease = time.Hour, 0
 	light := mustEnter(t, g, "light")
 	var wg sync.WaitGroup
 	var ran, over atomic.Int64
