@@ -58,6 +58,10 @@ type principalGate struct {
 
 	mu sync.Mutex
 	ps map[string]*principalLoad
+	// nwait is how many callers wait, all principals together; swept is
+	// when idle principals were last dropped from ps.
+	nwait int
+	swept time.Time
 	// timer wakes waiters when a principal stops counting as active
 	// (armed while someone waits; nil otherwise).
 	timer *time.Timer
@@ -85,32 +89,55 @@ func (g *principalGate) activeLocked(l *principalLoad, now time.Time) bool {
 	return l.running > 0 || len(l.waiting) > 0 || now.Sub(l.last) < g.window
 }
 
-// capLocked is how many calls p may have in flight now: unbounded
-// (-1) when no other principal is active; else as many as the least busy
-// of the others has in flight and waiting, and at least the share. So a
-// flood runs beside an agent calling one at a time one call at a time
-// (with share 1), and beside an agent making four calls at once, four.
-func (g *principalGate) capLocked(p string, now time.Time) int {
-	least := -1
+// loads is what the caps are read from: the least busy active principal
+// (its calls in flight and waiting), and the least busy of the others.
+type loads struct {
+	owner         string
+	least, second int // -1: none
+}
+
+// loadsLocked reads the active principals once (a grant does not change
+// any principal's calls in flight and waiting, only which of them wait).
+func (g *principalGate) loadsLocked(now time.Time) loads {
+	ls := loads{least: -1, second: -1}
 	for name, l := range g.ps {
-		if name != p && g.activeLocked(l, now) {
-			if d := l.running + len(l.waiting); least < 0 || d < least {
-				least = d
-			}
+		if !g.activeLocked(l, now) {
+			continue
+		}
+		d := l.running + len(l.waiting)
+		switch {
+		case ls.least < 0 || d < ls.least:
+			ls.second = ls.least
+			ls.owner, ls.least = name, d
+		case ls.second < 0 || d < ls.second:
+			ls.second = d
 		}
 	}
-	if least < 0 {
+	return ls
+}
+
+// capOf is how many calls p may have in flight: unbounded (-1) when no
+// other principal is active; else as many as the least busy of the
+// others has in flight and waiting, and at least the share. So a flood
+// runs beside an agent calling one at a time one call at a time (with
+// share 1), and beside an agent making four calls at once, four.
+func (g *principalGate) capOf(p string, ls loads) int {
+	other := ls.least
+	if ls.owner == p {
+		other = ls.second
+	}
+	if other < 0 {
 		return -1
 	}
-	return max(least, g.share)
+	return max(other, g.share)
 }
 
 // mayRunLocked reports whether p, with l, may start one more call now.
-func (g *principalGate) mayRunLocked(p string, l *principalLoad, now time.Time) bool {
+func (g *principalGate) mayRunLocked(p string, l *principalLoad, ls loads) bool {
 	if g.share == 0 {
 		return true
 	}
-	c := g.capLocked(p, now)
+	c := g.capOf(p, ls)
 	return c < 0 || l.running < c
 }
 
@@ -125,7 +152,7 @@ func (g *principalGate) enter(ctx context.Context, principal string) (release fu
 		l = &principalLoad{}
 		g.ps[principal] = l
 	}
-	if len(l.waiting) == 0 && g.mayRunLocked(principal, l, now) {
+	if len(l.waiting) == 0 && g.mayRunLocked(principal, l, g.loadsLocked(now)) {
 		l.running++
 		g.mu.Unlock()
 		return g.leased(principal), nil
@@ -137,6 +164,7 @@ func (g *principalGate) enter(ctx context.Context, principal string) (release fu
 	}
 	w := &waiter{ready: make(chan struct{})}
 	l.waiting = append(l.waiting, w)
+	g.nwait++
 	n := len(l.waiting)
 	g.armLocked(now)
 	g.mu.Unlock()
@@ -156,6 +184,7 @@ func (g *principalGate) enter(ctx context.Context, principal string) (release fu
 	}
 	if i := indexOf(l.waiting, w); i >= 0 {
 		l.waiting = append(l.waiting[:i], l.waiting[i+1:]...)
+		g.nwait--
 	}
 	g.mu.Unlock()
 	metrics.TaskBusy.WithLabelValues(metrics.BusyPrincipal).Inc()
@@ -188,34 +217,48 @@ func (g *principalGate) releaser(principal string) func() {
 			l := g.ps[principal]
 			l.running--
 			l.last = now
-			g.grantLocked(now)
+			if g.nwait > 0 {
+				g.grantLocked(now)
+			}
+			g.sweepLocked(now)
 		})
 	}
 }
 
 // grantLocked starts the waiters that may run now, oldest first within a
 // principal, one principal after another so that none takes all the
-// room; drops idle principals; and arms the timer if someone still waits.
+// room, and arms the timer if someone still waits.
 func (g *principalGate) grantLocked(now time.Time) {
+	ls := g.loadsLocked(now)
 	for granted := true; granted; {
 		granted = false
 		for p, l := range g.ps {
-			if len(l.waiting) > 0 && g.mayRunLocked(p, l, now) {
+			if len(l.waiting) > 0 && g.mayRunLocked(p, l, ls) {
 				w := l.waiting[0]
 				l.waiting = l.waiting[1:]
 				l.running++
+				g.nwait--
 				w.granted = true
 				close(w.ready)
 				granted = true
 			}
 		}
 	}
+	g.armLocked(now)
+}
+
+// sweepLocked drops the principals no longer active, at most once a
+// window, so that ps holds the principals of about the last window.
+func (g *principalGate) sweepLocked(now time.Time) {
+	if now.Sub(g.swept) < g.window {
+		return
+	}
+	g.swept = now
 	for p, l := range g.ps {
 		if !g.activeLocked(l, now) {
 			delete(g.ps, p)
 		}
 	}
-	g.armLocked(now)
 }
 
 // armLocked sets the timer for the moment the next principal without
@@ -249,6 +292,7 @@ func (g *principalGate) expire() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.grantLocked(now)
+	g.sweepLocked(now)
 }
 
 // load is how many calls principal has in flight and waiting here.

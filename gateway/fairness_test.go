@@ -310,3 +310,22 @@ func TestPrincipalGateBurst(t *testing.T) {
 		}
 	}
 }
+
+// Many principals at once, one call each: every one runs at once (each is
+// within its share), and the gate ends empty.
+func TestPrincipalGateManyPrincipals(t *testing.T) {
+	g := newPrincipalGate(1, 10)
+	g.window, g.lease = time.Hour, 0
+	var rels []func()
+	for i := range 5000 {
+		rels = append(rels, mustEnter(t, g, fmt.Sprint("p", i)))
+	}
+	for _, rel := range rels {
+		rel()
+	}
+	for i := range 5000 {
+		if r, w := g.load(fmt.Sprint("p", i)); r != 0 || w != 0 {
+			t.Fatalf("p%d at the end: %d running, %d waiting", i, r, w)
+		}
+	}
+}
