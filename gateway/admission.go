@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -218,9 +219,22 @@ const busyRetryAfter = 1
 func (g *Gateway) admit(ctx context.Context, principal, taskID string, log zerolog.Logger) (release func(), busy *BusyError) {
 	leave, err := g.fairness.enter(ctx, principal)
 	if err == nil {
+		// A call that starts its task (Update-with-Start: the gateway
+		// knows no run of it) costs the server and worker about
+		// startWeight calls in a running task: while others have calls,
+		// its turn is held that many times as long (fairness.go).
+		_, known := g.running.Load(taskID)
+		t0 := time.Now()
 		var done func()
 		if done, err = g.admission.enter(ctx, taskID); err == nil {
-			return func() { done(); leave() }, nil
+			return func() {
+				done()
+				if known {
+					leave()
+					return
+				}
+				g.fairness.holdThenLeave(principal, time.Duration(startWeight-1)*time.Since(t0), leave)
+			}, nil
 		}
 		leave()
 	}

@@ -329,3 +329,34 @@ func TestPrincipalGateManyPrincipals(t *testing.T) {
 		}
 	}
 }
+
+// A costly call's turn is held past its end while another principal is
+// active, and given back at once when none is.
+func TestPrincipalGateHoldsCostlyTurns(t *testing.T) {
+	g := newPrincipalGate(1, 10)
+	g.window, g.lease = time.Hour, 0
+	rel := mustEnter(t, g, "alice")
+	left := make(chan struct{})
+	g.holdThenLeave("alice", time.Hour, func() { rel(); close(left) })
+	select {
+	case <-left:
+	default:
+		t.Fatal("alone, alice's turn was held")
+	}
+	bob := mustEnter(t, g, "bob")
+	defer bob()
+	rel = mustEnter(t, g, "alice")
+	held := make(chan struct{})
+	g.holdThenLeave("alice", 20*time.Millisecond, func() { rel(); close(held) })
+	if r, _ := g.load("alice"); r != 1 {
+		t.Fatalf("beside bob, alice's costly turn was given back at once (%d running)", r)
+	}
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("alice's held turn was never given back")
+	}
+	if r, _ := g.load("alice"); r != 0 {
+		t.Fatalf("after the hold alice has %d running", r)
+	}
+}
