@@ -18,7 +18,11 @@ package gateway
 // tasks' queues. A principal is "active" while it has calls in flight or
 // waiting, and for activeWindow after its last one finished, so that an
 // agent calling back to back (bob) stays counted between two calls and
-// the flood does not refill the gap. RATIONALE.md,
+// the flood does not refill the gap. A call counts for its first
+// principalLease only (a call waiting for approval does not hold its
+// principal back), and one that starts its task, which costs about
+// startWeight calls in a running task, holds its turn that much longer
+// while others have calls. RATIONALE.md,
 // "How does one principal's flood leave room for another's calls?".
 
 import (
