@@ -15,6 +15,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -28,12 +29,17 @@ import (
 )
 
 // floodAgents: alice's agents; floodRounds × floodCalls: bob's calls
-// alone and as many flooded.
-const (
-	floodAgents = 32
-	floodRounds = 5
-	floodCalls  = 20
-)
+// alone and as many flooded. Under CI=true (every benchmark once, for its
+// assertions) one short round per mode.
+const floodAgents = 32
+
+var floodRounds, floodCalls = 5, 20
+
+func init() {
+	if os.Getenv("CI") == "true" {
+		floodRounds, floodCalls = 1, 10
+	}
+}
 
 func BenchmarkPrincipalFlood(b *testing.B) {
 	for _, mode := range []struct {
