@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -74,11 +75,22 @@ type BusyError struct {
 	// Server, when set, is the Temporal server's refusal: the task had
 	// history.maxInFlightUpdates in flight there (serverbusy.go).
 	Server string
+	// Principal, when set, is the caller whose share was in use while
+	// other principals had calls (fairness.go): Share is
+	// gateway.principal_share, Backlog DefaultPrincipalBacklog.
+	Principal string
+	Share     int
 }
 
 func (e *BusyError) Error() string {
 	if e.Server != "" {
 		return e.serverBusyText()
+	}
+	if e.Principal != "" {
+		if e.Waited {
+			return fmt.Sprintf("principal %s is busy: while other principals have calls, each runs %d calls at once at this gateway (gateway.principal_share), and this call waited its turn and was not sent; nothing ran. Call again in a moment, or make fewer calls at once.", e.Principal, e.Share)
+		}
+		return fmt.Sprintf("principal %s is busy: while other principals have calls, each runs %d calls at once at this gateway (gateway.principal_share), and %d of its calls already wait (the most it queues); nothing ran. Call again in a moment, or make fewer calls at once.", e.Principal, e.Share, e.Waiting)
 	}
 	if e.Waited {
 		return fmt.Sprintf("task %s is busy: the call waited its turn behind the task's calls in flight (%d at most at once, gateway.task_concurrency) and was not sent; nothing ran. Call again in a moment, or wait for the calls you have in flight.",
@@ -199,20 +211,39 @@ const LimitCheckBusy = "busy"
 // that retries at once into a full queue only adds to it.
 const busyRetryAfter = 1
 
-// admit waits for taskID's turn to send an Update (the queue of
-// admission.go) and returns the function that gives the turn back. A
-// non-nil *BusyError means the call must not be sent: the task's backlog
-// is full, or ctx ended before its turn.
-func (g *Gateway) admit(ctx context.Context, taskID string, log zerolog.Logger) (release func(), busy *BusyError) {
-	release, err := g.admission.enter(ctx, taskID)
-	if err != nil {
-		if !errors.As(err, &busy) {
-			busy = &BusyError{Task: taskID, Limit: g.admission.limit, Backlog: g.admission.queue, Waited: true}
+// admit waits for the caller's turn (principal's share, fairness.go)
+// and then taskID's turn to send an Update (the queue of admission.go),
+// and returns the function that gives both back. A non-nil *BusyError
+// means the call must not be sent: a backlog is full, or ctx ended
+// before its turn.
+func (g *Gateway) admit(ctx context.Context, principal, taskID string, log zerolog.Logger) (release func(), busy *BusyError) {
+	leave, err := g.fairness.enter(ctx, principal)
+	if err == nil {
+		// A call that starts its task (Update-with-Start: the gateway
+		// knows no run of it) costs the server and worker about
+		// startWeight calls in a running task: while others have calls,
+		// its turn is held that many times as long (fairness.go).
+		_, known := g.running.Load(taskID)
+		t0 := time.Now()
+		var done func()
+		if done, err = g.admission.enter(ctx, taskID); err == nil {
+			return func() {
+				done()
+				if known {
+					leave()
+					return
+				}
+				g.fairness.holdThenLeave(principal, time.Duration(startWeight-1)*time.Since(t0), leave)
+			}, nil
 		}
-		log.Info().Bool("waited", busy.Waited).Int("running", busy.Running).Int("waiting", busy.Waiting).Msg("call refused: the task is busy")
-		return nil, busy
+		leave()
 	}
-	return release, nil
+	if !errors.As(err, &busy) {
+		busy = &BusyError{Task: taskID, Limit: g.admission.limit, Backlog: g.admission.queue, Waited: true}
+	}
+	busy.Task = taskID
+	log.Info().Bool("waited", busy.Waited).Int("running", busy.Running).Int("waiting", busy.Waiting).Str("principal_busy", busy.Principal).Msg("call refused: busy")
+	return nil, busy
 }
 
 // busyResult answers a call its task had no room for: an error result
@@ -225,6 +256,8 @@ func busyResult(taskID string, b *BusyError) *mcp.CallToolResult {
 	switch {
 	case b.Server != "":
 		r.Meta[MetaLimit] = "history.maxInFlightUpdates"
+	case b.Principal != "":
+		r.Meta[MetaLimit] = "gateway.principal_share"
 	case b.Waited:
 		r.Meta[MetaLimit] = "gateway.task_concurrency"
 	}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -61,8 +60,8 @@ func (g *Gateway) call(ctx context.Context, e *toolEntry, req *mcp.CallToolReque
 			return errorResult(c.taskID, c.callID, err.Error()), nil
 		}
 	}
-	ictx, finishAsks := watchAsks(wctx, sink)       // mrtr.go
-	release, busy := g.admit(ictx, c.taskID, c.log) // admission.go
+	ictx, finishAsks := watchAsks(wctx, sink)                  // mrtr.go
+	release, busy := g.admit(ictx, c.pr.Name, c.taskID, c.log) // admission.go
 	if busy != nil {
 		finishAsks()
 		metrics.Calls.WithLabelValues(c.e.exposed, OutcomeError).Inc()
@@ -463,7 +462,7 @@ func toMCP(taskID string, res api.CallResult) *mcp.CallToolResult {
 	switch res.Outcome {
 	case api.OutcomeOK, api.OutcomeToolError:
 		var r mcp.CallToolResult
-		if err := json.Unmarshal(res.Result, &r); err != nil {
+		if err := decodeResult(res.Result, &r); err != nil { // result.go
 			return errorResult(taskID, res.CallID, fmt.Sprintf("airlock could not decode the result of %s: %v", res.Tool, err))
 		}
 		if r.Meta == nil {

@@ -138,6 +138,12 @@ type Options struct {
 	// a call is answered that the task is busy (default
 	// DefaultTaskBacklog). See admission.go.
 	TaskConcurrency, TaskBacklog int
+	// PrincipalShare is how many calls (tool calls, programs) one
+	// principal may have in flight at this gateway while other
+	// principals have calls (default DefaultPrincipalShare; negative:
+	// no such bound). A principal alone is bounded only per task. See
+	// fairness.go.
+	PrincipalShare int
 	// SubjectKey is the worker's public subject key: a call to an
 	// upstream that acts as the user (server.http.auth.token_exchange)
 	// carries the caller's access token sealed to it (internal/exchange).
@@ -228,6 +234,9 @@ type Gateway struct {
 	// admission queues each task's Updates past TaskConcurrency
 	// (admission.go).
 	admission *taskQueues
+	// fairness bounds each principal's calls in flight while others
+	// have calls (fairness.go).
+	fairness *principalGate
 	// owners remembers who owns each task described here (owner.go).
 	owners owners
 	// refused holds the go-sdk IDs of sessions whose initialize was
@@ -278,6 +287,9 @@ func New(opts Options) *Gateway {
 	if opts.TaskBacklog <= 0 {
 		opts.TaskBacklog = DefaultTaskBacklog
 	}
+	if opts.PrincipalShare == 0 {
+		opts.PrincipalShare = DefaultPrincipalShare
+	}
 	open := &identity.Principal{Name: opts.Principal, Permissions: []string{"*"}, DataLevel: manifests.DataRestricted, AllowTools: []string{"*"}}
 	if opts.Version == "" {
 		opts.Version = "dev"
@@ -285,6 +297,7 @@ func New(opts Options) *Gateway {
 	g := &Gateway{
 		opts:      opts,
 		admission: newTaskQueues(opts.TaskConcurrency, opts.TaskBacklog),
+		fairness:  newPrincipalGate(opts.PrincipalShare, DefaultPrincipalBacklog),
 		open:      open,
 		log:       opts.Logger.With().Str("component", "gateway").Logger(),
 		tools:     map[string]*toolEntry{},

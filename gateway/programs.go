@@ -373,7 +373,7 @@ func (g *Gateway) runProgramTool(ctx context.Context, req *mcp.CallToolRequest) 
 		})
 	}
 	var res api.ProgramResult
-	release, busy := g.admit(wctx, taskID, log) // admission.go
+	release, busy := g.admit(wctx, pr.Name, taskID, log) // admission.go
 	if busy != nil {
 		metrics.Calls.WithLabelValues(ToolRunProgram, OutcomeError).Inc()
 		return busyResult(taskID, busy), nil

@@ -225,6 +225,10 @@ type stackOptions struct {
 	// waiting (gateway.task_concurrency, gateway.task_backlog; 0: the
 	// defaults).
 	taskConcurrency, taskBacklog int
+	// principalShare bounds a principal's calls in flight while other
+	// principals have calls (gateway.principal_share; 0: the default,
+	// negative: off).
+	principalShare int
 	// grpcUnary intercepts every attempt of the stack's Temporal client's
 	// calls (inside the SDK's retries), to count what the server refused.
 	grpcUnary []grpc.UnaryClientInterceptor
@@ -361,7 +365,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		TaskRateLimits: o.taskRateLimits, Budget: o.budget, AskTimeout: o.askTimeout,
 		SessionKey: o.sessionKey, Audit: o.audit, SubjectKey: subjectPub(o.subjectKey), Consent: o.consent,
 		Programs:        o.programs,
-		TaskConcurrency: o.taskConcurrency, TaskBacklog: o.taskBacklog,
+		TaskConcurrency: o.taskConcurrency, TaskBacklog: o.taskBacklog, PrincipalShare: o.principalShare,
 	})
 	gwMu.Unlock()
 	s.gw.Refresh()

@@ -538,6 +538,7 @@ func (s *stack) startGateway(r roles) error {
 		MaxSessionsPerPrincipal: cfg.Gateway.MaxSessionsPerPrincipal,
 		TaskConcurrency:         cfg.Gateway.TaskConcurrency,
 		TaskBacklog:             cfg.Gateway.TaskBacklog,
+		PrincipalShare:          principalShare(cfg.Gateway.PrincipalShare),
 		SessionKey:              key,
 	})
 	s.gwMu.Lock()
@@ -729,4 +730,13 @@ func gatewayPrograms(p config.Programs) *gateway.ProgramOptions {
 		return nil
 	}
 	return &gateway.ProgramOptions{MaxDescriptionBytes: p.DescriptionBytes(), Limits: p.Limits.Effective()}
+}
+
+// principalShare is gateway.Options.PrincipalShare for
+// gateway.principal_share, whose 0 turns the bound off.
+func principalShare(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

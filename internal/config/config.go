@@ -359,6 +359,12 @@ type Gateway struct {
 	// stay under the server's history.maxInFlightUpdates (deploy/README.md).
 	TaskConcurrency int `yaml:"task_concurrency,omitempty"`
 	TaskBacklog     int `yaml:"task_backlog,omitempty"`
+	// PrincipalShare is, while other principals have calls at this
+	// gateway, how many calls a principal may have in flight at least
+	// (it may have as many as the least busy of the others asks for);
+	// the rest wait their turn (gateway/fairness.go). Default 1; 0 turns
+	// the bound off. A principal alone is bounded only per task.
+	PrincipalShare int `yaml:"principal_share,omitempty"`
 	// SessionKeyEnv names the environment variable holding the key that
 	// signs MCP session IDs (default AIRLOCK_SESSION_KEY); SessionKeyFile
 	// is a file holding it (relative to this file; default

@@ -46,6 +46,8 @@ const (
 	// gateway.DefaultTaskConcurrency and gateway.DefaultTaskBacklog.
 	DefaultTaskConcurrency = 32
 	DefaultTaskBacklog     = 256
+	// DefaultPrincipalShare is gateway.DefaultPrincipalShare.
+	DefaultPrincipalShare = 1
 	// MaxTaskConcurrency is the most gateway.task_concurrency may be:
 	// Temporal refuses Updates past its history.maxInFlightUpdates, which
 	// the embedded server sets to 64 (internal/devserver).
@@ -185,6 +187,9 @@ func applyDefaults(c *Config, lines manifests.Lines) {
 	if c.Gateway.TaskBacklog == 0 && !lines.Has("gateway.task_backlog") {
 		c.Gateway.TaskBacklog = DefaultTaskBacklog
 	}
+	if c.Gateway.PrincipalShare == 0 && !lines.Has("gateway.principal_share") {
+		c.Gateway.PrincipalShare = DefaultPrincipalShare
+	}
 	if c.Gateway.SessionKeyEnv == "" && !lines.Has("gateway.session_key_env") {
 		c.Gateway.SessionKeyEnv = DefaultSessionKeyEnv
 	}
@@ -248,6 +253,9 @@ func (c *Config) validate(lines manifests.Lines) manifests.Problems {
 	}
 	if n := c.Gateway.TaskBacklog; n < 1 || n > MaxTaskBacklog {
 		v.add("gateway.task_backlog", "must be 1-%d, got %d; it is how many calls wait their turn in one task before a call is answered that the task is busy (default %d)", MaxTaskBacklog, n, DefaultTaskBacklog)
+	}
+	if n := c.Gateway.PrincipalShare; n < 0 || n > MaxTaskConcurrency {
+		v.add("gateway.principal_share", "must be 0-%d, got %d; it is how many calls a principal keeps in flight at least while other principals have calls (default %d; 0: no bound)", MaxTaskConcurrency, n, DefaultPrincipalShare)
 	}
 	if !envName.MatchString(c.Gateway.SessionKeyEnv) {
 		v.add("gateway.session_key_env", "%q is not an environment variable name; use letters, digits and _ (default %s), and put the key itself in that variable", c.Gateway.SessionKeyEnv, DefaultSessionKeyEnv)

@@ -76,7 +76,7 @@ func TestLoadDefaultsAndRelativeManifests(t *testing.T) {
 			MaxUnauthenticatedBody:  256 << 10,
 			MaxUnauthenticatedConns: 1024,
 		},
-		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100, TaskConcurrency: 32, TaskBacklog: 256, SessionKeyEnv: config.DefaultSessionKeyEnv, UnnamedCalls: config.UnnamedNewTask},
+		Gateway: config.Gateway{SessionIdleTimeout: manifests.Duration(30 * time.Minute), MaxSessionsPerPrincipal: 100, TaskConcurrency: 32, TaskBacklog: 256, PrincipalShare: 1, SessionKeyEnv: config.DefaultSessionKeyEnv, UnnamedCalls: config.UnnamedNewTask},
 	}
 	if diff := cmp.Diff(want, snap.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -307,6 +307,18 @@ http:
 				`DIR/airlock.yaml:3: gateway.task_concurrency: must be 1-64, got 65; it is how many calls the gateway sends one task at once (default 32), and must stay under the Temporal server's history.maxInFlightUpdates (deploy/README.md)`,
 				`DIR/airlock.yaml:4: gateway.task_backlog: must be 1-100000, got -1; it is how many calls wait their turn in one task before a call is answered that the task is busy (default 256)`,
 			},
+		},
+		{
+			name:  "principal share",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ngateway:\n  principal_share: -1\n",
+			want:  []string{`DIR/airlock.yaml:3: gateway.principal_share: must be 0-64, got -1; it is how many calls a principal keeps in flight at least while other principals have calls (default 1; 0: no bound)`},
+		},
+		{
+			name:  "principal share past the bound",
+			files: map[string]string{"m.yaml": manifestFor("m")},
+			cfg:   "manifests: [m.yaml]\ngateway:\n  principal_share: 9007199254740993\n",
+			want:  []string{`DIR/airlock.yaml:3: gateway.principal_share: must be 0-64, got 9007199254740993; it is how many calls a principal keeps in flight at least while other principals have calls (default 1; 0: no bound)`},
 		},
 		{
 			name:  "task concurrency zero",
