@@ -59,6 +59,14 @@ func (d *socketDir) acquire() (string, func(), error) {
 		if err != nil {
 			return "", nil, fmt.Errorf("the egress proxies' directory: %w", err)
 		}
+		// Searchable, not listable: a server with a host user of its own
+		// (server.sandbox.user) reaches its proxy's socket, which is
+		// given to it alone (bwrap.Host.Command); others' sockets are
+		// root's, and connecting takes write permission.
+		if err := os.Chmod(p, 0o711); err != nil {
+			_ = os.RemoveAll(p)
+			return "", nil, fmt.Errorf("the egress proxies' directory: %w", err)
+		}
 		d.path = p
 	}
 	d.users++
@@ -159,12 +167,25 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 		OpenFiles: cfg.EffectiveOpenFiles(),
 		Name:      u.name,
 	}
+	if uid, gid, ok := cfg.HostUser(); ok {
+		if euid := os.Geteuid(); euid == 0 {
+			spec.User = &bwrap.User{UID: uid, GID: gid}
+		} else if uint32(euid) != uid {
+			u.log.Warn().Str("user", cfg.User).Int("airlock_uid", euid).Msg("server.sandbox.user is not applied: airlock is not root, and only root starts a process as another host user; the server runs as airlock's own unprivileged host user, in its own user namespace")
+		}
+	}
 	// write_paths are the server's own state: made when missing (path_roots
-	// are the operator's and must exist).
+	// are the operator's and must exist), and given to the server's host
+	// user when it has one.
 	for _, d := range sandboxPaths(cfg, true) {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := bwrap.MkdirOwned(d, spec.User); err != nil {
 			return nil, nil, fmt.Errorf("server.sandbox.write_paths: %w", err)
 		}
+	}
+	// A path the host user cannot reach is the operator's to grant:
+	// airlock changes no owner or mode of a directory it did not make.
+	for _, p := range sb.host.UserProblems(spec) {
+		u.log.Warn().Str("user", cfg.User).Msg("server.sandbox.user: " + p + "; grant it to that user (chown, chmod or setfacl), or remove server.sandbox.user; bwrap does not start when it cannot reach a path it binds, and the server's writes there fail")
 	}
 	sockets, doneSockets, err := sb.sockets.acquire()
 	if err != nil {
@@ -189,6 +210,13 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 	if spec.Egress, err = proxy.ListenUnix(sockets); err != nil {
 		closeProxy()
 		return nil, nil, err
+	}
+	// The socket is root's alone whatever the umask, in a directory that
+	// is searchable (as the one above it): bwrap.Host.Command gives the
+	// socket to the server's host user when it has one.
+	if err := errors.Join(os.Chmod(spec.Egress, 0o600), os.Chmod(filepath.Dir(spec.Egress), 0o711)); err != nil {
+		closeProxy()
+		return nil, nil, fmt.Errorf("the egress proxy's socket: %w", err)
 	}
 	cmd, release, err := sb.host.Command(spec)
 	if err != nil {
