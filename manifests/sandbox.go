@@ -53,16 +53,29 @@ type Sandbox struct {
 	WritePaths []string `yaml:"write_paths,omitempty" json:"write_paths,omitempty"`
 	// User is the host user the server's processes run as when airlock
 	// runs as root: "uid" or "uid:gid" (the gid defaults to the uid),
-	// numeric, never 0; e.g. "65534" (nobody on Debian). Empty: the
-	// server runs with airlock's own host user (root without capabilities
-	// when airlock is root). Ignored, with a start-up warning, when
-	// airlock is not root: the server then has airlock's unprivileged
-	// user anyway. See README.md, "Stdio servers run in a sandbox".
+	// numeric, never 0, e.g. "1001:1001"; or "airlock", airlock's own host
+	// user (root without capabilities when airlock is root). Empty: host
+	// user DefaultSandboxUser where it can reach what the server needs,
+	// else airlock's own with a start-up warning saying why. A uid given
+	// here is used as it is (with warnings for what it cannot reach).
+	// Not applied when airlock is not root: the server then has airlock's
+	// unprivileged user. See README.md, "Stdio servers run in a sandbox".
 	User string `yaml:"user,omitempty" json:"user,omitempty"`
 }
 
-// HostUser parses User: ok is false when it is empty. Validation has
-// checked it; a bad value parses as not set.
+// SandboxUserAirlock is server.sandbox.user's word for airlock's own host user.
+const SandboxUserAirlock = "airlock"
+
+// DefaultSandboxUser is the host uid and gid a sandboxed server gets by
+// default when airlock is root: nobody and nogroup on Debian.
+const DefaultSandboxUser = 65534
+
+// AirlockUser reports whether User is "airlock": the server keeps
+// airlock's own host user.
+func (s *Sandbox) AirlockUser() bool { return s != nil && s.User == SandboxUserAirlock }
+
+// HostUser parses a numeric User: ok is false when it is empty or
+// "airlock". Validation has checked it; a bad value parses as not set.
 func (s *Sandbox) HostUser() (uid, gid uint32, ok bool) {
 	if s == nil || s.User == "" {
 		return 0, 0, false
@@ -317,9 +330,9 @@ func (v *validator) sandbox(s Server) {
 	if (sb.OpenFiles != 0 || v.lines.Has(p+".open_files")) && (sb.OpenFiles < minSandboxOpenFiles || sb.OpenFiles > maxSandboxOpenFiles) {
 		v.add(p+".open_files", "must be between %d and %d, got %d; omit it for the default %d", minSandboxOpenFiles, maxSandboxOpenFiles, sb.OpenFiles, DefaultSandboxOpenFiles)
 	}
-	if sb.User != "" || v.lines.Has(p+".user") {
+	if sb.User != SandboxUserAirlock && (sb.User != "" || v.lines.Has(p+".user")) {
 		if _, _, err := ParseHostUser(sb.User); err != nil {
-			v.add(p+".user", "%v; write a host uid, or uid:gid, that is not root, e.g. \"65534\" (nobody) or \"65534:65534\", or omit it", err)
+			v.add(p+".user", "%v; write a host uid, or uid:gid, that is not root, e.g. \"1001\" or \"1001:1001\", or airlock for airlock's own user, or omit it for %d where it can reach what the server needs", err, DefaultSandboxUser)
 		}
 	}
 	for _, l := range []struct {

@@ -91,7 +91,7 @@ func TestSandboxExpand(t *testing.T) {
 	}
 }
 
-const userFix = "; write a host uid, or uid:gid, that is not root, e.g. \"65534\" (nobody) or \"65534:65534\", or omit it"
+const userFix = "; write a host uid, or uid:gid, that is not root, e.g. \"1001\" or \"1001:1001\", or airlock for airlock's own user, or omit it for 65534 where it can reach what the server needs"
 
 func TestSandboxHostUser(t *testing.T) {
 	for _, c := range []struct {
@@ -133,6 +133,16 @@ func TestSandboxHostUser(t *testing.T) {
 	}
 	if _, _, ok := (&manifests.Sandbox{}).HostUser(); ok {
 		t.Error("an empty user is set")
+	}
+	m, err = manifests.Parse("m.yaml", []byte(sandboxHead+"  sandbox: {user: airlock}\n"+sandboxTools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := m.Validate(); len(ps) > 0 {
+		t.Fatal(manifests.Problems(ps))
+	}
+	if _, _, ok := m.Server.Sandbox.HostUser(); ok || !m.Server.Sandbox.AirlockUser() {
+		t.Errorf("user: airlock is not airlock's own user")
 	}
 }
 
@@ -223,6 +233,8 @@ func TestSandboxProblems(t *testing.T) {
 			[]string{"m.yaml:4: server.sandbox.user: the uid \"9007199254740993\" is not a decimal number" + userFix}},
 		{"user is the kernel's no-id", sandboxHead + "  sandbox: {user: 4294967295}\n",
 			[]string{"m.yaml:4: server.sandbox.user: the uid 4294967295 is past 4294967294" + userFix}},
+		{"user a name (case-folded airlock too)", sandboxHead + "  sandbox: {user: Airlock}\n",
+			[]string{"m.yaml:4: server.sandbox.user: the uid \"Airlock\" is not a decimal number" + userFix}},
 		{"user a name", sandboxHead + "  sandbox: {user: nobody}\n",
 			[]string{"m.yaml:4: server.sandbox.user: the uid \"nobody\" is not a decimal number" + userFix}},
 		{"user trailing part", sandboxHead + "  sandbox: {user: \"65534:65534:1\"}\n",

@@ -72,12 +72,9 @@ type Spec struct {
 // cgroups can be used.
 type Host struct {
 	Bwrap, Prlimit, Shell string
-	// Setpriv is util-linux's setpriv, found when a sandbox first runs
-	// as a User.
-	Setpriv    string
-	users      sync.Map // User to *userProbe
-	cgroup     cgroupKind
-	cgroupRoot string
+	users                 sync.Map // User to *userProbe
+	cgroup                cgroupKind
+	cgroupRoot            string
 	// Probe is how long the probe's sandbox took to start and exit.
 	Probe time.Duration
 }
@@ -162,7 +159,7 @@ func (h *Host) Command(s Spec) (*exec.Cmd, func(), error) {
 	cleanup := func() {}
 	if s.asUser() {
 		u := *s.User
-		if err := h.probeUser(u); err != nil {
+		if err := h.ProbeUser(u); err != nil {
 			return nil, nil, err
 		}
 		if prefix, err = h.userPrefix(u); err != nil {

@@ -123,6 +123,12 @@ func (h *Host) UserProblems(s Spec) []string {
 			out = append(out, fmt.Sprintf("host user %s cannot %s %s (%v)", u, verb, p, err))
 		}
 	}
+	if cmd, err := resolveCommand(s); err == nil {
+		seen[filepath.Clean(cmd)] = true
+		if err := u.may(cmd, mayRead|mayExec); err != nil {
+			out = append(out, fmt.Sprintf("host user %s cannot run %s (%v)", u, cmd, err))
+		}
+	}
 	for _, p := range s.Writable {
 		check(p, true)
 	}
@@ -134,29 +140,31 @@ func (h *Host) UserProblems(s Spec) []string {
 			check(p, false)
 		}
 	}
-	if cmd, err := resolveCommand(s); err == nil {
-		if err := u.may(cmd, mayExec); err != nil {
-			out = append(out, fmt.Sprintf("host user %s cannot run %s (%v)", u, cmd, err))
+	// bwrap changes into the working directory as u, and does not start
+	// when it cannot (a hidden one is an empty tmpfs of the sandbox's).
+	if s.Dir != "" && h.visible(s, s.Dir) && !under(s.Dir, s.Hide) && !systemPath(s.Dir) {
+		if err := u.may(s.Dir, mayExec); err != nil {
+			out = append(out, fmt.Sprintf("host user %s cannot enter the working directory %s (%v)", u, s.Dir, err))
 		}
 	}
 	return out
 }
 
+// lookSetpriv finds setpriv once per process.
+var lookSetpriv = sync.OnceValues(func() (string, error) { return exec.LookPath("setpriv") })
+
 // userPrefix is the command that starts bwrap as u.
 func (h *Host) userPrefix(u User) ([]string, error) {
-	if h.Setpriv == "" {
-		p, err := exec.LookPath("setpriv")
-		if err != nil {
-			return nil, fmt.Errorf("sandbox.user needs util-linux's setpriv, which is not in PATH; install util-linux, or remove sandbox.user")
-		}
-		h.Setpriv = p
+	setpriv, err := lookSetpriv()
+	if err != nil {
+		return nil, fmt.Errorf("a sandbox with a host user of its own needs util-linux's setpriv, which is not in PATH; install util-linux, or set server.sandbox.user: airlock")
 	}
-	return []string{h.Setpriv, "--reuid=" + strconv.FormatUint(uint64(u.UID), 10), "--regid=" + strconv.FormatUint(uint64(u.GID), 10), "--clear-groups", "--"}, nil
+	return []string{setpriv, "--reuid=" + strconv.FormatUint(uint64(u.UID), 10), "--regid=" + strconv.FormatUint(uint64(u.GID), 10), "--clear-groups", "--"}, nil
 }
 
-// probeUser starts one sandbox as u, once per user and Host: a kernel
+// ProbeUser starts one sandbox as u, once per user and Host: a kernel
 // may allow user namespaces to root only.
-func (h *Host) probeUser(u User) error {
+func (h *Host) ProbeUser(u User) error {
 	v, _ := h.users.LoadOrStore(u, &userProbe{})
 	p := v.(*userProbe)
 	p.once.Do(func() {
@@ -176,7 +184,7 @@ func (h *Host) probeUser(u User) error {
 			if msg == "" {
 				msg = err.Error()
 			}
-			p.err = fmt.Errorf("%w: bwrap could not start a sandbox as host user %s (%s); the kernel may allow user namespaces to root only (sysctl kernel.unprivileged_userns_clone=1), or remove sandbox.user", ErrUnsupported, u, msg)
+			p.err = fmt.Errorf("%w: bwrap could not start a sandbox as host user %s (%s); the kernel may allow user namespaces to root only (sysctl kernel.unprivileged_userns_clone=1), or set server.sandbox.user: airlock", ErrUnsupported, u, msg)
 		}
 	})
 	return p.err

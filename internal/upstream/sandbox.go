@@ -9,8 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/bwrap"
@@ -35,6 +38,8 @@ type Sandbox struct {
 	// *refusalReporter), kept across restarts so that a server cannot
 	// restart itself into a fresh burst.
 	reporters sync.Map
+	// warned are the start-up warnings given (warnOnce).
+	warned sync.Map
 }
 
 // socketDir is the directory the egress proxies' sockets are made in.
@@ -167,13 +172,14 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 		OpenFiles: cfg.EffectiveOpenFiles(),
 		Name:      u.name,
 	}
-	if uid, gid, ok := cfg.HostUser(); ok {
-		if euid := os.Geteuid(); euid == 0 {
-			spec.User = &bwrap.User{UID: uid, GID: gid}
-		} else if uint32(euid) != uid {
-			u.log.Warn().Str("user", cfg.User).Int("airlock_uid", euid).Msg("server.sandbox.user is not applied: airlock is not root, and only root starts a process as another host user; the server runs as airlock's own unprivileged host user, in its own user namespace")
+	user, explicit := sandboxUser(cfg)
+	if euid := os.Geteuid(); euid != 0 {
+		if explicit && uint32(euid) != user.UID {
+			u.warnOnce("user-not-root", u.log.Warn().Str("user", cfg.User).Int("airlock_uid", euid), "server.sandbox.user is not applied: airlock is not root, and only root starts a process as another host user; the server runs as airlock's own unprivileged host user, in its own user namespace")
 		}
+		user = nil
 	}
+	spec.User = user
 	// write_paths are the server's own state: made when missing (path_roots
 	// are the operator's and must exist), and given to the server's host
 	// user when it has one.
@@ -184,8 +190,23 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 	}
 	// A path the host user cannot reach is the operator's to grant:
 	// airlock changes no owner or mode of a directory it did not make.
-	for _, p := range sb.host.UserProblems(spec) {
-		u.log.Warn().Str("user", cfg.User).Msg("server.sandbox.user: " + p + "; grant it to that user (chown, chmod or setfacl), or remove server.sandbox.user; bwrap does not start when it cannot reach a path it binds, and the server's writes there fail")
+	// The default user gives way to airlock's own then; one the manifest
+	// names does not.
+	if spec.User != nil {
+		problems := sb.host.UserProblems(spec)
+		if err := sb.host.ProbeUser(*spec.User); err != nil {
+			problems = append(problems, err.Error())
+		}
+		switch {
+		case len(problems) == 0:
+		case explicit:
+			for _, p := range problems {
+				u.warnOnce("user:"+p, u.log.Warn().Str("user", cfg.User), "server.sandbox.user: "+p+"; grant it to that user (chown, chmod or setfacl), or change server.sandbox.user; bwrap does not start when it cannot reach a path it binds, and the server's writes there fail")
+			}
+		default:
+			u.warnOnce("user-default:"+strings.Join(problems, "\n"), u.log.Warn().Strs("problems", problems), fmt.Sprintf("the sandboxed server runs as airlock's own host user (root, without capabilities), not as host user %s: %s; grant what it needs to that user (chown, chmod or setfacl) for the server to have a user of its own, or set server.sandbox.user: airlock to keep root and silence this", spec.User, strings.Join(problems, "; ")))
+			spec.User = nil
+		}
 	}
 	sockets, doneSockets, err := sb.sockets.acquire()
 	if err != nil {
@@ -282,6 +303,29 @@ func (r *refusalReporter) report(x egress.Refusal) {
 	}
 	ev.Msg("egress refused: the sandboxed server asked for a connection its allowlist (server.sandbox.network.allow) does not give")
 	r.u.pool.opts.Audit.EgressRefused(auditstream.EgressRefusal{Server: x.Server, Host: x.Host, Kind: x.Kind, Reason: x.Reason, Suppressed: suppressed})
+}
+
+// sandboxUser is the host user the manifest gives the server (when
+// airlock is root): its uid, the default one, or none ("airlock");
+// explicit when the manifest names a uid.
+func sandboxUser(s *manifests.Sandbox) (user *bwrap.User, explicit bool) {
+	if s.AirlockUser() {
+		return nil, false
+	}
+	if uid, gid, ok := s.HostUser(); ok {
+		return &bwrap.User{UID: uid, GID: gid}, true
+	}
+	return &bwrap.User{UID: manifests.DefaultSandboxUser, GID: manifests.DefaultSandboxUser}, false
+}
+
+// warnOnce logs ev with msg once per server and key in this process: a
+// server restarting does not repeat its start-up warnings.
+func (u *upstream) warnOnce(key string, ev *zerolog.Event, msg string) {
+	if _, dup := u.pool.opts.Sandbox.warned.LoadOrStore(u.name+"\x00"+key, true); dup {
+		ev.Discard()
+		return
+	}
+	ev.Msg(msg)
 }
 
 func sandboxPaths(s *manifests.Sandbox, write bool) []string {

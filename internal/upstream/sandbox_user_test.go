@@ -142,9 +142,17 @@ func TestSandboxHostUser(t *testing.T) {
 		ReadPaths: []string{l.other}, WritePaths: []string{made, theirs},
 		Network: manifests.SandboxNetwork{Allow: []string{strings.TrimPrefix(tlsSrv.URL, "https://")}}})
 	withUser.Stdio.Command = prog
-	asRoot := hostileServer(t, l, &manifests.Sandbox{Memory: memory, Processes: 64, OpenFiles: 256, ReadPaths: []string{l.other}})
+	asRoot := hostileServer(t, l, &manifests.Sandbox{Memory: memory, Processes: 64, OpenFiles: 256, ReadPaths: []string{l.other}, User: manifests.SandboxUserAirlock})
 	asRoot.Name = "asroot"
-	p := startPool(t, []manifests.Server{withUser, asRoot}, opts)
+	// No user in the manifest: the default, 65534, reaches everything
+	// this one needs…
+	byDefault := hostileServer(t, l, &manifests.Sandbox{Memory: memory, Processes: 64, OpenFiles: 256, ReadPaths: []string{l.other}})
+	byDefault.Name, byDefault.Stdio.Command = "bydefault", prog
+	// …and not this one's program (in go's 0700 directory): it keeps
+	// airlock's user, saying why.
+	fallback := hostileServer(t, l, &manifests.Sandbox{Memory: memory, Processes: 64, OpenFiles: 256, ReadPaths: []string{l.other}})
+	fallback.Name = "fallback"
+	p := startPool(t, []manifests.Server{withUser, asRoot, byDefault, fallback}, opts)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("log:\n%s", logs.String())
@@ -152,14 +160,26 @@ func TestSandboxHostUser(t *testing.T) {
 	})
 	waitState(t, p, "hostile", StateConnected)
 	waitState(t, p, "asroot", StateConnected)
+	waitState(t, p, "bydefault", StateConnected)
+	waitState(t, p, "fallback", StateConnected)
 
-	uids := hostUIDs(t, prog)
-	if len(uids) == 0 {
-		t.Fatalf("no process runs %s", prog)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, u := range uids {
-		if u != fmt.Sprintf("%d %d %d %d", testHostUser, testHostUser, testHostUser, testHostUser) {
-			t.Errorf("a process of the server has host Uid %q, want %d throughout", u, testHostUser)
+	for _, c := range []struct {
+		prog string
+		n    int
+		uid  int
+	}{{prog, 2, testHostUser}, {exe, 2, 0}} {
+		uids := hostUIDs(t, c.prog)
+		if len(uids) < c.n {
+			t.Errorf("%d processes run %s, want %d at least: %q", len(uids), c.prog, c.n, uids)
+		}
+		for _, u := range uids {
+			if u != fmt.Sprintf("%d %d %d %d", c.uid, c.uid, c.uid, c.uid) {
+				t.Errorf("a process running %s has host Uid %q, want %d throughout", c.prog, u, c.uid)
+			}
 		}
 	}
 
@@ -177,6 +197,9 @@ func TestSandboxHostUser(t *testing.T) {
 		{"write its private /tmp", "hostile", attackIn{Kind: "write", Target: "/tmp/ok.txt"}, ok},
 		{"write the write path airlock made", "hostile", attackIn{Kind: "write", Target: filepath.Join(made, "ok.txt")}, ok},
 		{"write the operator's write path of root's", "hostile", attackIn{Kind: "write", Target: filepath.Join(theirs, "x.txt")}, func(s string) bool { return strings.Contains(s, "permission denied") }},
+		{"root's 0600 file, the default user", "bydefault", attackIn{Kind: "read", Target: l.secret}, func(s string) bool { return strings.Contains(s, "permission denied") }},
+		{"root's 0600 file, the default given way", "fallback", attackIn{Kind: "read", Target: l.secret}, func(s string) bool { return strings.HasPrefix(s, "ok: read 21 bytes") }},
+		{"the default user writes its root", "bydefault", attackIn{Kind: "write", Target: filepath.Join(l.root, "default.txt")}, ok},
 		{"reach the allowed host through the forwarder and proxy", "hostile", attackIn{Kind: "fetch", Target: tlsSrv.URL + "/hello", CA: ca}, func(s string) bool { return s == "ok: 200 OK the allowed host answers /hello" }},
 	} {
 		got := callAs(t, p, c.server, c.in)
@@ -210,6 +233,13 @@ func TestSandboxHostUser(t *testing.T) {
 	want := fmt.Sprintf("server.sandbox.user: host user %d:%d cannot write %s", testHostUser, testHostUser, theirs)
 	if !strings.Contains(logs.String(), want) {
 		t.Errorf("no start-up warning %q in the log:\n%s", want, logs.String())
+	}
+	want = fmt.Sprintf("not as host user %d:%d: host user %d:%d cannot run %s", testHostUser, testHostUser, testHostUser, testHostUser, exe)
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("no start-up warning %q in the log:\n%s", want, logs.String())
+	}
+	if n := strings.Count(logs.String(), "runs as airlock's own host user"); n != 1 {
+		t.Errorf("the fallback is told %d times, want once (fallback only, once):\n%s", n, logs.String())
 	}
 	if strings.Contains(logs.String(), "cannot write "+made) {
 		t.Errorf("a warning about the write path airlock made:\n%s", logs.String())
