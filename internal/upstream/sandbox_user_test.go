@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,6 +201,15 @@ func TestSandboxHostUser(t *testing.T) {
 		{"root's 0600 file, the default user", "bydefault", attackIn{Kind: "read", Target: l.secret}, func(s string) bool { return strings.Contains(s, "permission denied") }},
 		{"root's 0600 file, the default given way", "fallback", attackIn{Kind: "read", Target: l.secret}, func(s string) bool { return strings.HasPrefix(s, "ok: read 21 bytes") }},
 		{"the default user writes its root", "bydefault", attackIn{Kind: "write", Target: filepath.Join(l.root, "default.txt")}, ok},
+		{"fork bomb, as the host user", "bydefault", attackIn{Kind: "forkbomb", N: 5000}, func(s string) bool {
+			m := regexp.MustCompile(`^failed: started (\d+) processes, then: `).FindStringSubmatch(s)
+			n := 0
+			if m != nil {
+				n, _ = strconv.Atoi(m[1])
+			}
+			return m != nil && n < 64
+		}},
+		{"start a few processes (control)", "bydefault", attackIn{Kind: "forkbomb", N: 5}, func(s string) bool { return s == "ok: started all 5 processes" }},
 		{"reach the allowed host through the forwarder and proxy", "hostile", attackIn{Kind: "fetch", Target: tlsSrv.URL + "/hello", CA: ca}, func(s string) bool { return s == "ok: 200 OK the allowed host answers /hello" }},
 	} {
 		got := callAs(t, p, c.server, c.in)
