@@ -127,7 +127,11 @@ func (s *Sandbox) Describe() string {
 	if s.Err() != nil {
 		return s.Err().Error()
 	}
-	return fmt.Sprintf("stdio servers run in bubblewrap (%s; a sandbox starts in %s)", s.host.Bwrap, s.host.Probe.Round(100_000))
+	user := "airlock's own unprivileged host user"
+	if os.Geteuid() == 0 {
+		user = fmt.Sprintf("host user %d where it can reach what the server needs, else root without capabilities (server.sandbox.user)", manifests.DefaultSandboxUser)
+	}
+	return fmt.Sprintf("stdio servers run in bubblewrap (%s; a sandbox starts in %s), as %s", s.host.Bwrap, s.host.Probe.Round(100_000), user)
 }
 
 // sandboxMode is how one stdio server is started.
