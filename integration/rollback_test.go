@@ -32,12 +32,21 @@ type npmStack struct {
 }
 
 func newNPMStack(t *testing.T, o stackOptions) *npmStack {
-	n := &npmStack{sandbox: t.TempDir(), trash: t.TempDir(), memFile: filepath.Join(t.TempDir(), "memory.jsonl")}
+	return newNPMStackIn(t, o, t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "memory.jsonl"), nil)
+}
+
+// newNPMStackIn is newNPMStack on the given directories and memory file;
+// prepare, when set, runs once the seed files are written.
+func newNPMStackIn(t *testing.T, o stackOptions, sandbox, trash, memFile string, prepare func()) *npmStack {
+	n := &npmStack{sandbox: sandbox, trash: trash, memFile: memFile}
 	if err := os.WriteFile(filepath.Join(n.sandbox, "notes.txt"), []byte("original notes\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(n.memFile, []byte(`{"type":"entity","name":"alice","entityType":"person","observations":["likes tea"]}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare()
 	}
 	fsm := loadExample(t, "filesystem.yaml", "server-filesystem", []string{n.sandbox, n.trash}, nil)
 	mem := loadExample(t, "memory.yaml", "server-memory", nil, map[string]string{"MEMORY_FILE_PATH": n.memFile})

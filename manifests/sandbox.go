@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -50,6 +51,70 @@ type Sandbox struct {
 	// WritePaths are directories the server may write besides path_roots,
 	// where it keeps its own state (server-memory's file). ${VAR} expands.
 	WritePaths []string `yaml:"write_paths,omitempty" json:"write_paths,omitempty"`
+	// User is the host user the server's processes run as when airlock
+	// runs as root: "uid" or "uid:gid" (the gid defaults to the uid),
+	// numeric, never 0, e.g. "1001:1001"; or "airlock", airlock's own host
+	// user (root without capabilities when airlock is root). Empty: host
+	// user DefaultSandboxUser where it can reach what the server needs,
+	// else airlock's own with a start-up warning saying why. A uid given
+	// here is used as it is (with warnings for what it cannot reach).
+	// Not applied when airlock is not root: the server then has airlock's
+	// unprivileged user. See README.md, "Stdio servers run in a sandbox".
+	User string `yaml:"user,omitempty" json:"user,omitempty"`
+}
+
+// SandboxUserAirlock is server.sandbox.user's word for airlock's own host user.
+const SandboxUserAirlock = "airlock"
+
+// DefaultSandboxUser is the host uid and gid a sandboxed server gets by
+// default when airlock is root: nobody and nogroup on Debian.
+const DefaultSandboxUser = 65534
+
+// AirlockUser reports whether User is "airlock": the server keeps
+// airlock's own host user.
+func (s *Sandbox) AirlockUser() bool { return s != nil && s.User == SandboxUserAirlock }
+
+// HostUser parses a numeric User: ok is false when it is empty or
+// "airlock". Validation has checked it; a bad value parses as not set.
+func (s *Sandbox) HostUser() (uid, gid uint32, ok bool) {
+	if s == nil || s.User == "" {
+		return 0, 0, false
+	}
+	uid, gid, err := ParseHostUser(s.User)
+	return uid, gid, err == nil
+}
+
+// maxHostID is the largest uid or gid accepted (2^32-1 is the kernel's
+// "no id").
+const maxHostID = 1<<32 - 2
+
+// ParseHostUser reads "uid" or "uid:gid": decimal digits only, no sign or
+// spaces, neither 0 (root) nor past maxHostID.
+func ParseHostUser(v string) (uid, gid uint32, err error) {
+	us, gs, hasGid := strings.Cut(v, ":")
+	id := func(what, s string) (uint32, error) {
+		if s == "" || len(s) > 10 || strings.TrimLeft(s, "0123456789") != "" {
+			return 0, fmt.Errorf("the %s %q is not a decimal number", what, s)
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n > maxHostID {
+			return 0, fmt.Errorf("the %s %s is past %d", what, s, uint64(maxHostID))
+		}
+		if n == 0 {
+			return 0, fmt.Errorf("the %s is 0 (root), which is what the setting takes away", what)
+		}
+		return uint32(n), nil
+	}
+	if uid, err = id("uid", us); err != nil {
+		return 0, 0, err
+	}
+	gid = uid
+	if hasGid {
+		if gid, err = id("gid", gs); err != nil {
+			return 0, 0, err
+		}
+	}
+	return uid, gid, nil
 }
 
 // Sandbox network modes.
@@ -202,7 +267,7 @@ func (s *Sandbox) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
 		off, ok := sandboxWords[strings.ToLower(n.Value)]
 		if !ok {
-			return fmt.Errorf("%q is not a sandbox setting; write off, on, or a mapping (required, network, memory, processes, open_files, read_paths, write_paths)", n.Value)
+			return fmt.Errorf("%q is not a sandbox setting; write off, on, or a mapping (required, network, memory, processes, open_files, read_paths, write_paths, user)", n.Value)
 		}
 		*s = Sandbox{Off: off, Required: !off}
 		return nil
@@ -236,7 +301,7 @@ func sandboxScalar(n *yaml.Node) string {
 	if _, ok := sandboxWords[strings.ToLower(n.Value)]; ok {
 		return ""
 	}
-	return fmt.Sprintf("%q is not a sandbox setting; write off (no sandbox), on (required), or a mapping with required, network, memory, processes, open_files, read_paths, write_paths", n.Value)
+	return fmt.Sprintf("%q is not a sandbox setting; write off (no sandbox), on (required), or a mapping with required, network, memory, processes, open_files, read_paths, write_paths, user", n.Value)
 }
 
 // sandbox checks server.sandbox.
@@ -264,6 +329,11 @@ func (v *validator) sandbox(s Server) {
 	}
 	if (sb.OpenFiles != 0 || v.lines.Has(p+".open_files")) && (sb.OpenFiles < minSandboxOpenFiles || sb.OpenFiles > maxSandboxOpenFiles) {
 		v.add(p+".open_files", "must be between %d and %d, got %d; omit it for the default %d", minSandboxOpenFiles, maxSandboxOpenFiles, sb.OpenFiles, DefaultSandboxOpenFiles)
+	}
+	if sb.User != SandboxUserAirlock && (sb.User != "" || v.lines.Has(p+".user")) {
+		if _, _, err := ParseHostUser(sb.User); err != nil {
+			v.add(p+".user", "%v; write a host uid, or uid:gid, that is not root, e.g. \"1001\" or \"1001:1001\", or airlock for airlock's own user, or omit it for %d where it can reach what the server needs", err, DefaultSandboxUser)
+		}
 	}
 	for _, l := range []struct {
 		name  string

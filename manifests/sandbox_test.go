@@ -91,6 +91,61 @@ func TestSandboxExpand(t *testing.T) {
 	}
 }
 
+const userFix = "; write a host uid, or uid:gid, that is not root, e.g. \"1001\" or \"1001:1001\", or airlock for airlock's own user, or omit it for 65534 where it can reach what the server needs"
+
+func TestSandboxHostUser(t *testing.T) {
+	for _, c := range []struct {
+		v        string
+		uid, gid uint32
+		ok       bool
+	}{
+		{"65534", 65534, 65534, true},
+		{"1000:100", 1000, 100, true},
+		{"4294967294", 4294967294, 4294967294, true},
+		{"0", 0, 0, false},
+		{"00", 0, 0, false},
+		{"+5", 0, 0, false},
+		{"-1", 0, 0, false},
+		{" 5", 0, 0, false},
+		{"5 ", 0, 0, false},
+		{"0x10", 0, 0, false},
+		{"٥", 0, 0, false}, // an Arabic-Indic digit
+		{"5:", 0, 0, false},
+		{":5", 0, 0, false},
+		{"5:5:5", 0, 0, false},
+		{"99999999999", 0, 0, false},
+		{strings.Repeat("9", 100000), 0, 0, false},
+	} {
+		uid, gid, err := manifests.ParseHostUser(c.v)
+		if (err == nil) != c.ok || uid != c.uid || gid != c.gid {
+			t.Errorf("ParseHostUser(%.20q) = %d, %d, %v; want %d, %d, ok %v", c.v, uid, gid, err, c.uid, c.gid, c.ok)
+		}
+	}
+	m, err := manifests.Parse("m.yaml", []byte(sandboxHead+"  sandbox: {user: 65534}\n"+sandboxTools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := m.Validate(); len(ps) > 0 {
+		t.Fatal(manifests.Problems(ps))
+	}
+	if uid, gid, ok := m.Server.Sandbox.HostUser(); !ok || uid != 65534 || gid != 65534 {
+		t.Errorf("HostUser() = %d, %d, %v", uid, gid, ok)
+	}
+	if _, _, ok := (&manifests.Sandbox{}).HostUser(); ok {
+		t.Error("an empty user is set")
+	}
+	m, err = manifests.Parse("m.yaml", []byte(sandboxHead+"  sandbox: {user: airlock}\n"+sandboxTools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := m.Validate(); len(ps) > 0 {
+		t.Fatal(manifests.Problems(ps))
+	}
+	if _, _, ok := m.Server.Sandbox.HostUser(); ok || !m.Server.Sandbox.AirlockUser() {
+		t.Errorf("user: airlock is not airlock's own user")
+	}
+}
+
 func TestSandboxProblems(t *testing.T) {
 	tests := []struct {
 		name string
@@ -98,7 +153,7 @@ func TestSandboxProblems(t *testing.T) {
 		want []string
 	}{
 		{"unknown word", sandboxHead + "  sandbox: maybe\n",
-			[]string{`m.yaml:4: server.sandbox: "maybe" is not a sandbox setting; write off (no sandbox), on (required), or a mapping with required, network, memory, processes, open_files, read_paths, write_paths`}},
+			[]string{`m.yaml:4: server.sandbox: "maybe" is not a sandbox setting; write off (no sandbox), on (required), or a mapping with required, network, memory, processes, open_files, read_paths, write_paths, user`}},
 		{"unknown field", sandboxHead + "  sandbox:\n    netwrk: host\n",
 			[]string{`m.yaml:5: server.sandbox.netwrk: unknown field; did you mean "network"?`}},
 		{"duplicate key", sandboxHead + "  sandbox:\n    network: host\n    network: none\n",
@@ -168,6 +223,26 @@ func TestSandboxProblems(t *testing.T) {
 				`m.yaml:4: server.sandbox.read_paths[0]: is empty; name a directory, e.g. "${AIRLOCK_DATA_DIR}/state"`,
 				`m.yaml:4: server.sandbox.write_paths[0]: "state" is a relative path; the sandbox binds absolute paths only, so write one, e.g. "${AIRLOCK_DATA_DIR}/state"`,
 			}},
+		{"user root", sandboxHead + "  sandbox: {user: 0}\n",
+			[]string{"m.yaml:4: server.sandbox.user: the uid is 0 (root), which is what the setting takes away" + userFix}},
+		{"user root group", sandboxHead + "  sandbox: {user: \"65534:0\"}\n",
+			[]string{"m.yaml:4: server.sandbox.user: the gid is 0 (root), which is what the setting takes away" + userFix}},
+		{"user empty", sandboxHead + "  sandbox:\n    user: \"\"\n",
+			[]string{"m.yaml:5: server.sandbox.user: the uid \"\" is not a decimal number" + userFix}},
+		{"user past 2^53", sandboxHead + "  sandbox: {user: 9007199254740993}\n",
+			[]string{"m.yaml:4: server.sandbox.user: the uid \"9007199254740993\" is not a decimal number" + userFix}},
+		{"user is the kernel's no-id", sandboxHead + "  sandbox: {user: 4294967295}\n",
+			[]string{"m.yaml:4: server.sandbox.user: the uid 4294967295 is past 4294967294" + userFix}},
+		{"user a name (case-folded airlock too)", sandboxHead + "  sandbox: {user: Airlock}\n",
+			[]string{"m.yaml:4: server.sandbox.user: the uid \"Airlock\" is not a decimal number" + userFix}},
+		{"user a name", sandboxHead + "  sandbox: {user: nobody}\n",
+			[]string{"m.yaml:4: server.sandbox.user: the uid \"nobody\" is not a decimal number" + userFix}},
+		{"user trailing part", sandboxHead + "  sandbox: {user: \"65534:65534:1\"}\n",
+			[]string{"m.yaml:4: server.sandbox.user: the gid \"65534:1\" is not a decimal number" + userFix}},
+		{"user nested", sandboxHead + "  sandbox: {user: {uid: 1}}\n",
+			[]string{"m.yaml:4: server.sandbox.user: expected a single value, got a mapping"}},
+		{"user twice", sandboxHead + "  sandbox:\n    user: 65534\n    user: 1000\n",
+			[]string{"m.yaml:6: server.sandbox.user: defined twice (first at line 5); keep one"}},
 		{"http server", "server:\n  name: web\n  http: {url: \"https://x.example/mcp\"}\n  sandbox: {network: host}\n",
 			[]string{`m.yaml:4: server.sandbox: applies to stdio servers only; remove it (an http server runs elsewhere, and wasm tools run in airlock's own sandbox)`}},
 	}

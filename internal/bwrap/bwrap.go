@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -62,12 +63,16 @@ type Spec struct {
 	OpenFiles int
 	// Name names the cgroup (with a unique suffix).
 	Name string
+	// User, when set and this process is root, is the host user the
+	// sandbox runs as (user.go); ignored otherwise.
+	User *User
 }
 
 // Host is what a probe found: the programs the sandbox needs and whether
 // cgroups can be used.
 type Host struct {
 	Bwrap, Prlimit, Shell string
+	users                 sync.Map // User to *userProbe
 	cgroup                cgroupKind
 	cgroupRoot            string
 	// Probe is how long the probe's sandbox took to start and exit.
@@ -150,24 +155,51 @@ func (h *Host) Command(s Spec) (*exec.Cmd, func(), error) {
 	if under(cmdPath, s.Hide) && !under(cmdPath, slices.Concat(s.Writable, s.ReadOnly)) {
 		return nil, nil, fmt.Errorf("stdio command %s is inside airlock's own directories (data, configuration), which the sandbox hides; list it in server.sandbox.read_paths, install it elsewhere, or set sandbox: off", cmdPath)
 	}
+	var prefix []string
+	cleanup := func() {}
+	if s.asUser() {
+		u := *s.User
+		if err := h.ProbeUser(u); err != nil {
+			return nil, nil, err
+		}
+		if prefix, err = h.userPrefix(u); err != nil {
+			return nil, nil, err
+		}
+		if s.Egress != "" {
+			// The proxy's socket is airlock's: connecting takes write
+			// permission on it, given to u alone.
+			if err := os.Chown(s.Egress, int(u.UID), int(u.GID)); err != nil {
+				return nil, nil, fmt.Errorf("giving the egress proxy's socket to host user %s: %w", u, err)
+			}
+			if err := os.Chmod(s.Egress, 0o600); err != nil {
+				return nil, nil, err
+			}
+			if s.relay, cleanup, err = userRelay(u, s.relay); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
 	chdir := "/tmp"
 	if s.Dir != "" && h.visible(s, s.Dir) {
 		chdir = s.Dir
 	}
 	cg, err := h.newCgroup(s)
 	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
-	args := h.args(s, chdir, h.binds(s))
+	// setpriv (when the sandbox runs as a User), then bwrap.
+	args := append(append(slices.Clone(prefix), h.Bwrap), h.args(s, chdir, h.binds(s))...)
 	if cg == nil {
-		return exec.Command(h.Bwrap, args...), func() {}, nil
+		return exec.Command(args[0], args[1:]...), cleanup, nil
 	}
-	// The shell moves itself into the cgroup before it becomes bwrap, so
-	// that nothing the server starts escapes the limit.
+	// The shell moves itself into the cgroup (as root, before setpriv)
+	// before it becomes bwrap, so that nothing the server starts escapes
+	// the limit.
 	script := `for f do shift; [ "$f" = -- ] && break; echo $$ > "$f" || exit 126; done; exec "$@"`
 	shArgs := append([]string{"-c", script, "sh"}, cg.procs...)
-	shArgs = append(append(shArgs, "--", h.Bwrap), args...)
-	return exec.Command(h.Shell, shArgs...), cg.remove, nil
+	shArgs = append(append(shArgs, "--"), args...)
+	return exec.Command(h.Shell, shArgs...), func() { cg.remove(); cleanup() }, nil
 }
 
 // bind is one bind mount, source to destination.

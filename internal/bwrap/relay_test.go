@@ -297,13 +297,44 @@ func BenchmarkSandboxStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	for _, c := range []struct {
+	cases := []struct {
 		name   string
 		egress string
-	}{{"plain", ""}, {"forwarder", sock}} {
+		user   *User
+	}{{"plain", "", nil}, {"forwarder", sock, nil}}
+	if os.Geteuid() == 0 {
+		// As host user 65534 (setpriv before bwrap); its socket in a
+		// directory it can search, and the forwarder (this test binary,
+		// in go's 0700 directory) linked where it can run it.
+		udir, err := os.MkdirTemp("", "airlock-bench-user-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(udir)
+		if err := os.Chmod(udir, 0o711); err != nil {
+			b.Fatal(err)
+		}
+		usock := filepath.Join(udir, "p.sock")
+		uln, err := net.Listen("unix", usock)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer uln.Close()
+		nobody := &User{UID: 65534, GID: 65534}
+		cases = append(cases, struct {
+			name   string
+			egress string
+			user   *User
+		}{"user", "", nobody}, struct {
+			name   string
+			egress string
+			user   *User
+		}{"user-forwarder", usock, nobody})
+	}
+	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				cmd, release, err := h.Command(Spec{Command: "true", Egress: c.egress, Memory: 256 << 20, Processes: 64, OpenFiles: 64, Name: "bench"})
+				cmd, release, err := h.Command(Spec{Command: "true", Egress: c.egress, User: c.user, Memory: 256 << 20, Processes: 64, OpenFiles: 64, Name: "bench"})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -9,8 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/airlock-run/airlock/internal/auditstream"
 	"github.com/airlock-run/airlock/internal/bwrap"
@@ -35,6 +38,8 @@ type Sandbox struct {
 	// *refusalReporter), kept across restarts so that a server cannot
 	// restart itself into a fresh burst.
 	reporters sync.Map
+	// warned are the start-up warnings given (warnOnce).
+	warned sync.Map
 }
 
 // socketDir is the directory the egress proxies' sockets are made in.
@@ -57,6 +62,14 @@ func (d *socketDir) acquire() (string, func(), error) {
 	if d.users == 0 {
 		p, err := os.MkdirTemp("", "airlock-egress-")
 		if err != nil {
+			return "", nil, fmt.Errorf("the egress proxies' directory: %w", err)
+		}
+		// Searchable, not listable: a server with a host user of its own
+		// (server.sandbox.user) reaches its proxy's socket, which is
+		// given to it alone (bwrap.Host.Command); others' sockets are
+		// root's, and connecting takes write permission.
+		if err := os.Chmod(p, 0o711); err != nil {
+			_ = os.RemoveAll(p)
 			return "", nil, fmt.Errorf("the egress proxies' directory: %w", err)
 		}
 		d.path = p
@@ -114,7 +127,11 @@ func (s *Sandbox) Describe() string {
 	if s.Err() != nil {
 		return s.Err().Error()
 	}
-	return fmt.Sprintf("stdio servers run in bubblewrap (%s; a sandbox starts in %s)", s.host.Bwrap, s.host.Probe.Round(100_000))
+	user := "airlock's own unprivileged host user"
+	if os.Geteuid() == 0 {
+		user = fmt.Sprintf("host user %d where it can reach what the server needs, else root without capabilities (server.sandbox.user)", manifests.DefaultSandboxUser)
+	}
+	return fmt.Sprintf("stdio servers run in bubblewrap (%s; a sandbox starts in %s), as %s", s.host.Bwrap, s.host.Probe.Round(100_000), user)
 }
 
 // sandboxMode is how one stdio server is started.
@@ -159,11 +176,40 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 		OpenFiles: cfg.EffectiveOpenFiles(),
 		Name:      u.name,
 	}
+	user, explicit := sandboxUser(cfg)
+	if euid := os.Geteuid(); euid != 0 {
+		if explicit && uint32(euid) != user.UID {
+			u.warnOnce("user-not-root", u.log.Warn().Str("user", cfg.User).Int("airlock_uid", euid), "server.sandbox.user is not applied: airlock is not root, and only root starts a process as another host user; the server runs as airlock's own unprivileged host user, in its own user namespace")
+		}
+		user = nil
+	}
+	spec.User = user
 	// write_paths are the server's own state: made when missing (path_roots
-	// are the operator's and must exist).
+	// are the operator's and must exist), and given to the server's host
+	// user when it has one.
 	for _, d := range sandboxPaths(cfg, true) {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := bwrap.MkdirOwned(d, spec.User); err != nil {
 			return nil, nil, fmt.Errorf("server.sandbox.write_paths: %w", err)
+		}
+	}
+	// A path the host user cannot reach is the operator's to grant:
+	// airlock changes no owner or mode of a directory it did not make.
+	// The default user gives way to airlock's own then; one the manifest
+	// names does not.
+	if spec.User != nil {
+		problems := sb.host.UserProblems(spec)
+		if err := sb.host.ProbeUser(*spec.User); err != nil {
+			problems = append(problems, err.Error())
+		}
+		switch {
+		case len(problems) == 0:
+		case explicit:
+			for _, p := range problems {
+				u.warnOnce("user:"+p, u.log.Warn().Str("user", cfg.User), "server.sandbox.user: "+p+"; grant it to that user (chown, chmod or setfacl), or change server.sandbox.user; bwrap does not start when it cannot reach a path it binds, and the server's writes there fail")
+			}
+		default:
+			u.warnOnce("user-default:"+strings.Join(problems, "\n"), u.log.Warn().Strs("problems", problems), fmt.Sprintf("the sandboxed server runs as airlock's own host user (root, without capabilities), not as host user %s: %s; grant what it needs to that user (chown, chmod or setfacl) for the server to have a user of its own, or set server.sandbox.user: airlock to keep root and silence this", spec.User, strings.Join(problems, "; ")))
+			spec.User = nil
 		}
 	}
 	sockets, doneSockets, err := sb.sockets.acquire()
@@ -189,6 +235,13 @@ func (u *upstream) sandboxedCommand() (*exec.Cmd, func(), error) {
 	if spec.Egress, err = proxy.ListenUnix(sockets); err != nil {
 		closeProxy()
 		return nil, nil, err
+	}
+	// The socket is root's alone whatever the umask, in a directory that
+	// is searchable (as the one above it): bwrap.Host.Command gives the
+	// socket to the server's host user when it has one.
+	if err := errors.Join(os.Chmod(spec.Egress, 0o600), os.Chmod(filepath.Dir(spec.Egress), 0o711)); err != nil {
+		closeProxy()
+		return nil, nil, fmt.Errorf("the egress proxy's socket: %w", err)
 	}
 	cmd, release, err := sb.host.Command(spec)
 	if err != nil {
@@ -254,6 +307,29 @@ func (r *refusalReporter) report(x egress.Refusal) {
 	}
 	ev.Msg("egress refused: the sandboxed server asked for a connection its allowlist (server.sandbox.network.allow) does not give")
 	r.u.pool.opts.Audit.EgressRefused(auditstream.EgressRefusal{Server: x.Server, Host: x.Host, Kind: x.Kind, Reason: x.Reason, Suppressed: suppressed})
+}
+
+// sandboxUser is the host user the manifest gives the server (when
+// airlock is root): its uid, the default one, or none ("airlock");
+// explicit when the manifest names a uid.
+func sandboxUser(s *manifests.Sandbox) (user *bwrap.User, explicit bool) {
+	if s.AirlockUser() {
+		return nil, false
+	}
+	if uid, gid, ok := s.HostUser(); ok {
+		return &bwrap.User{UID: uid, GID: gid}, true
+	}
+	return &bwrap.User{UID: manifests.DefaultSandboxUser, GID: manifests.DefaultSandboxUser}, false
+}
+
+// warnOnce logs ev with msg once per server and key in this process: a
+// server restarting does not repeat its start-up warnings.
+func (u *upstream) warnOnce(key string, ev *zerolog.Event, msg string) {
+	if _, dup := u.pool.opts.Sandbox.warned.LoadOrStore(u.name+"\x00"+key, true); dup {
+		ev.Discard()
+		return
+	}
+	ev.Msg(msg)
 }
 
 func sandboxPaths(s *manifests.Sandbox, write bool) []string {
