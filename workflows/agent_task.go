@@ -76,8 +76,14 @@ type task struct {
 	// redeliveries cancel the retried deliveries of each open request
 	// (changeDeliveries, approval.go).
 	redeliveries map[string][]workflow.CancelFunc
-	edited       map[string]*api.ArgsEdit
-	nextEdit     *pendingEdit
+	// closedNotices are ready when a closed request's closing update of
+	// its messages has finished (tellNotRun waits for it); grantGone
+	// holds, per call ID, why a call failed UserGrant (its user's grant
+	// was gone) until runCall tells the approvers.
+	closedNotices map[string]workflow.Future
+	grantGone     map[string]string
+	edited        map[string]*api.ArgsEdit
+	nextEdit      *pendingEdit
 	// exactOn (changeExactNumbers, edits.go): this run digests, edits and
 	// binds grants to arguments in jsoncanon's form, numbers exact.
 	exactOn bool

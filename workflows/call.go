@@ -318,6 +318,10 @@ func (t *task) runCall(ctx workflow.Context, req api.CallRequest, started time.T
 	ectx, release := t.callContext(ctx, req.CallID)
 	res, findings := t.executeFound(ectx, req)
 	release()
+	if why, gone := t.grantGone[req.CallID]; gone { // the user's grant was gone: nothing ran; tell the approver
+		delete(t.grantGone, req.CallID)
+		t.tellNotRun(ctx, req.CallID, why)
+	}
 	res, _ = t.cancelledResult(req, res, false)
 	res.Decision = decision
 	t.observe(ctx, req.Tool, req.Spec, &res, findings) // labels.go
@@ -449,8 +453,14 @@ func (t *task) executeFound(ctx workflow.Context, req api.CallRequest) (api.Call
 				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}, nil
 		}
 		if !retryable(kind, spec) || attempt >= maxAttempts {
-			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
-				Reason: reasonFor(kind, req, attempt, msg)}, nil
+			reason := reasonFor(kind, req, attempt, msg)
+			if kind == api.ErrTypeUserGrant { // runCall tells an approver (tellNotRun)
+				if t.grantGone == nil {
+					t.grantGone = map[string]string{}
+				}
+				t.grantGone[req.CallID] = reason
+			}
+			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt, Reason: reason}, nil
 		}
 		if err := workflow.Sleep(ctx, interval); err != nil {
 			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}, nil
