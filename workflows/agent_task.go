@@ -77,11 +77,8 @@ type task struct {
 	// (changeDeliveries, approval.go).
 	redeliveries map[string][]workflow.CancelFunc
 	// closedNotices are ready when a closed request's closing update of
-	// its messages has finished (tellNotRun waits for it); grantGone
-	// holds, per call ID, why a call failed UserGrant (its user's grant
-	// was gone) until runCall tells the approvers.
+	// its messages has finished (tellNotRun waits for it).
 	closedNotices map[string]workflow.Future
-	grantGone     map[string]string
 	edited        map[string]*api.ArgsEdit
 	nextEdit      *pendingEdit
 	// exactOn (changeExactNumbers, edits.go): this run digests, edits and

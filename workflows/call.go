@@ -310,17 +310,20 @@ func (t *task) runCall(ctx workflow.Context, req api.CallRequest, started time.T
 	}
 	if compensate && out.Capture != nil {
 		var stop *api.CallResult
-		if before, beforeRef, stop = t.capture(ctx, req, out.Capture); stop != nil {
+		var failed string
+		if before, beforeRef, stop, failed = t.capture(ctx, req, out.Capture); stop != nil {
+			if failed == api.ErrTypeUserGrant { // the capture could not act as the user: tell the approver
+				t.tellNotRun(ctx, req.CallID, stop.Reason)
+			}
 			return ended(*stop)
 		}
 	}
 
 	ectx, release := t.callContext(ctx, req.CallID)
-	res, findings := t.executeFound(ectx, req)
+	res, findings, failed := t.executeKind(ectx, req)
 	release()
-	if why, gone := t.grantGone[req.CallID]; gone { // the user's grant was gone: nothing ran; tell the approver
-		delete(t.grantGone, req.CallID)
-		t.tellNotRun(ctx, req.CallID, why)
+	if failed == api.ErrTypeUserGrant { // the user's grant was gone: nothing ran; tell the approver
+		t.tellNotRun(ctx, req.CallID, res.Reason)
 	}
 	res, _ = t.cancelledResult(req, res, false)
 	res.Decision = decision
@@ -421,6 +424,13 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 // executeFound is execute, with the content guard's findings in the
 // result of the attempt that answered (labels.go reads them).
 func (t *task) executeFound(ctx workflow.Context, req api.CallRequest) (api.CallResult, []api.Finding) {
+	res, findings, _ := t.executeKind(ctx, req)
+	return res, findings
+}
+
+// executeKind is executeFound, with the error type of the activity failure
+// that ended the call ("" when it did not fail that way).
+func (t *task) executeKind(ctx workflow.Context, req api.CallRequest) (api.CallResult, []api.Finding, string) {
 	spec := req.Spec
 	rp := spec.Retry
 	maxAttempts := max(rp.MaxAttempts, 1)
@@ -445,25 +455,19 @@ func (t *task) executeFound(ctx workflow.Context, req api.CallRequest) (api.Call
 			if out.IsError {
 				o = api.OutcomeToolError
 			}
-			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}, out.Findings
+			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}, out.Findings, ""
 		}
 		kind, msg := classifyActivityError(err)
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
 			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt,
-				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}, nil
+				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}, nil, ""
 		}
 		if !retryable(kind, spec) || attempt >= maxAttempts {
-			reason := reasonFor(kind, req, attempt, msg)
-			if kind == api.ErrTypeUserGrant { // runCall tells an approver (tellNotRun)
-				if t.grantGone == nil {
-					t.grantGone = map[string]string{}
-				}
-				t.grantGone[req.CallID] = reason
-			}
-			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt, Reason: reason}, nil
+			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
+				Reason: reasonFor(kind, req, attempt, msg)}, nil, kind
 		}
 		if err := workflow.Sleep(ctx, interval); err != nil {
-			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}, nil
+			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}, nil, ""
 		}
 		interval = time.Duration(float64(interval) * backoff)
 		if rp.MaxInterval > 0 && interval > rp.MaxInterval {
