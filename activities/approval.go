@@ -116,7 +116,9 @@ func logDeliveryFailure(ctx context.Context, notifier string, n api.ApprovalNoti
 // also where the outcome is counted and audited: the workflow runs it once
 // per request, when the request closes.
 func (a *Activities) UpdateApprovalMessages(ctx context.Context, n api.ApprovalNotice) error {
-	if firstAttempt(ctx) {
+	// A notice with NotRun follows the closing one (the approved call did
+	// not run): the request was counted and audited when it closed.
+	if firstAttempt(ctx) && n.NotRun == "" {
 		a.observeApproval(n, time.Now())
 	}
 	var errs []error

@@ -1,10 +1,14 @@
 package activities
 
 import (
+	"bytes"
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlock-run/airlock/api"
+	"github.com/airlock-run/airlock/internal/auditstream"
 )
 
 // TestApprovalOutcome: how a closed request ended and when, from the
@@ -51,5 +55,29 @@ func TestRequestedAt(t *testing.T) {
 	req := exp.Add(-17 * time.Minute)
 	if got := a.requestedAt(api.ApprovalNotice{Tool: "x__y", ExpiresAt: exp, RequestedAt: req}); !got.Equal(req) {
 		t.Errorf("requestedAt = %s, want the notice's %s", got, req)
+	}
+}
+
+// TestNotRunUpdateIsNotCountedAgain: the second update of an approved
+// request whose call did not run (NotRun) rewrites the messages but does
+// not audit the request's close again: it closed once, when approved.
+func TestNotRunUpdateIsNotCountedAgain(t *testing.T) {
+	var audit bytes.Buffer
+	a := &Activities{Audit: auditstream.New(&audit)}
+	n := api.ApprovalNotice{RequestID: "task-1~c1", TaskID: "task-1", CallID: "c1", Tool: "desk__deploy", Principal: "dave@corp", State: "approved", Quorum: 1,
+		Votes: []api.NoticeVote{{Approver: "bob", Approve: true, At: time.Now()}}}
+	if err := a.UpdateApprovalMessages(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	closed := strings.Count(audit.String(), "\n")
+	if closed != 1 || !strings.Contains(audit.String(), "task-1~c1") {
+		t.Fatalf("the closing update audited %d lines: %s", closed, audit.String())
+	}
+	n.NotRun = "desk__deploy did not run: cannot act as dave@corp"
+	if err := a.UpdateApprovalMessages(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(audit.String(), "\n"); got != closed {
+		t.Errorf("the not-run update audited the close again:\n%s", audit.String())
 	}
 }

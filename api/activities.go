@@ -198,6 +198,12 @@ type ApprovalNotice struct {
 	// Program and Line: see ApprovalRequest.
 	Program string `json:",omitempty"`
 	Line    int    `json:",omitempty"`
+	// ActsAs, ActsUntil, ActsHeld and NotRun: see ApprovalRequest (token
+	// exchange: whom the call acts as; why an approved call did not run).
+	ActsAs    string    `json:",omitempty"`
+	ActsUntil time.Time `json:",omitempty"`
+	ActsHeld  bool      `json:",omitempty"`
+	NotRun    string    `json:",omitempty"`
 
 	// Approve with edits (edits.go).
 	ApprovalEdits

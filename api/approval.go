@@ -56,7 +56,13 @@ type ApprovalRequest struct {
 	// ActsHeld: the provider holds the user's grant (offline: true), so
 	// approved after ActsUntil the call still runs as them, with a fresh
 	// exchange, unless the grant is revoked by then.
-	ActsHeld  bool `json:",omitempty"`
+	ActsHeld bool `json:",omitempty"`
+	// NotRun, set after the request was approved, says why the call did
+	// not run after all: the user's grant was gone when it was to run
+	// (refresh revoked, user disabled, sign-in ended without a held
+	// grant; tasks since changeGrantGoneNotice). The approver's messages
+	// are updated to say it.
+	NotRun    string `json:",omitempty"`
 	Arguments json.RawMessage
 	// Digest is the hex SHA-256 of (task, call ID, tool, canonical args,
 	// policy version).

@@ -96,24 +96,11 @@ func WriteRequest(w io.Writer, r api.ApprovalRequest, now time.Time) error {
 	}
 	line("requester", requester)
 	if r.ActsAs != "" {
-		acts := r.ActsAs + " upstream (token exchange)"
-		switch {
-		case r.ActsHeld:
-			acts += "; the provider holds their grant (offline): approved after their sign-in ends"
-			if !r.ActsUntil.IsZero() {
-				acts += " (" + r.ActsUntil.Local().Format(time.DateTime) + ")"
-			}
-			acts += ", the call runs as them with a fresh exchange, unless the grant was revoked"
-		case !r.ActsUntil.IsZero():
-			acts += "; their sign-in ends " + r.ActsUntil.Local().Format(time.DateTime)
-			if r.State == api.ApprovalPending && now.After(r.ActsUntil) {
-				acts += " (ended: approved now, the call does not run)"
-			} else {
-				acts += ": approved after that, the call does not run"
-			}
-		}
-		line("acts as", acts)
+		line("acts as", ActsAsNote(r.ActsAs, r.ActsUntil, r.ActsHeld, r.State == api.ApprovalPending && now.After(r.ActsUntil), func(t time.Time) string {
+			return t.Local().Format(time.DateTime)
+		}))
 	}
+	line("outcome", r.NotRun) // approved, but the call did not run (the user's grant is gone)
 	line("side effects", strings.Join(r.SideEffects, ", "))
 	line("data level", r.DataLevel)
 	line("risk", r.Risk)
@@ -199,4 +186,30 @@ func writeDeliveries(b *strings.Builder, r api.ApprovalRequest) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// ActsAsNote says in plain words whom a call that acts as its user (token
+// exchange) runs as upstream, until when, and whether the provider holds
+// the user's grant (offline): what an approver must know before approving
+// late. ended: the sign-in has ended while the request is pending. stamp
+// formats a time for the reader (the CLI's local time, Slack's date
+// tokens).
+func ActsAsNote(actsAs string, until time.Time, held, ended bool, stamp func(time.Time) string) string {
+	acts := actsAs + " upstream (token exchange)"
+	switch {
+	case held:
+		acts += "; the provider holds their grant (offline): approved after their sign-in ends"
+		if !until.IsZero() {
+			acts += " (" + stamp(until) + ")"
+		}
+		acts += ", the call runs as them with a fresh exchange, unless the grant was revoked"
+	case !until.IsZero():
+		acts += "; their sign-in ends " + stamp(until)
+		if ended {
+			acts += " (ended: approved now, the call does not run)"
+		} else {
+			acts += ": approved after that, the call does not run"
+		}
+	}
+	return acts
 }

@@ -114,3 +114,32 @@ func TestWriteRequestShowsActsAs(t *testing.T) {
 		t.Errorf("a call that does not act as its user says it does:\n%s", b.String())
 	}
 }
+
+// An approved request whose call did not run (the user's grant was gone)
+// shows its outcome on one line, control characters and line breaks of the
+// provider's reason made harmless.
+func TestWriteRequestShowsNotRun(t *testing.T) {
+	now := time.Now()
+	r := approvertest.Request("task-1", now)
+	r.State, r.ActsAs, r.ActsHeld = "approved", "dave@corp", true
+	r.NotRun = "fs__write did not run: cannot act as dave@corp: the provider refused: user disabled\n\x1b[2Jforged: line"
+	var b strings.Builder
+	if err := WriteRequest(&b, r, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "outcome:") || !strings.Contains(out, "did not run: cannot act as dave@corp") || !strings.Contains(out, "user disabled") {
+		t.Errorf("show output:\n%s", out)
+	}
+	if strings.Contains(out, "\x1b") || strings.Contains(out, "\nforged") {
+		t.Errorf("the reason's control characters or line break reach the terminal:\n%q", out)
+	}
+	b.Reset()
+	r.NotRun = ""
+	if err := WriteRequest(&b, r, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "outcome:") {
+		t.Errorf("a request whose call ran shows an outcome:\n%s", b.String())
+	}
+}

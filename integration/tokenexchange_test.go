@@ -194,6 +194,17 @@ type ticketsUpstream struct {
 	ran    map[string][]string // tool → subjects it ran for
 	actors map[string][]string // tool → the act claim's sub of each run ("" without)
 	seen   []string            // every bearer received
+	hold   map[string]int      // tool → how many of its next calls stay in the call (holdNext)
+	// released ends the held calls when the test ends.
+	released chan struct{}
+}
+
+// holdNext makes the next n calls of tool stay in the upstream call (run
+// recorded, no answer) until their request is cancelled: airlock died.
+func (u *ticketsUpstream) holdNext(tool string, n int) {
+	u.mu.Lock()
+	u.hold[tool] += n
+	u.mu.Unlock()
 }
 
 func startTicketsUpstream(t *testing.T, issuer string) *ticketsUpstream {
@@ -202,10 +213,10 @@ func startTicketsUpstream(t *testing.T, issuer string) *ticketsUpstream {
 		t.Fatal(err)
 	}
 	verifier := prov.Verifier(&oidc.Config{ClientID: "tickets"})
-	u := &ticketsUpstream{ran: map[string][]string{}, actors: map[string][]string{}}
+	u := &ticketsUpstream{ran: map[string][]string{}, actors: map[string][]string{}, hold: map[string]int{}, released: make(chan struct{})}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
 	for _, name := range []string{"whoami", "deploy", "update"} {
-		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: name}, func(_ context.Context, req *mcp.CallToolRequest, in struct {
+		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: name}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			N int `json:"n"`
 		}) (*mcp.CallToolResult, any, error) {
 			sub, _ := req.Extra.TokenInfo.Extra["sub"].(string)
@@ -216,7 +227,18 @@ func startTicketsUpstream(t *testing.T, issuer string) *ticketsUpstream {
 			u.mu.Lock()
 			u.ran[name] = append(u.ran[name], sub)
 			u.actors[name] = append(u.actors[name], act)
+			hold := u.hold[name] > 0
+			if hold {
+				u.hold[name]--
+			}
 			u.mu.Unlock()
+			if hold { // holdNext: stay in the call until airlock goes away
+				select {
+				case <-ctx.Done():
+				case <-u.released:
+				}
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "held call ended"}}}, nil, nil
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s #%d as %s", name, in.N, sub)}}}, nil, nil
 		})
 	}
@@ -259,6 +281,7 @@ func startTicketsUpstream(t *testing.T, issuer string) *ticketsUpstream {
 		mcpH.ServeHTTP(w, r)
 	}))
 	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(u.released) }) // before hs.Close: held calls end
 	u.url = hs.URL
 	return u
 }

@@ -76,8 +76,11 @@ type task struct {
 	// redeliveries cancel the retried deliveries of each open request
 	// (changeDeliveries, approval.go).
 	redeliveries map[string][]workflow.CancelFunc
-	edited       map[string]*api.ArgsEdit
-	nextEdit     *pendingEdit
+	// closedNotices are ready when a closed request's closing update of
+	// its messages has finished (tellNotRun waits for it).
+	closedNotices map[string]workflow.Future
+	edited        map[string]*api.ArgsEdit
+	nextEdit      *pendingEdit
 	// exactOn (changeExactNumbers, edits.go): this run digests, edits and
 	// binds grants to arguments in jsoncanon's form, numbers exact.
 	exactOn bool

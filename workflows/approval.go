@@ -106,13 +106,45 @@ func (t *task) closeApproval(ctx workflow.Context, ar *api.ApprovalRequest, noti
 		ar.DecidedAt = workflow.Now(ctx)
 	}
 	t.stopRedeliveries(ar) // changeDeliveries: nothing to announce any more
+	closed, settle := workflow.NewFuture(ctx)
+	if t.closedNotices == nil {
+		t.closedNotices = map[string]workflow.Future{}
+	}
+	t.closedNotices[ar.ID] = closed
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		_ = notified.Get(gctx, nil)
 		t.awaitEditJudged(gctx, ar) // changeEditOutcome: the notice tells what became of an edit
 		actx := workflow.WithActivityOptions(gctx, notifyOptions(time.Hour))
-		_ = workflow.ExecuteActivity(actx, api.UpdateApprovalName, t.notice(ar, ar.Group, false)).Get(gctx, nil)
+		err := workflow.ExecuteActivity(actx, api.UpdateApprovalName, t.notice(ar, ar.Group, false)).Get(gctx, nil)
+		settle.Set(nil, err)
+		delete(t.closedNotices, ar.ID) // a later notice (tellNotRun) need not wait
+
 	})
 	return ar.State == api.ApprovalApproved, reason
+}
+
+// tellNotRun tells the approvers of an approved call that it did not run
+// after all because its user's grant was gone (UserGrant), and why
+// (changeGrantGoneNotice): the request's NotRun, shown by approvals show,
+// and its messages updated once more, after the closing update.
+func (t *task) tellNotRun(ctx workflow.Context, callID, reason string) {
+	ar := t.approval(api.RequestID(t.in.TaskID, callID))
+	if ar == nil || ar.State != api.ApprovalApproved || ar.NotRun != "" {
+		return
+	}
+	if workflow.GetVersion(ctx, changeGrantGoneNotice, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	ar.NotRun = reason
+	closed := t.closedNotices[ar.ID]
+	notice := t.notice(ar, ar.Group, false)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		if closed != nil {
+			_ = closed.Get(gctx, nil)
+		}
+		actx := workflow.WithActivityOptions(gctx, notifyOptions(time.Hour))
+		_ = workflow.ExecuteActivity(actx, api.UpdateApprovalName, notice).Get(gctx, nil)
+	})
 }
 
 // notify posts the request to a group in the background: a Slack outage
@@ -231,6 +263,7 @@ func (t *task) notice(ar *api.ApprovalRequest, group string, escalation bool) ap
 		ApprovalEdits: ar.ApprovalEdits,
 		MaxGrant:      ar.MaxGrant,
 		Program:       ar.Program, Line: ar.Line,
+		ActsAs: ar.ActsAs, ActsUntil: ar.ActsUntil, ActsHeld: ar.ActsHeld, NotRun: ar.NotRun,
 	}
 	for _, v := range ar.Votes {
 		n.Votes = append(n.Votes, api.NoticeVote{Approver: v.Approver, Approve: v.Approve, At: v.At, Via: v.Via, Grant: grantNote(v.Grant)})

@@ -310,14 +310,21 @@ func (t *task) runCall(ctx workflow.Context, req api.CallRequest, started time.T
 	}
 	if compensate && out.Capture != nil {
 		var stop *api.CallResult
-		if before, beforeRef, stop = t.capture(ctx, req, out.Capture); stop != nil {
+		var failed string
+		if before, beforeRef, stop, failed = t.capture(ctx, req, out.Capture); stop != nil {
+			if failed == api.ErrTypeUserGrant { // the capture could not act as the user: tell the approver
+				t.tellNotRun(ctx, req.CallID, stop.Reason)
+			}
 			return ended(*stop)
 		}
 	}
 
 	ectx, release := t.callContext(ctx, req.CallID)
-	res, findings, held := t.executeHeld(ectx, req)
+	res, findings, held, failed := t.executeHeld(ectx, req)
 	release()
+	if failed == api.ErrTypeUserGrant { // the user's grant was gone: nothing ran; tell the approver
+		t.tellNotRun(ctx, req.CallID, res.Reason)
+	}
 	res, _ = t.cancelledResult(req, res, false)
 	res.Decision = decision
 	t.observe(ctx, req.Tool, req.Spec, &res, findings) // labels.go
@@ -430,13 +437,20 @@ func (t *task) execute(ctx workflow.Context, req api.CallRequest) api.CallResult
 // executeFound is execute, with the content guard's findings in the
 // result of the attempt that answered (labels.go reads them).
 func (t *task) executeFound(ctx workflow.Context, req api.CallRequest) (api.CallResult, []api.Finding) {
-	res, findings, _ := t.executeHeld(ctx, req)
+	res, findings, _, _ := t.executeHeld(ctx, req)
 	return res, findings
 }
 
-// executeHeld is executeFound, with the result the content guard holds
-// for an approver (guard.results: require_approval; nil when none).
-func (t *task) executeHeld(ctx workflow.Context, req api.CallRequest) (api.CallResult, []api.Finding, *api.HeldResult) {
+// executeKind is executeFound, with the error type of the activity failure
+// that ended the call ("" when it did not fail that way).
+func (t *task) executeKind(ctx workflow.Context, req api.CallRequest) (api.CallResult, []api.Finding, string) {
+	res, findings, _, kind := t.executeHeld(ctx, req)
+	return res, findings, kind
+}
+
+// executeHeld is executeKind, with the result the content guard holds for
+// an approver (guard.results: require_approval; nil when none).
+func (t *task) executeHeld(ctx workflow.Context, req api.CallRequest) (api.CallResult, []api.Finding, *api.HeldResult, string) {
 	spec := req.Spec
 	rp := spec.Retry
 	maxAttempts := max(rp.MaxAttempts, 1)
@@ -464,19 +478,19 @@ func (t *task) executeHeld(ctx workflow.Context, req api.CallRequest) (api.CallR
 			if out.IsError {
 				o = api.OutcomeToolError
 			}
-			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}, out.Findings, out.Held
+			return api.CallResult{Outcome: o, Result: out.Result, ResultRef: out.ResultRef, Attempts: attempt}, out.Findings, out.Held, ""
 		}
 		kind, msg := classifyActivityError(err)
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
 			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt,
-				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}, nil, nil
+				Reason: fmt.Sprintf("the task was cancelled while %s was running; it may or may not have taken effect", req.Tool)}, nil, nil, ""
 		}
 		if !retryable(kind, spec) || attempt >= maxAttempts {
 			return api.CallResult{Outcome: outcomeFor(kind, spec.Idempotent), Attempts: attempt,
-				Reason: reasonFor(kind, req, attempt, msg)}, nil, nil
+				Reason: reasonFor(kind, req, attempt, msg)}, nil, nil, kind
 		}
 		if err := workflow.Sleep(ctx, interval); err != nil {
-			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}, nil, nil
+			return api.CallResult{Outcome: api.OutcomeUnknown, Attempts: attempt, Reason: "the task was cancelled while retrying " + req.Tool}, nil, nil, ""
 		}
 		interval = time.Duration(float64(interval) * backoff)
 		if rp.MaxInterval > 0 && interval > rp.MaxInterval {

@@ -26,22 +26,22 @@ func compensationsOn(ctx workflow.Context) bool {
 // call. It returns the capture's result (nil when the capture tool
 // reported an error: before is then null), or a CallResult when the call
 // must not run because nothing could be captured.
-func (t *task) capture(ctx workflow.Context, req api.CallRequest, c *api.ToolCall) (json.RawMessage, string, *api.CallResult) {
+func (t *task) capture(ctx workflow.Context, req api.CallRequest, c *api.ToolCall) (json.RawMessage, string, *api.CallResult, string) {
 	creq := requestFor(api.CaptureID(req.CallID), c)
 	creq.Subject = req.Subject // the capture is part of the user's call (token exchange)
-	res := t.execute(ctx, creq)
+	res, _, failed := t.executeKind(ctx, creq)
 	switch res.Outcome {
 	case api.OutcomeOK:
-		return res.Result, res.ResultRef, nil
+		return res.Result, res.ResultRef, nil, ""
 	case api.OutcomeToolError:
-		return nil, "", nil
+		return nil, "", nil, ""
 	}
 	o := api.OutcomeFailed
 	if res.Outcome == api.OutcomeUnavailable {
 		o = api.OutcomeUnavailable
 	}
 	return nil, "", &api.CallResult{Outcome: o, Attempts: res.Attempts,
-		Reason: fmt.Sprintf("%s did not run: its pre-image could not be captured with %s (%s), so it could not be undone. %s", req.Tool, c.Tool, res.Outcome, res.Reason)}
+		Reason: fmt.Sprintf("%s did not run: its pre-image could not be captured with %s (%s), so it could not be undone. %s", req.Tool, c.Tool, res.Outcome, res.Reason)}, failed
 }
 
 // pushUndo computes the compensation of a call that ran (or may have) and

@@ -162,3 +162,41 @@ func TestReplayUserGrant(t *testing.T) {
 		t.Errorf("%s records no call acted with the held grant", file)
 	}
 }
+
+// TestReplayGrantGoneNotice replays the history of an approved call whose
+// user's grant was gone when it ran (grant_gone_v1, integration's
+// TestTokenExchangeSlackApprover: dave, disabled at the provider after his
+// sign-in ended) and checks what it holds: the grant-gone-notice marker,
+// the call failed UserGrant, and two updates of the request's messages,
+// the closing one (approved) and then one whose notice says the call did
+// not run (NotRun).
+func TestReplayGrantGoneNotice(t *testing.T) {
+	file := "grant_gone_v1_run1.json"
+	hist := replayedHistory(t, file)
+	var marker, userGrant bool
+	var updates []api.ApprovalNotice
+	for _, e := range hist.GetEvents() {
+		if m := e.GetMarkerRecordedEventAttributes(); m != nil {
+			if id := m.GetDetails()["change-id"]; id != nil && string(id.GetPayloads()[0].GetData()) == `"grant-gone-notice"` {
+				marker = true
+			}
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == api.UpdateApprovalName {
+			var n api.ApprovalNotice
+			if err := json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &n); err != nil {
+				t.Fatal(err)
+			}
+			updates = append(updates, n)
+		}
+		if f := e.GetActivityTaskFailedEventAttributes(); f != nil && f.GetFailure().GetApplicationFailureInfo().GetType() == api.ErrTypeUserGrant {
+			userGrant = true
+		}
+	}
+	if !marker || !userGrant {
+		t.Errorf("%s: grant-gone-notice marker %v, a UserGrant failure %v; want both", file, marker, userGrant)
+	}
+	if len(updates) != 2 || updates[0].NotRun != "" || !strings.Contains(updates[1].NotRun, "did not run") ||
+		updates[1].State != api.ApprovalApproved || updates[1].ActsAs != "dave@corp" || !updates[1].ActsHeld {
+		t.Fatalf("%s: the message updates %+v; want the closing one, then one saying dave's approved call did not run", file, updates)
+	}
+}

@@ -284,4 +284,16 @@ const (
 	// Feature and GetVersion in program.go (execProgram) and guard.go;
 	// first recorded in testdata/program_guard_v1_run1.json.
 	changeProgramGuard = "program-guard"
+
+	// changeGrantGoneNotice tells the approver when an approved call did
+	// not run because its user's grant was gone (UserGrant: refresh
+	// revoked, user disabled, sign-in ended without a held grant; issue
+	// 31 §2): the request's NotRun is set and its messages are updated
+	// once more, after the closing update. Asked only when an approved
+	// call fails UserGrant; runs from before it leave the messages at
+	// "approved".
+	//
+	// GetVersion in approval.go (tellNotRun); first recorded in
+	// testdata/grant_gone_v1_run1.json.
+	changeGrantGoneNotice = "grant-gone-notice"
 )

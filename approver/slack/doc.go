@@ -14,7 +14,9 @@
 //     asks, which tool, its arguments with the manifest's redactions
 //     applied, side effects, risk) with Approve and Deny buttons, of the
 //     message once a request is decided, expired or escalated, and of a
-//     failed rollback;
+//     failed rollback; a call that acts as its user (token exchange) says
+//     whom, until when and whether the grant is held, and an approved one
+//     that did not run (the user's grant was gone) is rewritten to say so;
 //   - app.go: the Slack app's tokens and secrets from the configuration
 //     (App) and its Web API clients;
 //   - check.go: App.Check (airlock slack check), which verifies the

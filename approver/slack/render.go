@@ -128,6 +128,10 @@ func slackRequestBlocks(n api.ApprovalNotice) []slack.Block {
 		slackMd("*Expires*\n" + slackTime(n.ExpiresAt)),
 	}
 	blocks := []slack.Block{slack.NewSectionBlock(nil, fields, nil)}
+	if n.ActsAs != "" { // token exchange: whom the call acts as, until when, whether the grant is held
+		note := approver.ActsAsNote("*"+slackEscape(redact.VisibleLine(n.ActsAs))+"*", n.ActsUntil, n.ActsHeld, false, slackTime)
+		blocks = append(blocks, slack.NewSectionBlock(slackMd("*Acts as*\nRuns as "+slackClip(note, 2800)), nil, nil))
+	}
 	if b := slackProgramContext(n); b != nil { // code mode: the call is a program's
 		blocks = append(blocks, b)
 	}
@@ -222,6 +226,10 @@ func RenderOutcome(n api.ApprovalNotice) (fallback string, blocks []slack.Block)
 		title = "Edit refused: " + n.Tool
 		summary = fmt.Sprintf(":no_entry: *Edit refused by policy*: %s approved with edited arguments, but %s. *Nothing ran*, neither the original nor the edited call.",
 			slackEscape(n.Edit.By), slackEscape(n.Edit.Refused))
+	case n.State == api.ApprovalApproved && n.NotRun != "": // token exchange: the user's grant was gone when the call was to run
+		title = "Approved, did not run: " + n.Tool
+		summary = fmt.Sprintf(":no_entry: *Approved, but the call did not run*: %s. *Nothing ran*; the agent was told.",
+			slackClip(slackEscape(n.NotRun), 2000))
 	case n.State == api.ApprovalApproved:
 		title = "Approved: " + n.Tool
 		summary = fmt.Sprintf(":white_check_mark: *Approved* (%d of %d approvals)", approvals, max(n.Quorum, 1))

@@ -240,8 +240,13 @@ func (h *handler) item(r api.ApprovalRequest, now time.Time) item {
 	if r.Client != "" {
 		requester += " (client " + r.Client + ")"
 	}
+	acts := ""
+	if r.ActsAs != "" { // token exchange: whom the call acts as, until when, whether the grant is held
+		acts = redact.VisibleLine(approver.ActsAsNote(r.ActsAs, r.ActsUntil, r.ActsHeld, now.After(r.ActsUntil), stamp))
+	}
 	return item{
-		ID: r.ID, Task: r.TaskID, Tool: r.Tool, Server: r.Server, Requester: redact.Visible(requester),
+		Acts: acts,
+		ID:   r.ID, Task: r.TaskID, Tool: r.Tool, Server: r.Server, Requester: redact.Visible(requester),
 		SideEffects: strings.Join(r.SideEffects, ", "), DataLevel: r.DataLevel, Risk: r.Risk,
 		Rule: r.Rule, Reason: redact.Visible(r.Reason), Group: r.Group, Quorum: r.Quorum, Approvals: r.Approvals(),
 		ExpiresIn: approver.ExpiresIn(r, now), OnTimeout: r.OnTimeout, Digest: r.Digest, ShortDigest: approver.ShortDigest(r.Digest),
@@ -652,6 +657,9 @@ type item struct {
 	// Program (code mode) is "from program <ID>, line <N>" for a
 	// program's call, "" for the agent's own.
 	Program string
+	// Acts (token exchange) says whom the call acts as upstream, until
+	// when, and whether the provider holds the user's grant.
+	Acts string
 }
 
 func (h *handler) render(w http.ResponseWriter, code int, v view) {
@@ -728,6 +736,7 @@ details.edit summary { cursor: pointer; min-height: 2.75rem; line-height: 2.75re
 <dt>request</dt><dd><code>{{.ID}}</code></dd>
 <dt>task</dt><dd><code>{{.Task}}</code></dd>
 {{if .Server}}<dt>server</dt><dd>{{.Server}}</dd>{{end}}
+{{if .Acts}}<dt>acts as</dt><dd>{{.Acts}}</dd>{{end}}
 <dt>side effects</dt><dd>{{.SideEffects}}</dd>
 <dt>data level</dt><dd>{{.DataLevel}}</dd>
 <dt>risk</dt><dd>{{.Risk}}</dd>

@@ -197,6 +197,15 @@ type Request struct {
 	// the workflow's own limit on IDs never reaches.
 	Program string `json:"program,omitempty"`
 	Line    int    `json:"line,omitempty"`
+	// ActsAs, ActsUntil and ActsHeld (token exchange): the user the call
+	// acts as upstream, when their sign-in ends, and whether the provider
+	// holds their grant (approved later, the call still runs as them).
+	ActsAs    string     `json:"acts_as,omitempty"`
+	ActsUntil *time.Time `json:"acts_until,omitempty"`
+	ActsHeld  bool       `json:"acts_held,omitempty"`
+	// NotRun, with outcome not_run on a second approval_closed, says why
+	// the approved call did not run (the user's grant was gone).
+	NotRun string `json:"not_run,omitempty"`
 }
 
 // Edit is an approver's edit in a webhook event.
@@ -243,6 +252,13 @@ func noticeRequest(n api.ApprovalNotice) *Request {
 	if n.Program != "" { // code mode
 		r.Program, r.Line = approver.ShownProgram(n.Program), n.Line
 	}
+	if n.ActsAs != "" { // token exchange
+		r.ActsAs, r.ActsHeld = n.ActsAs, n.ActsHeld
+		if !n.ActsUntil.IsZero() {
+			u := n.ActsUntil
+			r.ActsUntil = &u
+		}
+	}
 	if e := n.Edit; e != nil {
 		r.Edit = &Edit{By: e.By, Digest: e.Digest, Effect: e.Effect, Refused: e.Refused}
 	}
@@ -250,6 +266,9 @@ func noticeRequest(n api.ApprovalNotice) *Request {
 		r.Outcome = n.State
 		if n.State == api.ApprovalApproved && n.Edit != nil && n.Edit.Refused != "" {
 			r.Outcome = "edit_refused"
+		}
+		if n.State == api.ApprovalApproved && n.NotRun != "" {
+			r.Outcome, r.NotRun = "not_run", n.NotRun
 		}
 	}
 	if !n.RequestedAt.IsZero() {
@@ -292,7 +311,11 @@ func (w *Notifier) Update(ctx context.Context, n api.ApprovalNotice) error {
 	if n.State == api.ApprovalPending || n.State == "" {
 		event = ApprovalUpdated
 	}
-	_, err := w.deliver(ctx, Event{Event: event, Request: noticeRequest(n)}, fmt.Sprintf("%s:%s:%d", n.RequestID, event, len(n.Votes)))
+	key := fmt.Sprintf("%s:%s:%d", n.RequestID, event, len(n.Votes))
+	if n.NotRun != "" { // a second approval_closed: its own delivery ID, so a bridge does not drop it as a repeat
+		key += ":not_run"
+	}
+	_, err := w.deliver(ctx, Event{Event: event, Request: noticeRequest(n)}, key)
 	return err
 }
 
