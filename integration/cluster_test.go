@@ -416,13 +416,13 @@ type roleProc struct {
 
 func newClusterRoles(t *testing.T, bin, upstreamBin, hostPort string) *clusterRoles {
 	dir := t.TempDir()
-	c := &clusterRoles{bin: bin, dir: dir, hostPort: hostPort, effects: filepath.Join(dir, "effects.log"), slack: newFakeSlackAPI(t)}
+	c := &clusterRoles{bin: bin, dir: dir, hostPort: hostPort, effects: newEffectsLog(t), slack: newFakeSlackAPI(t)}
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
     command: %s
     env: {SIDE_EFFECT_LOG: %s}
-tools:
+%stools:
   append: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false, timeout: 60s, heartbeat_timeout: 10s}
   put:
     side_effects: [write]
@@ -430,7 +430,7 @@ tools:
     risk: high
     idempotent: true
     approval: {group: ops, timeout: 30m}
-`, upstreamBin, c.effects))
+`, upstreamBin, c.effects, effectsSandbox(c.effects)))
 	c.cfg = filepath.Join(dir, "airlock.yaml")
 	writeFile(t, c.cfg, `manifests: [counter.yaml]
 temporal: {namespace: `+clusterNamespace+`}

@@ -211,17 +211,17 @@ func TestCrashAndResume(t *testing.T) {
 	upstreamBin := buildBinary(t, "./integration/testupstream")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	effects := filepath.Join(dir, "effects.log")
+	effects := newEffectsLog(t)
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
     command: %s
     env:
       SIDE_EFFECT_LOG: %s
-tools:
+%stools:
   append: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false, timeout: 60s}
   put:    {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true,  timeout: 60s}
-`, upstreamBin, effects))
+`, upstreamBin, effects, effectsSandbox(effects)))
 	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\n"+identityYAML)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	tport := freePort(t)

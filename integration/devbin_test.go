@@ -3,9 +3,12 @@ package integration
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/airlock-run/airlock/internal/identity"
+	"github.com/airlock-run/airlock/internal/testenv"
+	"github.com/airlock-run/airlock/internal/upstream"
 )
 
 // counterDev is what the tests of the airlock binary against
@@ -22,15 +25,33 @@ func newCounterDev(t *testing.T, tools string) counterDev {
 		t.Skip("subprocess test; skipped with -short")
 	}
 	d := counterDev{bin: buildBinary(t, "./cmd/airlock"), upstream: buildBinary(t, "./integration/testupstream"), dir: t.TempDir()}
-	d.effects = filepath.Join(d.dir, "effects.log")
+	d.effects = newEffectsLog(t)
 	writeFile(t, filepath.Join(d.dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
     command: %s
     env: {SIDE_EFFECT_LOG: %s}
-tools:
-%s`, d.upstream, d.effects, tools))
+%stools:
+%s`, d.upstream, d.effects, effectsSandbox(d.effects), tools))
 	return d
+}
+
+// newEffectsLog is where a test upstream that an airlock binary runs
+// writes its side-effect log (SIDE_EFFECT_LOG): in a directory of its own,
+// not beside airlock.yaml or under the data directory, both of which the
+// stdio sandbox hides from the server. The manifest grants that directory
+// with effectsSandbox, as a user's manifest grants a server its own state.
+func newEffectsLog(t *testing.T) string {
+	t.Helper()
+	requireSandbox(t)
+	return filepath.Join(t.TempDir(), "effects.log")
+}
+
+// effectsSandbox is the server.sandbox line of a manifest (indented under
+// server:) whose server writes the side-effect log effects: its
+// directory is one of sandbox.write_paths.
+func effectsSandbox(effects string) string {
+	return "  sandbox: {write_paths: [" + filepath.Dir(effects) + "]}\n"
 }
 
 // devArgs are the arguments of an airlock dev on d's airlock.yaml, its data
@@ -70,4 +91,21 @@ approver_groups:
   ops: {members: [bob]}
 `)
 	return path
+}
+
+// hostSandbox is whether this host can run stdio servers sandboxed, probed
+// once: the error says why not.
+var hostSandbox = sync.OnceValue(func() error { return upstream.ProbeSandbox(nil).Err() })
+
+// requireSandbox fails t under CI=true when the host has no stdio sandbox
+// (the airlock binaries it starts would run their servers unconfined,
+// with a warning); elsewhere it logs that they do.
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	if err := hostSandbox(); err != nil {
+		if testenv.CI() {
+			t.Fatalf("%v (CI=true: the airlock binaries the integration tests start run their stdio servers sandboxed)", err)
+		}
+		t.Logf("stdio servers run unsandboxed: %v", err)
+	}
 }

@@ -39,12 +39,11 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 	}
-	// The airlock binaries the tests start run their stdio servers
-	// unsandboxed: the test upstream writes its side-effect log next to
-	// the configuration, which the sandbox hides. The in-process stack
-	// (newStack) runs its servers sandboxed, and the sandbox's own tests
-	// are internal/upstream's TestSandbox*.
-	_ = os.Setenv("AIRLOCK_SANDBOX", "off")
+	// The airlock binaries the tests start run their stdio servers in the
+	// sandbox, as a user's airlock dev does: the test upstream's
+	// side-effect log is in a directory of its own that its manifest
+	// grants (newEffectsLog, effectsSandbox). Under CI=true a host without
+	// a sandbox fails the tests that need one (requireSandbox).
 	// Every airlock dev the tests start shares one compilation cache (its
 	// AIRLOCK_WASM_CACHE): the program interpreter and the wasm tools
 	// compile once, not once per process.

@@ -198,14 +198,15 @@ func TestOAuthDevBinary(t *testing.T) {
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	base := "http://" + listen
 	p := oauthtest.Start(t, base+"/mcp")
+	effects := newEffectsLog(t)
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
     command: %s
     env: {SIDE_EFFECT_LOG: %s}
-tools:
+%stools:
   echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
-`, upstreamBin, filepath.Join(dir, "effects.log")))
+`, upstreamBin, effects, effectsSandbox(effects)))
 	auditFile := filepath.Join(dir, "audit.jsonl")
 	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\naudit: {log: "+auditFile+"}\n"+identityYAML+fmt.Sprintf(`principals_from_tokens:
   resource: %s/mcp
@@ -285,15 +286,15 @@ func TestOAuthStepUpBypassesDevBinary(t *testing.T) {
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	base := "http://" + listen
 	p := oauthtest.Start(t, base+"/mcp")
-	effects := filepath.Join(dir, "effects.log")
+	effects := newEffectsLog(t)
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
     command: %s
     env: {SIDE_EFFECT_LOG: %s}
-tools:
+%stools:
   put: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
-`, upstreamBin, effects))
+`, upstreamBin, effects, effectsSandbox(effects)))
 	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\ncatalog: search\n"+identityYAML+fmt.Sprintf(`principals_from_tokens:
   resource: %s/mcp
   issuers:

@@ -30,7 +30,7 @@ const planCrashManifest = `server:
     env:
       SIDE_EFFECT_LOG: %s
       IDEMPOTENCY_KEYS: put
-tools:
+%stools:
   append:
     side_effects: [write]
     data_access_level: internal
@@ -89,9 +89,9 @@ func TestPlanSurvivesCrashes(t *testing.T) {
 	upstreamBin := buildBinary(t, "./integration/testupstream")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	effects := filepath.Join(dir, "effects.log")
+	effects := newEffectsLog(t)
 	cfg := filepath.Join(dir, "airlock.yaml")
-	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(planCrashManifest, upstreamBin, effects))
+	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(planCrashManifest, upstreamBin, effects, effectsSandbox(effects)))
 	writeFile(t, cfg, "manifests: [counter.yaml]\n"+identityYAML)
 	planFile := filepath.Join(dir, "plan.yaml")
 	writeFile(t, planFile, planCrashPlan)

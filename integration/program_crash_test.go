@@ -28,7 +28,7 @@ func TestProgramApprovalSurvivesCrash(t *testing.T) {
 	bin := buildBinary(t, "./cmd/airlock")
 	upstreamBin := buildBinary(t, "./integration/testupstream")
 	dir := t.TempDir()
-	effects := filepath.Join(dir, "effects.log")
+	effects := newEffectsLog(t)
 	slackAPI := newFakeSlackAPI(t)
 	env := []string{"SLACK_BOT_TOKEN=xoxb-crash-test", "SLACK_SIGNING_SECRET=" + slackSecret}
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
@@ -36,14 +36,14 @@ func TestProgramApprovalSurvivesCrash(t *testing.T) {
   stdio:
     command: %s
     env: {SIDE_EFFECT_LOG: %s}
-tools:
+%stools:
   put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true}
   append:
     side_effects: [write]
     data_access_level: internal
     risk: high
     approval: {group: ops, timeout: 30m}
-`, upstreamBin, effects))
+`, upstreamBin, effects, effectsSandbox(effects)))
 	writeFile(t, filepath.Join(dir, "airlock.yaml"), `manifests: [counter.yaml]
 approvals: {inline_wait: 2s}
 principals:

@@ -104,9 +104,9 @@ approver_groups:
   stdio:
     command: %s
     env: {SIDE_EFFECT_LOG: %s}
-tools:
+%stools:
   put: {side_effects: [write], data_access_level: internal, risk: low}
-`, d.upstream, d.effects))
+`, d.upstream, d.effects, effectsSandbox(d.effects)))
 	ruled := base + `policy:
   rules:
     - name: no-blocked-keys

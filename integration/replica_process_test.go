@@ -30,17 +30,17 @@ func TestReplicaProcesses(t *testing.T) {
 	bin := buildBinary(t, "./cmd/airlock")
 	upstreamBin := buildBinary(t, "./integration/testupstream")
 	dir := t.TempDir()
-	effects := filepath.Join(dir, "effects.log")
+	effects := newEffectsLog(t)
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
     command: %s
     env:
       SIDE_EFFECT_LOG: %s
-tools:
+%stools:
   put:  {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, timeout: 60s}
   echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
-`, upstreamBin, effects))
+`, upstreamBin, effects, effectsSandbox(effects)))
 	cfg := filepath.Join(dir, "airlock.yaml")
 	writeFile(t, cfg, "manifests: [counter.yaml]\n"+identityYAML)
 	env := append(os.Environ(), "AIRLOCK_SESSION_KEY="+gateway.NewSessionKey())

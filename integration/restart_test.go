@@ -25,7 +25,7 @@ const restartManifest = `server:
     env:
       SIDE_EFFECT_LOG: %s
       IDEMPOTENCY_KEYS: put
-tools:
+%stools:
   append: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false, timeout: 5m, heartbeat_timeout: %s}
   put:    {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true,  timeout: 5m, heartbeat_timeout: %s}
 `
@@ -54,8 +54,8 @@ func TestRestartAnswersCallsInFlight(t *testing.T) {
 	bin := buildBinary(t, "./cmd/airlock")
 	upstreamBin := buildBinary(t, "./integration/testupstream")
 	dir := t.TempDir()
-	effects := filepath.Join(dir, "effects.log")
-	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(restartManifest, upstreamBin, effects, restartHeartbeat, restartHeartbeat))
+	effects := newEffectsLog(t)
+	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(restartManifest, upstreamBin, effects, effectsSandbox(effects), restartHeartbeat, restartHeartbeat))
 	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\n"+identityYAML)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	args := []string{"--config", filepath.Join(dir, "airlock.yaml"), "--data-dir", filepath.Join(dir, "data"),

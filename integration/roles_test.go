@@ -36,15 +36,15 @@ func TestRolesAgainstExternalTemporal(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Stop() })
 
 	dir := t.TempDir()
-	effects := filepath.Join(dir, "effects.log")
+	effects := newEffectsLog(t)
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
     command: %s
     env: {SIDE_EFFECT_LOG: %s}
-tools:
+%stools:
   append: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false}
-`, upstreamBin, effects))
+`, upstreamBin, effects, effectsSandbox(effects)))
 	writeFile(t, filepath.Join(dir, "airlock.yaml"), "manifests: [counter.yaml]\ntemporal: {namespace: prod-like, task_queue: airlock-roles}\n"+identityYAML)
 	cfg := filepath.Join(dir, "airlock.yaml")
 

@@ -30,7 +30,7 @@ func TestStdioDev(t *testing.T) {
 	}
 	bin := buildBinary(t, "./cmd/airlock")
 	dir := t.TempDir()
-	cfg := writeStdioConfig(t, dir, filepath.Join(dir, "effects.log"))
+	cfg := writeStdioConfig(t, dir, newEffectsLog(t))
 	dataDir := filepath.Join(dir, "data")
 
 	t.Run("new task", func(t *testing.T) {
@@ -67,7 +67,7 @@ func writeStdioConfig(t *testing.T, dir, sideEffectLog string) string {
     command: ` + up + `
     env:
       SIDE_EFFECT_LOG: ` + sideEffectLog + `
-tools:
+` + effectsSandbox(sideEffectLog) + `tools:
   echo: {side_effects: [none], data_access_level: public, risk: low, idempotent: true}
   append: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: false}
 `

@@ -35,15 +35,16 @@ func TestDevWebUI(t *testing.T) {
 	bin := buildBinary(t, "./cmd/airlock")
 	upstreamBin := buildBinary(t, "./integration/testupstream")
 	dir := t.TempDir()
+	effects := newEffectsLog(t)
 	writeFile(t, filepath.Join(dir, "counter.yaml"), fmt.Sprintf(`server:
   name: counter
   stdio:
     command: %s
     env:
       SIDE_EFFECT_LOG: %s
-tools:
+%stools:
   put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true, timeout: 60s}
-`, upstreamBin, filepath.Join(dir, "effects.log")))
+`, upstreamBin, effects, effectsSandbox(effects)))
 	cfg := filepath.Join(dir, "airlock.yaml")
 	writeFile(t, cfg, "manifests: [counter.yaml]\n"+identityYAML)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
