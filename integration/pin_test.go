@@ -26,7 +26,10 @@ type pinFixture struct {
 func newPinFixture(t *testing.T) *pinFixture {
 	t.Helper()
 	dir := t.TempDir()
-	return &pinFixture{dir: dir, config: filepath.Join(dir, "airlock.yaml"), pins: filepath.Join(dir, "pins.json"), toolsFile: filepath.Join(dir, "tools.json")}
+	// The tools file is not beside airlock.yaml: the sandbox hides the
+	// configuration directory from the server `airlock manifests pin`
+	// starts; the manifest grants the file's own directory (read_paths).
+	return &pinFixture{dir: dir, config: filepath.Join(dir, "airlock.yaml"), pins: filepath.Join(dir, "pins.json"), toolsFile: filepath.Join(t.TempDir(), "tools.json")}
 }
 
 // manifest writes the configuration and manifest for an upstream whose echo
@@ -41,6 +44,7 @@ func (f *pinFixture) manifest(t *testing.T, description string) *manifests.Manif
     env:
       ECHO_DESCRIPTION: "` + description + `"
       TOOLS_FILE: ` + f.toolsFile + `
+  sandbox: {read_paths: [` + filepath.Dir(f.toolsFile) + `]}
 tools:
   echo: {side_effects: [read], data_access_level: public, risk: low, idempotent: true}
   put: {side_effects: [write], data_access_level: internal, risk: medium, idempotent: true}
