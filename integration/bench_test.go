@@ -30,7 +30,10 @@ import (
 // calling back to back, then 8 and 32 sessions, each session its own task.
 // The two targets are measured in alternating rounds over sessions held
 // open, b.N calls each. It reports each side's p50/p99 and calls/s, their
-// ratios, and the workflow history events one call costs.
+// ratios, each side's process CPU per call (robust where latency is not:
+// another engineer's compile slows a call but does not add to its CPU;
+// compare airlock's with BenchmarkUpdateFloor's cpu-ms/call), and the
+// workflow history events one call costs.
 //
 //	go test -run '^$' -bench CallOverhead -benchtime 300x ./integration/
 //
@@ -55,6 +58,7 @@ func benchOverhead(b *testing.B, s *stack, up string, sessions int) {
 	}
 	lb, err := loadgen.Open(ctx, targets, loadgen.Options{
 		Args: json.RawMessage(`{"text":"ping"}`), Sessions: sessions, Calls: b.N, Warmup: 2, Rounds: 5,
+		ProcessCPU: func() time.Duration { return processCPU(b) },
 		OnResult: func(target, _ int, res *mcp.CallToolResult) {
 			if id, ok := res.Meta[gateway.MetaTask].(string); ok && target == 1 {
 				mu.Lock()
@@ -92,6 +96,10 @@ func benchOverhead(b *testing.B, s *stack, up string, sessions int) {
 	b.ReportMetric(q.P99, "p99-ratio")
 	b.ReportMetric(direct.CallsPerSecond, "direct-calls/s")
 	b.ReportMetric(through.CallsPerSecond, "calls/s")
+	// The whole process's CPU (load client, gateway, worker, Temporal
+	// server; the upstream is another process) in each side's rounds.
+	b.ReportMetric(ms(direct.CPUPerCall), "direct-cpu-ms/call")
+	b.ReportMetric(ms(through.CPUPerCall), "airlock-cpu-ms/call")
 	if events, ok := eventsAdded(before, after); ok {
 		b.ReportMetric(float64(events)/float64(b.N), "history-events/call")
 	} else {

@@ -272,6 +272,11 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	// As cmd/airlock dials: the server's in-flight refusals of calls are
 	// answered busy (gateway/serverbusy.go); o.grpcUnary sees them first.
 	copts.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(append([]grpc.UnaryClientInterceptor{gateway.RefuseBusyUpdates}, o.grpcUnary...)...)}
+	// And without gzip, as `airlock dev` dials its embedded server
+	// (cmd/airlock/wiring.go, dialEmbedded): with the SDK's default the
+	// benchmarks counted ~5% of the process's CPU that airlock dev does
+	// not spend.
+	copts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	c, err := client.Dial(copts)
 	if err != nil {
 		t.Fatal(err)

@@ -65,8 +65,12 @@ func StartFloor(ctx context.Context) (_ *Floor, err error) {
 	if f.srv, err = Start(ctx, Options{DataDir: dir}); err != nil {
 		return nil, fmt.Errorf("floor: starting its embedded Temporal: %w", err)
 	}
+	// Without gzip, as `airlock dev` dials its own embedded server
+	// (cmd/airlock/wiring.go, dialEmbedded): the floor is what airlock
+	// dev's calls are compared with, so it pays for the same transport.
 	f.c, err = client.Dial(client.Options{HostPort: f.srv.HostPort(), Namespace: f.srv.Namespace(),
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}})
 	if err != nil {
 		return nil, fmt.Errorf("floor: connecting to its embedded Temporal: %w", err)
 	}

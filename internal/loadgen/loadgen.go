@@ -97,6 +97,13 @@ type Options struct {
 	// OnResult, when set, sees every result, warm-up included, from the
 	// sessions' goroutines (target and session are indexes).
 	OnResult func(target, session int, res *mcp.CallToolResult)
+	// ProcessCPU, when set, reads the CPU this process has used (user +
+	// system; testenv.ProcessCPU). Only meaningful when the targets run
+	// in the load client's own process (benchmarks): it is read around
+	// each round, and each Result's CPUPerCall is its rounds' CPU over
+	// its answered calls, which a loaded machine slows but does not
+	// inflate the way it does latency.
+	ProcessCPU func() time.Duration
 }
 
 // Check reports what is wrong with the targets and options (every problem
@@ -409,6 +416,10 @@ func (b *Bench) round(ctx context.Context, ti int, t *target, calls int, d time.
 		t.errMu.Unlock()
 	}
 	samples := make([][]time.Duration, len(t.sessions))
+	var cpu0 time.Duration
+	if b.opts.ProcessCPU != nil {
+		cpu0 = b.opts.ProcessCPU()
+	}
 	var wg sync.WaitGroup
 	for si, s := range t.sessions {
 		if s.dead {
@@ -441,9 +452,14 @@ func (b *Bench) round(ctx context.Context, ti int, t *target, calls int, d time.
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	var cpu time.Duration
+	if b.opts.ProcessCPU != nil {
+		cpu = b.opts.ProcessCPU() - cpu0
+	}
 	t.errMu.Lock()
 	defer t.errMu.Unlock()
 	t.res.elapsed += elapsed
+	t.res.cpu += cpu
 	for _, s := range samples {
 		t.res.samples = append(t.res.samples, s...)
 	}

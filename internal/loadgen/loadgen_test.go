@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ type upstream struct {
 	order []string // "/a" or "/b" per call answered, in order
 	keys  []string
 	text  []string // the "text" argument of each echo
+	// work is a stand-in for the process's CPU: each echo answered on
+	// /a adds 1 ms, on /b 3 ms (TestProcessCPUPerCall).
+	work atomic.Int64
 }
 
 const keyMeta = "example.com/idempotency-key"
@@ -51,6 +55,7 @@ func newUpstream(t *testing.T, echoName string) *upstream {
 			u.keys = append(u.keys, key)
 			u.text = append(u.text, a.Text)
 			u.mu.Unlock()
+			u.work.Add(int64(map[string]time.Duration{"/a": time.Millisecond, "/b": 3 * time.Millisecond}[path]))
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
 		})
 		mcp.AddTool(s, &mcp.Tool{Name: "fail"}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
@@ -227,6 +232,33 @@ func TestAlternatingRounds(t *testing.T) {
 		if r.Calls == 0 || r.Errs() != 0 || r.Seconds < 0.4 || r.Seconds > 5 {
 			t.Errorf("%s over 400ms: %d calls, %d errors, %.3fs", r.Target, r.Calls, r.Errs(), r.Seconds)
 		}
+	}
+}
+
+// TestProcessCPUPerCall: with Options.ProcessCPU each target's CPU per
+// call is what its own rounds used, over its answered calls: the rounds
+// of the other target (here three times as costly) and the warm-up are
+// not counted in it. Without the option it stays 0.
+func TestProcessCPUPerCall(t *testing.T) {
+	u := newUpstream(t, "echo")
+	targets := []Target{{Name: "a", URL: u.url + "/a", Tool: "echo"}, {Name: "b", URL: u.url + "/b", Tool: "echo"}}
+	cpu := func() time.Duration { return time.Duration(u.work.Load()) }
+	rs, err := Run(context.Background(), targets, Options{Sessions: 3, Calls: 31, Rounds: 3, Warmup: 2, ProcessCPU: cpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []time.Duration{rs[0].CPUPerCall, rs[1].CPUPerCall}; got[0] != time.Millisecond || got[1] != 3*time.Millisecond {
+		t.Errorf("CPU per call %v, want [1ms 3ms] (each target's own rounds, warm-up excluded)", got)
+	}
+	if u.work.Load() != int64(31+3*2)*int64(time.Millisecond)+int64(31+3*2)*int64(3*time.Millisecond) {
+		t.Errorf("the stand-in CPU is %v: the warm-up and measured calls did not all reach the upstream", time.Duration(u.work.Load()))
+	}
+	rs, err = Run(context.Background(), targets[:1], Options{Calls: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].CPUPerCall != 0 {
+		t.Errorf("CPU per call %v without Options.ProcessCPU, want 0", rs[0].CPUPerCall)
 	}
 }
 

@@ -41,9 +41,13 @@ type Result struct {
 	// Latency is over the answered calls.
 	Latency     Latency `json:"latency_ms"`
 	Interrupted bool    `json:"interrupted,omitempty"`
+	// CPUPerCall is the process's CPU during this target's rounds over
+	// its answered calls (Options.ProcessCPU; 0 without it).
+	CPUPerCall time.Duration `json:"-"`
 
 	samples []time.Duration // latencies of the answered calls; finish sorts them
 	elapsed time.Duration
+	cpu     time.Duration // process CPU during the rounds (Options.ProcessCPU)
 }
 
 // ErrorSample is one distinct error message and how often it came.
@@ -95,6 +99,7 @@ func (r *Result) finish() {
 	if len(r.samples) == 0 {
 		return
 	}
+	r.CPUPerCall = r.cpu / time.Duration(len(r.samples))
 	var sum time.Duration
 	for _, s := range r.samples {
 		sum += s
